@@ -1,0 +1,1082 @@
+//! The archive: an embedded sled database holding many runs.
+//!
+//! Trees by role, not per run (see [`keys`] for the layout, known only here):
+//! run records, facts stored in blocks, content-addressed artifacts, and index
+//! trees by start time, tenant, tool and status. Listing runs reads the
+//! indexes and run records, never the facts.
+//!
+//! # Contract
+//!
+//! - [`Archive::append`] is the single sequencer: it numbers facts per run,
+//!   gapless from 0, and stores each batch as one block (one sled insert, so a
+//!   crash never tears a fact). The first batch of a run must start with
+//!   `run.started`; a batch containing `run.ended` closes the run.
+//! - Appends are durable after [`Archive::flush`] (or sled's background
+//!   flush). After a crash, [`Archive::open`] finds every run that was still
+//!   running, rebuilds its record from its facts, and marks it
+//!   [`RunState::Incomplete`].
+//! - sled locks its directory to one process: a second opener gets
+//!   [`ArchiveError::Locked`], naming the directory, at once.
+//! - Reading never panics on stored bytes: a damaged block is reported as
+//!   [`ArchiveError::Corrupt`] with the run and seq range it held, and the
+//!   facts around it still read.
+
+mod block;
+mod keys;
+mod list;
+mod verify;
+
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::io;
+use std::ops::{Bound, RangeBounds};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use futures::Stream;
+use hmac::{Hmac, Mac};
+use sha2::{Digest as _, Sha256};
+
+use crate::fact::{Fact, FactKind, Fingerprint, NewFact};
+use crate::run::{RunRecord, RunState};
+
+pub use block::{decode_fact, encode_fact, Digest};
+pub use list::{Cursor, RunFilter, RunPage};
+pub use verify::{Problem, VerifyReport};
+
+/// The archive format version this build writes and reads.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// Errors of the archive. Each message says what happened and what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum ArchiveError {
+    /// Another process holds the archive open.
+    #[error(
+        "archive {dir} is held open by another process (sled allows one process per archive): \
+         stop that process, or read the archive through it (`reel` does this by itself when the \
+         recorder serves its socket)"
+    )]
+    Locked {
+        /// The archive directory.
+        dir: PathBuf,
+    },
+    /// The directory is not an archive this reel can read.
+    #[error("{dir} is not a reel archive this version can read: {detail}")]
+    Format {
+        /// The archive directory.
+        dir: PathBuf,
+        /// What is wrong.
+        detail: String,
+    },
+    /// sled or the file system failed.
+    #[error("archive {dir}: storage error: {source}")]
+    Storage {
+        /// The archive directory.
+        dir: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: sled::Error,
+    },
+    /// No run with this id.
+    #[error("no run {run_id:?} in the archive: list runs with `reel runs`")]
+    UnknownRun {
+        /// The id asked for.
+        run_id: String,
+    },
+    /// A run with this id already exists.
+    #[error("run {run_id:?} already exists in the archive: run ids must be unique; import under a new id or into another archive")]
+    RunExists {
+        /// The id.
+        run_id: String,
+    },
+    /// The run no longer takes facts.
+    #[error("run {run_id:?} is {state}: it takes no more facts; start a new run")]
+    RunClosed {
+        /// The id.
+        run_id: String,
+        /// Its state.
+        state: RunState,
+    },
+    /// Facts that cannot be appended as given.
+    #[error("run {run_id:?}: {detail}")]
+    InvalidFacts {
+        /// The run.
+        run_id: String,
+        /// What is wrong with them.
+        detail: String,
+    },
+    /// A stored block or record is damaged.
+    #[error("run {run_id:?}, seq {first_seq}..={}: stored block is damaged ({detail}); run `reel verify` for the whole archive", last_seq.map(|s| s.to_string()).unwrap_or_else(|| "?".into()))]
+    Corrupt {
+        /// The run.
+        run_id: String,
+        /// First seq the damaged block held.
+        first_seq: u64,
+        /// Last seq it held, when known.
+        last_seq: Option<u64>,
+        /// What is wrong.
+        detail: String,
+    },
+    /// A fact could not be encoded.
+    #[error("run {run_id:?}: a fact could not be encoded: {detail}")]
+    Encode {
+        /// The run.
+        run_id: String,
+        /// The encoder's message.
+        detail: String,
+    },
+}
+
+/// Result of archive operations.
+pub type Result<T, E = ArchiveError> = std::result::Result<T, E>;
+
+/// How to open an archive.
+#[derive(Debug, Clone, Default)]
+pub struct ArchiveConfig {
+    /// sled's page cache size in bytes; `None` keeps sled's default.
+    pub cache_capacity: Option<u64>,
+    /// sled's background flush interval in milliseconds; `None` keeps sled's
+    /// default (500 ms). `Some(0)` turns background flushing off.
+    pub flush_every_ms: Option<u64>,
+}
+
+/// Figures about the whole archive.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ArchiveStats {
+    /// Number of runs.
+    pub runs: u64,
+    /// Number of facts across all runs.
+    pub facts: u64,
+    /// Number of stored artifacts (after deduplication).
+    pub artifacts: u64,
+    /// Bytes the archive takes on disk.
+    pub bytes_on_disk: u64,
+    /// The oldest run: (id, start time).
+    pub oldest: Option<(String, i64)>,
+    /// The newest run: (id, start time).
+    pub newest: Option<(String, i64)>,
+}
+
+/// An open archive. Cheap to clone; all clones share one database and one
+/// sequencer.
+#[derive(Clone)]
+pub struct Archive {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    dir: PathBuf,
+    db: sled::Db,
+    trees: Trees,
+    key: [u8; 32],
+    live: Mutex<HashMap<String, Arc<Mutex<LiveRun>>>>,
+    appended: tokio::sync::watch::Sender<u64>,
+}
+
+pub(crate) struct Trees {
+    pub run_ids: sled::Tree,
+    pub runs: sled::Tree,
+    pub events: sled::Tree,
+    pub artifacts: sled::Tree,
+    pub by_time: sled::Tree,
+    pub by_tenant: sled::Tree,
+    pub by_tool: sled::Tree,
+    pub by_status: sled::Tree,
+}
+
+/// A run this process is writing.
+struct LiveRun {
+    ordinal: u64,
+    record: RunRecord,
+    next_seq: u64,
+    head: Digest,
+}
+
+impl std::fmt::Debug for Archive {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Archive")
+            .field("dir", &self.inner.dir)
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+pub(crate) fn encode_record(record: &RunRecord) -> Vec<u8> {
+    let mut out = vec![1u8];
+    // A record is plain data: encoding it cannot fail.
+    rmp_serde::encode::write_named(&mut out, record).expect("run record encodes");
+    out
+}
+
+pub(crate) fn decode_record(bytes: &[u8]) -> Result<RunRecord, String> {
+    match bytes.split_first() {
+        Some((1, rest)) => {
+            rmp_serde::from_slice(rest).map_err(|e| format!("run record does not decode: {e}"))
+        }
+        Some((v, _)) => Err(format!("run record version {v} is not supported")),
+        None => Err("empty run record".into()),
+    }
+}
+
+impl Archive {
+    /// Opens the archive in `dir`, creating it when absent. Runs left running
+    /// by a writer that stopped are marked [`RunState::Incomplete`].
+    pub fn open(dir: impl AsRef<Path>, config: ArchiveConfig) -> Result<Archive> {
+        let dir = dir.as_ref().to_path_buf();
+        if dir.exists() && !dir.is_dir() {
+            return Err(ArchiveError::Format {
+                dir,
+                detail: "it is a file, not a directory; pass the archive directory".into(),
+            });
+        }
+        if dir.is_dir() && !dir.join("conf").exists() && !dir.join("db").exists() {
+            let has_files = std::fs::read_dir(&dir)
+                .map(|mut d| {
+                    d.any(|e| {
+                        e.map(|e| !e.file_name().to_string_lossy().starts_with("reel."))
+                            .unwrap_or(false)
+                    })
+                })
+                .unwrap_or(false);
+            if has_files {
+                return Err(ArchiveError::Format {
+                    dir,
+                    detail: "the directory has files but no archive; pass an empty or new directory, or an existing archive".into(),
+                });
+            }
+        }
+        let mut sled_config = sled::Config::new().path(&dir);
+        if let Some(c) = config.cache_capacity {
+            sled_config = sled_config.cache_capacity(c);
+        }
+        if let Some(ms) = config.flush_every_ms {
+            sled_config = sled_config.flush_every_ms(if ms == 0 { None } else { Some(ms) });
+        }
+        let db = sled_config.open().map_err(|e| open_error(&dir, e))?;
+        let storage = |source| ArchiveError::Storage {
+            dir: dir.clone(),
+            source,
+        };
+        let tree = |name: &str| db.open_tree(name).map_err(storage);
+        let meta = tree(keys::T_META)?;
+        match meta.get(keys::META_FORMAT).map_err(storage)? {
+            None => {
+                meta.insert(keys::META_FORMAT, &FORMAT_VERSION.to_be_bytes())
+                    .map_err(storage)?;
+            }
+            Some(v) => {
+                let found = <[u8; 4]>::try_from(v.as_ref())
+                    .map(u32::from_be_bytes)
+                    .map_err(|_| ArchiveError::Format {
+                        dir: dir.clone(),
+                        detail: "its format marker is damaged".into(),
+                    })?;
+                if found > FORMAT_VERSION {
+                    return Err(ArchiveError::Format {
+                        dir,
+                        detail: format!(
+                            "it has format {found}, this reel reads up to {FORMAT_VERSION}: upgrade reel"
+                        ),
+                    });
+                }
+            }
+        }
+        let key = match meta.get(keys::META_KEY).map_err(storage)? {
+            Some(v) if v.len() == 32 => {
+                let mut k = [0u8; 32];
+                k.copy_from_slice(&v);
+                k
+            }
+            Some(_) => {
+                return Err(ArchiveError::Format {
+                    dir,
+                    detail: "its fingerprint key is damaged".into(),
+                })
+            }
+            None => {
+                let k: [u8; 32] = rand::random();
+                meta.insert(keys::META_KEY, &k[..]).map_err(storage)?;
+                k
+            }
+        };
+        let trees = Trees {
+            run_ids: tree(keys::T_RUN_IDS)?,
+            runs: tree(keys::T_RUNS)?,
+            events: tree(keys::T_EVENTS)?,
+            artifacts: tree(keys::T_ARTIFACTS)?,
+            by_time: tree(keys::T_BY_TIME)?,
+            by_tenant: tree(keys::T_BY_TENANT)?,
+            by_tool: tree(keys::T_BY_TOOL)?,
+            by_status: tree(keys::T_BY_STATUS)?,
+        };
+        let (appended, _) = tokio::sync::watch::channel(0);
+        let archive = Archive {
+            inner: Arc::new(Inner {
+                dir,
+                db,
+                trees,
+                key,
+                live: Mutex::new(HashMap::new()),
+                appended,
+            }),
+        };
+        archive.recover()?;
+        Ok(archive)
+    }
+
+    /// The archive directory.
+    pub fn dir(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    pub(crate) fn trees(&self) -> &Trees {
+        &self.inner.trees
+    }
+
+    fn storage(&self, source: sled::Error) -> ArchiveError {
+        ArchiveError::Storage {
+            dir: self.inner.dir.clone(),
+            source,
+        }
+    }
+
+    /// The keyed fingerprint of a secret (HMAC-SHA256 under this archive's
+    /// key, first 16 bytes, hex). Equal secrets give equal fingerprints in
+    /// one archive; the secret cannot be recovered from it.
+    pub fn fingerprint(&self, secret: &[u8]) -> Fingerprint {
+        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.inner.key)
+            .expect("HMAC takes any key size");
+        mac.update(secret);
+        let out = mac.finalize().into_bytes();
+        Fingerprint(format!("hmac-sha256:{}", hex::encode(&out[..16])))
+    }
+
+    // -----------------------------------------------------------------------
+    // Writing
+    // -----------------------------------------------------------------------
+
+    /// Appends facts to a run and returns the seqs they were given. The first
+    /// batch of a run must begin with `run.started` naming `run_id`; the
+    /// whole batch becomes one block.
+    pub fn append(&self, run_id: &str, facts: Vec<NewFact>) -> Result<std::ops::Range<u64>> {
+        let run = self.live_run(run_id, facts.first())?;
+        let mut run = lock(&run);
+        if run.record.state.is_closed() {
+            return Err(ArchiveError::RunClosed {
+                run_id: run_id.into(),
+                state: run.record.state,
+            });
+        }
+        let first = run.next_seq;
+        let facts: Vec<Fact> = facts
+            .into_iter()
+            .enumerate()
+            .map(|(i, f)| f.with_seq(first + i as u64))
+            .collect();
+        self.write_block(&mut run, &facts)?;
+        let (range, closed) = (first..run.next_seq, run.record.state.is_closed());
+        drop(run);
+        if closed {
+            lock(&self.inner.live).remove(run_id);
+        }
+        Ok(range)
+    }
+
+    /// Finds the run being written, or creates it from its first fact.
+    fn live_run(&self, run_id: &str, first: Option<&NewFact>) -> Result<Arc<Mutex<LiveRun>>> {
+        let mut live = lock(&self.inner.live);
+        if let Some(run) = live.get(run_id) {
+            return Ok(run.clone());
+        }
+        let t = self.trees();
+        if let Some(ord) = t.run_ids.get(run_id).map_err(|e| self.storage(e))? {
+            // Not live, so the stored record is current.
+            let state = keys::u64_from(&ord)
+                .and_then(|o| t.runs.get(o.to_be_bytes()).ok().flatten())
+                .and_then(|bytes| decode_record(&bytes).ok())
+                .map(|r| r.state)
+                .unwrap_or(RunState::Incomplete);
+            return Err(ArchiveError::RunClosed {
+                run_id: run_id.into(),
+                state,
+            });
+        }
+        let Some(first) = first else {
+            return Err(ArchiveError::UnknownRun {
+                run_id: run_id.into(),
+            });
+        };
+        let record = match &first.kind {
+            FactKind::RunStarted(s) if s.run_id == run_id => {
+                RunRecord::from_first(&first.clone().with_seq(0)).expect("run.started")
+            }
+            FactKind::RunStarted(s) => {
+                return Err(ArchiveError::InvalidFacts {
+                    run_id: run_id.into(),
+                    detail: format!("its run.started names another run, {:?}", s.run_id),
+                })
+            }
+            other => {
+                return Err(ArchiveError::InvalidFacts {
+                    run_id: run_id.into(),
+                    detail: format!(
+                        "a new run must begin with run.started, not {}",
+                        other.name()
+                    ),
+                })
+            }
+        };
+        let ordinal = self.inner.db.generate_id().map_err(|e| self.storage(e))?;
+        // The record and its indexes go in before the first block, so that a
+        // crash after the block always leaves a run to recover.
+        t.runs
+            .insert(ordinal.to_be_bytes(), encode_record(&record))
+            .map_err(|e| self.storage(e))?;
+        self.index_new(ordinal, &record)?;
+        t.run_ids
+            .insert(run_id, &ordinal.to_be_bytes())
+            .map_err(|e| self.storage(e))?;
+        let run = Arc::new(Mutex::new(LiveRun {
+            ordinal,
+            record,
+            next_seq: 0,
+            head: [0; 32],
+        }));
+        live.insert(run_id.to_owned(), run.clone());
+        Ok(run)
+    }
+
+    /// Seals `facts` (already numbered from `run.next_seq`) into one block.
+    fn write_block(&self, run: &mut LiveRun, facts: &[Fact]) -> Result<()> {
+        if facts.is_empty() {
+            return Ok(());
+        }
+        let run_id = run.record.run_id.clone();
+        let mut payload = Vec::with_capacity(facts.len() * 128);
+        let before = run.record.clone();
+        let mut changed = false;
+        for fact in facts {
+            block::push_fact(&mut payload, fact).map_err(|e| ArchiveError::Encode {
+                run_id: run_id.clone(),
+                detail: e.to_string(),
+            })?;
+            changed |= run.record.observe(fact);
+        }
+        let first = facts[0].seq;
+        let (value, digest) = block::seal(facts.len() as u32, &run.head, &payload);
+        let t = self.trees();
+        if let Err(e) = t.events.insert(keys::event_key(run.ordinal, first), value) {
+            run.record = before;
+            return Err(self.storage(e));
+        }
+        run.head = digest;
+        run.next_seq = first + facts.len() as u64;
+        if changed {
+            self.store_record(run.ordinal, &before, &run.record)?;
+        }
+        self.inner.appended.send_modify(|n| *n += 1);
+        Ok(())
+    }
+
+    /// Writes a changed record and brings the indexes along.
+    fn store_record(&self, ordinal: u64, before: &RunRecord, after: &RunRecord) -> Result<()> {
+        let t = self.trees();
+        let s = |e| self.storage(e);
+        t.runs
+            .insert(ordinal.to_be_bytes(), encode_record(after))
+            .map_err(s)?;
+        for tool in after.tools.difference(&before.tools) {
+            t.by_tool
+                .insert(
+                    keys::index_key(&keys::name_prefix(tool), after.started_at, ordinal),
+                    &[],
+                )
+                .map_err(s)?;
+        }
+        if before.state != after.state {
+            t.by_status
+                .remove(keys::index_key(
+                    &[keys::state_byte(before.state)],
+                    before.started_at,
+                    ordinal,
+                ))
+                .map_err(s)?;
+            t.by_status
+                .insert(
+                    keys::index_key(&[keys::state_byte(after.state)], after.started_at, ordinal),
+                    &[],
+                )
+                .map_err(s)?;
+        }
+        Ok(())
+    }
+
+    fn index_new(&self, ordinal: u64, record: &RunRecord) -> Result<()> {
+        let t = self.trees();
+        let s = |e| self.storage(e);
+        t.by_time
+            .insert(keys::index_key(&[], record.started_at, ordinal), &[])
+            .map_err(s)?;
+        if let Some(tenant) = record.tenant() {
+            t.by_tenant
+                .insert(
+                    keys::index_key(&keys::name_prefix(tenant), record.started_at, ordinal),
+                    &[],
+                )
+                .map_err(s)?;
+        }
+        t.by_status
+            .insert(
+                keys::index_key(
+                    &[keys::state_byte(record.state)],
+                    record.started_at,
+                    ordinal,
+                ),
+                &[],
+            )
+            .map_err(s)?;
+        for tool in &record.tools {
+            t.by_tool
+                .insert(
+                    keys::index_key(&keys::name_prefix(tool), record.started_at, ordinal),
+                    &[],
+                )
+                .map_err(s)?;
+        }
+        Ok(())
+    }
+
+    /// Imports a whole run (e.g. from a tape): its facts keep their seqs,
+    /// which must run from 0 without a gap, starting with `run.started`. An
+    /// imported run that never ended is marked incomplete.
+    pub fn import_run(&self, facts: impl IntoIterator<Item = Fact>) -> Result<RunRecord> {
+        const BATCH: usize = 1024;
+        let mut facts = facts.into_iter().peekable();
+        let Some(first) = facts.peek() else {
+            return Err(ArchiveError::InvalidFacts {
+                run_id: String::new(),
+                detail: "there are no facts to import".into(),
+            });
+        };
+        let run_id = match &first.kind {
+            FactKind::RunStarted(s) => s.run_id.clone(),
+            other => {
+                return Err(ArchiveError::InvalidFacts {
+                    run_id: String::new(),
+                    detail: format!("a run must begin with run.started, not {}", other.name()),
+                })
+            }
+        };
+        let first = first.clone().into_new();
+        let run = self.live_run(&run_id, Some(&first))?;
+        let mut run = lock(&run);
+        let mut batch = Vec::with_capacity(BATCH);
+        loop {
+            let next = facts.next();
+            if let Some(fact) = &next {
+                let want = run.next_seq + batch.len() as u64;
+                if fact.seq != want {
+                    drop(run);
+                    self.abandon(&run_id)?;
+                    return Err(ArchiveError::InvalidFacts {
+                        run_id,
+                        detail: format!("fact seq {} where {want} was expected: seqs must run from 0 without a gap", fact.seq),
+                    });
+                }
+                if run.record.state.is_closed() {
+                    drop(run);
+                    self.abandon(&run_id)?;
+                    return Err(ArchiveError::InvalidFacts {
+                        run_id,
+                        detail: format!("fact seq {} comes after run.ended", fact.seq),
+                    });
+                }
+            }
+            let end = next.is_none();
+            if let Some(fact) = next {
+                let closes = matches!(fact.kind, FactKind::RunEnded(_));
+                batch.push(fact);
+                if batch.len() < BATCH && !closes {
+                    continue;
+                }
+            }
+            self.write_block(&mut run, &batch)?;
+            batch.clear();
+            if end {
+                break;
+            }
+        }
+        if !run.record.state.is_closed() {
+            let before = run.record.clone();
+            run.record.state = RunState::Incomplete;
+            self.store_record(run.ordinal, &before, &run.record)?;
+        }
+        let record = run.record.clone();
+        drop(run);
+        lock(&self.inner.live).remove(&run_id);
+        Ok(record)
+    }
+
+    /// Removes a run that failed to import, with everything stored for it.
+    fn abandon(&self, run_id: &str) -> Result<()> {
+        let Some(run) = lock(&self.inner.live).remove(run_id) else {
+            return Ok(());
+        };
+        let run = lock(&run);
+        let t = self.trees();
+        let s = |e| self.storage(e);
+        let prefix = run.ordinal.to_be_bytes();
+        for key in t.events.scan_prefix(prefix).keys() {
+            t.events.remove(key.map_err(s)?).map_err(s)?;
+        }
+        let r = &run.record;
+        t.by_time
+            .remove(keys::index_key(&[], r.started_at, run.ordinal))
+            .map_err(s)?;
+        if let Some(tenant) = r.tenant() {
+            t.by_tenant
+                .remove(keys::index_key(
+                    &keys::name_prefix(tenant),
+                    r.started_at,
+                    run.ordinal,
+                ))
+                .map_err(s)?;
+        }
+        for tool in &r.tools {
+            t.by_tool
+                .remove(keys::index_key(
+                    &keys::name_prefix(tool),
+                    r.started_at,
+                    run.ordinal,
+                ))
+                .map_err(s)?;
+        }
+        t.by_status
+            .remove(keys::index_key(
+                &[keys::state_byte(r.state)],
+                r.started_at,
+                run.ordinal,
+            ))
+            .map_err(s)?;
+        t.runs.remove(prefix).map_err(s)?;
+        t.run_ids.remove(run_id).map_err(s)?;
+        Ok(())
+    }
+
+    /// Stores artifact bytes once per sha-256 digest and returns the digest
+    /// as `sha256:<hex>`.
+    pub fn put_artifact(&self, bytes: &[u8]) -> Result<String> {
+        let digest: Digest = Sha256::digest(bytes).into();
+        let t = self.trees();
+        // compare_and_swap from "absent" stores the bytes once.
+        let _ = t
+            .artifacts
+            .compare_and_swap(digest, None::<&[u8]>, Some(bytes))
+            .map_err(|e| self.storage(e))?;
+        Ok(format!("sha256:{}", hex::encode(digest)))
+    }
+
+    /// The bytes stored under a `sha256:<hex>` digest.
+    pub fn artifact(&self, digest: &str) -> Result<Option<Vec<u8>>> {
+        let Some(raw) = parse_digest(digest) else {
+            return Ok(None);
+        };
+        Ok(self
+            .trees()
+            .artifacts
+            .get(raw)
+            .map_err(|e| self.storage(e))?
+            .map(|v| v.to_vec()))
+    }
+
+    /// Makes everything appended so far durable. Returns the bytes flushed.
+    pub fn flush(&self) -> Result<usize> {
+        self.inner.db.flush().map_err(|e| self.storage(e))
+    }
+
+    /// [`Archive::flush`] for async code.
+    pub async fn flush_async(&self) -> Result<usize> {
+        self.inner
+            .db
+            .flush_async()
+            .await
+            .map_err(|e| self.storage(e))
+    }
+
+    // -----------------------------------------------------------------------
+    // Reading
+    // -----------------------------------------------------------------------
+
+    fn ordinal(&self, run_id: &str) -> Result<u64> {
+        let ord = self
+            .trees()
+            .run_ids
+            .get(run_id)
+            .map_err(|e| self.storage(e))?
+            .ok_or_else(|| ArchiveError::UnknownRun {
+                run_id: run_id.into(),
+            })?;
+        keys::u64_from(&ord).ok_or_else(|| ArchiveError::Corrupt {
+            run_id: run_id.into(),
+            first_seq: 0,
+            last_seq: None,
+            detail: "its run id entry is damaged".into(),
+        })
+    }
+
+    pub(crate) fn record_by_ordinal(&self, ordinal: u64) -> Result<Option<RunRecord>, String> {
+        let bytes = self
+            .trees()
+            .runs
+            .get(ordinal.to_be_bytes())
+            .map_err(|e| e.to_string())?;
+        let Some(bytes) = bytes else { return Ok(None) };
+        let record = decode_record(&bytes)?;
+        // A run this process is writing has a fresher count in memory.
+        if !record.state.is_closed() {
+            let live = lock(&self.inner.live).get(&record.run_id).cloned();
+            if let Some(live) = live {
+                return Ok(Some(lock(&live).record.clone()));
+            }
+        }
+        Ok(Some(record))
+    }
+
+    /// The record of one run.
+    pub fn run(&self, run_id: &str) -> Result<RunRecord> {
+        let ordinal = self.ordinal(run_id)?;
+        self.record_by_ordinal(ordinal)
+            .map_err(|detail| ArchiveError::Corrupt {
+                run_id: run_id.into(),
+                first_seq: 0,
+                last_seq: None,
+                detail,
+            })?
+            .ok_or_else(|| ArchiveError::UnknownRun {
+                run_id: run_id.into(),
+            })
+    }
+
+    /// Every run id, in the order the runs were created.
+    pub fn run_ids(&self) -> impl Iterator<Item = Result<String>> + '_ {
+        self.trees().by_time.iter().map(move |item| {
+            let (key, _) = item.map_err(|e| self.storage(e))?;
+            let (_, ordinal) = keys::split_index_tail(&key).unwrap_or((0, u64::MAX));
+            self.record_by_ordinal(ordinal)
+                .ok()
+                .flatten()
+                .map(|r| r.run_id)
+                .ok_or_else(|| ArchiveError::Corrupt {
+                    run_id: format!("#{ordinal}"),
+                    first_seq: 0,
+                    last_seq: None,
+                    detail: "the time index points at a missing or damaged run record".into(),
+                })
+        })
+    }
+
+    /// The facts of a run whose seq lies in `range`, in seq order. A damaged
+    /// block yields one [`ArchiveError::Corrupt`] naming its seq range, and
+    /// iteration goes on after it.
+    pub fn facts(&self, run_id: &str, range: impl RangeBounds<u64>) -> Result<Facts> {
+        let ordinal = self.ordinal(run_id)?;
+        let start = match range.start_bound() {
+            Bound::Included(&s) => s,
+            Bound::Excluded(&s) => s.saturating_add(1),
+            Bound::Unbounded => 0,
+        };
+        let end = match range.end_bound() {
+            Bound::Included(&e) => Some(e),
+            Bound::Excluded(&0) => return Ok(Facts::empty(self.clone(), run_id)),
+            Bound::Excluded(&e) => Some(e - 1),
+            Bound::Unbounded => None,
+        };
+        let events = &self.trees().events;
+        // The block holding `start` is the one with the greatest first seq <= start.
+        let from = events
+            .range(keys::event_key(ordinal, 0)..=keys::event_key(ordinal, start))
+            .next_back()
+            .transpose()
+            .map_err(|e| self.storage(e))?
+            .and_then(|(k, _)| keys::split_event_key(&k).map(|(_, s)| s))
+            .unwrap_or(start);
+        let upto = keys::event_key(ordinal, end.unwrap_or(u64::MAX));
+        let iter = events.range(keys::event_key(ordinal, from)..=upto);
+        Ok(Facts {
+            archive: self.clone(),
+            run_id: run_id.into(),
+            iter: Some(iter.peekable()),
+            pending: VecDeque::new(),
+            start,
+            end,
+        })
+    }
+
+    /// Follows a run: yields its facts from `from_seq` on, waiting for new
+    /// ones as they land, and ends once the run is closed and all its facts
+    /// were yielded. Only appends made through this process's [`Archive`]
+    /// wake it (sled admits one process per archive).
+    pub fn follow(
+        &self,
+        run_id: &str,
+        from_seq: u64,
+    ) -> impl Stream<Item = Result<Fact>> + Send + 'static {
+        struct Follow {
+            archive: Archive,
+            run_id: String,
+            next: u64,
+            buf: VecDeque<Result<Fact>>,
+            rx: tokio::sync::watch::Receiver<u64>,
+            done: bool,
+        }
+        let state = Follow {
+            archive: self.clone(),
+            run_id: run_id.into(),
+            next: from_seq,
+            buf: VecDeque::new(),
+            rx: self.inner.appended.subscribe(),
+            done: false,
+        };
+        futures::stream::unfold(state, |mut st| async move {
+            loop {
+                if let Some(item) = st.buf.pop_front() {
+                    return Some((item, st));
+                }
+                if st.done {
+                    return None;
+                }
+                st.rx.borrow_and_update();
+                let closed = match st.archive.run(&st.run_id) {
+                    Ok(r) => r.state.is_closed(),
+                    Err(ArchiveError::UnknownRun { .. }) => false,
+                    Err(e) => {
+                        st.done = true;
+                        return Some((Err(e), st));
+                    }
+                };
+                match st.archive.facts(&st.run_id, st.next..) {
+                    Ok(facts) => {
+                        for item in facts {
+                            match &item {
+                                Ok(f) => st.next = f.seq + 1,
+                                Err(ArchiveError::Corrupt {
+                                    last_seq: Some(l), ..
+                                }) => st.next = l + 1,
+                                Err(_) => st.done = true,
+                            }
+                            st.buf.push_back(item);
+                            if st.done {
+                                break;
+                            }
+                        }
+                    }
+                    Err(ArchiveError::UnknownRun { .. }) => {}
+                    Err(e) => {
+                        st.done = true;
+                        st.buf.push_back(Err(e));
+                    }
+                }
+                if st.buf.is_empty() {
+                    if closed {
+                        st.done = true;
+                    } else if st.rx.changed().await.is_err() {
+                        st.done = true;
+                    }
+                }
+            }
+        })
+    }
+
+    /// Figures about the archive.
+    pub fn stats(&self) -> Result<ArchiveStats> {
+        let t = self.trees();
+        let s = |e| self.storage(e);
+        let mut facts = 0;
+        let mut runs = 0;
+        for item in t.runs.iter() {
+            let (key, _) = item.map_err(s)?;
+            if let Some(Ok(Some(r))) = keys::u64_from(&key).map(|o| self.record_by_ordinal(o)) {
+                facts += r.facts;
+            }
+            runs += 1;
+        }
+        let end = |item: Option<sled::Result<(sled::IVec, sled::IVec)>>| -> Result<Option<(String, i64)>> {
+            let Some(item) = item else { return Ok(None) };
+            let (key, _) = item.map_err(s)?;
+            let Some((at, ord)) = keys::split_index_tail(&key) else {
+                return Ok(None);
+            };
+            Ok(self
+                .record_by_ordinal(ord)
+                .ok()
+                .flatten()
+                .map(|r| (r.run_id, at)))
+        };
+        Ok(ArchiveStats {
+            runs,
+            facts,
+            artifacts: t.artifacts.len() as u64,
+            bytes_on_disk: self.inner.db.size_on_disk().map_err(s)?,
+            oldest: end(t.by_time.iter().next())?,
+            newest: end(t.by_time.iter().next_back())?,
+        })
+    }
+
+    // -----------------------------------------------------------------------
+    // Recovery
+    // -----------------------------------------------------------------------
+
+    /// Marks runs left running by a stopped writer as incomplete, with their
+    /// records rebuilt from the facts that made it to disk.
+    fn recover(&self) -> Result<()> {
+        let t = self.trees();
+        let running: Vec<u64> = t
+            .by_status
+            .scan_prefix([keys::state_byte(RunState::Running)])
+            .keys()
+            .filter_map(|k| {
+                k.ok()
+                    .and_then(|k| keys::split_index_tail(&k))
+                    .map(|(_, o)| o)
+            })
+            .collect();
+        for ordinal in running {
+            let Ok(Some(before)) = self.record_by_ordinal(ordinal) else {
+                continue;
+            };
+            let mut after = RunRecord {
+                state: RunState::Running,
+                facts: 0,
+                calls: 0,
+                tools: BTreeSet::new(),
+                ended_at: None,
+                ..before.clone()
+            };
+            for item in t.events.scan_prefix(ordinal.to_be_bytes()) {
+                let (key, value) = item.map_err(|e| self.storage(e))?;
+                let Some((_, first)) = keys::split_event_key(&key) else {
+                    continue;
+                };
+                let Ok(opened) = block::open(&value) else {
+                    continue;
+                };
+                after.facts = after.facts.max(first + opened.count as u64);
+                if let Ok(facts) = block::decode_facts(&opened, first) {
+                    for fact in &facts {
+                        after.observe(fact);
+                    }
+                }
+            }
+            if after.state == RunState::Running {
+                after.state = RunState::Incomplete;
+            }
+            self.store_record(ordinal, &before, &after)?;
+        }
+        Ok(())
+    }
+}
+
+fn open_error(dir: &Path, e: sled::Error) -> ArchiveError {
+    if let sled::Error::Io(io) = &e {
+        if io.kind() == io::ErrorKind::Other && io.to_string().contains("could not acquire lock") {
+            return ArchiveError::Locked {
+                dir: dir.to_path_buf(),
+            };
+        }
+    }
+    match e {
+        sled::Error::Corruption { .. } | sled::Error::Unsupported(_) => ArchiveError::Format {
+            dir: dir.to_path_buf(),
+            detail: e.to_string(),
+        },
+        source => ArchiveError::Storage {
+            dir: dir.to_path_buf(),
+            source,
+        },
+    }
+}
+
+/// Parses `sha256:<64 hex>` into raw bytes.
+pub fn parse_digest(digest: &str) -> Option<Digest> {
+    let hex_part = digest.strip_prefix("sha256:")?;
+    let mut out = [0u8; 32];
+    hex::decode_to_slice(hex_part, &mut out).ok()?;
+    Some(out)
+}
+
+/// The facts of one run, in seq order (see [`Archive::facts`]).
+pub struct Facts {
+    archive: Archive,
+    run_id: String,
+    iter: Option<std::iter::Peekable<sled::Iter>>,
+    pending: VecDeque<Fact>,
+    start: u64,
+    end: Option<u64>,
+}
+
+impl Facts {
+    fn empty(archive: Archive, run_id: &str) -> Facts {
+        Facts {
+            archive,
+            run_id: run_id.into(),
+            iter: None,
+            pending: VecDeque::new(),
+            start: 0,
+            end: None,
+        }
+    }
+}
+
+impl Iterator for Facts {
+    type Item = Result<Fact>;
+
+    fn next(&mut self) -> Option<Result<Fact>> {
+        loop {
+            if let Some(f) = self.pending.pop_front() {
+                return Some(Ok(f));
+            }
+            let iter = self.iter.as_mut()?;
+            let (key, value) = match iter.next()? {
+                Ok(kv) => kv,
+                Err(e) => {
+                    self.iter = None;
+                    return Some(Err(self.archive.storage(e)));
+                }
+            };
+            let Some((_, first)) = keys::split_event_key(&key) else {
+                continue;
+            };
+            let decoded = block::open(&value).and_then(|b| block::decode_facts(&b, first));
+            match decoded {
+                Ok(facts) => self.pending.extend(
+                    facts
+                        .into_iter()
+                        .filter(|f| f.seq >= self.start && self.end.is_none_or(|e| f.seq <= e)),
+                ),
+                Err(detail) => {
+                    let next_first = match iter.peek() {
+                        Some(Ok((k, _))) => keys::split_event_key(k).map(|(_, s)| s),
+                        _ => None,
+                    };
+                    let last_seq = match next_first {
+                        Some(n) => Some(n.saturating_sub(1)),
+                        None => self
+                            .archive
+                            .run(&self.run_id)
+                            .ok()
+                            .map(|r| r.facts.saturating_sub(1))
+                            .filter(|&l| l >= first),
+                    };
+                    return Some(Err(ArchiveError::Corrupt {
+                        run_id: self.run_id.clone(),
+                        first_seq: first,
+                        last_seq,
+                        detail,
+                    }));
+                }
+            }
+        }
+    }
+}

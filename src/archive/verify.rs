@@ -1,0 +1,343 @@
+//! `verify`: checks every block, every chain link, every seq and every index.
+
+use std::collections::{BTreeSet, HashMap};
+use std::fmt;
+
+use serde::Serialize;
+use sha2::{Digest as _, Sha256};
+
+use super::{block, decode_record, keys, Archive, Result};
+use crate::fact::FactKind;
+use crate::run::RunRecord;
+
+/// One thing wrong with the archive.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Problem {
+    /// The run concerned, when one is.
+    pub run_id: Option<String>,
+    /// The seq range affected, when known: (first, last).
+    pub seqs: Option<(u64, Option<u64>)>,
+    /// What is wrong.
+    pub what: String,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.run_id {
+            Some(run) => write!(f, "run {run}")?,
+            None => f.write_str("archive")?,
+        }
+        match self.seqs {
+            Some((a, Some(b))) => write!(f, ", seq {a}..={b}")?,
+            Some((a, None)) => write!(f, ", seq {a}..")?,
+            None => {}
+        }
+        write!(f, ": {}", self.what)
+    }
+}
+
+/// What `verify` found.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct VerifyReport {
+    /// Runs checked.
+    pub runs: u64,
+    /// Blocks checked.
+    pub blocks: u64,
+    /// Facts decoded.
+    pub facts: u64,
+    /// Artifacts checked.
+    pub artifacts: u64,
+    /// Everything wrong; empty when the archive is sound.
+    pub problems: Vec<Problem>,
+}
+
+impl VerifyReport {
+    /// True when nothing is wrong.
+    pub fn is_ok(&self) -> bool {
+        self.problems.is_empty()
+    }
+}
+
+impl Archive {
+    /// Checks the whole archive: every block decodes and matches its
+    /// checksum, each run's hash chain is unbroken, seqs are gapless from 0,
+    /// run records agree with their facts, indexes agree with run records,
+    /// and artifacts match their digests. Never stops at the first problem.
+    pub fn verify(&self) -> Result<VerifyReport> {
+        let t = self.trees();
+        let s = |e| self.storage(e);
+        let mut report = VerifyReport::default();
+        let mut records: HashMap<u64, RunRecord> = HashMap::new();
+
+        for item in t.runs.iter() {
+            let (key, value) = item.map_err(s)?;
+            report.runs += 1;
+            let Some(ordinal) = keys::u64_from(&key) else {
+                report
+                    .problems
+                    .push(problem(None, None, "a run record has a damaged key"));
+                continue;
+            };
+            let record = match decode_record(&value) {
+                Ok(r) => r,
+                Err(e) => {
+                    report
+                        .problems
+                        .push(problem(Some(format!("#{ordinal}")), None, &e));
+                    continue;
+                }
+            };
+            match t.run_ids.get(&record.run_id).map_err(s)? {
+                Some(o) if keys::u64_from(&o) == Some(ordinal) => {}
+                _ => report.problems.push(problem(
+                    Some(record.run_id.clone()),
+                    None,
+                    "the run id index does not point at this run",
+                )),
+            }
+            self.verify_run(ordinal, &record, &mut report)?;
+            records.insert(ordinal, record);
+        }
+
+        for item in t.run_ids.iter() {
+            let (key, value) = item.map_err(s)?;
+            let known = keys::u64_from(&value).is_some_and(|o| records.contains_key(&o));
+            if !known {
+                report.problems.push(problem(
+                    Some(String::from_utf8_lossy(&key).into_owned()),
+                    None,
+                    "the run id index points at no run record",
+                ));
+            }
+        }
+
+        // Orphan blocks: events of an ordinal with no run record.
+        let mut orphans = BTreeSet::new();
+        for key in t.events.iter().keys() {
+            let key = key.map_err(s)?;
+            if let Some((ord, _)) = keys::split_event_key(&key) {
+                if !records.contains_key(&ord) && !orphans.contains(&ord) {
+                    orphans.insert(ord);
+                    report.problems.push(problem(
+                        Some(format!("#{ord}")),
+                        None,
+                        "blocks of facts belong to no run record",
+                    ));
+                }
+            }
+        }
+
+        self.verify_indexes(&records, &mut report)?;
+
+        for item in t.artifacts.iter() {
+            let (key, value) = item.map_err(s)?;
+            report.artifacts += 1;
+            let digest: [u8; 32] = Sha256::digest(&value).into();
+            if digest.as_slice() != key.as_ref() {
+                report.problems.push(problem(
+                    None,
+                    None,
+                    &format!(
+                        "artifact sha256:{} does not match its bytes",
+                        hex::encode(&key)
+                    ),
+                ));
+            }
+        }
+        Ok(report)
+    }
+
+    fn verify_run(
+        &self,
+        ordinal: u64,
+        record: &RunRecord,
+        report: &mut VerifyReport,
+    ) -> Result<()> {
+        let run = Some(record.run_id.clone());
+        let mut expect_seq = 0u64;
+        let mut prev_digest = [0u8; 32];
+        let mut derived: Option<RunRecord> = None;
+        let blocks: Vec<_> = self
+            .trees()
+            .events
+            .scan_prefix(ordinal.to_be_bytes())
+            .collect::<Result<_, _>>()
+            .map_err(|e| self.storage(e))?;
+        for (i, (key, value)) in blocks.iter().enumerate() {
+            report.blocks += 1;
+            let Some((_, first)) = keys::split_event_key(key) else {
+                report
+                    .problems
+                    .push(problem(run.clone(), None, "a block has a damaged key"));
+                continue;
+            };
+            let next_first = blocks
+                .get(i + 1)
+                .and_then(|(k, _)| keys::split_event_key(k))
+                .map(|(_, s)| s);
+            let last_guess = next_first
+                .map(|n| n.saturating_sub(1))
+                .or_else(|| record.facts.checked_sub(1).filter(|&l| l >= first));
+            if first != expect_seq {
+                report.problems.push(problem(
+                    run.clone(),
+                    Some((expect_seq.min(first), Some(expect_seq.max(first).saturating_sub(1)))),
+                    &format!(
+                        "seqs are not gapless: a block starts at {first} where {expect_seq} was expected (a block is missing or misplaced)"
+                    ),
+                ));
+            }
+            // The header's own digest, even if the payload is damaged, so a
+            // single flipped byte does not also break the next link.
+            let header_digest: Option<[u8; 32]> = value.get(37..69).and_then(|d| d.try_into().ok());
+            let header_prev: Option<[u8; 32]> = value.get(5..37).and_then(|d| d.try_into().ok());
+            if header_prev.is_some_and(|p| p != prev_digest) {
+                report.problems.push(problem(
+                    run.clone(),
+                    Some((first, last_guess)),
+                    "the hash chain is broken: this block does not follow the run's previous block (history rewritten or a block lost)",
+                ));
+            }
+            match block::open(value).and_then(|b| {
+                let facts = block::decode_facts(&b, first)?;
+                Ok((b.count, facts))
+            }) {
+                Ok((count, facts)) => {
+                    report.facts += facts.len() as u64;
+                    for fact in &facts {
+                        match &mut derived {
+                            None => match RunRecord::from_first(fact) {
+                                Some(mut r) => {
+                                    r.observe(fact);
+                                    derived = Some(r);
+                                }
+                                None => report.problems.push(problem(
+                                    run.clone(),
+                                    Some((fact.seq, Some(fact.seq))),
+                                    &format!(
+                                        "the run begins with {} instead of run.started",
+                                        fact.kind.name()
+                                    ),
+                                )),
+                            },
+                            Some(r) => {
+                                if let FactKind::RunStarted(_) = fact.kind {
+                                    report.problems.push(problem(
+                                        run.clone(),
+                                        Some((fact.seq, Some(fact.seq))),
+                                        "a second run.started inside the run",
+                                    ));
+                                }
+                                r.observe(fact);
+                            }
+                        }
+                    }
+                    expect_seq = first + count as u64;
+                }
+                Err(what) => {
+                    report
+                        .problems
+                        .push(problem(run.clone(), Some((first, last_guess)), &what));
+                    expect_seq = next_first.unwrap_or(first + 1).max(first + 1);
+                }
+            }
+            prev_digest = header_digest.unwrap_or([0; 32]);
+        }
+        if expect_seq != record.facts && record.state.is_closed() {
+            report.problems.push(problem(
+                run.clone(),
+                None,
+                &format!(
+                    "the run record counts {} facts but the blocks hold {expect_seq}",
+                    record.facts
+                ),
+            ));
+        }
+        if let Some(d) = derived {
+            if record.state.is_closed() && (d.calls != record.calls || d.tools != record.tools) {
+                report.problems.push(problem(
+                    run.clone(),
+                    None,
+                    "the run record's calls or tools disagree with its facts",
+                ));
+            }
+        } else if record.facts > 0 {
+            report.problems.push(problem(
+                run,
+                None,
+                "the run record counts facts but no block decodes",
+            ));
+        }
+        Ok(())
+    }
+
+    fn verify_indexes(
+        &self,
+        records: &HashMap<u64, RunRecord>,
+        report: &mut VerifyReport,
+    ) -> Result<()> {
+        let t = self.trees();
+        let s = |e| self.storage(e);
+        // What each index should hold, from the records.
+        let mut want_time = BTreeSet::new();
+        let mut want_tenant = BTreeSet::new();
+        let mut want_tool = BTreeSet::new();
+        let mut want_status = BTreeSet::new();
+        for (&ord, r) in records {
+            want_time.insert(keys::index_key(&[], r.started_at, ord));
+            if let Some(tenant) = r.tenant() {
+                want_tenant.insert(keys::index_key(
+                    &keys::name_prefix(tenant),
+                    r.started_at,
+                    ord,
+                ));
+            }
+            for tool in &r.tools {
+                want_tool.insert(keys::index_key(&keys::name_prefix(tool), r.started_at, ord));
+            }
+            want_status.insert(keys::index_key(
+                &[keys::state_byte(r.state)],
+                r.started_at,
+                ord,
+            ));
+        }
+        for (name, tree, want) in [
+            ("start-time", &t.by_time, want_time),
+            ("tenant", &t.by_tenant, want_tenant),
+            ("tool", &t.by_tool, want_tool),
+            ("status", &t.by_status, want_status),
+        ] {
+            let mut have = BTreeSet::new();
+            for key in tree.iter().keys() {
+                have.insert(key.map_err(s)?.to_vec());
+            }
+            for missing in want.difference(&have) {
+                let ord = keys::split_index_tail(missing).map(|(_, o)| o);
+                report.problems.push(problem(
+                    ord.and_then(|o| records.get(&o)).map(|r| r.run_id.clone()),
+                    None,
+                    &format!("the {name} index lacks an entry for this run"),
+                ));
+            }
+            for extra in have.difference(&want) {
+                let ord = keys::split_index_tail(extra).map(|(_, o)| o);
+                report.problems.push(problem(
+                    ord.and_then(|o| records.get(&o))
+                        .map(|r| r.run_id.clone())
+                        .or_else(|| ord.map(|o| format!("#{o}"))),
+                    None,
+                    &format!("the {name} index has an entry that no run record agrees with"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn problem(run_id: Option<String>, seqs: Option<(u64, Option<u64>)>, what: &str) -> Problem {
+    Problem {
+        run_id,
+        seqs,
+        what: what.to_owned(),
+    }
+}

@@ -1,0 +1,889 @@
+//! The fact model: one run is one append-only stream of [`Fact`]s.
+//!
+//! A fact is an envelope (`seq`, `at`, `offset`, `call`) around one
+//! [`FactKind`]. Every kind is a struct with named fields, so that the stored
+//! encoding (MessagePack with field names) survives reordering of fields.
+//!
+//! # Encoding
+//!
+//! A fact serialises as a map with the keys `seq`, `at`, `offset`, `call`,
+//! `kind` (the dotted name, e.g. `"progress"` or `"call.started"`) and `data`
+//! (the kind's fields). A reader that meets a kind it does not know (written by
+//! a newer version of reel) keeps it as [`FactKind::Unknown`] with its raw
+//! fields; it never fails the read.
+//!
+//! # Absent is not empty
+//!
+//! Every optional field is an `Option`, serialised as `null` when absent. An
+//! empty string, list or map is `Some(empty)` and stays distinct from `None`
+//! through MessagePack, JSON and the tape.
+//!
+//! ```
+//! use reel::fact::{Fact, FactKind, Progress};
+//! use serde_json::json;
+//!
+//! let fact = Fact {
+//!     seq: 3,
+//!     at: 1_700_000_000_000_000_000,
+//!     offset: 42_000,
+//!     call: Some("call-1".into()),
+//!     kind: FactKind::Progress(Progress { payload: json!({"message": "Hop 3 of 12"}), count: 3 }),
+//! };
+//! let json = serde_json::to_string(&fact).unwrap();
+//! assert!(json.contains(r#""kind":"progress""#));
+//! let back: Fact = serde_json::from_str(&json).unwrap();
+//! assert_eq!(back, fact);
+//! ```
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::de::{self, DeserializeSeed, MapAccess, Visitor};
+use serde::ser::SerializeStruct;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::Value;
+
+/// A recorded fact: the envelope around one [`FactKind`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fact {
+    /// Per-run sequence number: gapless, strictly increasing from 0, assigned
+    /// by the archive's sequencer (never by the tool).
+    pub seq: u64,
+    /// Wall-clock time, unix nanoseconds.
+    pub at: i64,
+    /// Monotonic nanoseconds since the run started.
+    pub offset: u64,
+    /// The tool call this fact belongs to; `None` for run-level facts.
+    pub call: Option<String>,
+    /// What happened.
+    pub kind: FactKind,
+}
+
+/// A fact before the sequencer has numbered it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewFact {
+    /// Wall-clock time, unix nanoseconds.
+    pub at: i64,
+    /// Monotonic nanoseconds since the run started.
+    pub offset: u64,
+    /// The tool call this fact belongs to; `None` for run-level facts.
+    pub call: Option<String>,
+    /// What happened.
+    pub kind: FactKind,
+}
+
+impl NewFact {
+    /// Gives the fact its sequence number.
+    pub fn with_seq(self, seq: u64) -> Fact {
+        Fact {
+            seq,
+            at: self.at,
+            offset: self.offset,
+            call: self.call,
+            kind: self.kind,
+        }
+    }
+}
+
+impl Fact {
+    /// The fact without its sequence number, e.g. to append it elsewhere.
+    pub fn into_new(self) -> NewFact {
+        NewFact {
+            at: self.at,
+            offset: self.offset,
+            call: self.call,
+            kind: self.kind,
+        }
+    }
+}
+
+macro_rules! fact_kinds {
+    ($( $(#[$doc:meta])* $variant:ident($ty:ident) = $name:literal, )*) => {
+        /// One variant per fact of the catalogue (see DESIGN.md).
+        #[derive(Debug, Clone, PartialEq)]
+        pub enum FactKind {
+            $( $(#[$doc])* $variant($ty), )*
+            /// A kind this version of reel does not know, written by a newer
+            /// writer: kept with its raw fields, shown, never a crash.
+            Unknown {
+                /// The kind's dotted name as written.
+                kind: String,
+                /// The kind's fields, untouched.
+                data: Value,
+            },
+        }
+
+        impl FactKind {
+            /// Every kind name this version knows, in catalogue order.
+            pub const KNOWN: &'static [&'static str] = &[$($name),*];
+
+            /// The dotted name of this kind, e.g. `"call.started"`.
+            pub fn name(&self) -> &str {
+                match self {
+                    $( FactKind::$variant(_) => $name, )*
+                    FactKind::Unknown { kind, .. } => kind,
+                }
+            }
+
+            fn serialize_data<S: Serializer>(&self, state: &mut S::SerializeStruct) -> Result<(), S::Error>
+            where
+                S: Serializer,
+            {
+                match self {
+                    $( FactKind::$variant(v) => state.serialize_field("data", v), )*
+                    FactKind::Unknown { data, .. } => state.serialize_field("data", data),
+                }
+            }
+
+            /// Builds a kind from its name and fields. An unknown name is kept
+            /// as [`FactKind::Unknown`]; a known name with fields that do not
+            /// fit is an error.
+            pub fn from_parts(kind: &str, data: Value) -> Result<FactKind, serde_json::Error> {
+                Ok(match kind {
+                    $( $name => FactKind::$variant(serde_json::from_value(data)?), )*
+                    _ => FactKind::Unknown { kind: kind.to_owned(), data },
+                })
+            }
+        }
+
+        impl<'de> DeserializeSeed<'de> for KindSeed<'_> {
+            type Value = FactKind;
+            fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<FactKind, D::Error> {
+                Ok(match self.0 {
+                    $( $name => FactKind::$variant($ty::deserialize(d)?), )*
+                    other => FactKind::Unknown { kind: other.to_owned(), data: Value::deserialize(d)? },
+                })
+            }
+        }
+    };
+}
+
+fact_kinds! {
+    /// A run began.
+    RunStarted(RunStarted) = "run.started",
+    /// A tool call began.
+    CallStarted(CallStarted) = "call.started",
+    /// A credential was asked for.
+    CredentialRequested(CredentialRequested) = "credential.requested",
+    /// A credential resolved; only its fingerprint is kept.
+    CredentialResolved(CredentialResolved) = "credential.resolved",
+    /// The provider could not resolve a credential.
+    CredentialFailed(CredentialFailed) = "credential.failed",
+    /// No provider was attached: the request was refused (fail closed).
+    CredentialRefused(CredentialRefused) = "credential.refused",
+    /// An artifact was stored.
+    ArtifactPut(ArtifactPut) = "artifact.put",
+    /// An artifact was fetched.
+    ArtifactGet(ArtifactGet) = "artifact.get",
+    /// An artifact operation was refused (no store, or out of scope).
+    ArtifactRefused(ArtifactRefused) = "artifact.refused",
+    /// The tool reported progress.
+    Progress(Progress) = "progress",
+    /// The tool logged or notified.
+    Log(Log) = "log",
+    /// The tool asked the user a question.
+    ElicitRequested(ElicitRequested) = "elicit.requested",
+    /// The user's answer (or its absence).
+    ElicitAnswered(ElicitAnswered) = "elicit.answered",
+    /// A cleanup was registered (or a repeat registration kept the first).
+    TeardownRegistered(TeardownRegistered) = "teardown.registered",
+    /// A cleanup registration was refused: the scope is not honoured.
+    TeardownRefused(TeardownRefused) = "teardown.refused",
+    /// A cleanup ran.
+    TeardownRan(TeardownRan) = "teardown.ran",
+    /// A journaled side effect and its outcome.
+    Effect(Effect) = "effect",
+    /// The tool read the clock.
+    Clock(Clock) = "clock",
+    /// The tool drew randomness.
+    Random(Random) = "random",
+    /// Cancellation was requested (possibly after the call ended).
+    CancelRequested(CancelRequested) = "cancel.requested",
+    /// An output was produced (output history; `respond` ends the call).
+    CallOutput(CallOutput) = "call.output",
+    /// A tool call ended.
+    CallEnded(CallEnded) = "call.ended",
+    /// A run ended.
+    RunEnded(RunEnded) = "run.ended",
+}
+
+struct KindSeed<'a>(&'a str);
+
+impl Serialize for Fact {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut state = serializer.serialize_struct("Fact", 6)?;
+        state.serialize_field("seq", &self.seq)?;
+        state.serialize_field("at", &self.at)?;
+        state.serialize_field("offset", &self.offset)?;
+        state.serialize_field("call", &self.call)?;
+        state.serialize_field("kind", self.kind.name())?;
+        self.kind.serialize_data::<S>(&mut state)?;
+        state.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for Fact {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Fact, D::Error> {
+        const FIELDS: &[&str] = &["seq", "at", "offset", "call", "kind", "data"];
+        deserializer.deserialize_struct("Fact", FIELDS, FactVisitor)
+    }
+}
+
+struct FactVisitor;
+
+impl<'de> Visitor<'de> for FactVisitor {
+    type Value = Fact;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a fact: a map with seq, at, offset, call, kind and data")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Fact, A::Error> {
+        let mut seq = None;
+        let mut at = None;
+        let mut offset = None;
+        let mut call: Option<Option<String>> = None;
+        let mut kind_name: Option<String> = None;
+        let mut kind: Option<FactKind> = None;
+        // `data` normally follows `kind`; if it comes first it is buffered.
+        let mut early_data: Option<Value> = None;
+        while let Some(key) = map.next_key::<FieldName>()? {
+            match key {
+                FieldName::Seq => seq = Some(map.next_value()?),
+                FieldName::At => at = Some(map.next_value()?),
+                FieldName::Offset => offset = Some(map.next_value()?),
+                FieldName::Call => call = Some(map.next_value()?),
+                FieldName::Kind => kind_name = Some(map.next_value()?),
+                FieldName::Data => match &kind_name {
+                    Some(name) => kind = Some(map.next_value_seed(KindSeed(name))?),
+                    None => early_data = Some(map.next_value()?),
+                },
+                FieldName::Other => {
+                    map.next_value::<de::IgnoredAny>()?;
+                }
+            }
+        }
+        let name = kind_name.ok_or_else(|| de::Error::missing_field("kind"))?;
+        let kind = match (kind, early_data) {
+            (Some(kind), _) => kind,
+            (None, Some(data)) => FactKind::from_parts(&name, data).map_err(de::Error::custom)?,
+            (None, None) => return Err(de::Error::missing_field("data")),
+        };
+        Ok(Fact {
+            seq: seq.ok_or_else(|| de::Error::missing_field("seq"))?,
+            at: at.ok_or_else(|| de::Error::missing_field("at"))?,
+            offset: offset.ok_or_else(|| de::Error::missing_field("offset"))?,
+            call: call.unwrap_or(None),
+            kind,
+        })
+    }
+}
+
+enum FieldName {
+    Seq,
+    At,
+    Offset,
+    Call,
+    Kind,
+    Data,
+    Other,
+}
+
+impl<'de> Deserialize<'de> for FieldName {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<FieldName, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = FieldName;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a fact field name")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<FieldName, E> {
+                Ok(match v {
+                    "seq" => FieldName::Seq,
+                    "at" => FieldName::At,
+                    "offset" => FieldName::Offset,
+                    "call" => FieldName::Call,
+                    "kind" => FieldName::Kind,
+                    "data" => FieldName::Data,
+                    _ => FieldName::Other,
+                })
+            }
+            fn visit_bytes<E: de::Error>(self, v: &[u8]) -> Result<FieldName, E> {
+                match std::str::from_utf8(v) {
+                    Ok(s) => self.visit_str(s),
+                    Err(_) => Ok(FieldName::Other),
+                }
+            }
+        }
+        d.deserialize_identifier(V)
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Shared value types
+// ---------------------------------------------------------------------------
+
+/// The identity the caller supplied. Never synthesised: a run without caller
+/// identity has `identity: None`, and each part is absent unless supplied.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+pub struct Identity {
+    /// Tenant the run belongs to.
+    #[serde(default)]
+    pub tenant: Option<String>,
+    /// Principal (user or service) on whose behalf the run acts.
+    #[serde(default)]
+    pub principal: Option<String>,
+    /// Conversation the run is part of.
+    #[serde(default)]
+    pub conversation: Option<String>,
+}
+
+/// What wrote the run: a program name and version.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Producer {
+    /// Program name, e.g. `"my-agent"`.
+    pub name: String,
+    /// Program version.
+    pub version: String,
+}
+
+/// Lifetime a cleanup is bound to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TeardownScope {
+    /// Runs when the call ends.
+    Call,
+    /// Runs when the run ends.
+    Run,
+    /// Runs when the hosting session ends.
+    Session,
+}
+
+impl fmt::Display for TeardownScope {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            TeardownScope::Call => "call",
+            TeardownScope::Run => "run",
+            TeardownScope::Session => "session",
+        })
+    }
+}
+
+/// Declared execution discipline of a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallMode {
+    /// Synchronous.
+    Sync,
+    /// Asynchronous.
+    Async,
+}
+
+/// The client that made the request (MCP `clientInfo`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClientInfo {
+    /// Client name.
+    pub name: String,
+    /// Client version, when given.
+    #[serde(default)]
+    pub version: Option<String>,
+}
+
+/// The claim ticket of a stored artifact.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArtifactMeta {
+    /// Artifact id as the tool sees it.
+    pub id: String,
+    /// `sha256:<hex>` of the bytes; the archive stores bytes under it.
+    pub digest: String,
+    /// Size in bytes.
+    pub size: u64,
+    /// Media type, e.g. `text/markdown`.
+    pub media_type: String,
+    /// The scope the artifact is stored under.
+    pub scope: Identity,
+    /// Which run and call put it.
+    pub origin: Origin,
+}
+
+/// Where an artifact came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Origin {
+    /// The run that put it.
+    pub run_id: String,
+    /// The call that put it.
+    pub call_id: String,
+}
+
+/// Whether a credential was declared up front or pulled on demand.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CredentialMode {
+    /// Declared by the tool and resolved before it ran (push).
+    Declared,
+    /// Pulled by the tool while running.
+    Pulled,
+}
+
+/// A keyed fingerprint (HMAC-SHA256 with the archive's key) of a secret: tells
+/// "same credential" apart without keeping it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Fingerprint(pub String);
+
+/// The eight RFC 5424 severity levels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Level {
+    /// System is unusable.
+    Emergency,
+    /// Action must be taken immediately.
+    Alert,
+    /// Critical conditions.
+    Critical,
+    /// Error conditions.
+    Error,
+    /// Warning conditions.
+    Warning,
+    /// Normal but significant.
+    Notice,
+    /// Informational.
+    Info,
+    /// Debug-level messages.
+    Debug,
+}
+
+impl Level {
+    /// All levels, most severe first.
+    pub const ALL: [Level; 8] = [
+        Level::Emergency,
+        Level::Alert,
+        Level::Critical,
+        Level::Error,
+        Level::Warning,
+        Level::Notice,
+        Level::Info,
+        Level::Debug,
+    ];
+}
+
+/// How an elicitation is presented.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ElicitMode {
+    /// A form built from the schema.
+    Form,
+    /// A URL the user visits.
+    Url,
+}
+
+/// The outcome of an elicitation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum ElicitOutcome {
+    /// The user answered.
+    Accept {
+        /// The answer's content.
+        content: Value,
+    },
+    /// The user declined.
+    Decline,
+    /// The user dismissed the question.
+    Cancel,
+    /// Nobody answered within the ttl.
+    Timeout,
+}
+
+/// How a cleanup ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum TeardownOutcome {
+    /// The cleanup finished.
+    Ok,
+    /// The cleanup failed; recorded, never thrown into the run.
+    Error {
+        /// What went wrong.
+        message: String,
+    },
+    /// The cleanup did not finish within its time bound.
+    TimedOut,
+}
+
+/// The outcome of a journaled effect.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EffectOutcome {
+    /// The effect returned a value.
+    Ok(Value),
+    /// The effect failed with this error.
+    Err(String),
+}
+
+/// How a call ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallStatus {
+    /// Returned a result.
+    Ok,
+    /// Returned an error.
+    Error,
+    /// Was cancelled.
+    Aborted,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    /// Finished normally.
+    Completed,
+    /// Finished with an error.
+    Failed,
+    /// Was cancelled.
+    Cancelled,
+}
+
+/// Which artifact operation a refusal concerns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ArtifactOp {
+    /// Storing.
+    Put,
+    /// Fetching.
+    Get,
+}
+
+// ---------------------------------------------------------------------------
+// The catalogue
+// ---------------------------------------------------------------------------
+
+/// `run.started`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunStarted {
+    /// The run's id, as the host named it.
+    pub run_id: String,
+    /// The hosting session, when the run is bound to one. Caller data.
+    #[serde(default)]
+    pub session_id: Option<String>,
+    /// The identity the caller supplied; `None` when none was.
+    #[serde(default)]
+    pub identity: Option<Identity>,
+    /// What recorded the run.
+    pub producer: Producer,
+    /// Free-form labels.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// The teardown scopes this host honours; empty means none ever fires.
+    #[serde(default)]
+    pub teardown_scopes: Vec<TeardownScope>,
+}
+
+/// `call.started`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CallStarted {
+    /// Unique id of this invocation.
+    pub call_id: String,
+    /// Tool name.
+    pub tool_name: String,
+    /// Tool id, when it differs from the name.
+    #[serde(default)]
+    pub tool_id: Option<String>,
+    /// The call that dispatched this one (nested dispatch).
+    #[serde(default)]
+    pub parent_call: Option<String>,
+    /// Iteration of the agent loop.
+    #[serde(default)]
+    pub iteration: u32,
+    /// Opaque invocation id shared with the host's receipts.
+    #[serde(default)]
+    pub invocation_id: Option<String>,
+    /// Sync or async.
+    pub mode: CallMode,
+    /// Protocol the call came over, e.g. `"mcp"`.
+    #[serde(default)]
+    pub protocol: Option<String>,
+    /// Detected AI platform, e.g. `"claude"`.
+    #[serde(default)]
+    pub platform: Option<String>,
+    /// Client information, when the transport gave it.
+    #[serde(default)]
+    pub client_info: Option<ClientInfo>,
+    /// The call's arguments (after redaction).
+    pub args: Value,
+    /// Claim tickets of resolved wanted artifacts; `None` when nothing was
+    /// wanted or resolved (absent and empty differ).
+    #[serde(default)]
+    pub wanted: Option<BTreeMap<String, ArtifactMeta>>,
+}
+
+/// `credential.requested`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CredentialRequested {
+    /// The need or service name, e.g. `"github"`.
+    pub need: String,
+    /// Declared or pulled.
+    pub mode: CredentialMode,
+    /// Kind of credential wanted, e.g. `"oauth"`, when stated.
+    #[serde(default)]
+    pub kind: Option<String>,
+}
+
+/// `credential.resolved`. Never carries the secret.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CredentialResolved {
+    /// The need or service name.
+    pub need: String,
+    /// Declared or pulled.
+    pub mode: CredentialMode,
+    /// Kind of credential, when known.
+    #[serde(default)]
+    pub kind: Option<String>,
+    /// Keyed fingerprint of the secret.
+    pub fingerprint: Fingerprint,
+    /// Expiry, unix nanoseconds, when known.
+    #[serde(default)]
+    pub expires_at: Option<i64>,
+}
+
+/// `credential.failed`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CredentialFailed {
+    /// The need or service name.
+    pub need: String,
+    /// Declared or pulled.
+    pub mode: CredentialMode,
+    /// Why it failed (never containing the secret).
+    pub reason: String,
+}
+
+/// `credential.refused`: no provider attached.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CredentialRefused {
+    /// The need or service name.
+    pub need: String,
+    /// Declared or pulled.
+    pub mode: CredentialMode,
+    /// The refusal as the tool saw it.
+    pub reason: String,
+}
+
+/// `artifact.put`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ArtifactPut {
+    /// The claim ticket, origin stamped.
+    pub meta: ArtifactMeta,
+}
+
+/// `artifact.get`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ArtifactGet {
+    /// The id asked for.
+    pub id: String,
+    /// The ticket found; `None` when the store had no such artifact.
+    #[serde(default)]
+    pub meta: Option<ArtifactMeta>,
+}
+
+/// `artifact.refused`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ArtifactRefused {
+    /// Put or get.
+    pub op: ArtifactOp,
+    /// The id concerned, for a get.
+    #[serde(default)]
+    pub id: Option<String>,
+    /// The refusal as the tool saw it.
+    pub reason: String,
+}
+
+/// `progress`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Progress {
+    /// The tool's payload, stored untouched (after redaction).
+    pub payload: Value,
+    /// How many progress reports this call has made so far, this one included.
+    pub count: u64,
+}
+
+/// `log`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Log {
+    /// RFC 5424 level.
+    pub level: Level,
+    /// Logger name, when given.
+    #[serde(default)]
+    pub logger: Option<String>,
+    /// Sub-flow logger id, when logged through one.
+    #[serde(default)]
+    pub subflow: Option<String>,
+    /// The message or structured data.
+    pub data: Value,
+    /// Whether a client received it.
+    pub delivered: bool,
+}
+
+/// `elicit.requested`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ElicitRequested {
+    /// The question.
+    pub message: String,
+    /// The requested schema (JSON Schema).
+    pub schema: Value,
+    /// Form or url.
+    pub mode: ElicitMode,
+    /// Time to live in milliseconds, when bounded.
+    #[serde(default)]
+    pub ttl_ms: Option<u64>,
+}
+
+/// `elicit.answered`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ElicitAnswered {
+    /// Accept, decline, cancel or timeout.
+    pub outcome: ElicitOutcome,
+    /// Validation errors of the answer against the schema.
+    #[serde(default)]
+    pub validation_errors: Vec<String>,
+    /// True when the answer was known before asking (no user involved).
+    #[serde(default)]
+    pub pre_resolved: bool,
+}
+
+/// `teardown.registered`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TeardownRegistered {
+    /// The scope.
+    pub scope: TeardownScope,
+    /// Hash of the isolation key (never the key).
+    pub key_hash: String,
+    /// False for a repeat registration, which kept the first cleanup.
+    pub first: bool,
+}
+
+/// `teardown.refused`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TeardownRefused {
+    /// The scope asked for.
+    pub scope: TeardownScope,
+    /// Hash of the isolation key.
+    pub key_hash: String,
+    /// The scopes the host honours.
+    pub honoured: Vec<TeardownScope>,
+    /// The refusal as the tool saw it.
+    pub reason: String,
+}
+
+/// `teardown.ran`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TeardownRan {
+    /// The scope.
+    pub scope: TeardownScope,
+    /// Hash of the isolation key.
+    pub key_hash: String,
+    /// How it ended.
+    pub outcome: TeardownOutcome,
+    /// How long it took, nanoseconds.
+    pub duration_ns: u64,
+}
+
+/// `effect`: a journaled side effect.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Effect {
+    /// The effect's name, e.g. `"github.plan"`.
+    pub name: String,
+    /// The request, as the tool passed it (after redaction).
+    pub request: Value,
+    /// What it returned.
+    pub outcome: EffectOutcome,
+}
+
+/// `clock`: a clock read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Clock {
+    /// The value read, unix nanoseconds.
+    pub unix_nanos: i64,
+}
+
+/// `random`: randomness drawn.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Random {
+    /// The value drawn.
+    pub value: u64,
+}
+
+/// `cancel.requested`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CancelRequested {
+    /// Why, when given.
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+/// `call.output`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CallOutput {
+    /// The output value.
+    pub value: Value,
+    /// Stage label, when given.
+    #[serde(default)]
+    pub stage: Option<String>,
+    /// A note, when given.
+    #[serde(default)]
+    pub note: Option<String>,
+}
+
+/// `call.ended`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CallEnded {
+    /// How the call ended, with its result or error.
+    pub outcome: CallOutcome,
+    /// Duration of the call, nanoseconds.
+    pub duration_ns: u64,
+}
+
+impl CallEnded {
+    /// Ok, error or aborted.
+    pub fn status(&self) -> CallStatus {
+        self.outcome.status()
+    }
+}
+
+/// How a call ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum CallOutcome {
+    /// The tool returned a result.
+    Ok {
+        /// The result (after redaction).
+        result: Value,
+    },
+    /// The tool returned an error.
+    Error {
+        /// The error message.
+        error: String,
+    },
+    /// The call was cancelled.
+    Aborted {
+        /// Why, when known.
+        #[serde(default)]
+        reason: Option<String>,
+    },
+}
+
+impl CallOutcome {
+    /// Ok, error or aborted.
+    pub fn status(&self) -> CallStatus {
+        match self {
+            CallOutcome::Ok { .. } => CallStatus::Ok,
+            CallOutcome::Error { .. } => CallStatus::Error,
+            CallOutcome::Aborted { .. } => CallStatus::Aborted,
+        }
+    }
+}
+
+/// `run.ended`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunEnded {
+    /// How the run ended.
+    pub status: RunStatus,
+}

@@ -1,0 +1,166 @@
+//! The run record: what the archive knows about a run without reading its
+//! facts. It is derived from the facts themselves (`run.started`,
+//! `call.started`, `run.ended`), so it can always be rebuilt from them.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+use crate::fact::{Fact, FactKind, Identity, RunStatus};
+
+/// Where a run stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunState {
+    /// Still being recorded.
+    Running,
+    /// Ended normally.
+    Completed,
+    /// Ended with an error.
+    Failed,
+    /// Was cancelled.
+    Cancelled,
+    /// The writer stopped (crashed) before the run ended.
+    Incomplete,
+}
+
+impl RunState {
+    /// Every state, in index order.
+    pub const ALL: [RunState; 5] = [
+        RunState::Running,
+        RunState::Completed,
+        RunState::Failed,
+        RunState::Cancelled,
+        RunState::Incomplete,
+    ];
+
+    /// The lower-case name, as the CLI spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunState::Running => "running",
+            RunState::Completed => "completed",
+            RunState::Failed => "failed",
+            RunState::Cancelled => "cancelled",
+            RunState::Incomplete => "incomplete",
+        }
+    }
+
+    /// True once no more facts will be appended.
+    pub fn is_closed(self) -> bool {
+        self != RunState::Running
+    }
+}
+
+impl From<RunStatus> for RunState {
+    fn from(s: RunStatus) -> RunState {
+        match s {
+            RunStatus::Completed => RunState::Completed,
+            RunStatus::Failed => RunState::Failed,
+            RunStatus::Cancelled => RunState::Cancelled,
+        }
+    }
+}
+
+impl fmt::Display for RunState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for RunState {
+    type Err = String;
+    fn from_str(s: &str) -> Result<RunState, String> {
+        RunState::ALL
+            .into_iter()
+            .find(|st| st.as_str() == s)
+            .ok_or_else(|| {
+                format!(
+                    "unknown run status {s:?}: use one of running, completed, failed, cancelled, incomplete"
+                )
+            })
+    }
+}
+
+/// What the archive keeps about one run, beside its facts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    /// The run's id.
+    pub run_id: String,
+    /// The hosting session, when the run is bound to one.
+    #[serde(default)]
+    pub session_id: Option<String>,
+    /// The caller's identity, when one was supplied.
+    #[serde(default)]
+    pub identity: Option<Identity>,
+    /// Labels from `run.started`.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// Where the run stands.
+    pub state: RunState,
+    /// Wall-clock start, unix nanoseconds (the `at` of `run.started`).
+    pub started_at: i64,
+    /// Wall-clock end, unix nanoseconds, once ended.
+    #[serde(default)]
+    pub ended_at: Option<i64>,
+    /// Number of facts recorded.
+    pub facts: u64,
+    /// Number of calls started.
+    pub calls: u64,
+    /// Names of the tools called.
+    #[serde(default)]
+    pub tools: BTreeSet<String>,
+}
+
+impl RunRecord {
+    /// The tenant, when the caller supplied one.
+    pub fn tenant(&self) -> Option<&str> {
+        self.identity.as_ref()?.tenant.as_deref()
+    }
+
+    /// Duration in nanoseconds, once ended.
+    pub fn duration_ns(&self) -> Option<u64> {
+        self.ended_at
+            .map(|end| end.saturating_sub(self.started_at).max(0) as u64)
+    }
+
+    /// A record for a run that begins with this `run.started` fact.
+    pub fn from_first(fact: &Fact) -> Option<RunRecord> {
+        let FactKind::RunStarted(started) = &fact.kind else {
+            return None;
+        };
+        Some(RunRecord {
+            run_id: started.run_id.clone(),
+            session_id: started.session_id.clone(),
+            identity: started.identity.clone(),
+            labels: started.labels.clone(),
+            state: RunState::Running,
+            started_at: fact.at,
+            ended_at: None,
+            facts: 0,
+            calls: 0,
+            tools: BTreeSet::new(),
+        })
+    }
+
+    /// Folds one more fact into the record. Returns true when a field other
+    /// than the fact count changed.
+    pub fn observe(&mut self, fact: &Fact) -> bool {
+        self.facts = self.facts.max(fact.seq + 1);
+        match &fact.kind {
+            FactKind::CallStarted(call) => {
+                self.calls += 1;
+                self.tools.insert(call.tool_name.clone());
+                true
+            }
+            FactKind::RunEnded(end) => {
+                self.state = end.status.into();
+                self.ended_at = Some(fact.at);
+                true
+            }
+            _ => false,
+        }
+    }
+}

@@ -1,0 +1,333 @@
+//! The tape: a portable, human-diffable export of one run, as JSON Lines.
+//!
+//! ```text
+//! {"format":"reel.tape.v1","run":{...run record...},"facts_sha256":"..."}
+//! {"seq":0,"at":...,"offset":0,"call":null,"kind":"run.started","data":{...}}
+//! {"seq":1,...}
+//! {"artifact":"sha256:...","size":12,"base64":"..."}
+//! ```
+//!
+//! Line 1 is the header; then one fact per line in seq order; then one line
+//! per artifact the facts refer to. `facts_sha256` is a sha-256 over the
+//! stored encoding of every fact, in order: proof of what was recorded,
+//! independent of how the archive grouped facts into blocks.
+//!
+//! Reading never panics: a bad tape gets a [`TapeError`] naming the line
+//! and what is wrong with it.
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, Write};
+
+use base64::Engine as _;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest as _, Sha256};
+
+use crate::archive::{encode_fact, parse_digest, Archive, ArchiveError};
+use crate::fact::Fact;
+use crate::run::RunRecord;
+
+/// The format tag of this version's tapes.
+pub const FORMAT: &str = "reel.tape.v1";
+
+/// The first line of a tape.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TapeHeader {
+    /// Always [`FORMAT`].
+    pub format: String,
+    /// The run record at export time.
+    pub run: RunRecord,
+    /// sha-256 (hex) over the stored encodings of the facts, in order.
+    #[serde(default)]
+    pub facts_sha256: Option<String>,
+}
+
+/// One artifact carried by a tape.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TapeArtifact {
+    /// `sha256:<hex>` of the bytes.
+    pub artifact: String,
+    /// Size in bytes.
+    pub size: u64,
+    /// The bytes, standard base64.
+    pub base64: String,
+}
+
+/// A whole tape in memory.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tape {
+    /// The header.
+    pub header: TapeHeader,
+    /// The facts, in seq order.
+    pub facts: Vec<Fact>,
+    /// The artifacts: (digest, bytes).
+    pub artifacts: Vec<(String, Vec<u8>)>,
+}
+
+/// What a line of a tape holds.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TapeLine {
+    /// The header (line 1).
+    Header(TapeHeader),
+    /// A fact.
+    Fact(Fact),
+    /// An artifact: (digest, bytes).
+    Artifact(String, Vec<u8>),
+    /// An empty line (ignored).
+    Blank,
+}
+
+/// Errors reading or writing tapes. Messages name the line (1-based).
+#[derive(Debug, thiserror::Error)]
+pub enum TapeError {
+    /// A line that is not what a tape may hold there.
+    #[error("line {line}{}: {what}", column.map(|c| format!(", column {c}")).unwrap_or_default())]
+    Line {
+        /// 1-based line number.
+        line: usize,
+        /// 1-based column, when known.
+        column: Option<usize>,
+        /// What is wrong, and what to do.
+        what: String,
+    },
+    /// Reading or writing failed.
+    #[error("tape I/O failed: {0}")]
+    Io(#[from] std::io::Error),
+    /// The archive failed.
+    #[error(transparent)]
+    Archive(#[from] ArchiveError),
+}
+
+impl TapeError {
+    fn at(line: usize, what: impl Into<String>) -> TapeError {
+        TapeError::Line {
+            line,
+            column: None,
+            what: what.into(),
+        }
+    }
+}
+
+/// Parses one line of a tape. `line_no` is 1-based; line 1 must be the
+/// header and no other line may be.
+pub fn parse_line(line_no: usize, text: &str) -> Result<TapeLine, TapeError> {
+    if text.trim().is_empty() {
+        return Ok(TapeLine::Blank);
+    }
+    let value: Value = serde_json::from_str(text).map_err(|e| TapeError::Line {
+        line: line_no,
+        column: Some(e.column()),
+        what: format!("not valid JSON: {e}"),
+    })?;
+    let Value::Object(map) = &value else {
+        return Err(TapeError::at(line_no, "a tape line must be a JSON object"));
+    };
+    if line_no == 1 {
+        let format = map.get("format").and_then(Value::as_str);
+        return match format {
+            Some(FORMAT) => serde_json::from_value(value)
+                .map(TapeLine::Header)
+                .map_err(|e| TapeError::at(line_no, format!("the header does not fit {FORMAT}: {e}"))),
+            Some(other) if other.starts_with("reel.tape.") => Err(TapeError::at(
+                line_no,
+                format!("tape format {other:?} is not supported by this reel (reads {FORMAT}): upgrade reel"),
+            )),
+            _ => Err(TapeError::at(
+                line_no,
+                format!("line 1 must be the tape header {{\"format\":\"{FORMAT}\",...}}: is this a reel tape?"),
+            )),
+        };
+    }
+    if map.contains_key("format") {
+        return Err(TapeError::at(
+            line_no,
+            "a second header: only line 1 may be the header",
+        ));
+    }
+    if map.contains_key("artifact") {
+        let a: TapeArtifact = serde_json::from_value(value)
+            .map_err(|e| TapeError::at(line_no, format!("artifact line: {e}")))?;
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(&a.base64)
+            .map_err(|e| {
+                TapeError::at(line_no, format!("artifact bytes are not valid base64: {e}"))
+            })?;
+        let Some(digest) = parse_digest(&a.artifact) else {
+            return Err(TapeError::at(
+                line_no,
+                format!(
+                    "artifact digest {:?} is not sha256:<64 hex digits>",
+                    a.artifact
+                ),
+            ));
+        };
+        let actual: [u8; 32] = Sha256::digest(&bytes).into();
+        if actual != digest {
+            return Err(TapeError::at(
+                line_no,
+                format!("artifact {} does not match its bytes", a.artifact),
+            ));
+        }
+        if a.size != bytes.len() as u64 {
+            return Err(TapeError::at(
+                line_no,
+                format!(
+                    "artifact {} says size {} but holds {} bytes",
+                    a.artifact,
+                    a.size,
+                    bytes.len()
+                ),
+            ));
+        }
+        return Ok(TapeLine::Artifact(a.artifact, bytes));
+    }
+    serde_json::from_value(value)
+        .map(TapeLine::Fact)
+        .map_err(|e| TapeError::at(line_no, format!("not a valid fact: {e}")))
+}
+
+/// sha-256 (hex) over the stored encodings of `facts`, in order.
+pub fn facts_digest<'a>(facts: impl IntoIterator<Item = &'a Fact>) -> String {
+    let mut hasher = Sha256::new();
+    let mut buf = Vec::new();
+    for fact in facts {
+        buf.clear();
+        // Facts are plain data: encoding cannot fail.
+        encode_fact(fact, &mut buf).expect("fact encodes");
+        hasher.update((buf.len() as u64).to_le_bytes());
+        hasher.update(&buf);
+    }
+    hex::encode(hasher.finalize())
+}
+
+impl Tape {
+    /// Reads a whole tape. Facts must run in seq order from 0 without a gap.
+    pub fn read(reader: impl BufRead) -> Result<Tape, TapeError> {
+        let mut header = None;
+        let mut facts: Vec<Fact> = Vec::new();
+        let mut artifacts = Vec::new();
+        let mut lines = 0;
+        for (i, line) in reader.split(b'\n').enumerate() {
+            let line_no = i + 1;
+            lines = line_no;
+            let bytes = line?;
+            let text = std::str::from_utf8(&bytes).map_err(|e| {
+                TapeError::at(
+                    line_no,
+                    format!(
+                        "not valid UTF-8 (byte {}): tapes are UTF-8 JSON Lines",
+                        e.valid_up_to() + 1
+                    ),
+                )
+            })?;
+            match parse_line(line_no, text.trim_end_matches('\r'))? {
+                TapeLine::Header(h) => header = Some(h),
+                TapeLine::Fact(f) => {
+                    if !artifacts.is_empty() {
+                        return Err(TapeError::at(
+                            line_no,
+                            "a fact after the artifact lines: facts come first",
+                        ));
+                    }
+                    let want = facts.len() as u64;
+                    if f.seq != want {
+                        return Err(TapeError::at(
+                            line_no,
+                            format!("fact has seq {} where {want} was expected: facts run from 0 without a gap", f.seq),
+                        ));
+                    }
+                    facts.push(f);
+                }
+                TapeLine::Artifact(d, b) => artifacts.push((d, b)),
+                TapeLine::Blank => {}
+            }
+        }
+        let header = header.ok_or_else(|| {
+            TapeError::at(lines.max(1), "the tape is empty: it has no header line")
+        })?;
+        Ok(Tape {
+            header,
+            facts,
+            artifacts,
+        })
+    }
+
+    /// True when the header's `facts_sha256` matches the facts (a tape with
+    /// no digest, e.g. written by hand, passes).
+    pub fn digest_matches(&self) -> bool {
+        self.header
+            .facts_sha256
+            .as_deref()
+            .is_none_or(|d| d == facts_digest(&self.facts))
+    }
+
+    /// Exports one run of `archive`, with the artifacts its facts refer to.
+    pub fn export(archive: &Archive, run_id: &str) -> Result<Tape, ArchiveError> {
+        let run = archive.run(run_id)?;
+        let facts: Vec<Fact> = archive.facts(run_id, ..)?.collect::<Result<_, _>>()?;
+        let mut wanted = BTreeSet::new();
+        for fact in &facts {
+            collect_digests(
+                &serde_json::to_value(fact).unwrap_or(Value::Null),
+                &mut wanted,
+            );
+        }
+        let mut artifacts = Vec::new();
+        for digest in wanted {
+            if let Some(bytes) = archive.artifact(&digest)? {
+                artifacts.push((digest, bytes));
+            }
+        }
+        Ok(Tape {
+            header: TapeHeader {
+                format: FORMAT.into(),
+                facts_sha256: Some(facts_digest(&facts)),
+                run,
+            },
+            facts,
+            artifacts,
+        })
+    }
+
+    /// Writes the tape as JSON Lines.
+    pub fn write(&self, mut out: impl Write) -> Result<(), TapeError> {
+        serde_json::to_writer(&mut out, &self.header).map_err(std::io::Error::from)?;
+        out.write_all(b"\n")?;
+        for fact in &self.facts {
+            serde_json::to_writer(&mut out, fact).map_err(std::io::Error::from)?;
+            out.write_all(b"\n")?;
+        }
+        for (digest, bytes) in &self.artifacts {
+            let line = TapeArtifact {
+                artifact: digest.clone(),
+                size: bytes.len() as u64,
+                base64: base64::engine::general_purpose::STANDARD.encode(bytes),
+            };
+            serde_json::to_writer(&mut out, &line).map_err(std::io::Error::from)?;
+            out.write_all(b"\n")?;
+        }
+        out.flush()?;
+        Ok(())
+    }
+
+    /// Imports the tape into `archive`: artifacts first, then the run, its
+    /// facts keeping their seqs. Fails if the run id is already there.
+    pub fn import(&self, archive: &Archive) -> Result<RunRecord, ArchiveError> {
+        for (_, bytes) in &self.artifacts {
+            archive.put_artifact(bytes)?;
+        }
+        archive.import_run(self.facts.iter().cloned())
+    }
+}
+
+/// Collects every `sha256:<64 hex>` string in a JSON value.
+fn collect_digests(value: &Value, out: &mut BTreeSet<String>) {
+    match value {
+        Value::String(s) if parse_digest(s).is_some() => {
+            out.insert(s.clone());
+        }
+        Value::Array(items) => items.iter().for_each(|v| collect_digests(v, out)),
+        Value::Object(map) => map.values().for_each(|v| collect_digests(v, out)),
+        _ => {}
+    }
+}
