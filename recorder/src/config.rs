@@ -1,0 +1,60 @@
+//! How a recorder behaves.
+
+use std::time::Duration;
+
+use reel::fact::Producer;
+
+/// When recorded facts are made durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// sled's background flush (every 500 ms by default): fastest; a crash
+    /// may lose the last moments.
+    Buffered,
+    /// A call's facts are durable before its result is handed back to the
+    /// host, and a run's before `end` returns. Concurrent calls share one
+    /// flush (group commit).
+    #[default]
+    CallBoundary,
+    /// The writer flushes after every batch it writes, and each await point
+    /// of a tool waits until everything it filed before is durable.
+    EveryFact,
+}
+
+/// Configuration of a [`crate::Recorder`].
+#[derive(Debug, Clone)]
+pub struct RecorderConfig {
+    /// When facts become durable.
+    pub durability: Durability,
+    /// How many facts may wait for the writer before a tool's await points
+    /// wait for room (backpressure; `progress` itself never waits).
+    pub queue_bound: usize,
+    /// Extra key names to redact, beside reel's defaults (password, token,
+    /// secret, authorization, api_key, ...).
+    pub redact_keys: Vec<String>,
+    /// The largest encoded fact stored inline, in bytes; a larger JSON
+    /// payload is stored as an artifact and referenced, never cut.
+    pub inline_limit: usize,
+    /// Whether agent-core style `report` payloads are kept.
+    pub content_logging: bool,
+    /// How long one cleanup may run before it is recorded as timed out.
+    pub teardown_timeout: Duration,
+    /// What is recording (stamped on `run.started`).
+    pub producer: Producer,
+}
+
+impl Default for RecorderConfig {
+    fn default() -> RecorderConfig {
+        RecorderConfig {
+            durability: Durability::default(),
+            queue_bound: 65_536,
+            redact_keys: Vec::new(),
+            inline_limit: 256 * 1024,
+            content_logging: false,
+            teardown_timeout: Duration::from_secs(10),
+            producer: Producer {
+                name: "reel-recorder".into(),
+                version: env!("CARGO_PKG_VERSION").into(),
+            },
+        }
+    }
+}

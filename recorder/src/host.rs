@@ -1,0 +1,928 @@
+//! The host side: [`Recorder`], [`Run`], [`CallBuilder`], and the live
+//! backend that answers a tool's context.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use futures::FutureExt;
+use reel::context::*;
+use reel::fact::*;
+use reel::tools::{ToolFn, Tools};
+use reel::{Archive, ArchiveConfig, ArchiveError, NewFact};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::Value;
+use sha2::{Digest as _, Sha256};
+
+use crate::config::{Durability, RecorderConfig};
+use crate::providers::{ArtifactStore, CredentialProvider, Elicitor, LogListener};
+use crate::writer::Queue;
+
+/// Errors of the host side.
+#[derive(Debug, thiserror::Error)]
+pub enum RecorderError {
+    /// The archive failed.
+    #[error(transparent)]
+    Archive(#[from] ArchiveError),
+    /// A run with this id exists already.
+    #[error(
+        "run {0:?} already exists in the archive or is being recorded: give each run a unique id"
+    )]
+    RunExists(String),
+    /// The run has ended.
+    #[error("run {0:?} has already ended: start a new run")]
+    RunEnded(String),
+    /// The writer failed; the message says how.
+    #[error("the recorder's writer failed: {0}")]
+    Writer(String),
+    /// The writer thread could not start.
+    #[error("the recorder's writer thread could not start: {0}")]
+    Thread(#[from] std::io::Error),
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn unix_nanos() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i64)
+        .unwrap_or(0)
+}
+
+/// Records runs into an archive. Cheap to clone. Dropping the last clone
+/// (and every [`Run`]) flushes and stops the writer, like a guard;
+/// [`Recorder::shutdown`] does the same and says when everything is durable.
+#[derive(Clone)]
+pub struct Recorder {
+    inner: Arc<RecorderInner>,
+}
+
+struct RecorderInner {
+    archive: Archive,
+    queue: Queue,
+    config: RecorderConfig,
+    live_runs: Mutex<HashSet<String>>,
+    sessions: Mutex<HashMap<String, Teardowns>>,
+}
+
+impl std::fmt::Debug for Recorder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Recorder")
+            .field("archive", &self.inner.archive.dir())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Recorder {
+    /// Opens (or creates) the archive in `dir` and starts the writer.
+    pub async fn open(
+        dir: impl AsRef<Path>,
+        config: RecorderConfig,
+    ) -> Result<Recorder, RecorderError> {
+        let dir = dir.as_ref().to_path_buf();
+        let archive =
+            tokio::task::spawn_blocking(move || Archive::open(dir, ArchiveConfig::default()))
+                .await
+                .map_err(|e| {
+                    RecorderError::Writer(format!("opening the archive panicked: {e}"))
+                })??;
+        Recorder::with_archive(archive, config)
+    }
+
+    /// Records into an archive already open.
+    pub fn with_archive(
+        archive: Archive,
+        config: RecorderConfig,
+    ) -> Result<Recorder, RecorderError> {
+        let queue = Queue::start(archive.clone(), &config)?;
+        Ok(Recorder {
+            inner: Arc::new(RecorderInner {
+                archive,
+                queue,
+                config,
+                live_runs: Mutex::new(HashSet::new()),
+                sessions: Mutex::new(HashMap::new()),
+            }),
+        })
+    }
+
+    /// The archive recorded into (for reads).
+    pub fn archive(&self) -> &Archive {
+        &self.inner.archive
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &RecorderConfig {
+        &self.inner.config
+    }
+
+    /// Starts a run: files `run.started`.
+    pub async fn start_run(&self, start: RunStart) -> Result<Run, RecorderError> {
+        let id = start.run_id.clone();
+        {
+            let mut live = lock(&self.inner.live_runs);
+            let exists = match self.inner.archive.run(&id) {
+                Ok(_) => true,
+                Err(ArchiveError::UnknownRun { .. }) => false,
+                Err(e) => return Err(e.into()),
+            };
+            if exists || !live.insert(id.clone()) {
+                return Err(RecorderError::RunExists(id));
+            }
+        }
+        let teardown_scopes = start.teardown_scopes.unwrap_or_else(|| {
+            let mut s = vec![TeardownScope::Call, TeardownScope::Run];
+            if start.session_id.is_some() {
+                s.push(TeardownScope::Session);
+            }
+            s
+        });
+        let run = Run {
+            inner: Arc::new(RunInner {
+                rec: self.inner.clone(),
+                id: Arc::from(id.as_str()),
+                session_id: start.session_id.clone(),
+                identity: start.identity.clone(),
+                teardown_scopes: teardown_scopes.clone(),
+                started: Instant::now(),
+                next_call: AtomicU64::new(1),
+                teardowns: Mutex::new(Teardowns::default()),
+                ended: AtomicBool::new(false),
+            }),
+        };
+        run.emit(
+            None,
+            FactKind::RunStarted(RunStarted {
+                run_id: id,
+                session_id: start.session_id,
+                identity: start.identity,
+                producer: self.inner.config.producer.clone(),
+                labels: start.labels,
+                teardown_scopes,
+            }),
+        );
+        if self.inner.config.durability != Durability::Buffered {
+            self.flush().await?;
+        }
+        Ok(run)
+    }
+
+    /// Waits until everything filed so far is durable.
+    pub async fn flush(&self) -> Result<(), RecorderError> {
+        self.inner
+            .queue
+            .flush()
+            .await
+            .map_err(RecorderError::Writer)
+    }
+
+    /// Facts filed but not yet written (a gauge of the queue).
+    pub fn queued(&self) -> usize {
+        self.inner.queue.in_flight()
+    }
+
+    /// Flushes everything, stops the writer and returns once all that was
+    /// filed is durable. Facts filed afterwards are not recorded.
+    pub async fn shutdown(self) -> Result<(), RecorderError> {
+        let flushed = self.flush().await;
+        let inner = self.inner.clone();
+        tokio::task::spawn_blocking(move || inner.queue.close())
+            .await
+            .map_err(|e| RecorderError::Writer(format!("stopping the writer panicked: {e}")))?;
+        flushed?;
+        match self.inner.queue.failure() {
+            Some(f) => Err(RecorderError::Writer(f)),
+            None => Ok(()),
+        }
+    }
+}
+
+/// How to start a run.
+#[derive(Debug, Clone)]
+pub struct RunStart {
+    run_id: String,
+    session_id: Option<String>,
+    identity: Option<Identity>,
+    labels: BTreeMap<String, String>,
+    teardown_scopes: Option<Vec<TeardownScope>>,
+}
+
+impl RunStart {
+    /// A run with this id (unique in the archive).
+    pub fn new(run_id: impl Into<String>) -> RunStart {
+        RunStart {
+            run_id: run_id.into(),
+            session_id: None,
+            identity: None,
+            labels: BTreeMap::new(),
+            teardown_scopes: None,
+        }
+    }
+
+    /// Binds the run to a hosting session (caller data, not identity).
+    pub fn session(mut self, session_id: impl Into<String>) -> RunStart {
+        self.session_id = Some(session_id.into());
+        self
+    }
+
+    /// The identity the caller supplied.
+    pub fn identity(mut self, identity: Identity) -> RunStart {
+        self.identity = Some(identity);
+        self
+    }
+
+    /// Adds a label.
+    pub fn label(mut self, key: impl Into<String>, value: impl Into<String>) -> RunStart {
+        self.labels.insert(key.into(), value.into());
+        self
+    }
+
+    /// The teardown scopes this host honours. Default: call and run, plus
+    /// session when the run is bound to a session.
+    pub fn teardown_scopes(mut self, scopes: impl IntoIterator<Item = TeardownScope>) -> RunStart {
+        self.teardown_scopes = Some(scopes.into_iter().collect());
+        self
+    }
+}
+
+/// A run being recorded. Cheap to clone.
+#[derive(Clone)]
+pub struct Run {
+    inner: Arc<RunInner>,
+}
+
+struct RunInner {
+    rec: Arc<RecorderInner>,
+    id: Arc<str>,
+    session_id: Option<String>,
+    identity: Option<Identity>,
+    teardown_scopes: Vec<TeardownScope>,
+    started: Instant,
+    next_call: AtomicU64,
+    teardowns: Mutex<Teardowns>,
+    ended: AtomicBool,
+}
+
+impl std::fmt::Debug for Run {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Run")
+            .field("id", &self.inner.id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Run {
+    /// The run's id.
+    pub fn id(&self) -> &str {
+        &self.inner.id
+    }
+
+    /// Files one fact of this run (the single entry point to the queue).
+    fn emit(&self, call: Option<&str>, kind: FactKind) {
+        let fact = NewFact {
+            at: unix_nanos(),
+            offset: self.inner.started.elapsed().as_nanos() as u64,
+            call: call.map(str::to_owned),
+            kind,
+        };
+        self.inner.rec.queue.fact(&self.inner.id, fact);
+    }
+
+    /// Prepares a call of `tool` with `args`.
+    pub fn call(&self, tool: &str, args: impl Serialize) -> CallBuilder {
+        let n = self.inner.next_call.fetch_add(1, Ordering::Relaxed);
+        let args = serde_json::to_value(args)
+            .unwrap_or_else(|e| serde_json::json!({ "unserialisable": e.to_string() }));
+        CallBuilder {
+            run: self.clone(),
+            started: CallStarted {
+                call_id: format!("c{n}"),
+                tool_name: tool.into(),
+                tool_id: None,
+                parent_call: None,
+                iteration: 0,
+                invocation_id: None,
+                mode: CallMode::Async,
+                protocol: None,
+                platform: None,
+                client_info: None,
+                args,
+                wanted: None,
+            },
+            providers: Providers::default(),
+            needs: Vec::new(),
+            cancel: CancelHandle::new(),
+        }
+    }
+
+    /// Ends the run: runs its run-scoped cleanups (reverse order, each
+    /// bounded in time, failures recorded), files `run.ended`, and with
+    /// call-boundary or every-fact durability waits until all of it is
+    /// durable.
+    pub async fn end(&self, status: RunStatus) -> Result<(), RecorderError> {
+        if self.inner.ended.swap(true, Ordering::SeqCst) {
+            return Err(RecorderError::RunEnded(self.id().into()));
+        }
+        let teardowns = std::mem::take(&mut *lock(&self.inner.teardowns));
+        self.run_teardowns(None, TeardownScope::Run, teardowns)
+            .await;
+        self.emit(None, FactKind::RunEnded(RunEnded { status }));
+        let rec = &self.inner.rec;
+        rec.queue.run_closed(&self.inner.id);
+        lock(&rec.live_runs).remove(&*self.inner.id);
+        if rec.config.durability != Durability::Buffered {
+            rec.queue.flush().await.map_err(RecorderError::Writer)?;
+        }
+        Ok(())
+    }
+
+    /// Ends the run's hosting session: runs every session-scoped cleanup
+    /// registered under it (by this run or earlier ones) and records them
+    /// in this run.
+    pub async fn end_session(&self) -> Result<(), RecorderError> {
+        let Some(session) = &self.inner.session_id else {
+            return Ok(());
+        };
+        let teardowns = lock(&self.inner.rec.sessions)
+            .remove(session)
+            .unwrap_or_default();
+        self.run_teardowns(None, TeardownScope::Session, teardowns)
+            .await;
+        Ok(())
+    }
+
+    async fn run_teardowns(&self, call: Option<&str>, scope: TeardownScope, teardowns: Teardowns) {
+        let bound = self.inner.rec.config.teardown_timeout;
+        for (key_hash, cleanup) in teardowns.into_reverse_order() {
+            let started = Instant::now();
+            let outcome = run_cleanup(cleanup, bound).await;
+            self.emit(
+                call,
+                FactKind::TeardownRan(TeardownRan {
+                    scope,
+                    key_hash,
+                    outcome,
+                    duration_ns: started.elapsed().as_nanos() as u64,
+                }),
+            );
+        }
+    }
+}
+
+async fn run_cleanup(cleanup: Cleanup, bound: Duration) -> TeardownOutcome {
+    // Spawned, so that a panicking cleanup is recorded, not thrown.
+    let task = tokio::spawn(cleanup());
+    match tokio::time::timeout(bound, task).await {
+        Err(_) => TeardownOutcome::TimedOut,
+        Ok(Err(join)) => TeardownOutcome::Error {
+            message: if join.is_panic() {
+                "the cleanup panicked".into()
+            } else {
+                "the cleanup was cancelled".into()
+            },
+        },
+        Ok(Ok(Err(message))) => TeardownOutcome::Error { message },
+        Ok(Ok(Ok(()))) => TeardownOutcome::Ok,
+    }
+}
+
+/// Cleanups of one scope holder, first registration per key wins.
+#[derive(Default)]
+struct Teardowns {
+    order: Vec<(String, Cleanup)>,
+    keys: HashSet<String>,
+}
+
+impl Teardowns {
+    /// Registers; false (and the cleanup dropped) for a repeat key.
+    fn register(&mut self, key_hash: &str, cleanup: Cleanup) -> bool {
+        if !self.keys.insert(key_hash.to_owned()) {
+            return false;
+        }
+        self.order.push((key_hash.to_owned(), cleanup));
+        true
+    }
+
+    fn into_reverse_order(self) -> impl Iterator<Item = (String, Cleanup)> {
+        self.order.into_iter().rev()
+    }
+}
+
+#[derive(Clone, Default)]
+struct Providers {
+    credentials: Option<Arc<dyn CredentialProvider>>,
+    artifacts: Option<Arc<dyn ArtifactStore>>,
+    elicitor: Option<Arc<dyn Elicitor>>,
+    dispatcher: Option<Tools>,
+    listener: Option<Arc<dyn LogListener>>,
+}
+
+/// A call about to be made. Attach what the tool may use, then `invoke`.
+pub struct CallBuilder {
+    run: Run,
+    started: CallStarted,
+    providers: Providers,
+    needs: Vec<CredentialNeed>,
+    cancel: CancelHandle,
+}
+
+/// Cancels one call from the host; usable before, during and after it.
+#[derive(Clone)]
+pub struct Canceller {
+    run: Run,
+    call_id: String,
+    handle: CancelHandle,
+}
+
+impl Canceller {
+    /// Files `cancel.requested` (also after the call ended: recorded, nothing
+    /// overwritten) and trips the call's cancellation token.
+    pub fn cancel(&self, reason: Option<&str>) {
+        self.run.emit(
+            Some(&self.call_id),
+            FactKind::CancelRequested(CancelRequested {
+                reason: reason.map(str::to_owned),
+            }),
+        );
+        self.handle.cancel(reason.map(str::to_owned));
+    }
+}
+
+macro_rules! setter {
+    ($(#[$doc:meta])* $name:ident, $field:ident: $ty:ty) => {
+        $(#[$doc])*
+        pub fn $name(mut self, value: impl Into<$ty>) -> CallBuilder {
+            self.started.$field = Some(value.into());
+            self
+        }
+    };
+}
+
+impl CallBuilder {
+    /// Overrides the call id (default: `c1`, `c2`, ... per run).
+    pub fn call_id(mut self, id: impl Into<String>) -> CallBuilder {
+        self.started.call_id = id.into();
+        self
+    }
+
+    setter!(
+        /// The tool's id, when it differs from its name.
+        tool_id, tool_id: String);
+    setter!(
+        /// The opaque invocation id shared with the host's receipts.
+        invocation_id, invocation_id: String);
+    setter!(
+        /// The protocol the call came over, e.g. `"mcp"`.
+        protocol, protocol: String);
+    setter!(
+        /// The detected AI platform, e.g. `"claude"`.
+        platform, platform: String);
+    setter!(
+        /// The client that made the request.
+        client_info, client_info: ClientInfo);
+    setter!(
+        /// Claim tickets of the resolved wanted artifacts (the data is
+        /// already in the args).
+        wanted, wanted: BTreeMap<String, ArtifactMeta>);
+
+    /// The iteration of the agent loop.
+    pub fn iteration(mut self, n: u32) -> CallBuilder {
+        self.started.iteration = n;
+        self
+    }
+
+    /// Sync or async (default async).
+    pub fn mode(mut self, mode: CallMode) -> CallBuilder {
+        self.started.mode = mode;
+        self
+    }
+
+    /// Attaches a credential provider.
+    pub fn credentials(mut self, provider: Arc<dyn CredentialProvider>) -> CallBuilder {
+        self.providers.credentials = Some(provider);
+        self
+    }
+
+    /// Declares a credential need, resolved before the tool runs; if it
+    /// fails, the tool does not run.
+    pub fn needs(mut self, need: impl Into<String>) -> CallBuilder {
+        self.needs.push(CredentialNeed::new(need));
+        self
+    }
+
+    /// Attaches an artifact store.
+    pub fn artifacts(mut self, store: Arc<dyn ArtifactStore>) -> CallBuilder {
+        self.providers.artifacts = Some(store);
+        self
+    }
+
+    /// Attaches an elicitor.
+    pub fn elicitor(mut self, elicitor: Arc<dyn Elicitor>) -> CallBuilder {
+        self.providers.elicitor = Some(elicitor);
+        self
+    }
+
+    /// Attaches nested dispatch over these tools.
+    pub fn dispatcher(mut self, tools: Tools) -> CallBuilder {
+        self.providers.dispatcher = Some(tools);
+        self
+    }
+
+    /// Attaches a listener for log notifications.
+    pub fn listener(mut self, listener: Arc<dyn LogListener>) -> CallBuilder {
+        self.providers.listener = Some(listener);
+        self
+    }
+
+    /// A handle that cancels this call.
+    pub fn canceller(&self) -> Canceller {
+        Canceller {
+            run: self.run.clone(),
+            call_id: self.started.call_id.clone(),
+            handle: self.cancel.clone(),
+        }
+    }
+
+    /// The call's id.
+    pub fn id(&self) -> &str {
+        &self.started.call_id
+    }
+
+    /// Runs a typed tool and records the call.
+    pub async fn invoke<A, O, F, Fut>(self, tool: F) -> Result<O, ToolError>
+    where
+        A: DeserializeOwned,
+        O: Serialize + DeserializeOwned,
+        F: FnOnce(ToolContext, A) -> Fut,
+        Fut: Future<Output = Result<O, ToolError>>,
+    {
+        let tool_name = self.started.tool_name.clone();
+        let value = self
+            .invoke_with(move |ctx, args| async move {
+                let args: A = serde_json::from_value(args).map_err(|e| ToolError::InvalidArgs {
+                    tool: tool_name,
+                    detail: e.to_string(),
+                })?;
+                let out = tool(ctx, args).await?;
+                serde_json::to_value(out)
+                    .map_err(|e| ToolError::msg(format!("the result does not serialise: {e}")))
+            })
+            .await?;
+        serde_json::from_value(value)
+            .map_err(|e| ToolError::msg(format!("the result does not deserialise: {e}")))
+    }
+
+    /// Runs a registered (type-erased) tool and records the call.
+    pub async fn invoke_erased(self, tool: &ToolFn) -> Result<Value, ToolError> {
+        let tool = tool.clone();
+        self.invoke_with(move |ctx, args| tool(ctx, args)).await
+    }
+
+    async fn invoke_with<F, Fut>(self, tool: F) -> Result<Value, ToolError>
+    where
+        F: FnOnce(ToolContext, Value) -> Fut,
+        Fut: Future<Output = Result<Value, ToolError>>,
+    {
+        let run = self.run;
+        if run.inner.ended.load(Ordering::SeqCst) {
+            return Err(ToolError::msg(format!(
+                "run {:?} has already ended: start a new run",
+                run.id()
+            )));
+        }
+        let started_at = Instant::now();
+        let call_id = self.started.call_id.clone();
+        let args = self.started.args.clone();
+        run.emit(Some(&call_id), FactKind::CallStarted(self.started.clone()));
+        let backend = Arc::new(LiveBackend {
+            run: run.clone(),
+            call_id: call_id.clone(),
+            providers: self.providers,
+            teardowns: Mutex::new(Teardowns::default()),
+            cancel: self.cancel.clone(),
+        });
+        let info = CallInfo {
+            run_id: run.id().into(),
+            session_id: run.inner.session_id.clone(),
+            identity: run.inner.identity.clone(),
+            teardown_scopes: run.inner.teardown_scopes.clone(),
+            started: self.started,
+        };
+        let dyn_backend: Arc<dyn CallBackend> = backend.clone();
+
+        // Declared needs are resolved before the tool runs.
+        let mut declared = None;
+        let mut refused = None;
+        if !self.needs.is_empty() {
+            let pre = ToolContext::new(info.clone(), dyn_backend.clone(), None, &self.cancel);
+            for need in &self.needs {
+                match pre.credential_for(need, CredentialMode::Declared).await {
+                    Ok(c) => {
+                        declared.get_or_insert(c);
+                    }
+                    Err(e) => {
+                        refused = Some(ToolError::from(e));
+                        break;
+                    }
+                }
+            }
+        }
+
+        let result = match refused {
+            Some(err) => Err(err),
+            None => {
+                let ctx = ToolContext::new(info, dyn_backend, declared, &self.cancel);
+                match AssertUnwindSafe(tool(ctx, args)).catch_unwind().await {
+                    Ok(result) => result,
+                    Err(panic) => {
+                        let message = panic
+                            .downcast_ref::<&str>()
+                            .map(|s| s.to_string())
+                            .or_else(|| panic.downcast_ref::<String>().cloned())
+                            .unwrap_or_else(|| "a panic".into());
+                        backend
+                            .finish(
+                                started_at,
+                                &Err(ToolError::msg(format!("the tool panicked: {message}"))),
+                            )
+                            .await;
+                        std::panic::resume_unwind(panic);
+                    }
+                }
+            }
+        };
+        backend.finish(started_at, &result).await;
+        result
+    }
+}
+
+/// The live answers to one call's context.
+struct LiveBackend {
+    run: Run,
+    call_id: String,
+    providers: Providers,
+    teardowns: Mutex<Teardowns>,
+    cancel: CancelHandle,
+}
+
+impl LiveBackend {
+    /// Runs the call's cleanups, files `call.ended` and waits for
+    /// durability as configured.
+    async fn finish(&self, started_at: Instant, result: &Result<Value, ToolError>) {
+        let teardowns = std::mem::take(&mut *lock(&self.teardowns));
+        self.run
+            .run_teardowns(Some(&self.call_id), TeardownScope::Call, teardowns)
+            .await;
+        let outcome = match result {
+            Ok(v) => CallOutcome::Ok { result: v.clone() },
+            Err(e) if e.is_cancelled() => CallOutcome::Aborted {
+                reason: self.cancel.reason(),
+            },
+            Err(e) => CallOutcome::Error {
+                error: e.to_string(),
+            },
+        };
+        self.run.emit(
+            Some(&self.call_id),
+            FactKind::CallEnded(CallEnded {
+                outcome,
+                duration_ns: started_at.elapsed().as_nanos() as u64,
+            }),
+        );
+        if self.run.inner.rec.config.durability != Durability::Buffered {
+            if let Err(e) = self.run.inner.rec.queue.flush().await {
+                eprintln!(
+                    "reel-recorder: call {} of run {}: {e}",
+                    self.call_id,
+                    self.run.id()
+                );
+            }
+        }
+    }
+
+    fn scope(&self) -> Identity {
+        self.run.inner.identity.clone().unwrap_or_default()
+    }
+}
+
+impl CallBackend for LiveBackend {
+    fn emit(&self, kind: FactKind) {
+        self.run.emit(Some(&self.call_id), kind);
+    }
+
+    fn ready(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            let rec = &self.run.inner.rec;
+            rec.queue.room().await;
+            if rec.config.durability == Durability::EveryFact {
+                if let Err(e) = rec.queue.flush().await {
+                    eprintln!("reel-recorder: {e}");
+                }
+            }
+        })
+    }
+
+    fn has_credentials(&self) -> bool {
+        self.providers.credentials.is_some()
+    }
+
+    fn credential<'a>(
+        &'a self,
+        need: &'a CredentialNeed,
+        _mode: CredentialMode,
+    ) -> BoxFuture<'a, Result<Credential, String>> {
+        Box::pin(async move {
+            let provider = self
+                .providers
+                .credentials
+                .as_ref()
+                .ok_or("no credential provider")?;
+            let resolved = provider
+                .resolve(self.run.inner.identity.as_ref(), need)
+                .await?;
+            // Scrub this value from every later fact of the run.
+            self.run
+                .inner
+                .rec
+                .queue
+                .secret(&self.run.inner.id, resolved.secret.clone());
+            let fingerprint = self
+                .run
+                .inner
+                .rec
+                .archive
+                .fingerprint(resolved.secret.expose().as_bytes());
+            let mut c = Credential::new(need.need.clone(), resolved.secret, fingerprint);
+            c.kind = resolved.kind.or_else(|| need.kind.clone());
+            c.expires_at = resolved.expires_at;
+            Ok(c)
+        })
+    }
+
+    fn has_artifacts(&self) -> bool {
+        self.providers.artifacts.is_some()
+    }
+
+    fn put_artifact<'a>(
+        &'a self,
+        media_type: &'a str,
+        bytes: Vec<u8>,
+    ) -> BoxFuture<'a, Result<ArtifactMeta, String>> {
+        Box::pin(async move {
+            let store = self
+                .providers
+                .artifacts
+                .as_ref()
+                .ok_or("no artifact store")?;
+            let meta = ArtifactMeta {
+                id: String::new(),
+                digest: format!("sha256:{}", hex::encode(Sha256::digest(&bytes))),
+                size: bytes.len() as u64,
+                media_type: media_type.into(),
+                scope: self.scope(),
+                origin: Origin {
+                    run_id: self.run.id().into(),
+                    call_id: self.call_id.clone(),
+                },
+            };
+            let meta = store.put(meta, bytes.clone()).await?;
+            self.run.inner.rec.queue.artifact(bytes);
+            Ok(meta)
+        })
+    }
+
+    fn get_artifact<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<(ArtifactMeta, Vec<u8>)>, String>> {
+        Box::pin(async move {
+            let store = self
+                .providers
+                .artifacts
+                .as_ref()
+                .ok_or("no artifact store")?;
+            let scope = self.scope();
+            let found = store.get(&scope, id).await?;
+            if let Some((_, bytes)) = &found {
+                self.run.inner.rec.queue.artifact(bytes.clone());
+            }
+            Ok(found)
+        })
+    }
+
+    fn has_elicitor(&self) -> bool {
+        self.providers.elicitor.is_some()
+    }
+
+    fn elicit<'a>(
+        &'a self,
+        question: &'a Elicitation,
+    ) -> BoxFuture<'a, Result<ElicitAnswer, String>> {
+        Box::pin(async move {
+            let elicitor = self.providers.elicitor.as_ref().ok_or("no elicitor")?;
+            match question.ttl_ms {
+                Some(ttl) => match tokio::time::timeout(
+                    Duration::from_millis(ttl),
+                    elicitor.elicit(question),
+                )
+                .await
+                {
+                    Ok(answer) => answer,
+                    Err(_) => Ok(ElicitAnswer {
+                        outcome: ElicitOutcome::Timeout,
+                        validation_errors: Vec::new(),
+                        pre_resolved: false,
+                    }),
+                },
+                None => elicitor.elicit(question).await,
+            }
+        })
+    }
+
+    fn effect<'a>(
+        &'a self,
+        _name: &'a str,
+        _request: &'a Value,
+        run: EffectFn,
+    ) -> BoxFuture<'a, EffectOutcome> {
+        Box::pin(async move {
+            match run().await {
+                Ok(v) => EffectOutcome::Ok(v),
+                Err(e) => EffectOutcome::Err(e),
+            }
+        })
+    }
+
+    fn clock(&self) -> i64 {
+        unix_nanos()
+    }
+
+    fn random(&self) -> u64 {
+        rand::random()
+    }
+
+    fn register_teardown(&self, scope: TeardownScope, key_hash: &str, cleanup: Cleanup) -> bool {
+        match scope {
+            TeardownScope::Call => lock(&self.teardowns).register(key_hash, cleanup),
+            TeardownScope::Run => lock(&self.run.inner.teardowns).register(key_hash, cleanup),
+            TeardownScope::Session => {
+                let session = self.run.inner.session_id.clone().unwrap_or_default();
+                lock(&self.run.inner.rec.sessions)
+                    .entry(session)
+                    .or_default()
+                    .register(key_hash, cleanup)
+            }
+        }
+    }
+
+    fn can_dispatch(&self) -> bool {
+        self.providers.dispatcher.is_some()
+    }
+
+    fn dispatch<'a>(
+        &'a self,
+        tool: &'a str,
+        args: Value,
+    ) -> BoxFuture<'a, Result<Value, ToolError>> {
+        Box::pin(async move {
+            let tools =
+                self.providers.dispatcher.clone().ok_or_else(|| {
+                    ToolError::from(ContextError::NoDispatch { tool: tool.into() })
+                })?;
+            let mut child = self.run.call(tool, args);
+            child.started.parent_call = Some(self.call_id.clone());
+            child.providers = self.providers.clone();
+            child.cancel = self.cancel.child();
+            match tools.get(tool) {
+                Some(f) => {
+                    let f = f.clone();
+                    child.invoke_erased(&f).await
+                }
+                None => {
+                    let name = tool.to_owned();
+                    child
+                        .invoke_with(move |_, _| async move { Err(ToolError::UnknownTool(name)) })
+                        .await
+                }
+            }
+        })
+    }
+
+    fn deliver_log(&self, level: Level, data: &Value) -> bool {
+        self.providers
+            .listener
+            .as_ref()
+            .is_some_and(|l| l.deliver(&self.call_id, level, data))
+    }
+
+    fn content_logging(&self) -> bool {
+        self.run.inner.rec.config.content_logging
+    }
+}

@@ -1,0 +1,242 @@
+//! What a host attaches to calls: credential providers, artifact stores,
+//! elicitors and log listeners; with in-memory implementations for tests,
+//! the demo and small hosts.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
+
+use reel::context::{BoxFuture, CredentialNeed, ElicitAnswer, Elicitation, Secret};
+use reel::fact::{ArtifactMeta, ElicitOutcome, Identity, Level};
+use serde_json::Value;
+
+/// A resolved secret, before the recorder fingerprints it.
+#[derive(Debug, Clone)]
+pub struct ResolvedSecret {
+    /// The secret.
+    pub secret: Secret,
+    /// Its kind, when known (e.g. `"oauth"`).
+    pub kind: Option<String>,
+    /// Expiry, unix nanoseconds.
+    pub expires_at: Option<i64>,
+}
+
+/// Resolves credentials for the run's identity.
+pub trait CredentialProvider: Send + Sync {
+    /// Resolves `need` for the caller; `Err` is a reason that must not
+    /// contain the secret.
+    fn resolve<'a>(
+        &'a self,
+        identity: Option<&'a Identity>,
+        need: &'a CredentialNeed,
+    ) -> BoxFuture<'a, Result<ResolvedSecret, String>>;
+}
+
+/// A claim-check store, scoped by tenant/principal/conversation.
+pub trait ArtifactStore: Send + Sync {
+    /// Stores bytes with their ticket (all filled in but `id`, which the
+    /// store assigns); returns the ticket with its id.
+    fn put(
+        &self,
+        meta: ArtifactMeta,
+        bytes: Vec<u8>,
+    ) -> BoxFuture<'_, Result<ArtifactMeta, String>>;
+    /// Fetches an artifact of `scope` by id, or `None`. An artifact of
+    /// another scope is `None`: a scope is never widened.
+    fn get<'a>(
+        &'a self,
+        scope: &'a Identity,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<(ArtifactMeta, Vec<u8>)>, String>>;
+}
+
+/// Asks the user.
+pub trait Elicitor: Send + Sync {
+    /// Asks `question`; the recorder bounds the wait by its ttl.
+    fn elicit<'a>(
+        &'a self,
+        question: &'a Elicitation,
+    ) -> BoxFuture<'a, Result<ElicitAnswer, String>>;
+}
+
+/// Receives log notifications for a client (MCP `notifications/message`).
+pub trait LogListener: Send + Sync {
+    /// Delivers one line; false when no client received it.
+    fn deliver(&self, call_id: &str, level: Level, data: &Value) -> bool;
+}
+
+/// A fixed map of need -> secret.
+#[derive(Default)]
+pub struct MemoryVault {
+    secrets: HashMap<String, Result<ResolvedSecret, String>>,
+}
+
+impl MemoryVault {
+    /// An empty vault (every need fails).
+    pub fn new() -> MemoryVault {
+        MemoryVault::default()
+    }
+
+    /// Adds a secret for `need`.
+    pub fn with(mut self, need: &str, secret: &str) -> MemoryVault {
+        self.secrets.insert(
+            need.into(),
+            Ok(ResolvedSecret {
+                secret: Secret::new(secret),
+                kind: None,
+                expires_at: None,
+            }),
+        );
+        self
+    }
+
+    /// Makes `need` fail with `reason`.
+    pub fn failing(mut self, need: &str, reason: &str) -> MemoryVault {
+        self.secrets.insert(need.into(), Err(reason.into()));
+        self
+    }
+}
+
+impl CredentialProvider for MemoryVault {
+    fn resolve<'a>(
+        &'a self,
+        _identity: Option<&'a Identity>,
+        need: &'a CredentialNeed,
+    ) -> BoxFuture<'a, Result<ResolvedSecret, String>> {
+        let out = self
+            .secrets
+            .get(&need.need)
+            .cloned()
+            .unwrap_or_else(|| Err(format!("the vault has no credential for {:?}", need.need)));
+        Box::pin(async move { out })
+    }
+}
+
+/// An in-memory artifact store keyed by (scope, id).
+#[derive(Default)]
+pub struct MemoryArtifactStore {
+    items: Mutex<HashMap<(Identity, String), (ArtifactMeta, Vec<u8>)>>,
+    next: Mutex<u64>,
+}
+
+impl MemoryArtifactStore {
+    /// An empty store.
+    pub fn new() -> MemoryArtifactStore {
+        MemoryArtifactStore::default()
+    }
+}
+
+impl ArtifactStore for MemoryArtifactStore {
+    fn put(
+        &self,
+        mut meta: ArtifactMeta,
+        bytes: Vec<u8>,
+    ) -> BoxFuture<'_, Result<ArtifactMeta, String>> {
+        meta.id = {
+            let mut n = self.next.lock().unwrap_or_else(|p| p.into_inner());
+            *n += 1;
+            format!("art-{}", *n)
+        };
+        self.items
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert((meta.scope.clone(), meta.id.clone()), (meta.clone(), bytes));
+        Box::pin(async move { Ok(meta) })
+    }
+
+    fn get<'a>(
+        &'a self,
+        scope: &'a Identity,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<(ArtifactMeta, Vec<u8>)>, String>> {
+        let found = self
+            .items
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&(scope.clone(), id.to_owned()))
+            .cloned();
+        Box::pin(async move { Ok(found) })
+    }
+}
+
+/// Answers questions from a script, in order; when the script runs out it
+/// answers `cancel`.
+#[derive(Default)]
+pub struct ScriptedElicitor {
+    answers: Mutex<VecDeque<ElicitOutcome>>,
+}
+
+impl ScriptedElicitor {
+    /// Answers with these outcomes, in order.
+    pub fn new(answers: impl IntoIterator<Item = ElicitOutcome>) -> ScriptedElicitor {
+        ScriptedElicitor {
+            answers: Mutex::new(answers.into_iter().collect()),
+        }
+    }
+}
+
+impl Elicitor for ScriptedElicitor {
+    fn elicit<'a>(
+        &'a self,
+        question: &'a Elicitation,
+    ) -> BoxFuture<'a, Result<ElicitAnswer, String>> {
+        let outcome = self
+            .answers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .pop_front()
+            .unwrap_or(ElicitOutcome::Cancel);
+        let validation_errors = match &outcome {
+            ElicitOutcome::Accept { content } => validate(&question.schema, content),
+            _ => Vec::new(),
+        };
+        Box::pin(async move {
+            Ok(ElicitAnswer {
+                outcome,
+                validation_errors,
+                pre_resolved: false,
+            })
+        })
+    }
+}
+
+/// Checks an answer against the parts of a JSON Schema that forms use:
+/// `required` members and the primitive `type` of each property.
+pub fn validate(schema: &Value, content: &Value) -> Vec<String> {
+    let mut errors = Vec::new();
+    let Some(obj) = content.as_object() else {
+        if schema.get("type").and_then(Value::as_str) == Some("object") {
+            errors.push("the answer must be an object".to_string());
+        }
+        return errors;
+    };
+    if let Some(required) = schema.get("required").and_then(Value::as_array) {
+        for name in required.iter().filter_map(Value::as_str) {
+            if !obj.contains_key(name) {
+                errors.push(format!("{name}: is required"));
+            }
+        }
+    }
+    if let Some(props) = schema.get("properties").and_then(Value::as_object) {
+        for (name, prop) in props {
+            let (Some(want), Some(value)) =
+                (prop.get("type").and_then(Value::as_str), obj.get(name))
+            else {
+                continue;
+            };
+            let ok = match want {
+                "string" => value.is_string(),
+                "boolean" => value.is_boolean(),
+                "integer" => value.is_i64() || value.is_u64(),
+                "number" => value.is_number(),
+                "array" => value.is_array(),
+                "object" => value.is_object(),
+                "null" => value.is_null(),
+                _ => true,
+            };
+            if !ok {
+                errors.push(format!("{name}: must be {want}"));
+            }
+        }
+    }
+    errors
+}

@@ -1,0 +1,290 @@
+//! The write pipeline: tools file facts into a queue; one writer thread per
+//! recorder drains it, redacts, spills large payloads into artifacts,
+//! appends each run's facts as one block per drain, and flushes for those
+//! waiting on durability (one flush for all of them: group commit).
+//!
+//! Filing a fact never blocks: the queue is an unbounded channel, and its
+//! bound is enforced at the tools' await points ([`Queue::room`]), which
+//! wait while more than `queue_bound` facts are in flight. Nothing is ever
+//! dropped.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use reel::context::Secret;
+use reel::fact::NewFact;
+use reel::redact::{spill_large, Redactor};
+use reel::Archive;
+use tokio::sync::{oneshot, Notify};
+
+use crate::config::{Durability, RecorderConfig};
+
+/// A message to the writer.
+pub(crate) enum Msg {
+    /// A fact of a run.
+    Fact { run: Arc<str>, fact: NewFact },
+    /// A credential value to scrub from this run's facts (kept in memory
+    /// only, dropped when the run ends).
+    Secret { run: Arc<str>, secret: Secret },
+    /// Artifact bytes to keep (content-addressed) so that replay can serve them.
+    Artifact { bytes: Vec<u8> },
+    /// Everything sent before is appended and flushed: then ack.
+    Flush {
+        ack: oneshot::Sender<Result<(), String>>,
+    },
+    /// The run ended: forget its secrets once its facts are written.
+    RunClosed { run: Arc<str> },
+}
+
+/// The tools' side of the queue.
+pub(crate) struct Queue {
+    tx: Mutex<Option<mpsc::Sender<Msg>>>,
+    in_flight: Arc<AtomicUsize>,
+    room: Arc<Notify>,
+    bound: usize,
+    thread: Mutex<Option<JoinHandle<()>>>,
+    failure: Arc<Mutex<Option<String>>>,
+}
+
+impl Queue {
+    /// Starts the writer thread over `archive`.
+    pub(crate) fn start(archive: Archive, config: &RecorderConfig) -> std::io::Result<Queue> {
+        let (tx, rx) = mpsc::channel();
+        let in_flight = Arc::new(AtomicUsize::new(0));
+        let room = Arc::new(Notify::new());
+        let failure = Arc::new(Mutex::new(None));
+        let writer = Writer {
+            archive,
+            rx,
+            in_flight: in_flight.clone(),
+            room: room.clone(),
+            redactor: Redactor::new(&config.redact_keys),
+            inline_limit: config.inline_limit,
+            flush_every_batch: config.durability == Durability::EveryFact,
+            secrets: HashMap::new(),
+            failure: failure.clone(),
+        };
+        let thread = std::thread::Builder::new()
+            .name("reel-writer".into())
+            .spawn(move || writer.run())?;
+        Ok(Queue {
+            tx: Mutex::new(Some(tx)),
+            in_flight,
+            room,
+            bound: config.queue_bound.max(1),
+            thread: Mutex::new(Some(thread)),
+            failure,
+        })
+    }
+
+    fn send(&self, msg: Msg) -> bool {
+        let tx = self.tx.lock().unwrap_or_else(|p| p.into_inner());
+        match tx.as_ref() {
+            Some(tx) => tx.send(msg).is_ok(),
+            None => false,
+        }
+    }
+
+    /// Files a fact. Never blocks, never fails (after shutdown the fact has
+    /// nowhere to go and is counted as lost in [`Queue::failure`]).
+    pub(crate) fn fact(&self, run: &Arc<str>, fact: NewFact) {
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
+        if !self.send(Msg::Fact {
+            run: run.clone(),
+            fact,
+        }) {
+            self.in_flight.fetch_sub(1, Ordering::Relaxed);
+            self.set_failure("a fact was filed after the recorder shut down".into());
+        }
+    }
+
+    pub(crate) fn secret(&self, run: &Arc<str>, secret: Secret) {
+        self.send(Msg::Secret {
+            run: run.clone(),
+            secret,
+        });
+    }
+
+    pub(crate) fn artifact(&self, bytes: Vec<u8>) {
+        self.send(Msg::Artifact { bytes });
+    }
+
+    pub(crate) fn run_closed(&self, run: &Arc<str>) {
+        self.send(Msg::RunClosed { run: run.clone() });
+    }
+
+    /// Waits until everything filed before is appended and durable.
+    pub(crate) async fn flush(&self) -> Result<(), String> {
+        let (ack, done) = oneshot::channel();
+        if !self.send(Msg::Flush { ack }) {
+            return Err("the recorder has shut down".into());
+        }
+        done.await
+            .map_err(|_| "the recorder's writer stopped".to_string())?
+    }
+
+    /// Waits while the queue is over its bound (an await point of a tool).
+    pub(crate) async fn room(&self) {
+        loop {
+            let notified = self.room.notified();
+            if self.in_flight.load(Ordering::Relaxed) <= self.bound {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    /// Facts filed but not yet appended.
+    pub(crate) fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::Relaxed)
+    }
+
+    /// The first write failure, if any.
+    pub(crate) fn failure(&self) -> Option<String> {
+        self.failure
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    fn set_failure(&self, f: String) {
+        let mut slot = self.failure.lock().unwrap_or_else(|p| p.into_inner());
+        slot.get_or_insert(f);
+    }
+
+    /// Closes the queue and waits for the writer to append and flush
+    /// everything (blocking). Idempotent.
+    pub(crate) fn close(&self) {
+        self.tx.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let thread = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(thread) = thread {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for Queue {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+struct Writer {
+    archive: Archive,
+    rx: mpsc::Receiver<Msg>,
+    in_flight: Arc<AtomicUsize>,
+    room: Arc<Notify>,
+    redactor: Redactor,
+    inline_limit: usize,
+    flush_every_batch: bool,
+    secrets: HashMap<Arc<str>, Vec<Secret>>,
+    failure: Arc<Mutex<Option<String>>>,
+}
+
+/// The most messages one drain takes before writing.
+const DRAIN_MAX: usize = 8192;
+
+impl Writer {
+    fn run(mut self) {
+        let mut batches: Vec<(Arc<str>, Vec<NewFact>)> = Vec::new();
+        let mut acks = Vec::new();
+        let mut closed = Vec::new();
+        while let Ok(first) = self.rx.recv() {
+            let mut n = 0;
+            let mut next = Some(first);
+            while let Some(msg) = next.take() {
+                match msg {
+                    Msg::Fact { run, fact } => {
+                        n += 1;
+                        match batches.iter_mut().rev().find(|(r, _)| *r == run) {
+                            Some((_, facts)) => facts.push(fact),
+                            None => batches.push((run, vec![fact])),
+                        }
+                    }
+                    Msg::Secret { run, secret } => {
+                        self.secrets.entry(run).or_default().push(secret)
+                    }
+                    Msg::Artifact { bytes } => {
+                        if let Err(e) = self.archive.put_artifact(&bytes) {
+                            self.fail(format!("storing an artifact failed: {e}"));
+                        }
+                    }
+                    Msg::Flush { ack } => acks.push(ack),
+                    Msg::RunClosed { run } => closed.push(run),
+                }
+                if n < DRAIN_MAX {
+                    next = self.rx.try_recv().ok();
+                }
+            }
+            self.write(&mut batches);
+            for run in closed.drain(..) {
+                self.secrets.remove(&run);
+            }
+            if !acks.is_empty() || self.flush_every_batch {
+                let result = self.archive.flush().map(|_| ()).map_err(|e| e.to_string());
+                if let Err(e) = &result {
+                    self.fail(format!("flushing failed: {e}"));
+                }
+                let result = match self.failure() {
+                    Some(f) => Err(f),
+                    None => result,
+                };
+                for ack in acks.drain(..) {
+                    let _ = ack.send(result.clone());
+                }
+            }
+            self.in_flight.fetch_sub(n, Ordering::Relaxed);
+            self.room.notify_waiters();
+        }
+        // The queue closed: make everything durable before the thread ends.
+        if let Err(e) = self.archive.flush() {
+            self.fail(format!("the final flush failed: {e}"));
+        }
+    }
+
+    fn write(&mut self, batches: &mut Vec<(Arc<str>, Vec<NewFact>)>) {
+        for (run, mut facts) in batches.drain(..) {
+            let secrets: Vec<&str> = self
+                .secrets
+                .get(&run)
+                .map(|s| s.iter().map(Secret::expose).collect())
+                .unwrap_or_default();
+            for fact in &mut facts {
+                self.redactor.redact_fact(&mut fact.kind, &secrets);
+                let archive = &self.archive;
+                let mut spill_err = None;
+                spill_large(&mut fact.kind, self.inline_limit, |bytes| {
+                    match archive.put_artifact(bytes) {
+                        Ok(d) => d,
+                        Err(e) => {
+                            spill_err = Some(e.to_string());
+                            String::new()
+                        }
+                    }
+                });
+                if let Some(e) = spill_err {
+                    self.fail(format!("run {run}: storing a large payload failed: {e}"));
+                }
+            }
+            if let Err(e) = self.archive.append(&run, facts) {
+                self.fail(format!("run {run}: appending facts failed: {e}"));
+            }
+        }
+    }
+
+    fn fail(&self, what: String) {
+        eprintln!("reel-recorder: {what}");
+        let mut slot = self.failure.lock().unwrap_or_else(|p| p.into_inner());
+        slot.get_or_insert(what);
+    }
+
+    fn failure(&self) -> Option<String> {
+        self.failure
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+}

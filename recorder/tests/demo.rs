@@ -1,0 +1,60 @@
+//! The demo runs: recorded into a real archive, they verify and together use
+//! every fact kind of the catalogue.
+
+use std::collections::BTreeSet;
+
+use reel::{FactKind, RunState};
+use reel_recorder::{demo, Recorder, RecorderConfig};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn demo_runs_use_every_fact_kind_and_verify() {
+    let dir = tempfile::tempdir().unwrap();
+    let recorder = Recorder::open(dir.path(), RecorderConfig::default())
+        .await
+        .unwrap();
+    let ids = demo::record(&recorder).await.unwrap();
+    let archive = recorder.archive().clone();
+    recorder.shutdown().await.unwrap();
+
+    let mut kinds = BTreeSet::new();
+    for id in &ids {
+        for fact in archive.facts(id, ..).unwrap() {
+            kinds.insert(fact.unwrap().kind.name().to_owned());
+        }
+    }
+    let missing: Vec<_> = FactKind::KNOWN
+        .iter()
+        .filter(|k| !kinds.contains(**k))
+        .collect();
+    assert!(missing.is_empty(), "demo runs never use {missing:?}");
+
+    let states: Vec<_> = ids
+        .iter()
+        .map(|id| archive.run(id).unwrap().state)
+        .collect();
+    assert_eq!(
+        states,
+        [
+            RunState::Completed,
+            RunState::Completed,
+            RunState::Cancelled,
+            RunState::Failed,
+            RunState::Completed
+        ]
+    );
+    let report = archive.verify().unwrap();
+    assert!(report.is_ok(), "{:?}", report.problems);
+}
+
+#[tokio::test]
+async fn demo_twice_gets_new_ids() {
+    let dir = tempfile::tempdir().unwrap();
+    let recorder = Recorder::open(dir.path(), RecorderConfig::default())
+        .await
+        .unwrap();
+    let first = demo::record(&recorder).await.unwrap();
+    let second = demo::record(&recorder).await.unwrap();
+    assert_eq!(first[0], "demo-deploy");
+    assert_eq!(second[0], "demo-deploy-2");
+    recorder.shutdown().await.unwrap();
+}

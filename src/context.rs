@@ -1,0 +1,1064 @@
+//! The context contract: what a tool receives, written once, run unchanged
+//! under a recording context (production) and a replay context (tests).
+//!
+//! # Why a concrete context over a pluggable backend
+//!
+//! A tool is a plain `async fn(ToolContext, Args) -> Result<Out, ToolError>`.
+//! [`ToolContext`] is one concrete type, so tool signatures carry no generic
+//! parameter and a registry of tools ([`crate::tools::Tools`]) is a plain map.
+//! The context itself decides which facts a capability files and in which
+//! order (request, answer); a [`CallBackend`] only supplies the answers and
+//! receives the facts. The recorder's backend asks real providers and writes
+//! the facts to the archive; the replayer's backend reads answers from the
+//! record and matches the facts against it. Because the fact-filing logic
+//! lives here once, a recorded run and its replay file the same facts for
+//! the same tool code.
+//!
+//! # Order of facts for each capability
+//!
+//! | capability | facts filed, in order |
+//! |---|---|
+//! | [`ToolContext::progress`] | `progress` |
+//! | [`ToolContext::log`], [`ToolContext::notify`] | `log` |
+//! | [`ToolContext::credential`] | `credential.requested`, then `.resolved` / `.failed`; or `.refused` alone when no provider is attached |
+//! | [`Artifacts::put`], [`Artifacts::get`] | `artifact.put` / `artifact.get`; or `artifact.refused` |
+//! | [`ToolContext::elicit`] | `elicit.requested`, `elicit.answered` |
+//! | [`ToolContext::on_teardown`] | `teardown.registered`, or `teardown.refused` |
+//! | [`ToolContext::effect`] | `effect` (after the closure ran, or with the recorded outcome) |
+//! | [`ToolContext::now`], [`ToolContext::random`] | `clock`, `random` |
+//! | [`ToolContext::output`], [`ToolContext::respond`] | `call.output` |
+//! | [`ToolContext::dispatch`] | the child's own `call.started` .. `call.ended`, under the child's call id |
+//!
+//! The host files `call.started`, `call.ended`, `cancel.requested` and
+//! `teardown.ran`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::{json, Value};
+use sha2::{Digest as _, Sha256};
+use tokio_util::sync::CancellationToken;
+
+use crate::fact::*;
+
+/// A boxed, sendable future.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// A journaled side effect, ready to run once (live) or never (replay).
+pub type EffectFn = Box<dyn FnOnce() -> BoxFuture<'static, Result<Value, String>> + Send>;
+
+/// A registered cleanup.
+pub type Cleanup = Box<dyn FnOnce() -> BoxFuture<'static, Result<(), String>> + Send>;
+
+/// Everything the host knows about one call, fixed when it starts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallInfo {
+    /// The run this call belongs to.
+    pub run_id: String,
+    /// The hosting session, when the run is bound to one. Caller data.
+    pub session_id: Option<String>,
+    /// The identity the caller supplied; `None` when none was.
+    pub identity: Option<Identity>,
+    /// Teardown scopes this host honours (`[]`: none ever fires).
+    pub teardown_scopes: Vec<TeardownScope>,
+    /// The fields of this call's `call.started`.
+    pub started: CallStarted,
+}
+
+/// A resolved credential. Its secret never reaches a fact, a log line or an
+/// error message: `Debug` and `Display` print only the fingerprint.
+#[derive(Clone)]
+pub struct Credential {
+    /// The need it answers, e.g. `"github"`.
+    pub need: String,
+    /// The kind, when known.
+    pub kind: Option<String>,
+    /// The keyed fingerprint recorded in its place.
+    pub fingerprint: Fingerprint,
+    /// Expiry, unix nanoseconds.
+    pub expires_at: Option<i64>,
+    secret: Secret,
+}
+
+impl Credential {
+    /// A credential; the recorder or replayer fills in the fingerprint.
+    pub fn new(need: impl Into<String>, secret: Secret, fingerprint: Fingerprint) -> Credential {
+        Credential {
+            need: need.into(),
+            kind: None,
+            fingerprint,
+            expires_at: None,
+            secret,
+        }
+    }
+
+    /// The secret, for the one place that needs it (an outgoing request).
+    pub fn secret(&self) -> &Secret {
+        &self.secret
+    }
+}
+
+impl fmt::Debug for Credential {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Credential")
+            .field("need", &self.need)
+            .field("kind", &self.kind)
+            .field("fingerprint", &self.fingerprint)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A secret value: zeroed on drop, never printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(zeroize::Zeroizing<String>);
+
+impl Secret {
+    /// Wraps a secret value.
+    pub fn new(value: impl Into<String>) -> Secret {
+        Secret(zeroize::Zeroizing::new(value.into()))
+    }
+
+    /// The value. Keep it out of payloads, logs and errors.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
+/// A credential the tool needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CredentialNeed {
+    /// The need or service name.
+    pub need: String,
+    /// The kind wanted, when it matters.
+    pub kind: Option<String>,
+}
+
+impl CredentialNeed {
+    /// A need by name.
+    pub fn new(need: impl Into<String>) -> CredentialNeed {
+        CredentialNeed {
+            need: need.into(),
+            kind: None,
+        }
+    }
+}
+
+/// A question for the user.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Elicitation {
+    /// The question.
+    pub message: String,
+    /// JSON Schema of the answer.
+    pub schema: Value,
+    /// Form or url.
+    pub mode: ElicitMode,
+    /// Time to live in milliseconds.
+    pub ttl_ms: Option<u64>,
+}
+
+impl Elicitation {
+    /// A form question.
+    pub fn form(message: impl Into<String>, schema: Value) -> Elicitation {
+        Elicitation {
+            message: message.into(),
+            schema,
+            mode: ElicitMode::Form,
+            ttl_ms: None,
+        }
+    }
+
+    /// A url question (the user visits `message`'s link).
+    pub fn url(message: impl Into<String>, schema: Value) -> Elicitation {
+        Elicitation {
+            mode: ElicitMode::Url,
+            ..Elicitation::form(message, schema)
+        }
+    }
+
+    /// Bounds how long to wait for an answer.
+    pub fn ttl_ms(mut self, ttl: u64) -> Elicitation {
+        self.ttl_ms = Some(ttl);
+        self
+    }
+}
+
+/// The user's answer, as the elicitor reports it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ElicitAnswer {
+    /// Accept / decline / cancel / timeout.
+    pub outcome: ElicitOutcome,
+    /// Validation errors of the answer against the schema.
+    pub validation_errors: Vec<String>,
+    /// True when the answer was known without asking.
+    pub pre_resolved: bool,
+}
+
+/// An agent-core style progress report.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Report {
+    /// Whether this step used a model; `None` means unknown.
+    pub used_model: Option<bool>,
+    /// App-defined detail, kept only when content logging is on.
+    pub payload: Option<Value>,
+}
+
+/// Refusals and failures of context capabilities. Each message says what
+/// to do; none contains a secret.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ContextError {
+    /// No credential provider attached (fail closed).
+    #[error("credential {need:?} refused: no credential provider is attached to this call; attach one on the host with `.credentials(provider)` when starting the call, or branch on `ctx.has_credentials()`")]
+    NoCredentialProvider {
+        /// The need.
+        need: String,
+    },
+    /// The provider could not resolve the credential.
+    #[error("credential {need:?} could not be resolved: {reason}")]
+    CredentialFailed {
+        /// The need.
+        need: String,
+        /// The provider's reason.
+        reason: String,
+    },
+    /// No artifact store attached (fail closed).
+    #[error("artifacts refused: no artifact store is attached to this call; attach one on the host with `.artifacts(store)` when starting the call, or branch on `ctx.has_artifacts()`")]
+    NoArtifactStore,
+    /// The store failed.
+    #[error("artifact store failed: {0}")]
+    ArtifactStore(String),
+    /// No elicitor attached.
+    #[error("cannot ask the user: no elicitor is attached to this call; attach one on the host with `.elicitor(elicitor)`")]
+    NoElicitor,
+    /// The elicitor failed.
+    #[error("asking the user failed: {0}")]
+    Elicit(String),
+    /// A teardown scope this host does not honour.
+    #[error("teardown scope {scope} is not honoured by this host (it honours: {}); branch on `ctx.teardown_scopes()`", honoured_list(.honoured))]
+    ScopeNotHonoured {
+        /// The scope asked for.
+        scope: TeardownScope,
+        /// The scopes the host honours.
+        honoured: Vec<TeardownScope>,
+    },
+    /// No dispatcher attached.
+    #[error("cannot call tool {tool:?}: this call has no tool dispatch; attach one on the host with `.dispatcher(tools)`, or branch on `ctx.can_dispatch()`")]
+    NoDispatch {
+        /// The tool asked for.
+        tool: String,
+    },
+    /// The effect's outcome could not be used.
+    #[error("effect {name:?}: {detail}")]
+    Effect {
+        /// The effect.
+        name: String,
+        /// What went wrong.
+        detail: String,
+    },
+    /// The call was cancelled.
+    #[error("cancelled{}", .reason.as_ref().map(|r| format!(": {r}")).unwrap_or_default())]
+    Cancelled {
+        /// Why, when known.
+        reason: Option<String>,
+    },
+}
+
+fn honoured_list(h: &[TeardownScope]) -> String {
+    if h.is_empty() {
+        "none".into()
+    } else {
+        h.iter()
+            .map(|s| s.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// The error a tool returns.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ToolError {
+    /// A context capability refused or failed.
+    #[error(transparent)]
+    Context(#[from] ContextError),
+    /// The tool's own failure.
+    #[error("{0}")]
+    Failed(String),
+    /// The arguments did not fit the tool.
+    #[error("invalid arguments for tool {tool:?}: {detail}")]
+    InvalidArgs {
+        /// The tool.
+        tool: String,
+        /// What did not fit.
+        detail: String,
+    },
+    /// No tool of that name.
+    #[error("no tool {0:?} is registered")]
+    UnknownTool(String),
+}
+
+impl ToolError {
+    /// A tool failure with a message.
+    pub fn msg(message: impl fmt::Display) -> ToolError {
+        ToolError::Failed(message.to_string())
+    }
+
+    /// True when the failure is a cancellation.
+    pub fn is_cancelled(&self) -> bool {
+        matches!(self, ToolError::Context(ContextError::Cancelled { .. }))
+    }
+}
+
+/// The answers a context needs and the sink for the facts it files: one per
+/// call. Implemented by the recorder (live) and the replayer (from the log).
+///
+/// Contract: [`CallBackend::emit`] is called for every fact the tool causes,
+/// in order, and must neither block nor fail. An answering method is called
+/// right after the context filed the fact that asks (e.g.
+/// `credential.requested`) and before it files the answer.
+pub trait CallBackend: Send + Sync {
+    /// Files one fact of this call.
+    fn emit(&self, kind: FactKind);
+    /// An await point: waits while the write queue is over its bound.
+    fn ready(&self) -> BoxFuture<'_, ()>;
+    /// True when a credential provider is attached.
+    fn has_credentials(&self) -> bool;
+    /// Resolves a credential; `Err` is the provider's reason.
+    fn credential<'a>(
+        &'a self,
+        need: &'a CredentialNeed,
+        mode: CredentialMode,
+    ) -> BoxFuture<'a, Result<Credential, String>>;
+    /// True when an artifact store is attached.
+    fn has_artifacts(&self) -> bool;
+    /// Stores bytes under the run's scope; returns the origin-stamped ticket.
+    fn put_artifact<'a>(
+        &'a self,
+        media_type: &'a str,
+        bytes: Vec<u8>,
+    ) -> BoxFuture<'a, Result<ArtifactMeta, String>>;
+    /// Fetches an artifact of the run's scope by id.
+    fn get_artifact<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<(ArtifactMeta, Vec<u8>)>, String>>;
+    /// True when an elicitor is attached.
+    fn has_elicitor(&self) -> bool;
+    /// Asks the user.
+    fn elicit<'a>(
+        &'a self,
+        question: &'a Elicitation,
+    ) -> BoxFuture<'a, Result<ElicitAnswer, String>>;
+    /// Runs (live) or looks up (replay) a journaled effect.
+    fn effect<'a>(
+        &'a self,
+        name: &'a str,
+        request: &'a Value,
+        run: EffectFn,
+    ) -> BoxFuture<'a, EffectOutcome>;
+    /// Reads the clock, unix nanoseconds.
+    fn clock(&self) -> i64;
+    /// Draws randomness.
+    fn random(&self) -> u64;
+    /// Registers a cleanup; returns false for a repeat under the same
+    /// (tool, scope, key), which keeps the first cleanup.
+    fn register_teardown(&self, scope: TeardownScope, key_hash: &str, cleanup: Cleanup) -> bool;
+    /// True when nested tool dispatch is available.
+    fn can_dispatch(&self) -> bool;
+    /// Runs another tool as a child of this call.
+    fn dispatch<'a>(
+        &'a self,
+        tool: &'a str,
+        args: Value,
+    ) -> BoxFuture<'a, Result<Value, ToolError>>;
+    /// Delivers a log line to a listening client; false when none listens.
+    fn deliver_log(&self, level: Level, data: &Value) -> bool;
+    /// Whether `report` payloads are kept (content logging).
+    fn content_logging(&self) -> bool;
+}
+
+/// The execution context a tool receives. Cheap to clone.
+#[derive(Clone)]
+pub struct ToolContext {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    info: CallInfo,
+    backend: Arc<dyn CallBackend>,
+    cancel: CancellationToken,
+    cancel_reason: Arc<Mutex<Option<String>>>,
+    progress_count: AtomicU64,
+    declared: Option<Credential>,
+    subflows: Mutex<HashMap<String, SubFlowLogger>>,
+    outputs: Mutex<Vec<Value>>,
+}
+
+impl fmt::Debug for ToolContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ToolContext")
+            .field("run_id", &self.inner.info.run_id)
+            .field("call_id", &self.inner.info.started.call_id)
+            .field("tool", &self.inner.info.started.tool_name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The host's handle on a call's cancellation.
+#[derive(Clone, Debug)]
+pub struct CancelHandle {
+    token: CancellationToken,
+    reason: Arc<Mutex<Option<String>>>,
+}
+
+impl Default for CancelHandle {
+    fn default() -> CancelHandle {
+        CancelHandle::new()
+    }
+}
+
+impl CancelHandle {
+    /// A fresh, untripped handle.
+    pub fn new() -> CancelHandle {
+        CancelHandle {
+            token: CancellationToken::new(),
+            reason: Arc::new(Mutex::new(None)),
+        }
+    }
+
+    /// Trips the token (the host files `cancel.requested` itself). The
+    /// first reason given is kept.
+    pub fn cancel(&self, reason: Option<String>) {
+        let mut r = self.reason.lock().unwrap_or_else(|p| p.into_inner());
+        if r.is_none() {
+            *r = reason;
+        }
+        drop(r);
+        self.token.cancel();
+    }
+
+    /// True once cancelled.
+    pub fn is_cancelled(&self) -> bool {
+        self.token.is_cancelled()
+    }
+
+    /// A handle for a child call: cancelled with this one, and on its own.
+    pub fn child(&self) -> CancelHandle {
+        CancelHandle {
+            token: self.token.child_token(),
+            reason: self.reason.clone(),
+        }
+    }
+
+    /// The reason given to the first [`CancelHandle::cancel`].
+    pub fn reason(&self) -> Option<String> {
+        self.reason
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+}
+
+impl ToolContext {
+    /// Builds a context for one call (host side: the recorder or replayer).
+    /// `declared` is the credential resolved for the tool's declared need.
+    pub fn new(
+        info: CallInfo,
+        backend: Arc<dyn CallBackend>,
+        declared: Option<Credential>,
+        cancel: &CancelHandle,
+    ) -> ToolContext {
+        ToolContext {
+            inner: Arc::new(Inner {
+                info,
+                backend,
+                cancel: cancel.token.clone(),
+                cancel_reason: cancel.reason.clone(),
+                progress_count: AtomicU64::new(0),
+                declared,
+                subflows: Mutex::new(HashMap::new()),
+                outputs: Mutex::new(Vec::new()),
+            }),
+        }
+    }
+
+    fn emit(&self, kind: FactKind) {
+        self.inner.backend.emit(kind);
+    }
+
+    // ---- identity facts ---------------------------------------------------
+
+    /// The run this call belongs to.
+    pub fn run_id(&self) -> &str {
+        &self.inner.info.run_id
+    }
+
+    /// The hosting session, when bound to one (caller data, not identity).
+    pub fn session_id(&self) -> Option<&str> {
+        self.inner.info.session_id.as_deref()
+    }
+
+    /// The identity the caller supplied; `None` when the caller gave none.
+    pub fn identity(&self) -> Option<&Identity> {
+        self.inner.info.identity.as_ref()
+    }
+
+    /// This invocation's id.
+    pub fn call_id(&self) -> &str {
+        &self.inner.info.started.call_id
+    }
+
+    /// The tool's name.
+    pub fn tool_name(&self) -> &str {
+        &self.inner.info.started.tool_name
+    }
+
+    /// The tool's id (its name when no id was given).
+    pub fn tool_id(&self) -> &str {
+        let s = &self.inner.info.started;
+        s.tool_id.as_deref().unwrap_or(&s.tool_name)
+    }
+
+    /// Everything `call.started` recorded about this call.
+    pub fn call(&self) -> &CallStarted {
+        &self.inner.info.started
+    }
+
+    /// Iteration of the agent loop.
+    pub fn iteration(&self) -> u32 {
+        self.inner.info.started.iteration
+    }
+
+    /// Claim tickets of resolved wanted artifacts; `None` when none.
+    pub fn wanted(&self) -> Option<&BTreeMap<String, ArtifactMeta>> {
+        self.inner.info.started.wanted.as_ref()
+    }
+
+    /// Teardown scopes this host honours; empty means none ever fires.
+    pub fn teardown_scopes(&self) -> &[TeardownScope] {
+        &self.inner.info.teardown_scopes
+    }
+
+    // ---- cancellation -------------------------------------------------------
+
+    /// True once cancellation was requested.
+    pub fn is_cancelled(&self) -> bool {
+        self.inner.cancel.is_cancelled()
+    }
+
+    /// Completes when cancellation is requested.
+    pub async fn cancelled(&self) {
+        self.inner.cancel.cancelled().await
+    }
+
+    /// `Err(Cancelled)` once cancellation was requested: `ctx.check_cancel()?`.
+    pub fn check_cancel(&self) -> Result<(), ContextError> {
+        if self.is_cancelled() {
+            Err(ContextError::Cancelled {
+                reason: self
+                    .inner
+                    .cancel_reason
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .clone(),
+            })
+        } else {
+            Ok(())
+        }
+    }
+
+    /// The cancellation token, to pass on to other code.
+    pub fn cancellation_token(&self) -> CancellationToken {
+        self.inner.cancel.clone()
+    }
+
+    // ---- progress -----------------------------------------------------------
+
+    /// Reports progress. Never blocks, never fails; the payload is stored
+    /// untouched (after redaction). A top-level string `message` is what a
+    /// person reads; the rest is what the record keeps.
+    pub fn progress(&self, payload: Value) {
+        let count = self.inner.progress_count.fetch_add(1, Ordering::Relaxed) + 1;
+        self.emit(FactKind::Progress(Progress { payload, count }));
+    }
+
+    /// MCP-style progress: `{progress, total?, message?}`.
+    pub fn progress_mcp(&self, progress: f64, total: Option<f64>, message: Option<&str>) {
+        let mut p = serde_json::Map::new();
+        p.insert("progress".into(), json!(progress));
+        if let Some(t) = total {
+            p.insert("total".into(), json!(t));
+        }
+        if let Some(m) = message {
+            p.insert("message".into(), json!(m));
+        }
+        self.progress(Value::Object(p));
+    }
+
+    /// agent-core style report: `{usedModel?, payload?}`; the payload is kept
+    /// only when content logging is on.
+    pub fn report(&self, report: Report) {
+        let mut p = serde_json::Map::new();
+        if let Some(u) = report.used_model {
+            p.insert("usedModel".into(), json!(u));
+        }
+        if let Some(payload) = report.payload {
+            if self.inner.backend.content_logging() {
+                p.insert("payload".into(), payload);
+            }
+        }
+        self.progress(Value::Object(p));
+    }
+
+    // ---- logging --------------------------------------------------------------
+
+    /// Logs at an RFC 5424 level. Never fails.
+    pub fn log(&self, level: Level, data: impl Into<Value>) {
+        self.log_with(level, None, None, data.into());
+    }
+
+    /// MCP `notify`: a log message for the client. Returns whether a client
+    /// received it.
+    pub fn notify(&self, data: impl Into<Value>, level: Level) -> bool {
+        self.log_with(level, None, None, data.into())
+    }
+
+    fn log_with(
+        &self,
+        level: Level,
+        logger: Option<String>,
+        subflow: Option<String>,
+        data: Value,
+    ) -> bool {
+        let delivered = self.inner.backend.deliver_log(level, &data);
+        self.emit(FactKind::Log(Log {
+            level,
+            logger,
+            subflow,
+            data,
+            delivered,
+        }));
+        delivered
+    }
+
+    /// The sub-flow logger of this call: the same instance each time.
+    pub fn subflow_logger(&self) -> SubFlowLogger {
+        self.named_subflow("main")
+    }
+
+    /// A named sub-flow logger of this call: the same instance per name.
+    pub fn named_subflow(&self, name: &str) -> SubFlowLogger {
+        let mut map = self
+            .inner
+            .subflows
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        map.entry(name.to_owned())
+            .or_insert_with(|| SubFlowLogger {
+                inner: Arc::new(SubFlowInner {
+                    ctx: Arc::downgrade(&self.inner),
+                    name: name.to_owned(),
+                }),
+            })
+            .clone()
+    }
+
+    // ---- credentials ----------------------------------------------------------
+
+    /// True when a credential provider is attached.
+    pub fn has_credentials(&self) -> bool {
+        self.inner.backend.has_credentials()
+    }
+
+    /// The credential resolved for the tool's declared need, when it declared
+    /// one (a tool whose declared need fails does not run at all).
+    pub fn declared_credential(&self) -> Option<&Credential> {
+        self.inner.declared.as_ref()
+    }
+
+    /// Pulls a credential on demand. Fails closed without a provider.
+    pub async fn credential(&self, need: impl Into<String>) -> Result<Credential, ContextError> {
+        self.credential_for(&CredentialNeed::new(need), CredentialMode::Pulled)
+            .await
+    }
+
+    /// Resolves a need in the given mode (the host uses `Declared`).
+    pub async fn credential_for(
+        &self,
+        need: &CredentialNeed,
+        mode: CredentialMode,
+    ) -> Result<Credential, ContextError> {
+        self.inner.backend.ready().await;
+        if !self.has_credentials() {
+            let err = ContextError::NoCredentialProvider {
+                need: need.need.clone(),
+            };
+            self.emit(FactKind::CredentialRefused(CredentialRefused {
+                need: need.need.clone(),
+                mode,
+                reason: err.to_string(),
+            }));
+            return Err(err);
+        }
+        self.emit(FactKind::CredentialRequested(CredentialRequested {
+            need: need.need.clone(),
+            mode,
+            kind: need.kind.clone(),
+        }));
+        match self.inner.backend.credential(need, mode).await {
+            Ok(c) => {
+                self.emit(FactKind::CredentialResolved(CredentialResolved {
+                    need: need.need.clone(),
+                    mode,
+                    kind: c.kind.clone(),
+                    fingerprint: c.fingerprint.clone(),
+                    expires_at: c.expires_at,
+                }));
+                Ok(c)
+            }
+            Err(reason) => {
+                self.emit(FactKind::CredentialFailed(CredentialFailed {
+                    need: need.need.clone(),
+                    mode,
+                    reason: reason.clone(),
+                }));
+                Err(ContextError::CredentialFailed {
+                    need: need.need.clone(),
+                    reason,
+                })
+            }
+        }
+    }
+
+    // ---- artifacts --------------------------------------------------------------
+
+    /// True when an artifact store is attached.
+    pub fn has_artifacts(&self) -> bool {
+        self.inner.backend.has_artifacts()
+    }
+
+    /// The claim-check store, bound to this run's scope. Always present:
+    /// without a store every method refuses, saying how to attach one.
+    pub fn artifacts(&self) -> Artifacts<'_> {
+        Artifacts { ctx: self }
+    }
+
+    // ---- elicitation ----------------------------------------------------------
+
+    /// Asks the user a question and waits for the answer.
+    pub async fn elicit(&self, question: Elicitation) -> Result<ElicitAnswer, ContextError> {
+        self.inner.backend.ready().await;
+        if !self.inner.backend.has_elicitor() {
+            return Err(ContextError::NoElicitor);
+        }
+        self.emit(FactKind::ElicitRequested(ElicitRequested {
+            message: question.message.clone(),
+            schema: question.schema.clone(),
+            mode: question.mode,
+            ttl_ms: question.ttl_ms,
+        }));
+        match self.inner.backend.elicit(&question).await {
+            Ok(answer) => {
+                self.emit(FactKind::ElicitAnswered(ElicitAnswered {
+                    outcome: answer.outcome.clone(),
+                    validation_errors: answer.validation_errors.clone(),
+                    pre_resolved: answer.pre_resolved,
+                }));
+                Ok(answer)
+            }
+            Err(e) => {
+                self.emit(FactKind::ElicitAnswered(ElicitAnswered {
+                    outcome: ElicitOutcome::Cancel,
+                    validation_errors: vec![e.clone()],
+                    pre_resolved: false,
+                }));
+                Err(ContextError::Elicit(e))
+            }
+        }
+    }
+
+    // ---- teardown ---------------------------------------------------------------
+
+    /// Registers a cleanup for `key` under `scope`. The first registration
+    /// under (tool, scope, key) wins; a repeat keeps the first cleanup and is
+    /// recorded as a repeat. A scope the host does not honour is refused.
+    /// Only a hash of the key is recorded.
+    pub fn on_teardown<F, Fut, E>(
+        &self,
+        scope: TeardownScope,
+        key: &str,
+        cleanup: F,
+    ) -> Result<bool, ContextError>
+    where
+        F: FnOnce() -> Fut + Send + 'static,
+        Fut: Future<Output = Result<(), E>> + Send + 'static,
+        E: fmt::Display,
+    {
+        let key_hash = teardown_key_hash(self.tool_name(), scope, key);
+        if !self.inner.info.teardown_scopes.contains(&scope) {
+            let err = ContextError::ScopeNotHonoured {
+                scope,
+                honoured: self.inner.info.teardown_scopes.clone(),
+            };
+            self.emit(FactKind::TeardownRefused(TeardownRefused {
+                scope,
+                key_hash,
+                honoured: self.inner.info.teardown_scopes.clone(),
+                reason: err.to_string(),
+            }));
+            return Err(err);
+        }
+        let cleanup: Cleanup =
+            Box::new(move || Box::pin(async move { cleanup().await.map_err(|e| e.to_string()) }));
+        let first = self
+            .inner
+            .backend
+            .register_teardown(scope, &key_hash, cleanup);
+        self.emit(FactKind::TeardownRegistered(TeardownRegistered {
+            scope,
+            key_hash,
+            first,
+        }));
+        Ok(first)
+    }
+
+    // ---- effects, clock, randomness ------------------------------------------------
+
+    /// Runs a side effect through the journal: live, `run` is called once and
+    /// its outcome recorded; in replay the recorded outcome is returned and
+    /// `run` is never called.
+    pub async fn effect<Req, T, E, F, Fut>(
+        &self,
+        name: &str,
+        request: &Req,
+        run: F,
+    ) -> Result<T, ToolError>
+    where
+        Req: Serialize + ?Sized,
+        T: Serialize + DeserializeOwned,
+        E: fmt::Display,
+        F: FnOnce() -> Fut + Send + 'static,
+        Fut: Future<Output = Result<T, E>> + Send + 'static,
+    {
+        self.inner.backend.ready().await;
+        let request = serde_json::to_value(request).map_err(|e| ContextError::Effect {
+            name: name.into(),
+            detail: format!("its request does not serialise: {e}"),
+        })?;
+        let run: EffectFn = Box::new(move || {
+            Box::pin(async move {
+                match run().await {
+                    Ok(v) => serde_json::to_value(v)
+                        .map_err(|e| format!("its result does not serialise: {e}")),
+                    Err(e) => Err(e.to_string()),
+                }
+            })
+        });
+        let outcome = self.inner.backend.effect(name, &request, run).await;
+        self.emit(FactKind::Effect(Effect {
+            name: name.into(),
+            request,
+            outcome: outcome.clone(),
+        }));
+        match outcome {
+            EffectOutcome::Ok(v) => serde_json::from_value(v).map_err(|e| {
+                ToolError::from(ContextError::Effect {
+                    name: name.into(),
+                    detail: format!("the recorded result does not fit the expected type: {e}"),
+                })
+            }),
+            EffectOutcome::Err(e) => Err(ToolError::Failed(e)),
+        }
+    }
+
+    /// Reads the clock (unix nanoseconds), journaled.
+    pub fn now(&self) -> i64 {
+        let unix_nanos = self.inner.backend.clock();
+        self.emit(FactKind::Clock(Clock { unix_nanos }));
+        unix_nanos
+    }
+
+    /// Draws 64 random bits, journaled.
+    pub fn random(&self) -> u64 {
+        let value = self.inner.backend.random();
+        self.emit(FactKind::Random(Random { value }));
+        value
+    }
+
+    // ---- output ---------------------------------------------------------------------
+
+    /// Records an intermediate output (output history).
+    pub fn output(&self, value: impl Serialize, stage: Option<&str>, note: Option<&str>) {
+        let value = serde_json::to_value(value)
+            .unwrap_or_else(|e| json!({ "unserialisable": e.to_string() }));
+        self.inner
+            .outputs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(value.clone());
+        self.emit(FactKind::CallOutput(CallOutput {
+            value,
+            stage: stage.map(str::to_owned),
+            note: note.map(str::to_owned),
+        }));
+    }
+
+    /// Ends the call early with `value`: `return ctx.respond(value);`.
+    pub fn respond<T: Serialize>(&self, value: T) -> Result<T, ToolError> {
+        self.output(&value, Some("respond"), None);
+        Ok(value)
+    }
+
+    /// The outputs recorded so far, oldest first.
+    pub fn output_history(&self) -> Vec<Value> {
+        self.inner
+            .outputs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    // ---- nested dispatch ----------------------------------------------------------
+
+    /// True when this call can dispatch other tools.
+    pub fn can_dispatch(&self) -> bool {
+        self.inner.backend.can_dispatch()
+    }
+
+    /// Calls another tool as a child of this call.
+    pub async fn dispatch(&self, tool: &str, args: impl Serialize) -> Result<Value, ToolError> {
+        self.inner.backend.ready().await;
+        if !self.can_dispatch() {
+            return Err(ContextError::NoDispatch { tool: tool.into() }.into());
+        }
+        let args = serde_json::to_value(args).map_err(|e| ToolError::InvalidArgs {
+            tool: tool.into(),
+            detail: e.to_string(),
+        })?;
+        self.inner.backend.dispatch(tool, args).await
+    }
+}
+
+/// The hash recorded in place of a teardown key: sha-256 over tool, scope
+/// and key, first 16 bytes, hex. The same key gives the same hash in every
+/// archive, so a replay matches it.
+pub fn teardown_key_hash(tool: &str, scope: TeardownScope, key: &str) -> String {
+    let mut h = Sha256::new();
+    h.update(b"reel.teardown.v1\0");
+    h.update(tool.as_bytes());
+    h.update([0]);
+    h.update(scope.to_string().as_bytes());
+    h.update([0]);
+    h.update(key.as_bytes());
+    let out = h.finalize();
+    format!("sha256:{}", hex::encode(&out[..16]))
+}
+
+/// The claim-check store of a call, bound to the run's scope.
+pub struct Artifacts<'a> {
+    ctx: &'a ToolContext,
+}
+
+impl Artifacts<'_> {
+    /// Stores bytes; the ticket's origin names this run and call.
+    pub async fn put(
+        &self,
+        media_type: &str,
+        bytes: impl Into<Vec<u8>>,
+    ) -> Result<ArtifactMeta, ContextError> {
+        let ctx = self.ctx;
+        ctx.inner.backend.ready().await;
+        if !ctx.has_artifacts() {
+            return Err(self.refuse(ArtifactOp::Put, None, ContextError::NoArtifactStore));
+        }
+        match ctx
+            .inner
+            .backend
+            .put_artifact(media_type, bytes.into())
+            .await
+        {
+            Ok(meta) => {
+                ctx.emit(FactKind::ArtifactPut(ArtifactPut { meta: meta.clone() }));
+                Ok(meta)
+            }
+            Err(e) => Err(self.refuse(ArtifactOp::Put, None, ContextError::ArtifactStore(e))),
+        }
+    }
+
+    /// Fetches an artifact of this run's scope; `None` when there is none.
+    pub async fn get(&self, id: &str) -> Result<Option<(ArtifactMeta, Vec<u8>)>, ContextError> {
+        let ctx = self.ctx;
+        ctx.inner.backend.ready().await;
+        if !ctx.has_artifacts() {
+            return Err(self.refuse(ArtifactOp::Get, Some(id), ContextError::NoArtifactStore));
+        }
+        match ctx.inner.backend.get_artifact(id).await {
+            Ok(found) => {
+                ctx.emit(FactKind::ArtifactGet(ArtifactGet {
+                    id: id.into(),
+                    meta: found.as_ref().map(|(m, _)| m.clone()),
+                }));
+                Ok(found)
+            }
+            Err(e) => Err(self.refuse(ArtifactOp::Get, Some(id), ContextError::ArtifactStore(e))),
+        }
+    }
+
+    fn refuse(&self, op: ArtifactOp, id: Option<&str>, err: ContextError) -> ContextError {
+        self.ctx.emit(FactKind::ArtifactRefused(ArtifactRefused {
+            op,
+            id: id.map(str::to_owned),
+            reason: err.to_string(),
+        }));
+        err
+    }
+}
+
+/// A sub-flow logger: bound to its call; the same instance per name.
+#[derive(Clone)]
+pub struct SubFlowLogger {
+    inner: Arc<SubFlowInner>,
+}
+
+struct SubFlowInner {
+    ctx: std::sync::Weak<Inner>,
+    name: String,
+}
+
+impl SubFlowLogger {
+    /// The sub-flow's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// True when both handles are the same instance.
+    pub fn same_instance(&self, other: &SubFlowLogger) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    /// Logs through the sub-flow. After the call ended, this does nothing.
+    pub fn log(&self, level: Level, data: impl Into<Value>) {
+        if let Some(inner) = self.inner.ctx.upgrade() {
+            let ctx = ToolContext { inner };
+            ctx.log_with(level, None, Some(self.inner.name.clone()), data.into());
+        }
+    }
+}
+
+impl fmt::Debug for SubFlowLogger {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SubFlowLogger")
+            .field("name", &self.inner.name)
+            .finish()
+    }
+}

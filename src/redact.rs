@@ -1,0 +1,346 @@
+//! Redaction: what runs on every fact before it leaves the process.
+//!
+//! Two passes over every JSON value and free-text field of a fact:
+//!
+//! 1. **Secret-named keys.** An object member whose key names a secret has
+//!    its value replaced by [`MARKER`]. A key names a secret when its words
+//!    (split at `_`, `-`, `.`, spaces and camelCase humps, lower-cased)
+//!    contain the words of a rule in a row: the rule `api_key` matches
+//!    `apiKey`, `x-api-key` and `API_KEY`, the rule `token` matches
+//!    `access_token` and `refreshToken` but not `max_tokens`.
+//! 2. **Known secret values.** Every occurrence of a credential value the
+//!    recorder resolved in this run is replaced by [`MARKER`], wherever it
+//!    appears (a tool that logs its token still leaks nothing).
+//!
+//! ```
+//! use reel::redact::{Redactor, MARKER};
+//! use serde_json::json;
+//!
+//! let r = Redactor::new(&["session_cookie"]);
+//! let mut v = json!({"user": "ann", "apiKey": "k-123", "max_tokens": 5, "session-cookie": "c"});
+//! r.redact_value(&mut v, &[]);
+//! assert_eq!(v, json!({"user": "ann", "apiKey": MARKER, "max_tokens": 5, "session-cookie": MARKER}));
+//! ```
+
+use serde_json::Value;
+
+use crate::fact::*;
+
+/// What a redacted value is replaced with.
+pub const MARKER: &str = "[REDACTED]";
+
+/// The rules every redactor starts with.
+pub const DEFAULT_RULES: &[&str] = &[
+    "password",
+    "passwd",
+    "passphrase",
+    "token",
+    "secret",
+    "authorization",
+    "api_key",
+    "apikey",
+    "private_key",
+    "cookie",
+    "set_cookie",
+    "credential",
+    "credentials",
+    "client_secret",
+];
+
+/// Key rules plus the redaction logic.
+#[derive(Debug, Clone)]
+pub struct Redactor {
+    rules: Vec<Vec<String>>,
+}
+
+impl Default for Redactor {
+    fn default() -> Redactor {
+        Redactor::new::<&str>(&[])
+    }
+}
+
+/// Splits a key into lower-case words.
+fn words(key: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut prev_lower = false;
+    for ch in key.chars() {
+        if ch == '_' || ch == '-' || ch == '.' || ch == ' ' || ch == '/' {
+            if !cur.is_empty() {
+                out.push(std::mem::take(&mut cur));
+            }
+            prev_lower = false;
+            continue;
+        }
+        if ch.is_uppercase() && prev_lower && !cur.is_empty() {
+            out.push(std::mem::take(&mut cur));
+        }
+        prev_lower = ch.is_lowercase() || ch.is_ascii_digit();
+        cur.extend(ch.to_lowercase());
+    }
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    out
+}
+
+impl Redactor {
+    /// The default rules plus `extra` (each rule is a key name, split into
+    /// words like keys are).
+    pub fn new<S: AsRef<str>>(extra: &[S]) -> Redactor {
+        let rules = DEFAULT_RULES
+            .iter()
+            .copied()
+            .chain(extra.iter().map(AsRef::as_ref))
+            .map(words)
+            .filter(|w| !w.is_empty())
+            .collect();
+        Redactor { rules }
+    }
+
+    /// True when `key` names a secret.
+    pub fn is_secret_key(&self, key: &str) -> bool {
+        // Fast path: most keys are short, lower-case words that are not secrets.
+        let w = words(key);
+        self.rules
+            .iter()
+            .any(|rule| w.windows(rule.len()).any(|win| win == rule.as_slice()))
+    }
+
+    /// Redacts one JSON value in place: secret-named members, and every
+    /// occurrence of a known secret value inside strings.
+    pub fn redact_value(&self, value: &mut Value, secrets: &[&str]) {
+        match value {
+            Value::String(s) => scrub(s, secrets),
+            Value::Array(items) => items.iter_mut().for_each(|v| self.redact_value(v, secrets)),
+            Value::Object(map) => {
+                // Keys may themselves carry a secret value.
+                if !secrets.is_empty() && map.keys().any(|k| secrets.iter().any(|s| k.contains(s)))
+                {
+                    let old = std::mem::take(map);
+                    for (mut k, v) in old {
+                        scrub(&mut k, secrets);
+                        map.insert(k, v);
+                    }
+                }
+                for (k, v) in map.iter_mut() {
+                    if self.is_secret_key(k) {
+                        *v = Value::String(MARKER.into());
+                    } else {
+                        self.redact_value(v, secrets);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Redacts every JSON value and free-text field of a fact in place.
+    pub fn redact_fact(&self, kind: &mut FactKind, secrets: &[&str]) {
+        let v = |value: &mut Value| self.redact_value(value, secrets);
+        let s = |text: &mut String| scrub(text, secrets);
+        match kind {
+            FactKind::RunStarted(r) => {
+                for val in r.labels.values_mut() {
+                    s(val);
+                }
+            }
+            FactKind::CallStarted(c) => v(&mut c.args),
+            FactKind::CredentialRequested(_) | FactKind::CredentialResolved(_) => {}
+            FactKind::CredentialFailed(c) => s(&mut c.reason),
+            FactKind::CredentialRefused(c) => s(&mut c.reason),
+            FactKind::ArtifactPut(_) | FactKind::ArtifactGet(_) => {}
+            FactKind::ArtifactRefused(a) => s(&mut a.reason),
+            FactKind::Progress(p) => v(&mut p.payload),
+            FactKind::Log(l) => v(&mut l.data),
+            FactKind::ElicitRequested(e) => {
+                s(&mut e.message);
+                v(&mut e.schema);
+            }
+            FactKind::ElicitAnswered(e) => {
+                if let ElicitOutcome::Accept { content } = &mut e.outcome {
+                    v(content);
+                }
+                e.validation_errors.iter_mut().for_each(s);
+            }
+            FactKind::TeardownRegistered(_) => {}
+            FactKind::TeardownRefused(t) => s(&mut t.reason),
+            FactKind::TeardownRan(t) => {
+                if let TeardownOutcome::Error { message } = &mut t.outcome {
+                    s(message);
+                }
+            }
+            FactKind::Effect(e) => {
+                v(&mut e.request);
+                match &mut e.outcome {
+                    EffectOutcome::Ok(val) => v(val),
+                    EffectOutcome::Err(msg) => s(msg),
+                }
+            }
+            FactKind::Clock(_) | FactKind::Random(_) => {}
+            FactKind::CancelRequested(c) => {
+                if let Some(r) = &mut c.reason {
+                    s(r);
+                }
+            }
+            FactKind::CallOutput(o) => v(&mut o.value),
+            FactKind::CallEnded(e) => match &mut e.outcome {
+                CallOutcome::Ok { result } => v(result),
+                CallOutcome::Error { error } => s(error),
+                CallOutcome::Aborted { reason } => {
+                    if let Some(r) = reason {
+                        s(r);
+                    }
+                }
+            },
+            FactKind::RunEnded(_) => {}
+            FactKind::Unknown { data, .. } => v(data),
+        }
+    }
+}
+
+/// The key of an artifact reference: a JSON value too large to store inline
+/// is stored as an artifact and replaced by
+/// `{"$reel.artifact": "sha256:...", "size": N, "media_type": "application/json"}`.
+pub const ARTIFACT_REF: &str = "$reel.artifact";
+
+/// The digest an artifact reference points at, if `value` is one.
+pub fn artifact_ref(value: &Value) -> Option<&str> {
+    match value {
+        Value::Object(map) if map.len() == 3 => map.get(ARTIFACT_REF)?.as_str(),
+        _ => None,
+    }
+}
+
+/// The JSON fields of a fact (payloads, args, results, ...).
+pub fn json_fields_mut(kind: &mut FactKind) -> Vec<&mut Value> {
+    match kind {
+        FactKind::CallStarted(c) => vec![&mut c.args],
+        FactKind::Progress(p) => vec![&mut p.payload],
+        FactKind::Log(l) => vec![&mut l.data],
+        FactKind::ElicitRequested(e) => vec![&mut e.schema],
+        FactKind::ElicitAnswered(e) => match &mut e.outcome {
+            ElicitOutcome::Accept { content } => vec![content],
+            _ => vec![],
+        },
+        FactKind::Effect(e) => match &mut e.outcome {
+            EffectOutcome::Ok(v) => vec![&mut e.request, v],
+            EffectOutcome::Err(_) => vec![&mut e.request],
+        },
+        FactKind::CallOutput(o) => vec![&mut o.value],
+        FactKind::CallEnded(e) => match &mut e.outcome {
+            CallOutcome::Ok { result } => vec![result],
+            _ => vec![],
+        },
+        FactKind::Unknown { data, .. } => vec![data],
+        _ => vec![],
+    }
+}
+
+/// A cheap upper estimate of a JSON value's encoded size, which stops
+/// counting once past `limit`.
+pub fn approx_size(value: &Value, limit: usize) -> usize {
+    fn walk(v: &Value, acc: &mut usize, limit: usize) {
+        if *acc > limit {
+            return;
+        }
+        match v {
+            Value::Null | Value::Bool(_) => *acc += 1,
+            Value::Number(_) => *acc += 9,
+            Value::String(s) => *acc += s.len() + 5,
+            Value::Array(items) => {
+                *acc += 5;
+                for i in items {
+                    walk(i, acc, limit);
+                }
+            }
+            Value::Object(map) => {
+                *acc += 5;
+                for (k, i) in map {
+                    *acc += k.len() + 5;
+                    walk(i, acc, limit);
+                }
+            }
+        }
+    }
+    let mut acc = 0;
+    walk(value, &mut acc, limit);
+    acc
+}
+
+/// Moves every JSON field of `kind` larger than `limit` bytes into an
+/// artifact (via `store`, which returns its digest) and leaves a reference
+/// in its place. Nothing is cut: the whole value is in the artifact.
+pub fn spill_large(kind: &mut FactKind, limit: usize, mut store: impl FnMut(&[u8]) -> String) {
+    for field in json_fields_mut(kind) {
+        if approx_size(field, limit) > limit {
+            let bytes = serde_json::to_vec(field).unwrap_or_default();
+            let digest = store(&bytes);
+            let mut r = serde_json::Map::new();
+            r.insert(ARTIFACT_REF.into(), Value::String(digest));
+            r.insert("size".into(), Value::from(bytes.len() as u64));
+            r.insert(
+                "media_type".into(),
+                Value::String("application/json".into()),
+            );
+            *field = Value::Object(r);
+        }
+    }
+}
+
+/// Replaces every occurrence of each secret in `text` by [`MARKER`].
+fn scrub(text: &mut String, secrets: &[&str]) {
+    for secret in secrets {
+        if !secret.is_empty() && text.contains(secret) {
+            *text = text.replace(secret, MARKER);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn check(key: &str, secret: bool) {
+        assert_eq!(
+            Redactor::default().is_secret_key(key),
+            secret,
+            "key {key:?}"
+        );
+    }
+
+    #[test]
+    fn key_rules() {
+        for (key, secret) in [
+            ("password", true),
+            ("Password", true),
+            ("user_password", true),
+            ("access_token", true),
+            ("refreshToken", true),
+            ("x-api-key", true),
+            ("API_KEY", true),
+            ("apiKey", true),
+            ("Authorization", true),
+            ("client_secret", true),
+            ("max_tokens", false),
+            ("tokens_used", false),
+            ("username", false),
+            ("message", false),
+            ("keyboard", false),
+            ("secretary", false),
+        ] {
+            check(key, secret);
+        }
+    }
+
+    #[test]
+    fn secrets_are_scrubbed_everywhere() {
+        let r = Redactor::default();
+        let mut v = json!({"note": "used ghp_abc to call", "list": ["ghp_abc"], "ghp_abc": 1});
+        r.redact_value(&mut v, &["ghp_abc"]);
+        let text = v.to_string();
+        assert!(!text.contains("ghp_abc"), "{text}");
+        assert_eq!(v["note"], json!("used [REDACTED] to call"));
+    }
+}
