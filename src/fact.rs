@@ -125,10 +125,7 @@ macro_rules! fact_kinds {
                 }
             }
 
-            fn serialize_data<S: Serializer>(&self, state: &mut S::SerializeStruct) -> Result<(), S::Error>
-            where
-                S: Serializer,
-            {
+            fn serialize_data<S: Serializer>(&self, state: &mut S::SerializeStruct) -> Result<(), S::Error> {
                 match self {
                     $( FactKind::$variant(v) => state.serialize_field("data", v), )*
                     FactKind::Unknown { data, .. } => state.serialize_field("data", data),

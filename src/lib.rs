@@ -35,9 +35,15 @@
 #![warn(missing_docs)]
 
 pub mod archive;
+pub mod context;
 pub mod fact;
+pub mod redact;
 pub mod run;
+/// Proptest strategies for the fact model (feature `proptest`).
+#[cfg(feature = "proptest")]
+pub mod strategy;
 pub mod tape;
+pub mod tools;
 
 pub use archive::{Archive, ArchiveConfig, ArchiveError};
 pub use fact::{Fact, FactKind, NewFact};

@@ -135,8 +135,12 @@ impl Redactor {
         }
     }
 
-    /// Redacts every JSON value and free-text field of a fact in place.
+    /// Redacts every JSON value and free-text field of a fact in place,
+    /// and caps the nesting of its JSON values (see [`cap_depth`]).
     pub fn redact_fact(&self, kind: &mut FactKind, secrets: &[&str]) {
+        for field in json_fields_mut(kind) {
+            cap_depth(field);
+        }
         let v = |value: &mut Value| self.redact_value(value, secrets);
         let s = |text: &mut String| scrub(text, secrets);
         match kind {
@@ -197,6 +201,32 @@ impl Redactor {
             FactKind::Unknown { data, .. } => v(data),
         }
     }
+}
+
+/// How deep a recorded JSON value may nest. Deeper subtrees are kept whole
+/// as JSON text under `{"$reel.nested": "..."}`, so that every reader
+/// (the archive's decoder, a tape's JSON parser) can read them back.
+pub const MAX_JSON_DEPTH: usize = 100;
+
+/// The key that holds a too-deep subtree as JSON text.
+pub const NESTED: &str = "$reel.nested";
+
+/// Replaces subtrees nested deeper than [`MAX_JSON_DEPTH`] by their JSON text.
+pub fn cap_depth(value: &mut Value) {
+    fn walk(v: &mut Value, depth: usize) {
+        match v {
+            Value::Array(_) | Value::Object(_) if depth >= MAX_JSON_DEPTH => {
+                let text = serde_json::to_string(v).unwrap_or_default();
+                let mut m = serde_json::Map::new();
+                m.insert(NESTED.into(), Value::String(text));
+                *v = Value::Object(m);
+            }
+            Value::Array(items) => items.iter_mut().for_each(|i| walk(i, depth + 1)),
+            Value::Object(map) => map.values_mut().for_each(|i| walk(i, depth + 1)),
+            _ => {}
+        }
+    }
+    walk(value, 0)
 }
 
 /// The key of an artifact reference: a JSON value too large to store inline
@@ -332,6 +362,28 @@ mod tests {
         ] {
             check(key, secret);
         }
+    }
+
+    #[test]
+    fn deep_values_are_kept_whole_as_text() {
+        let mut deep = json!("leaf");
+        for _ in 0..(MAX_JSON_DEPTH + 30) {
+            deep = json!([deep]);
+        }
+        let original = deep.clone();
+        cap_depth(&mut deep);
+        // Walk down to the cap and parse the kept text back.
+        let mut v = &deep;
+        for _ in 0..MAX_JSON_DEPTH {
+            v = &v[0];
+        }
+        let text = v[NESTED].as_str().expect("capped subtree");
+        let rest: Value = serde_json::from_str(text).unwrap();
+        let mut o = &original;
+        for _ in 0..MAX_JSON_DEPTH {
+            o = &o[0];
+        }
+        assert_eq!(&rest, o);
     }
 
     #[test]

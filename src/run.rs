@@ -109,6 +109,12 @@ pub struct RunRecord {
     pub facts: u64,
     /// Number of calls started.
     pub calls: u64,
+    /// Number of calls ended.
+    #[serde(default)]
+    pub ended_calls: u64,
+    /// Number of credentials that failed to resolve.
+    #[serde(default)]
+    pub failed_credentials: u64,
     /// Names of the tools called.
     #[serde(default)]
     pub tools: BTreeSet<String>,
@@ -118,6 +124,14 @@ impl RunRecord {
     /// The tenant, when the caller supplied one.
     pub fn tenant(&self) -> Option<&str> {
         self.identity.as_ref()?.tenant.as_deref()
+    }
+
+    /// Anomalies visible without reading facts: calls that never ended,
+    /// failed credentials, and an incomplete run.
+    pub fn flagged(&self) -> u64 {
+        self.calls.saturating_sub(self.ended_calls)
+            + self.failed_credentials
+            + u64::from(self.state == RunState::Incomplete)
     }
 
     /// Duration in nanoseconds, once ended.
@@ -141,6 +155,8 @@ impl RunRecord {
             ended_at: None,
             facts: 0,
             calls: 0,
+            ended_calls: 0,
+            failed_credentials: 0,
             tools: BTreeSet::new(),
         })
     }
@@ -153,6 +169,14 @@ impl RunRecord {
             FactKind::CallStarted(call) => {
                 self.calls += 1;
                 self.tools.insert(call.tool_name.clone());
+                true
+            }
+            FactKind::CallEnded(_) => {
+                self.ended_calls += 1;
+                true
+            }
+            FactKind::CredentialFailed(_) => {
+                self.failed_credentials += 1;
                 true
             }
             FactKind::RunEnded(end) => {

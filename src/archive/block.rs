@@ -23,6 +23,10 @@ pub(crate) const BLOCK_VERSION: u8 = 1;
 /// Fact encoding version.
 pub(crate) const FACT_VERSION: u8 = 1;
 pub(crate) const HEADER_LEN: usize = 69;
+/// The deepest nesting a stored fact may have (the fact's own structure
+/// plus its JSON payloads, which the recorder caps at
+/// [`crate::redact::MAX_JSON_DEPTH`]).
+pub const MAX_DECODE_DEPTH: usize = 160;
 
 /// A sha-256 digest.
 pub type Digest = [u8; 32];
@@ -37,7 +41,11 @@ pub fn encode_fact(fact: &Fact, out: &mut Vec<u8>) -> Result<(), rmp_serde::enco
 pub fn decode_fact(bytes: &[u8]) -> Result<Fact, String> {
     match bytes.split_first() {
         Some((&FACT_VERSION, rest)) => {
-            rmp_serde::from_slice(rest).map_err(|e| format!("fact does not decode: {e}"))
+            let mut de = rmp_serde::Deserializer::from_read_ref(rest);
+            // Bounded, so that damaged or hostile bytes cannot overflow the
+            // stack; the recorder caps payload nesting well below this.
+            de.set_max_depth(MAX_DECODE_DEPTH);
+            serde::Deserialize::deserialize(&mut de).map_err(|e| format!("fact does not decode: {e}"))
         }
         Some((v, _)) => Err(format!(
             "fact encoding version {v} is not supported by this reel (supports {FACT_VERSION}): upgrade reel"

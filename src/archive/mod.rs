@@ -361,7 +361,22 @@ impl Archive {
     /// batch of a run must begin with `run.started` naming `run_id`; the
     /// whole batch becomes one block.
     pub fn append(&self, run_id: &str, facts: Vec<NewFact>) -> Result<std::ops::Range<u64>> {
-        let run = self.live_run(run_id, facts.first())?;
+        // `run.started` only ever begins a run: one later in a batch would
+        // store a run that `verify` reports as damaged.
+        if let Some(i) = facts
+            .iter()
+            .skip(1)
+            .position(|f| matches!(f.kind, FactKind::RunStarted(_)))
+        {
+            return Err(ArchiveError::InvalidFacts {
+                run_id: run_id.into(),
+                detail: format!(
+                    "fact {} of the batch is run.started: only the first fact of a run may be",
+                    i + 1
+                ),
+            });
+        }
+        let run = self.live_run(run_id, facts.first(), false)?;
         let mut run = lock(&run);
         if run.record.state.is_closed() {
             return Err(ArchiveError::RunClosed {
@@ -370,6 +385,16 @@ impl Archive {
             });
         }
         let first = run.next_seq;
+        if first > 0
+            && matches!(
+                facts.first().map(|f| &f.kind),
+                Some(FactKind::RunStarted(_))
+            )
+        {
+            return Err(ArchiveError::RunExists {
+                run_id: run_id.into(),
+            });
+        }
         let facts: Vec<Fact> = facts
             .into_iter()
             .enumerate()
@@ -384,13 +409,30 @@ impl Archive {
         Ok(range)
     }
 
-    /// Finds the run being written, or creates it from its first fact.
-    fn live_run(&self, run_id: &str, first: Option<&NewFact>) -> Result<Arc<Mutex<LiveRun>>> {
+    /// Finds the run being written, or creates it from its first fact. With
+    /// `new_only`, a run that exists already (live or stored) is
+    /// [`ArchiveError::RunExists`].
+    fn live_run(
+        &self,
+        run_id: &str,
+        first: Option<&NewFact>,
+        new_only: bool,
+    ) -> Result<Arc<Mutex<LiveRun>>> {
         let mut live = lock(&self.inner.live);
+        let t = self.trees();
+        if new_only
+            && (live.contains_key(run_id)
+                || t.run_ids
+                    .contains_key(run_id)
+                    .map_err(|e| self.storage(e))?)
+        {
+            return Err(ArchiveError::RunExists {
+                run_id: run_id.into(),
+            });
+        }
         if let Some(run) = live.get(run_id) {
             return Ok(run.clone());
         }
-        let t = self.trees();
         if let Some(ord) = t.run_ids.get(run_id).map_err(|e| self.storage(e))? {
             // Not live, so the stored record is current.
             let state = keys::u64_from(&ord)
@@ -570,7 +612,7 @@ impl Archive {
             }
         };
         let first = first.clone().into_new();
-        let run = self.live_run(&run_id, Some(&first))?;
+        let run = self.live_run(&run_id, Some(&first), true)?;
         let mut run = lock(&run);
         let mut batch = Vec::with_capacity(BATCH);
         loop {
@@ -795,22 +837,25 @@ impl Archive {
         };
         let events = &self.trees().events;
         // The block holding `start` is the one with the greatest first seq <= start.
-        let from = events
+        let holding = events
             .range(keys::event_key(ordinal, 0)..=keys::event_key(ordinal, start))
             .next_back()
             .transpose()
             .map_err(|e| self.storage(e))?
-            .and_then(|(k, _)| keys::split_event_key(&k).map(|(_, s)| s))
-            .unwrap_or(start);
+            .and_then(|(k, _)| keys::split_event_key(&k).map(|(_, s)| s));
+        let from = holding.unwrap_or(start);
         let upto = keys::event_key(ordinal, end.unwrap_or(u64::MAX));
         let iter = events.range(keys::event_key(ordinal, from)..=upto);
         Ok(Facts {
             archive: self.clone(),
             run_id: run_id.into(),
+            ordinal,
             iter: Some(iter.peekable()),
             pending: VecDeque::new(),
             start,
             end,
+            // Without a block at or before `start`, every seq from 0 is lost.
+            expect: Some(holding.unwrap_or(0)),
         })
     }
 
@@ -950,6 +995,8 @@ impl Archive {
                 state: RunState::Running,
                 facts: 0,
                 calls: 0,
+                ended_calls: 0,
+                failed_credentials: 0,
                 tools: BTreeSet::new(),
                 ended_at: None,
                 ..before.clone()
@@ -969,6 +1016,10 @@ impl Archive {
                     }
                 }
             }
+            // The calls and tools of a damaged block stay known from the
+            // stored record (which the tool index agrees with).
+            after.calls = after.calls.max(before.calls);
+            after.tools.extend(before.tools.iter().cloned());
             if after.state == RunState::Running {
                 after.state = RunState::Incomplete;
             }
@@ -1010,10 +1061,14 @@ pub fn parse_digest(digest: &str) -> Option<Digest> {
 pub struct Facts {
     archive: Archive,
     run_id: String,
+    ordinal: u64,
     iter: Option<std::iter::Peekable<sled::Iter>>,
-    pending: VecDeque<Fact>,
+    pending: VecDeque<Result<Fact>>,
     start: u64,
     end: Option<u64>,
+    /// The first seq the next block should hold; `None` after a damaged
+    /// block of unknown extent.
+    expect: Option<u64>,
 }
 
 impl Facts {
@@ -1021,11 +1076,50 @@ impl Facts {
         Facts {
             archive,
             run_id: run_id.into(),
+            ordinal: 0,
             iter: None,
             pending: VecDeque::new(),
             start: 0,
             end: None,
+            expect: None,
         }
+    }
+
+    /// Seqs `first..=last` that no block holds.
+    fn missing(&self, first: u64, last: u64) -> ArchiveError {
+        ArchiveError::Corrupt {
+            run_id: self.run_id.clone(),
+            first_seq: first,
+            last_seq: Some(last),
+            detail: "no block holds these facts (a block is missing)".into(),
+        }
+    }
+
+    /// Once the blocks in range are read: the facts from `expect` up to the
+    /// end of the range that no block holds (blocks lost at the end of the
+    /// range or of the run).
+    fn missing_at_end(&self) -> Option<ArchiveError> {
+        let expect = self.expect?;
+        if self.end.is_some_and(|e| expect > e) {
+            return None;
+        }
+        let next = self
+            .archive
+            .trees()
+            .events
+            .range(keys::event_key(self.ordinal, expect)..=keys::event_key(self.ordinal, u64::MAX))
+            .keys()
+            .next();
+        let last = match next {
+            Some(Ok(k)) => keys::split_event_key(&k)?.1.checked_sub(1)?,
+            Some(Err(_)) => return None,
+            // Only a closed run's count is final.
+            None => match self.archive.run(&self.run_id) {
+                Ok(r) if r.state.is_closed() => r.facts.checked_sub(1)?,
+                _ => return None,
+            },
+        };
+        (last >= expect && last >= self.start).then(|| self.missing(expect, last))
     }
 }
 
@@ -1034,28 +1128,45 @@ impl Iterator for Facts {
 
     fn next(&mut self) -> Option<Result<Fact>> {
         loop {
-            if let Some(f) = self.pending.pop_front() {
-                return Some(Ok(f));
+            if let Some(item) = self.pending.pop_front() {
+                return Some(item);
             }
             let iter = self.iter.as_mut()?;
-            let (key, value) = match iter.next()? {
-                Ok(kv) => kv,
-                Err(e) => {
+            let (key, value) = match iter.next() {
+                Some(Ok(kv)) => kv,
+                Some(Err(e)) => {
                     self.iter = None;
                     return Some(Err(self.archive.storage(e)));
+                }
+                None => {
+                    self.iter = None;
+                    return self.missing_at_end().map(Err);
                 }
             };
             let Some((_, first)) = keys::split_event_key(&key) else {
                 continue;
             };
+            // Seqs between the previous block and this one: a lost block.
+            if let Some(expect) = self.expect {
+                if first > expect && first > self.start {
+                    let missing = self.missing(expect, first - 1);
+                    self.pending.push_back(Err(missing));
+                }
+            }
             let decoded = block::open(&value).and_then(|b| block::decode_facts(&b, first));
             match decoded {
-                Ok(facts) => self.pending.extend(
-                    facts
-                        .into_iter()
-                        .filter(|f| f.seq >= self.start && self.end.is_none_or(|e| f.seq <= e)),
-                ),
+                Ok(facts) => {
+                    self.expect = Some(first + facts.len() as u64);
+                    let (start, end) = (self.start, self.end);
+                    self.pending.extend(
+                        facts
+                            .into_iter()
+                            .filter(|f| f.seq >= start && end.is_none_or(|e| f.seq <= e))
+                            .map(Ok),
+                    );
+                }
                 Err(detail) => {
+                    let iter = self.iter.as_mut()?;
                     let next_first = match iter.peek() {
                         Some(Ok((k, _))) => keys::split_event_key(k).map(|(_, s)| s),
                         _ => None,
@@ -1069,12 +1180,16 @@ impl Iterator for Facts {
                             .map(|r| r.facts.saturating_sub(1))
                             .filter(|&l| l >= first),
                     };
-                    return Some(Err(ArchiveError::Corrupt {
-                        run_id: self.run_id.clone(),
-                        first_seq: first,
-                        last_seq,
-                        detail,
-                    }));
+                    self.expect = last_seq.map(|l| l + 1);
+                    // A damaged block wholly before the range is not in it.
+                    if last_seq.is_none_or(|l| l >= self.start) {
+                        self.pending.push_back(Err(ArchiveError::Corrupt {
+                            run_id: self.run_id.clone(),
+                            first_seq: first,
+                            last_seq,
+                            detail,
+                        }));
+                    }
                 }
             }
         }

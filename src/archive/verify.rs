@@ -155,8 +155,18 @@ impl Archive {
     ) -> Result<()> {
         let run = Some(record.run_id.clone());
         let mut expect_seq = 0u64;
-        let mut prev_digest = [0u8; 32];
+        // What the next block's previous digest may be: the previous block's
+        // stored digest or the digest of its bytes (either may be the one a
+        // single damaged byte hit); `None` when its header is unreadable.
+        let mut prev_digests: Option<[[u8; 32]; 2]> = Some([[0u8; 32]; 2]);
         let mut derived: Option<RunRecord> = None;
+        // Every block so far decoded and followed the previous one without a
+        // gap: only then must the facts agree with the record's calls and
+        // tools.
+        let mut complete = true;
+        // The last block decoded, so `expect_seq` is the number of facts.
+        let mut tail_known = true;
+        let mut decoded = 0u64;
         let blocks: Vec<_> = self
             .trees()
             .events
@@ -179,6 +189,7 @@ impl Archive {
                 .map(|n| n.saturating_sub(1))
                 .or_else(|| record.facts.checked_sub(1).filter(|&l| l >= first));
             if first != expect_seq {
+                complete = false;
                 report.problems.push(problem(
                     run.clone(),
                     Some((expect_seq.min(first), Some(expect_seq.max(first).saturating_sub(1)))),
@@ -191,12 +202,14 @@ impl Archive {
             // single flipped byte does not also break the next link.
             let header_digest: Option<[u8; 32]> = value.get(37..69).and_then(|d| d.try_into().ok());
             let header_prev: Option<[u8; 32]> = value.get(5..37).and_then(|d| d.try_into().ok());
-            if header_prev.is_some_and(|p| p != prev_digest) {
-                report.problems.push(problem(
-                    run.clone(),
-                    Some((first, last_guess)),
-                    "the hash chain is broken: this block does not follow the run's previous block (history rewritten or a block lost)",
-                ));
+            if let (Some(p), Some(want)) = (header_prev, prev_digests) {
+                if !want.contains(&p) {
+                    report.problems.push(problem(
+                        run.clone(),
+                        Some((first, last_guess)),
+                        "the hash chain is broken: this block does not follow the run's previous block (history rewritten or a block lost)",
+                    ));
+                }
             }
             match block::open(value).and_then(|b| {
                 let facts = block::decode_facts(&b, first)?;
@@ -211,6 +224,9 @@ impl Archive {
                                     r.observe(fact);
                                     derived = Some(r);
                                 }
+                                // After a lost or damaged first block, that
+                                // block is the problem, already reported.
+                                None if fact.seq != 0 => {}
                                 None => report.problems.push(problem(
                                     run.clone(),
                                     Some((fact.seq, Some(fact.seq))),
@@ -233,35 +249,55 @@ impl Archive {
                         }
                     }
                     expect_seq = first + count as u64;
+                    decoded += 1;
+                    tail_known = true;
                 }
                 Err(what) => {
                     report
                         .problems
                         .push(problem(run.clone(), Some((first, last_guess)), &what));
                     expect_seq = next_first.unwrap_or(first + 1).max(first + 1);
+                    complete = false;
+                    tail_known = false;
                 }
             }
-            prev_digest = header_digest.unwrap_or([0; 32]);
+            prev_digests = header_digest.map(|stored| {
+                let mut hasher = Sha256::new();
+                hasher.update(&value[..37]);
+                hasher.update(&value[block::HEADER_LEN..]);
+                [stored, hasher.finalize().into()]
+            });
         }
-        if expect_seq != record.facts && record.state.is_closed() {
+        if tail_known && expect_seq != record.facts && record.state.is_closed() {
+            // Facts the record counts beyond the last block: lost blocks.
+            let lost = (expect_seq < record.facts).then(|| (expect_seq, Some(record.facts - 1)));
             report.problems.push(problem(
                 run.clone(),
-                None,
+                lost,
                 &format!(
                     "the run record counts {} facts but the blocks hold {expect_seq}",
                     record.facts
                 ),
             ));
         }
+        // Facts lost at the end also leave the record's calls and tools
+        // unchecked.
+        let complete = complete && expect_seq >= record.facts;
         if let Some(d) = derived {
-            if record.state.is_closed() && (d.calls != record.calls || d.tools != record.tools) {
+            if complete
+                && record.state.is_closed()
+                && (d.calls != record.calls
+                    || d.ended_calls != record.ended_calls
+                    || d.failed_credentials != record.failed_credentials
+                    || d.tools != record.tools)
+            {
                 report.problems.push(problem(
                     run.clone(),
                     None,
                     "the run record's calls or tools disagree with its facts",
                 ));
             }
-        } else if record.facts > 0 {
+        } else if record.facts > 0 && decoded == 0 {
             report.problems.push(problem(
                 run,
                 None,

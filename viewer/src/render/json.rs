@@ -1,0 +1,67 @@
+//! The JSON rendering: `{"run": <record>, "facts": [...], "timeline": {...}}`,
+//! written as it streams (a run of any size renders in bounded memory).
+
+use std::io::{self, Write};
+
+use reel::{Fact, RunRecord};
+
+use crate::timeline::{Timeline, TimelineBuilder};
+
+/// Writes a run as one JSON document, streaming its facts.
+pub struct JsonWriter<W: Write> {
+    out: W,
+    first: bool,
+    builder: TimelineBuilder,
+}
+
+impl<W: Write> JsonWriter<W> {
+    /// Starts the document with the run record.
+    pub fn start(mut out: W, record: &RunRecord) -> io::Result<JsonWriter<W>> {
+        out.write_all(b"{\"run\":")?;
+        serde_json::to_writer(&mut out, record)?;
+        out.write_all(b",\"facts\":[")?;
+        Ok(JsonWriter {
+            out,
+            first: true,
+            builder: TimelineBuilder::default(),
+        })
+    }
+
+    /// Writes one fact.
+    pub fn fact(&mut self, fact: &Fact) -> io::Result<()> {
+        if !self.first {
+            self.out.write_all(b",")?;
+        }
+        self.first = false;
+        self.out.write_all(b"\n")?;
+        serde_json::to_writer(&mut self.out, fact)?;
+        self.builder.push(fact);
+        Ok(())
+    }
+
+    /// Notes facts that could not be read.
+    pub fn gap(&mut self, first: u64, last: Option<u64>, detail: &str) {
+        self.builder.push_gap(first, last, detail);
+    }
+
+    /// Ends the document with the timeline; returns the timeline.
+    pub fn finish(mut self) -> io::Result<Timeline> {
+        let timeline = self.builder.finish();
+        self.out.write_all(b"\n],\"timeline\":")?;
+        serde_json::to_writer(&mut self.out, &timeline)?;
+        self.out.write_all(b"}\n")?;
+        self.out.flush()?;
+        Ok(timeline)
+    }
+}
+
+/// A whole run as a JSON string.
+pub fn run<'a>(record: &RunRecord, facts: impl IntoIterator<Item = &'a Fact>) -> String {
+    let mut buf = Vec::new();
+    let mut w = JsonWriter::start(&mut buf, record).expect("writing to memory");
+    for f in facts {
+        w.fact(f).expect("writing to memory");
+    }
+    w.finish().expect("writing to memory");
+    String::from_utf8(buf).expect("JSON is UTF-8")
+}

@@ -1,0 +1,5 @@
+//! Renderers of a run: text for terminals, JSON, and a self-contained HTML
+//! page.
+
+pub mod json;
+pub mod text;
