@@ -50,6 +50,9 @@ use crate::fact::*;
 /// A boxed, sendable future.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
+/// An artifact as a store returns it: its ticket and its bytes.
+pub type FoundArtifact = (ArtifactMeta, Vec<u8>);
+
 /// A journaled side effect, ready to run once (live) or never (replay).
 pub type EffectFn = Box<dyn FnOnce() -> BoxFuture<'static, Result<Value, String>> + Send>;
 
@@ -351,7 +354,7 @@ pub trait CallBackend: Send + Sync {
     fn get_artifact<'a>(
         &'a self,
         id: &'a str,
-    ) -> BoxFuture<'a, Result<Option<(ArtifactMeta, Vec<u8>)>, String>>;
+    ) -> BoxFuture<'a, Result<Option<FoundArtifact>, String>>;
     /// True when an elicitor is attached.
     fn has_elicitor(&self) -> bool;
     /// Asks the user.
@@ -996,7 +999,7 @@ impl Artifacts<'_> {
     }
 
     /// Fetches an artifact of this run's scope; `None` when there is none.
-    pub async fn get(&self, id: &str) -> Result<Option<(ArtifactMeta, Vec<u8>)>, ContextError> {
+    pub async fn get(&self, id: &str) -> Result<Option<FoundArtifact>, ContextError> {
         let ctx = self.ctx;
         ctx.inner.backend.ready().await;
         if !ctx.has_artifacts() {

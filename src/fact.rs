@@ -611,6 +611,26 @@ pub struct CallStarted {
     /// wanted or resolved (absent and empty differ).
     #[serde(default)]
     pub wanted: Option<BTreeMap<String, ArtifactMeta>>,
+    /// What the host attached to this call (the capabilities the tool can
+    /// branch on); `None` in records that predate it.
+    #[serde(default)]
+    pub attached: Option<Attached>,
+}
+
+/// What a host attached to a call. A tool branches on these
+/// (`has_credentials()`, ...); replay gives the same answers back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Attached {
+    /// A credential provider.
+    pub credentials: bool,
+    /// An artifact store.
+    pub artifacts: bool,
+    /// An elicitor.
+    pub elicitor: bool,
+    /// Nested tool dispatch.
+    pub dispatch: bool,
+    /// A listener for log notifications.
+    pub log_listener: bool,
 }
 
 /// `credential.requested`.

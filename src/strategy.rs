@@ -249,6 +249,15 @@ fn call_started() -> impl Strategy<Value = CallStarted> {
         ],
         json_value(),
         opt_map(artifact_meta()),
+        prop::option::of(
+            prop::array::uniform5(any::<bool>()).prop_map(|[c, a, e, d, l]| Attached {
+                credentials: c,
+                artifacts: a,
+                elicitor: e,
+                dispatch: d,
+                log_listener: l,
+            }),
+        ),
     )
         .prop_map(
             |(
@@ -258,6 +267,7 @@ fn call_started() -> impl Strategy<Value = CallStarted> {
                 client_info,
                 args,
                 wanted,
+                attached,
             )| CallStarted {
                 call_id,
                 tool_name,
@@ -275,6 +285,7 @@ fn call_started() -> impl Strategy<Value = CallStarted> {
                 client_info,
                 args,
                 wanted,
+                attached,
             },
         )
 }

@@ -192,6 +192,7 @@ fn kind_strategy() -> BoxedStrategy<FactKind> {
                 client_info: None,
                 args: json!({"q": n, "s": ""}),
                 wanted: None,
+                attached: None,
             })
         }),
         2 => (0u8..3, 0u64..1_000_000).prop_map(|(o, d)| FactKind::CallEnded(CallEnded {

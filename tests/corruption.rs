@@ -91,6 +91,7 @@ fn fact(run: &str, n: usize, salt: u64) -> NewFact {
             client_info: None,
             args: json!({"q": format!("{run} {n}")}),
             wanted: None,
+            attached: None,
         }),
         1 => FactKind::Progress(Progress {
             payload: json!({"message": format!("{run} step {n}"), "salt": salt}),

@@ -320,6 +320,10 @@ fn one_of_each_kind() -> Vec<Fact> {
             }),
             args: json!({"from": "LIS", "to": "東京", "pax": 2, "fare": 12.5, "flex": null}),
             wanted: Some(BTreeMap::from([("doc".into(), meta())])),
+            attached: Some(Attached {
+                credentials: true,
+                ..Attached::default()
+            }),
         }),
         FactKind::CredentialRequested(CredentialRequested {
             need: "github".into(),
@@ -526,6 +530,7 @@ fn call_started(
         }),
         args: json!({}),
         wanted,
+        attached: None,
     })
 }
 

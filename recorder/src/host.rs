@@ -155,6 +155,7 @@ impl Recorder {
                 next_call: AtomicU64::new(1),
                 teardowns: Mutex::new(Teardowns::default()),
                 ended: AtomicBool::new(false),
+                closed: AtomicBool::new(false),
             }),
         };
         run.emit(
@@ -267,7 +268,10 @@ struct RunInner {
     started: Instant,
     next_call: AtomicU64,
     teardowns: Mutex<Teardowns>,
+    /// `end` was called (no new calls).
     ended: AtomicBool,
+    /// `run.ended` was filed (no more facts).
+    closed: AtomicBool,
 }
 
 impl std::fmt::Debug for Run {
@@ -285,7 +289,18 @@ impl Run {
     }
 
     /// Files one fact of this run (the single entry point to the queue).
+    /// After `run.ended` a run takes no facts: a late one is reported on
+    /// standard error and not recorded.
     fn emit(&self, call: Option<&str>, kind: FactKind) {
+        if self.inner.closed.load(Ordering::SeqCst) {
+            eprintln!(
+                "reel-recorder: run {}: a {} fact arrived after the run ended and was not recorded",
+                self.inner.id,
+                kind.name()
+            );
+            return;
+        }
+        let closes = matches!(kind, FactKind::RunEnded(_));
         let fact = NewFact {
             at: unix_nanos(),
             offset: self.inner.started.elapsed().as_nanos() as u64,
@@ -293,6 +308,9 @@ impl Run {
             kind,
         };
         self.inner.rec.queue.fact(&self.inner.id, fact);
+        if closes {
+            self.inner.closed.store(true, Ordering::SeqCst);
+        }
     }
 
     /// Prepares a call of `tool` with `args`.
@@ -315,6 +333,7 @@ impl Run {
                 client_info: None,
                 args,
                 wanted: None,
+                attached: None,
             },
             providers: Providers::default(),
             needs: Vec::new(),
@@ -598,9 +617,17 @@ impl CallBuilder {
             )));
         }
         let started_at = Instant::now();
-        let call_id = self.started.call_id.clone();
-        let args = self.started.args.clone();
-        run.emit(Some(&call_id), FactKind::CallStarted(self.started.clone()));
+        let mut started = self.started;
+        started.attached = Some(Attached {
+            credentials: self.providers.credentials.is_some(),
+            artifacts: self.providers.artifacts.is_some(),
+            elicitor: self.providers.elicitor.is_some(),
+            dispatch: self.providers.dispatcher.is_some(),
+            log_listener: self.providers.listener.is_some(),
+        });
+        let call_id = started.call_id.clone();
+        let args = started.args.clone();
+        run.emit(Some(&call_id), FactKind::CallStarted(started.clone()));
         let backend = Arc::new(LiveBackend {
             run: run.clone(),
             call_id: call_id.clone(),
@@ -613,7 +640,7 @@ impl CallBuilder {
             session_id: run.inner.session_id.clone(),
             identity: run.inner.identity.clone(),
             teardown_scopes: run.inner.teardown_scopes.clone(),
-            started: self.started,
+            started,
         };
         let dyn_backend: Arc<dyn CallBackend> = backend.clone();
 

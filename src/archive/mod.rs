@@ -376,6 +376,20 @@ impl Archive {
                 ),
             });
         }
+        if let Some(end) = facts
+            .iter()
+            .position(|f| matches!(f.kind, FactKind::RunEnded(_)))
+        {
+            if end + 1 < facts.len() {
+                return Err(ArchiveError::InvalidFacts {
+                    run_id: run_id.into(),
+                    detail: format!(
+                        "fact {} of the batch comes after run.ended: run.ended must be the run's last fact",
+                        end + 2
+                    ),
+                });
+            }
+        }
         let run = self.live_run(run_id, facts.first(), false)?;
         let mut run = lock(&run);
         if run.record.state.is_closed() {
@@ -801,7 +815,7 @@ impl Archive {
             })
     }
 
-    /// Every run id, in the order the runs were created.
+    /// Every run id, by start time (ties in creation order).
     pub fn run_ids(&self) -> impl Iterator<Item = Result<String>> + '_ {
         self.trees().by_time.iter().map(move |item| {
             let (key, _) = item.map_err(|e| self.storage(e))?;
@@ -923,12 +937,10 @@ impl Archive {
                         st.buf.push_back(Err(e));
                     }
                 }
-                if st.buf.is_empty() {
-                    if closed {
-                        st.done = true;
-                    } else if st.rx.changed().await.is_err() {
-                        st.done = true;
-                    }
+                // Closed and nothing new: done. Otherwise wait for an append
+                // (an error means the archive is gone: done too).
+                if st.buf.is_empty() && (closed || st.rx.changed().await.is_err()) {
+                    st.done = true;
                 }
             }
         })

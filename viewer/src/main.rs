@@ -23,7 +23,12 @@ use reel_viewer::timeline::TimelineBuilder;
 #[command(name = "reel", version, propagate_version = true)]
 struct Cli {
     /// The archive directory.
-    #[arg(long, global = true, env = "REEL_ARCHIVE", default_value = "reel-archive")]
+    #[arg(
+        long,
+        global = true,
+        env = "REEL_ARCHIVE",
+        default_value = "reel-archive"
+    )]
     archive: PathBuf,
     /// When to use colours: auto (only on a terminal), always, never.
     #[arg(long, global = true, value_enum, default_value_t = ColorChoice::Auto)]
@@ -161,7 +166,9 @@ fn parse_time(s: &str) -> Result<i64, String> {
 }
 
 fn nanos(t: SystemTime) -> i64 {
-    t.duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0)
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i64)
+        .unwrap_or(0)
 }
 
 fn main() -> ExitCode {
@@ -203,7 +210,10 @@ fn open_existing(dir: &Path) -> Result<Archive, Failure> {
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
-    Ok(tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?)
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?)
 }
 
 fn demo(dir: &Path, text: TextRenderer) -> Result<ExitCode, Failure> {
@@ -216,7 +226,13 @@ fn demo(dir: &Path, text: TextRenderer) -> Result<ExitCode, Failure> {
         Ok::<_, Failure>((archive, ids))
     })?;
     let mut out = io::stdout().lock();
-    writeln!(out, "recorded {} demo runs into {}: {}", ids.len(), dir.display(), ids.join(", "))?;
+    writeln!(
+        out,
+        "recorded {} demo runs into {}: {}",
+        ids.len(),
+        dir.display(),
+        ids.join(", ")
+    )?;
     writeln!(out)?;
     show_run(&archive, &ids[0], &ShowFilter::default(), text, &mut out)?;
     writeln!(out)?;
@@ -263,7 +279,16 @@ fn runs(dir: &Path, args: RunsArgs) -> Result<ExitCode, Failure> {
             ]
         })
         .collect();
-    let head = ["RUN", "STARTED", "DURATION", "STATUS", "TENANT", "TOOLS", "FACTS", "ANOMALIES"];
+    let head = [
+        "RUN",
+        "STARTED",
+        "DURATION",
+        "STATUS",
+        "TENANT",
+        "TOOLS",
+        "FACTS",
+        "ANOMALIES",
+    ];
     let mut widths = head.map(str::len);
     for row in &rows {
         for (w, cell) in widths.iter_mut().zip(row) {
@@ -326,10 +351,17 @@ fn resolve_run(archive: &Archive, run: &str) -> Result<RunRecord, Failure> {
             } else {
                 format!(
                     "did you mean {}?",
-                    near.iter().take(3).map(|(_, id)| id.as_str()).collect::<Vec<_>>().join(", ")
+                    near.iter()
+                        .take(3)
+                        .map(|(_, id)| id.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 )
             };
-            Err(Failure(format!("no run {run:?} in {}: {hint}", archive.dir().display())))
+            Err(Failure(format!(
+                "no run {run:?} in {}: {hint}",
+                archive.dir().display()
+            )))
         }
         Err(e) => Err(e.into()),
     }
@@ -409,10 +441,19 @@ fn show_run(
         }
     }
     write!(out, "{}", text.summary(&b.finish()))?;
-    Ok(if damaged { ExitCode::from(2) } else { ExitCode::SUCCESS })
+    Ok(if damaged {
+        ExitCode::from(2)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
-fn show_json(archive: &Archive, run_id: &str, filter: &ShowFilter, out: &mut impl Write) -> Result<ExitCode, Failure> {
+fn show_json(
+    archive: &Archive,
+    run_id: &str,
+    filter: &ShowFilter,
+    out: &mut impl Write,
+) -> Result<ExitCode, Failure> {
     let record = resolve_run(archive, run_id)?;
     let mut w = JsonWriter::start(out, &record)?;
     let mut damaged = false;
@@ -433,7 +474,11 @@ fn show_json(archive: &Archive, run_id: &str, filter: &ShowFilter, out: &mut imp
         }
     }
     w.finish()?;
-    Ok(if damaged { ExitCode::from(2) } else { ExitCode::SUCCESS })
+    Ok(if damaged {
+        ExitCode::from(2)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 fn export(dir: &Path, run: &str, output: &Path) -> Result<ExitCode, Failure> {
@@ -443,7 +488,8 @@ fn export(dir: &Path, run: &str, output: &Path) -> Result<ExitCode, Failure> {
     if output == Path::new("-") {
         tape.write(io::stdout().lock())?;
     } else {
-        let file = File::create(output).map_err(|e| Failure(format!("cannot write {}: {e}", output.display())))?;
+        let file = File::create(output)
+            .map_err(|e| Failure(format!("cannot write {}: {e}", output.display())))?;
         tape.write(BufWriter::new(file))?;
         eprintln!(
             "exported run {run} ({} facts, {} artifacts) to {}",
@@ -456,8 +502,10 @@ fn export(dir: &Path, run: &str, output: &Path) -> Result<ExitCode, Failure> {
 }
 
 fn import(dir: &Path, file: &Path) -> Result<ExitCode, Failure> {
-    let f = File::open(file).map_err(|e| Failure(format!("cannot read {}: {e}", file.display())))?;
-    let tape = Tape::read(BufReader::new(f)).map_err(|e| Failure(format!("{}: {e}", file.display())))?;
+    let f =
+        File::open(file).map_err(|e| Failure(format!("cannot read {}: {e}", file.display())))?;
+    let tape =
+        Tape::read(BufReader::new(f)).map_err(|e| Failure(format!("{}: {e}", file.display())))?;
     if !tape.digest_matches() {
         eprintln!(
             "reel: warning: {}: the facts differ from what was recorded (facts_sha256 does not match): the tape was edited",
@@ -465,7 +513,9 @@ fn import(dir: &Path, file: &Path) -> Result<ExitCode, Failure> {
         );
     }
     let archive = Archive::open(dir, ArchiveConfig::default())?;
-    let record = tape.import(&archive).map_err(|e| Failure(format!("{}: {e}", file.display())))?;
+    let record = tape
+        .import(&archive)
+        .map_err(|e| Failure(format!("{}: {e}", file.display())))?;
     archive.flush()?;
     println!(
         "imported run {} ({} facts, {}) into {}",
@@ -499,7 +549,11 @@ fn verify(dir: &Path, json: bool) -> Result<ExitCode, Failure> {
             }
         }
     }
-    Ok(if report.is_ok() { ExitCode::SUCCESS } else { ExitCode::from(2) })
+    Ok(if report.is_ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(2)
+    })
 }
 
 fn stats(dir: &Path, json: bool) -> Result<ExitCode, Failure> {
@@ -517,7 +571,11 @@ fn stats(dir: &Path, json: bool) -> Result<ExitCode, Failure> {
     writeln!(out, "artifacts    {}", s.artifacts)?;
     writeln!(out, "bytes        {}", s.bytes_on_disk)?;
     if s.facts > 0 {
-        writeln!(out, "bytes/fact   {:.1}", s.bytes_on_disk as f64 / s.facts as f64)?;
+        writeln!(
+            out,
+            "bytes/fact   {:.1}",
+            s.bytes_on_disk as f64 / s.facts as f64
+        )?;
     }
     if let Some((id, at)) = &s.oldest {
         writeln!(out, "oldest run   {id} ({})", timestamp(*at))?;

@@ -183,26 +183,43 @@ impl Anomaly {
     /// One readable line.
     pub fn describe(&self) -> String {
         match self {
-            Anomaly::UnendedCall { call_id, seq } => format!("call {call_id} (started at #{seq}) never ended"),
+            Anomaly::UnendedCall { call_id, seq } => {
+                format!("call {call_id} (started at #{seq}) never ended")
+            }
             Anomaly::ProgressAfterEnd { call_id, seq } => {
                 format!("call {call_id} reported progress after it ended (#{seq})")
             }
-            Anomaly::TeardownNeverRan { scope, key_hash, seq } => {
+            Anomaly::TeardownNeverRan {
+                scope,
+                key_hash,
+                seq,
+            } => {
                 format!("cleanup {key_hash} ({scope} scope, registered at #{seq}) never ran")
             }
             Anomaly::CredentialFailed { call_id, need, seq } => format!(
                 "credential {need:?} failed (#{seq}{})",
-                call_id.as_deref().map(|c| format!(", call {c}")).unwrap_or_default()
+                call_id
+                    .as_deref()
+                    .map(|c| format!(", call {c}"))
+                    .unwrap_or_default()
             ),
             Anomaly::CancelAfterEnd { call_id, seq } => {
                 format!("cancellation of call {call_id} arrived after it ended (#{seq})")
             }
-            Anomaly::Gap { first, last, detail } => format!(
+            Anomaly::Gap {
+                first,
+                last,
+                detail,
+            } => format!(
                 "facts #{first}..{} could not be read: {detail}",
                 last.map(|l| format!("={l}")).unwrap_or_default()
             ),
-            Anomaly::UnknownCall { call_id, seq } => format!("fact #{seq} names call {call_id}, which never started"),
-            Anomaly::UnendedRun => "the run never ended (still running, or its writer stopped)".into(),
+            Anomaly::UnknownCall { call_id, seq } => {
+                format!("fact #{seq} names call {call_id}, which never started")
+            }
+            Anomaly::UnendedRun => {
+                "the run never ended (still running, or its writer stopped)".into()
+            }
         }
     }
 }
@@ -349,7 +366,10 @@ impl TimelineBuilder {
         t.last_offset = t.last_offset.max(fact.offset);
         *t.kinds.entry(fact.kind.name().to_owned()).or_default() += 1;
 
-        let call_idx = fact.call.as_deref().and_then(|c| self.index.get(c).copied());
+        let call_idx = fact
+            .call
+            .as_deref()
+            .and_then(|c| self.index.get(c).copied());
         if let (Some(call_id), None) = (&fact.call, call_idx) {
             if !matches!(fact.kind, FactKind::CallStarted(_)) {
                 self.t().anomalies.push(Anomaly::UnknownCall {
@@ -361,7 +381,11 @@ impl TimelineBuilder {
         if let Some(i) = call_idx {
             self.t().calls[i].facts += 1;
         }
-        let ended = call_idx.is_some_and(|i| self.t.as_ref().is_some_and(|t| t.calls[i].ended_seq.is_some()));
+        let ended = call_idx.is_some_and(|i| {
+            self.t
+                .as_ref()
+                .is_some_and(|t| t.calls[i].ended_seq.is_some())
+        });
 
         match &fact.kind {
             FactKind::RunStarted(r) => {
@@ -376,8 +400,13 @@ impl TimelineBuilder {
                 });
             }
             FactKind::CallStarted(c) => {
-                let parent_idx = c.parent_call.as_deref().and_then(|p| self.index.get(p).copied());
-                let depth = parent_idx.map(|p| self.t.as_ref().map_or(0, |t| t.calls[p].depth) + 1).unwrap_or(0);
+                let parent_idx = c
+                    .parent_call
+                    .as_deref()
+                    .and_then(|p| self.index.get(p).copied());
+                let depth = parent_idx
+                    .map(|p| self.t.as_ref().map_or(0, |t| t.calls[p].depth) + 1)
+                    .unwrap_or(0);
                 let t = self.t();
                 let idx = t.calls.len();
                 t.calls.push(CallNode {
@@ -410,7 +439,10 @@ impl TimelineBuilder {
                     node.last_progress = Some(progress_line(&node.tool, &p.payload, node.progress));
                     if ended {
                         let call_id = node.call_id.clone();
-                        t.anomalies.push(Anomaly::ProgressAfterEnd { call_id, seq: fact.seq });
+                        t.anomalies.push(Anomaly::ProgressAfterEnd {
+                            call_id,
+                            seq: fact.seq,
+                        });
                     }
                 }
             }
@@ -502,7 +534,10 @@ impl TimelineBuilder {
             FactKind::CancelRequested(_) => {
                 if let (true, Some(call_id)) = (ended, &fact.call) {
                     let call_id = call_id.clone();
-                    self.t().anomalies.push(Anomaly::CancelAfterEnd { call_id, seq: fact.seq });
+                    self.t().anomalies.push(Anomaly::CancelAfterEnd {
+                        call_id,
+                        seq: fact.seq,
+                    });
                 }
             }
             FactKind::CallEnded(e) => {

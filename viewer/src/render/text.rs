@@ -105,7 +105,10 @@ impl TextRenderer {
         let (style, detail) = self.detail(fact, &tool);
         format!(
             "{} {} {indent}{}{} {detail}",
-            self.paint(DIM, &format!("{:>10}", format!("+{}", duration(fact.offset)))),
+            self.paint(
+                DIM,
+                &format!("{:>10}", format!("+{}", duration(fact.offset)))
+            ),
             self.paint(DIM, &format!("#{:<4}", fact.seq)),
             self.paint(CYAN, &who),
             self.paint(style, fact.kind.name()),
@@ -140,13 +143,23 @@ impl TextRenderer {
             FactKind::CredentialRequested(c) => (plain, format!("{} ({})", c.need, mode(c.mode))),
             FactKind::CredentialResolved(c) => (
                 GREEN,
-                format!("{} ({}) fingerprint {}", c.need, mode(c.mode), c.fingerprint.0),
+                format!(
+                    "{} ({}) fingerprint {}",
+                    c.need,
+                    mode(c.mode),
+                    c.fingerprint.0
+                ),
             ),
-            FactKind::CredentialFailed(c) => (RED, format!("{} ({}): {}", c.need, mode(c.mode), c.reason)),
+            FactKind::CredentialFailed(c) => {
+                (RED, format!("{} ({}): {}", c.need, mode(c.mode), c.reason))
+            }
             FactKind::CredentialRefused(c) => (YELLOW, format!("{}: {}", c.need, c.reason)),
             FactKind::ArtifactPut(a) => (
                 plain,
-                format!("{} {} {} B {}", a.meta.id, a.meta.media_type, a.meta.size, a.meta.digest),
+                format!(
+                    "{} {} {} B {}",
+                    a.meta.id, a.meta.media_type, a.meta.size, a.meta.digest
+                ),
             ),
             FactKind::ArtifactGet(a) => match &a.meta {
                 Some(m) => (plain, format!("{} found, {} B", a.id, m.size)),
@@ -154,7 +167,15 @@ impl TextRenderer {
             },
             FactKind::ArtifactRefused(a) => (
                 YELLOW,
-                format!("{}: {}", if a.op == ArtifactOp::Put { "put" } else { "get" }, a.reason),
+                format!(
+                    "{}: {}",
+                    if a.op == ArtifactOp::Put {
+                        "put"
+                    } else {
+                        "get"
+                    },
+                    a.reason
+                ),
             ),
             FactKind::Progress(p) => (plain, progress_line(tool, &p.payload, p.count)),
             FactKind::Log(l) => {
@@ -181,8 +202,14 @@ impl TextRenderer {
                 format!(
                     "{:?} ({}{})",
                     e.message,
-                    if e.mode == ElicitMode::Form { "form" } else { "url" },
-                    e.ttl_ms.map(|t| format!(", ttl {}", duration(t * 1_000_000))).unwrap_or_default()
+                    if e.mode == ElicitMode::Form {
+                        "form"
+                    } else {
+                        "url"
+                    },
+                    e.ttl_ms
+                        .map(|t| format!(", ttl {}", duration(t * 1_000_000)))
+                        .unwrap_or_default()
                 ),
             ),
             FactKind::ElicitAnswered(e) => {
@@ -206,7 +233,11 @@ impl TextRenderer {
                     "{} {} {}",
                     t.scope,
                     t.key_hash,
-                    if t.first { "first" } else { "repeat (kept the first)" }
+                    if t.first {
+                        "first"
+                    } else {
+                        "repeat (kept the first)"
+                    }
                 ),
             ),
             FactKind::TeardownRefused(t) => (YELLOW, format!("{}: {}", t.scope, t.reason)),
@@ -216,18 +247,32 @@ impl TextRenderer {
                     TeardownOutcome::Error { message } => (RED, format!("error: {message}")),
                     TeardownOutcome::TimedOut => (RED, "timed out".to_string()),
                 };
-                (style, format!("{} {} {o} in {}", t.scope, t.key_hash, duration(t.duration_ns)))
+                (
+                    style,
+                    format!(
+                        "{} {} {o} in {}",
+                        t.scope,
+                        t.key_hash,
+                        duration(t.duration_ns)
+                    ),
+                )
             }
             FactKind::Effect(e) => {
                 let outcome = match &e.outcome {
                     EffectOutcome::Ok(v) => format!("ok {}", compact(v, 80)),
                     EffectOutcome::Err(m) => format!("error: {m}"),
                 };
-                (plain, format!("{} {} → {outcome}", e.name, compact(&e.request, 60)))
+                (
+                    plain,
+                    format!("{} {} → {outcome}", e.name, compact(&e.request, 60)),
+                )
             }
             FactKind::Clock(c) => (plain, timestamp(c.unix_nanos)),
             FactKind::Random(r) => (plain, format!("{:#018x}", r.value)),
-            FactKind::CancelRequested(c) => (YELLOW, c.reason.clone().unwrap_or_else(|| "(no reason)".into())),
+            FactKind::CancelRequested(c) => (
+                YELLOW,
+                c.reason.clone().unwrap_or_else(|| "(no reason)".into()),
+            ),
             FactKind::CallOutput(o) => {
                 let mut d = String::new();
                 if let Some(s) = &o.stage {
@@ -242,22 +287,35 @@ impl TextRenderer {
             FactKind::CallEnded(e) => match &e.outcome {
                 CallOutcome::Ok { result } => (
                     GREEN,
-                    format!("■ ok in {} → {}", duration(e.duration_ns), compact(result, 100)),
+                    format!(
+                        "■ ok in {} → {}",
+                        duration(e.duration_ns),
+                        compact(result, 100)
+                    ),
                 ),
-                CallOutcome::Error { error } => (RED, format!("■ error in {}: {error}", duration(e.duration_ns))),
+                CallOutcome::Error { error } => (
+                    RED,
+                    format!("■ error in {}: {error}", duration(e.duration_ns)),
+                ),
                 CallOutcome::Aborted { reason } => (
                     YELLOW,
                     format!(
                         "■ aborted in {}{}",
                         duration(e.duration_ns),
-                        reason.as_ref().map(|r| format!(": {r}")).unwrap_or_default()
+                        reason
+                            .as_ref()
+                            .map(|r| format!(": {r}"))
+                            .unwrap_or_default()
                     ),
                 ),
             },
             FactKind::RunEnded(e) => (BOLD, format!("{:?}", e.status).to_lowercase()),
             FactKind::Unknown { data, .. } => (
                 YELLOW,
-                format!("(a kind this reel does not know; from a newer writer) {}", compact(data, 100)),
+                format!(
+                    "(a kind this reel does not know; from a newer writer) {}",
+                    compact(data, 100)
+                ),
             ),
         }
     }
@@ -326,7 +384,9 @@ impl TextRenderer {
             for d in &t.teardowns {
                 let ran = match (&d.ran_seq, &d.outcome) {
                     (Some(s), Some(TeardownOutcome::Ok)) => format!("ran ok at #{s}"),
-                    (Some(s), Some(TeardownOutcome::Error { message })) => format!("ran at #{s}, failed: {message}"),
+                    (Some(s), Some(TeardownOutcome::Error { message })) => {
+                        format!("ran at #{s}, failed: {message}")
+                    }
                     (Some(s), Some(TeardownOutcome::TimedOut)) => format!("ran at #{s}, timed out"),
                     _ => self.paint(RED, "never ran"),
                 };
@@ -336,14 +396,22 @@ impl TextRenderer {
                     d.scope,
                     d.key_hash,
                     d.registered_seq,
-                    if d.repeats > 0 { format!(" (+{} repeats)", d.repeats) } else { String::new() }
+                    if d.repeats > 0 {
+                        format!(" (+{} repeats)", d.repeats)
+                    } else {
+                        String::new()
+                    }
                 );
             }
         }
         if t.anomalies.is_empty() {
             let _ = writeln!(out, "{} none", self.paint(BOLD, "anomalies"));
         } else {
-            let _ = writeln!(out, "{}", self.paint(RED, &format!("anomalies ({})", t.anomalies.len())));
+            let _ = writeln!(
+                out,
+                "{}",
+                self.paint(RED, &format!("anomalies ({})", t.anomalies.len()))
+            );
             for a in &t.anomalies {
                 let _ = writeln!(out, "  {}", a.describe());
             }
