@@ -36,7 +36,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde::de::DeserializeOwned;
@@ -401,7 +400,9 @@ struct Inner {
     backend: Arc<dyn CallBackend>,
     cancel: CancellationToken,
     cancel_reason: Arc<Mutex<Option<String>>>,
-    progress_count: AtomicU64,
+    /// Progress reports so far; held while a report is filed, so that
+    /// counts follow record order also when clones report concurrently.
+    progress_count: Mutex<u64>,
     declared: Option<Credential>,
     subflows: Mutex<HashMap<String, SubFlowLogger>>,
     outputs: Mutex<Vec<Value>>,
@@ -487,7 +488,7 @@ impl ToolContext {
                 backend,
                 cancel: cancel.token.clone(),
                 cancel_reason: cancel.reason.clone(),
-                progress_count: AtomicU64::new(0),
+                progress_count: Mutex::new(0),
                 declared,
                 subflows: Mutex::new(HashMap::new()),
                 outputs: Mutex::new(Vec::new()),
@@ -591,8 +592,18 @@ impl ToolContext {
     /// untouched (after redaction). A top-level string `message` is what a
     /// person reads; the rest is what the record keeps.
     pub fn progress(&self, payload: Value) {
-        let count = self.inner.progress_count.fetch_add(1, Ordering::Relaxed) + 1;
-        self.emit(FactKind::Progress(Progress { payload, count }));
+        // Numbering and filing under one lock: a report numbered N is filed
+        // before the one numbered N+1, even from concurrent clones.
+        let mut count = self
+            .inner
+            .progress_count
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        *count += 1;
+        self.emit(FactKind::Progress(Progress {
+            payload,
+            count: *count,
+        }));
     }
 
     /// MCP-style progress: `{progress, total?, message?}`.

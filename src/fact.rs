@@ -631,6 +631,9 @@ pub struct Attached {
     pub dispatch: bool,
     /// A listener for log notifications.
     pub log_listener: bool,
+    /// Whether `report` payloads are kept (content logging).
+    #[serde(default)]
+    pub content_logging: bool,
 }
 
 /// `credential.requested`.

@@ -250,12 +250,13 @@ fn call_started() -> impl Strategy<Value = CallStarted> {
         json_value(),
         opt_map(artifact_meta()),
         prop::option::of(
-            prop::array::uniform5(any::<bool>()).prop_map(|[c, a, e, d, l]| Attached {
+            prop::array::uniform6(any::<bool>()).prop_map(|[c, a, e, d, l, g]| Attached {
                 credentials: c,
                 artifacts: a,
                 elicitor: e,
                 dispatch: d,
                 log_listener: l,
+                content_logging: g,
             }),
         ),
     )

@@ -397,9 +397,16 @@ impl Run {
 
 async fn run_cleanup(cleanup: Cleanup, bound: Duration) -> TeardownOutcome {
     // Spawned, so that a panicking cleanup is recorded, not thrown.
-    let task = tokio::spawn(cleanup());
-    match tokio::time::timeout(bound, task).await {
-        Err(_) => TeardownOutcome::TimedOut,
+    let mut task = tokio::spawn(cleanup());
+    match tokio::time::timeout(bound, &mut task).await {
+        Err(_) => {
+            // Stopped, not abandoned: a cleanup never runs past its bound,
+            // nor alongside the next one (reverse order is a dependency
+            // order). Waits for the task to be dropped, itself bounded.
+            task.abort();
+            let _ = tokio::time::timeout(bound, task).await;
+            TeardownOutcome::TimedOut
+        }
         Ok(Err(join)) => TeardownOutcome::Error {
             message: if join.is_panic() {
                 "the cleanup panicked".into()
@@ -624,6 +631,7 @@ impl CallBuilder {
             elicitor: self.providers.elicitor.is_some(),
             dispatch: self.providers.dispatcher.is_some(),
             log_listener: self.providers.listener.is_some(),
+            content_logging: run.inner.rec.config.content_logging,
         });
         let call_id = started.call_id.clone();
         let args = started.args.clone();

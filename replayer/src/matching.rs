@@ -1,0 +1,156 @@
+//! Matching one emitted fact against one recorded fact: a field-level JSON
+//! diff with ignore rules, and the readable line for the first difference.
+
+use std::collections::HashMap;
+
+use reel::fact::FactKind;
+use reel::redact::{artifact_ref, json_fields_mut};
+use reel::Fact;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// One differing field.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FieldDiff {
+    /// Dotted path from the fact kind, e.g. `progress.payload.message`.
+    pub path: String,
+    /// The recorded value (`None`: the field is absent in the record).
+    pub expected: Option<Value>,
+    /// The replayed value (`None`: the field is absent now).
+    pub actual: Option<Value>,
+}
+
+/// Fields to ignore when matching: a JSON pointer into a fact's `data`,
+/// for one kind or for every kind.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IgnoreRule {
+    /// The kind it applies to (`None`: every kind).
+    pub kind: Option<String>,
+    /// JSON pointer into the kind's fields, e.g. `/payload/elapsed_ms`.
+    pub pointer: String,
+}
+
+/// `{"kind": name, "data": fields}` of a fact kind.
+pub fn kind_json(kind: &FactKind) -> Value {
+    let fact = Fact {
+        seq: 0,
+        at: 0,
+        offset: 0,
+        call: None,
+        kind: kind.clone(),
+    };
+    let mut v = serde_json::to_value(&fact).unwrap_or(Value::Null);
+    let mut out = serde_json::Map::new();
+    if let Value::Object(map) = &mut v {
+        out.insert("kind".into(), map.remove("kind").unwrap_or(Value::Null));
+        out.insert("data".into(), map.remove("data").unwrap_or(Value::Null));
+    }
+    Value::Object(out)
+}
+
+/// Replaces artifact references (payloads that were too large to store
+/// inline) in a recorded fact with the values they point at.
+pub fn resolve_refs(kind: &mut FactKind, artifacts: &HashMap<String, Vec<u8>>) {
+    for field in json_fields_mut(kind) {
+        if let Some(digest) = artifact_ref(field) {
+            if let Some(v) = artifacts
+                .get(digest)
+                .and_then(|b| serde_json::from_slice(b).ok())
+            {
+                *field = v;
+            }
+        }
+    }
+}
+
+/// Compares a recorded and a replayed fact kind. Returns every differing
+/// field (empty when they match).
+pub fn diff_kinds(expected: &FactKind, actual: &FactKind, ignore: &[IgnoreRule]) -> Vec<FieldDiff> {
+    let mut e = kind_json(expected);
+    let mut a = kind_json(actual);
+    for rule in ignore {
+        if rule.kind.as_deref().is_none_or(|k| k == expected.name()) {
+            remove_pointer(&mut e["data"], &rule.pointer);
+        }
+        if rule.kind.as_deref().is_none_or(|k| k == actual.name()) {
+            remove_pointer(&mut a["data"], &rule.pointer);
+        }
+    }
+    let mut out = Vec::new();
+    if e["kind"] != a["kind"] {
+        out.push(FieldDiff {
+            path: "kind".into(),
+            expected: Some(e["kind"].clone()),
+            actual: Some(a["kind"].clone()),
+        });
+        return out;
+    }
+    let name = expected.name().to_owned();
+    diff_values(&name, Some(&e["data"]), Some(&a["data"]), &mut out);
+    out
+}
+
+fn remove_pointer(value: &mut Value, pointer: &str) {
+    let Some((parent, last)) = pointer.rsplit_once('/') else {
+        return;
+    };
+    let last = last.replace("~1", "/").replace("~0", "~");
+    let target = if parent.is_empty() {
+        Some(value)
+    } else {
+        value.pointer_mut(parent)
+    };
+    match target {
+        Some(Value::Object(map)) => {
+            map.remove(&last);
+        }
+        Some(Value::Array(items)) => {
+            if let Ok(i) = last.parse::<usize>() {
+                if i < items.len() {
+                    items[i] = Value::Null;
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+fn diff_values(path: &str, e: Option<&Value>, a: Option<&Value>, out: &mut Vec<FieldDiff>) {
+    match (e, a) {
+        (Some(Value::Object(em)), Some(Value::Object(am))) => {
+            for (k, ev) in em {
+                diff_values(&format!("{path}.{k}"), Some(ev), am.get(k), out);
+            }
+            for (k, av) in am {
+                if !em.contains_key(k) {
+                    diff_values(&format!("{path}.{k}"), None, Some(av), out);
+                }
+            }
+        }
+        (Some(Value::Array(ea)), Some(Value::Array(aa))) if ea.len() == aa.len() => {
+            for (i, (ev, av)) in ea.iter().zip(aa).enumerate() {
+                diff_values(&format!("{path}[{i}]"), Some(ev), Some(av), out);
+            }
+        }
+        (e, a) if e == a => {}
+        (e, a) => out.push(FieldDiff {
+            path: path.to_owned(),
+            expected: e.cloned(),
+            actual: a.cloned(),
+        }),
+    }
+}
+
+/// A value for a readable line: JSON, cut to 80 characters.
+pub fn show(v: &Option<Value>) -> String {
+    match v {
+        None => "(absent)".into(),
+        Some(v) => {
+            let s = v.to_string();
+            match s.char_indices().nth(80) {
+                Some((i, _)) => format!("{}…", &s[..i]),
+                None => s,
+            }
+        }
+    }
+}

@@ -1,0 +1,1044 @@
+//! The replay engine: re-drives recorded calls with a replay context that
+//! serves every answer from the record and matches every fact the tool files
+//! against it, in order.
+
+use std::collections::{BTreeMap, HashSet};
+use std::panic::AssertUnwindSafe;
+use std::sync::{Arc, Mutex};
+
+use futures::FutureExt;
+use reel::context::*;
+use reel::fact::*;
+use reel::redact::Redactor;
+use reel::tools::Tools;
+use reel::Fact;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest as _, Sha256};
+
+use crate::matching::{diff_kinds, kind_json, resolve_refs, show, FieldDiff, IgnoreRule};
+use crate::recording::{RecordedCall, Recording};
+
+/// How strictly to replay.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ReplayOptions {
+    /// Fields to ignore when matching (JSON pointers per kind).
+    pub ignore: Vec<IgnoreRule>,
+    /// Compare only each call's result, not its facts.
+    pub results_only: bool,
+    /// Replay only this top-level call.
+    pub only_call: Option<String>,
+    /// Test credentials by need; a need without one gets a stand-in that
+    /// carries the recorded fingerprint.
+    pub credentials: BTreeMap<String, String>,
+    /// Extra key names that were redacted when recording (the recorder's
+    /// `redact_keys`), so that replayed facts are redacted the same way.
+    pub redact_keys: Vec<String>,
+    /// Serve child calls from the record even when their tool is registered.
+    pub serve_children: bool,
+}
+
+impl ReplayOptions {
+    /// Ignores `pointer` (into the fields) of every fact of `kind`.
+    pub fn ignore(mut self, kind: &str, pointer: &str) -> ReplayOptions {
+        self.ignore.push(IgnoreRule {
+            kind: Some(kind.into()),
+            pointer: pointer.into(),
+        });
+        self
+    }
+}
+
+/// What went differently.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DivergenceKind {
+    /// A fact differs from the recorded one at the same place.
+    FactMismatch,
+    /// The tool filed a fact the record does not have.
+    ExtraFact,
+    /// The record has a fact the tool did not file.
+    MissingFact,
+    /// The tool asked for an effect the record does not have (it was not run).
+    UnrecordedEffect,
+    /// The call's result differs.
+    Result,
+    /// A child call differs from the recorded child.
+    ChildCall,
+}
+
+/// The first place where a call went differently.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Divergence {
+    /// What kind of difference.
+    pub kind: DivergenceKind,
+    /// Fact index within the call (its `call.started` is 0).
+    pub index: usize,
+    /// The recorded seq at that place, when there is one.
+    pub seq: Option<u64>,
+    /// The recorded fact (`{"kind", "data"}`), when there is one.
+    pub expected: Option<Value>,
+    /// The replayed fact, when there is one.
+    pub actual: Option<Value>,
+    /// Field-level differences.
+    pub diff: Vec<FieldDiff>,
+    /// One readable line.
+    pub line: String,
+}
+
+/// How a call's replay went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// Every fact and the result matched.
+    Matched,
+    /// Something differs: see the divergence.
+    Diverged,
+    /// The tool is not in the registry: nothing was replayed.
+    MissingTool,
+    /// A child call served from the record (its tool was not re-driven).
+    Served,
+}
+
+/// The recorded and replayed outcome of a call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResultCheck {
+    /// As recorded.
+    pub expected: Option<CallOutcome>,
+    /// As replayed.
+    pub actual: Option<CallOutcome>,
+    /// Whether they are equal.
+    pub matches: bool,
+}
+
+/// The replay of one call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CallReport {
+    /// The call's id.
+    pub call_id: String,
+    /// The tool.
+    pub tool: String,
+    /// The parent call, for children.
+    pub parent: Option<String>,
+    /// The verdict.
+    pub verdict: Verdict,
+    /// The first divergence, when there is one.
+    pub divergence: Option<Divergence>,
+    /// Facts the record has for the call's tool.
+    pub facts_expected: usize,
+    /// Facts the replayed tool filed.
+    pub facts_replayed: usize,
+    /// Effects the tool asked for that the record does not have (never run).
+    pub unrecorded_effects: Vec<String>,
+    /// The result.
+    pub result: ResultCheck,
+}
+
+/// The replay of a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReplayReport {
+    /// Where the recording came from.
+    pub source: String,
+    /// The run's id.
+    pub run_id: String,
+    /// One report per replayed call, in start order (children after their
+    /// parent's start).
+    pub calls: Vec<CallReport>,
+    /// The re-derived timeline: every fact the replay filed, numbered in
+    /// replay order, with the recorded times.
+    pub facts: Vec<Fact>,
+    /// Facts matched against the record.
+    pub matched_facts: u64,
+}
+
+impl ReplayReport {
+    /// True when every call matched (or was served from the record).
+    pub fn is_match(&self) -> bool {
+        self.calls
+            .iter()
+            .all(|c| matches!(c.verdict, Verdict::Matched | Verdict::Served))
+    }
+
+    /// One readable line per call that did not match.
+    pub fn problems(&self) -> Vec<String> {
+        self.calls
+            .iter()
+            .filter_map(|c| match c.verdict {
+                Verdict::Matched | Verdict::Served => None,
+                Verdict::MissingTool => Some(format!(
+                    "call {} `{}`: no tool {:?} in the registry: register it to replay this call",
+                    c.call_id, c.tool, c.tool
+                )),
+                Verdict::Diverged => c.divergence.as_ref().map(|d| d.line.clone()),
+            })
+            .collect()
+    }
+}
+
+impl std::fmt::Display for ReplayReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(f, "replay of run {} ({})", self.run_id, self.source)?;
+        for c in &self.calls {
+            let v = match c.verdict {
+                Verdict::Matched => "matched",
+                Verdict::Diverged => "DIVERGED",
+                Verdict::MissingTool => "MISSING TOOL",
+                Verdict::Served => "served from the record",
+            };
+            writeln!(
+                f,
+                "  call {} `{}`: {v} ({} facts)",
+                c.call_id, c.tool, c.facts_replayed
+            )?;
+            if let Some(d) = &c.divergence {
+                writeln!(f, "    {}", d.line)?;
+            }
+            for e in &c.unrecorded_effects {
+                writeln!(f, "    unrecorded effect {e:?} (not run)")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Replays a recording against `tools`.
+pub async fn replay(recording: &Recording, tools: &Tools, options: &ReplayOptions) -> ReplayReport {
+    let session = Arc::new(Session {
+        recording: recording.clone(),
+        tools: tools.clone(),
+        redactor: Redactor::new(&options.redact_keys),
+        options: options.clone(),
+        out: Mutex::new(Out::default()),
+        run_teardowns: Mutex::new(HashSet::new()),
+    });
+    // Run-level facts before the first call (run.started) go first.
+    {
+        let mut out = session.lock_out();
+        for f in recording.facts.iter().take_while(|f| f.call.is_none()) {
+            out.push_fact(f.at, f.offset, None, f.kind.clone());
+        }
+    }
+    for call in recording.top_level_calls() {
+        if options
+            .only_call
+            .as_deref()
+            .is_some_and(|only| only != call.started.call_id)
+        {
+            continue;
+        }
+        let _ = replay_call(&session, call, None, CancelHandle::new()).await;
+    }
+    if let Some(end) = recording
+        .facts
+        .iter()
+        .rev()
+        .find(|f| matches!(f.kind, FactKind::RunEnded(_)))
+    {
+        session
+            .lock_out()
+            .push_fact(end.at, end.offset, None, end.kind.clone());
+    }
+    let out = std::mem::take(&mut *session.lock_out());
+    let mut calls = out.calls;
+    calls.sort_by_key(|(order, _)| *order);
+    ReplayReport {
+        source: recording.source.clone(),
+        run_id: recording.run.run_id.clone(),
+        calls: calls.into_iter().map(|(_, c)| c).collect(),
+        facts: out.facts,
+        matched_facts: out.matched,
+    }
+}
+
+struct Session {
+    recording: Recording,
+    tools: Tools,
+    redactor: Redactor,
+    options: ReplayOptions,
+    out: Mutex<Out>,
+    run_teardowns: Mutex<HashSet<String>>,
+}
+
+#[derive(Default)]
+struct Out {
+    facts: Vec<Fact>,
+    calls: Vec<(u64, CallReport)>,
+    matched: u64,
+}
+
+impl Out {
+    fn push_fact(&mut self, at: i64, offset: u64, call: Option<&str>, kind: FactKind) {
+        let seq = self.facts.len() as u64;
+        self.facts.push(Fact {
+            seq,
+            at,
+            offset,
+            call: call.map(str::to_owned),
+            kind,
+        });
+    }
+}
+
+impl Session {
+    fn lock_out(&self) -> std::sync::MutexGuard<'_, Out> {
+        self.out.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Facts the host files (not matched against the tool's facts).
+fn is_host_fact(kind: &FactKind) -> bool {
+    matches!(
+        kind,
+        FactKind::CallStarted(_)
+            | FactKind::CallEnded(_)
+            | FactKind::CancelRequested(_)
+            | FactKind::TeardownRan(_)
+    )
+}
+
+fn outcome_of(result: &Result<Value, ToolError>, reason: Option<String>) -> CallOutcome {
+    match result {
+        Ok(v) => CallOutcome::Ok { result: v.clone() },
+        Err(e) if e.is_cancelled() => CallOutcome::Aborted { reason },
+        Err(e) => CallOutcome::Error {
+            error: e.to_string(),
+        },
+    }
+}
+
+fn served_result(call: &RecordedCall) -> Result<Value, ToolError> {
+    match call.ended().map(|e| &e.outcome) {
+        Some(CallOutcome::Ok { result }) => Ok(result.clone()),
+        Some(CallOutcome::Error { error }) => Err(ToolError::Failed(error.clone())),
+        Some(CallOutcome::Aborted { reason }) => Err(ContextError::Cancelled {
+            reason: reason.clone(),
+        }
+        .into()),
+        None => Err(ToolError::msg("the recorded call never ended")),
+    }
+}
+
+/// Replays one call (and, through dispatch, its children).
+fn replay_call<'a>(
+    session: &'a Arc<Session>,
+    call: &'a RecordedCall,
+    dispatched: Option<(&'a str, &'a Value)>,
+    cancel: CancelHandle,
+) -> BoxFuture<'a, Result<Value, ToolError>> {
+    Box::pin(async move {
+        let rec = &session.recording;
+        let started = call.started.clone();
+        let order = call.started_seq;
+        let call_id = started.call_id.clone();
+        let first = call.facts.first();
+        session.lock_out().push_fact(
+            first.map_or(0, |f| f.at),
+            first.map_or(0, |f| f.offset),
+            Some(&call_id),
+            FactKind::CallStarted(started.clone()),
+        );
+        let expected: Vec<Fact> = call
+            .facts
+            .iter()
+            .filter(|f| !is_host_fact(&f.kind))
+            .cloned()
+            .collect();
+        let mut report = CallReport {
+            call_id: call_id.clone(),
+            tool: started.tool_name.clone(),
+            parent: started.parent_call.clone(),
+            verdict: Verdict::Matched,
+            divergence: None,
+            facts_expected: expected.len(),
+            facts_replayed: 0,
+            unrecorded_effects: Vec::new(),
+            result: ResultCheck {
+                expected: call.ended().map(|e| e.outcome.clone()),
+                actual: None,
+                matches: false,
+            },
+        };
+
+        // A child dispatched differently from the recorded one.
+        if let Some((tool, args)) = dispatched {
+            let mut asked = started.clone();
+            asked.tool_name = tool.to_owned();
+            asked.args = args.clone();
+            let mut asked_kind = FactKind::CallStarted(asked);
+            session.redactor.redact_fact(&mut asked_kind, &[]);
+            let diff = diff_kinds(
+                &FactKind::CallStarted(started.clone()),
+                &asked_kind,
+                &session.options.ignore,
+            );
+            if !diff.is_empty() && !session.options.results_only {
+                report.divergence = Some(divergence(
+                    &report,
+                    DivergenceKind::ChildCall,
+                    0,
+                    Some(call.started_seq),
+                    Some(kind_json(&FactKind::CallStarted(started.clone()))),
+                    Some(kind_json(&asked_kind)),
+                    diff,
+                ));
+            }
+        }
+
+        let tool = session.tools.get(&started.tool_name).cloned();
+        let serve = dispatched.is_some() && (session.options.serve_children || tool.is_none());
+        if serve || tool.is_none() {
+            // Not re-driven: the recorded facts stand in the timeline.
+            let mut out = session.lock_out();
+            for f in call
+                .facts
+                .iter()
+                .filter(|f| !matches!(f.kind, FactKind::CallStarted(_)))
+            {
+                out.push_fact(f.at, f.offset, Some(&call_id), f.kind.clone());
+            }
+            report.verdict = if tool.is_none() && dispatched.is_none() {
+                Verdict::MissingTool
+            } else if report.divergence.is_some() {
+                Verdict::Diverged
+            } else {
+                Verdict::Served
+            };
+            report.result.matches = report.divergence.is_none();
+            out.calls.push((order, report));
+            drop(out);
+            // Children of a served call are served with it.
+            return served_result(call);
+        }
+        let tool = tool.expect("checked above");
+
+        // Where cancellation was recorded: after how many of the tool's facts.
+        let ended_seq = call
+            .facts
+            .iter()
+            .find(|f| matches!(f.kind, FactKind::CallEnded(_)))
+            .map(|f| f.seq);
+        let cancel_point = call.facts.iter().find_map(|f| match &f.kind {
+            FactKind::CancelRequested(c) if ended_seq.is_none_or(|e| f.seq < e) => Some((
+                expected.iter().filter(|e| e.seq < f.seq).count(),
+                c.reason.clone(),
+            )),
+            _ => None,
+        });
+
+        let backend = Arc::new(ReplayBackend {
+            session: session.clone(),
+            call: call.clone(),
+            expected,
+            cancel: cancel.clone(),
+            cancel_point,
+            state: Mutex::new(CallState {
+                report,
+                emitted: 0,
+                secrets: Vec::new(),
+                teardowns: HashSet::new(),
+                next_child: 0,
+            }),
+        });
+        backend.maybe_cancel(0);
+        let info = CallInfo {
+            run_id: rec.run.run_id.clone(),
+            session_id: rec.run.session_id.clone(),
+            identity: rec.run.identity.clone(),
+            teardown_scopes: rec.run.teardown_scopes.clone(),
+            started: started.clone(),
+        };
+        let dyn_backend: Arc<dyn CallBackend> = backend.clone();
+
+        // Declared needs, as recorded, are resolved before the tool runs.
+        let needs: Vec<CredentialNeed> = call
+            .facts
+            .iter()
+            .filter_map(|f| match &f.kind {
+                FactKind::CredentialRequested(r) if r.mode == CredentialMode::Declared => {
+                    Some(CredentialNeed {
+                        need: r.need.clone(),
+                        kind: r.kind.clone(),
+                    })
+                }
+                FactKind::CredentialRefused(r) if r.mode == CredentialMode::Declared => {
+                    Some(CredentialNeed::new(r.need.clone()))
+                }
+                _ => None,
+            })
+            .collect();
+        let mut declared = None;
+        let mut refused = None;
+        if !needs.is_empty() {
+            let pre = ToolContext::new(info.clone(), dyn_backend.clone(), None, &cancel);
+            for need in &needs {
+                match pre.credential_for(need, CredentialMode::Declared).await {
+                    Ok(c) => {
+                        declared.get_or_insert(c);
+                    }
+                    Err(e) => {
+                        refused = Some(ToolError::from(e));
+                        break;
+                    }
+                }
+            }
+        }
+        let result = match refused {
+            Some(e) => Err(e),
+            None => {
+                let ctx = ToolContext::new(info, dyn_backend, declared, &cancel);
+                let args = started.args.clone();
+                match AssertUnwindSafe(tool(ctx, args)).catch_unwind().await {
+                    Ok(r) => r,
+                    Err(panic) => {
+                        let message = panic
+                            .downcast_ref::<&str>()
+                            .map(|s| s.to_string())
+                            .or_else(|| panic.downcast_ref::<String>().cloned())
+                            .unwrap_or_else(|| "a panic".into());
+                        Err(ToolError::msg(format!(
+                            "the tool panicked during replay: {message}"
+                        )))
+                    }
+                }
+            }
+        };
+        backend.finish(&result, order);
+        result
+    })
+}
+
+struct CallState {
+    report: CallReport,
+    emitted: usize,
+    secrets: Vec<String>,
+    teardowns: HashSet<String>,
+    next_child: usize,
+}
+
+struct ReplayBackend {
+    session: Arc<Session>,
+    call: RecordedCall,
+    expected: Vec<Fact>,
+    cancel: CancelHandle,
+    cancel_point: Option<(usize, Option<String>)>,
+    state: Mutex<CallState>,
+}
+
+fn divergence(
+    report: &CallReport,
+    kind: DivergenceKind,
+    index: usize,
+    seq: Option<u64>,
+    expected: Option<Value>,
+    actual: Option<Value>,
+    diff: Vec<FieldDiff>,
+) -> Divergence {
+    let at = format!(
+        "call {} `{}`, fact {index}{}",
+        report.call_id,
+        report.tool,
+        seq.map(|s| format!(" (seq {s})")).unwrap_or_default()
+    );
+    let line = match (kind, diff.first()) {
+        (DivergenceKind::ExtraFact, _) => format!(
+            "{at}: the record has no fact here, the tool filed {}",
+            actual
+                .as_ref()
+                .map(|a| a["kind"].to_string())
+                .unwrap_or_default()
+        ),
+        (DivergenceKind::MissingFact, _) => format!(
+            "{at}: the record has {} here, the tool filed nothing more",
+            expected
+                .as_ref()
+                .map(|e| e["kind"].to_string())
+                .unwrap_or_default()
+        ),
+        (DivergenceKind::UnrecordedEffect, _) => format!(
+            "{at}: effect {} is not in the record (replay never runs effects)",
+            actual
+                .as_ref()
+                .map(|a| a["data"]["name"].to_string())
+                .unwrap_or_default()
+        ),
+        (_, Some(d)) => format!(
+            "{at}, {}: expected {}, got {}",
+            d.path,
+            show(&d.expected),
+            show(&d.actual)
+        ),
+        (_, None) => format!("{at}: differs"),
+    };
+    Divergence {
+        kind,
+        index,
+        seq,
+        expected,
+        actual,
+        diff,
+        line,
+    }
+}
+
+impl ReplayBackend {
+    fn state(&self) -> std::sync::MutexGuard<'_, CallState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The recorded fact at the current position.
+    fn peek(&self) -> Option<&Fact> {
+        let i = self.state().emitted;
+        self.expected.get(i)
+    }
+
+    fn maybe_cancel(&self, emitted: usize) {
+        if let Some((at, reason)) = &self.cancel_point {
+            if *at == emitted && !self.cancel.is_cancelled() {
+                self.cancel.cancel(reason.clone());
+            }
+        }
+    }
+
+    fn note(&self, st: &mut CallState, d: Divergence) {
+        if st.report.divergence.is_none() {
+            st.report.divergence = Some(d);
+        }
+    }
+
+    /// Ends the call: missing facts, the result, the report.
+    fn finish(&self, result: &Result<Value, ToolError>, order: u64) {
+        let mut st = self.state();
+        let actual = outcome_of(result, self.cancel.reason());
+        let mut actual_kind = FactKind::CallEnded(CallEnded {
+            outcome: actual,
+            duration_ns: 0,
+        });
+        self.session
+            .redactor
+            .redact_fact(&mut actual_kind, &refs(&st.secrets));
+        let FactKind::CallEnded(CallEnded {
+            outcome: actual, ..
+        }) = actual_kind
+        else {
+            unreachable!("built above")
+        };
+        let results_only = self.session.options.results_only;
+        if st.emitted < self.expected.len() && !results_only {
+            let f = &self.expected[st.emitted];
+            let d = divergence(
+                &st.report,
+                DivergenceKind::MissingFact,
+                st.emitted + 1,
+                Some(f.seq),
+                Some(kind_json(&f.kind)),
+                None,
+                Vec::new(),
+            );
+            self.note(&mut st, d);
+        }
+        let expected = st.report.result.expected.clone();
+        let matches = expected.as_ref() == Some(&actual);
+        if !matches {
+            let e = expected
+                .clone()
+                .map(|o| serde_json::to_value(o).unwrap_or_default());
+            let a = serde_json::to_value(&actual).ok();
+            let mut diff = Vec::new();
+            diff_result(&e, &a, &mut diff);
+            let ended = self
+                .call
+                .facts
+                .iter()
+                .find(|f| matches!(f.kind, FactKind::CallEnded(_)));
+            let d = divergence(
+                &st.report,
+                DivergenceKind::Result,
+                st.emitted + 1,
+                ended.map(|f| f.seq),
+                e,
+                a,
+                diff,
+            );
+            self.note(&mut st, d);
+        }
+        st.report.result.actual = Some(actual.clone());
+        st.report.result.matches = matches;
+        st.report.facts_replayed = st.emitted;
+        if st.report.divergence.is_some() {
+            st.report.verdict = Verdict::Diverged;
+        }
+        let ended = self
+            .call
+            .facts
+            .iter()
+            .rev()
+            .find(|f| matches!(f.kind, FactKind::CallEnded(_)));
+        let mut out = self.session.lock_out();
+        out.push_fact(
+            ended.map_or(0, |f| f.at),
+            ended.map_or(0, |f| f.offset),
+            Some(&self.call.started.call_id),
+            FactKind::CallEnded(CallEnded {
+                outcome: actual,
+                duration_ns: self.call.ended().map_or(0, |e| e.duration_ns),
+            }),
+        );
+        out.calls.push((order, st.report.clone()));
+    }
+}
+
+fn diff_result(e: &Option<Value>, a: &Option<Value>, out: &mut Vec<FieldDiff>) {
+    match (e, a) {
+        (Some(Value::Object(em)), Some(Value::Object(am))) => {
+            let mut keys: Vec<&String> = em
+                .keys()
+                .chain(am.keys().filter(|k| !em.contains_key(*k)))
+                .collect();
+            keys.dedup();
+            for k in keys {
+                if em.get(k) != am.get(k) {
+                    out.push(FieldDiff {
+                        path: format!("call.ended.outcome.{k}"),
+                        expected: em.get(k).cloned(),
+                        actual: am.get(k).cloned(),
+                    });
+                }
+            }
+        }
+        _ => out.push(FieldDiff {
+            path: "call.ended.outcome".into(),
+            expected: e.clone(),
+            actual: a.clone(),
+        }),
+    }
+}
+
+fn refs(secrets: &[String]) -> Vec<&str> {
+    secrets.iter().map(String::as_str).collect()
+}
+
+impl CallBackend for ReplayBackend {
+    fn emit(&self, mut kind: FactKind) {
+        let mut st = self.state();
+        self.session
+            .redactor
+            .redact_fact(&mut kind, &refs(&st.secrets));
+        let i = st.emitted;
+        st.emitted += 1;
+        let recorded = self.expected.get(i);
+        let (at, offset) = recorded
+            .or(self.expected.last())
+            .map_or((0, 0), |f| (f.at, f.offset));
+        {
+            let mut out = self.session.lock_out();
+            out.push_fact(at, offset, Some(&self.call.started.call_id), kind.clone());
+            if recorded.is_some() {
+                out.matched += 1;
+            }
+        }
+        if !self.session.options.results_only {
+            match recorded {
+                Some(rec) => {
+                    let mut expected = rec.kind.clone();
+                    resolve_refs(&mut expected, &self.session.recording.artifacts);
+                    let diff = diff_kinds(&expected, &kind, &self.session.options.ignore);
+                    if !diff.is_empty() {
+                        let d = divergence(
+                            &st.report,
+                            DivergenceKind::FactMismatch,
+                            i + 1,
+                            Some(rec.seq),
+                            Some(kind_json(&expected)),
+                            Some(kind_json(&kind)),
+                            diff,
+                        );
+                        self.note(&mut st, d);
+                    }
+                }
+                None => {
+                    let d = divergence(
+                        &st.report,
+                        DivergenceKind::ExtraFact,
+                        i + 1,
+                        None,
+                        None,
+                        Some(kind_json(&kind)),
+                        Vec::new(),
+                    );
+                    self.note(&mut st, d);
+                }
+            }
+        }
+        let emitted = st.emitted;
+        drop(st);
+        self.maybe_cancel(emitted);
+    }
+
+    fn ready(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
+
+    fn has_credentials(&self) -> bool {
+        match self.call.started.attached {
+            Some(a) => a.credentials,
+            None => !self
+                .call
+                .facts
+                .iter()
+                .any(|f| matches!(f.kind, FactKind::CredentialRefused(_))),
+        }
+    }
+
+    fn credential<'a>(
+        &'a self,
+        need: &'a CredentialNeed,
+        _mode: CredentialMode,
+    ) -> BoxFuture<'a, Result<Credential, String>> {
+        let answer = match self.peek().map(|f| &f.kind) {
+            Some(FactKind::CredentialResolved(r)) if r.need == need.need => {
+                let secret = self
+                    .session
+                    .options
+                    .credentials
+                    .get(&need.need)
+                    .cloned()
+                    .unwrap_or_else(|| format!("reel-replay-stand-in:{}", r.fingerprint.0));
+                self.state().secrets.push(secret.clone());
+                let mut c = Credential::new(
+                    need.need.clone(),
+                    Secret::new(secret),
+                    r.fingerprint.clone(),
+                );
+                c.kind = r.kind.clone();
+                c.expires_at = r.expires_at;
+                Ok(c)
+            }
+            Some(FactKind::CredentialFailed(f)) if f.need == need.need => Err(f.reason.clone()),
+            _ => Err(format!(
+                "reel replay: the record has no answer for credential {:?} here",
+                need.need
+            )),
+        };
+        Box::pin(async move { answer })
+    }
+
+    fn has_artifacts(&self) -> bool {
+        match self.call.started.attached {
+            Some(a) => a.artifacts,
+            None => !self
+                .call
+                .facts
+                .iter()
+                .any(|f| matches!(f.kind, FactKind::ArtifactRefused(_))),
+        }
+    }
+
+    fn put_artifact<'a>(
+        &'a self,
+        media_type: &'a str,
+        bytes: Vec<u8>,
+    ) -> BoxFuture<'a, Result<ArtifactMeta, String>> {
+        let answer = match self.peek().map(|f| &f.kind) {
+            Some(FactKind::ArtifactPut(p)) => Ok(ArtifactMeta {
+                // Id, scope and origin come from the record; what describes
+                // the bytes comes from the bytes the tool has now.
+                digest: format!("sha256:{}", hex::encode(Sha256::digest(&bytes))),
+                size: bytes.len() as u64,
+                media_type: media_type.to_owned(),
+                ..p.meta.clone()
+            }),
+            Some(FactKind::ArtifactRefused(r)) => Err(r.reason.clone()),
+            _ => Err("reel replay: the record has no artifact.put here".to_string()),
+        };
+        Box::pin(async move { answer })
+    }
+
+    fn get_artifact<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<FoundArtifact>, String>> {
+        let answer = match self.peek().map(|f| &f.kind) {
+            Some(FactKind::ArtifactGet(g)) => match &g.meta {
+                None => Ok(None),
+                Some(meta) => match self.session.recording.artifacts.get(&meta.digest) {
+                    Some(bytes) => Ok(Some((meta.clone(), bytes.clone()))),
+                    None => Err(format!(
+                        "reel replay: the recording lacks the bytes of artifact {} ({}): export the tape again from the archive",
+                        meta.id, meta.digest
+                    )),
+                },
+            },
+            Some(FactKind::ArtifactRefused(r)) => Err(r.reason.clone()),
+            _ => Err(format!("reel replay: the record has no artifact.get of {id:?} here")),
+        };
+        Box::pin(async move { answer })
+    }
+
+    fn has_elicitor(&self) -> bool {
+        match self.call.started.attached {
+            Some(a) => a.elicitor,
+            None => true,
+        }
+    }
+
+    fn elicit<'a>(
+        &'a self,
+        _question: &'a Elicitation,
+    ) -> BoxFuture<'a, Result<ElicitAnswer, String>> {
+        let answer = match self.peek().map(|f| &f.kind) {
+            Some(FactKind::ElicitAnswered(a)) => Ok(ElicitAnswer {
+                outcome: a.outcome.clone(),
+                validation_errors: a.validation_errors.clone(),
+                pre_resolved: a.pre_resolved,
+            }),
+            _ => Err("reel replay: the record has no answer to this question here".to_string()),
+        };
+        Box::pin(async move { answer })
+    }
+
+    fn effect<'a>(
+        &'a self,
+        name: &'a str,
+        request: &'a Value,
+        run: EffectFn,
+    ) -> BoxFuture<'a, EffectOutcome> {
+        // Replay never runs an effect: the closure is dropped unrun.
+        drop(run);
+        let outcome = match self.peek().map(|f| &f.kind) {
+            Some(FactKind::Effect(e)) if e.name == name => {
+                let mut outcome = e.outcome.clone();
+                if let EffectOutcome::Ok(v) = &mut outcome {
+                    let mut k = FactKind::Effect(Effect {
+                        name: name.into(),
+                        request: Value::Null,
+                        outcome: EffectOutcome::Ok(std::mem::take(v)),
+                    });
+                    resolve_refs(&mut k, &self.session.recording.artifacts);
+                    if let FactKind::Effect(Effect { outcome: o, .. }) = k {
+                        outcome = o;
+                    }
+                }
+                outcome
+            }
+            _ => {
+                let mut st = self.state();
+                st.report.unrecorded_effects.push(name.to_owned());
+                let index = st.emitted + 1;
+                let seq = self.expected.get(st.emitted).map(|f| f.seq);
+                let expected = self.expected.get(st.emitted).map(|f| kind_json(&f.kind));
+                let actual = kind_json(&FactKind::Effect(Effect {
+                    name: name.into(),
+                    request: request.clone(),
+                    outcome: EffectOutcome::Err(String::new()),
+                }));
+                let d = divergence(
+                    &st.report,
+                    DivergenceKind::UnrecordedEffect,
+                    index,
+                    seq,
+                    expected,
+                    Some(actual),
+                    Vec::new(),
+                );
+                self.note(&mut st, d);
+                EffectOutcome::Err(format!(
+                    "reel replay: effect {name:?} is not in the record here; replay never runs effects"
+                ))
+            }
+        };
+        Box::pin(async move { outcome })
+    }
+
+    fn clock(&self) -> i64 {
+        match self.peek().map(|f| &f.kind) {
+            Some(FactKind::Clock(c)) => c.unix_nanos,
+            _ => self.session.recording.record.started_at,
+        }
+    }
+
+    fn random(&self) -> u64 {
+        match self.peek().map(|f| &f.kind) {
+            Some(FactKind::Random(r)) => r.value,
+            _ => 0,
+        }
+    }
+
+    fn register_teardown(&self, scope: TeardownScope, key_hash: &str, cleanup: Cleanup) -> bool {
+        // Replay never runs cleanups: they belong to the live world.
+        drop(cleanup);
+        match scope {
+            TeardownScope::Call => self.state().teardowns.insert(key_hash.to_owned()),
+            TeardownScope::Run | TeardownScope::Session => self
+                .session
+                .run_teardowns
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(format!("{scope}:{key_hash}")),
+        }
+    }
+
+    fn can_dispatch(&self) -> bool {
+        match self.call.started.attached {
+            Some(a) => a.dispatch,
+            None => !self.call.children.is_empty(),
+        }
+    }
+
+    fn dispatch<'a>(
+        &'a self,
+        tool: &'a str,
+        args: Value,
+    ) -> BoxFuture<'a, Result<Value, ToolError>> {
+        Box::pin(async move {
+            let child_id = {
+                let mut st = self.state();
+                let n = st.next_child;
+                st.next_child += 1;
+                self.call.children.get(n).cloned()
+            };
+            let Some(child) =
+                child_id.and_then(|id| self.session.recording.calls.get(&id).cloned())
+            else {
+                let mut st = self.state();
+                let index = st.emitted + 1;
+                let d = Divergence {
+                    kind: DivergenceKind::ChildCall,
+                    index,
+                    seq: None,
+                    expected: None,
+                    actual: Some(serde_json::json!({ "tool": tool, "args": args })),
+                    diff: Vec::new(),
+                    line: format!(
+                        "call {} `{}`, fact {index}: the tool dispatched `{tool}`, but the record has no more child calls",
+                        st.report.call_id, st.report.tool
+                    ),
+                };
+                self.note(&mut st, d);
+                return Err(ToolError::msg(format!(
+                    "reel replay: the record has no child call for `{tool}` here"
+                )));
+            };
+            replay_call(
+                &self.session,
+                &child,
+                Some((tool, &args)),
+                self.cancel.child(),
+            )
+            .await
+        })
+    }
+
+    fn deliver_log(&self, _level: Level, _data: &Value) -> bool {
+        match self.peek().map(|f| &f.kind) {
+            Some(FactKind::Log(l)) => l.delivered,
+            _ => false,
+        }
+    }
+
+    fn content_logging(&self) -> bool {
+        self.call
+            .started
+            .attached
+            .is_some_and(|a| a.content_logging)
+    }
+}

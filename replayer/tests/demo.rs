@@ -1,0 +1,40 @@
+//! Every demo run, recorded into a real archive, replays with no divergence,
+//! from the archive and from its exported tape alike.
+
+use reel::tape::Tape;
+use reel_recorder::{demo, Recorder, RecorderConfig};
+use reel_replayer::{replay, Recording, ReplayOptions, Verdict};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_demo_run_replays_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let recorder = Recorder::open(dir.path(), RecorderConfig::default())
+        .await
+        .unwrap();
+    let ids = demo::record(&recorder).await.unwrap();
+    let archive = recorder.archive().clone();
+    recorder.shutdown().await.unwrap();
+    let tools = demo::tools();
+    for id in &ids {
+        let from_archive = Recording::from_archive(&archive, id).unwrap();
+        let report = replay(&from_archive, &tools, &ReplayOptions::default()).await;
+        assert!(report.is_match(), "{id}:\n{report}");
+        assert!(report
+            .calls
+            .iter()
+            .all(|c| c.verdict != Verdict::MissingTool));
+
+        let mut bytes = Vec::new();
+        Tape::export(&archive, id)
+            .unwrap()
+            .write(&mut bytes)
+            .unwrap();
+        let tape = Tape::read(&bytes[..]).unwrap();
+        let from_tape = Recording::from_tape(format!("{id}.tape.jsonl"), tape).unwrap();
+        let again = replay(&from_tape, &tools, &ReplayOptions::default()).await;
+        assert_eq!(
+            again.calls, report.calls,
+            "{id}: tape and archive replays differ"
+        );
+    }
+}
