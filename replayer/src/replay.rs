@@ -228,15 +228,17 @@ pub async fn replay(recording: &Recording, tools: &Tools, options: &ReplayOption
         }
         let _ = replay_call(&session, call, None, CancelHandle::new()).await;
     }
-    if let Some(end) = recording
-        .facts
-        .iter()
-        .rev()
-        .find(|f| matches!(f.kind, FactKind::RunEnded(_)))
+    // Run-level facts after the calls began (run-scoped cleanups, run.ended).
     {
-        session
-            .lock_out()
-            .push_fact(end.at, end.offset, None, end.kind.clone());
+        let mut out = session.lock_out();
+        for f in recording
+            .facts
+            .iter()
+            .skip_while(|f| f.call.is_none())
+            .filter(|f| f.call.is_none())
+        {
+            out.push_fact(f.at, f.offset, None, f.kind.clone());
+        }
     }
     let out = std::mem::take(&mut *session.lock_out());
     let mut calls = out.calls;
@@ -434,6 +436,7 @@ fn replay_call<'a>(
             state: Mutex::new(CallState {
                 report,
                 emitted: 0,
+                host_done: 0,
                 secrets: Vec::new(),
                 teardowns: HashSet::new(),
                 next_child: 0,
@@ -510,6 +513,9 @@ fn replay_call<'a>(
 struct CallState {
     report: CallReport,
     emitted: usize,
+    /// Recorded host facts (cancel.requested, teardown.ran) already put in
+    /// the re-derived timeline.
+    host_done: usize,
     secrets: Vec<String>,
     teardowns: HashSet<String>,
     next_child: usize,
@@ -599,6 +605,25 @@ impl ReplayBackend {
         }
     }
 
+    /// Recorded host facts of this call (not call.started / call.ended).
+    fn host_facts(&self) -> impl Iterator<Item = &Fact> {
+        self.call.facts.iter().filter(|f| {
+            is_host_fact(&f.kind)
+                && !matches!(f.kind, FactKind::CallStarted(_) | FactKind::CallEnded(_))
+        })
+    }
+
+    /// Puts recorded host facts with a seq below `before` into the timeline.
+    fn host_facts_before(&self, st: &mut CallState, out: &mut Out, before: u64) {
+        for f in self.host_facts().skip(st.host_done) {
+            if f.seq >= before {
+                break;
+            }
+            out.push_fact(f.at, f.offset, f.call.as_deref(), f.kind.clone());
+            st.host_done += 1;
+        }
+    }
+
     fn note(&self, st: &mut CallState, d: Divergence) {
         if st.report.divergence.is_none() {
             st.report.divergence = Some(d);
@@ -674,6 +699,7 @@ impl ReplayBackend {
             .rev()
             .find(|f| matches!(f.kind, FactKind::CallEnded(_)));
         let mut out = self.session.lock_out();
+        self.host_facts_before(&mut st, &mut out, ended.map_or(u64::MAX, |f| f.seq));
         out.push_fact(
             ended.map_or(0, |f| f.at),
             ended.map_or(0, |f| f.offset),
@@ -683,6 +709,8 @@ impl ReplayBackend {
                 duration_ns: self.call.ended().map_or(0, |e| e.duration_ns),
             }),
         );
+        // Facts the host filed after the end (a late cancellation).
+        self.host_facts_before(&mut st, &mut out, u64::MAX);
         out.calls.push((order, st.report.clone()));
     }
 }
@@ -731,6 +759,9 @@ impl CallBackend for ReplayBackend {
             .map_or((0, 0), |f| (f.at, f.offset));
         {
             let mut out = self.session.lock_out();
+            if let Some(rec) = recorded {
+                self.host_facts_before(&mut st, &mut out, rec.seq);
+            }
             out.push_fact(at, offset, Some(&self.call.started.call_id), kind.clone());
             if recorded.is_some() {
                 out.matched += 1;

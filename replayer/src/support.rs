@@ -28,10 +28,12 @@ pub fn replay_tape(
     options: &ReplayOptions,
 ) -> ReplayReport {
     let path = tape_path(manifest_dir, tape);
-    let recording = match Recording::from_tape_file(&path) {
+    let mut recording = match Recording::from_tape_file(&path) {
         Ok(r) => r,
         Err(e) => panic!("reel: cannot replay {}: {e}", path.display()),
     };
+    // As the test named it: the same on every machine and checkout.
+    recording.source = tape.to_owned();
     let tools = tools.clone();
     let options = options.clone();
     let worker = std::thread::spawn(move || {
