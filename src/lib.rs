@@ -37,6 +37,7 @@
 pub mod archive;
 pub mod context;
 pub mod fact;
+pub mod live;
 pub mod redact;
 pub mod run;
 /// Proptest strategies for the fact model (feature `proptest`).

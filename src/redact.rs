@@ -138,9 +138,15 @@ impl Redactor {
     /// Redacts every JSON value and free-text field of a fact in place,
     /// and caps the nesting of its JSON values (see [`cap_depth`]).
     pub fn redact_fact(&self, kind: &mut FactKind, secrets: &[&str]) {
+        self.redact_fields(kind, secrets);
+        // Capped after redaction: a capped subtree is JSON text, where a
+        // secret-named key would no longer be seen as a key.
         for field in json_fields_mut(kind) {
             cap_depth(field);
         }
+    }
+
+    fn redact_fields(&self, kind: &mut FactKind, secrets: &[&str]) {
         let v = |value: &mut Value| self.redact_value(value, secrets);
         let s = |text: &mut String| scrub(text, secrets);
         match kind {
@@ -187,7 +193,10 @@ impl Redactor {
                     s(r);
                 }
             }
-            FactKind::CallOutput(o) => v(&mut o.value),
+            FactKind::CallOutput(o) => {
+                v(&mut o.value);
+                o.stage.iter_mut().chain(o.note.iter_mut()).for_each(s);
+            }
             FactKind::CallEnded(e) => match &mut e.outcome {
                 CallOutcome::Ok { result } => v(result),
                 CallOutcome::Error { error } => s(error),

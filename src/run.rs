@@ -126,12 +126,15 @@ impl RunRecord {
         self.identity.as_ref()?.tenant.as_deref()
     }
 
-    /// Anomalies visible without reading facts: calls that never ended,
-    /// failed credentials, and an incomplete run.
+    /// Anomalies visible without reading facts: calls that never ended (in
+    /// a closed run), failed credentials, and an incomplete run.
     pub fn flagged(&self) -> u64 {
-        self.calls.saturating_sub(self.ended_calls)
-            + self.failed_credentials
-            + u64::from(self.state == RunState::Incomplete)
+        let unended = if self.state.is_closed() {
+            self.calls.saturating_sub(self.ended_calls)
+        } else {
+            0
+        };
+        unended + self.failed_credentials + u64::from(self.state == RunState::Incomplete)
     }
 
     /// Duration in nanoseconds, once ended.

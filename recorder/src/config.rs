@@ -40,6 +40,10 @@ pub struct RecorderConfig {
     pub teardown_timeout: Duration,
     /// What is recording (stamped on `run.started`).
     pub producer: Producer,
+    /// Serve live inspection on `<archive>/reel.sock` (owner-only), so that
+    /// `reel runs`, `reel show` and `reel tail` work while this process
+    /// holds the archive. Needs a tokio runtime when the recorder opens.
+    pub serve_live: bool,
 }
 
 impl Default for RecorderConfig {
@@ -55,6 +59,7 @@ impl Default for RecorderConfig {
                 name: "reel-recorder".into(),
                 version: env!("CARGO_PKG_VERSION").into(),
             },
+            serve_live: true,
         }
     }
 }

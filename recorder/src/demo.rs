@@ -122,6 +122,19 @@ pub async fn walk(ctx: ToolContext, hops: u32) -> Result<Value, ToolError> {
     Ok(json!({ "hops": hops }))
 }
 
+/// `patrol`: a slow walk of `hops` hops, `pause_ms` apart, for watching a
+/// live run (`reel demo --live-hops N`, then `reel tail` elsewhere).
+pub async fn patrol(ctx: ToolContext, (hops, pause_ms): (u32, u64)) -> Result<Value, ToolError> {
+    for i in 1..=hops {
+        ctx.check_cancel()?;
+        tokio::time::sleep(std::time::Duration::from_millis(pause_ms)).await;
+        ctx.progress(
+            json!({ "message": format!("Patrol hop {i} of {hops}"), "done": i, "total": hops }),
+        );
+    }
+    Ok(json!({ "hops": hops }))
+}
+
 /// `fetch`: a journaled HTTP GET whose body becomes an artifact.
 pub async fn fetch(ctx: ToolContext, url: String) -> Result<Value, ToolError> {
     ctx.progress_mcp(0.0, Some(1.0), Some(&format!("Fetching {url}")));
@@ -210,6 +223,7 @@ pub fn tools() -> Tools {
         .register("fetch", fetch)
         .register("search", search)
         .register("audit", audit)
+        .register("patrol", patrol)
 }
 
 /// Cancels a call once the tool has reported a given hop, as a person
@@ -226,6 +240,31 @@ impl LogListener for StopAtHop {
         }
         true
     }
+}
+
+/// Records one slow `patrol` run (`hops` hops, `pause_ms` apart) named
+/// `demo-live` (with a `-N` suffix when taken), for live inspection.
+pub async fn record_live(
+    recorder: &Recorder,
+    hops: u32,
+    pause_ms: u64,
+) -> Result<String, RecorderError> {
+    let archive = recorder.archive();
+    let mut id = "demo-live".to_owned();
+    let mut n = 1;
+    while archive.run(&id).is_ok() {
+        n += 1;
+        id = format!("demo-live-{n}");
+    }
+    let run = recorder.start_run(RunStart::new(id.clone())).await?;
+    let result = run.call("patrol", (hops, pause_ms)).invoke(patrol).await;
+    run.end(if result.is_ok() {
+        RunStatus::Completed
+    } else {
+        RunStatus::Failed
+    })
+    .await?;
+    Ok(id)
 }
 
 /// Records the demo runs into the recorder's archive and returns their ids,

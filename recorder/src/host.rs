@@ -67,6 +67,7 @@ pub struct Recorder {
 struct RecorderInner {
     archive: Archive,
     queue: Queue,
+    live: Mutex<Option<crate::live::LiveServer>>,
     config: RecorderConfig,
     live_runs: Mutex<HashSet<String>>,
     sessions: Mutex<HashMap<String, Teardowns>>,
@@ -102,10 +103,16 @@ impl Recorder {
         config: RecorderConfig,
     ) -> Result<Recorder, RecorderError> {
         let queue = Queue::start(archive.clone(), &config)?;
+        // Live inspection needs a tokio runtime to serve on.
+        let live = match (config.serve_live, tokio::runtime::Handle::try_current()) {
+            (true, Ok(_)) => Some(crate::live::LiveServer::start(archive.clone())?),
+            _ => None,
+        };
         Ok(Recorder {
             inner: Arc::new(RecorderInner {
                 archive,
                 queue,
+                live: Mutex::new(live),
                 config,
                 live_runs: Mutex::new(HashSet::new()),
                 sessions: Mutex::new(HashMap::new()),
@@ -192,6 +199,7 @@ impl Recorder {
     /// Flushes everything, stops the writer and returns once all that was
     /// filed is durable. Facts filed afterwards are not recorded.
     pub async fn shutdown(self) -> Result<(), RecorderError> {
+        drop(lock(&self.inner.live).take());
         let flushed = self.flush().await;
         let inner = self.inner.clone();
         tokio::task::spawn_blocking(move || inner.queue.close())

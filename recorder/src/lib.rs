@@ -46,6 +46,7 @@
 mod config;
 pub mod demo;
 mod host;
+mod live;
 mod providers;
 mod writer;
 

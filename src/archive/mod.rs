@@ -140,7 +140,7 @@ pub struct ArchiveConfig {
 }
 
 /// Figures about the whole archive.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ArchiveStats {
     /// Number of runs.
     pub runs: u64,

@@ -7,13 +7,18 @@ use std::process::ExitCode;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use reel::archive::{Archive, ArchiveConfig, ArchiveError, RunFilter};
+
+mod diff;
+mod source;
+
+use reel::archive::{Archive, ArchiveConfig, RunFilter};
 use reel::tape::Tape;
 use reel::{Fact, RunRecord, RunState};
 use reel_recorder::{Recorder, RecorderConfig};
 use reel_viewer::render::json::JsonWriter;
 use reel_viewer::render::text::{duration, timestamp, TextRenderer};
 use reel_viewer::timeline::TimelineBuilder;
+use source::{Item, Source};
 
 /// reel: a flight recorder for agent tool calls.
 ///
@@ -48,8 +53,17 @@ enum ColorChoice {
 enum Command {
     /// Record the demo runs into the archive and show the first one.
     ///
-    /// Example: reel demo --archive ./reel-archive
-    Demo,
+    /// With --live-hops N it then records a slow run (one hop every 100 ms)
+    /// while serving live inspection: watch it with `reel tail` elsewhere.
+    /// Example: reel demo --archive ./reel-archive --live-hops 100
+    Demo {
+        /// Afterwards, record a slow live run of this many hops.
+        #[arg(long)]
+        live_hops: Option<u32>,
+        /// Pause between live hops, in milliseconds.
+        #[arg(long, default_value_t = 100)]
+        live_pause_ms: u64,
+    },
     /// List runs, newest first.
     ///
     /// Example: reel runs --tenant acme --status failed --since 2h --limit 20
@@ -58,6 +72,28 @@ enum Command {
     ///
     /// Example: reel show demo-deploy --kind progress --kind call.ended
     Show(ShowArgs),
+    /// Follow a run's facts as they land, until it ends (or Ctrl-C).
+    ///
+    /// Without RUN, follows the newest running run (or the newest run).
+    /// Example: reel tail --archive ./reel-archive
+    Tail {
+        /// The run to follow.
+        run: Option<String>,
+    },
+    /// Two runs side by side, the first difference marked.
+    ///
+    /// Times, durations, run ids and clock reads are not compared. Exits 1
+    /// when the runs differ.
+    /// Example: reel diff demo-deploy demo-deploy-2
+    Diff {
+        /// The first run.
+        run_a: String,
+        /// The second run.
+        run_b: String,
+        /// Width of the side-by-side view.
+        #[arg(long, default_value_t = 160)]
+        width: usize,
+    },
     /// Export a run as a tape (JSON Lines).
     ///
     /// Example: reel export demo-deploy -o deploy.tape.jsonl
@@ -180,9 +216,18 @@ fn main() -> ExitCode {
     };
     let text = TextRenderer { color };
     let result = match cli.command {
-        Command::Demo => demo(&cli.archive, text),
+        Command::Demo {
+            live_hops,
+            live_pause_ms,
+        } => demo(&cli.archive, live_hops, live_pause_ms, text),
         Command::Runs(args) => runs(&cli.archive, args),
         Command::Show(args) => show(&cli.archive, args, text),
+        Command::Tail { run } => tail(&cli.archive, run, text),
+        Command::Diff {
+            run_a,
+            run_b,
+            width,
+        } => diff_runs(&cli.archive, &run_a, &run_b, width),
         Command::Export { run, output } => export(&cli.archive, &run, &output),
         Command::Import { file } => import(&cli.archive, &file),
         Command::Verify { json } => verify(&cli.archive, json),
@@ -197,16 +242,10 @@ fn main() -> ExitCode {
     }
 }
 
-/// Opens an archive that must already exist.
-fn open_existing(dir: &Path) -> Result<Archive, Failure> {
-    if !dir.join("db").exists() {
-        return Err(Failure(format!(
-            "no archive at {}: record one with `reel demo --archive {}`, or pass --archive DIR (or set REEL_ARCHIVE)",
-            dir.display(),
-            dir.display()
-        )));
-    }
-    Ok(Archive::open(dir, ArchiveConfig::default())?)
+/// Opens an archive that must already exist, for verbs that need the
+/// archive itself (not a running recorder's socket).
+fn open_existing(dir: &Path, verb: &str) -> Result<Archive, Failure> {
+    Source::open(dir)?.local(verb)
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
@@ -216,11 +255,24 @@ fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
         .build()?)
 }
 
-fn demo(dir: &Path, text: TextRenderer) -> Result<ExitCode, Failure> {
+fn demo(
+    dir: &Path,
+    live_hops: Option<u32>,
+    pause_ms: u64,
+    text: TextRenderer,
+) -> Result<ExitCode, Failure> {
     let rt = runtime()?;
     let (archive, ids) = rt.block_on(async {
         let recorder = Recorder::open(dir, RecorderConfig::default()).await?;
         let ids = reel_recorder::demo::record(&recorder).await?;
+        if let Some(hops) = live_hops {
+            eprintln!(
+                "recording a live run of {hops} hops; watch it with: reel tail --archive {}",
+                dir.display()
+            );
+            let id = reel_recorder::demo::record_live(&recorder, hops, pause_ms).await?;
+            eprintln!("recorded live run {id}");
+        }
         let archive = recorder.archive().clone();
         recorder.shutdown().await?;
         Ok::<_, Failure>((archive, ids))
@@ -234,7 +286,14 @@ fn demo(dir: &Path, text: TextRenderer) -> Result<ExitCode, Failure> {
         ids.join(", ")
     )?;
     writeln!(out)?;
-    show_run(&archive, &ids[0], &ShowFilter::default(), text, &mut out)?;
+    show_run(
+        &Source::Local(archive),
+        &ids[0],
+        &ShowFilter::default(),
+        false,
+        text,
+        &mut out,
+    )?;
     writeln!(out)?;
     writeln!(
         out,
@@ -247,8 +306,8 @@ fn demo(dir: &Path, text: TextRenderer) -> Result<ExitCode, Failure> {
 }
 
 fn runs(dir: &Path, args: RunsArgs) -> Result<ExitCode, Failure> {
-    let archive = open_existing(dir)?;
-    let page = archive.list_runs(&RunFilter {
+    let source = Source::open(dir)?;
+    let page = source.list_runs(&RunFilter {
         tenant: args.tenant,
         tool: args.tool,
         status: args.status,
@@ -335,109 +394,159 @@ impl ShowFilter {
 }
 
 /// Resolves a run id, suggesting near matches for an unknown one.
-fn resolve_run(archive: &Archive, run: &str) -> Result<RunRecord, Failure> {
-    match archive.run(run) {
-        Ok(r) => Ok(r),
-        Err(ArchiveError::UnknownRun { .. }) => {
-            let mut near: Vec<(f64, String)> = archive
-                .run_ids()
-                .filter_map(Result::ok)
-                .map(|id| (strsim::jaro_winkler(run, &id), id))
-                .filter(|(score, _)| *score > 0.75)
-                .collect();
-            near.sort_by(|a, b| b.0.total_cmp(&a.0));
-            let hint = if near.is_empty() {
-                "list runs with `reel runs`".to_owned()
-            } else {
-                format!(
-                    "did you mean {}?",
-                    near.iter()
-                        .take(3)
-                        .map(|(_, id)| id.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )
-            };
-            Err(Failure(format!(
-                "no run {run:?} in {}: {hint}",
-                archive.dir().display()
-            )))
-        }
-        Err(e) => Err(e.into()),
+fn resolve_run(source: &Source, run: &str) -> Result<RunRecord, Failure> {
+    if let Some(r) = source.run(run)? {
+        return Ok(r);
     }
+    let mut near: Vec<(f64, String)> = source
+        .run_ids()?
+        .into_iter()
+        .map(|id| (strsim::jaro_winkler(run, &id), id))
+        .filter(|(score, _)| *score > 0.75)
+        .collect();
+    near.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let hint = if near.is_empty() {
+        "list runs with `reel runs`".to_owned()
+    } else {
+        format!(
+            "did you mean {}?",
+            near.iter()
+                .take(3)
+                .map(|(_, id)| id.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
+    Err(Failure(format!(
+        "no run {run:?} in {}: {hint}",
+        source.dir().display()
+    )))
+}
+
+/// The newest run, preferring one still running.
+fn newest_run(source: &Source, running_first: bool) -> Result<String, Failure> {
+    let newest = |status| {
+        source.list_runs(&RunFilter {
+            status,
+            limit: Some(1),
+            ..RunFilter::default()
+        })
+    };
+    let mut page = if running_first {
+        newest(Some(RunState::Running))?
+    } else {
+        newest(None)?
+    };
+    if page.runs.is_empty() && running_first {
+        page = newest(None)?;
+    }
+    page.runs
+        .into_iter()
+        .next()
+        .map(|r| r.run_id)
+        .ok_or_else(|| {
+            Failure(format!(
+                "the archive {} has no runs yet",
+                source.dir().display()
+            ))
+        })
 }
 
 fn show(dir: &Path, args: ShowArgs, text: TextRenderer) -> Result<ExitCode, Failure> {
-    let archive = open_existing(dir)?;
-    let run_id = match (args.run, args.last) {
-        (Some(r), _) => r,
-        (None, _) => archive
-            .list_runs(&RunFilter {
-                limit: Some(1),
-                ..RunFilter::default()
-            })?
-            .runs
-            .into_iter()
-            .next()
-            .map(|r| r.run_id)
-            .ok_or_else(|| Failure(format!("the archive {} has no runs yet", dir.display())))?,
+    let source = Source::open(dir)?;
+    let run_id = match args.run {
+        Some(r) => r,
+        None => newest_run(&source, false)?,
     };
     let filter = ShowFilter {
         call: args.call,
         kinds: args.kind,
     };
     if let Some(path) = &args.html {
-        return Err(Failure(format!(
-            "--html {}: the HTML report is not part of this build yet",
+        // Streams the facts into the page like show_run does: facts the
+        // filters leave out still shape the waterfall but are not listed.
+        let record = resolve_run(&source, &run_id)?;
+        let file = File::create(path)
+            .map_err(|e| Failure(format!("cannot write {}: {e}", path.display())))?;
+        let mut w = reel_viewer::render::html::HtmlWriter::start(BufWriter::new(file), &record)?;
+        let mut damaged = false;
+        for item in source.facts(&run_id, 0, false)? {
+            match item? {
+                Item::Fact(fact) if filter.keeps(&fact) => w.fact(&fact)?,
+                Item::Fact(fact) => w.timeline_only(&fact),
+                Item::Gap {
+                    first,
+                    last,
+                    detail,
+                } => {
+                    damaged = true;
+                    w.gap(first, last, &detail);
+                }
+            }
+        }
+        let timeline = w.finish()?;
+        eprintln!(
+            "wrote the HTML report of run {run_id} ({} calls, {} facts, {} anomalies) to {}",
+            timeline.calls.len(),
+            timeline.facts,
+            timeline.anomalies.len(),
             path.display()
-        )));
+        );
+        return Ok(if damaged {
+            ExitCode::from(2)
+        } else {
+            ExitCode::SUCCESS
+        });
     }
     let mut out = BufWriter::new(io::stdout().lock());
     let code = if args.json {
-        show_json(&archive, &run_id, &filter, &mut out)?
+        show_json(&source, &run_id, &filter, &mut out)?
     } else {
-        show_run(&archive, &run_id, &filter, text, &mut out)?
+        show_run(&source, &run_id, &filter, false, text, &mut out)?
     };
     out.flush()?;
     Ok(code)
 }
 
-/// Streams a run as text. A damaged block is shown as a gap; the exit code
-/// is then non-zero.
+/// Streams a run as text (following it as facts land when `follow`). A
+/// damaged block is shown as a gap; the exit code is then 2.
 fn show_run(
-    archive: &Archive,
+    source: &Source,
     run_id: &str,
     filter: &ShowFilter,
+    follow: bool,
     text: TextRenderer,
     out: &mut impl Write,
 ) -> Result<ExitCode, Failure> {
-    let record = resolve_run(archive, run_id)?;
+    let record = resolve_run(source, run_id)?;
     writeln!(out, "{}", text.header(&record))?;
+    out.flush()?;
     let mut b = TimelineBuilder::default();
     let mut damaged = false;
-    for item in archive.facts(run_id, ..)? {
-        match item {
-            Ok(fact) => {
+    for item in source.facts(run_id, 0, follow)? {
+        match item? {
+            Item::Fact(fact) => {
                 b.push(&fact);
                 if filter.keeps(&fact) {
                     writeln!(out, "{}", text.fact(&fact, &b))?;
+                    if follow {
+                        out.flush()?;
+                    }
                 }
             }
-            Err(ArchiveError::Corrupt {
-                first_seq,
-                last_seq,
+            Item::Gap {
+                first,
+                last,
                 detail,
-                ..
-            }) => {
+            } => {
                 damaged = true;
-                b.push_gap(first_seq, last_seq, &detail);
+                b.push_gap(first, last, &detail);
                 writeln!(
                     out,
-                    "           ✗ facts #{first_seq}..{} are damaged and could not be read: {detail}",
-                    last_seq.map(|l| format!("={l}")).unwrap_or_default()
+                    "           ✗ facts #{first}..{} are damaged and could not be read: {detail}",
+                    last.map(|l| format!("={l}")).unwrap_or_default()
                 )?;
             }
-            Err(e) => return Err(e.into()),
         }
     }
     write!(out, "{}", text.summary(&b.finish()))?;
@@ -449,28 +558,26 @@ fn show_run(
 }
 
 fn show_json(
-    archive: &Archive,
+    source: &Source,
     run_id: &str,
     filter: &ShowFilter,
     out: &mut impl Write,
 ) -> Result<ExitCode, Failure> {
-    let record = resolve_run(archive, run_id)?;
+    let record = resolve_run(source, run_id)?;
     let mut w = JsonWriter::start(out, &record)?;
     let mut damaged = false;
-    for item in archive.facts(run_id, ..)? {
-        match item {
-            Ok(fact) if filter.keeps(&fact) => w.fact(&fact)?,
-            Ok(_) => {}
-            Err(ArchiveError::Corrupt {
-                first_seq,
-                last_seq,
+    for item in source.facts(run_id, 0, false)? {
+        match item? {
+            Item::Fact(fact) if filter.keeps(&fact) => w.fact(&fact)?,
+            Item::Fact(_) => {}
+            Item::Gap {
+                first,
+                last,
                 detail,
-                ..
-            }) => {
+            } => {
                 damaged = true;
-                w.gap(first_seq, last_seq, &detail);
+                w.gap(first, last, &detail);
             }
-            Err(e) => return Err(e.into()),
         }
     }
     w.finish()?;
@@ -481,9 +588,59 @@ fn show_json(
     })
 }
 
+fn tail(dir: &Path, run: Option<String>, text: TextRenderer) -> Result<ExitCode, Failure> {
+    let source = Source::open(dir)?;
+    let run_id = match run {
+        Some(r) => r,
+        None => newest_run(&source, true)?,
+    };
+    // Only a live recorder can add facts: a closed archive shows what it has.
+    let follow = matches!(source, Source::Live { .. });
+    let mut out = io::stdout().lock();
+    show_run(
+        &source,
+        &run_id,
+        &ShowFilter::default(),
+        follow,
+        text,
+        &mut out,
+    )
+}
+
+fn collect_facts(source: &Source, run_id: &str) -> Result<Vec<Fact>, Failure> {
+    resolve_run(source, run_id)?;
+    let mut facts = Vec::new();
+    for item in source.facts(run_id, 0, false)? {
+        match item? {
+            Item::Fact(f) => facts.push(f),
+            Item::Gap { first, last, detail } => {
+                return Err(Failure(format!(
+                    "run {run_id}: facts #{first}..{} are damaged ({detail}): cannot diff a run with a gap",
+                    last.map(|l| format!("={l}")).unwrap_or_default()
+                )))
+            }
+        }
+    }
+    Ok(facts)
+}
+
+fn diff_runs(dir: &Path, a: &str, b: &str, width: usize) -> Result<ExitCode, Failure> {
+    let source = Source::open(dir)?;
+    let fa = collect_facts(&source, a)?;
+    let fb = collect_facts(&source, b)?;
+    let (text, first) = diff::render(a, &fa, b, &fb, width.max(40));
+    io::stdout().lock().write_all(text.as_bytes())?;
+    Ok(if first.is_some() {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
 fn export(dir: &Path, run: &str, output: &Path) -> Result<ExitCode, Failure> {
-    let archive = open_existing(dir)?;
-    resolve_run(&archive, run)?;
+    let source = Source::open(dir)?;
+    resolve_run(&source, run)?;
+    let archive = source.local("export")?;
     let tape = Tape::export(&archive, run)?;
     if output == Path::new("-") {
         tape.write(io::stdout().lock())?;
@@ -528,7 +685,7 @@ fn import(dir: &Path, file: &Path) -> Result<ExitCode, Failure> {
 }
 
 fn verify(dir: &Path, json: bool) -> Result<ExitCode, Failure> {
-    let archive = open_existing(dir)?;
+    let archive = open_existing(dir, "verify")?;
     let report = archive.verify()?;
     let mut out = io::stdout().lock();
     if json {
@@ -557,8 +714,7 @@ fn verify(dir: &Path, json: bool) -> Result<ExitCode, Failure> {
 }
 
 fn stats(dir: &Path, json: bool) -> Result<ExitCode, Failure> {
-    let archive = open_existing(dir)?;
-    let s = archive.stats()?;
+    let s = Source::open(dir)?.stats()?;
     let mut out = io::stdout().lock();
     if json {
         serde_json::to_writer_pretty(&mut out, &s)?;

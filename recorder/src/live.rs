@@ -1,0 +1,160 @@
+//! Live inspection: the recorder serves reads of the archive it holds on a
+//! Unix socket inside the archive directory (owner-only), so that `reel
+//! runs`, `reel show` and `reel tail` work while it records. The protocol
+//! is [`reel::live`].
+
+use std::path::{Path, PathBuf};
+
+use futures::StreamExt;
+use reel::live::{Reply, Request, SOCKET_NAME};
+use reel::{Archive, ArchiveError};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{UnixListener, UnixStream};
+use tokio::task::JoinHandle;
+
+/// A running socket server; stops and removes the socket on drop.
+pub(crate) struct LiveServer {
+    path: PathBuf,
+    task: JoinHandle<()>,
+}
+
+impl LiveServer {
+    /// Binds `<archive>/reel.sock` (replacing a stale one: this process holds
+    /// the archive lock, so no other recorder serves it) and serves in the
+    /// background on the current tokio runtime.
+    pub(crate) fn start(archive: Archive) -> std::io::Result<LiveServer> {
+        let path = archive.dir().join(SOCKET_NAME);
+        let _ = std::fs::remove_file(&path);
+        let listener = UnixListener::bind(&path)?;
+        restrict(&path)?;
+        let task = tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let archive = archive.clone();
+                tokio::spawn(async move {
+                    let _ = serve(archive, stream).await;
+                });
+            }
+        });
+        Ok(LiveServer { path, task })
+    }
+}
+
+impl Drop for LiveServer {
+    fn drop(&mut self) {
+        self.task.abort();
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+#[cfg(unix)]
+fn restrict(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+}
+
+async fn send(stream: &mut (impl AsyncWriteExt + Unpin), reply: &Reply) -> std::io::Result<()> {
+    let mut line = serde_json::to_vec(reply).map_err(std::io::Error::other)?;
+    line.push(b'\n');
+    stream.write_all(&line).await
+}
+
+fn error(e: ArchiveError) -> Reply {
+    Reply::Error {
+        unknown_run: matches!(e, ArchiveError::UnknownRun { .. }),
+        message: e.to_string(),
+    }
+}
+
+async fn serve(archive: Archive, stream: UnixStream) -> std::io::Result<()> {
+    let (read, mut write) = stream.into_split();
+    let mut lines = BufReader::new(read).lines();
+    let Some(line) = lines.next_line().await? else {
+        return Ok(());
+    };
+    let request: Request = match serde_json::from_str(&line) {
+        Ok(r) => r,
+        Err(e) => {
+            let reply = Reply::Error {
+                message: format!("bad request: {e}"),
+                unknown_run: false,
+            };
+            return send(&mut write, &reply).await;
+        }
+    };
+    match request {
+        Request::Runs { filter } => {
+            let reply = archive
+                .list_runs(&filter)
+                .map(Reply::Runs)
+                .unwrap_or_else(error);
+            send(&mut write, &reply).await
+        }
+        Request::Run { run_id } => {
+            let reply = archive.run(&run_id).map(Reply::Run).unwrap_or_else(error);
+            send(&mut write, &reply).await
+        }
+        Request::RunIds => {
+            let ids = archive.run_ids().filter_map(Result::ok).collect();
+            send(&mut write, &Reply::RunIds(ids)).await
+        }
+        Request::Stats => {
+            let reply = archive.stats().map(Reply::Stats).unwrap_or_else(error);
+            send(&mut write, &reply).await
+        }
+        Request::Facts {
+            run_id,
+            from,
+            follow,
+        } => {
+            if let Err(e) = archive.run(&run_id) {
+                return send(&mut write, &error(e)).await;
+            }
+            if follow {
+                let mut stream = Box::pin(archive.follow(&run_id, from));
+                while let Some(item) = stream.next().await {
+                    send(&mut write, &fact_reply(item)).await?;
+                }
+            } else {
+                let facts = match archive.facts(&run_id, from..) {
+                    Ok(f) => f,
+                    Err(e) => return send(&mut write, &error(e)).await,
+                };
+                // Read on a blocking thread in chunks: sled reads are sync.
+                let mut facts = facts;
+                loop {
+                    let (chunk, rest) = tokio::task::spawn_blocking(move || {
+                        let chunk: Vec<_> = facts.by_ref().take(1024).collect();
+                        (chunk, facts)
+                    })
+                    .await
+                    .map_err(std::io::Error::other)?;
+                    facts = rest;
+                    if chunk.is_empty() {
+                        break;
+                    }
+                    for item in chunk {
+                        send(&mut write, &fact_reply(item)).await?;
+                    }
+                }
+            }
+            send(&mut write, &Reply::End).await
+        }
+    }
+}
+
+fn fact_reply(item: Result<reel::Fact, ArchiveError>) -> Reply {
+    match item {
+        Ok(f) => Reply::Fact(f),
+        Err(ArchiveError::Corrupt {
+            first_seq,
+            last_seq,
+            detail,
+            ..
+        }) => Reply::Gap {
+            first: first_seq,
+            last: last_seq,
+            detail,
+        },
+        Err(e) => error(e),
+    }
+}

@@ -1,0 +1,82 @@
+//! The live-inspection protocol: how `reel` reads an archive that a running
+//! recorder holds (sled admits one process per archive).
+//!
+//! The recorder listens on a Unix socket inside the archive directory
+//! ([`SOCKET_NAME`], owner-only permissions). A client connects, writes one
+//! [`Request`] as a JSON line, and reads [`Reply`] JSON lines until the
+//! answer is complete: one line for most requests; for
+//! [`Request::Facts`], one line per fact (or gap) and then [`Reply::End`].
+//! Only the message types live here; the server is in the recorder and
+//! the client in the `reel` binary, so the core does no IO of its own.
+
+use serde::{Deserialize, Serialize};
+
+use crate::archive::{ArchiveStats, RunFilter, RunPage};
+use crate::{Fact, RunRecord};
+
+/// The socket's file name inside the archive directory.
+pub const SOCKET_NAME: &str = "reel.sock";
+
+/// A request to a live recorder.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Request {
+    /// List runs.
+    Runs {
+        /// The filter.
+        filter: RunFilter,
+    },
+    /// One run's record.
+    Run {
+        /// The run.
+        run_id: String,
+    },
+    /// Every run id (for suggestions).
+    RunIds,
+    /// A run's facts from `from` on; with `follow`, keep sending new facts
+    /// as they land until the run ends.
+    Facts {
+        /// The run.
+        run_id: String,
+        /// First seq wanted.
+        from: u64,
+        /// Keep following.
+        follow: bool,
+    },
+    /// Archive figures.
+    Stats,
+}
+
+/// One line of a reply.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reply {
+    /// A page of runs.
+    Runs(RunPage),
+    /// A run record.
+    Run(RunRecord),
+    /// Run ids.
+    RunIds(Vec<String>),
+    /// One fact.
+    Fact(Fact),
+    /// Facts that could not be read (a damaged block).
+    Gap {
+        /// First seq.
+        first: u64,
+        /// Last seq, when known.
+        last: Option<u64>,
+        /// Why.
+        detail: String,
+    },
+    /// The end of a fact stream.
+    End,
+    /// Archive figures.
+    Stats(ArchiveStats),
+    /// The request failed.
+    Error {
+        /// What happened, and what to do.
+        message: String,
+        /// True when the run asked for does not exist.
+        unknown_run: bool,
+    },
+}

@@ -1,0 +1,113 @@
+//! `reel diff`: two runs' facts side by side, aligned by position, with the
+//! first difference marked. Differences are found by the replayer's
+//! matcher, ignoring what always differs between two runs (times,
+//! durations, run ids, clock reads).
+
+use std::fmt::Write as _;
+
+use reel::Fact;
+use reel_replayer::matching::{diff_kinds, show, FieldDiff, IgnoreRule};
+use reel_viewer::display::cut;
+use reel_viewer::render::text::compact;
+
+/// Fields that differ between any two runs and are not compared.
+pub fn volatile() -> Vec<IgnoreRule> {
+    [
+        ("run.started", "/run_id"),
+        ("call.ended", "/duration_ns"),
+        ("teardown.ran", "/duration_ns"),
+        ("clock", "/unix_nanos"),
+        ("artifact.put", "/meta/origin/run_id"),
+        ("artifact.get", "/meta/origin/run_id"),
+    ]
+    .into_iter()
+    .map(|(kind, pointer)| IgnoreRule {
+        kind: Some(kind.into()),
+        pointer: pointer.into(),
+    })
+    .collect()
+}
+
+/// The first difference: (index, field diffs).
+pub type First = Option<(usize, Vec<FieldDiff>)>;
+
+fn summary(f: &Fact) -> String {
+    let data = serde_json::to_value(f)
+        .ok()
+        .and_then(|v| v.get("data").cloned())
+        .unwrap_or_default();
+    format!("#{} {} {}", f.seq, f.kind.name(), compact(&data, 200))
+}
+
+/// Renders the two runs side by side; returns the text and the first
+/// difference.
+pub fn render(a_id: &str, a: &[Fact], b_id: &str, b: &[Fact], width: usize) -> (String, First) {
+    let ignore = volatile();
+    let col = width.saturating_sub(5) / 2;
+    let mut out = String::new();
+    let _ = writeln!(out, "  {:<col$} │ {}", cut(a_id, col), cut(b_id, col));
+    let mut first: First = None;
+    for i in 0..a.len().max(b.len()) {
+        let (fa, fb) = (a.get(i), b.get(i));
+        let diff = match (fa, fb) {
+            (Some(x), Some(y)) => {
+                let mut d = diff_kinds(&x.kind, &y.kind, &ignore);
+                if x.call != y.call {
+                    d.insert(
+                        0,
+                        FieldDiff {
+                            path: "call".into(),
+                            expected: x.call.clone().map(Into::into),
+                            actual: y.call.clone().map(Into::into),
+                        },
+                    );
+                }
+                d
+            }
+            _ => vec![FieldDiff {
+                path: "fact".into(),
+                expected: fa.map(|f| f.kind.name().into()),
+                actual: fb.map(|f| f.kind.name().into()),
+            }],
+        };
+        let mark = if diff.is_empty() { ' ' } else { '≠' };
+        let left = fa.map(summary).unwrap_or_else(|| "(no fact)".into());
+        let right = fb.map(summary).unwrap_or_else(|| "(no fact)".into());
+        let _ = writeln!(
+            out,
+            "{mark} {:<col$} │ {}",
+            cut(&left, col.saturating_sub(12)),
+            cut(&right, col.saturating_sub(12))
+        );
+        if !diff.is_empty() && first.is_none() {
+            for (n, d) in diff.iter().enumerate() {
+                let lead = if n == 0 {
+                    "▶ first difference"
+                } else {
+                    "  also"
+                };
+                let _ = writeln!(
+                    out,
+                    "  {lead}: {}: {} vs {}",
+                    d.path,
+                    show(&d.expected),
+                    show(&d.actual)
+                );
+            }
+            first = Some((i, diff));
+        }
+    }
+    match &first {
+        None => {
+            let _ = writeln!(
+                out,
+                "the runs match ({} facts; times, durations and ids ignored)",
+                a.len()
+            );
+        }
+        Some((i, _)) => {
+            let _ = writeln!(out, "the runs differ first at fact {i}");
+        }
+    }
+    (out, first)
+}

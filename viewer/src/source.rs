@@ -1,0 +1,246 @@
+//! Where the `reel` binary reads an archive from: the archive itself, or —
+//! when a running recorder holds it — that recorder's live socket.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+
+use reel::archive::{Archive, ArchiveConfig, ArchiveError, ArchiveStats, RunFilter, RunPage};
+use reel::live::{Reply, Request, SOCKET_NAME};
+use reel::{Fact, RunRecord};
+
+use crate::Failure;
+
+/// One item of a run's fact stream.
+pub enum Item {
+    /// A fact.
+    Fact(Fact),
+    /// Facts that could not be read.
+    Gap {
+        first: u64,
+        last: Option<u64>,
+        detail: String,
+    },
+}
+
+/// An archive to read.
+pub enum Source {
+    /// Opened directly (no other process holds it).
+    Local(Archive),
+    /// Held by a recorder that serves its socket.
+    Live { dir: PathBuf, socket: PathBuf },
+}
+
+impl Source {
+    /// Opens `dir` for reading: directly, or through the live socket when a
+    /// recorder holds it.
+    pub fn open(dir: &Path) -> Result<Source, Failure> {
+        if !dir.join("db").exists() {
+            return Err(Failure(format!(
+                "no archive at {}: record one with `reel demo --archive {}`, or pass --archive DIR (or set REEL_ARCHIVE)",
+                dir.display(),
+                dir.display()
+            )));
+        }
+        match Archive::open(dir, ArchiveConfig::default()) {
+            Ok(a) => Ok(Source::Local(a)),
+            Err(ArchiveError::Locked { .. }) => {
+                let socket = dir.join(SOCKET_NAME);
+                match UnixStream::connect(&socket) {
+                    Ok(_) => Ok(Source::Live {
+                        dir: dir.to_path_buf(),
+                        socket,
+                    }),
+                    Err(_) => Err(Failure(format!(
+                        "archive {} is held open by another process that serves no live socket ({}): \
+                         stop that process, or record with `RecorderConfig::serve_live` on to inspect it while it runs",
+                        dir.display(),
+                        socket.display()
+                    ))),
+                }
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The local archive, for verbs that need one (verify, import, export).
+    pub fn local(self, verb: &str) -> Result<Archive, Failure> {
+        match self {
+            Source::Local(a) => Ok(a),
+            Source::Live { dir, .. } => Err(Failure(format!(
+                "`reel {verb}` needs the archive itself, but a running recorder holds {}: stop the recorder first (runs, show and tail work while it runs)",
+                dir.display()
+            ))),
+        }
+    }
+
+    /// The directory.
+    pub fn dir(&self) -> &Path {
+        match self {
+            Source::Local(a) => a.dir(),
+            Source::Live { dir, .. } => dir,
+        }
+    }
+
+    fn ask(&self, request: &Request) -> Result<Replies, Failure> {
+        let Source::Live { socket, .. } = self else {
+            unreachable!("only live sources are asked")
+        };
+        let mut stream = UnixStream::connect(socket).map_err(|e| {
+            Failure(format!(
+                "cannot reach the recorder at {}: {e}",
+                socket.display()
+            ))
+        })?;
+        let mut line = serde_json::to_vec(request)?;
+        line.push(b'\n');
+        stream.write_all(&line)?;
+        Ok(Replies {
+            lines: BufReader::new(stream),
+        })
+    }
+
+    fn one(&self, request: &Request) -> Result<Reply, Failure> {
+        self.ask(request)?.next().unwrap_or_else(|| {
+            Err(Failure(
+                "the recorder closed the connection without answering".into(),
+            ))
+        })
+    }
+
+    /// Lists runs.
+    pub fn list_runs(&self, filter: &RunFilter) -> Result<RunPage, Failure> {
+        match self {
+            Source::Local(a) => Ok(a.list_runs(filter)?),
+            Source::Live { .. } => match self.one(&Request::Runs {
+                filter: filter.clone(),
+            })? {
+                Reply::Runs(p) => Ok(p),
+                other => Err(unexpected(other)),
+            },
+        }
+    }
+
+    /// One run's record; `Ok(None)` when there is no such run.
+    pub fn run(&self, run_id: &str) -> Result<Option<RunRecord>, Failure> {
+        match self {
+            Source::Local(a) => match a.run(run_id) {
+                Ok(r) => Ok(Some(r)),
+                Err(ArchiveError::UnknownRun { .. }) => Ok(None),
+                Err(e) => Err(e.into()),
+            },
+            Source::Live { .. } => match self.one(&Request::Run {
+                run_id: run_id.into(),
+            })? {
+                Reply::Run(r) => Ok(Some(r)),
+                Reply::Error {
+                    unknown_run: true, ..
+                } => Ok(None),
+                other => Err(unexpected(other)),
+            },
+        }
+    }
+
+    /// Every run id.
+    pub fn run_ids(&self) -> Result<Vec<String>, Failure> {
+        match self {
+            Source::Local(a) => Ok(a.run_ids().filter_map(Result::ok).collect()),
+            Source::Live { .. } => match self.one(&Request::RunIds)? {
+                Reply::RunIds(ids) => Ok(ids),
+                other => Err(unexpected(other)),
+            },
+        }
+    }
+
+    /// Archive figures.
+    pub fn stats(&self) -> Result<ArchiveStats, Failure> {
+        match self {
+            Source::Local(a) => Ok(a.stats()?),
+            Source::Live { .. } => match self.one(&Request::Stats)? {
+                Reply::Stats(s) => Ok(s),
+                other => Err(unexpected(other)),
+            },
+        }
+    }
+
+    /// A run's facts from `from` on. With `follow` (live only) the stream
+    /// goes on as facts land, until the run ends.
+    pub fn facts(
+        &self,
+        run_id: &str,
+        from: u64,
+        follow: bool,
+    ) -> Result<Box<dyn Iterator<Item = Result<Item, Failure>> + '_>, Failure> {
+        match self {
+            Source::Local(a) => Ok(Box::new(a.facts(run_id, from..)?.map(|item| match item {
+                Ok(f) => Ok(Item::Fact(f)),
+                Err(ArchiveError::Corrupt {
+                    first_seq,
+                    last_seq,
+                    detail,
+                    ..
+                }) => Ok(Item::Gap {
+                    first: first_seq,
+                    last: last_seq,
+                    detail,
+                }),
+                Err(e) => Err(e.into()),
+            }))),
+            Source::Live { .. } => {
+                let replies = self.ask(&Request::Facts {
+                    run_id: run_id.into(),
+                    from,
+                    follow,
+                })?;
+                Ok(Box::new(replies.map_while(|r| match r {
+                    Ok(Reply::Fact(f)) => Some(Ok(Item::Fact(f))),
+                    Ok(Reply::Gap {
+                        first,
+                        last,
+                        detail,
+                    }) => Some(Ok(Item::Gap {
+                        first,
+                        last,
+                        detail,
+                    })),
+                    Ok(Reply::End) => None,
+                    Ok(other) => Some(Err(unexpected(other))),
+                    Err(e) => Some(Err(e)),
+                })))
+            }
+        }
+    }
+}
+
+fn unexpected(reply: Reply) -> Failure {
+    match reply {
+        Reply::Error { message, .. } => Failure(message),
+        other => Failure(format!(
+            "the recorder answered something unexpected: {other:?}"
+        )),
+    }
+}
+
+/// Reply lines from the recorder.
+struct Replies {
+    lines: BufReader<UnixStream>,
+}
+
+impl Iterator for Replies {
+    type Item = Result<Reply, Failure>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let mut line = String::new();
+        match self.lines.read_line(&mut line) {
+            Ok(0) => None,
+            Ok(_) => {
+                Some(serde_json::from_str(&line).map_err(|e| {
+                    Failure(format!("the recorder sent a line reel cannot read: {e}"))
+                }))
+            }
+            Err(e) => Some(Err(Failure(format!(
+                "reading from the recorder failed: {e}"
+            )))),
+        }
+    }
+}
