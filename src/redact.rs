@@ -135,6 +135,25 @@ impl Redactor {
         }
     }
 
+    /// The string values (6 characters or longer) that stand under
+    /// secret-named keys in `value`. A host scrubs them from the rest of the
+    /// run, so that an error message echoing an argument leaks nothing.
+    pub fn secret_values(&self, value: &Value, out: &mut Vec<String>) {
+        match value {
+            Value::Array(items) => items.iter().for_each(|v| self.secret_values(v, out)),
+            Value::Object(map) => {
+                for (k, v) in map {
+                    if self.is_secret_key(k) {
+                        collect_strings(v, out);
+                    } else {
+                        self.secret_values(v, out);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
     /// Redacts every JSON value and free-text field of a fact in place,
     /// and caps the nesting of its JSON values (see [`cap_depth`]).
     pub fn redact_fact(&self, kind: &mut FactKind, secrets: &[&str]) {
@@ -328,6 +347,15 @@ pub fn spill_large(kind: &mut FactKind, limit: usize, mut store: impl FnMut(&[u8
 }
 
 /// Replaces every occurrence of each secret in `text` by [`MARKER`].
+fn collect_strings(value: &Value, out: &mut Vec<String>) {
+    match value {
+        Value::String(s) if s.chars().count() >= 6 => out.push(s.clone()),
+        Value::Array(items) => items.iter().for_each(|v| collect_strings(v, out)),
+        Value::Object(map) => map.values().for_each(|v| collect_strings(v, out)),
+        _ => {}
+    }
+}
+
 fn scrub(text: &mut String, secrets: &[&str]) {
     for secret in secrets {
         if !secret.is_empty() && text.contains(secret) {

@@ -844,7 +844,7 @@ impl CallBackend for LiveBackend {
     fn get_artifact<'a>(
         &'a self,
         id: &'a str,
-    ) -> BoxFuture<'a, Result<Option<(ArtifactMeta, Vec<u8>)>, String>> {
+    ) -> BoxFuture<'a, Result<Option<FoundArtifact>, String>> {
         Box::pin(async move {
             let store = self
                 .providers

@@ -19,9 +19,10 @@
 //! async fn greet(ctx: ToolContext, name: String) -> Result<String, ToolError> {
 //!     let token = ctx.credential("greeter").await?; // only a fingerprint is kept
 //!     ctx.progress(json!({ "message": "Greeting", "done": 1, "total": 1 }));
+//!     let who = name.clone();
 //!     let greeting = ctx
 //!         .effect("greeter.compose", &name, move || async move {
-//!             Ok::<_, String>(format!("hello, {name}"))
+//!             Ok::<_, String>(format!("hello, {who}"))
 //!         })
 //!         .await?;
 //!     assert!(!token.secret().expose().is_empty());

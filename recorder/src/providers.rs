@@ -5,7 +5,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 
-use reel::context::{BoxFuture, CredentialNeed, ElicitAnswer, Elicitation, Secret};
+use reel::context::{BoxFuture, CredentialNeed, ElicitAnswer, Elicitation, FoundArtifact, Secret};
 use reel::fact::{ArtifactMeta, ElicitOutcome, Identity, Level};
 use serde_json::Value;
 
@@ -46,7 +46,7 @@ pub trait ArtifactStore: Send + Sync {
         &'a self,
         scope: &'a Identity,
         id: &'a str,
-    ) -> BoxFuture<'a, Result<Option<(ArtifactMeta, Vec<u8>)>, String>>;
+    ) -> BoxFuture<'a, Result<Option<FoundArtifact>, String>>;
 }
 
 /// Asks the user.
@@ -114,7 +114,7 @@ impl CredentialProvider for MemoryVault {
 /// An in-memory artifact store keyed by (scope, id).
 #[derive(Default)]
 pub struct MemoryArtifactStore {
-    items: Mutex<HashMap<(Identity, String), (ArtifactMeta, Vec<u8>)>>,
+    items: Mutex<HashMap<(Identity, String), FoundArtifact>>,
     next: Mutex<u64>,
 }
 
@@ -147,7 +147,7 @@ impl ArtifactStore for MemoryArtifactStore {
         &'a self,
         scope: &'a Identity,
         id: &'a str,
-    ) -> BoxFuture<'a, Result<Option<(ArtifactMeta, Vec<u8>)>, String>> {
+    ) -> BoxFuture<'a, Result<Option<FoundArtifact>, String>> {
         let found = self
             .items
             .lock()

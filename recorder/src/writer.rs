@@ -15,14 +15,17 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use reel::context::Secret;
-use reel::fact::NewFact;
+use reel::fact::{FactKind, NewFact};
 use reel::redact::{spill_large, Redactor};
-use reel::Archive;
+use reel::{Archive, ArchiveError};
 use tokio::sync::{oneshot, Notify};
 
 use crate::config::{Durability, RecorderConfig};
 
 /// A message to the writer.
+// `Fact` is by far the most common variant: boxing it would cost an
+// allocation per fact on the tool's thread to shrink the rare ones.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Msg {
     /// A fact of a run.
     Fact { run: Arc<str>, fact: NewFact },
@@ -247,30 +250,61 @@ impl Writer {
 
     fn write(&mut self, batches: &mut Vec<(Arc<str>, Vec<NewFact>)>) {
         for (run, mut facts) in batches.drain(..) {
+            // Values under secret-named keys of a call's args are scrubbed
+            // from the rest of the run (an error may echo an argument).
+            let mut found = Vec::new();
+            for fact in &facts {
+                if let FactKind::CallStarted(c) = &fact.kind {
+                    self.redactor.secret_values(&c.args, &mut found);
+                }
+            }
+            if !found.is_empty() {
+                self.secrets
+                    .entry(run.clone())
+                    .or_default()
+                    .extend(found.into_iter().map(Secret::new));
+            }
             let secrets: Vec<&str> = self
                 .secrets
                 .get(&run)
                 .map(|s| s.iter().map(Secret::expose).collect())
                 .unwrap_or_default();
+            let mut spill_err = None;
             for fact in &mut facts {
                 self.redactor.redact_fact(&mut fact.kind, &secrets);
                 let archive = &self.archive;
-                let mut spill_err = None;
                 spill_large(&mut fact.kind, self.inline_limit, |bytes| {
-                    match archive.put_artifact(bytes) {
-                        Ok(d) => d,
-                        Err(e) => {
-                            spill_err = Some(e.to_string());
-                            String::new()
-                        }
-                    }
+                    archive.put_artifact(bytes).unwrap_or_else(|e| {
+                        spill_err = Some(e.to_string());
+                        String::new()
+                    })
                 });
-                if let Some(e) = spill_err {
-                    self.fail(format!("run {run}: storing a large payload failed: {e}"));
-                }
             }
-            if let Err(e) = self.archive.append(&run, facts) {
-                self.fail(format!("run {run}: appending facts failed: {e}"));
+            if let Some(e) = spill_err {
+                self.fail(format!("run {run}: storing a large payload failed: {e}"));
+            }
+            // run.ended is a run's last fact: anything filed after it (a
+            // late fact racing the end) is reported and dropped, never
+            // allowed to take the run's real facts down with it.
+            let late = match facts
+                .iter()
+                .position(|f| matches!(f.kind, FactKind::RunEnded(_)))
+            {
+                Some(end) => facts.split_off(end + 1),
+                None => Vec::new(),
+            };
+            match self.archive.append(&run, facts) {
+                Ok(_) => {}
+                Err(ArchiveError::RunClosed { .. }) => {
+                    eprintln!("reel-recorder: run {run}: facts filed after the run ended were not recorded");
+                }
+                Err(e) => self.fail(format!("run {run}: appending facts failed: {e}")),
+            }
+            if !late.is_empty() {
+                eprintln!(
+                    "reel-recorder: run {run}: {} fact(s) filed after run.ended were not recorded",
+                    late.len()
+                );
             }
         }
     }
