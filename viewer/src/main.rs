@@ -82,8 +82,9 @@ enum Command {
     },
     /// Two runs side by side, the first difference marked.
     ///
-    /// Times, durations, run ids and clock reads are not compared. Exits 1
-    /// when the runs differ.
+    /// Times, durations, run ids and clock reads are not compared (nor a
+    /// clock read the tool passed on, e.g. into an effect). Exits 1 when
+    /// the runs differ.
     /// Example: reel diff demo-deploy demo-deploy-2
     Diff {
         /// The first run.
@@ -486,11 +487,11 @@ fn show(dir: &Path, args: ShowArgs, text: TextRenderer) -> Result<ExitCode, Fail
         }
         let timeline = w.finish()?;
         eprintln!(
-            "wrote the HTML report of run {run_id} ({} calls, {} facts, {} anomalies) to {}",
+            "wrote the HTML report of run {run_id} to {} (calls: {}, facts: {}, anomalies: {})",
+            path.display(),
             timeline.calls.len(),
             timeline.facts,
-            timeline.anomalies.len(),
-            path.display()
+            timeline.anomalies.len()
         );
         return Ok(if damaged {
             ExitCode::from(2)

@@ -12,6 +12,8 @@ use reel::{Fact, RunRecord};
 use crate::Failure;
 
 /// One item of a run's fact stream.
+// Facts are the common case; boxing them would cost an allocation each.
+#[allow(clippy::large_enum_variant)]
 pub enum Item {
     /// A fact.
     Fact(Fact),

@@ -249,33 +249,15 @@ pub fn fragment(call_id: &str) -> String {
 }
 
 /// The detail part of the line `reel show` prints for a fact (what follows
-/// the offset, seq, call, tool and kind), taken from
-/// [`TextRenderer::fact`] so that both renderings say the same thing. Falls
-/// back to the line after its offset and seq should its shape change.
+/// the offset, seq, call, tool and kind), so that both renderings say the
+/// same thing.
 fn detail_line(text: &TextRenderer, fact: &Fact, b: &TimelineBuilder) -> String {
-    let line = text.fact(fact, b);
-    // "<offset> #<seq> <indent><call> <tool> <kind> <detail>": the offset
-    // and seq hold no spaces.
-    let mut rest = line.as_str();
-    for _ in 0..2 {
-        rest = rest.trim_start();
-        rest = rest.split_once(' ').map_or("", |(_, r)| r);
-    }
     let tool = fact
         .call
         .as_deref()
         .and_then(|c| b.call_info(c))
-        .map(|(t, _)| t);
-    let who = match (&fact.call, tool) {
-        (Some(c), Some(t)) if !t.is_empty() => format!("{c} {t} "),
-        (Some(c), _) => format!("{c} "),
-        (None, _) => String::new(),
-    };
-    let head = format!("{who}{} ", fact.kind.name());
-    match rest.find(&head) {
-        Some(i) => rest[i + head.len()..].to_owned(),
-        None => rest.trim_start().to_owned(),
-    }
+        .map_or("", |(t, _)| t);
+    text.detail_text(fact, tool)
 }
 
 /// 128 bits that no recorded payload can know in advance (std's randomly

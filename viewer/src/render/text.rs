@@ -115,6 +115,12 @@ impl TextRenderer {
         )
     }
 
+    /// The readable detail of a fact (what `reel show` prints after its
+    /// kind), without colours. `tool` is the tool of the fact's call.
+    pub fn detail_text(&self, fact: &Fact, tool: &str) -> String {
+        self.detail(fact, tool).1
+    }
+
     fn detail(&self, fact: &Fact, tool: &str) -> (Style, String) {
         let plain = Style::new();
         match &fact.kind {
