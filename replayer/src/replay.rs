@@ -2,7 +2,7 @@
 //! serves every answer from the record and matches every fact the tool files
 //! against it, in order.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
 
@@ -320,6 +320,22 @@ fn served_result(call: &RecordedCall) -> Result<Value, ToolError> {
     }
 }
 
+/// The call with its payloads that were stored as artifacts (too large to
+/// keep inline) put back in place: the tool gets its recorded arguments, and
+/// the recorded result compares with the replayed one.
+fn resolved_call(call: &RecordedCall, artifacts: &HashMap<String, Vec<u8>>) -> RecordedCall {
+    let mut call = call.clone();
+    let mut started = FactKind::CallStarted(call.started.clone());
+    resolve_refs(&mut started, artifacts);
+    if let FactKind::CallStarted(s) = started {
+        call.started = s;
+    }
+    for f in &mut call.facts {
+        resolve_refs(&mut f.kind, artifacts);
+    }
+    call
+}
+
 /// Replays one call (and, through dispatch, its children).
 fn replay_call<'a>(
     session: &'a Arc<Session>,
@@ -329,6 +345,7 @@ fn replay_call<'a>(
 ) -> BoxFuture<'a, Result<Value, ToolError>> {
     Box::pin(async move {
         let rec = &session.recording;
+        let call = &resolved_call(call, &rec.artifacts);
         let started = call.started.clone();
         let order = call.started_seq;
         let call_id = started.call_id.clone();
@@ -389,14 +406,21 @@ fn replay_call<'a>(
         let tool = session.tools.get(&started.tool_name).cloned();
         let serve = dispatched.is_some() && (session.options.serve_children || tool.is_none());
         if serve || tool.is_none() {
-            // Not re-driven: the recorded facts stand in the timeline.
+            // Not re-driven: the recorded facts stand in the timeline, those
+            // of its child calls (served with it) included, in record order.
+            let mut subtree = HashSet::new();
+            let mut stack = vec![call];
+            while let Some(c) = stack.pop() {
+                subtree.insert(c.started.call_id.as_str());
+                stack.extend(c.children.iter().filter_map(|id| rec.calls.get(id)));
+            }
             let mut out = session.lock_out();
-            for f in call
-                .facts
-                .iter()
-                .filter(|f| !matches!(f.kind, FactKind::CallStarted(_)))
-            {
-                out.push_fact(f.at, f.offset, Some(&call_id), f.kind.clone());
+            for f in rec.facts.iter().filter(|f| {
+                f.seq != call.started_seq && f.call.as_deref().is_some_and(|c| subtree.contains(c))
+            }) {
+                let mut kind = f.kind.clone();
+                resolve_refs(&mut kind, &rec.artifacts);
+                out.push_fact(f.at, f.offset, f.call.as_deref(), kind);
             }
             report.verdict = if tool.is_none() && dispatched.is_none() {
                 Verdict::MissingTool
