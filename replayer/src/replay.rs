@@ -159,6 +159,23 @@ impl ReplayReport {
             .all(|c| matches!(c.verdict, Verdict::Matched | Verdict::Served))
     }
 
+    /// Where the report of a replay of `tape` is kept: beside it, named
+    /// `<tape>.report.json` (the language server shows its divergences at
+    /// the diverging facts' lines).
+    pub fn path_beside(tape: &std::path::Path) -> std::path::PathBuf {
+        let mut name = tape.as_os_str().to_owned();
+        name.push(".report.json");
+        std::path::PathBuf::from(name)
+    }
+
+    /// Writes the report beside `tape` (see [`ReplayReport::path_beside`]).
+    pub fn write_beside(&self, tape: &std::path::Path) -> std::io::Result<std::path::PathBuf> {
+        let path = ReplayReport::path_beside(tape);
+        let json = serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?;
+        std::fs::write(&path, json)?;
+        Ok(path)
+    }
+
     /// One readable line per call that did not match.
     pub fn problems(&self) -> Vec<String> {
         self.calls

@@ -50,16 +50,26 @@ pub fn replay_tape(
     }
 }
 
-/// Fails the test with every divergence, one readable line each.
+/// Fails the test with every divergence, one readable line each. On a
+/// divergence the report is also written beside the tape
+/// (`<tape>.report.json`), where an editor running `reel lsp` shows it; on
+/// a match a stale report there is removed.
 #[track_caller]
-pub fn assert_matched(report: &ReplayReport) {
-    if !report.is_match() {
-        panic!(
-            "replay of {} diverged:\n  {}\n\n{report}",
-            report.source,
-            report.problems().join("\n  ")
-        );
+pub fn assert_matched(manifest_dir: &str, tape: &str, report: &ReplayReport) {
+    let path = tape_path(manifest_dir, tape);
+    if report.is_match() {
+        let _ = std::fs::remove_file(ReplayReport::path_beside(&path));
+        return;
     }
+    let written = match report.write_beside(&path) {
+        Ok(p) => format!("the report is in {}", p.display()),
+        Err(e) => format!("(the report could not be written beside the tape: {e})"),
+    };
+    panic!(
+        "replay of {} diverged:\n  {}\n\n{report}\n{written}",
+        report.source,
+        report.problems().join("\n  ")
+    );
 }
 
 /// The workspace root above `manifest_dir` (where `snapshots/` lives).
@@ -113,7 +123,7 @@ macro_rules! assert_replays {
     ($tape:expr, $tools:expr, $options:expr $(,)?) => {{
         let report =
             $crate::support::replay_tape(env!("CARGO_MANIFEST_DIR"), $tape, &$tools, &$options);
-        $crate::support::assert_matched(&report);
+        $crate::support::assert_matched(env!("CARGO_MANIFEST_DIR"), $tape, &report);
         report
     }};
 }
