@@ -255,7 +255,7 @@ fn child(dir: &Path) {
         .and_then(|s| s.parse().ok())
         .unwrap_or(1);
     let mut rng = Rng::new(seed);
-    // Most rounds keep sled's default background flush (500 ms, which a
+    // Half the rounds keep sled's default background flush (500 ms, which a
     // child killed within 400 ms never reaches: only explicit flushes make
     // facts durable). Others flush in the background every few milliseconds,
     // so that what survives is cut at arbitrary points between sled inserts.
@@ -458,7 +458,7 @@ fn parent() {
         }
     }
     println!("crash: took {:.1} s", t0.elapsed().as_secs_f64());
-    println!("{passed} passed, {failed} failed");
+    println!("crash: {passed} passed, {failed} failed");
     if failed > 0 || passed < rounds {
         // Keep the archive for a post-mortem.
         let kept = tmp.keep();

@@ -25,8 +25,7 @@ impl LiveServer {
     pub(crate) fn start(archive: Archive) -> std::io::Result<LiveServer> {
         let path = archive.dir().join(SOCKET_NAME);
         let _ = std::fs::remove_file(&path);
-        let listener = UnixListener::bind(&path)?;
-        restrict(&path)?;
+        let listener = bind_private(&path)?;
         let task = tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
                 let archive = archive.clone();
@@ -44,6 +43,24 @@ impl Drop for LiveServer {
         self.task.abort();
         let _ = std::fs::remove_file(&self.path);
     }
+}
+
+/// Binds the socket in a fresh owner-only directory, restricts it to its
+/// owner, then moves it to `path`: a socket bound in place would be
+/// reachable with the umask's wider permissions until restricted.
+fn bind_private(path: &Path) -> std::io::Result<UnixListener> {
+    use std::os::unix::fs::DirBuilderExt;
+    let staging = path.with_file_name(format!(".{SOCKET_NAME}.{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&staging);
+    std::fs::DirBuilder::new().mode(0o700).create(&staging)?;
+    let staged = staging.join(SOCKET_NAME);
+    let bound = UnixListener::bind(&staged).and_then(|listener| {
+        restrict(&staged)?;
+        std::fs::rename(&staged, path)?;
+        Ok(listener)
+    });
+    let _ = std::fs::remove_dir_all(&staging);
+    bound
 }
 
 #[cfg(unix)]

@@ -486,7 +486,20 @@ impl Archive {
         };
         let ordinal = self.inner.db.generate_id().map_err(|e| self.storage(e))?;
         // The record and its indexes go in before the first block, so that a
-        // crash after the block always leaves a run to recover.
+        // crash after the block always leaves a run to recover. The "running"
+        // status entry goes first of all: it is what recovery looks for, so a
+        // crash that keeps only some of these inserts (sled recovers a prefix
+        // of them) still leaves a run that recovery finds and completes.
+        t.by_status
+            .insert(
+                keys::index_key(
+                    &[keys::state_byte(RunState::Running)],
+                    record.started_at,
+                    ordinal,
+                ),
+                &[],
+            )
+            .map_err(|e| self.storage(e))?;
         t.runs
             .insert(ordinal.to_be_bytes(), encode_record(&record))
             .map_err(|e| self.storage(e))?;
@@ -552,24 +565,54 @@ impl Archive {
                 .map_err(s)?;
         }
         if before.state != after.state {
-            t.by_status
-                .remove(keys::index_key(
+            self.swap_status(
+                keys::index_key(
                     &[keys::state_byte(before.state)],
                     before.started_at,
                     ordinal,
-                ))
-                .map_err(s)?;
-            t.by_status
-                .insert(
-                    keys::index_key(&[keys::state_byte(after.state)], after.started_at, ordinal),
-                    &[],
-                )
-                .map_err(s)?;
+                ),
+                ordinal,
+                after,
+            )?;
         }
         Ok(())
     }
 
+    /// Moves a run's status index entry from `old_key` to `after`'s state in
+    /// one sled batch, which a crash never splits: the archive never holds
+    /// neither entry, nor both.
+    fn swap_status(&self, old_key: Vec<u8>, ordinal: u64, after: &RunRecord) -> Result<()> {
+        let mut batch = sled::Batch::default();
+        batch.remove(old_key);
+        batch.insert(
+            keys::index_key(&[keys::state_byte(after.state)], after.started_at, ordinal),
+            sled::IVec::default(),
+        );
+        self.trees()
+            .by_status
+            .apply_batch(batch)
+            .map_err(|e| self.storage(e))
+    }
+
     fn index_new(&self, ordinal: u64, record: &RunRecord) -> Result<()> {
+        self.index_but_status(ordinal, record)?;
+        self.trees()
+            .by_status
+            .insert(
+                keys::index_key(
+                    &[keys::state_byte(record.state)],
+                    record.started_at,
+                    ordinal,
+                ),
+                &[],
+            )
+            .map_err(|e| self.storage(e))?;
+        Ok(())
+    }
+
+    /// Inserts the start-time, tenant and tool index entries of a run (each
+    /// insert is idempotent).
+    fn index_but_status(&self, ordinal: u64, record: &RunRecord) -> Result<()> {
         let t = self.trees();
         let s = |e| self.storage(e);
         t.by_time
@@ -583,16 +626,6 @@ impl Archive {
                 )
                 .map_err(s)?;
         }
-        t.by_status
-            .insert(
-                keys::index_key(
-                    &[keys::state_byte(record.state)],
-                    record.started_at,
-                    ordinal,
-                ),
-                &[],
-            )
-            .map_err(s)?;
         for tool in &record.tools {
             t.by_tool
                 .insert(
@@ -989,20 +1022,39 @@ impl Archive {
     /// records rebuilt from the facts that made it to disk.
     fn recover(&self) -> Result<()> {
         let t = self.trees();
-        let running: Vec<u64> = t
+        let s = |e| self.storage(e);
+        let running: Vec<(sled::IVec, u64)> = t
             .by_status
             .scan_prefix([keys::state_byte(RunState::Running)])
             .keys()
             .filter_map(|k| {
-                k.ok()
-                    .and_then(|k| keys::split_index_tail(&k))
-                    .map(|(_, o)| o)
+                let k = k.ok()?;
+                let (_, o) = keys::split_index_tail(&k)?;
+                Some((k, o))
             })
             .collect();
-        for ordinal in running {
-            let Ok(Some(before)) = self.record_by_ordinal(ordinal) else {
-                continue;
+        for (status_key, ordinal) in running {
+            let before = match self.record_by_ordinal(ordinal) {
+                Ok(Some(record)) => record,
+                // The crash came right after the run's first insert, its
+                // status entry: nothing else of it was kept.
+                Ok(None) => {
+                    t.by_status.remove(status_key).map_err(s)?;
+                    continue;
+                }
+                Err(_) => continue,
             };
+            // Status changes are atomic (see `swap_status`), so a crash never
+            // leaves a closed run both its own entry and a "running" one:
+            // that is damage, left for `verify` to report.
+            let own = keys::index_key(
+                &[keys::state_byte(before.state)],
+                before.started_at,
+                ordinal,
+            );
+            if before.state.is_closed() && t.by_status.contains_key(own).map_err(s)? {
+                continue;
+            }
             let mut after = RunRecord {
                 state: RunState::Running,
                 facts: 0,
@@ -1035,7 +1087,24 @@ impl Archive {
             if after.state == RunState::Running {
                 after.state = RunState::Incomplete;
             }
-            self.store_record(ordinal, &before, &after)?;
+            // The crash may have cut the inserts that make or change a run
+            // (record, indexes, run id) anywhere: store the record and assert
+            // every index entry it implies (each insert is idempotent), and
+            // move the status entry last, so that a crash during recovery
+            // leaves the run to the next one.
+            t.runs
+                .insert(ordinal.to_be_bytes(), encode_record(&after))
+                .map_err(s)?;
+            self.index_but_status(ordinal, &after)?;
+            let _ = t
+                .run_ids
+                .compare_and_swap(
+                    after.run_id.as_bytes(),
+                    None::<&[u8]>,
+                    Some(&ordinal.to_be_bytes()[..]),
+                )
+                .map_err(s)?;
+            self.swap_status(status_key.to_vec(), ordinal, &after)?;
         }
         Ok(())
     }

@@ -1,14 +1,19 @@
 //! `reel diff`: two runs' facts side by side, aligned by position, with the
 //! first difference marked. Differences are found by the replayer's
 //! matcher, ignoring what always differs between two runs (times,
-//! durations, run ids, clock reads).
+//! durations, run ids, clock reads). A value a tool got from a clock read
+//! and passed on (into an effect's request or result, an output) is the
+//! same read in both runs: a field that holds run A's clock read where run
+//! B holds the clock read aligned with it is not a difference either.
 
 use std::fmt::Write as _;
 
+use reel::fact::FactKind;
 use reel::Fact;
 use reel_replayer::matching::{diff_kinds, show, FieldDiff, IgnoreRule};
 use reel_viewer::display::cut;
 use reel_viewer::render::text::compact;
+use serde_json::Value;
 
 /// Fields that differ between any two runs and are not compared.
 pub fn volatile() -> Vec<IgnoreRule> {
@@ -47,11 +52,21 @@ pub fn render(a_id: &str, a: &[Fact], b_id: &str, b: &[Fact], width: usize) -> (
     let mut out = String::new();
     let _ = writeln!(out, "  {:<col$} │ {}", cut(a_id, col), cut(b_id, col));
     let mut first: First = None;
+    // Aligned clock reads so far: (run A's value, run B's value).
+    let mut clocks: Vec<(Value, Value)> = Vec::new();
     for i in 0..a.len().max(b.len()) {
         let (fa, fb) = (a.get(i), b.get(i));
         let diff = match (fa, fb) {
             (Some(x), Some(y)) => {
+                if let (FactKind::Clock(cx), FactKind::Clock(cy)) = (&x.kind, &y.kind) {
+                    clocks.push((cx.unix_nanos.into(), cy.unix_nanos.into()));
+                }
                 let mut d = diff_kinds(&x.kind, &y.kind, &ignore);
+                d.retain(|d| {
+                    !clocks.iter().any(|(ca, cb)| {
+                        d.expected.as_ref() == Some(ca) && d.actual.as_ref() == Some(cb)
+                    })
+                });
                 if x.call != y.call {
                     d.insert(
                         0,

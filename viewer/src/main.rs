@@ -701,7 +701,8 @@ fn verify(dir: &Path, json: bool) -> Result<ExitCode, Failure> {
         if report.is_ok() {
             writeln!(out, "ok: no problem found")?;
         } else {
-            writeln!(out, "{} problems:", report.problems.len())?;
+            let n = report.problems.len();
+            writeln!(out, "{n} {}:", if n == 1 { "problem" } else { "problems" })?;
             for p in &report.problems {
                 writeln!(out, "  {p}")?;
             }

@@ -354,11 +354,21 @@ impl TimelineBuilder {
     pub fn push(&mut self, fact: &Fact) {
         if fact.seq > self.next_seq {
             let (first, last) = (self.next_seq, fact.seq - 1);
-            self.t().anomalies.push(Anomaly::Gap {
-                first,
-                last: Some(last),
-                detail: "the seq numbers skip".into(),
-            });
+            let t = self.t();
+            match t.anomalies.last_mut() {
+                // A gap of unknown extent just reported (`push_gap` with no
+                // last seq): this fact tells where it ends. One gap, not two.
+                Some(Anomaly::Gap {
+                    first: f,
+                    last: l @ None,
+                    ..
+                }) if *f == first => *l = Some(last),
+                _ => t.anomalies.push(Anomaly::Gap {
+                    first,
+                    last: Some(last),
+                    detail: "the seq numbers skip".into(),
+                }),
+            }
         }
         self.next_seq = self.next_seq.max(fact.seq + 1);
         let t = self.t();

@@ -77,7 +77,14 @@ impl TextRenderer {
         if let Some(d) = record.duration_ns() {
             let _ = write!(out, "  took {}", duration(d));
         }
-        let _ = write!(out, "  {} facts, {} calls", record.facts, record.calls);
+        let _ = write!(
+            out,
+            "  {} {}, {} {}",
+            record.facts,
+            plural(record.facts, "fact"),
+            record.calls,
+            plural(record.calls, "call")
+        );
         if let Some(id) = &record.identity {
             let _ = write!(out, "\n  identity {}", identity(id));
         }
@@ -342,12 +349,13 @@ impl TextRenderer {
             };
             let _ = write!(
                 out,
-                "  {}{} {}  {status}  {}  {} facts",
+                "  {}{} {}  {status}  {}  {} {}",
                 "  ".repeat(c.depth),
                 c.call_id,
                 c.tool,
                 c.duration_ns.map(duration).unwrap_or_else(|| "-".into()),
-                c.facts
+                c.facts,
+                plural(c.facts, "fact")
             );
             if let Some(p) = &c.last_progress {
                 let _ = write!(out, "  last progress: {p}");
@@ -403,7 +411,7 @@ impl TextRenderer {
                     d.key_hash,
                     d.registered_seq,
                     if d.repeats > 0 {
-                        format!(" (+{} repeats)", d.repeats)
+                        format!(" (+{} {})", d.repeats, plural(d.repeats, "repeat"))
                     } else {
                         String::new()
                     }
@@ -454,6 +462,15 @@ fn identity(id: &Identity) -> String {
         "(empty)".into()
     } else {
         parts.join(" ")
+    }
+}
+
+/// `word` or `words`, for a count.
+fn plural(n: u64, word: &str) -> String {
+    if n == 1 {
+        word.to_owned()
+    } else {
+        format!("{word}s")
     }
 }
 
