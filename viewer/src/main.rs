@@ -544,8 +544,8 @@ fn show_run(
                 b.push_gap(first, last, &detail);
                 writeln!(
                     out,
-                    "           ✗ facts #{first}..{} are damaged and could not be read: {detail}",
-                    last.map(|l| format!("={l}")).unwrap_or_default()
+                    "           ✗ {} damaged: could not be read ({detail})",
+                    reel_viewer::timeline::seq_range(first, last)
                 )?;
             }
         }

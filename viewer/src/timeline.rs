@@ -210,10 +210,7 @@ impl Anomaly {
                 first,
                 last,
                 detail,
-            } => format!(
-                "facts #{first}..{} could not be read: {detail}",
-                last.map(|l| format!("={l}")).unwrap_or_default()
-            ),
+            } => format!("{} could not be read: {detail}", seq_range(*first, *last)),
             Anomaly::UnknownCall { call_id, seq } => {
                 format!("fact #{seq} names call {call_id}, which never started")
             }
@@ -241,6 +238,15 @@ pub struct RunHeader {
     pub labels: BTreeMap<String, String>,
     /// Honoured teardown scopes.
     pub teardown_scopes: Vec<TeardownScope>,
+}
+
+/// `fact #7`, `facts #7 to #9`, or `facts from #7 on` (end unknown).
+pub fn seq_range(first: u64, last: Option<u64>) -> String {
+    match last {
+        Some(l) if l == first => format!("fact #{first}"),
+        Some(l) => format!("facts #{first} to #{l}"),
+        None => format!("facts from #{first} on"),
+    }
 }
 
 /// A run rebuilt from its facts.

@@ -1014,7 +1014,7 @@ fn damage_a_block(dir: &Path, run: &str) -> (u64, u64) {
 fn a_corrupted_block_shows_the_rest_and_marks_the_gap() {
     let d = demo(1);
     let (first, last) = damage_a_block(&d.dir, "demo-deploy");
-    let range = format!("#{first}..={last}");
+    let range = reel_viewer::timeline::seq_range(first, Some(last));
 
     let out = d.reel(&["show", "demo-deploy"]).expect(2, "show");
     assert!(!out.stderr.contains("panicked"));
@@ -1027,15 +1027,13 @@ fn a_corrupted_block_shows_the_rest_and_marks_the_gap() {
         out.stdout
     );
     assert!(
-        out.stdout.contains(&format!(
-            "✗ facts {range} are damaged and could not be read"
-        )),
+        out.stdout
+            .contains(&format!("✗ {range} damaged: could not be read")),
         "{}",
         out.stdout
     );
     assert!(
-        out.stdout
-            .contains(&format!("facts {range} could not be read:")),
+        out.stdout.contains(&format!("{range} could not be read:")),
         "the summary lists the gap as an anomaly:\n{}",
         out.stdout
     );

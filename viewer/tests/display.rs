@@ -260,3 +260,22 @@ fn the_generic_line_names_the_tool_and_the_count() {
     let line = progress_line("walk", &json!({"secret_plan": [1, 2, 3]}), 7);
     assert!(!line.contains("secret_plan"), "{line}");
 }
+
+/// Recorded strings never put a control character on the terminal.
+#[test]
+fn control_characters_are_shown_escaped() {
+    use reel_viewer::render::text::printable;
+    for (raw, shown) in [
+        ("plain", "plain"),
+        ("two\nlines", "two\\nlines"),
+        ("tab\there", "tab\\there"),
+        (
+            "\u{1b}[2J\u{1b}[Hfake prompt$ ",
+            "\\u{1b}[2J\\u{1b}[Hfake prompt$ ",
+        ),
+        ("bell\u{7}", "bell\\u{7}"),
+        ("é中😀", "é中😀"),
+    ] {
+        assert_eq!(printable(raw), shown, "{raw:?}");
+    }
+}

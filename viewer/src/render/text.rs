@@ -37,6 +37,28 @@ pub fn compact(value: &Value, limit: usize) -> String {
     cut(&value.to_string(), limit)
 }
 
+/// `text` with every control character shown as an escape (`\n`, `\t`,
+/// `\u{1b}`), so recorded strings cannot move the cursor or inject
+/// terminal escape sequences.
+pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(char::is_control) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() => {
+                let _ = write!(out, "\\u{{{:x}}}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// Renders text, with or without ANSI colours.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct TextRenderer {
@@ -70,7 +92,7 @@ impl TextRenderer {
         let mut out = format!(
             "{} {}  {}  started {}",
             self.paint(BOLD, "run"),
-            self.paint(BOLD, &record.run_id),
+            self.paint(BOLD, &printable(&record.run_id)),
             self.paint(state_style, record.state.as_str()),
             timestamp(record.started_at),
         );
@@ -86,10 +108,10 @@ impl TextRenderer {
             plural(record.calls, "call")
         );
         if let Some(id) = &record.identity {
-            let _ = write!(out, "\n  identity {}", identity(id));
+            let _ = write!(out, "\n  identity {}", printable(&identity(id)));
         }
         if let Some(s) = &record.session_id {
-            let _ = write!(out, "\n  session {s}");
+            let _ = write!(out, "\n  session {}", printable(s));
         }
         out
     }
@@ -110,6 +132,9 @@ impl TextRenderer {
             None => String::new(),
         };
         let (style, detail) = self.detail(fact, &tool);
+        // Recorded strings are untrusted: no control character reaches the
+        // terminal (an escape sequence could fake or hide lines).
+        let (who, detail) = (printable(&who), printable(&detail));
         format!(
             "{} {} {indent}{}{} {detail}",
             self.paint(
@@ -123,9 +148,10 @@ impl TextRenderer {
     }
 
     /// The readable detail of a fact (what `reel show` prints after its
-    /// kind), without colours. `tool` is the tool of the fact's call.
+    /// kind), without colours or control characters. `tool` is the tool of
+    /// the fact's call.
     pub fn detail_text(&self, fact: &Fact, tool: &str) -> String {
-        self.detail(fact, tool).1
+        printable(&self.detail(fact, tool).1).into_owned()
     }
 
     fn detail(&self, fact: &Fact, tool: &str) -> (Style, String) {
@@ -351,14 +377,14 @@ impl TextRenderer {
                 out,
                 "  {}{} {}  {status}  {}  {} {}",
                 "  ".repeat(c.depth),
-                c.call_id,
-                c.tool,
+                printable(&c.call_id),
+                printable(&c.tool),
                 c.duration_ns.map(duration).unwrap_or_else(|| "-".into()),
                 c.facts,
                 plural(c.facts, "fact")
             );
             if let Some(p) = &c.last_progress {
-                let _ = write!(out, "  last progress: {p}");
+                let _ = write!(out, "  last progress: {}", printable(p));
             }
             out.push('\n');
         }
@@ -369,14 +395,16 @@ impl TextRenderer {
                     out,
                     "  #{} {} {} ({}){}",
                     c.seq,
-                    c.need,
+                    printable(&c.need),
                     c.outcome,
                     mode(c.mode),
-                    c.fingerprint
-                        .as_ref()
-                        .map(|f| format!(" {f}"))
-                        .or_else(|| c.reason.as_ref().map(|r| format!(": {r}")))
-                        .unwrap_or_default()
+                    printable(
+                        &c.fingerprint
+                            .as_ref()
+                            .map(|f| format!(" {f}"))
+                            .or_else(|| c.reason.as_ref().map(|r| format!(": {r}")))
+                            .unwrap_or_default()
+                    )
                 );
             }
         }
@@ -388,7 +416,7 @@ impl TextRenderer {
                     "  #{} {} {}{}",
                     a.seq,
                     a.op,
-                    a.id.as_deref().unwrap_or("-"),
+                    printable(a.id.as_deref().unwrap_or("-")),
                     a.size.map(|s| format!(" {s} B")).unwrap_or_default()
                 );
             }
@@ -399,7 +427,7 @@ impl TextRenderer {
                 let ran = match (&d.ran_seq, &d.outcome) {
                     (Some(s), Some(TeardownOutcome::Ok)) => format!("ran ok at #{s}"),
                     (Some(s), Some(TeardownOutcome::Error { message })) => {
-                        format!("ran at #{s}, failed: {message}")
+                        format!("ran at #{s}, failed: {}", printable(message))
                     }
                     (Some(s), Some(TeardownOutcome::TimedOut)) => format!("ran at #{s}, timed out"),
                     _ => self.paint(RED, "never ran"),
@@ -427,7 +455,7 @@ impl TextRenderer {
                 self.paint(RED, &format!("anomalies ({})", t.anomalies.len()))
             );
             for a in &t.anomalies {
-                let _ = writeln!(out, "  {}", a.describe());
+                let _ = writeln!(out, "  {}", printable(&a.describe()));
             }
         }
         out
