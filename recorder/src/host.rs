@@ -870,7 +870,7 @@ impl CallBackend for LiveBackend {
     ) -> BoxFuture<'a, Result<ElicitAnswer, String>> {
         Box::pin(async move {
             let elicitor = self.providers.elicitor.as_ref().ok_or("no elicitor")?;
-            match question.ttl_ms {
+            let answer = match question.ttl_ms {
                 Some(ttl) => match tokio::time::timeout(
                     Duration::from_millis(ttl),
                     elicitor.elicit(question),
@@ -885,7 +885,19 @@ impl CallBackend for LiveBackend {
                     }),
                 },
                 None => elicitor.elicit(question).await,
-            }
+            };
+            // An accepted answer is checked against the schema here, so every
+            // elicitor gets the same validation recorded.
+            answer.map(|mut a| {
+                if let ElicitOutcome::Accept { content } = &a.outcome {
+                    for e in crate::providers::validate(&question.schema, content) {
+                        if !a.validation_errors.contains(&e) {
+                            a.validation_errors.push(e);
+                        }
+                    }
+                }
+                a
+            })
         })
     }
 

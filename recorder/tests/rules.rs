@@ -1954,3 +1954,32 @@ async fn an_argument_error_does_not_echo_a_secret_named_value() {
     assert!(!text.contains("hunter2-canary"), "{text}");
     assert!(text.contains(MARKER));
 }
+
+/// An accepted answer is checked against the question's schema, and what
+/// does not fit is recorded with the answer.
+#[tokio::test]
+async fn an_accepted_answer_that_does_not_fit_the_schema_records_validation_errors() {
+    use reel::context::Elicitation;
+    let elicitor = Arc::new(reel_recorder::ScriptedElicitor::new([
+        ElicitOutcome::Accept {
+            content: json!({ "confirm": "yes" }),
+        },
+    ]));
+    let schema = json!({
+        "type": "object",
+        "properties": { "confirm": { "type": "boolean" }, "reason": { "type": "string" } },
+        "required": ["confirm", "reason"]
+    });
+    let (out, facts) = call(
+        move |c| c.elicitor(elicitor),
+        move |ctx, _| async move {
+            let answer = ctx.elicit(Elicitation::form("Sure?", schema)).await?;
+            Ok(answer.validation_errors)
+        },
+    )
+    .await;
+    let errors = out.unwrap();
+    assert_eq!(errors, ["reason: is required", "confirm: must be boolean"]);
+    let answered = one!(facts, ElicitAnswered);
+    assert_eq!(answered.validation_errors, errors);
+}
