@@ -891,13 +891,15 @@ impl Archive {
             .map_err(|e| self.storage(e))?
             .and_then(|(k, _)| keys::split_event_key(&k).map(|(_, s)| s));
         let from = holding.unwrap_or(start);
-        let upto = keys::event_key(ordinal, end.unwrap_or(u64::MAX));
-        let iter = events.range(keys::event_key(ordinal, from)..=upto);
         Ok(Facts {
             archive: self.clone(),
             run_id: run_id.into(),
             ordinal,
-            iter: Some(iter.peekable()),
+            cursor: Some(BlockCursor {
+                from,
+                upto: end.unwrap_or(u64::MAX),
+                done: from > end.unwrap_or(u64::MAX),
+            }),
             pending: VecDeque::new(),
             start,
             end,
@@ -1143,7 +1145,7 @@ pub struct Facts {
     archive: Archive,
     run_id: String,
     ordinal: u64,
-    iter: Option<std::iter::Peekable<sled::Iter>>,
+    cursor: Option<BlockCursor>,
     pending: VecDeque<Result<Fact>>,
     start: u64,
     end: Option<u64>,
@@ -1152,13 +1154,52 @@ pub struct Facts {
     expect: Option<u64>,
 }
 
+/// Which blocks remain to read: keys `from..=upto` of the run (first seqs).
+///
+/// Each block is looked up afresh instead of holding one sled iterator for
+/// the whole run: a live sled iterator pins memory that sled cannot reclaim
+/// until it is dropped, so a long run read through one grows without bound.
+struct BlockCursor {
+    from: u64,
+    upto: u64,
+    /// No block is left in range.
+    done: bool,
+}
+
 impl Facts {
+    /// The next block in range, and the first seq of the block after it.
+    fn next_block(&mut self) -> Option<sled::Result<(u64, sled::IVec, Option<u64>)>> {
+        let cursor = self.cursor.as_mut()?;
+        if cursor.done {
+            return None;
+        }
+        let events = &self.archive.trees().events;
+        let lo = keys::event_key(self.ordinal, cursor.from);
+        let hi = keys::event_key(self.ordinal, cursor.upto);
+        let mut range = events.range(lo..=hi);
+        let (key, value) = match range.next()? {
+            Ok(kv) => kv,
+            Err(e) => return Some(Err(e)),
+        };
+        let next = match range.next() {
+            Some(Ok((k, _))) => keys::split_event_key(&k).map(|(_, s)| s),
+            _ => None,
+        };
+        drop(range);
+        let first = keys::split_event_key(&key).map_or(cursor.from, |(_, s)| s);
+        match first.checked_add(1) {
+            Some(f) if f <= cursor.upto => cursor.from = f,
+            _ => cursor.done = true,
+        }
+        Some(Ok((first, value, next)))
+    }
+
     fn empty(archive: Archive, run_id: &str) -> Facts {
         Facts {
             archive,
             run_id: run_id.into(),
             ordinal: 0,
-            iter: None,
+            cursor: None,
             pending: VecDeque::new(),
             start: 0,
             end: None,
@@ -1212,20 +1253,17 @@ impl Iterator for Facts {
             if let Some(item) = self.pending.pop_front() {
                 return Some(item);
             }
-            let iter = self.iter.as_mut()?;
-            let (key, value) = match iter.next() {
-                Some(Ok(kv)) => kv,
+            self.cursor.as_ref()?;
+            let (first, value, next_first) = match self.next_block() {
+                Some(Ok(block)) => block,
                 Some(Err(e)) => {
-                    self.iter = None;
+                    self.cursor = None;
                     return Some(Err(self.archive.storage(e)));
                 }
                 None => {
-                    self.iter = None;
+                    self.cursor = None;
                     return self.missing_at_end().map(Err);
                 }
-            };
-            let Some((_, first)) = keys::split_event_key(&key) else {
-                continue;
             };
             // Seqs between the previous block and this one: a lost block.
             if let Some(expect) = self.expect {
@@ -1247,11 +1285,6 @@ impl Iterator for Facts {
                     );
                 }
                 Err(detail) => {
-                    let iter = self.iter.as_mut()?;
-                    let next_first = match iter.peek() {
-                        Some(Ok((k, _))) => keys::split_event_key(k).map(|(_, s)| s),
-                        _ => None,
-                    };
                     let last_seq = match next_first {
                         Some(n) => Some(n.saturating_sub(1)),
                         None => self

@@ -95,6 +95,11 @@ enum Command {
         #[arg(long, default_value_t = 160)]
         width: usize,
     },
+    /// Serve the language server for tape files (*.tape.jsonl) on stdin and
+    /// stdout, for editors.
+    ///
+    /// Example: reel lsp   (configured as the editor's language server command)
+    Lsp,
     /// Export a run as a tape (JSON Lines).
     ///
     /// Example: reel export demo-deploy -o deploy.tape.jsonl
@@ -229,6 +234,10 @@ fn main() -> ExitCode {
             run_b,
             width,
         } => diff_runs(&cli.archive, &run_a, &run_b, width),
+        Command::Lsp => runtime().map(|rt| {
+            rt.block_on(reel_viewer::lsp::serve_stdio());
+            ExitCode::SUCCESS
+        }),
         Command::Export { run, output } => export(&cli.archive, &run, &output),
         Command::Import { file } => import(&cli.archive, &file),
         Command::Verify { json } => verify(&cli.archive, json),

@@ -1,0 +1,604 @@
+//! The document model: a tape's lines, each with its parse, kept current
+//! under incremental edits; and the [`Index`] derived from them.
+//!
+//! A tape is one JSON value per line, so a line parses alone
+//! ([`reel::tape::parse_line`]): an edit re-parses only the lines it touches
+//! (the lines of its range, as they are after the edit) and the lines below
+//! keep their parses while their numbers shift. Only the first line's parse
+//! depends on its number (it must be the header), and an edit can only move
+//! a line to or from the first place by touching the first line, so no
+//! untouched line ever needs a new parse. [`Document::parsed_lines`] counts
+//! every line parse, for tests that show a keystroke costs one line.
+//!
+//! The [`Index`] (the [`Timeline`] over the parsed facts, the calls with the
+//! lines they stand on, artifact puts and lines, structural problems) is
+//! derived from the parsed lines without parsing anything: it is dropped on
+//! each edit and rebuilt on the next question, one pass over the facts.
+//!
+//! Lines end at `\n`; a `\r` before it belongs to the line's text for edits
+//! and is left out for parsing and for positions.
+
+use std::collections::HashMap;
+
+use reel::fact::FactKind;
+use reel::tape::{parse_line, TapeError, TapeHeader, TapeLine};
+use reel::Fact;
+use tower_lsp_server::ls_types::{Position, Range};
+
+use super::position::Encoding;
+use crate::timeline::{Timeline, TimelineBuilder};
+
+/// Call nesting deeper than this is flattened in the call tree (outline
+/// and folding stay usable, and nothing recurses without bound).
+pub const MAX_NESTING: usize = 32;
+
+/// No line, no call.
+const NONE: usize = usize::MAX;
+
+/// What a line holds.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Parsed {
+    /// An empty (or all-whitespace) line.
+    Blank,
+    /// The header (valid on the first line only).
+    Header(Box<TapeHeader>),
+    /// A fact.
+    Fact(Box<Fact>),
+    /// An artifact's bytes (only the digest and size are kept).
+    Artifact {
+        /// `sha256:<hex>`.
+        digest: String,
+        /// Size in bytes.
+        size: u64,
+    },
+    /// Not what a tape may hold here.
+    Invalid {
+        /// 1-based byte column, when the JSON parser gave one.
+        column: Option<usize>,
+        /// What is wrong.
+        what: String,
+    },
+}
+
+/// One line of a document.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Line {
+    raw: String,
+    parsed: Parsed,
+}
+
+impl Line {
+    fn parse(line_no: usize, raw: String) -> Line {
+        let parsed = match parse_line(line_no, strip_cr(&raw)) {
+            Ok(TapeLine::Blank) => Parsed::Blank,
+            Ok(TapeLine::Header(h)) => Parsed::Header(Box::new(h)),
+            Ok(TapeLine::Fact(f)) => Parsed::Fact(Box::new(f)),
+            Ok(TapeLine::Artifact(digest, bytes)) => Parsed::Artifact {
+                digest,
+                size: bytes.len() as u64,
+            },
+            Err(TapeError::Line { column, what, .. }) => Parsed::Invalid { column, what },
+            Err(other) => Parsed::Invalid {
+                column: None,
+                what: other.to_string(),
+            },
+        };
+        Line { raw, parsed }
+    }
+
+    fn placeholder() -> Line {
+        Line {
+            raw: String::new(),
+            parsed: Parsed::Blank,
+        }
+    }
+
+    /// The line's text (without a trailing `\r`).
+    pub fn text(&self) -> &str {
+        strip_cr(&self.raw)
+    }
+
+    /// What the line holds.
+    pub fn parsed(&self) -> &Parsed {
+        &self.parsed
+    }
+
+    /// The fact on this line, if it holds one.
+    pub fn fact(&self) -> Option<&Fact> {
+        match &self.parsed {
+            Parsed::Fact(f) => Some(f),
+            _ => None,
+        }
+    }
+}
+
+fn strip_cr(raw: &str) -> &str {
+    raw.strip_suffix('\r').unwrap_or(raw)
+}
+
+/// A tape document as an editor holds it.
+#[derive(Debug)]
+pub struct Document {
+    lines: Vec<Line>,
+    parsed_lines: u64,
+    index: Option<Index>,
+    index_builds: u64,
+}
+
+/// The lines and the index, borrowed together.
+#[derive(Debug, Clone, Copy)]
+pub struct View<'a> {
+    /// The lines (never empty).
+    pub lines: &'a [Line],
+    /// The derived index.
+    pub index: &'a Index,
+}
+
+impl Document {
+    /// Parses every line of `text`.
+    pub fn new(text: &str) -> Document {
+        let mut doc = Document {
+            lines: Vec::new(),
+            parsed_lines: 0,
+            index: None,
+            index_builds: 0,
+        };
+        doc.replace_all(text);
+        doc
+    }
+
+    fn replace_all(&mut self, text: &str) {
+        self.lines = text
+            .split('\n')
+            .enumerate()
+            .map(|(i, raw)| Line::parse(i + 1, raw.to_owned()))
+            .collect();
+        self.parsed_lines += self.lines.len() as u64;
+        self.index = None;
+    }
+
+    /// The lines (at least one: an empty document has one empty line).
+    pub fn lines(&self) -> &[Line] {
+        &self.lines
+    }
+
+    /// The whole text, as the editor has it.
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        for (i, line) in self.lines.iter().enumerate() {
+            if i > 0 {
+                out.push('\n');
+            }
+            out.push_str(&line.raw);
+        }
+        out
+    }
+
+    /// How many line parses this document has done since it was opened.
+    pub fn parsed_lines(&self) -> u64 {
+        self.parsed_lines
+    }
+
+    /// How many times the index was built since the document was opened.
+    pub fn index_builds(&self) -> u64 {
+        self.index_builds
+    }
+
+    /// Applies one content change: `range` (in `enc` units) replaced by
+    /// `text`, or the whole document when `range` is `None`. Positions out
+    /// of range are clamped (past the end of a line is its end, past the
+    /// last line is the end of the document); a reversed range is read the
+    /// right way round. Never panics.
+    pub fn apply_change(&mut self, range: Option<Range>, text: &str, enc: Encoding) {
+        let Some(range) = range else {
+            self.replace_all(text);
+            return;
+        };
+        self.index = None;
+        let key = |p: Position| (p.line, p.character);
+        let (start, end) = if key(range.end) < key(range.start) {
+            (range.end, range.start)
+        } else {
+            (range.start, range.end)
+        };
+        let (l1, b1) = self.clamp(start, enc);
+        let (l2, mut b2) = self.clamp(end, enc);
+        if l1 == l2 {
+            b2 = b2.max(b1);
+        }
+        let prefix = &self.lines[l1].raw[..b1];
+        let suffix = &self.lines[l2].raw[b2..];
+        let mut joined = String::with_capacity(prefix.len() + text.len() + suffix.len());
+        joined.push_str(prefix);
+        joined.push_str(text);
+        joined.push_str(suffix);
+
+        // A line left as it was keeps its parse: the lines of the range that
+        // the edit did not change, before it (same place) or after it
+        // (shifted), as long as it stays off or on line 1. Typing Enter
+        // re-parses only the new line.
+        let parts: Vec<&str> = joined.split('\n').collect();
+        let k = parts.len();
+        let mut taken = vec![false; l2 - l1 + 1];
+        let mut fresh = Vec::with_capacity(k);
+        for (i, raw) in parts.into_iter().enumerate() {
+            let at = l1 + i;
+            let same_place = Some(at).filter(|&j| j <= l2);
+            let shifted = (l2 + 1 + i).checked_sub(k).filter(|&j| j >= l1);
+            let reuse = [same_place, shifted]
+                .into_iter()
+                .flatten()
+                .find(|&j| !taken[j - l1] && (j == 0) == (at == 0) && self.lines[j].raw == raw);
+            match reuse {
+                Some(j) => {
+                    taken[j - l1] = true;
+                    fresh.push(std::mem::replace(&mut self.lines[j], Line::placeholder()));
+                }
+                None => {
+                    fresh.push(Line::parse(at + 1, raw.to_owned()));
+                    self.parsed_lines += 1;
+                }
+            }
+        }
+        self.lines.splice(l1..=l2, fresh);
+    }
+
+    /// (line index, byte offset) of a position, clamped into the document.
+    fn clamp(&self, p: Position, enc: Encoding) -> (usize, usize) {
+        let l = p.line as usize;
+        match self.lines.get(l) {
+            Some(line) => (l, enc.byte_clamped(line.text(), p.character)),
+            None => {
+                let last = self.lines.len() - 1;
+                (last, self.lines[last].text().len())
+            }
+        }
+    }
+
+    /// The lines with the index, built now if an edit dropped it.
+    pub fn view(&mut self) -> View<'_> {
+        let index = match &mut self.index {
+            Some(index) => &*index,
+            slot @ None => {
+                self.index_builds += 1;
+                &*slot.insert(Index::build(&self.lines))
+            }
+        };
+        View {
+            lines: &self.lines,
+            index,
+        }
+    }
+}
+
+/// An item of the call tree, in line order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Item {
+    /// A fact (or the header, or an artifact) on this line.
+    Line(usize),
+    /// A call (an index into [`Index::calls`]).
+    Call(usize),
+}
+
+/// A call and the lines it stands on.
+#[derive(Debug, Clone)]
+pub struct CallSpan {
+    /// The call's id.
+    pub call_id: String,
+    /// The tool.
+    pub tool: String,
+    /// The parent call as recorded.
+    pub parent_call: Option<String>,
+    /// The line of `call.started`.
+    pub started: usize,
+    /// Offset of `call.started`, nanoseconds since the run started.
+    pub started_offset: u64,
+    /// The line of the first `call.ended` after the start.
+    pub ended: Option<usize>,
+    /// The last line of the call's facts and of its children's.
+    pub last: usize,
+    /// Depth in the tree (capped at [`MAX_NESTING`]).
+    pub depth: usize,
+    /// The call whose items hold this one (an index into
+    /// [`Index::calls`]): the parent, when it started on an earlier line,
+    /// or its ancestor where nesting is flattened; `None` at the top.
+    pub holder: Option<usize>,
+    /// The call's facts (its `call.started` first) and child calls, in
+    /// line order.
+    pub items: Vec<Item>,
+}
+
+/// A problem with the tape's structure (beyond one line's parse).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Problem {
+    /// The line (0-based).
+    pub line: usize,
+    /// A short code.
+    pub code: &'static str,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// What is derived from the parsed lines.
+#[derive(Debug)]
+pub struct Index {
+    /// The timeline over the facts, in line order.
+    pub timeline: Timeline,
+    /// Calls, in line order of their `call.started`.
+    pub calls: Vec<CallSpan>,
+    /// Top-level items: run-level facts, top-level calls, the header,
+    /// artifact lines, and facts of calls that had not started above them.
+    pub top: Vec<Item>,
+    /// Structural problems.
+    pub problems: Vec<Problem>,
+    /// The line of the header.
+    pub header: Option<usize>,
+    /// The line of `run.started`.
+    pub run_started: Option<usize>,
+    /// The last line that is not blank.
+    pub last_line: usize,
+    call_by_id: HashMap<String, usize>,
+    timeline_call: HashMap<String, usize>,
+    /// Line of each seq (the first holding it): dense, by seq, for seqs
+    /// below the line count; a map for the others.
+    seq_line: Vec<usize>,
+    seq_line_far: HashMap<u64, usize>,
+    gap_line: HashMap<u64, usize>,
+    puts_by_digest: HashMap<String, Vec<usize>>,
+    puts_by_id: HashMap<String, Vec<usize>>,
+    artifact_line: HashMap<String, usize>,
+    /// The call (index into `calls`) of each line, `NONE` for none.
+    fact_call: Vec<usize>,
+}
+
+impl Index {
+    fn build(lines: &[Line]) -> Index {
+        let mut b = TimelineBuilder::default();
+        let mut ix = Index {
+            timeline: Timeline::build([]),
+            calls: Vec::new(),
+            top: Vec::new(),
+            problems: Vec::new(),
+            header: None,
+            run_started: None,
+            last_line: 0,
+            call_by_id: HashMap::new(),
+            timeline_call: HashMap::new(),
+            seq_line: vec![NONE; lines.len()],
+            seq_line_far: HashMap::new(),
+            gap_line: HashMap::new(),
+            puts_by_digest: HashMap::new(),
+            puts_by_id: HashMap::new(),
+            artifact_line: HashMap::new(),
+            fact_call: vec![NONE; lines.len()],
+        };
+        let mut next_seq = 0u64;
+        let mut artifacts_seen = false;
+        for (n, line) in lines.iter().enumerate() {
+            if line.parsed != Parsed::Blank {
+                ix.last_line = n;
+            }
+            let fact = match &line.parsed {
+                Parsed::Blank => {
+                    if n == 0 {
+                        ix.problems.push(Problem {
+                            line: 0,
+                            code: "no-header",
+                            message: format!(
+                                "line 1 must be the tape header {{\"format\":\"{}\",...}}",
+                                reel::tape::FORMAT
+                            ),
+                        });
+                    }
+                    continue;
+                }
+                Parsed::Invalid { .. } => continue,
+                Parsed::Header(_) => {
+                    ix.header = Some(n);
+                    ix.top.push(Item::Line(n));
+                    continue;
+                }
+                Parsed::Artifact { digest, .. } => {
+                    artifacts_seen = true;
+                    ix.artifact_line.entry(digest.clone()).or_insert(n);
+                    ix.top.push(Item::Line(n));
+                    continue;
+                }
+                Parsed::Fact(f) => f,
+            };
+            if artifacts_seen {
+                ix.problems.push(Problem {
+                    line: n,
+                    code: "fact-after-artifacts",
+                    message: "a fact after the artifact lines: facts come first".into(),
+                });
+            }
+            if fact.seq == u64::MAX {
+                ix.problems.push(Problem {
+                    line: n,
+                    code: "seq-out-of-range",
+                    message: format!("seq {} is out of range", fact.seq),
+                });
+                ix.top.push(Item::Line(n));
+                continue;
+            }
+            if fact.seq < next_seq {
+                ix.problems.push(Problem {
+                    line: n,
+                    code: "seq-order",
+                    message: format!(
+                        "fact has seq {} where {next_seq} was expected: facts run from 0 without a gap, in order",
+                        fact.seq
+                    ),
+                });
+            } else if fact.seq > next_seq {
+                // The timeline reports the gap; it belongs on this line.
+                ix.gap_line.insert(next_seq, n);
+            }
+            next_seq = next_seq.max(fact.seq + 1);
+            if let FactKind::Unknown { kind, .. } = &fact.kind {
+                ix.problems.push(Problem {
+                    line: n,
+                    code: "unknown-kind",
+                    message: format!(
+                        "kind {kind:?} is not known to this reel (written by a newer one?): its fields are kept as they are"
+                    ),
+                });
+            }
+            match usize::try_from(fact.seq)
+                .ok()
+                .filter(|&s| s < ix.seq_line.len())
+            {
+                Some(s) if ix.seq_line[s] == NONE => ix.seq_line[s] = n,
+                Some(_) => {}
+                None => {
+                    ix.seq_line_far.entry(fact.seq).or_insert(n);
+                }
+            }
+            b.push(fact);
+            ix.place_fact(n, fact);
+        }
+        // Children start after their parents: a reverse pass carries each
+        // call's last line up to its parent.
+        for i in (0..ix.calls.len()).rev() {
+            let last = ix.calls[i].last;
+            if let Some(p) = ix.calls[i].holder {
+                ix.calls[p].last = ix.calls[p].last.max(last);
+            }
+        }
+        ix.timeline = b.finish();
+        ix.timeline_call = ix
+            .timeline
+            .calls
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (c.call_id.clone(), i))
+            .collect();
+        ix
+    }
+
+    fn place_fact(&mut self, n: usize, fact: &Fact) {
+        match &fact.kind {
+            FactKind::RunStarted(_) if self.run_started.is_none() => self.run_started = Some(n),
+            FactKind::ArtifactPut(p) => {
+                self.puts_by_digest
+                    .entry(p.meta.digest.clone())
+                    .or_default()
+                    .push(n);
+                self.puts_by_id
+                    .entry(p.meta.id.clone())
+                    .or_default()
+                    .push(n);
+            }
+            _ => {}
+        }
+        if let FactKind::CallStarted(c) = &fact.kind {
+            if let Some(&first) = self.call_by_id.get(&c.call_id) {
+                let line = self.calls[first].started + 1;
+                self.problems.push(Problem {
+                    line: n,
+                    code: "call-restarted",
+                    message: format!(
+                        "call {} started again (it started on line {line})",
+                        c.call_id
+                    ),
+                });
+            }
+            let parent = c
+                .parent_call
+                .as_deref()
+                .and_then(|p| self.call_by_id.get(p).copied());
+            // Below MAX_NESTING the call hangs from its parent; deeper, from
+            // the parent's holder (so it stays at the deepest level).
+            let holder = match parent {
+                Some(p) if self.calls[p].depth + 1 >= MAX_NESTING => self.calls[p].holder,
+                other => other,
+            };
+            let depth = holder.map_or(0, |p| self.calls[p].depth + 1);
+            let i = self.calls.len();
+            self.calls.push(CallSpan {
+                call_id: c.call_id.clone(),
+                tool: c.tool_name.clone(),
+                parent_call: c.parent_call.clone(),
+                started: n,
+                started_offset: fact.offset,
+                ended: None,
+                last: n,
+                depth,
+                holder,
+                items: vec![Item::Line(n)],
+            });
+            self.call_by_id.insert(c.call_id.clone(), i);
+            self.fact_call[n] = i;
+            match holder {
+                Some(p) => self.calls[p].items.push(Item::Call(i)),
+                None => self.top.push(Item::Call(i)),
+            }
+            return;
+        }
+        let call = fact
+            .call
+            .as_deref()
+            .and_then(|c| self.call_by_id.get(c).copied());
+        match call {
+            Some(i) => {
+                let span = &mut self.calls[i];
+                span.items.push(Item::Line(n));
+                span.last = n;
+                if matches!(fact.kind, FactKind::CallEnded(_)) && span.ended.is_none() {
+                    span.ended = Some(n);
+                }
+                self.fact_call[n] = i;
+            }
+            None => self.top.push(Item::Line(n)),
+        }
+    }
+
+    /// The call a fact line belongs to (its own call for `call.started`).
+    pub fn call_of_line(&self, line: usize) -> Option<&CallSpan> {
+        self.fact_call
+            .get(line)
+            .filter(|&&i| i != NONE)
+            .map(|&i| &self.calls[i])
+    }
+
+    /// The call with this id (the latest to start, if it started twice).
+    pub fn call(&self, call_id: &str) -> Option<&CallSpan> {
+        self.call_by_id.get(call_id).map(|&i| &self.calls[i])
+    }
+
+    /// The timeline's node for a call.
+    pub fn timeline_call(&self, call_id: &str) -> Option<&crate::timeline::CallNode> {
+        self.timeline_call
+            .get(call_id)
+            .map(|&i| &self.timeline.calls[i])
+    }
+
+    /// The first line holding a fact with this seq.
+    pub fn line_of_seq(&self, seq: u64) -> Option<usize> {
+        match usize::try_from(seq).ok().and_then(|s| self.seq_line.get(s)) {
+            Some(&n) => (n != NONE).then_some(n),
+            None => self.seq_line_far.get(&seq).copied(),
+        }
+    }
+
+    /// The line where the seq numbers skip to after `first` is missing.
+    pub fn line_of_gap(&self, first: u64) -> Option<usize> {
+        self.gap_line.get(&first).copied()
+    }
+
+    /// Lines of `artifact.put` facts for this digest.
+    pub fn puts_of_digest(&self, digest: &str) -> &[usize] {
+        self.puts_by_digest.get(digest).map_or(&[], Vec::as_slice)
+    }
+
+    /// Lines of `artifact.put` facts for this artifact id.
+    pub fn puts_of_id(&self, id: &str) -> &[usize] {
+        self.puts_by_id.get(id).map_or(&[], Vec::as_slice)
+    }
+
+    /// The artifact line holding these bytes.
+    pub fn artifact_line(&self, digest: &str) -> Option<usize> {
+        self.artifact_line.get(digest).copied()
+    }
+}
