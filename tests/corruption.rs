@@ -304,7 +304,7 @@ fn forge_alpha_block(batch: usize) -> Vec<u8> {
         }
     }
     let first_seq = first_seq.expect("alpha has that batch");
-    let db = sled::open(scratch.path()).expect("sled opens the scratch archive");
+    let db = open_sled(scratch.path());
     let events = db.open_tree("events").expect("events tree");
     let v = events
         .get(event_key(ordinal(&db, script.id), first_seq))
@@ -631,7 +631,7 @@ fn check(case: &Case) -> Result<(), String> {
     let damaged = case.run.trim_start_matches('#');
 
     let damaged_ord = {
-        let db = sled::open(dir.path()).expect("sled opens the closed archive");
+        let db = open_sled(dir.path());
         let ord = ordinal(&db, damaged);
         (case.corrupt)(&db);
         db.flush().expect("sled flush");
@@ -938,4 +938,20 @@ fn a_forged_history_verifies_on_its_own() {
     }
     let report = archive.verify().expect("verify");
     assert!(report.is_ok(), "{:?}", report.problems);
+}
+
+/// Opens an archive's sled database directly, waiting a moment for sled's
+/// own background writes of the just-closed archive to let go of the lock.
+fn open_sled(dir: &std::path::Path) -> sled::Db {
+    let started = std::time::Instant::now();
+    loop {
+        match sled::open(dir) {
+            Ok(db) => return db,
+            Err(e) if started.elapsed() < std::time::Duration::from_secs(5) => {
+                let _ = e;
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(e) => panic!("sled does not open {}: {e}", dir.display()),
+        }
+    }
 }

@@ -254,7 +254,7 @@ impl Archive {
         if let Some(ms) = config.flush_every_ms {
             sled_config = sled_config.flush_every_ms(if ms == 0 { None } else { Some(ms) });
         }
-        let db = sled_config.open().map_err(|e| open_error(&dir, e))?;
+        let db = open_sled(&sled_config, &dir)?;
         let storage = |source| ArchiveError::Storage {
             dir: dir.clone(),
             source,
@@ -1109,6 +1109,24 @@ impl Archive {
             self.swap_status(status_key.to_vec(), ordinal, &after)?;
         }
         Ok(())
+    }
+}
+
+/// How long an opener waits for the directory lock before saying the
+/// archive is held. sled finishes background writes of a database this
+/// process just closed on its own threads, which hold the lock for a moment
+/// after the last handle is dropped; another process's lock outlasts this.
+const LOCK_GRACE: std::time::Duration = std::time::Duration::from_millis(1500);
+
+fn open_sled(config: &sled::Config, dir: &Path) -> Result<sled::Db> {
+    let started = std::time::Instant::now();
+    loop {
+        match config.open().map_err(|e| open_error(dir, e)) {
+            Err(ArchiveError::Locked { .. }) if started.elapsed() < LOCK_GRACE => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            other => return other,
+        }
     }
 }
 

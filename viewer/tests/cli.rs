@@ -981,7 +981,7 @@ const HEADER_LEN: usize = 69;
 /// Flips the last byte of a middle block of `run` through sled (the archive
 /// closed); returns the damaged block's seq range.
 fn damage_a_block(dir: &Path, run: &str) -> (u64, u64) {
-    let db = sled::open(dir).expect("sled opens the archive");
+    let db = open_sled(dir);
     let ordinal = db
         .open_tree("run_ids")
         .expect("run_ids")
@@ -1074,4 +1074,20 @@ fn a_corrupted_block_shows_the_rest_and_marks_the_gap() {
         .reel(&["diff", "demo-deploy", "demo-search"])
         .fails("diff");
     assert!(diff.stderr.contains("damaged"), "{}", diff.stderr);
+}
+
+/// Opens an archive's sled database directly, waiting a moment for sled's
+/// own background writes of the just-closed archive to let go of the lock.
+fn open_sled(dir: &std::path::Path) -> sled::Db {
+    let started = std::time::Instant::now();
+    loop {
+        match sled::open(dir) {
+            Ok(db) => return db,
+            Err(e) if started.elapsed() < std::time::Duration::from_secs(5) => {
+                let _ = e;
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(e) => panic!("sled does not open {}: {e}", dir.display()),
+        }
+    }
 }
