@@ -167,7 +167,7 @@ impl RunRecord {
     /// Folds one more fact into the record. Returns true when a field other
     /// than the fact count changed.
     pub fn observe(&mut self, fact: &Fact) -> bool {
-        self.facts = self.facts.max(fact.seq + 1);
+        self.facts = self.facts.max(fact.seq.saturating_add(1));
         match &fact.kind {
             FactKind::CallStarted(call) => {
                 self.calls += 1;

@@ -376,7 +376,7 @@ impl TimelineBuilder {
                 }),
             }
         }
-        self.next_seq = self.next_seq.max(fact.seq + 1);
+        self.next_seq = self.next_seq.max(fact.seq.saturating_add(1));
         let t = self.t();
         t.facts += 1;
         t.last_offset = t.last_offset.max(fact.offset);

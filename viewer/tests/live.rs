@@ -1,4 +1,4 @@
-//! Live inspection across processes: `reel demo --live-hops 40` records a
+//! Live inspection across processes: `reel demo --live-hops 120` records a
 //! slow run while holding the archive and serving `<archive>/reel.sock`;
 //! meanwhile `reel runs`, `reel show` and `reel tail` (other processes) read
 //! it through that socket. `reel tail` must print every fact as it lands,
@@ -13,7 +13,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-const HOPS: u32 = 40;
+const HOPS: u32 = 120;
 const BOUND: Duration = Duration::from_secs(30);
 
 /// A child process, killed (and reaped) when dropped unless it was waited.
