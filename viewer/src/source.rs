@@ -44,10 +44,19 @@ impl Source {
                 dir.display()
             )));
         }
+        // A recorder that answers on its socket holds the archive: ask it
+        // (a stale socket left by a crashed recorder refuses connections).
+        let socket = dir.join(SOCKET_NAME);
+        if UnixStream::connect(&socket).is_ok() {
+            return Ok(Source::Live {
+                dir: dir.to_path_buf(),
+                socket,
+            });
+        }
         match Archive::open(dir, ArchiveConfig::default()) {
             Ok(a) => Ok(Source::Local(a)),
             Err(ArchiveError::Locked { .. }) => {
-                let socket = dir.join(SOCKET_NAME);
+                // The recorder may have started serving meanwhile.
                 match UnixStream::connect(&socket) {
                     Ok(_) => Ok(Source::Live {
                         dir: dir.to_path_buf(),
