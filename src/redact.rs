@@ -51,6 +51,11 @@ pub const DEFAULT_RULES: &[&str] = &[
 #[derive(Debug, Clone)]
 pub struct Redactor {
     rules: Vec<Vec<String>>,
+    /// The first word of every rule: a key names a secret only if one of
+    /// its words is one of these (the fast rejection of [`Redactor::is_secret_key`]).
+    first_words: Vec<String>,
+    /// Bit `n` is set when a first word is `n` bytes long (63: 63 or more).
+    first_lens: u64,
 }
 
 impl Default for Redactor {
@@ -59,30 +64,83 @@ impl Default for Redactor {
     }
 }
 
-/// Splits a key into lower-case words.
-fn words(key: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut cur = String::new();
+/// Calls `each` with every word of `key`, as a slice of `key` (not yet
+/// lower-cased): words are split at `_`, `-`, `.`, spaces, `/` and before an
+/// upper-case letter that follows a lower-case letter or a digit.
+fn split_words<'k>(key: &'k str, mut each: impl FnMut(&'k str)) {
+    if key.is_ascii() {
+        // The same rules on bytes (for ASCII, `char::is_uppercase` is
+        // `is_ascii_uppercase`, and so on), without decoding UTF-8.
+        let bytes = key.as_bytes();
+        let mut start: Option<usize> = None;
+        let mut prev_lower = false;
+        for (i, &b) in bytes.iter().enumerate() {
+            if b == b'_' || b == b'-' || b == b'.' || b == b' ' || b == b'/' {
+                if let Some(s) = start.take() {
+                    each(&key[s..i]);
+                }
+                prev_lower = false;
+                continue;
+            }
+            if b.is_ascii_uppercase() && prev_lower {
+                if let Some(s) = start.take() {
+                    each(&key[s..i]);
+                }
+            }
+            start.get_or_insert(i);
+            prev_lower = b.is_ascii_lowercase() || b.is_ascii_digit();
+        }
+        if let Some(s) = start {
+            each(&key[s..]);
+        }
+        return;
+    }
+    let mut start: Option<usize> = None;
     let mut prev_lower = false;
-    for ch in key.chars() {
+    for (i, ch) in key.char_indices() {
         if ch == '_' || ch == '-' || ch == '.' || ch == ' ' || ch == '/' {
-            if !cur.is_empty() {
-                out.push(std::mem::take(&mut cur));
+            if let Some(s) = start.take() {
+                each(&key[s..i]);
             }
             prev_lower = false;
             continue;
         }
-        if ch.is_uppercase() && prev_lower && !cur.is_empty() {
-            out.push(std::mem::take(&mut cur));
+        if ch.is_uppercase() && prev_lower {
+            if let Some(s) = start.take() {
+                each(&key[s..i]);
+            }
         }
+        start.get_or_insert(i);
         prev_lower = ch.is_lowercase() || ch.is_ascii_digit();
-        cur.extend(ch.to_lowercase());
     }
-    if !cur.is_empty() {
-        out.push(cur);
+    if let Some(s) = start {
+        each(&key[s..]);
     }
+}
+
+/// Splits a key into lower-case words.
+fn words(key: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    split_words(key, |w| {
+        out.push(w.chars().flat_map(char::to_lowercase).collect())
+    });
     out
 }
+
+/// True when the word `word` (a slice of a key), lower-cased, is `rule`
+/// (a lower-case rule word). Allocation-free.
+#[inline]
+fn word_is(word: &str, rule: &str) -> bool {
+    if word.is_ascii() {
+        // Lower-casing keeps an ASCII word's length; the rule is lower case.
+        word.len() == rule.len() && word.eq_ignore_ascii_case(rule)
+    } else {
+        word.chars().flat_map(char::to_lowercase).eq(rule.chars())
+    }
+}
+
+/// Keys with at most this many words are matched without allocating.
+const STACK_WORDS: usize = 16;
 
 impl Redactor {
     /// The default rules plus `extra` (each rule is a key name, split into
@@ -94,17 +152,66 @@ impl Redactor {
             .chain(extra.iter().map(AsRef::as_ref))
             .map(words)
             .filter(|w| !w.is_empty())
-            .collect();
-        Redactor { rules }
+            .collect::<Vec<_>>();
+        let mut first_words: Vec<String> = rules.iter().map(|r| r[0].clone()).collect();
+        first_words.sort();
+        first_words.dedup();
+        let first_lens = first_words
+            .iter()
+            .fold(0u64, |m, w| m | 1 << w.len().min(63));
+        Redactor {
+            rules,
+            first_words,
+            first_lens,
+        }
+    }
+
+    /// True when `word` (a slice of a key) may begin a rule.
+    fn begins_rule(&self, word: &str) -> bool {
+        // An ASCII word keeps its length when lower-cased: most words are
+        // rejected on their length alone.
+        if word.is_ascii() {
+            let len = word.len();
+            return self.first_lens & (1 << len.min(63)) != 0
+                && self
+                    .first_words
+                    .iter()
+                    .any(|r| r.len() == len && word.eq_ignore_ascii_case(r));
+        }
+        self.first_words.iter().any(|r| word_is(word, r))
     }
 
     /// True when `key` names a secret.
     pub fn is_secret_key(&self, key: &str) -> bool {
-        // Fast path: most keys are short, lower-case words that are not secrets.
-        let w = words(key);
-        self.rules
-            .iter()
-            .any(|rule| w.windows(rule.len()).any(|win| win == rule.as_slice()))
+        // Called for every object member of every recorded payload, so the
+        // common case (no word of the key begins a rule) is rejected first,
+        // and nothing allocates: the words stay slices of the key, compared
+        // to the rules case-insensitively.
+        let mut candidate = false;
+        split_words(key, |w| candidate = candidate || self.begins_rule(w));
+        if !candidate {
+            return false;
+        }
+        let mut stack = [""; STACK_WORDS];
+        let mut n = 0;
+        split_words(key, |w| {
+            if n < STACK_WORDS {
+                stack[n] = w;
+            }
+            n += 1;
+        });
+        if n > STACK_WORDS {
+            let w = words(key);
+            return self
+                .rules
+                .iter()
+                .any(|rule| w.windows(rule.len()).any(|win| win == rule.as_slice()));
+        }
+        let w = &stack[..n];
+        self.rules.iter().any(|rule| {
+            w.windows(rule.len())
+                .any(|win| win.iter().zip(rule).all(|(word, r)| word_is(word, r)))
+        })
     }
 
     /// Redacts one JSON value in place: secret-named members, and every
@@ -160,9 +267,7 @@ impl Redactor {
         self.redact_fields(kind, secrets);
         // Capped after redaction: a capped subtree is JSON text, where a
         // secret-named key would no longer be seen as a key.
-        for field in json_fields_mut(kind) {
-            cap_depth(field);
-        }
+        each_json_field_mut(kind, cap_depth);
     }
 
     fn redact_fields(&self, kind: &mut FactKind, secrets: &[&str]) {
@@ -272,26 +377,39 @@ pub fn artifact_ref(value: &Value) -> Option<&str> {
 
 /// The JSON fields of a fact (payloads, args, results, ...).
 pub fn json_fields_mut(kind: &mut FactKind) -> Vec<&mut Value> {
+    let mut out = Vec::new();
+    each_json_field_mut(kind, |v| out.push(v));
+    out
+}
+
+/// Calls `each` with every JSON field of a fact, in the order
+/// [`json_fields_mut`] lists them, without collecting them (the writer
+/// calls this for every fact).
+fn each_json_field_mut<'a>(kind: &'a mut FactKind, mut each: impl FnMut(&'a mut Value)) {
     match kind {
-        FactKind::CallStarted(c) => vec![&mut c.args],
-        FactKind::Progress(p) => vec![&mut p.payload],
-        FactKind::Log(l) => vec![&mut l.data],
-        FactKind::ElicitRequested(e) => vec![&mut e.schema],
-        FactKind::ElicitAnswered(e) => match &mut e.outcome {
-            ElicitOutcome::Accept { content } => vec![content],
-            _ => vec![],
-        },
-        FactKind::Effect(e) => match &mut e.outcome {
-            EffectOutcome::Ok(v) => vec![&mut e.request, v],
-            EffectOutcome::Err(_) => vec![&mut e.request],
-        },
-        FactKind::CallOutput(o) => vec![&mut o.value],
-        FactKind::CallEnded(e) => match &mut e.outcome {
-            CallOutcome::Ok { result } => vec![result],
-            _ => vec![],
-        },
-        FactKind::Unknown { data, .. } => vec![data],
-        _ => vec![],
+        FactKind::CallStarted(c) => each(&mut c.args),
+        FactKind::Progress(p) => each(&mut p.payload),
+        FactKind::Log(l) => each(&mut l.data),
+        FactKind::ElicitRequested(e) => each(&mut e.schema),
+        FactKind::ElicitAnswered(e) => {
+            if let ElicitOutcome::Accept { content } = &mut e.outcome {
+                each(content)
+            }
+        }
+        FactKind::Effect(e) => {
+            each(&mut e.request);
+            if let EffectOutcome::Ok(v) = &mut e.outcome {
+                each(v)
+            }
+        }
+        FactKind::CallOutput(o) => each(&mut o.value),
+        FactKind::CallEnded(e) => {
+            if let CallOutcome::Ok { result } = &mut e.outcome {
+                each(result)
+            }
+        }
+        FactKind::Unknown { data, .. } => each(data),
+        _ => {}
     }
 }
 
@@ -330,7 +448,7 @@ pub fn approx_size(value: &Value, limit: usize) -> usize {
 /// artifact (via `store`, which returns its digest) and leaves a reference
 /// in its place. Nothing is cut: the whole value is in the artifact.
 pub fn spill_large(kind: &mut FactKind, limit: usize, mut store: impl FnMut(&[u8]) -> String) {
-    for field in json_fields_mut(kind) {
+    each_json_field_mut(kind, |field| {
         if approx_size(field, limit) > limit {
             let bytes = serde_json::to_vec(field).unwrap_or_default();
             let digest = store(&bytes);
@@ -343,7 +461,7 @@ pub fn spill_large(kind: &mut FactKind, limit: usize, mut store: impl FnMut(&[u8
             );
             *field = Value::Object(r);
         }
-    }
+    });
 }
 
 /// Replaces every occurrence of each secret in `text` by [`MARKER`].
@@ -398,6 +516,72 @@ mod tests {
             ("secretary", false),
         ] {
             check(key, secret);
+        }
+    }
+
+    /// The allocation-free matcher agrees with matching on the allocated
+    /// lower-case words, key by key.
+    #[test]
+    fn key_matching_agrees_with_the_word_lists() {
+        let r = Redactor::new(&["session_cookie", "x-Ärger", "İd"]);
+        let reference = |key: &str| {
+            let w = words(key);
+            r.rules
+                .iter()
+                .any(|rule| w.windows(rule.len()).any(|win| win == rule.as_slice()))
+        };
+        let long = "a_".repeat(STACK_WORDS + 3) + "api_key";
+        let keys = [
+            "",
+            "_",
+            "__token__",
+            "token",
+            "TOKEN",
+            "Token",
+            "toKen",
+            "maxTokens",
+            "max_tokens",
+            "apiKey",
+            "APIKey",
+            "api.key",
+            "api key",
+            "api/key",
+            "x-api-key",
+            "apikey",
+            "ApiKeys",
+            "session-cookie",
+            "sessionCookie",
+            "SESSION_COOKIE",
+            "set-cookie",
+            "client_secret",
+            "clientSecret2",
+            "secret2",
+            "v2Token",
+            "passwört",
+            "PASSWÖRT",
+            "x_ärger",
+            "X-ÄRGER",
+            "xÄrger",
+            "İd",
+            "id",
+            "İD",
+            "i\u{307}d",
+            "ǅungla",
+            "message",
+            "done",
+            "total",
+            "privateKey",
+            "private_key_id",
+            "credentials",
+            "authorizationHeader",
+            long.as_str(),
+            &"w".repeat(200),
+            "a_b_c_d_e_f_g_h_i_j_k_l_m_n_o_p_q",
+            "a_b_c_d_e_f_g_h_i_j_k_l_m_n_o_p",
+            "a_b_c_d_e_f_g_h_i_j_k_l_m_n_o_token",
+        ];
+        for key in keys {
+            assert_eq!(r.is_secret_key(key), reference(key), "key {key:?}");
         }
     }
 

@@ -296,7 +296,8 @@ impl Run {
         &self.inner.id
     }
 
-    /// Files one fact of this run (the single entry point to the queue).
+    /// Files one fact of this run (the entry point to the queue, with
+    /// [`Run::emit_progress`] for progress reports).
     /// After `run.ended` a run takes no facts: a late one is reported on
     /// standard error and not recorded.
     fn emit(&self, call: Option<&str>, kind: FactKind) {
@@ -319,6 +320,25 @@ impl Run {
         if closes {
             self.inner.closed.store(true, Ordering::SeqCst);
         }
+    }
+
+    /// Files a progress report of `call`: [`Run::emit`] for the hot path,
+    /// the fact built by the writer.
+    fn emit_progress(&self, call: &Arc<str>, progress: Progress) {
+        if self.inner.closed.load(Ordering::SeqCst) {
+            eprintln!(
+                "reel-recorder: run {}: a progress fact arrived after the run ended and was not recorded",
+                self.inner.id
+            );
+            return;
+        }
+        self.inner.rec.queue.progress(
+            &self.inner.id,
+            call,
+            unix_nanos(),
+            self.inner.started.elapsed().as_nanos() as u64,
+            progress,
+        );
     }
 
     /// Prepares a call of `tool` with `args`.
@@ -646,6 +666,7 @@ impl CallBuilder {
         run.emit(Some(&call_id), FactKind::CallStarted(started.clone()));
         let backend = Arc::new(LiveBackend {
             run: run.clone(),
+            call: Arc::from(call_id.as_str()),
             call_id: call_id.clone(),
             providers: self.providers,
             teardowns: Mutex::new(Teardowns::default()),
@@ -709,6 +730,8 @@ impl CallBuilder {
 /// The live answers to one call's context.
 struct LiveBackend {
     run: Run,
+    /// The call's id, shared with the writer by the facts that name it.
+    call: Arc<str>,
     call_id: String,
     providers: Providers,
     teardowns: Mutex<Teardowns>,
@@ -757,7 +780,11 @@ impl LiveBackend {
 
 impl CallBackend for LiveBackend {
     fn emit(&self, kind: FactKind) {
-        self.run.emit(Some(&self.call_id), kind);
+        match kind {
+            // The hot path: filed without an allocation (see `Msg::Progress`).
+            FactKind::Progress(p) => self.run.emit_progress(&self.call, p),
+            kind => self.run.emit(Some(&self.call_id), kind),
+        }
     }
 
     fn ready(&self) -> BoxFuture<'_, ()> {

@@ -10,25 +10,36 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use reel::context::Secret;
-use reel::fact::{FactKind, NewFact};
+use reel::fact::{FactKind, NewFact, Progress};
 use reel::redact::{spill_large, Redactor};
 use reel::{Archive, ArchiveError};
-use tokio::sync::{oneshot, Notify};
+use tokio::sync::{mpsc, oneshot, Notify};
 
 use crate::config::{Durability, RecorderConfig};
 
 /// A message to the writer.
-// `Fact` is by far the most common variant: boxing it would cost an
-// allocation per fact on the tool's thread to shrink the rare ones.
-#[allow(clippy::large_enum_variant)]
+///
+/// Every message is copied into the channel, so each is kept small: a
+/// progress report (the hot path, `progress()` is the one call a tool makes
+/// in a loop) travels unboxed in [`Msg::Progress`], 128 bytes, without an
+/// allocation on the tool's thread; every other fact travels boxed. (With
+/// the whole 376-byte `NewFact` inline, the copy into the channel and the
+/// channel's zeroed blocks were most of what `progress()` cost.)
 pub(crate) enum Msg {
-    /// A fact of a run.
-    Fact { run: Arc<str>, fact: NewFact },
+    /// A progress report of a call; the writer builds its fact.
+    Progress {
+        run: Arc<str>,
+        call: Arc<str>,
+        at: i64,
+        offset: u64,
+        progress: Progress,
+    },
+    /// Any other fact of a run.
+    Fact { run: Arc<str>, fact: Box<NewFact> },
     /// A credential value to scrub from this run's facts (kept in memory
     /// only, dropped when the run ends).
     Secret { run: Arc<str>, secret: Secret },
@@ -40,11 +51,16 @@ pub(crate) enum Msg {
     },
     /// The run ended: forget its secrets once its facts are written.
     RunClosed { run: Arc<str> },
+    /// The queue is closing: take no more messages, write what was sent
+    /// before, flush, and stop.
+    Close,
 }
 
 /// The tools' side of the queue.
 pub(crate) struct Queue {
-    tx: Mutex<Option<mpsc::Sender<Msg>>>,
+    /// Not behind a lock (filing a fact takes none): closing is a message,
+    /// after which the writer closes the channel (see [`Queue::close`]).
+    tx: mpsc::UnboundedSender<Msg>,
     in_flight: Arc<AtomicUsize>,
     room: Arc<Notify>,
     bound: usize,
@@ -55,7 +71,11 @@ pub(crate) struct Queue {
 impl Queue {
     /// Starts the writer thread over `archive`.
     pub(crate) fn start(archive: Archive, config: &RecorderConfig) -> std::io::Result<Queue> {
-        let (tx, rx) = mpsc::channel();
+        // tokio's unbounded channel recycles its blocks of slots, where
+        // std's allocates and zeroes a new block every 31 messages on the
+        // sending (the tool's) thread. The writer is a plain thread: it
+        // receives with `blocking_recv`.
+        let (tx, rx) = mpsc::unbounded_channel();
         let in_flight = Arc::new(AtomicUsize::new(0));
         let room = Arc::new(Notify::new());
         let failure = Arc::new(Mutex::new(None));
@@ -74,7 +94,7 @@ impl Queue {
             .name("reel-writer".into())
             .spawn(move || writer.run())?;
         Ok(Queue {
-            tx: Mutex::new(Some(tx)),
+            tx,
             in_flight,
             room,
             bound: config.queue_bound.max(1),
@@ -83,22 +103,41 @@ impl Queue {
         })
     }
 
+    /// False once the writer has closed the channel.
     fn send(&self, msg: Msg) -> bool {
-        let tx = self.tx.lock().unwrap_or_else(|p| p.into_inner());
-        match tx.as_ref() {
-            Some(tx) => tx.send(msg).is_ok(),
-            None => false,
-        }
+        self.tx.send(msg).is_ok()
     }
 
     /// Files a fact. Never blocks, never fails (after shutdown the fact has
     /// nowhere to go and is counted as lost in [`Queue::failure`]).
     pub(crate) fn fact(&self, run: &Arc<str>, fact: NewFact) {
-        self.in_flight.fetch_add(1, Ordering::Relaxed);
-        if !self.send(Msg::Fact {
+        self.file(Msg::Fact {
             run: run.clone(),
-            fact,
-        }) {
+            fact: Box::new(fact),
+        });
+    }
+
+    /// Files a progress report of `call` (like [`Queue::fact`]).
+    pub(crate) fn progress(
+        &self,
+        run: &Arc<str>,
+        call: &Arc<str>,
+        at: i64,
+        offset: u64,
+        progress: Progress,
+    ) {
+        self.file(Msg::Progress {
+            run: run.clone(),
+            call: call.clone(),
+            at,
+            offset,
+            progress,
+        });
+    }
+
+    fn file(&self, msg: Msg) {
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
+        if !self.send(msg) {
             self.in_flight.fetch_sub(1, Ordering::Relaxed);
             self.set_failure("a fact was filed after the recorder shut down".into());
         }
@@ -159,9 +198,11 @@ impl Queue {
     }
 
     /// Closes the queue and waits for the writer to append and flush
-    /// everything (blocking). Idempotent.
+    /// everything (blocking). Idempotent. The writer closes the channel when
+    /// it meets the close message: what was sent before is written, what is
+    /// sent after fails to send (and counts as lost in [`Queue::failure`]).
     pub(crate) fn close(&self) {
-        self.tx.lock().unwrap_or_else(|p| p.into_inner()).take();
+        self.send(Msg::Close);
         let thread = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(thread) = thread {
             let _ = thread.join();
@@ -177,7 +218,7 @@ impl Drop for Queue {
 
 struct Writer {
     archive: Archive,
-    rx: mpsc::Receiver<Msg>,
+    rx: mpsc::UnboundedReceiver<Msg>,
     in_flight: Arc<AtomicUsize>,
     room: Arc<Notify>,
     redactor: Redactor,
@@ -190,22 +231,50 @@ struct Writer {
 /// The most messages one drain takes before writing.
 const DRAIN_MAX: usize = 8192;
 
+/// The facts of `run` in this drain (the latest runs are the likeliest).
+fn batch_of(batches: &mut Vec<(Arc<str>, Vec<NewFact>)>, run: Arc<str>) -> &mut Vec<NewFact> {
+    let i = match batches.iter().rposition(|(r, _)| *r == run) {
+        Some(i) => i,
+        None => {
+            // Sized for a call's worth of facts: growing from empty copies
+            // each (376-byte) fact several times over.
+            batches.push((run, Vec::with_capacity(64)));
+            batches.len() - 1
+        }
+    };
+    &mut batches[i].1
+}
+
 impl Writer {
     fn run(mut self) {
         let mut batches: Vec<(Arc<str>, Vec<NewFact>)> = Vec::new();
         let mut acks = Vec::new();
         let mut closed = Vec::new();
-        while let Ok(first) = self.rx.recv() {
+        while let Some(first) = self.rx.blocking_recv() {
             let mut n = 0;
             let mut next = Some(first);
             while let Some(msg) = next.take() {
                 match msg {
+                    Msg::Progress {
+                        run,
+                        call,
+                        at,
+                        offset,
+                        progress,
+                    } => {
+                        n += 1;
+                        let fact = NewFact {
+                            at,
+                            offset,
+                            // Not `to_string()`: that goes through `Display`.
+                            call: Some(String::from(&*call)),
+                            kind: FactKind::Progress(progress),
+                        };
+                        batch_of(&mut batches, run).push(fact);
+                    }
                     Msg::Fact { run, fact } => {
                         n += 1;
-                        match batches.iter_mut().rev().find(|(r, _)| *r == run) {
-                            Some((_, facts)) => facts.push(fact),
-                            None => batches.push((run, vec![fact])),
-                        }
+                        batch_of(&mut batches, run).push(*fact);
                     }
                     Msg::Secret { run, secret } => {
                         self.secrets.entry(run).or_default().push(secret)
@@ -217,6 +286,9 @@ impl Writer {
                     }
                     Msg::Flush { ack } => acks.push(ack),
                     Msg::RunClosed { run } => closed.push(run),
+                    // Later sends fail; `blocking_recv` yields what is
+                    // buffered, then ends the loop.
+                    Msg::Close => self.rx.close(),
                 }
                 if n < DRAIN_MAX {
                     next = self.rx.try_recv().ok();
@@ -320,5 +392,21 @@ impl Writer {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Msg;
+
+    /// Every message is copied into the channel on the tool's thread: the
+    /// progress report, the hot path, stays small and unboxed.
+    #[test]
+    fn messages_stay_small() {
+        assert!(
+            std::mem::size_of::<Msg>() <= 128,
+            "Msg is {} bytes",
+            std::mem::size_of::<Msg>()
+        );
     }
 }

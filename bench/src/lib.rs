@@ -1,0 +1,703 @@
+//! # reel-bench: reel against its performance budget
+//!
+//! Every row of the performance budget in DESIGN.md, each measured against
+//! its baseline in the same process: the two sides run back to back in each
+//! round (the order alternating from round to round), over at least five
+//! rounds, and the figures reported are medians. This machine's speed moves
+//! by 1.5-4x from run to run, so the ratio is the median of the per-round
+//! ratios (each taken between two measurements made seconds apart), not the
+//! ratio of the medians.
+//!
+//! The binary prints each row's absolute figures as it goes, then one
+//! summary table. [`run`] is the whole suite; the smoke test calls it with
+//! [`Sizes::smoke`].
+//!
+//! # The rows
+//!
+//! | row | reel | baseline |
+//! |---|---|---|
+//! | `record` | 64 concurrent runs x 10 calls x 300 `ctx.progress()` through `reel_recorder` (call-boundary durability), facts/s from the first `start_run` until `shutdown` returns | the same facts built the same way, `encode_fact` + u32 length prefix, one `write` + `fsync` per call to a plain file |
+//! | `tracing` | the same reel recordings | the same workload through `tracing` (a span per call, an event per fact), `fmt().json()` + `tracing_appender::non_blocking` (lossless) to a file, timed until the guard is dropped; no fsync |
+//! | `timeline` | `TimelineBuilder` over `Archive::facts` for every run of the last recording (archive reopened, untimed) | the plain file read whole, `decode_fact`, the same `TimelineBuilder` (decode alone is printed too) |
+//! | `bytes` | the archive directory after `shutdown`, allocated blocks (`du`), per fact (sled's `size_on_disk` printed too) | the plain file, allocated blocks |
+//! | `progress` | one `ctx.progress(payload)` inside a recorded call, payloads built beforehand | `tokio::sync::mpsc` unbounded `send` of the same payloads, a thread draining them |
+//! | `list` | `list_runs` (tenant + status, limit 50) over 100,000 runs | the same over 1,000 runs |
+//! | `replay` | facts matched per second by `reel_replayer::replay` over the loaded recording (end to end from the tape printed too) | `Tape::read` of the same tape |
+//!
+//! ```no_run
+//! let rows = reel_bench::run(&reel_bench::Options::new(reel_bench::Sizes::smoke()), &mut std::io::stderr()).unwrap();
+//! println!("{}", reel_bench::summary_table(&rows));
+//! ```
+#![warn(missing_docs)]
+
+pub mod list;
+pub mod progress;
+pub mod record;
+pub mod replay;
+pub mod workload;
+
+use std::fmt;
+use std::io::{self, Write};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use workload::Shape;
+
+/// The names of the rows, in the order of DESIGN.md's budget (also what
+/// `--row` takes).
+pub const ROWS: &[&str] = &[
+    "record", "progress", "tracing", "timeline", "bytes", "list", "replay",
+];
+
+/// How big each workload is.
+#[derive(Debug, Clone)]
+pub struct Sizes {
+    /// Rounds per row (each round measures reel and its baseline once).
+    pub rounds: usize,
+    /// The recording workload (record, tracing, bytes, timeline rows).
+    pub shape: Shape,
+    /// `progress()` calls timed per round.
+    pub progress_calls: usize,
+    /// Runs in the large archive of the list row.
+    pub list_large: usize,
+    /// Runs in the small archive of the list row.
+    pub list_small: usize,
+    /// Queries per archive per round in the list row.
+    pub list_queries: usize,
+    /// Calls in the replayed run.
+    pub replay_calls: usize,
+    /// Steps per replayed call.
+    pub replay_steps: usize,
+}
+
+impl Sizes {
+    /// The full suite (about a minute in release on the 2-core machine,
+    /// most of it building the 100,000-run archive).
+    pub fn full() -> Sizes {
+        Sizes {
+            rounds: 9,
+            shape: Shape {
+                runs: 64,
+                calls: 10,
+                progress: 300,
+            },
+            progress_calls: 200_000,
+            list_large: 100_000,
+            list_small: 1_000,
+            list_queries: 500,
+            replay_calls: 40,
+            replay_steps: 500,
+        }
+    }
+
+    /// Tiny sizes, for the smoke test (seconds, even in debug).
+    pub fn smoke() -> Sizes {
+        Sizes {
+            rounds: 2,
+            shape: Shape {
+                runs: 2,
+                calls: 2,
+                progress: 5,
+            },
+            progress_calls: 300,
+            list_large: 200,
+            list_small: 20,
+            list_queries: 3,
+            replay_calls: 2,
+            replay_steps: 20,
+        }
+    }
+}
+
+/// What the suite runs.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Workload sizes.
+    pub sizes: Sizes,
+    /// Rows to run (names from [`ROWS`]); empty means all.
+    pub rows: Vec<String>,
+    /// Where the temporary archives and files go (default: the system's
+    /// temporary directory).
+    pub dir: Option<PathBuf>,
+    /// Worker threads of the tokio runtime the workloads run on.
+    pub workers: usize,
+    /// Keep the temporary archives and files (to look at them afterwards).
+    pub keep: bool,
+}
+
+impl Options {
+    /// All rows at these sizes.
+    pub fn new(sizes: Sizes) -> Options {
+        Options {
+            sizes,
+            rows: Vec::new(),
+            dir: None,
+            workers: 2,
+            keep: false,
+        }
+    }
+
+    fn wants(&self, row: &str) -> bool {
+        self.rows.is_empty() || self.rows.iter().any(|r| r == row)
+    }
+}
+
+/// A row's target, on the ratio reel / baseline.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Target {
+    /// The ratio must be at least this.
+    AtLeast(f64),
+    /// The ratio must be at most this.
+    AtMost(f64),
+    /// The ratio must lie within `1/x ..= x`.
+    Within(f64),
+    /// Reported only.
+    Reported,
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Target::AtLeast(x) => write!(f, ">= {x}x"),
+            Target::AtMost(x) => write!(f, "<= {x}x"),
+            Target::Within(x) => write!(f, "within {x}x"),
+            Target::Reported => f.write_str("reported"),
+        }
+    }
+}
+
+/// How a figure reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unit {
+    /// Facts per second.
+    FactsPerSec,
+    /// Nanoseconds.
+    Nanos,
+    /// Bytes per fact.
+    BytesPerFact,
+    /// Milliseconds.
+    Millis,
+}
+
+impl Unit {
+    /// `value` with its unit, for people.
+    pub fn show(self, value: f64) -> String {
+        match self {
+            Unit::FactsPerSec if value >= 1e6 => format!("{:.2}M facts/s", value / 1e6),
+            Unit::FactsPerSec => format!("{:.1}k facts/s", value / 1e3),
+            Unit::Nanos => format!("{value:.0} ns"),
+            Unit::BytesPerFact => format!("{value:.1} B/fact"),
+            Unit::Millis => format!("{value:.3} ms"),
+        }
+    }
+}
+
+/// One row of the summary.
+#[derive(Debug, Clone)]
+pub struct Row {
+    /// The row's name (see [`ROWS`]).
+    pub key: &'static str,
+    /// What is measured.
+    pub what: String,
+    /// What the baseline is.
+    pub baseline_is: String,
+    /// The unit of both figures.
+    pub unit: Unit,
+    /// Reel's figure (median over rounds).
+    pub reel: f64,
+    /// The baseline's figure (median over rounds).
+    pub baseline: f64,
+    /// Median of the per-round ratios reel / baseline.
+    pub ratio: f64,
+    /// The target on the ratio.
+    pub target: Target,
+    /// Rounds measured.
+    pub rounds: usize,
+}
+
+impl Row {
+    /// Whether the target holds (`None` for a reported-only row).
+    pub fn holds(&self) -> Option<bool> {
+        match self.target {
+            Target::AtLeast(x) => Some(self.ratio >= x),
+            Target::AtMost(x) => Some(self.ratio <= x),
+            Target::Within(x) => Some(self.ratio <= x && self.ratio >= 1.0 / x),
+            Target::Reported => None,
+        }
+    }
+}
+
+/// The median of `values` (NaN when empty).
+pub fn median(values: &[f64]) -> f64 {
+    if values.is_empty() {
+        return f64::NAN;
+    }
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// Per-round figures of reel and its baseline.
+#[derive(Debug, Default, Clone)]
+struct Pairs {
+    reel: Vec<f64>,
+    base: Vec<f64>,
+}
+
+impl Pairs {
+    fn push(&mut self, reel: f64, base: f64) {
+        self.reel.push(reel);
+        self.base.push(base);
+    }
+
+    fn row(
+        &self,
+        key: &'static str,
+        what: &str,
+        baseline_is: &str,
+        unit: Unit,
+        target: Target,
+    ) -> Row {
+        let ratios: Vec<f64> = self
+            .reel
+            .iter()
+            .zip(&self.base)
+            .map(|(r, b)| r / b)
+            .collect();
+        Row {
+            key,
+            what: what.into(),
+            baseline_is: baseline_is.into(),
+            unit,
+            reel: median(&self.reel),
+            baseline: median(&self.base),
+            ratio: median(&ratios),
+            target,
+            rounds: self.reel.len(),
+        }
+    }
+}
+
+fn rate(n: usize, d: Duration) -> f64 {
+    n as f64 / d.as_secs_f64()
+}
+
+/// Runs the selected rows, printing progress and absolute figures to `log`.
+pub fn run(opts: &Options, log: &mut dyn Write) -> io::Result<Vec<Row>> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(opts.workers.max(1))
+        .enable_all()
+        .build()?;
+    let tmp = |prefix: &str| -> io::Result<tempfile::TempDir> {
+        let mut b = tempfile::Builder::new();
+        b.prefix(prefix).disable_cleanup(opts.keep);
+        let dir = match &opts.dir {
+            Some(d) => b.tempdir_in(d),
+            None => b.tempdir(),
+        }?;
+        if opts.keep {
+            eprintln!("reel-bench: keeping {}", dir.path().display());
+        }
+        Ok(dir)
+    };
+    let s = &opts.sizes;
+    let rounds = s.rounds.max(1);
+    let mut rows = Vec::new();
+    writeln!(
+        log,
+        "reel-bench: {rounds} rounds per row; each round runs reel and its baseline back to back, \
+         alternating which goes first; figures are medians over rounds, ratio = median of per-round ratios"
+    )?;
+
+    // ---- record, tracing, bytes, timeline --------------------------------
+    let recording_rows = ["record", "tracing", "bytes", "timeline"];
+    if recording_rows.iter().any(|r| opts.wants(r)) {
+        let shape = s.shape;
+        let with_plain = opts.wants("record") || opts.wants("bytes") || opts.wants("timeline");
+        let with_tracing = opts.wants("tracing");
+        writeln!(
+            log,
+            "\n[record] {} concurrent runs x {} calls x {} progress reports = {} facts per recording \
+             (tokio runtime, {} workers; call-boundary durability)",
+            shape.runs,
+            shape.calls,
+            shape.progress,
+            shape.facts(),
+            opts.workers
+        )?;
+        let mut record = Pairs::default();
+        let mut tracing = Pairs::default();
+        let mut bytes = Pairs::default();
+        let mut sled_sizes = Vec::new();
+        let mut apparent = Pairs::default();
+        // The last round's archive and plain file, read by the timeline row.
+        let mut kept: Option<(tempfile::TempDir, tempfile::TempDir)> = None;
+        for round in 0..rounds {
+            let reel_dir = tmp("reel-bench-archive-")?;
+            let plain_dir = tmp("reel-bench-plain-")?;
+            let trace_dir = tmp("reel-bench-tracing-")?;
+            let plain_path = plain_dir.path().join("facts.bin");
+            let mut reel_rec = None;
+            let mut plain_rec = None;
+            let mut trace_rec = None;
+            let mut archive = None;
+            let order: Vec<usize> = (0..3).map(|i| (i + round) % 3).collect();
+            for side in order {
+                match side {
+                    0 => {
+                        let (r, a) = rt.block_on(record::reel(reel_dir.path(), shape))?;
+                        reel_rec = Some(r);
+                        archive = Some(a);
+                    }
+                    1 if with_plain => plain_rec = Some(record::plain(&plain_path, shape)?),
+                    2 if with_tracing => {
+                        let (r, lines) =
+                            rt.block_on(record::tracing_json(trace_dir.path(), shape))?;
+                        if lines != r.facts {
+                            return Err(io::Error::other(format!(
+                                "tracing wrote {lines} lines for {} facts",
+                                r.facts
+                            )));
+                        }
+                        trace_rec = Some(r);
+                    }
+                    _ => {}
+                }
+            }
+            let reel_rec = reel_rec.expect("reel side ran");
+            let archive = archive.expect("reel side ran");
+            let mut line = format!(
+                "  round {}: reel {}",
+                round + 1,
+                Unit::FactsPerSec.show(reel_rec.rate())
+            );
+            if let Some(p) = plain_rec {
+                record.push(reel_rec.rate(), p.rate());
+                let (a_du, a_len) = record::disk_usage(reel_dir.path())?;
+                let (p_du, p_len) = record::disk_usage(&plain_path)?;
+                let stats = archive.stats().map_err(io::Error::other)?;
+                let n = reel_rec.facts as f64;
+                bytes.push(a_du as f64 / n, p_du as f64 / n);
+                apparent.push(a_len as f64 / n, p_len as f64 / n);
+                sled_sizes.push(stats.bytes_on_disk as f64 / n);
+                line += &format!(
+                    ", plain file {} | on disk: archive {} (sled size_on_disk {}), plain {}",
+                    Unit::FactsPerSec.show(p.rate()),
+                    Unit::BytesPerFact.show(a_du as f64 / n),
+                    Unit::BytesPerFact.show(stats.bytes_on_disk as f64 / n),
+                    Unit::BytesPerFact.show(p_du as f64 / n),
+                );
+            }
+            if let Some(t) = trace_rec {
+                tracing.push(reel_rec.rate(), t.rate());
+                line += &format!(", tracing {}", Unit::FactsPerSec.show(t.rate()));
+            }
+            writeln!(log, "{line}")?;
+            drop(archive);
+            if round + 1 == rounds {
+                kept = Some((reel_dir, plain_dir));
+            }
+        }
+        if opts.wants("record") {
+            rows.push(record.row(
+                "record",
+                "record: facts/s into the archive, call-boundary durability",
+                "plain file, fsync per call",
+                Unit::FactsPerSec,
+                Target::AtLeast(0.75),
+            ));
+        }
+        if opts.wants("tracing") {
+            rows.push(tracing.row(
+                "tracing",
+                "tracing: the same recordings, facts/s",
+                "tracing JSON file layer",
+                Unit::FactsPerSec,
+                Target::AtLeast(1.0),
+            ));
+        }
+        if opts.wants("bytes") {
+            rows.push(bytes.row(
+                "bytes",
+                "bytes: on disk per fact (archive dir, du)",
+                "plain file",
+                Unit::BytesPerFact,
+                Target::AtMost(1.25),
+            ));
+            writeln!(
+                log,
+                "  bytes: allocated (du) archive {} vs plain {}; apparent (file lengths) archive {} vs plain {}; sled size_on_disk {}",
+                Unit::BytesPerFact.show(median(&bytes.reel)),
+                Unit::BytesPerFact.show(median(&bytes.base)),
+                Unit::BytesPerFact.show(median(&apparent.reel)),
+                Unit::BytesPerFact.show(median(&apparent.base)),
+                Unit::BytesPerFact.show(median(&sled_sizes)),
+            )?;
+        }
+        if opts.wants("timeline") {
+            let (reel_dir, plain_dir) = kept.expect("at least one round");
+            let plain_path = plain_dir.path().join("facts.bin");
+            writeln!(
+                log,
+                "\n[timeline] TimelineBuilder over every run of the last recording: archive.facts() vs \
+                 reading the plain file whole + decode_fact + the same TimelineBuilder"
+            )?;
+            let mut timeline = Pairs::default();
+            let mut decode_only = Vec::new();
+            for round in 0..rounds {
+                let mut reel_rate = 0.0;
+                let mut base_rate = 0.0;
+                for side in [round % 2, 1 - round % 2] {
+                    if side == 0 {
+                        // Opened afresh (untimed), as `reel show` would.
+                        let archive =
+                            reel::Archive::open(reel_dir.path(), reel::ArchiveConfig::default())
+                                .map_err(io::Error::other)?;
+                        let t = std::time::Instant::now();
+                        let n = record::timeline_from_archive(&archive, shape.runs)?;
+                        reel_rate = rate(n, t.elapsed());
+                        if n != shape.facts() {
+                            return Err(io::Error::other(format!(
+                                "the archive gave {n} facts of {}",
+                                shape.facts()
+                            )));
+                        }
+                    } else {
+                        let t = std::time::Instant::now();
+                        let n = record::timeline_from_plain(&plain_path)?;
+                        base_rate = rate(n, t.elapsed());
+                    }
+                }
+                let t = std::time::Instant::now();
+                let n = record::decode_plain(&plain_path)?;
+                decode_only.push(rate(n, t.elapsed()));
+                timeline.push(reel_rate, base_rate);
+                writeln!(
+                    log,
+                    "  round {}: archive {}, plain file {} (decode only, no timeline: {})",
+                    round + 1,
+                    Unit::FactsPerSec.show(reel_rate),
+                    Unit::FactsPerSec.show(base_rate),
+                    Unit::FactsPerSec.show(*decode_only.last().expect("pushed"))
+                )?;
+            }
+            let row = timeline.row(
+                "timeline",
+                "timeline: facts/s decoded into a timeline from the archive",
+                "plain file + decode_fact + same TimelineBuilder",
+                Unit::FactsPerSec,
+                Target::AtLeast(0.75),
+            );
+            writeln!(
+                log,
+                "  (for information: against decoding the plain file alone, without a timeline, {} -> ratio {:.2})",
+                Unit::FactsPerSec.show(median(&decode_only)),
+                row.reel / median(&decode_only)
+            )?;
+            rows.push(row);
+        }
+    }
+
+    // ---- progress ----------------------------------------------------------
+    if opts.wants("progress") {
+        let n = s.progress_calls;
+        let clock = progress::Clock::calibrate();
+        writeln!(
+            log,
+            "\n[progress] {n} calls per round, timed with the TSC ({:.3} ns/tick, timer overhead {:.1} ns subtracted) in groups of {}: \
+             median from groups timed whole, p99 from calls timed alone; \
+             baseline: tokio::sync::mpsc unbounded send of the same payload",
+            clock.ns_per_tick,
+            clock.overhead_ns(),
+            progress::GROUP
+        )?;
+        let mut med = Pairs::default();
+        let mut p99 = Pairs::default();
+        for round in 0..rounds {
+            let mut reel_c = None;
+            let mut base_c = None;
+            for side in [round % 2, 1 - round % 2] {
+                if side == 0 {
+                    let dir = tmp("reel-bench-progress-")?;
+                    reel_c = Some(rt.block_on(progress::reel(dir.path(), n, clock))?);
+                } else {
+                    base_c = Some(rt.block_on(progress::mpsc(n, clock))?);
+                }
+            }
+            let (r, b) = (reel_c.expect("ran"), base_c.expect("ran"));
+            med.push(r.median(), b.median());
+            p99.push(r.p99(), b.p99());
+            writeln!(
+                log,
+                "  round {}: progress() median {:.1} ns, p99 {:.0} ns; mpsc send median {:.1} ns, p99 {:.0} ns",
+                round + 1,
+                r.median(),
+                r.p99(),
+                b.median(),
+                b.p99()
+            )?;
+        }
+        writeln!(
+            log,
+            "  (for information: the envelope's two clock reads alone, SystemTime::now + Instant::elapsed, cost {:.1} ns here)",
+            progress::envelope_clocks(clock, n)
+        )?;
+        rows.push(med.row(
+            "progress",
+            "progress: cost of one ctx.progress() on the tool's thread, median",
+            "tokio mpsc send",
+            Unit::Nanos,
+            Target::AtMost(1.5),
+        ));
+        rows.push(p99.row(
+            "progress",
+            "progress: the same, p99",
+            "tokio mpsc send",
+            Unit::Nanos,
+            Target::Reported,
+        ));
+    }
+
+    // ---- list ----------------------------------------------------------------
+    if opts.wants("list") {
+        let (large, small) = (s.list_large, s.list_small);
+        writeln!(
+            log,
+            "\n[list] list_runs(tenant + status filter, limit 50) over {large} runs vs {small} runs; \
+             {} queries per archive per round",
+            s.list_queries
+        )?;
+        let large_dir = tmp("reel-bench-list-large-")?;
+        let small_dir = tmp("reel-bench-list-small-")?;
+        let t = std::time::Instant::now();
+        let large_archive = list::build(large_dir.path(), large)?;
+        let small_archive = list::build(small_dir.path(), small)?;
+        writeln!(
+            log,
+            "  built both archives in {:.1} s (untimed)",
+            t.elapsed().as_secs_f64()
+        )?;
+        let mut pairs = Pairs::default();
+        for round in 0..rounds {
+            let mut l = Duration::ZERO;
+            let mut sm = Duration::ZERO;
+            let (mut ln, mut sn) = (0, 0);
+            for side in [round % 2, 1 - round % 2] {
+                if side == 0 {
+                    (l, ln) = list::time_queries(&large_archive, s.list_queries)?;
+                } else {
+                    (sm, sn) = list::time_queries(&small_archive, s.list_queries)?;
+                }
+            }
+            let (lm, smm) = (l.as_secs_f64() * 1e3, sm.as_secs_f64() * 1e3);
+            pairs.push(lm, smm);
+            writeln!(
+                log,
+                "  round {}: {large} runs {lm:.3} ms/query ({ln} runs returned), {small} runs {smm:.3} ms/query ({sn} runs returned)",
+                round + 1
+            )?;
+        }
+        rows.push(pairs.row(
+            "list",
+            &format!("list: list_runs(tenant+status, limit 50), {large} runs"),
+            &format!("{small} runs"),
+            Unit::Millis,
+            Target::Within(2.0),
+        ));
+    }
+
+    // ---- replay --------------------------------------------------------------
+    if opts.wants("replay") {
+        let dir = tmp("reel-bench-replay-")?;
+        let bytes = rt.block_on(replay::record_tape(
+            dir.path(),
+            s.replay_calls,
+            s.replay_steps,
+        ))?;
+        let tools = replay::tools();
+        writeln!(
+            log,
+            "\n[replay] one recorded run: {} calls x {} steps (progress, an effect every 8, a log every 16), tape {} KiB; \
+             reel: facts matched per second by reel_replayer::replay over the Recording (reading and indexing the tape untimed); \
+             baseline: facts per second decoded by Tape::read of the same bytes",
+            s.replay_calls,
+            s.replay_steps,
+            bytes.len() / 1024
+        )?;
+        let mut pairs = Pairs::default();
+        let mut from_tape = Vec::new();
+        for round in 0..rounds {
+            let mut reel_rate = 0.0;
+            let mut base_rate = 0.0;
+            for side in [round % 2, 1 - round % 2] {
+                if side == 0 {
+                    // Replay is driven the way a test drives it: on a
+                    // current-thread runtime.
+                    let local = tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()?;
+                    let r = local.block_on(replay::replay_tape(&bytes, &tools))?;
+                    reel_rate = rate(r.matched as usize, r.replay);
+                    from_tape.push(rate(r.matched as usize, r.load + r.replay));
+                } else {
+                    let (n, d) = replay::decode_tape(&bytes)?;
+                    base_rate = rate(n, d);
+                }
+            }
+            pairs.push(reel_rate, base_rate);
+            writeln!(
+                log,
+                "  round {}: replay() {} (reading the tape + replay() {}), Tape::read {}",
+                round + 1,
+                Unit::FactsPerSec.show(reel_rate),
+                Unit::FactsPerSec.show(*from_tape.last().expect("pushed")),
+                Unit::FactsPerSec.show(base_rate)
+            )?;
+        }
+        let row = pairs.row(
+            "replay",
+            "replay: facts matched/s by replay() (recording loaded)",
+            "Tape::read",
+            Unit::FactsPerSec,
+            Target::AtLeast(0.5),
+        );
+        writeln!(
+            log,
+            "  (for information: end to end, reading the tape and replaying it, {} -> ratio {:.2})",
+            Unit::FactsPerSec.show(median(&from_tape)),
+            median(&from_tape) / row.baseline
+        )?;
+        rows.push(row);
+    }
+    Ok(rows)
+}
+
+/// The summary table, as Markdown: row | reel | baseline | ratio | target | holds.
+pub fn summary_table(rows: &[Row]) -> String {
+    let mut out = String::new();
+    out.push_str("| row | reel | baseline | ratio | target | holds |\n");
+    out.push_str("|---|---|---|---|---|---|\n");
+    for r in rows {
+        let holds = match r.holds() {
+            Some(true) => "yes",
+            Some(false) => "no",
+            None => "n/a",
+        };
+        out.push_str(&format!(
+            "| {} | {} | {} ({}) | {:.2}x | {} | {} |\n",
+            r.what,
+            r.unit.show(r.reel),
+            r.unit.show(r.baseline),
+            r.baseline_is,
+            r.ratio,
+            r.target,
+            holds
+        ));
+    }
+    out
+}

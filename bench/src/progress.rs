@@ -1,0 +1,245 @@
+//! The cost of one `ctx.progress(payload)` on the tool's own thread, against
+//! a `tokio::sync::mpsc` send of the same payload.
+
+use std::hint::black_box;
+use std::io;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use reel::fact::RunStatus;
+use reel_recorder::{Recorder, RunStart};
+use serde_json::Value;
+
+use crate::record::recorder_config;
+use crate::workload;
+
+/// Per-call costs in nanoseconds, the timer's own cost subtracted.
+///
+/// The clock here ticks in steps of about 10 ns, as coarse as the cheapest
+/// call measured, so the two figures come from interleaved groups of
+/// [`GROUP`] calls: every other group is timed as a whole (its mean per call
+/// goes to `means`, which gives the median), the others call by call (to
+/// `singles`, which gives the tail: p99).
+#[derive(Debug, Clone)]
+pub struct Costs {
+    /// Mean per call of each group timed whole, sorted.
+    pub means: Vec<f64>,
+    /// Each call timed alone, sorted.
+    pub singles: Vec<f64>,
+}
+
+/// Calls per timed group.
+pub const GROUP: usize = 16;
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let i = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+impl Costs {
+    /// The median cost of one call.
+    pub fn median(&self) -> f64 {
+        percentile(&self.means, 50.0)
+    }
+
+    /// The 99th percentile of one call's cost.
+    pub fn p99(&self) -> f64 {
+        percentile(&self.singles, 99.0)
+    }
+}
+
+/// Files `payloads` through `file`, timing as [`Costs`] says, and yielding
+/// to the runtime (untimed) every [`workload::YIELD_EVERY`] calls, as a
+/// tool awaiting something would.
+async fn drive(payloads: Vec<Value>, clock: Clock, mut file: impl FnMut(Value)) -> Costs {
+    let mut groups: Vec<Vec<Value>> = Vec::with_capacity(payloads.len() / GROUP + 1);
+    let mut it = payloads.into_iter().peekable();
+    while it.peek().is_some() {
+        groups.push(it.by_ref().take(GROUP).collect());
+    }
+    let mut means = Vec::with_capacity(groups.len() / 2 + 1);
+    let mut singles = Vec::with_capacity(groups.len() / 2 * GROUP + GROUP);
+    let to_ns = |t: f64| (t * clock.ns_per_tick).max(0.0);
+    for (g, group) in groups.into_iter().enumerate() {
+        let n = group.len() as f64;
+        if g % 2 == 0 {
+            let t = ticks();
+            for p in group {
+                file(p);
+            }
+            let spent = (ticks() - t) as f64 - clock.overhead_ticks;
+            means.push(to_ns(spent / n));
+        } else {
+            for p in group {
+                let t = ticks();
+                file(p);
+                singles.push(to_ns((ticks() - t) as f64 - clock.overhead_ticks));
+            }
+        }
+        if (g + 1) % (workload::YIELD_EVERY / GROUP).max(1) == 0 {
+            tokio::task::yield_now().await;
+        }
+    }
+    means.sort_by(f64::total_cmp);
+    singles.sort_by(f64::total_cmp);
+    Costs { means, singles }
+}
+
+/// A clock fine enough to time one call of tens of nanoseconds: the CPU's
+/// time-stamp counter on x86_64 (this machine's clock source is the TSC,
+/// constant and non-stop), `Instant` elsewhere. Ticks convert to nanoseconds
+/// with [`Clock::ns_per_tick`], calibrated against `Instant`.
+#[derive(Debug, Clone, Copy)]
+pub struct Clock {
+    /// Nanoseconds per tick.
+    pub ns_per_tick: f64,
+    /// Mean ticks of an empty timed section, subtracted from every sample.
+    pub overhead_ticks: f64,
+}
+
+/// The current tick.
+#[inline(always)]
+pub fn ticks() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: `rdtsc` has no preconditions on x86_64.
+        unsafe { std::arch::x86_64::_rdtsc() }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+        START.get_or_init(Instant::now).elapsed().as_nanos() as u64
+    }
+}
+
+impl Clock {
+    /// Calibrates the clock (about 50 ms).
+    pub fn calibrate() -> Clock {
+        let (t0, i0) = (ticks(), Instant::now());
+        while i0.elapsed().as_millis() < 50 {
+            std::hint::spin_loop();
+        }
+        let (t1, elapsed) = (ticks(), i0.elapsed());
+        let ns_per_tick = elapsed.as_nanos() as f64 / (t1 - t0).max(1) as f64;
+        // The mean, not the median: the counter moves in steps coarser
+        // than the timer's cost, and only the mean of quantised samples is
+        // unbiased.
+        let n = 100_000u64;
+        let empty: u64 = (0..n)
+            .map(|_| {
+                let t = ticks();
+                black_box(());
+                ticks() - t
+            })
+            .sum();
+        Clock {
+            ns_per_tick,
+            overhead_ticks: empty as f64 / n as f64,
+        }
+    }
+
+    /// The timer's own cost in nanoseconds.
+    pub fn overhead_ns(&self) -> f64 {
+        self.overhead_ticks * self.ns_per_tick
+    }
+}
+
+/// What the two clock reads of a fact's envelope cost (`at`: the wall
+/// clock, `offset`: the monotonic clock since the run started), timed like
+/// the calls: the floor under `progress()` that a bare channel send does not
+/// pay. Median over groups, in nanoseconds.
+pub fn envelope_clocks(clock: Clock, n: usize) -> f64 {
+    let started = Instant::now();
+    let mut means: Vec<f64> = (0..n / GROUP)
+        .map(|_| {
+            let t = ticks();
+            for _ in 0..GROUP {
+                black_box(workload::unix_nanos());
+                black_box(started.elapsed());
+            }
+            let spent = (ticks() - t) as f64 - clock.overhead_ticks;
+            (spent / GROUP as f64 * clock.ns_per_tick).max(0.0)
+        })
+        .collect();
+    means.sort_by(f64::total_cmp);
+    percentile(&means, 50.0)
+}
+
+fn payloads(n: usize) -> Vec<Value> {
+    (0..n).map(|i| workload::payload(i, n)).collect()
+}
+
+/// `n` progress reports from inside one recorded call (call-boundary
+/// durability), each timed alone; the payloads are built beforehand. The
+/// tool yields every [`workload::YIELD_EVERY`] reports (untimed), as a tool
+/// awaiting something would. The writer thread drains the queue meanwhile.
+pub async fn reel(dir: &Path, n: usize, clock: Clock) -> io::Result<Costs> {
+    let recorder = Recorder::open(dir, recorder_config())
+        .await
+        .map_err(io::Error::other)?;
+    let run = recorder
+        .start_run(RunStart::new("progress"))
+        .await
+        .map_err(io::Error::other)?;
+    let costs = Arc::new(Mutex::new(None));
+    let out = costs.clone();
+    let payloads = payloads(n);
+    // On a runtime worker, like the mpsc side (the future handed to
+    // `block_on` runs on the main thread instead).
+    let call = run.call("probe", ());
+    tokio::spawn(async move {
+        call.invoke(move |ctx, (): ()| async move {
+            let costs = drive(payloads, clock, |p| ctx.progress(p)).await;
+            *out.lock().unwrap_or_else(|p| p.into_inner()) = Some(costs);
+            Ok(())
+        })
+        .await
+    })
+    .await
+    .map_err(io::Error::other)?
+    .map_err(io::Error::other)?;
+    run.end(RunStatus::Completed)
+        .await
+        .map_err(io::Error::other)?;
+    recorder.shutdown().await.map_err(io::Error::other)?;
+    let costs = costs.lock().unwrap_or_else(|p| p.into_inner()).take();
+    costs.ok_or_else(|| io::Error::other("the probe tool did not run"))
+}
+
+/// `n` sends of the same payloads on a `tokio::sync::mpsc` unbounded channel
+/// (like `progress`, a send that never waits), from a task on the same
+/// runtime; a thread receives them in batches and drops them meanwhile.
+pub async fn mpsc(n: usize, clock: Clock) -> io::Result<Costs> {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Value>();
+    // The receiving thread drains in batches, as reel's writer does.
+    let consumer = std::thread::spawn(move || {
+        let mut got = 0usize;
+        let mut batch = Vec::with_capacity(8192);
+        while rx.blocking_recv_many(&mut batch, 8192) > 0 {
+            got += batch.len();
+            batch.clear();
+        }
+        got
+    });
+    let payloads = payloads(n);
+    let costs = tokio::spawn(async move {
+        drive(payloads, clock, |p| {
+            let _ = tx.send(p);
+        })
+        .await
+    })
+    .await
+    .map_err(io::Error::other)?;
+    let got = tokio::task::spawn_blocking(move || consumer.join())
+        .await
+        .map_err(io::Error::other)?
+        .map_err(|_| io::Error::other("the mpsc consumer panicked"))?;
+    if got != n {
+        return Err(io::Error::other(format!("mpsc consumer got {got} of {n}")));
+    }
+    Ok(costs)
+}

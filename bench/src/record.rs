@@ -1,0 +1,272 @@
+//! Recording the workload three ways (reel, a plain file, `tracing`), and
+//! reading it back into timelines (reel's archive, the plain file).
+
+use std::fs::File;
+use std::hint::black_box;
+use std::io::{self, Write};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use reel::archive::{decode_fact, encode_fact};
+use reel::fact::RunStatus;
+use reel::{Archive, ArchiveConfig};
+use reel_recorder::{Durability, Recorder, RecorderConfig, RunStart};
+use reel_viewer::timeline::TimelineBuilder;
+use tracing::instrument::WithSubscriber;
+use tracing::Instrument;
+
+use crate::workload::{self, Shape};
+
+/// One timed recording.
+#[derive(Debug, Clone, Copy)]
+pub struct Recorded {
+    /// Facts recorded.
+    pub facts: usize,
+    /// From the first run's start until everything was durable (reel:
+    /// `shutdown` returned; plain file: the last fsync; tracing: the
+    /// appender's guard was dropped).
+    pub elapsed: Duration,
+}
+
+impl Recorded {
+    /// Facts per second.
+    pub fn rate(&self) -> f64 {
+        self.facts as f64 / self.elapsed.as_secs_f64()
+    }
+}
+
+/// The recorder's configuration in every row: call-boundary durability
+/// (the default), no live-inspection socket.
+pub fn recorder_config() -> RecorderConfig {
+    RecorderConfig {
+        durability: Durability::CallBoundary,
+        serve_live: false,
+        ..RecorderConfig::default()
+    }
+}
+
+/// Records the workload into a new archive in `dir` through
+/// `reel_recorder`: `shape.runs` concurrent runs, each calling [`workload::busy`]
+/// `shape.calls` times in a row. Timed until `shutdown` returns. The archive
+/// is returned open (for the read rows).
+pub async fn reel(dir: &Path, shape: Shape) -> io::Result<(Recorded, Archive)> {
+    let archive = Archive::open(dir, ArchiveConfig::default()).map_err(io::Error::other)?;
+    let recorder =
+        Recorder::with_archive(archive.clone(), recorder_config()).map_err(io::Error::other)?;
+    let started = Instant::now();
+    let mut tasks = Vec::with_capacity(shape.runs);
+    for r in 0..shape.runs {
+        let recorder = recorder.clone();
+        tasks.push(tokio::spawn(async move {
+            let run = recorder
+                .start_run(RunStart::new(workload::run_id(r)))
+                .await?;
+            for c in 0..shape.calls {
+                run.call(workload::TOOL, workload::args(r, c, shape.progress))
+                    .invoke(workload::busy)
+                    .await
+                    .map_err(|e| reel_recorder::RecorderError::Writer(e.to_string()))?;
+            }
+            run.end(RunStatus::Completed).await
+        }));
+    }
+    for task in tasks {
+        task.await
+            .map_err(io::Error::other)?
+            .map_err(io::Error::other)?;
+    }
+    recorder.shutdown().await.map_err(io::Error::other)?;
+    let elapsed = started.elapsed();
+    Ok((
+        Recorded {
+            facts: shape.facts(),
+            elapsed,
+        },
+        archive,
+    ))
+}
+
+/// The same facts, built the same way and encoded with
+/// [`reel::archive::encode_fact`], appended to a plain file as
+/// `u32 LE length ++ encoding`, one `write` and one `fsync` per batch (a
+/// batch is the facts of one call; run.started and run.ended are batches of
+/// their own, as the recorder flushes them too).
+pub fn plain(path: &Path, shape: Shape) -> io::Result<Recorded> {
+    let started = Instant::now();
+    let mut file = File::create(path)?;
+    let mut buf = Vec::with_capacity(64 * 1024);
+    let mut failure = None;
+    for r in 0..shape.runs {
+        workload::run_facts(r, &shape, |batch| {
+            if failure.is_some() {
+                return;
+            }
+            buf.clear();
+            for fact in batch {
+                let at = buf.len();
+                buf.extend_from_slice(&[0; 4]);
+                if let Err(e) = encode_fact(fact, &mut buf) {
+                    failure = Some(io::Error::other(e));
+                    return;
+                }
+                let len = (buf.len() - at - 4) as u32;
+                buf[at..at + 4].copy_from_slice(&len.to_le_bytes());
+            }
+            if let Err(e) = file.write_all(&buf).and_then(|()| file.sync_data()) {
+                failure = Some(e);
+            }
+        });
+    }
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    Ok(Recorded {
+        facts: shape.facts(),
+        elapsed: started.elapsed(),
+    })
+}
+
+/// The same workload through `tracing`: one span per call (run id, call id,
+/// tool), one event per fact, a `tracing_subscriber::fmt().json()` layer
+/// writing through `tracing_appender::non_blocking` (lossless, so that no
+/// line is dropped) to `dir/trace.json`. Timed until the appender's guard
+/// has been dropped (its worker wrote every line). Returns the recording and
+/// the number of lines in the file.
+pub async fn tracing_json(dir: &Path, shape: Shape) -> io::Result<(Recorded, usize)> {
+    let appender = tracing_appender::rolling::never(dir, "trace.json");
+    let started = Instant::now();
+    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+        .lossy(false)
+        .finish(appender);
+    let subscriber = tracing_subscriber::fmt()
+        .json()
+        .with_writer(writer)
+        .finish();
+    let dispatch = tracing::Dispatch::new(subscriber);
+    let mut tasks = Vec::with_capacity(shape.runs);
+    for r in 0..shape.runs {
+        let run = async move {
+            let run_id = workload::run_id(r);
+            tracing::info!(run_id = %run_id, "run.started");
+            for c in 0..shape.calls {
+                let call_id = format!("c{}", c + 1);
+                let span = tracing::info_span!("call", run_id = %run_id, call_id = %call_id, tool = workload::TOOL);
+                async {
+                    let call_started = Instant::now();
+                    let n = shape.progress;
+                    tracing::info!(args = %workload::args(r, c, n), "call.started");
+                    for i in 0..n {
+                        tracing::info!(count = i + 1, payload = %workload::payload(i, n), "progress");
+                        if i % workload::YIELD_EVERY == workload::YIELD_EVERY - 1 {
+                            tokio::task::yield_now().await;
+                        }
+                    }
+                    tracing::info!(
+                        result = %workload::result(n),
+                        duration_ns = call_started.elapsed().as_nanos() as u64,
+                        "call.ended"
+                    );
+                }
+                .instrument(span)
+                .await;
+            }
+            tracing::info!(run_id = %run_id, status = "completed", "run.ended");
+        };
+        tasks.push(tokio::spawn(run.with_subscriber(dispatch.clone())));
+    }
+    for task in tasks {
+        task.await.map_err(io::Error::other)?;
+    }
+    drop(dispatch);
+    drop(guard);
+    let elapsed = started.elapsed();
+    let text = std::fs::read(dir.join("trace.json"))?;
+    let lines = text.iter().filter(|&&b| b == b'\n').count();
+    Ok((
+        Recorded {
+            facts: shape.facts(),
+            elapsed,
+        },
+        lines,
+    ))
+}
+
+/// Builds the timeline of every run of the workload from the archive
+/// (`TimelineBuilder` over `archive.facts(run, ..)`). Returns the facts read.
+pub fn timeline_from_archive(archive: &Archive, runs: usize) -> io::Result<usize> {
+    let mut facts = 0;
+    for r in 0..runs {
+        let mut builder = TimelineBuilder::default();
+        for fact in archive
+            .facts(&workload::run_id(r), ..)
+            .map_err(io::Error::other)?
+        {
+            let fact = fact.map_err(io::Error::other)?;
+            builder.push(&fact);
+            facts += 1;
+        }
+        black_box(builder.finish());
+    }
+    Ok(facts)
+}
+
+/// Reads the plain file whole and decodes every fact with
+/// [`reel::archive::decode_fact`], into the same `TimelineBuilder` (a new
+/// timeline at each run.started). Returns the facts read.
+pub fn timeline_from_plain(path: &Path) -> io::Result<usize> {
+    let bytes = std::fs::read(path)?;
+    let mut rest = &bytes[..];
+    let mut facts = 0;
+    let mut builder: Option<TimelineBuilder> = None;
+    while rest.len() >= 4 {
+        let len = u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
+        let fact = decode_fact(&rest[4..4 + len]).map_err(io::Error::other)?;
+        rest = &rest[4 + len..];
+        if matches!(fact.kind, reel::FactKind::RunStarted(_)) {
+            if let Some(b) = builder.take() {
+                black_box(b.finish());
+            }
+        }
+        builder
+            .get_or_insert_with(TimelineBuilder::default)
+            .push(&fact);
+        facts += 1;
+    }
+    if let Some(b) = builder.take() {
+        black_box(b.finish());
+    }
+    Ok(facts)
+}
+
+/// Reads the plain file whole and decodes every fact, nothing more (the
+/// strict reading of the baseline, printed for information).
+pub fn decode_plain(path: &Path) -> io::Result<usize> {
+    let bytes = std::fs::read(path)?;
+    let mut rest = &bytes[..];
+    let mut facts = 0;
+    while rest.len() >= 4 {
+        let len = u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
+        black_box(decode_fact(&rest[4..4 + len]).map_err(io::Error::other)?);
+        rest = &rest[4 + len..];
+        facts += 1;
+    }
+    Ok(facts)
+}
+
+/// Bytes a path takes on disk: (allocated, as `du` counts them; apparent,
+/// the sum of file lengths), summed over a directory's files.
+pub fn disk_usage(path: &Path) -> io::Result<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::symlink_metadata(path)?;
+    if meta.is_dir() {
+        let mut total = (0, 0);
+        for entry in std::fs::read_dir(path)? {
+            let (a, b) = disk_usage(&entry?.path())?;
+            total.0 += a;
+            total.1 += b;
+        }
+        Ok(total)
+    } else {
+        Ok((meta.blocks() * 512, meta.len()))
+    }
+}

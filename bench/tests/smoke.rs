@@ -1,0 +1,44 @@
+//! The benchmark suite at tiny sizes inside `cargo test`: every row is
+//! produced and its figures are positive and finite. Timing ratios are
+//! never asserted here (benchmarks, never timed tests).
+
+use reel_bench::{run, summary_table, Options, Sizes, Target, ROWS};
+
+#[test]
+fn every_row_runs_at_tiny_sizes() {
+    let mut log = Vec::new();
+    let rows = run(&Options::new(Sizes::smoke()), &mut log).expect("the suite runs");
+    let log = String::from_utf8(log).expect("the log is UTF-8");
+    for key in ROWS {
+        assert!(
+            rows.iter().any(|r| r.key == *key),
+            "row {key} is missing from the summary; log:\n{log}"
+        );
+    }
+    // progress has a median and a p99 row.
+    assert_eq!(rows.len(), ROWS.len() + 1, "{log}");
+    for r in &rows {
+        for (name, v) in [
+            ("reel", r.reel),
+            ("baseline", r.baseline),
+            ("ratio", r.ratio),
+        ] {
+            assert!(
+                v.is_finite() && v >= 0.0,
+                "row {} ({}): {name} figure {v} is not a finite, non-negative number; log:\n{log}",
+                r.key,
+                r.what
+            );
+        }
+        // Rates and sizes are strictly positive; a progress() cost may round
+        // to zero after the timer's overhead is subtracted.
+        if r.key != "progress" {
+            assert!(r.reel > 0.0 && r.baseline > 0.0, "row {}: {r:?}", r.key);
+        }
+        assert_eq!(r.rounds, Sizes::smoke().rounds, "row {}", r.key);
+        assert!(r.holds().is_some() || r.target == Target::Reported);
+    }
+    let table = summary_table(&rows);
+    assert_eq!(table.lines().count(), rows.len() + 2, "{table}");
+    assert!(table.starts_with("| row | reel | baseline | ratio | target | holds |"));
+}
