@@ -1076,3 +1076,35 @@ impl fmt::Debug for SubFlowLogger {
             .finish()
     }
 }
+
+/// Resolves a call's declared credential needs before its tool runs (the
+/// host's side of declare-and-push), filing their facts through the call's
+/// backend. The first resolved credential becomes the tool's
+/// [`ToolContext::declared_credential`]; the first need that fails stops
+/// the call: its tool must not run.
+pub async fn resolve_declared(
+    info: &CallInfo,
+    backend: &Arc<dyn CallBackend>,
+    needs: &[CredentialNeed],
+    cancel: &CancelHandle,
+) -> Result<Option<Credential>, ToolError> {
+    if needs.is_empty() {
+        return Ok(None);
+    }
+    let pre = ToolContext::new(info.clone(), backend.clone(), None, cancel);
+    let mut declared = None;
+    for need in needs {
+        let c = pre.credential_for(need, CredentialMode::Declared).await?;
+        declared.get_or_insert(c);
+    }
+    Ok(declared)
+}
+
+/// The message of a caught panic (a tool's, for the record).
+pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic".into())
+}

@@ -682,35 +682,14 @@ impl CallBuilder {
         let dyn_backend: Arc<dyn CallBackend> = backend.clone();
 
         // Declared needs are resolved before the tool runs.
-        let mut declared = None;
-        let mut refused = None;
-        if !self.needs.is_empty() {
-            let pre = ToolContext::new(info.clone(), dyn_backend.clone(), None, &self.cancel);
-            for need in &self.needs {
-                match pre.credential_for(need, CredentialMode::Declared).await {
-                    Ok(c) => {
-                        declared.get_or_insert(c);
-                    }
-                    Err(e) => {
-                        refused = Some(ToolError::from(e));
-                        break;
-                    }
-                }
-            }
-        }
-
-        let result = match refused {
-            Some(err) => Err(err),
-            None => {
+        let result = match resolve_declared(&info, &dyn_backend, &self.needs, &self.cancel).await {
+            Err(err) => Err(err),
+            Ok(declared) => {
                 let ctx = ToolContext::new(info, dyn_backend, declared, &self.cancel);
                 match AssertUnwindSafe(tool(ctx, args)).catch_unwind().await {
                     Ok(result) => result,
                     Err(panic) => {
-                        let message = panic
-                            .downcast_ref::<&str>()
-                            .map(|s| s.to_string())
-                            .or_else(|| panic.downcast_ref::<String>().cloned())
-                            .unwrap_or_else(|| "a panic".into());
+                        let message = panic_message(&*panic);
                         backend
                             .finish(
                                 started_at,

@@ -510,39 +510,17 @@ fn replay_call<'a>(
                 _ => None,
             })
             .collect();
-        let mut declared = None;
-        let mut refused = None;
-        if !needs.is_empty() {
-            let pre = ToolContext::new(info.clone(), dyn_backend.clone(), None, &cancel);
-            for need in &needs {
-                match pre.credential_for(need, CredentialMode::Declared).await {
-                    Ok(c) => {
-                        declared.get_or_insert(c);
-                    }
-                    Err(e) => {
-                        refused = Some(ToolError::from(e));
-                        break;
-                    }
-                }
-            }
-        }
-        let result = match refused {
-            Some(e) => Err(e),
-            None => {
+        let result = match resolve_declared(&info, &dyn_backend, &needs, &cancel).await {
+            Err(e) => Err(e),
+            Ok(declared) => {
                 let ctx = ToolContext::new(info, dyn_backend, declared, &cancel);
                 let args = started.args.clone();
                 match AssertUnwindSafe(tool(ctx, args)).catch_unwind().await {
                     Ok(r) => r,
-                    Err(panic) => {
-                        let message = panic
-                            .downcast_ref::<&str>()
-                            .map(|s| s.to_string())
-                            .or_else(|| panic.downcast_ref::<String>().cloned())
-                            .unwrap_or_else(|| "a panic".into());
-                        Err(ToolError::msg(format!(
-                            "the tool panicked during replay: {message}"
-                        )))
-                    }
+                    Err(panic) => Err(ToolError::msg(format!(
+                        "the tool panicked during replay: {}",
+                        panic_message(&*panic)
+                    ))),
                 }
             }
         };
