@@ -199,8 +199,13 @@ impl Recorder {
     /// Flushes everything, stops the writer and returns once all that was
     /// filed is durable. Facts filed afterwards are not recorded.
     pub async fn shutdown(self) -> Result<(), RecorderError> {
-        drop(lock(&self.inner.live).take());
+        // Everything filed is written first, so that followers of ended runs
+        // get their last facts before the socket goes.
         let flushed = self.flush().await;
+        let live = lock(&self.inner.live).take();
+        if let Some(live) = live {
+            live.stop(Duration::from_secs(2)).await;
+        }
         let inner = self.inner.clone();
         tokio::task::spawn_blocking(move || inner.queue.close())
             .await

@@ -4,18 +4,22 @@
 //! is [`reel::live`].
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use futures::StreamExt;
 use reel::live::{Reply, Request, SOCKET_NAME};
 use reel::{Archive, ArchiveError};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
-use tokio::task::JoinHandle;
+use tokio::task::{JoinHandle, JoinSet};
 
 /// A running socket server; stops and removes the socket on drop.
 pub(crate) struct LiveServer {
     path: PathBuf,
     task: JoinHandle<()>,
+    /// Connections being served.
+    connections: Arc<Mutex<JoinSet<()>>>,
 }
 
 impl LiveServer {
@@ -26,15 +30,38 @@ impl LiveServer {
         let path = archive.dir().join(SOCKET_NAME);
         let _ = std::fs::remove_file(&path);
         let listener = bind_private(&path)?;
+        let connections = Arc::new(Mutex::new(JoinSet::new()));
+        let served = connections.clone();
         let task = tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
                 let archive = archive.clone();
-                tokio::spawn(async move {
+                let mut set = served.lock().unwrap_or_else(|p| p.into_inner());
+                // Reap what has finished, so the set holds live ones only.
+                while set.try_join_next().is_some() {}
+                set.spawn(async move {
                     let _ = serve(archive, stream).await;
                 });
             }
         });
-        Ok(LiveServer { path, task })
+        Ok(LiveServer {
+            path,
+            task,
+            connections,
+        })
+    }
+
+    /// Stops taking connections and removes the socket, then gives the
+    /// connections being served up to `grace` to finish (a follower of an
+    /// ended run gets its last facts and the end of the stream) before
+    /// dropping them.
+    pub(crate) async fn stop(self, grace: Duration) {
+        self.task.abort();
+        let _ = std::fs::remove_file(&self.path);
+        let mut set =
+            std::mem::take(&mut *self.connections.lock().unwrap_or_else(|p| p.into_inner()));
+        let _ =
+            tokio::time::timeout(grace, async { while set.join_next().await.is_some() {} }).await;
+        set.abort_all();
     }
 }
 

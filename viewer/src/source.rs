@@ -203,20 +203,37 @@ impl Source {
                     from,
                     follow,
                 })?;
-                Ok(Box::new(replies.map_while(|r| match r {
-                    Ok(Reply::Fact(f)) => Some(Ok(Item::Fact(f))),
-                    Ok(Reply::Gap {
-                        first,
-                        last,
-                        detail,
-                    }) => Some(Ok(Item::Gap {
-                        first,
-                        last,
-                        detail,
-                    })),
-                    Ok(Reply::End) => None,
-                    Ok(other) => Some(Err(unexpected(other))),
-                    Err(e) => Some(Err(e)),
+                // The stream ends with `End`; a connection that closes
+                // before it (the recorder stopped) is said, not taken for
+                // the end of the run.
+                let mut replies = replies;
+                let mut over = false;
+                let run_id = run_id.to_owned();
+                Ok(Box::new(std::iter::from_fn(move || {
+                    if over {
+                        return None;
+                    }
+                    let item = match replies.next() {
+                        Some(Ok(Reply::Fact(f))) => Ok(Item::Fact(f)),
+                        Some(Ok(Reply::Gap {
+                            first,
+                            last,
+                            detail,
+                        })) => Ok(Item::Gap {
+                            first,
+                            last,
+                            detail,
+                        }),
+                        Some(Ok(Reply::End)) => return None,
+                        Some(Ok(other)) => Err(unexpected(other)),
+                        Some(Err(e)) => Err(e),
+                        None => Err(Failure(format!(
+                            "the recorder stopped before it sent all of run {run}'s facts: run the command again (the archive is then read directly)",
+                            run = run_id
+                        ))),
+                    };
+                    over = item.is_err();
+                    Some(item)
                 })))
             }
         }
