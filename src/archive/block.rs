@@ -115,6 +115,20 @@ pub(crate) fn open(value: &[u8]) -> Result<OpenedBlock<'_>, String> {
     Ok(OpenedBlock { count, payload })
 }
 
+/// Decodes the fact at byte `pos` of a block's payload; returns it and the
+/// position of the next one.
+pub(crate) fn fact_at(payload: &[u8], pos: usize) -> Result<(Fact, usize), String> {
+    let rest = payload.get(pos..).unwrap_or_default();
+    if rest.len() < 4 {
+        return Err("block payload ends inside a length prefix".into());
+    }
+    let len = u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
+    let body = rest
+        .get(4..4 + len)
+        .ok_or("block payload ends inside a fact")?;
+    Ok((decode_fact(body)?, pos + 4 + len))
+}
+
 /// Decodes the facts of a checked block and checks their seqs run from
 /// `first_seq` without a gap.
 pub(crate) fn decode_facts(block: &OpenedBlock<'_>, first_seq: u64) -> Result<Vec<Fact>, String> {

@@ -895,6 +895,7 @@ impl Archive {
             archive: self.clone(),
             run_id: run_id.into(),
             ordinal,
+            current: None,
             cursor: Some(BlockCursor {
                 from,
                 upto: end.unwrap_or(u64::MAX),
@@ -1164,12 +1165,53 @@ pub struct Facts {
     run_id: String,
     ordinal: u64,
     cursor: Option<BlockCursor>,
+    /// The block being read, its facts decoded one at a time.
+    current: Option<OpenBlock>,
     pending: VecDeque<Result<Fact>>,
     start: u64,
     end: Option<u64>,
     /// The first seq the next block should hold; `None` after a damaged
     /// block of unknown extent.
     expect: Option<u64>,
+}
+
+/// A block whose checksum was checked, read one fact at a time (so that a
+/// reader never holds a block's facts decoded all at once).
+struct OpenBlock {
+    value: sled::IVec,
+    /// Byte position of the next fact in the payload.
+    pos: usize,
+    /// Seq of the next fact.
+    seq: u64,
+    /// Seq of the block's last fact.
+    last: u64,
+}
+
+impl OpenBlock {
+    fn payload(&self) -> &[u8] {
+        &self.value[block::HEADER_LEN..]
+    }
+
+    /// The next fact; `None` at the block's end.
+    fn next_fact(&mut self) -> Option<Result<Fact, String>> {
+        if self.seq > self.last {
+            return (self.pos != self.payload().len())
+                .then(|| Err("the block holds more bytes than its header counts facts".into()));
+        }
+        let (fact, next) = match block::fact_at(self.payload(), self.pos) {
+            Ok(x) => x,
+            Err(e) => return Some(Err(e)),
+        };
+        if fact.seq != self.seq {
+            return Some(Err(format!(
+                "fact has seq {} where {} was expected",
+                fact.seq, self.seq
+            )));
+        }
+        self.pos = next;
+        self.seq += 1;
+        Some(Ok(fact))
+    }
 }
 
 /// Which blocks remain to read: keys `from..=upto` of the run (first seqs).
@@ -1218,6 +1260,7 @@ impl Facts {
             run_id: run_id.into(),
             ordinal: 0,
             cursor: None,
+            current: None,
             pending: VecDeque::new(),
             start: 0,
             end: None,
@@ -1271,6 +1314,27 @@ impl Iterator for Facts {
             if let Some(item) = self.pending.pop_front() {
                 return Some(item);
             }
+            if let Some(b) = &mut self.current {
+                match b.next_fact() {
+                    None => self.current = None,
+                    Some(Ok(f)) if f.seq < self.start => {}
+                    Some(Ok(f)) if self.end.is_some_and(|e| f.seq > e) => self.current = None,
+                    Some(Ok(f)) => return Some(Ok(f)),
+                    Some(Err(detail)) => {
+                        let (first, last) = (b.seq.min(b.last), b.last);
+                        self.current = None;
+                        if last >= self.start && self.end.is_none_or(|e| first <= e) {
+                            return Some(Err(ArchiveError::Corrupt {
+                                run_id: self.run_id.clone(),
+                                first_seq: first,
+                                last_seq: Some(last),
+                                detail,
+                            }));
+                        }
+                    }
+                }
+                continue;
+            }
             self.cursor.as_ref()?;
             let (first, value, next_first) = match self.next_block() {
                 Some(Ok(block)) => block,
@@ -1290,17 +1354,17 @@ impl Iterator for Facts {
                     self.pending.push_back(Err(missing));
                 }
             }
-            let decoded = block::open(&value).and_then(|b| block::decode_facts(&b, first));
-            match decoded {
-                Ok(facts) => {
-                    self.expect = Some(first + facts.len() as u64);
-                    let (start, end) = (self.start, self.end);
-                    self.pending.extend(
-                        facts
-                            .into_iter()
-                            .filter(|f| f.seq >= start && end.is_none_or(|e| f.seq <= e))
-                            .map(Ok),
-                    );
+            let opened = block::open(&value).map(|b| b.count);
+            match opened {
+                Ok(0) => self.expect = Some(first),
+                Ok(count) => {
+                    self.expect = Some(first + count as u64);
+                    self.current = Some(OpenBlock {
+                        value,
+                        pos: 0,
+                        seq: first,
+                        last: first + count as u64 - 1,
+                    });
                 }
                 Err(detail) => {
                     let last_seq = match next_first {
