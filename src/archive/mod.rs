@@ -1286,6 +1286,15 @@ impl Facts {
         if self.end.is_some_and(|e| expect > e) {
             return None;
         }
+        // The record is read before the blocks: a writer stores a block
+        // before the record that counts it, so a run seen closed here has
+        // all its blocks in place for the lookup below (read the other way
+        // round, a reader racing the last append would report the fact
+        // just written as missing).
+        let closed_count = match self.archive.run(&self.run_id) {
+            Ok(r) if r.state.is_closed() => Some(r.facts),
+            _ => None,
+        };
         let next = self
             .archive
             .trees()
@@ -1297,10 +1306,7 @@ impl Facts {
             Some(Ok(k)) => keys::split_event_key(&k)?.1.checked_sub(1)?,
             Some(Err(_)) => return None,
             // Only a closed run's count is final.
-            None => match self.archive.run(&self.run_id) {
-                Ok(r) if r.state.is_closed() => r.facts.checked_sub(1)?,
-                _ => return None,
-            },
+            None => closed_count?.checked_sub(1)?,
         };
         (last >= expect && last >= self.start).then(|| self.missing(expect, last))
     }

@@ -268,12 +268,17 @@ fn tail_follows_a_recording_process() {
     let (stdout, stderr) = tail_out
         .recv_timeout(BOUND)
         .unwrap_or_else(|_| panic!("`reel tail demo-live` did not finish within {BOUND:?}"));
-    assert!(tail.wait(BOUND).success(), "reel tail: {stderr}");
+    let status = tail.wait(BOUND);
+    assert!(
+        status.success(),
+        "reel tail demo-live: {status}: {stderr}\n{stdout}"
+    );
     check_tail(&stdout);
     let (newest, stderr) = tail_newest_out
         .recv_timeout(BOUND)
         .unwrap_or_else(|_| panic!("`reel tail` did not finish within {BOUND:?}"));
-    assert!(tail_newest.wait(BOUND).success(), "reel tail: {stderr}");
+    let status = tail_newest.wait(BOUND);
+    assert!(status.success(), "reel tail: {status}: {stderr}\n{newest}");
     check_tail(&newest);
 
     // The recorder ends, releases the archive and removes its socket.
