@@ -331,6 +331,11 @@ impl ToolError {
 pub trait CallBackend: Send + Sync {
     /// Files one fact of this call.
     fn emit(&self, kind: FactKind);
+    /// Files a progress report of this call (the hot path: a tool calls it
+    /// in loops). The backend numbers it ([`crate::fact::Progress::count`]) in filing
+    /// order, so that counts follow record order also when clones of the
+    /// context report concurrently.
+    fn progress(&self, payload: Value);
     /// An await point: waits while the write queue is over its bound.
     fn ready(&self) -> BoxFuture<'_, ()>;
     /// True when a credential provider is attached.
@@ -400,9 +405,6 @@ struct Inner {
     backend: Arc<dyn CallBackend>,
     cancel: CancellationToken,
     cancel_reason: Arc<Mutex<Option<String>>>,
-    /// Progress reports so far; held while a report is filed, so that
-    /// counts follow record order also when clones report concurrently.
-    progress_count: Mutex<u64>,
     declared: Option<Credential>,
     subflows: Mutex<HashMap<String, SubFlowLogger>>,
     outputs: Mutex<Vec<Value>>,
@@ -488,7 +490,6 @@ impl ToolContext {
                 backend,
                 cancel: cancel.token.clone(),
                 cancel_reason: cancel.reason.clone(),
-                progress_count: Mutex::new(0),
                 declared,
                 subflows: Mutex::new(HashMap::new()),
                 outputs: Mutex::new(Vec::new()),
@@ -592,18 +593,8 @@ impl ToolContext {
     /// untouched (after redaction). A top-level string `message` is what a
     /// person reads; the rest is what the record keeps.
     pub fn progress(&self, payload: Value) {
-        // Numbering and filing under one lock: a report numbered N is filed
-        // before the one numbered N+1, even from concurrent clones.
-        let mut count = self
-            .inner
-            .progress_count
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        *count += 1;
-        self.emit(FactKind::Progress(Progress {
-            payload,
-            count: *count,
-        }));
+        // Numbered by the backend, which files reports in order.
+        self.inner.backend.progress(payload);
     }
 
     /// MCP-style progress: `{progress, total?, message?}`.

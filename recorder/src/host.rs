@@ -88,12 +88,14 @@ impl Recorder {
         config: RecorderConfig,
     ) -> Result<Recorder, RecorderError> {
         let dir = dir.as_ref().to_path_buf();
-        let archive =
-            tokio::task::spawn_blocking(move || Archive::open(dir, ArchiveConfig::default()))
-                .await
-                .map_err(|e| {
-                    RecorderError::Writer(format!("opening the archive panicked: {e}"))
-                })??;
+        let archive = tokio::task::spawn_blocking(move || {
+            // The facts' clock calibrates once per process (a few
+            // milliseconds): here, off the runtime's threads.
+            drop(quanta::Clock::new());
+            Archive::open(dir, ArchiveConfig::default())
+        })
+        .await
+        .map_err(|e| RecorderError::Writer(format!("opening the archive panicked: {e}")))??;
         Recorder::with_archive(archive, config)
     }
 
@@ -158,7 +160,6 @@ impl Recorder {
                 session_id: start.session_id.clone(),
                 identity: start.identity.clone(),
                 teardown_scopes: teardown_scopes.clone(),
-                started: Instant::now(),
                 next_call: AtomicU64::new(1),
                 teardowns: Mutex::new(Teardowns::default()),
                 ended: AtomicBool::new(false),
@@ -278,7 +279,6 @@ struct RunInner {
     session_id: Option<String>,
     identity: Option<Identity>,
     teardown_scopes: Vec<TeardownScope>,
-    started: Instant,
     next_call: AtomicU64,
     teardowns: Mutex<Teardowns>,
     /// `end` was called (no new calls).
@@ -315,21 +315,25 @@ impl Run {
             return;
         }
         let closes = matches!(kind, FactKind::RunEnded(_));
+        let queue = &self.inner.rec.queue;
+        let tick = queue.tick();
+        // `at` and `offset` are the writer's to fill in, from the tick.
         let fact = NewFact {
-            at: unix_nanos(),
-            offset: self.inner.started.elapsed().as_nanos() as u64,
+            at: 0,
+            offset: 0,
             call: call.map(str::to_owned),
             kind,
         };
-        self.inner.rec.queue.fact(&self.inner.id, fact);
+        queue.fact(&self.inner.id, tick, fact);
         if closes {
             self.inner.closed.store(true, Ordering::SeqCst);
         }
     }
 
-    /// Files a progress report of `call`: [`Run::emit`] for the hot path,
-    /// the fact built by the writer.
-    fn emit_progress(&self, call: &Arc<str>, progress: Progress) {
+    /// Files a progress report of the call opened as `call` (see
+    /// [`crate::writer::Queue::open_call`]): [`Run::emit`] for the hot path,
+    /// numbered and built by the writer.
+    fn emit_progress(&self, call: u64, payload: Value) {
         if self.inner.closed.load(Ordering::SeqCst) {
             eprintln!(
                 "reel-recorder: run {}: a progress fact arrived after the run ended and was not recorded",
@@ -337,13 +341,7 @@ impl Run {
             );
             return;
         }
-        self.inner.rec.queue.progress(
-            &self.inner.id,
-            call,
-            unix_nanos(),
-            self.inner.started.elapsed().as_nanos() as u64,
-            progress,
-        );
+        self.inner.rec.queue.progress(call, payload);
     }
 
     /// Prepares a call of `tool` with `args`.
@@ -669,9 +667,14 @@ impl CallBuilder {
         let call_id = started.call_id.clone();
         let args = started.args.clone();
         run.emit(Some(&call_id), FactKind::CallStarted(started.clone()));
+        let progress_key = run
+            .inner
+            .rec
+            .queue
+            .open_call(&run.inner.id, &Arc::from(call_id.as_str()));
         let backend = Arc::new(LiveBackend {
             run: run.clone(),
-            call: Arc::from(call_id.as_str()),
+            progress_key,
             call_id: call_id.clone(),
             providers: self.providers,
             teardowns: Mutex::new(Teardowns::default()),
@@ -714,8 +717,8 @@ impl CallBuilder {
 /// The live answers to one call's context.
 struct LiveBackend {
     run: Run,
-    /// The call's id, shared with the writer by the facts that name it.
-    call: Arc<str>,
+    /// The key the call's progress reports name it by.
+    progress_key: u64,
     call_id: String,
     providers: Providers,
     teardowns: Mutex<Teardowns>,
@@ -764,11 +767,12 @@ impl LiveBackend {
 
 impl CallBackend for LiveBackend {
     fn emit(&self, kind: FactKind) {
-        match kind {
-            // The hot path: filed without an allocation (see `Msg::Progress`).
-            FactKind::Progress(p) => self.run.emit_progress(&self.call, p),
-            kind => self.run.emit(Some(&self.call_id), kind),
-        }
+        self.run.emit(Some(&self.call_id), kind);
+    }
+
+    fn progress(&self, payload: Value) {
+        // The hot path: no allocation, no lock (see `Msg::Progress`).
+        self.run.emit_progress(self.progress_key, payload);
     }
 
     fn ready(&self) -> BoxFuture<'_, ()> {

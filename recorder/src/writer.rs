@@ -7,16 +7,27 @@
 //! bound is enforced at the tools' await points ([`Queue::room`]), which
 //! wait while more than `queue_bound` facts are in flight. Nothing is ever
 //! dropped.
+//!
+//! Time: the tool's thread reads one clock per fact, a raw tick of the
+//! recorder's [`quanta::Clock`] (the CPU's invariant time-stamp counter,
+//! about a third of a vDSO clock read; the OS monotonic clock where there
+//! is none). The writer turns ticks into the envelope: `offset` is the
+//! time since the run's `run.started` tick, and `at` is the wall clock read
+//! once per drain, less the time since the fact's tick. So `at` follows the
+//! system clock (steps and slews included) to within the clock's
+//! calibration, without a second clock read on the tool's thread.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use reel::context::Secret;
 use reel::fact::{FactKind, NewFact, Progress};
 use reel::redact::{spill_large, Redactor};
 use reel::{Archive, ArchiveError};
+use serde_json::Value;
 use tokio::sync::{mpsc, oneshot, Notify};
 
 use crate::config::{Durability, RecorderConfig};
@@ -25,21 +36,33 @@ use crate::config::{Durability, RecorderConfig};
 ///
 /// Every message is copied into the channel, so each is kept small: a
 /// progress report (the hot path, `progress()` is the one call a tool makes
-/// in a loop) travels unboxed in [`Msg::Progress`], 128 bytes, without an
-/// allocation on the tool's thread; every other fact travels boxed. (With
-/// the whole 376-byte `NewFact` inline, the copy into the channel and the
-/// channel's zeroed blocks were most of what `progress()` cost.)
+/// in a loop) travels unboxed in [`Msg::Progress`] without an allocation
+/// and without touching a reference count the writer also touches (the
+/// call is a number the writer looks up); every other fact travels boxed.
+/// (With the whole 376-byte `NewFact` inline, the copy into the channel and
+/// the channel's zeroed blocks were most of what `progress()` cost.)
 pub(crate) enum Msg {
-    /// A progress report of a call; the writer builds its fact.
+    /// A progress report of a call opened by [`Msg::Call`]; the writer
+    /// numbers it and builds its fact.
     Progress {
+        call: u64,
+        tick: u64,
+        payload: Value,
+    },
+    /// Any other fact of a run; the writer fills in `at` and `offset`
+    /// from `tick`.
+    Fact {
+        run: Arc<str>,
+        tick: u64,
+        fact: Box<NewFact>,
+    },
+    /// A call of `run` whose progress reports name it by `key`; sent
+    /// before its first report.
+    Call {
+        key: u64,
         run: Arc<str>,
         call: Arc<str>,
-        at: i64,
-        offset: u64,
-        progress: Progress,
     },
-    /// Any other fact of a run.
-    Fact { run: Arc<str>, fact: Box<NewFact> },
     /// A credential value to scrub from this run's facts (kept in memory
     /// only, dropped when the run ends).
     Secret { run: Arc<str>, secret: Secret },
@@ -49,7 +72,8 @@ pub(crate) enum Msg {
     Flush {
         ack: oneshot::Sender<Result<(), String>>,
     },
-    /// The run ended: forget its secrets once its facts are written.
+    /// The run ended: forget its secrets and calls once its facts are
+    /// written.
     RunClosed { run: Arc<str> },
     /// The queue is closing: take no more messages, write what was sent
     /// before, flush, and stop.
@@ -61,6 +85,10 @@ pub(crate) struct Queue {
     /// Not behind a lock (filing a fact takes none): closing is a message,
     /// after which the writer closes the channel (see [`Queue::close`]).
     tx: mpsc::UnboundedSender<Msg>,
+    /// The facts' clock (see the module docs).
+    clock: quanta::Clock,
+    /// The next call key (see [`Msg::Call`]).
+    next_call: AtomicU64,
     in_flight: Arc<AtomicUsize>,
     room: Arc<Notify>,
     bound: usize,
@@ -79,7 +107,11 @@ impl Queue {
         let in_flight = Arc::new(AtomicUsize::new(0));
         let room = Arc::new(Notify::new());
         let failure = Arc::new(Mutex::new(None));
+        let clock = quanta::Clock::new();
         let writer = Writer {
+            clock: clock.clone(),
+            runs: HashMap::new(),
+            calls: HashMap::new(),
             archive,
             rx,
             in_flight: in_flight.clone(),
@@ -87,7 +119,6 @@ impl Queue {
             redactor: Redactor::new(&config.redact_keys),
             inline_limit: config.inline_limit,
             flush_every_batch: config.durability == Durability::EveryFact,
-            secrets: HashMap::new(),
             failure: failure.clone(),
         };
         let thread = std::thread::Builder::new()
@@ -95,6 +126,8 @@ impl Queue {
             .spawn(move || writer.run())?;
         Ok(Queue {
             tx,
+            clock,
+            next_call: AtomicU64::new(0),
             in_flight,
             room,
             bound: config.queue_bound.max(1),
@@ -108,30 +141,45 @@ impl Queue {
         self.tx.send(msg).is_ok()
     }
 
-    /// Files a fact. Never blocks, never fails (after shutdown the fact has
-    /// nowhere to go and is counted as lost in [`Queue::failure`]).
-    pub(crate) fn fact(&self, run: &Arc<str>, fact: NewFact) {
+    /// The clock's current tick: when a fact happened.
+    #[inline]
+    pub(crate) fn tick(&self) -> u64 {
+        self.clock.raw()
+    }
+
+    /// Files a fact that happened at `tick` (its `at` and `offset` are
+    /// filled in by the writer). Never blocks, never fails (after shutdown
+    /// the fact has nowhere to go and is counted as lost in
+    /// [`Queue::failure`]).
+    pub(crate) fn fact(&self, run: &Arc<str>, tick: u64, fact: NewFact) {
         self.file(Msg::Fact {
             run: run.clone(),
+            tick,
             fact: Box::new(fact),
         });
     }
 
-    /// Files a progress report of `call` (like [`Queue::fact`]).
-    pub(crate) fn progress(
-        &self,
-        run: &Arc<str>,
-        call: &Arc<str>,
-        at: i64,
-        offset: u64,
-        progress: Progress,
-    ) {
-        self.file(Msg::Progress {
+    /// Opens a call of `run` for progress reports: returns the key they
+    /// name it by.
+    pub(crate) fn open_call(&self, run: &Arc<str>, call: &Arc<str>) -> u64 {
+        let key = self.next_call.fetch_add(1, Ordering::Relaxed);
+        self.send(Msg::Call {
+            key,
             run: run.clone(),
             call: call.clone(),
-            at,
-            offset,
-            progress,
+        });
+        key
+    }
+
+    /// Files a progress report of the call opened as `call`, made now
+    /// (like [`Queue::fact`]; the writer numbers it).
+    #[inline]
+    pub(crate) fn progress(&self, call: u64, payload: Value) {
+        let tick = self.tick();
+        self.file(Msg::Progress {
+            call,
+            tick,
+            payload,
         });
     }
 
@@ -224,15 +272,51 @@ struct Writer {
     redactor: Redactor,
     inline_limit: usize,
     flush_every_batch: bool,
-    secrets: HashMap<Arc<str>, Vec<Secret>>,
     failure: Arc<Mutex<Option<String>>>,
+    clock: quanta::Clock,
+    /// What the writer keeps per open run.
+    runs: HashMap<Arc<str>, RunState>,
+    /// The calls opened for progress reports, by key.
+    calls: HashMap<u64, CallSlot>,
+}
+
+/// What the writer keeps of an open run, until `run.ended` is written.
+#[derive(Default)]
+struct RunState {
+    /// The tick of the run's first fact (`run.started`): offset zero.
+    start: Option<u64>,
+    /// Credential values to scrub from the run's facts (memory only).
+    secrets: Vec<Secret>,
+    /// Keys of the run's calls in [`Writer::calls`].
+    calls: Vec<u64>,
+}
+
+/// A call that files progress reports.
+struct CallSlot {
+    run: Arc<str>,
+    call: Arc<str>,
+    /// Reports numbered so far.
+    count: u64,
+}
+
+/// A fact received, not yet timed: `tick` becomes `at` and `offset`.
+struct Pending {
+    tick: u64,
+    fact: NewFact,
+}
+
+fn unix_nanos() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i64)
+        .unwrap_or(0)
 }
 
 /// The most messages one drain takes before writing.
 const DRAIN_MAX: usize = 8192;
 
 /// The facts of `run` in this drain (the latest runs are the likeliest).
-fn batch_of(batches: &mut Vec<(Arc<str>, Vec<NewFact>)>, run: Arc<str>) -> &mut Vec<NewFact> {
+fn batch_of(batches: &mut Vec<(Arc<str>, Vec<Pending>)>, run: Arc<str>) -> &mut Vec<Pending> {
     let i = match batches.iter().rposition(|(r, _)| *r == run) {
         Some(i) => i,
         None => {
@@ -247,7 +331,7 @@ fn batch_of(batches: &mut Vec<(Arc<str>, Vec<NewFact>)>, run: Arc<str>) -> &mut 
 
 impl Writer {
     fn run(mut self) {
-        let mut batches: Vec<(Arc<str>, Vec<NewFact>)> = Vec::new();
+        let mut batches: Vec<(Arc<str>, Vec<Pending>)> = Vec::new();
         let mut acks = Vec::new();
         let mut closed = Vec::new();
         while let Some(first) = self.rx.blocking_recv() {
@@ -256,28 +340,52 @@ impl Writer {
             while let Some(msg) = next.take() {
                 match msg {
                     Msg::Progress {
-                        run,
                         call,
-                        at,
-                        offset,
-                        progress,
+                        tick,
+                        payload,
                     } => {
                         n += 1;
-                        let fact = NewFact {
-                            at,
-                            offset,
-                            // Not `to_string()`: that goes through `Display`.
-                            call: Some(String::from(&*call)),
-                            kind: FactKind::Progress(progress),
-                        };
-                        batch_of(&mut batches, run).push(fact);
+                        match self.calls.get_mut(&call) {
+                            Some(slot) => {
+                                slot.count += 1;
+                                let fact = NewFact {
+                                    at: 0,
+                                    offset: 0,
+                                    // Not `to_string()`: that goes through `Display`.
+                                    call: Some(String::from(&*slot.call)),
+                                    kind: FactKind::Progress(Progress {
+                                        payload,
+                                        count: slot.count,
+                                    }),
+                                };
+                                batch_of(&mut batches, slot.run.clone())
+                                    .push(Pending { tick, fact });
+                            }
+                            // Its run has ended and was forgotten.
+                            None => eprintln!(
+                                "reel-recorder: a progress fact arrived after its run ended and was not recorded"
+                            ),
+                        }
                     }
-                    Msg::Fact { run, fact } => {
+                    Msg::Fact { run, tick, fact } => {
                         n += 1;
-                        batch_of(&mut batches, run).push(*fact);
+                        let state = self.runs.entry(run.clone()).or_default();
+                        state.start.get_or_insert(tick);
+                        batch_of(&mut batches, run).push(Pending { tick, fact: *fact });
+                    }
+                    Msg::Call { key, run, call } => {
+                        self.runs.entry(run.clone()).or_default().calls.push(key);
+                        self.calls.insert(
+                            key,
+                            CallSlot {
+                                run,
+                                call,
+                                count: 0,
+                            },
+                        );
                     }
                     Msg::Secret { run, secret } => {
-                        self.secrets.entry(run).or_default().push(secret)
+                        self.runs.entry(run).or_default().secrets.push(secret)
                     }
                     Msg::Artifact { bytes } => {
                         if let Err(e) = self.archive.put_artifact(&bytes) {
@@ -296,7 +404,11 @@ impl Writer {
             }
             self.write(&mut batches);
             for run in closed.drain(..) {
-                self.secrets.remove(&run);
+                if let Some(state) = self.runs.remove(&run) {
+                    for key in state.calls {
+                        self.calls.remove(&key);
+                    }
+                }
             }
             if !acks.is_empty() || self.flush_every_batch {
                 let result = self.archive.flush().map(|_| ()).map_err(|e| e.to_string());
@@ -320,8 +432,24 @@ impl Writer {
         }
     }
 
-    fn write(&mut self, batches: &mut Vec<(Arc<str>, Vec<NewFact>)>) {
-        for (run, mut facts) in batches.drain(..) {
+    fn write(&mut self, batches: &mut Vec<(Arc<str>, Vec<Pending>)>) {
+        // Read after every fact of the drain was filed: no tick is later.
+        let (wall, now) = (unix_nanos(), self.clock.raw());
+        for (run, pending) in batches.drain(..) {
+            let start = self
+                .runs
+                .get(&run)
+                .and_then(|s| s.start)
+                .unwrap_or_else(|| pending.first().map_or(now, |p| p.tick));
+            let clock = &self.clock;
+            let mut facts: Vec<NewFact> = pending
+                .into_iter()
+                .map(|Pending { tick, mut fact }| {
+                    fact.offset = clock.delta_as_nanos(start, tick);
+                    fact.at = wall.saturating_sub(clock.delta_as_nanos(tick, now) as i64);
+                    fact
+                })
+                .collect();
             // Values under secret-named keys of a call's args are scrubbed
             // from the rest of the run (an error may echo an argument).
             let mut found = Vec::new();
@@ -331,15 +459,16 @@ impl Writer {
                 }
             }
             if !found.is_empty() {
-                self.secrets
+                self.runs
                     .entry(run.clone())
                     .or_default()
+                    .secrets
                     .extend(found.into_iter().map(Secret::new));
             }
             let secrets: Vec<&str> = self
-                .secrets
+                .runs
                 .get(&run)
-                .map(|s| s.iter().map(Secret::expose).collect())
+                .map(|s| s.secrets.iter().map(Secret::expose).collect())
                 .unwrap_or_default();
             let mut spill_err = None;
             for fact in &mut facts {
@@ -400,12 +529,14 @@ mod tests {
     use super::Msg;
 
     /// Every message is copied into the channel on the tool's thread: the
-    /// progress report, the hot path, stays small and unboxed.
+    /// progress report, the hot path, stays small and unboxed: its payload
+    /// plus two words (the call's key and the tick).
     #[test]
     fn messages_stay_small() {
+        let payload = std::mem::size_of::<serde_json::Value>();
         assert!(
-            std::mem::size_of::<Msg>() <= 128,
-            "Msg is {} bytes",
+            std::mem::size_of::<Msg>() <= payload + 24,
+            "Msg is {} bytes, a payload {payload}",
             std::mem::size_of::<Msg>()
         );
     }

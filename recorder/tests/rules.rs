@@ -818,6 +818,72 @@ async fn progress_lands_between_call_started_and_call_ended_counted_and_untouche
     }
 }
 
+fn wall_nanos() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as i64
+}
+
+/// The envelope's times, read on the tool's thread as one clock tick and
+/// filled in by the writer: `offset` runs from zero at `run.started` and
+/// never goes back within one task; `at` is the wall clock at the fact
+/// (between the reads before and after the run), and the two agree: the
+/// time between two facts is the same by either.
+#[tokio::test]
+async fn fact_times_offset_from_the_run_start_and_at_on_the_wall_clock() {
+    let before = wall_nanos();
+    let (out, facts, _book) = record(
+        RecorderConfig::default(),
+        RunStart::new("run-1"),
+        |run| async move {
+            run.call("tool", json!({}))
+                .invoke(|ctx: ToolContext, _: Value| async move {
+                    ctx.progress(json!({"message": "before the pause"}));
+                    tokio::time::sleep(Duration::from_millis(30)).await;
+                    ctx.progress(json!({"message": "after the pause"}));
+                    Ok::<_, ToolError>(())
+                })
+                .await
+        },
+    )
+    .await;
+    let after = wall_nanos();
+    out.unwrap();
+    assert_eq!(facts[0].kind.name(), "run.started");
+    assert_eq!(facts[0].offset, 0, "offset is zero at run.started");
+    for pair in facts.windows(2) {
+        assert!(
+            pair[0].offset <= pair[1].offset,
+            "offsets follow record order in a one-task run: {} then {}",
+            pair[0].offset,
+            pair[1].offset
+        );
+    }
+    for f in &facts {
+        assert!(
+            before <= f.at && f.at <= after,
+            "seq {}: at {} is on the wall clock between {before} and {after}",
+            f.seq,
+            f.at
+        );
+    }
+    let progress: Vec<&Fact> = facts
+        .iter()
+        .filter(|f| f.kind.name() == "progress")
+        .collect();
+    let by_offset = progress[1].offset - progress[0].offset;
+    let by_at = progress[1].at - progress[0].at;
+    assert!(
+        by_offset >= 30_000_000,
+        "the pause shows in offsets: {by_offset} ns"
+    );
+    assert!(
+        (by_at - by_offset as i64).abs() < 5_000_000,
+        "at and offset agree on the pause: {by_at} vs {by_offset} ns"
+    );
+}
+
 #[tokio::test]
 async fn mcp_style_progress_maps_onto_progress() {
     let (_, facts) = call(

@@ -481,6 +481,7 @@ fn replay_call<'a>(
                 secrets: Vec::new(),
                 teardowns: HashSet::new(),
                 next_child: 0,
+                progress: 0,
             }),
         });
         backend.maybe_cancel(0);
@@ -538,6 +539,8 @@ struct CallState {
     secrets: Vec<String>,
     teardowns: HashSet<String>,
     next_child: usize,
+    /// Progress reports filed so far (numbers them).
+    progress: u64,
 }
 
 struct ReplayBackend {
@@ -764,9 +767,10 @@ fn refs(secrets: &[String]) -> Vec<&str> {
     secrets.iter().map(String::as_str).collect()
 }
 
-impl CallBackend for ReplayBackend {
-    fn emit(&self, mut kind: FactKind) {
-        let mut st = self.state();
+impl ReplayBackend {
+    /// Files one fact under the call's state lock (taken by the caller, so
+    /// that numbering a progress report and filing it are one step).
+    fn file(&self, mut st: std::sync::MutexGuard<'_, CallState>, mut kind: FactKind) {
         self.session
             .redactor
             .redact_fact(&mut kind, &refs(&st.secrets));
@@ -826,6 +830,19 @@ impl CallBackend for ReplayBackend {
         let emitted = st.emitted;
         drop(st);
         self.maybe_cancel(emitted);
+    }
+}
+
+impl CallBackend for ReplayBackend {
+    fn emit(&self, kind: FactKind) {
+        self.file(self.state(), kind);
+    }
+
+    fn progress(&self, payload: Value) {
+        let mut st = self.state();
+        st.progress += 1;
+        let count = st.progress;
+        self.file(st, FactKind::Progress(Progress { payload, count }));
     }
 
     fn ready(&self) -> BoxFuture<'_, ()> {
