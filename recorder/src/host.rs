@@ -89,8 +89,8 @@ impl Recorder {
     ) -> Result<Recorder, RecorderError> {
         let dir = dir.as_ref().to_path_buf();
         let archive = tokio::task::spawn_blocking(move || {
-            // The facts' clock calibrates once per process (a few
-            // milliseconds): here, off the runtime's threads.
+            // The facts' clock calibrates once per process (well under
+            // a millisecond on this machine), off the runtime's threads.
             drop(quanta::Clock::new());
             Archive::open(dir, ArchiveConfig::default())
         })
