@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde_json::json;
+use sha2::{Digest as _, Sha256};
 
 use reel::archive::{Archive, ArchiveConfig, ArchiveError, Problem, RunFilter};
 use reel::fact::{
@@ -19,6 +20,11 @@ use reel::run::RunState;
 
 /// Length of a block header (see `src/archive/block.rs`).
 const HEADER_LEN: usize = 69;
+/// Block format version of a block stored plain.
+const BLOCK_PLAIN: u8 = 1;
+/// Block format version of a block stored lz4-compressed (what the recorded
+/// blocks of this file are: [`the_recorded_blocks_are_compressed`]).
+const BLOCK_LZ4: u8 = 2;
 
 // ---------------------------------------------------------------------------
 // The recorded archive
@@ -257,6 +263,103 @@ fn flip_payload_delta_last(db: &sled::Db) {
     edit_block(db, "delta", 5, |v| v[HEADER_LEN + 4] ^= 0x01);
 }
 
+/// The plain payload of a stored block (either version): per fact, a u32
+/// little-endian length and the fact's encoding.
+fn plain_payload(value: &[u8]) -> Vec<u8> {
+    let stored = &value[HEADER_LEN..];
+    match value[0] {
+        BLOCK_PLAIN => stored.to_vec(),
+        BLOCK_LZ4 => lz4_flex::block::decompress_size_prepended(stored)
+            .expect("a recorded compressed block decompresses"),
+        v => panic!("a recorded block has format version {v}"),
+    }
+}
+
+/// The stored payload of a compressed block holding `plain`.
+fn compressed(plain: &[u8]) -> Vec<u8> {
+    lz4_flex::block::compress_prepend_size(plain)
+}
+
+/// Replaces a block's stored payload with `stored` under format `version`,
+/// keeping its count and previous digest, and seals it again with a correct
+/// checksum: damage the checksum cannot see, as a writer with a bug would
+/// leave. The block's digest changes, so only a run's last block is resealed
+/// (no later block links to it).
+fn reseal(value: &mut Vec<u8>, version: u8, stored: &[u8]) {
+    value.truncate(HEADER_LEN);
+    value[0] = version;
+    value.extend_from_slice(stored);
+    let mut hasher = Sha256::new();
+    hasher.update(&value[..37]);
+    hasher.update(&value[HEADER_LEN..]);
+    let digest: [u8; 32] = hasher.finalize().into();
+    value[37..HEADER_LEN].copy_from_slice(&digest);
+}
+
+/// `plain` with its first fact's length prefix claiming more bytes than
+/// the payload holds.
+fn overlong_first_fact(plain: &[u8]) -> Vec<u8> {
+    let mut plain = plain.to_vec();
+    plain[..4].copy_from_slice(&u32::MAX.to_le_bytes());
+    plain
+}
+
+/// Alpha's last block stored plain (resealed), then a payload byte flipped.
+fn flip_plain_payload_alpha_last(db: &sled::Db) {
+    edit_block(db, "alpha", 10, |v| {
+        let plain = plain_payload(v);
+        reseal(v, BLOCK_PLAIN, &plain);
+        let last = v.len() - 1;
+        v[last] ^= 0xff;
+    });
+}
+
+/// Alpha's last block stored plain (resealed), its first fact running past
+/// the payload's end.
+fn plain_payload_ends_inside_a_fact_alpha_last(db: &sled::Db) {
+    edit_block(db, "alpha", 10, |v| {
+        let plain = overlong_first_fact(&plain_payload(v));
+        reseal(v, BLOCK_PLAIN, &plain);
+    });
+}
+
+/// Alpha's last block compressed (resealed), its first fact running past
+/// the decompressed payload's end.
+fn compressed_payload_ends_inside_a_fact_alpha_last(db: &sled::Db) {
+    edit_block(db, "alpha", 10, |v| {
+        let plain = overlong_first_fact(&plain_payload(v));
+        reseal(v, BLOCK_LZ4, &compressed(&plain));
+    });
+}
+
+/// Alpha's last block resealed with bytes that are no lz4 stream.
+fn garbage_compressed_payload_alpha_last(db: &sled::Db) {
+    edit_block(db, "alpha", 10, |v| {
+        let mut stored = (plain_payload(v).len() as u32).to_le_bytes().to_vec();
+        stored.extend_from_slice(&[0xff; 40]);
+        reseal(v, BLOCK_LZ4, &stored);
+    });
+}
+
+/// Alpha's last block resealed declaring a 4 GiB payload.
+fn huge_declared_size_alpha_last(db: &sled::Db) {
+    edit_block(db, "alpha", 10, |v| {
+        let mut stored = compressed(&plain_payload(v));
+        stored[..4].copy_from_slice(&u32::MAX.to_le_bytes());
+        reseal(v, BLOCK_LZ4, &stored);
+    });
+}
+
+/// Alpha's last block resealed declaring one byte more than it holds.
+fn short_compressed_payload_alpha_last(db: &sled::Db) {
+    edit_block(db, "alpha", 10, |v| {
+        let plain = plain_payload(v);
+        let mut stored = compressed(&plain);
+        stored[..4].copy_from_slice(&(plain.len() as u32 + 1).to_le_bytes());
+        reseal(v, BLOCK_LZ4, &stored);
+    });
+}
+
 fn remove_alpha_3(db: &sled::Db) {
     let events = db.open_tree("events").expect("events tree");
     let key = event_key(ordinal(db, "alpha"), 3);
@@ -423,6 +526,60 @@ const CASES: &[Case] = &[
         corrupt: flip_payload_alpha_last,
         run: "alpha",
         problem: "checksum does not match",
+        seqs: Some((10, Some(12))),
+        also: &[],
+        read: Read::Corrupt(10, Some(12)),
+    },
+    Case {
+        name: "flipped payload byte in a block stored plain",
+        corrupt: flip_plain_payload_alpha_last,
+        run: "alpha",
+        problem: "checksum does not match",
+        seqs: Some((10, Some(12))),
+        also: &[],
+        read: Read::Corrupt(10, Some(12)),
+    },
+    Case {
+        name: "plain payload ending inside a fact (checksum resealed)",
+        corrupt: plain_payload_ends_inside_a_fact_alpha_last,
+        run: "alpha",
+        problem: "block payload ends inside a fact",
+        seqs: Some((10, Some(12))),
+        also: &[],
+        read: Read::Corrupt(10, Some(12)),
+    },
+    Case {
+        name: "compressed payload ending inside a fact (checksum resealed)",
+        corrupt: compressed_payload_ends_inside_a_fact_alpha_last,
+        run: "alpha",
+        problem: "block payload ends inside a fact",
+        seqs: Some((10, Some(12))),
+        also: &[],
+        read: Read::Corrupt(10, Some(12)),
+    },
+    Case {
+        name: "compressed payload that is no lz4 stream (checksum resealed)",
+        corrupt: garbage_compressed_payload_alpha_last,
+        run: "alpha",
+        problem: "block payload does not decompress",
+        seqs: Some((10, Some(12))),
+        also: &[],
+        read: Read::Corrupt(10, Some(12)),
+    },
+    Case {
+        name: "compressed payload declaring 4 GiB (checksum resealed)",
+        corrupt: huge_declared_size_alpha_last,
+        run: "alpha",
+        problem: "block payload does not decompress: it declares 4294967295 bytes",
+        seqs: Some((10, Some(12))),
+        also: &[],
+        read: Read::Corrupt(10, Some(12)),
+    },
+    Case {
+        name: "compressed payload declaring more than it holds (checksum resealed)",
+        corrupt: short_compressed_payload_alpha_last,
+        run: "alpha",
+        problem: "block payload does not decompress",
         seqs: Some((10, Some(12))),
         also: &[],
         read: Read::Corrupt(10, Some(12)),
@@ -925,6 +1082,55 @@ fn damage_is_reported_where_it_is() {
         CASES.len(),
         failures.join("\n\n")
     );
+}
+
+/// The recorded blocks are stored compressed, so the cases that flip or cut
+/// recorded bytes damage compressed payloads (the plain format has cases of
+/// its own).
+#[test]
+fn the_recorded_blocks_are_compressed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    record(dir.path());
+    let db = open_sled(dir.path());
+    let events = db.open_tree("events").expect("events tree");
+    let versions: Vec<u8> = events
+        .iter()
+        .values()
+        .map(|v| v.expect("block")[0])
+        .collect();
+    assert_eq!(versions.len(), 10);
+    assert!(versions.iter().all(|&v| v == BLOCK_LZ4), "{versions:?}");
+}
+
+/// A run whose blocks mix the formats (the last one stored plain, as an
+/// older reel or a tiny block leaves it) reads and verifies whole.
+#[test]
+fn plain_and_compressed_blocks_read_together() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let recorded = record(dir.path());
+    {
+        let db = open_sled(dir.path());
+        edit_block(&db, "alpha", 10, |v| {
+            let plain = plain_payload(v);
+            reseal(v, BLOCK_PLAIN, &plain);
+        });
+        db.flush().expect("sled flush");
+    }
+    let archive = Archive::open(dir.path(), ArchiveConfig::default()).expect("open");
+    let report = archive.verify().expect("verify");
+    assert!(report.is_ok(), "{}", fmt_problems(&report.problems));
+    let got: Vec<Fact> = archive
+        .facts("alpha", ..)
+        .expect("facts")
+        .collect::<Result<_, _>>()
+        .expect("alpha reads");
+    assert_eq!(got, recorded["alpha"]);
+    let tail: Vec<Fact> = archive
+        .facts("alpha", 11..)
+        .expect("facts")
+        .collect::<Result<_, _>>()
+        .expect("alpha's tail reads");
+    assert_eq!(tail, recorded["alpha"][11..]);
 }
 
 /// The forged block really is validly sealed: on its own (in the scratch

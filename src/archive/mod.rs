@@ -26,6 +26,7 @@ mod keys;
 mod list;
 mod verify;
 
+use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::io;
 use std::ops::{Bound, RangeBounds};
@@ -1178,7 +1179,7 @@ pub struct Facts {
 /// A block whose checksum was checked, read one fact at a time (so that a
 /// reader never holds a block's facts decoded all at once).
 struct OpenBlock {
-    value: sled::IVec,
+    payload: BlockPayload,
     /// Byte position of the next fact in the payload.
     pos: usize,
     /// Seq of the next fact.
@@ -1187,9 +1188,20 @@ struct OpenBlock {
     last: u64,
 }
 
+/// Where an [`OpenBlock`]'s plain payload is.
+enum BlockPayload {
+    /// In the stored block, after its header (a plain block: no copy).
+    Stored(sled::IVec),
+    /// Decompressed from a compressed block.
+    Decompressed(Vec<u8>),
+}
+
 impl OpenBlock {
     fn payload(&self) -> &[u8] {
-        &self.value[block::HEADER_LEN..]
+        match &self.payload {
+            BlockPayload::Stored(value) => value.get(block::HEADER_LEN..).unwrap_or_default(),
+            BlockPayload::Decompressed(plain) => plain,
+        }
     }
 
     /// The next fact; `None` at the block's end.
@@ -1360,13 +1372,21 @@ impl Iterator for Facts {
                     self.pending.push_back(Err(missing));
                 }
             }
-            let opened = block::open(&value).map(|b| b.count);
+            // A compressed block's payload is decompressed here, once; its
+            // facts are still decoded one at a time.
+            let opened = block::open(&value).map(|b| match b.payload {
+                Cow::Borrowed(_) => (b.count, None),
+                Cow::Owned(plain) => (b.count, Some(plain)),
+            });
             match opened {
-                Ok(0) => self.expect = Some(first),
-                Ok(count) => {
+                Ok((0, _)) => self.expect = Some(first),
+                Ok((count, plain)) => {
                     self.expect = Some(first + count as u64);
                     self.current = Some(OpenBlock {
-                        value,
+                        payload: match plain {
+                            Some(plain) => BlockPayload::Decompressed(plain),
+                            None => BlockPayload::Stored(value),
+                        },
                         pos: 0,
                         seq: first,
                         last: first + count as u64 - 1,

@@ -261,12 +261,9 @@ impl Archive {
                     tail_known = false;
                 }
             }
-            prev_digests = header_digest.map(|stored| {
-                let mut hasher = Sha256::new();
-                hasher.update(&value[..37]);
-                hasher.update(&value[block::HEADER_LEN..]);
-                [stored, hasher.finalize().into()]
-            });
+            // The digest of the stored bytes (compressed or not), as the
+            // next block's link was computed from them.
+            prev_digests = header_digest.map(|stored| [stored, block::digest_of(value)]);
         }
         if tail_known && expect_seq != record.facts && record.state.is_closed() {
             // Facts the record counts beyond the last block: lost blocks.
