@@ -7,7 +7,7 @@ use std::panic::AssertUnwindSafe;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use futures::FutureExt;
 use reel::context::*;
@@ -21,7 +21,7 @@ use sha2::{Digest as _, Sha256};
 
 use crate::config::{Durability, RecorderConfig};
 use crate::providers::{ArtifactStore, CredentialProvider, Elicitor, LogListener};
-use crate::writer::Queue;
+use crate::writer::{unix_nanos, Queue};
 
 /// Errors of the host side.
 #[derive(Debug, thiserror::Error)]
@@ -47,13 +47,6 @@ pub enum RecorderError {
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-fn unix_nanos() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos() as i64)
-        .unwrap_or(0)
 }
 
 /// Records runs into an archive. Cheap to clone. Dropping the last clone

@@ -305,7 +305,8 @@ struct Pending {
     fact: NewFact,
 }
 
-fn unix_nanos() -> i64 {
+/// The wall clock, unix nanoseconds (0 before 1970).
+pub(crate) fn unix_nanos() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_nanos() as i64)
