@@ -332,9 +332,10 @@ pub trait CallBackend: Send + Sync {
     /// Files one fact of this call.
     fn emit(&self, kind: FactKind);
     /// Files a progress report of this call (the hot path: a tool calls it
-    /// in loops). The backend numbers it ([`crate::fact::Progress::count`]) in filing
-    /// order, so that counts follow record order also when clones of the
-    /// context report concurrently.
+    /// in loops). The backend numbers it
+    /// ([`crate::fact::Progress::count`]) in filing order, so that counts
+    /// follow record order also when clones of the context report
+    /// concurrently.
     fn progress(&self, payload: Value);
     /// An await point: waits while the write queue is over its bound.
     fn ready(&self) -> BoxFuture<'_, ()>;
