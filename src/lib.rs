@@ -1,8 +1,8 @@
 //! # reel: a flight recorder for agent tool calls
 //!
 //! This crate is reel's small, stable core: the [fact model](fact), the
-//! [archive](archive) (an embedded sled database holding runs as append-only
-//! streams of facts, in blocks), and the [tape](tape) format (a JSON Lines
+//! [archive] (an embedded sled database holding runs as append-only
+//! streams of facts, in blocks), and the [tape] format (a JSON Lines
 //! export of one run). The recorder, the replayer and the viewer are built on
 //! it in their own crates.
 //!

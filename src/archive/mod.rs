@@ -1,6 +1,6 @@
 //! The archive: an embedded sled database holding many runs.
 //!
-//! Trees by role, not per run (see [`keys`] for the layout, known only here):
+//! Trees by role, not per run (see the `keys` module for the layout, known only here):
 //! run records, facts stored in blocks, content-addressed artifacts, and index
 //! trees by start time, tenant, tool and status. Listing runs reads the
 //! indexes and run records, never the facts.

@@ -33,7 +33,6 @@
 #![warn(missing_docs)]
 
 pub mod display;
-/// `reel lsp`: the language server for tape files.
 pub mod lsp;
 pub mod render;
 pub mod timeline;
