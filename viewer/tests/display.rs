@@ -264,11 +264,11 @@ fn the_generic_line_names_the_tool_and_the_count() {
 /// Recorded strings never put a control character on the terminal.
 #[test]
 fn control_characters_are_shown_escaped() {
-    use reel_viewer::render::text::printable;
+    use reel_viewer::render::terminal::escape;
     for (raw, shown) in [
         ("plain", "plain"),
-        ("two\nlines", "two\\nlines"),
-        ("tab\there", "tab\\there"),
+        ("two\nlines", "two\\u{a}lines"),
+        ("tab\there", "tab\\u{9}here"),
         (
             "\u{1b}[2J\u{1b}[Hfake prompt$ ",
             "\\u{1b}[2J\\u{1b}[Hfake prompt$ ",
@@ -276,6 +276,6 @@ fn control_characters_are_shown_escaped() {
         ("bell\u{7}", "bell\\u{7}"),
         ("é中😀", "é中😀"),
     ] {
-        assert_eq!(printable(raw), shown, "{raw:?}");
+        assert_eq!(escape(raw), shown, "{raw:?}");
     }
 }

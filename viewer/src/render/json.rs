@@ -1,22 +1,27 @@
 //! The JSON rendering: `{"run": <record>, "facts": [...], "timeline": {...}}`,
 //! written as it streams (a run of any size renders in bounded memory).
+//! Recorded strings keep every character, but C1 and bidi controls and the
+//! line separators are written as `\uXXXX` escapes ([`JsonSafe`]), so the
+//! document is safe to print on a terminal.
 
 use std::io::{self, Write};
 
 use reel::{Fact, RunRecord};
 
+use crate::render::terminal::JsonSafe;
 use crate::timeline::{Timeline, TimelineBuilder};
 
 /// Writes a run as one JSON document, streaming its facts.
 pub struct JsonWriter<W: Write> {
-    out: W,
+    out: JsonSafe<W>,
     first: bool,
     builder: TimelineBuilder,
 }
 
 impl<W: Write> JsonWriter<W> {
     /// Starts the document with the run record.
-    pub fn start(mut out: W, record: &RunRecord) -> io::Result<JsonWriter<W>> {
+    pub fn start(out: W, record: &RunRecord) -> io::Result<JsonWriter<W>> {
+        let mut out = JsonSafe::new(out);
         out.write_all(b"{\"run\":")?;
         serde_json::to_writer(&mut out, record)?;
         out.write_all(b",\"facts\":[")?;

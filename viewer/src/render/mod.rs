@@ -1,6 +1,7 @@
 //! Renderers of a run: text for terminals, JSON, and a self-contained HTML
-//! page.
+//! page; and what every string on its way to a terminal goes through.
 
 pub mod html;
 pub mod json;
+pub mod terminal;
 pub mod text;

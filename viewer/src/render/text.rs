@@ -12,6 +12,7 @@ use reel::{Fact, RunRecord};
 use serde_json::Value;
 
 use crate::display::{cut, progress_line};
+use crate::render::terminal::{escape, JsonSafe};
 use crate::timeline::{Timeline, TimelineBuilder};
 
 /// Formats unix nanoseconds as RFC 3339 (UTC, milliseconds).
@@ -32,31 +33,14 @@ pub fn duration(ns: u64) -> String {
     }
 }
 
-/// A JSON value on one line, cut to `limit` characters.
+/// A JSON value on one line, cut to `limit` characters. The characters
+/// JSON leaves raw that a terminal would act on are written as JSON's own
+/// `\uXXXX` escapes ([`JsonSafe`]), so the line reads as JSON still.
 pub fn compact(value: &Value, limit: usize) -> String {
-    cut(&value.to_string(), limit)
-}
-
-/// `text` with every control character shown as an escape (`\n`, `\t`,
-/// `\u{1b}`), so recorded strings cannot move the cursor or inject
-/// terminal escape sequences.
-pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
-    if !text.chars().any(char::is_control) {
-        return std::borrow::Cow::Borrowed(text);
-    }
-    let mut out = String::with_capacity(text.len() + 8);
-    for c in text.chars() {
-        match c {
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if c.is_control() => {
-                let _ = write!(out, "\\u{{{:x}}}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    std::borrow::Cow::Owned(out)
+    let mut out = JsonSafe::new(Vec::new());
+    // Writing a Value to memory cannot fail.
+    let _ = serde_json::to_writer(&mut out, value);
+    cut(&String::from_utf8_lossy(&out.into_inner()), limit)
 }
 
 /// Renders text, with or without ANSI colours.
@@ -92,7 +76,7 @@ impl TextRenderer {
         let mut out = format!(
             "{} {}  {}  started {}",
             self.paint(BOLD, "run"),
-            self.paint(BOLD, &printable(&record.run_id)),
+            self.paint(BOLD, &escape(&record.run_id)),
             self.paint(state_style, record.state.as_str()),
             timestamp(record.started_at),
         );
@@ -108,10 +92,10 @@ impl TextRenderer {
             plural(record.calls, "call")
         );
         if let Some(id) = &record.identity {
-            let _ = write!(out, "\n  identity {}", printable(&identity(id)));
+            let _ = write!(out, "\n  identity {}", escape(&identity(id)));
         }
         if let Some(s) = &record.session_id {
-            let _ = write!(out, "\n  session {}", printable(s));
+            let _ = write!(out, "\n  session {}", escape(s));
         }
         out
     }
@@ -133,8 +117,9 @@ impl TextRenderer {
         };
         let (style, detail) = self.detail(fact, &tool);
         // Recorded strings are untrusted: no control character reaches the
-        // terminal (an escape sequence could fake or hide lines).
-        let (who, detail) = (printable(&who), printable(&detail));
+        // terminal (an escape sequence could fake or hide lines). The kind
+        // is recorded too (a kind this reel does not know keeps its name).
+        let (who, detail) = (escape(&who), escape(&detail));
         format!(
             "{} {} {indent}{}{} {detail}",
             self.paint(
@@ -143,7 +128,7 @@ impl TextRenderer {
             ),
             self.paint(DIM, &format!("#{:<4}", fact.seq)),
             self.paint(CYAN, &who),
-            self.paint(style, fact.kind.name()),
+            self.paint(style, &escape(fact.kind.name())),
         )
     }
 
@@ -151,7 +136,7 @@ impl TextRenderer {
     /// kind), without colours or control characters. `tool` is the tool of
     /// the fact's call.
     pub fn detail_text(&self, fact: &Fact, tool: &str) -> String {
-        printable(&self.detail(fact, tool).1).into_owned()
+        escape(&self.detail(fact, tool).1).into_owned()
     }
 
     fn detail(&self, fact: &Fact, tool: &str) -> (Style, String) {
@@ -239,7 +224,7 @@ impl TextRenderer {
             FactKind::ElicitRequested(e) => (
                 plain,
                 format!(
-                    "{:?} ({}{})",
+                    "\"{}\" ({}{})",
                     e.message,
                     if e.mode == ElicitMode::Form {
                         "form"
@@ -377,14 +362,14 @@ impl TextRenderer {
                 out,
                 "  {}{} {}  {status}  {}  {} {}",
                 "  ".repeat(c.depth),
-                printable(&c.call_id),
-                printable(&c.tool),
+                escape(&c.call_id),
+                escape(&c.tool),
                 c.duration_ns.map(duration).unwrap_or_else(|| "-".into()),
                 c.facts,
                 plural(c.facts, "fact")
             );
             if let Some(p) = &c.last_progress {
-                let _ = write!(out, "  last progress: {}", printable(p));
+                let _ = write!(out, "  last progress: {}", escape(p));
             }
             out.push('\n');
         }
@@ -395,10 +380,10 @@ impl TextRenderer {
                     out,
                     "  #{} {} {} ({}){}",
                     c.seq,
-                    printable(&c.need),
+                    escape(&c.need),
                     c.outcome,
                     mode(c.mode),
-                    printable(
+                    escape(
                         &c.fingerprint
                             .as_ref()
                             .map(|f| format!(" {f}"))
@@ -416,7 +401,7 @@ impl TextRenderer {
                     "  #{} {} {}{}",
                     a.seq,
                     a.op,
-                    printable(a.id.as_deref().unwrap_or("-")),
+                    escape(a.id.as_deref().unwrap_or("-")),
                     a.size.map(|s| format!(" {s} B")).unwrap_or_default()
                 );
             }
@@ -427,7 +412,7 @@ impl TextRenderer {
                 let ran = match (&d.ran_seq, &d.outcome) {
                     (Some(s), Some(TeardownOutcome::Ok)) => format!("ran ok at #{s}"),
                     (Some(s), Some(TeardownOutcome::Error { message })) => {
-                        format!("ran at #{s}, failed: {}", printable(message))
+                        format!("ran at #{s}, failed: {}", escape(message))
                     }
                     (Some(s), Some(TeardownOutcome::TimedOut)) => format!("ran at #{s}, timed out"),
                     _ => self.paint(RED, "never ran"),
@@ -436,7 +421,7 @@ impl TextRenderer {
                     out,
                     "  {} {} registered at #{}{}  {ran}",
                     d.scope,
-                    d.key_hash,
+                    escape(&d.key_hash),
                     d.registered_seq,
                     if d.repeats > 0 {
                         format!(" (+{} {})", d.repeats, plural(d.repeats, "repeat"))
@@ -455,7 +440,7 @@ impl TextRenderer {
                 self.paint(RED, &format!("anomalies ({})", t.anomalies.len()))
             );
             for a in &t.anomalies {
-                let _ = writeln!(out, "  {}", printable(&a.describe()));
+                let _ = writeln!(out, "  {}", escape(&a.describe()));
             }
         }
         out
