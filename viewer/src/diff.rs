@@ -12,6 +12,7 @@ use reel::fact::FactKind;
 use reel::Fact;
 use reel_replayer::matching::{diff_kinds, show, FieldDiff, IgnoreRule};
 use reel_viewer::display::cut;
+use reel_viewer::render::terminal::escape;
 use reel_viewer::render::text::compact;
 use serde_json::Value;
 
@@ -36,21 +37,35 @@ pub fn volatile() -> Vec<IgnoreRule> {
 /// The first difference: (index, field diffs).
 pub type First = Option<(usize, Vec<FieldDiff>)>;
 
+/// One fact on one line, escaped for the terminal (recorded kinds and
+/// payloads are untrusted).
 fn summary(f: &Fact) -> String {
     let data = serde_json::to_value(f)
         .ok()
         .and_then(|v| v.get("data").cloned())
         .unwrap_or_default();
-    format!("#{} {} {}", f.seq, f.kind.name(), compact(&data, 200))
+    escape(&format!(
+        "#{} {} {}",
+        f.seq,
+        f.kind.name(),
+        compact(&data, 200)
+    ))
+    .into_owned()
 }
 
 /// Renders the two runs side by side; returns the text and the first
-/// difference.
+/// difference. Every recorded string in it (run ids, facts, field paths
+/// and values) is escaped for the terminal.
 pub fn render(a_id: &str, a: &[Fact], b_id: &str, b: &[Fact], width: usize) -> (String, First) {
     let ignore = volatile();
     let col = width.saturating_sub(5) / 2;
     let mut out = String::new();
-    let _ = writeln!(out, "  {:<col$} │ {}", cut(a_id, col), cut(b_id, col));
+    let _ = writeln!(
+        out,
+        "  {:<col$} │ {}",
+        cut(&escape(a_id), col),
+        cut(&escape(b_id), col)
+    );
     let mut first: First = None;
     // Aligned clock reads so far: (run A's value, run B's value).
     let mut clocks: Vec<(Value, Value)> = Vec::new();
@@ -104,9 +119,9 @@ pub fn render(a_id: &str, a: &[Fact], b_id: &str, b: &[Fact], width: usize) -> (
                 let _ = writeln!(
                     out,
                     "  {lead}: {}: {} vs {}",
-                    d.path,
-                    show(&d.expected),
-                    show(&d.actual)
+                    escape(&d.path),
+                    escape(&show(&d.expected)),
+                    escape(&show(&d.actual))
                 );
             }
             first = Some((i, diff));

@@ -1,4 +1,10 @@
 //! `reel`: the command line for reel archives.
+//!
+//! Nothing recorded reaches the terminal raw: every string taken from an
+//! archive, a tape, a file name or an argument is printed through
+//! [`escape`] (errors too, where [`main`] prints them), and every JSON
+//! document through [`JsonSafe`]. Only the colours reel paints are escape
+//! sequences.
 
 use std::fs::File;
 use std::io::{self, BufReader, BufWriter, IsTerminal, Write};
@@ -16,6 +22,7 @@ use reel::tape::Tape;
 use reel::{Fact, RunRecord, RunState};
 use reel_recorder::{Recorder, RecorderConfig};
 use reel_viewer::render::json::JsonWriter;
+use reel_viewer::render::terminal::{escape, JsonSafe};
 use reel_viewer::render::text::{duration, timestamp, TextRenderer};
 use reel_viewer::timeline::TimelineBuilder;
 use source::{Item, Source};
@@ -185,7 +192,8 @@ struct ShowArgs {
     kind: Vec<String>,
 }
 
-/// A failure for the person at the terminal.
+/// A failure for the person at the terminal. The message is escaped where
+/// it is printed: build it from raw strings.
 #[derive(Debug)]
 struct Failure(String);
 
@@ -202,7 +210,7 @@ fn parse_time(s: &str) -> Result<i64, String> {
     match humantime::parse_duration(s) {
         Ok(age) => Ok(nanos(SystemTime::now() - age)),
         Err(_) => Err(format!(
-            "{s:?} is neither a time (2026-11-30T08:00:00Z) nor an age (2h, 30min, 3days)"
+            "\"{s}\" is neither a time (2026-11-30T08:00:00Z) nor an age (2h, 30min, 3days)"
         )),
     }
 }
@@ -213,8 +221,16 @@ fn nanos(t: SystemTime) -> i64 {
         .unwrap_or(0)
 }
 
+/// A path as it may be printed.
+fn shown(path: &Path) -> String {
+    escape(&path.display().to_string()).into_owned()
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(e),
+    };
     let color = match cli.color {
         ColorChoice::Always => true,
         ColorChoice::Never => false,
@@ -246,8 +262,24 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(Failure(message)) => {
-            eprintln!("reel: {message}");
+            eprintln!("reel: {}", escape(&message));
             ExitCode::FAILURE
+        }
+    }
+}
+
+/// Prints clap's usage error (or help, or version) and exits with its
+/// code. clap quotes arguments as given, so the command line is parsed
+/// again with every argument escaped, and that error is the one printed.
+fn usage_error(e: clap::Error) -> ExitCode {
+    let shown = std::env::args_os().map(|a| escape(&a.to_string_lossy()).into_owned());
+    match Cli::try_parse_from(shown) {
+        Err(shown) => shown.exit(),
+        // Not seen: escaping arguments does not mend a command line. Say it
+        // anyway, all of it escaped.
+        Ok(_) => {
+            eprintln!("{}", escape(&e.render().to_string()));
+            ExitCode::from(2)
         }
     }
 }
@@ -278,10 +310,10 @@ fn demo(
         if let Some(hops) = live_hops {
             eprintln!(
                 "recording a live run of {hops} hops; watch it with: reel tail --archive {}",
-                dir.display()
+                shown(dir)
             );
             let id = reel_recorder::demo::record_live(&recorder, hops, pause_ms).await?;
-            eprintln!("recorded live run {id}");
+            eprintln!("recorded live run {}", escape(&id));
         }
         let archive = recorder.archive().clone();
         recorder.shutdown().await?;
@@ -292,8 +324,8 @@ fn demo(
         out,
         "recorded {} demo runs into {}: {}",
         ids.len(),
-        dir.display(),
-        ids.join(", ")
+        shown(dir),
+        escape(&ids.join(", "))
     )?;
     writeln!(out)?;
     show_run(
@@ -308,9 +340,9 @@ fn demo(
     writeln!(
         out,
         "next: reel runs --archive {dir}   |   reel show {} --archive {dir}   |   reel show {} --html run.html --archive {dir}",
-        ids[2],
-        ids[1],
-        dir = dir.display()
+        escape(&ids[2]),
+        escape(&ids[1]),
+        dir = shown(dir)
     )?;
     Ok(ExitCode::SUCCESS)
 }
@@ -328,21 +360,26 @@ fn runs(dir: &Path, args: RunsArgs) -> Result<ExitCode, Failure> {
     })?;
     let mut out = io::stdout().lock();
     if args.json {
-        serde_json::to_writer_pretty(&mut out, &page)?;
+        serde_json::to_writer_pretty(JsonSafe::new(&mut out), &page)?;
         writeln!(out)?;
         return Ok(ExitCode::SUCCESS);
     }
+    // Recorded cells are escaped before the widths are measured.
     let rows: Vec<[String; 8]> = page
         .runs
         .iter()
         .map(|r| {
             [
-                r.run_id.clone(),
+                escape(&r.run_id).into_owned(),
                 timestamp(r.started_at),
                 r.duration_ns().map(duration).unwrap_or_else(|| "-".into()),
                 r.state.to_string(),
-                r.tenant().unwrap_or("-").to_owned(),
-                r.tools.iter().cloned().collect::<Vec<_>>().join(","),
+                escape(r.tenant().unwrap_or("-")).into_owned(),
+                r.tools
+                    .iter()
+                    .map(|t| escape(t))
+                    .collect::<Vec<_>>()
+                    .join(","),
                 r.facts.to_string(),
                 r.flagged().to_string(),
             ]
@@ -382,7 +419,7 @@ fn runs(dir: &Path, args: RunsArgs) -> Result<ExitCode, Failure> {
         writeln!(out, "(no runs match)")?;
     }
     if let Some(next) = page.next {
-        writeln!(out, "more: --cursor {}", next.0)?;
+        writeln!(out, "more: --cursor {}", escape(&next.0))?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -428,7 +465,7 @@ fn resolve_run(source: &Source, run: &str) -> Result<RunRecord, Failure> {
         )
     };
     Err(Failure(format!(
-        "no run {run:?} in {}: {hint}",
+        "no run \"{run}\" in {}: {hint}",
         source.dir().display()
     )))
 }
@@ -496,8 +533,9 @@ fn show(dir: &Path, args: ShowArgs, text: TextRenderer) -> Result<ExitCode, Fail
         }
         let timeline = w.finish()?;
         eprintln!(
-            "wrote the HTML report of run {run_id} to {} (calls: {}, facts: {}, anomalies: {})",
-            path.display(),
+            "wrote the HTML report of run {} to {} (calls: {}, facts: {}, anomalies: {})",
+            escape(&run_id),
+            shown(path),
             timeline.calls.len(),
             timeline.facts,
             timeline.anomalies.len()
@@ -553,8 +591,9 @@ fn show_run(
                 b.push_gap(first, last, &detail);
                 writeln!(
                     out,
-                    "           ✗ {} damaged: could not be read ({detail})",
-                    reel_viewer::timeline::seq_range(first, last)
+                    "           ✗ {} damaged: could not be read ({})",
+                    reel_viewer::timeline::seq_range(first, last),
+                    escape(&detail)
                 )?;
             }
         }
@@ -653,16 +692,17 @@ fn export(dir: &Path, run: &str, output: &Path) -> Result<ExitCode, Failure> {
     let archive = source.local("export")?;
     let tape = Tape::export(&archive, run)?;
     if output == Path::new("-") {
-        tape.write(io::stdout().lock())?;
+        tape.write(JsonSafe::new(io::stdout().lock()))?;
     } else {
         let file = File::create(output)
             .map_err(|e| Failure(format!("cannot write {}: {e}", output.display())))?;
         tape.write(BufWriter::new(file))?;
         eprintln!(
-            "exported run {run} ({} facts, {} artifacts) to {}",
+            "exported run {} ({} facts, {} artifacts) to {}",
+            escape(run),
             tape.facts.len(),
             tape.artifacts.len(),
-            output.display()
+            shown(output)
         );
     }
     Ok(ExitCode::SUCCESS)
@@ -676,7 +716,7 @@ fn import(dir: &Path, file: &Path) -> Result<ExitCode, Failure> {
     if !tape.digest_matches() {
         eprintln!(
             "reel: warning: {}: the facts differ from what was recorded (facts_sha256 does not match): the tape was edited",
-            file.display()
+            shown(file)
         );
     }
     let archive = Archive::open(dir, ArchiveConfig::default())?;
@@ -686,10 +726,10 @@ fn import(dir: &Path, file: &Path) -> Result<ExitCode, Failure> {
     archive.flush()?;
     println!(
         "imported run {} ({} facts, {}) into {}",
-        record.run_id,
+        escape(&record.run_id),
         record.facts,
         record.state,
-        dir.display()
+        shown(dir)
     );
     Ok(ExitCode::SUCCESS)
 }
@@ -699,7 +739,7 @@ fn verify(dir: &Path, json: bool) -> Result<ExitCode, Failure> {
     let report = archive.verify()?;
     let mut out = io::stdout().lock();
     if json {
-        serde_json::to_writer_pretty(&mut out, &report)?;
+        serde_json::to_writer_pretty(JsonSafe::new(&mut out), &report)?;
         writeln!(out)?;
     } else {
         writeln!(
@@ -713,7 +753,7 @@ fn verify(dir: &Path, json: bool) -> Result<ExitCode, Failure> {
             let n = report.problems.len();
             writeln!(out, "{n} {}:", if n == 1 { "problem" } else { "problems" })?;
             for p in &report.problems {
-                writeln!(out, "  {p}")?;
+                writeln!(out, "  {}", escape(&p.to_string()))?;
             }
         }
     }
@@ -728,11 +768,11 @@ fn stats(dir: &Path, json: bool) -> Result<ExitCode, Failure> {
     let s = Source::open(dir)?.stats()?;
     let mut out = io::stdout().lock();
     if json {
-        serde_json::to_writer_pretty(&mut out, &s)?;
+        serde_json::to_writer_pretty(JsonSafe::new(&mut out), &s)?;
         writeln!(out)?;
         return Ok(ExitCode::SUCCESS);
     }
-    writeln!(out, "archive      {}", dir.display())?;
+    writeln!(out, "archive      {}", shown(dir))?;
     writeln!(out, "runs         {}", s.runs)?;
     writeln!(out, "facts        {}", s.facts)?;
     writeln!(out, "artifacts    {}", s.artifacts)?;
@@ -745,10 +785,10 @@ fn stats(dir: &Path, json: bool) -> Result<ExitCode, Failure> {
         )?;
     }
     if let Some((id, at)) = &s.oldest {
-        writeln!(out, "oldest run   {id} ({})", timestamp(*at))?;
+        writeln!(out, "oldest run   {} ({})", escape(id), timestamp(*at))?;
     }
     if let Some((id, at)) = &s.newest {
-        writeln!(out, "newest run   {id} ({})", timestamp(*at))?;
+        writeln!(out, "newest run   {} ({})", escape(id), timestamp(*at))?;
     }
     Ok(ExitCode::SUCCESS)
 }
