@@ -24,6 +24,7 @@
 mod block;
 mod keys;
 mod list;
+pub mod rules;
 mod verify;
 
 use std::borrow::Cow;
@@ -42,6 +43,7 @@ use crate::run::{RunRecord, RunState};
 
 pub use block::{decode_fact, encode_fact, Digest};
 pub use list::{Cursor, RunFilter, RunPage};
+pub use rules::{Rule, StreamRules, Violation};
 pub use verify::{Problem, VerifyReport};
 
 /// The archive format version this build writes and reads.
