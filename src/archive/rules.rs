@@ -127,6 +127,18 @@ impl StreamRules {
         }
     }
 
+    /// The rules for run `run_id` whose first `next_seq` facts were checked
+    /// when they were stored, none of them `run.ended` (a run being
+    /// appended to).
+    pub(crate) fn resume(run_id: impl Into<String>, next_seq: u64) -> StreamRules {
+        StreamRules {
+            run_id: run_id.into(),
+            next_seq,
+            started: next_seq > 0,
+            ended: None,
+        }
+    }
+
     /// The seq the next fact must have.
     pub fn next_seq(&self) -> u64 {
         self.next_seq
@@ -274,6 +286,16 @@ mod tests {
                 Some(Rule::NothingAfterRunEnded { ended: 1 }),
                 Some(Rule::NothingAfterRunEnded { ended: 1 })
             ]
+        );
+    }
+
+    #[test]
+    fn a_resumed_run_takes_no_second_start() {
+        let mut rules = StreamRules::resume("r", 4);
+        assert_eq!(rules.check_kind(4, &log()), Ok(()));
+        assert_eq!(
+            rules.check_kind(5, &started("r")).map_err(|v| v.rule),
+            Err(Rule::OneRunStarted)
         );
     }
 
