@@ -13,7 +13,11 @@
 //! independent of how the archive grouped facts into blocks.
 //!
 //! Reading never panics: a bad tape gets a [`TapeError`] naming the line
-//! and what is wrong with it.
+//! and what is wrong with it. Importing is all or nothing, and a refused
+//! import names the line too: a fact that breaks a stream rule (see
+//! [`crate::archive::rules`]), an artifact that does not match its digest,
+//! or a header that counts more facts than the tape holds (a tape cut
+//! short).
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, Write};
@@ -24,7 +28,7 @@ use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
 use crate::archive::{encode_fact, parse_digest, Archive, ArchiveError};
-use crate::fact::Fact;
+use crate::fact::{Fact, FactKind};
 use crate::run::RunRecord;
 
 /// The format tag of this version's tapes.
@@ -200,12 +204,42 @@ pub fn facts_digest<'a>(facts: impl IntoIterator<Item = &'a Fact>) -> String {
     hex::encode(hasher.finalize())
 }
 
+/// The 1-based line each part of a tape is on: as it was read
+/// ([`Tape::read_with_lines`]), or as [`Tape::write`] lays it out
+/// ([`TapeLines::written`]). Errors of [`Tape::import_with_lines`] name
+/// these lines.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TapeLines {
+    /// The line of each fact, in the order of [`Tape::facts`].
+    pub facts: Vec<usize>,
+    /// The line of each artifact, in the order of [`Tape::artifacts`].
+    pub artifacts: Vec<usize>,
+}
+
+impl TapeLines {
+    /// The lines of `tape` as [`Tape::write`] lays it out: the header on
+    /// line 1, the facts from line 2, then the artifacts.
+    pub fn written(tape: &Tape) -> TapeLines {
+        let facts = tape.facts.len();
+        TapeLines {
+            facts: (2..2 + facts).collect(),
+            artifacts: (2 + facts..2 + facts + tape.artifacts.len()).collect(),
+        }
+    }
+}
+
 impl Tape {
     /// Reads a whole tape. Facts must run in seq order from 0 without a gap.
     pub fn read(reader: impl BufRead) -> Result<Tape, TapeError> {
+        Tape::read_with_lines(reader).map(|(tape, _)| tape)
+    }
+
+    /// [`Tape::read`], also giving the line each fact and artifact was on.
+    pub fn read_with_lines(reader: impl BufRead) -> Result<(Tape, TapeLines), TapeError> {
         let mut header = None;
         let mut facts: Vec<Fact> = Vec::new();
         let mut artifacts = Vec::new();
+        let mut at = TapeLines::default();
         let mut lines = 0;
         for (i, line) in reader.split(b'\n').enumerate() {
             let line_no = i + 1;
@@ -237,19 +271,24 @@ impl Tape {
                         ));
                     }
                     facts.push(f);
+                    at.facts.push(line_no);
                 }
-                TapeLine::Artifact(d, b) => artifacts.push((d, b)),
+                TapeLine::Artifact(d, b) => {
+                    artifacts.push((d, b));
+                    at.artifacts.push(line_no);
+                }
                 TapeLine::Blank => {}
             }
         }
         let header = header.ok_or_else(|| {
             TapeError::at(lines.max(1), "the tape is empty: it has no header line")
         })?;
-        Ok(Tape {
+        let tape = Tape {
             header,
             facts,
             artifacts,
-        })
+        };
+        Ok((tape, at))
     }
 
     /// True when the header's `facts_sha256` matches the facts (a tape with
@@ -310,13 +349,86 @@ impl Tape {
         Ok(())
     }
 
-    /// Imports the tape into `archive`: artifacts first, then the run, its
-    /// facts keeping their seqs. Fails if the run id is already there.
-    pub fn import(&self, archive: &Archive) -> Result<RunRecord, ArchiveError> {
-        for (_, bytes) in &self.artifacts {
-            archive.put_artifact(bytes)?;
+    /// Imports the tape into `archive`, all or nothing (see
+    /// [`Archive::import_run_with_artifacts`]): the run, its facts keeping
+    /// their seqs, and its artifacts. Errors name lines as [`Tape::write`]
+    /// lays the tape out; [`Tape::import_with_lines`] names the lines it
+    /// was read from.
+    pub fn import(&self, archive: &Archive) -> Result<RunRecord, TapeError> {
+        self.import_with_lines(archive, &TapeLines::written(self))
+    }
+
+    /// Imports the tape into `archive`, all or nothing. A tape that holds
+    /// fewer facts than its header counts (cut short), a fact that breaks a
+    /// stream rule (the checks `append` applies; see
+    /// [`crate::archive::rules`]) or an artifact that does not match its
+    /// digest is refused with the line it is on, before anything is stored;
+    /// so is a `run.started` naming another run than the header, and a run
+    /// id the archive has already ([`ArchiveError::RunExists`]).
+    pub fn import_with_lines(
+        &self,
+        archive: &Archive,
+        lines: &TapeLines,
+    ) -> Result<RunRecord, TapeError> {
+        let fact_line = |index: usize| lines.facts.get(index).copied().unwrap_or(index + 2);
+        let counted = self.header.run.facts;
+        if (self.facts.len() as u64) < counted {
+            let last = match self.facts.len() {
+                0 => "it holds none".to_owned(),
+                n => format!("the last is on line {}", fact_line(n - 1)),
+            };
+            return Err(TapeError::at(
+                1,
+                format!(
+                    "the header counts {counted} facts but the tape holds {} ({last}): the tape is cut short or facts were removed; nothing was imported: export the run again",
+                    self.facts.len()
+                ),
+            ));
         }
-        archive.import_run(self.facts.iter().cloned())
+        if self.facts.is_empty() {
+            return Err(TapeError::at(
+                2,
+                "the tape holds no facts: a run holds at least its run.started, on the line after the header; nothing was imported",
+            ));
+        }
+        if let FactKind::RunStarted(started) = &self.facts[0].kind {
+            if started.run_id != self.header.run.run_id {
+                return Err(TapeError::at(
+                    fact_line(0),
+                    format!(
+                        "run.started names run {:?} but the header (line 1) names {:?}; nothing was imported: make them agree",
+                        started.run_id, self.header.run.run_id
+                    ),
+                ));
+            }
+        }
+        archive
+            .import_run_with_artifacts(&self.facts, &self.artifacts)
+            .map_err(|e| match e {
+                ArchiveError::ImportBreaksRule {
+                    index, violation, ..
+                } => TapeError::at(
+                    fact_line(index),
+                    format!(
+                        "{violation}; nothing was imported: fix this line, or export the run again"
+                    ),
+                ),
+                ArchiveError::ImportArtifactMismatch {
+                    index,
+                    digest,
+                    detail,
+                } => TapeError::at(
+                    lines
+                        .artifacts
+                        .get(index)
+                        .copied()
+                        .unwrap_or(self.facts.len() + 2 + index),
+                    format!(
+                        "artifact {digest}: {detail}; nothing was imported: export the run again"
+                    ),
+                ),
+                other => TapeError::Archive(other),
+            })
     }
 }
 

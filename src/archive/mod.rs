@@ -10,7 +10,15 @@
 //! - [`Archive::append`] is the single sequencer: it numbers facts per run,
 //!   gapless from 0, and stores each batch as one block (one sled insert, so a
 //!   crash never tears a fact). The first batch of a run must start with
-//!   `run.started`; a batch containing `run.ended` closes the run.
+//!   `run.started`; a batch containing `run.ended` closes the run. Every
+//!   batch is held to the stream rules of [`rules`] before any of it is
+//!   stored.
+//! - [`Archive::import_run_with_artifacts`] (and [`Archive::import_run`])
+//!   is all or nothing: it checks the whole stream against the same rules,
+//!   every artifact against its digest and the run id's absence, then
+//!   writes everything in one sled transaction. A refused or interrupted
+//!   import leaves no trace; of concurrent imports of one run id, exactly
+//!   one wins.
 //! - Appends are durable after [`Archive::flush`] (or sled's background
 //!   flush). After a crash, [`Archive::open`] finds every run that was still
 //!   running, rebuilds its record from its facts, and marks it
@@ -24,6 +32,7 @@
 mod block;
 mod keys;
 mod list;
+pub mod rules;
 mod verify;
 
 use std::borrow::Cow;
@@ -36,12 +45,14 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use futures::Stream;
 use hmac::{Hmac, Mac};
 use sha2::{Digest as _, Sha256};
+use sled::Transactional as _;
 
 use crate::fact::{Fact, FactKind, Fingerprint, NewFact};
 use crate::run::{RunRecord, RunState};
 
 pub use block::{decode_fact, encode_fact, Digest};
 pub use list::{Cursor, RunFilter, RunPage};
+pub use rules::{Rule, StreamRules, Violation};
 pub use verify::{Problem, VerifyReport};
 
 /// The archive format version this build writes and reads.
@@ -123,6 +134,28 @@ pub enum ArchiveError {
         /// The run.
         run_id: String,
         /// The encoder's message.
+        detail: String,
+    },
+    /// An import was refused: one of its facts breaks a rule of the run's
+    /// fact stream (see [`rules`]). Nothing of the import was stored.
+    #[error("run {run_id:?}: fact {index} of the import breaks a stream rule: {violation}; nothing was imported: fix that fact, or export the run again")]
+    ImportBreaksRule {
+        /// The run.
+        run_id: String,
+        /// The fact's position among the facts given (0-based).
+        index: usize,
+        /// Which fact and which rule.
+        violation: Box<Violation>,
+    },
+    /// An import was refused: an artifact's bytes do not match its digest.
+    /// Nothing of the import was stored.
+    #[error("artifact {index} of the import, {digest:?}: {detail}; nothing was imported: export the run again")]
+    ImportArtifactMismatch {
+        /// The artifact's position among the artifacts given (0-based).
+        index: usize,
+        /// The digest it was given under.
+        digest: String,
+        /// What is wrong.
         detail: String,
     },
 }
@@ -360,94 +393,93 @@ impl Archive {
 
     /// Appends facts to a run and returns the seqs they were given. The first
     /// batch of a run must begin with `run.started` naming `run_id`; the
-    /// whole batch becomes one block.
+    /// whole batch becomes one block. The batch is checked against the
+    /// stream rules ([`rules`]) from where the run stands before any of it is
+    /// stored: a batch that breaks one is refused whole.
     pub fn append(&self, run_id: &str, facts: Vec<NewFact>) -> Result<std::ops::Range<u64>> {
-        // `run.started` only ever begins a run: one later in a batch would
-        // store a run that `verify` reports as damaged.
-        if let Some(i) = facts
-            .iter()
-            .skip(1)
-            .position(|f| matches!(f.kind, FactKind::RunStarted(_)))
-        {
-            return Err(ArchiveError::InvalidFacts {
-                run_id: run_id.into(),
-                detail: format!(
-                    "fact {} of the batch is run.started: only the first fact of a run may be",
-                    i + 1
-                ),
-            });
-        }
-        if let Some(end) = facts
-            .iter()
-            .position(|f| matches!(f.kind, FactKind::RunEnded(_)))
-        {
-            if end + 1 < facts.len() {
-                return Err(ArchiveError::InvalidFacts {
-                    run_id: run_id.into(),
-                    detail: format!(
-                        "fact {} of the batch comes after run.ended: run.ended must be the run's last fact",
-                        end + 2
-                    ),
-                });
+        let mut live = lock(&self.inner.live);
+        let run = match live.get(run_id) {
+            Some(run) => run.clone(),
+            None => {
+                // Not being written: a stored run is closed, any other is new.
+                self.refuse_stored(run_id)?;
+                if facts.is_empty() {
+                    return Err(ArchiveError::UnknownRun {
+                        run_id: run_id.into(),
+                    });
+                }
+                let facts = numbered(facts, 0);
+                check_batch(run_id, StreamRules::new(run_id), &facts)?;
+                // The map lock is held from the look-up to here, so no other
+                // append creates the run meanwhile; the run is locked before
+                // the map shows it, so no other append's block goes first.
+                let run = self.create_run(run_id, &facts[0])?;
+                let mut guard = lock(&run);
+                live.insert(run_id.to_owned(), run.clone());
+                drop(live);
+                let appended = self.append_checked(&mut guard, &facts);
+                drop(guard);
+                return self.appended(run_id, appended);
             }
-        }
-        let run = self.live_run(run_id, facts.first(), false)?;
-        let mut run = lock(&run);
-        if run.record.state.is_closed() {
+        };
+        drop(live);
+        let mut guard = lock(&run);
+        if guard.record.state.is_closed() {
             return Err(ArchiveError::RunClosed {
                 run_id: run_id.into(),
-                state: run.record.state,
+                state: guard.record.state,
             });
         }
+        let first = guard.next_seq;
+        let facts = numbered(facts, first);
+        match check_batch(run_id, StreamRules::resume(run_id, first), &facts) {
+            // A batch that starts the run again: the run exists already.
+            Err(_)
+                if matches!(
+                    facts.first().map(|f| &f.kind),
+                    Some(FactKind::RunStarted(_))
+                ) =>
+            {
+                return Err(ArchiveError::RunExists {
+                    run_id: run_id.into(),
+                })
+            }
+            other => other?,
+        }
+        let appended = self.append_checked(&mut guard, &facts);
+        drop(guard);
+        self.appended(run_id, appended)
+    }
+
+    /// Stores a checked batch of a run as one block: its seqs, and whether
+    /// the run is closed now.
+    fn append_checked(
+        &self,
+        run: &mut LiveRun,
+        facts: &[Fact],
+    ) -> Result<(std::ops::Range<u64>, bool)> {
         let first = run.next_seq;
-        if first > 0
-            && matches!(
-                facts.first().map(|f| &f.kind),
-                Some(FactKind::RunStarted(_))
-            )
-        {
-            return Err(ArchiveError::RunExists {
-                run_id: run_id.into(),
-            });
-        }
-        let facts: Vec<Fact> = facts
-            .into_iter()
-            .enumerate()
-            .map(|(i, f)| f.with_seq(first + i as u64))
-            .collect();
-        self.write_block(&mut run, &facts)?;
-        let (range, closed) = (first..run.next_seq, run.record.state.is_closed());
-        drop(run);
+        self.write_block(run, facts)?;
+        Ok((first..run.next_seq, run.record.state.is_closed()))
+    }
+
+    /// The end of an append: a closed run stops being live.
+    fn appended(
+        &self,
+        run_id: &str,
+        appended: Result<(std::ops::Range<u64>, bool)>,
+    ) -> Result<std::ops::Range<u64>> {
+        let (range, closed) = appended?;
         if closed {
             lock(&self.inner.live).remove(run_id);
         }
         Ok(range)
     }
 
-    /// Finds the run being written, or creates it from its first fact. With
-    /// `new_only`, a run that exists already (live or stored) is
-    /// [`ArchiveError::RunExists`].
-    fn live_run(
-        &self,
-        run_id: &str,
-        first: Option<&NewFact>,
-        new_only: bool,
-    ) -> Result<Arc<Mutex<LiveRun>>> {
-        let mut live = lock(&self.inner.live);
+    /// Refuses facts for a run that is stored and not being written: such a
+    /// run is closed (ended, or marked incomplete on open).
+    fn refuse_stored(&self, run_id: &str) -> Result<()> {
         let t = self.trees();
-        if new_only
-            && (live.contains_key(run_id)
-                || t.run_ids
-                    .contains_key(run_id)
-                    .map_err(|e| self.storage(e))?)
-        {
-            return Err(ArchiveError::RunExists {
-                run_id: run_id.into(),
-            });
-        }
-        if let Some(run) = live.get(run_id) {
-            return Ok(run.clone());
-        }
         if let Some(ord) = t.run_ids.get(run_id).map_err(|e| self.storage(e))? {
             // Not live, so the stored record is current.
             let state = keys::u64_from(&ord)
@@ -460,30 +492,21 @@ impl Archive {
                 state,
             });
         }
-        let Some(first) = first else {
-            return Err(ArchiveError::UnknownRun {
+        Ok(())
+    }
+
+    /// Stores a new run's record and index entries from its first fact (a
+    /// checked `run.started`), before its first block.
+    fn create_run(&self, run_id: &str, first: &Fact) -> Result<Arc<Mutex<LiveRun>>> {
+        let t = self.trees();
+        let Some(record) = RunRecord::from_first(first) else {
+            return Err(ArchiveError::InvalidFacts {
                 run_id: run_id.into(),
+                detail: format!(
+                    "a new run must begin with run.started, not {}",
+                    first.kind.name()
+                ),
             });
-        };
-        let record = match &first.kind {
-            FactKind::RunStarted(s) if s.run_id == run_id => {
-                RunRecord::from_first(&first.clone().with_seq(0)).expect("run.started")
-            }
-            FactKind::RunStarted(s) => {
-                return Err(ArchiveError::InvalidFacts {
-                    run_id: run_id.into(),
-                    detail: format!("its run.started names another run, {:?}", s.run_id),
-                })
-            }
-            other => {
-                return Err(ArchiveError::InvalidFacts {
-                    run_id: run_id.into(),
-                    detail: format!(
-                        "a new run must begin with run.started, not {}",
-                        other.name()
-                    ),
-                })
-            }
         };
         let ordinal = self.inner.db.generate_id().map_err(|e| self.storage(e))?;
         // The record and its indexes go in before the first block, so that a
@@ -508,14 +531,12 @@ impl Archive {
         t.run_ids
             .insert(run_id, &ordinal.to_be_bytes())
             .map_err(|e| self.storage(e))?;
-        let run = Arc::new(Mutex::new(LiveRun {
+        Ok(Arc::new(Mutex::new(LiveRun {
             ordinal,
             record,
             next_seq: 0,
             head: [0; 32],
-        }));
-        live.insert(run_id.to_owned(), run.clone());
-        Ok(run)
+        })))
     }
 
     /// Seals `facts` (already numbered from `run.next_seq`) into one block.
@@ -638,121 +659,190 @@ impl Archive {
         Ok(())
     }
 
-    /// Imports a whole run (e.g. from a tape): its facts keep their seqs,
-    /// which must run from 0 without a gap, starting with `run.started`. An
-    /// imported run that never ended is marked incomplete.
+    /// Imports a whole run (e.g. from a tape): its facts keep their seqs. See
+    /// [`Archive::import_run_with_artifacts`], which this is without
+    /// artifacts.
     pub fn import_run(&self, facts: impl IntoIterator<Item = Fact>) -> Result<RunRecord> {
-        const BATCH: usize = 1024;
-        let mut facts = facts.into_iter().peekable();
-        let Some(first) = facts.peek() else {
-            return Err(ArchiveError::InvalidFacts {
-                run_id: String::new(),
-                detail: "there are no facts to import".into(),
-            });
-        };
-        let run_id = match &first.kind {
-            FactKind::RunStarted(s) => s.run_id.clone(),
-            other => {
-                return Err(ArchiveError::InvalidFacts {
-                    run_id: String::new(),
-                    detail: format!("a run must begin with run.started, not {}", other.name()),
-                })
-            }
-        };
-        let first = first.clone().into_new();
-        let run = self.live_run(&run_id, Some(&first), true)?;
-        let mut run = lock(&run);
-        let mut batch = Vec::with_capacity(BATCH);
-        loop {
-            let next = facts.next();
-            if let Some(fact) = &next {
-                let want = run.next_seq + batch.len() as u64;
-                if fact.seq != want {
-                    drop(run);
-                    self.abandon(&run_id)?;
-                    return Err(ArchiveError::InvalidFacts {
-                        run_id,
-                        detail: format!("fact seq {} where {want} was expected: seqs must run from 0 without a gap", fact.seq),
-                    });
-                }
-                if run.record.state.is_closed() {
-                    drop(run);
-                    self.abandon(&run_id)?;
-                    return Err(ArchiveError::InvalidFacts {
-                        run_id,
-                        detail: format!("fact seq {} comes after run.ended", fact.seq),
-                    });
-                }
-            }
-            let end = next.is_none();
-            if let Some(fact) = next {
-                let closes = matches!(fact.kind, FactKind::RunEnded(_));
-                batch.push(fact);
-                if batch.len() < BATCH && !closes {
-                    continue;
-                }
-            }
-            self.write_block(&mut run, &batch)?;
-            batch.clear();
-            if end {
-                break;
-            }
-        }
-        if !run.record.state.is_closed() {
-            let before = run.record.clone();
-            run.record.state = RunState::Incomplete;
-            self.store_record(run.ordinal, &before, &run.record)?;
-        }
-        let record = run.record.clone();
-        drop(run);
-        lock(&self.inner.live).remove(&run_id);
-        Ok(record)
+        let facts: Vec<Fact> = facts.into_iter().collect();
+        self.import_run_with_artifacts(&facts, &[])
     }
 
-    /// Removes a run that failed to import, with everything stored for it.
-    fn abandon(&self, run_id: &str) -> Result<()> {
-        let Some(run) = lock(&self.inner.live).remove(run_id) else {
-            return Ok(());
+    /// Imports a whole run with the artifacts its facts refer to, all or
+    /// nothing: its facts keep their seqs, and an imported run that never
+    /// ended is marked incomplete.
+    ///
+    /// Everything is checked before anything is written: every fact against
+    /// the stream rules ([`rules`], the checks `append` applies;
+    /// [`ArchiveError::ImportBreaksRule`] names the first fact that breaks
+    /// one), every artifact's bytes against its `sha256:<hex>` digest
+    /// ([`ArchiveError::ImportArtifactMismatch`]), the encoding of every
+    /// block, and the run id's absence ([`ArchiveError::RunExists`]). A
+    /// refused import stores nothing.
+    pub fn import_run_with_artifacts(
+        &self,
+        facts: &[Fact],
+        artifacts: &[(String, Vec<u8>)],
+    ) -> Result<RunRecord> {
+        const BATCH: usize = 1024;
+        let Some(first) = facts.first() else {
+            return Err(ArchiveError::InvalidFacts {
+                run_id: String::new(),
+                detail: "there are no facts to import: a run holds at least its run.started".into(),
+            });
         };
-        let run = lock(&run);
+        // The run is the one the first fact starts; if it starts none, the
+        // rules refuse that fact.
+        let run_id = match &first.kind {
+            FactKind::RunStarted(s) => s.run_id.clone(),
+            _ => String::new(),
+        };
+        let mut rules = StreamRules::new(run_id.as_str());
+        let mut record = RunRecord::from_first(first);
+        for (index, fact) in facts.iter().enumerate() {
+            if let Err(violation) = rules.check(fact) {
+                return Err(ArchiveError::ImportBreaksRule {
+                    run_id,
+                    index,
+                    violation: Box::new(violation),
+                });
+            }
+            if let Some(r) = &mut record {
+                r.observe(fact);
+            }
+        }
+        // The rules hold, so the first fact is run.started.
+        let Some(mut record) = record else {
+            return Err(ArchiveError::InvalidFacts {
+                run_id,
+                detail: "the first fact is not run.started".into(),
+            });
+        };
+        if !record.state.is_closed() {
+            record.state = RunState::Incomplete;
+        }
+        let mut digests = Vec::with_capacity(artifacts.len());
+        for (index, (digest, bytes)) in artifacts.iter().enumerate() {
+            let actual: Digest = Sha256::digest(bytes).into();
+            let refuse = |detail: String| ArchiveError::ImportArtifactMismatch {
+                index,
+                digest: digest.clone(),
+                detail,
+            };
+            match parse_digest(digest) {
+                None => return Err(refuse("the digest is not sha256:<64 hex digits>".into())),
+                Some(given) if given != actual => {
+                    return Err(refuse(format!(
+                        "its bytes have the digest sha256:{}",
+                        hex::encode(actual)
+                    )))
+                }
+                Some(_) => digests.push(actual),
+            }
+        }
+        let refuse_existing = |live: &HashMap<String, Arc<Mutex<LiveRun>>>| -> Result<()> {
+            let stored = self
+                .trees()
+                .run_ids
+                .contains_key(&run_id)
+                .map_err(|e| self.storage(e))?;
+            if stored || live.contains_key(&run_id) {
+                return Err(ArchiveError::RunExists {
+                    run_id: run_id.clone(),
+                });
+            }
+            Ok(())
+        };
+        refuse_existing(&lock(&self.inner.live))?;
+        // Seal the blocks, chained as `append` chains them.
+        let ordinal = self.inner.db.generate_id().map_err(|e| self.storage(e))?;
+        let mut blocks = Vec::with_capacity(facts.len().div_ceil(BATCH));
+        let mut head: Digest = [0; 32];
+        for chunk in facts.chunks(BATCH) {
+            let mut payload = Vec::with_capacity(chunk.len() * 128);
+            for fact in chunk {
+                block::push_fact(&mut payload, fact).map_err(|e| ArchiveError::Encode {
+                    run_id: run_id.clone(),
+                    detail: format!("seq {}: {e}", fact.seq),
+                })?;
+            }
+            let (value, digest) = block::seal(chunk.len() as u32, &head, &payload);
+            head = digest;
+            blocks.push((keys::event_key(ordinal, chunk[0].seq), value));
+        }
+        let started = record.started_at;
+        let status = keys::index_key(&[keys::state_byte(record.state)], started, ordinal);
+        let by_time = keys::index_key(&[], started, ordinal);
+        let by_tenant = record
+            .tenant()
+            .map(|tenant| keys::index_key(&keys::name_prefix(tenant), started, ordinal));
+        let by_tool: Vec<Vec<u8>> = record
+            .tools
+            .iter()
+            .map(|tool| keys::index_key(&keys::name_prefix(tool), started, ordinal))
+            .collect();
+        let stored_record = encode_record(&record);
+
+        // All of it goes in as one sled transaction over every tree it
+        // touches. sled seals a transaction's writes as one batch in its log
+        // and recovers such a batch whole or not at all, so a crash or an
+        // error part way leaves no trace of the import: no artifact, block,
+        // record, index or run id entry that a reader, `verify` or recovery
+        // would see. (Writing in an order recovery understands instead would
+        // leave orphan artifacts, which nothing could tell from wanted ones.)
+        // The run id's absence is checked inside the transaction, which sled
+        // serialises with every other transaction, and the map of live runs
+        // stays locked throughout, so neither a concurrent import nor an
+        // `append` creating the same run can slip in: exactly one wins.
         let t = self.trees();
-        let s = |e| self.storage(e);
-        let prefix = run.ordinal.to_be_bytes();
-        for key in t.events.scan_prefix(prefix).keys() {
-            t.events.remove(key.map_err(s)?).map_err(s)?;
+        let live = lock(&self.inner.live);
+        refuse_existing(&live)?;
+        let committed = (
+            &t.run_ids,
+            &t.runs,
+            &t.events,
+            &t.artifacts,
+            &t.by_time,
+            &t.by_tenant,
+            &t.by_tool,
+            &t.by_status,
+        )
+            .transaction(
+                |(run_ids, runs, events, stored_artifacts, time, tenant, tool, by_status)| {
+                    if run_ids.get(run_id.as_bytes())?.is_some() {
+                        return Err(sled::transaction::ConflictableTransactionError::Abort(()));
+                    }
+                    for (digest, (_, bytes)) in digests.iter().zip(artifacts) {
+                        // Content-addressed: bytes already stored stay.
+                        if stored_artifacts.get(digest)?.is_none() {
+                            stored_artifacts.insert(&digest[..], &bytes[..])?;
+                        }
+                    }
+                    for (key, value) in &blocks {
+                        events.insert(&key[..], &value[..])?;
+                    }
+                    time.insert(&by_time[..], &[][..])?;
+                    if let Some(key) = &by_tenant {
+                        tenant.insert(&key[..], &[][..])?;
+                    }
+                    for key in &by_tool {
+                        tool.insert(&key[..], &[][..])?;
+                    }
+                    by_status.insert(&status[..], &[][..])?;
+                    runs.insert(&ordinal.to_be_bytes()[..], &stored_record[..])?;
+                    run_ids.insert(run_id.as_bytes(), &ordinal.to_be_bytes()[..])?;
+                    Ok(())
+                },
+            );
+        drop(live);
+        match committed {
+            Ok(()) => {}
+            Err(sled::transaction::TransactionError::Abort(())) => {
+                return Err(ArchiveError::RunExists { run_id })
+            }
+            Err(sled::transaction::TransactionError::Storage(e)) => return Err(self.storage(e)),
         }
-        let r = &run.record;
-        t.by_time
-            .remove(keys::index_key(&[], r.started_at, run.ordinal))
-            .map_err(s)?;
-        if let Some(tenant) = r.tenant() {
-            t.by_tenant
-                .remove(keys::index_key(
-                    &keys::name_prefix(tenant),
-                    r.started_at,
-                    run.ordinal,
-                ))
-                .map_err(s)?;
-        }
-        for tool in &r.tools {
-            t.by_tool
-                .remove(keys::index_key(
-                    &keys::name_prefix(tool),
-                    r.started_at,
-                    run.ordinal,
-                ))
-                .map_err(s)?;
-        }
-        t.by_status
-            .remove(keys::index_key(
-                &[keys::state_byte(r.state)],
-                r.started_at,
-                run.ordinal,
-            ))
-            .map_err(s)?;
-        t.runs.remove(prefix).map_err(s)?;
-        t.run_ids.remove(run_id).map_err(s)?;
-        Ok(())
+        self.inner.appended.send_modify(|n| *n += 1);
+        Ok(record)
     }
 
     /// Stores artifact bytes once per sha-256 digest and returns the digest
@@ -1150,6 +1240,30 @@ fn open_error(dir: &Path, e: sled::Error) -> ArchiveError {
             source,
         },
     }
+}
+
+/// Gives a batch its seqs, from `first`.
+fn numbered(facts: Vec<NewFact>, first: u64) -> Vec<Fact> {
+    facts
+        .into_iter()
+        .enumerate()
+        .map(|(i, f)| f.with_seq(first + i as u64))
+        .collect()
+}
+
+/// Checks a batch against the stream rules as they stand before it.
+fn check_batch(run_id: &str, mut rules: StreamRules, facts: &[Fact]) -> Result<()> {
+    for (i, fact) in facts.iter().enumerate() {
+        rules
+            .check(fact)
+            .map_err(|violation| ArchiveError::InvalidFacts {
+                run_id: run_id.into(),
+                detail: format!(
+                    "fact {i} of the batch breaks a stream rule: {violation}; nothing of the batch was stored"
+                ),
+            })?;
+    }
+    Ok(())
 }
 
 /// Parses `sha256:<64 hex>` into raw bytes.

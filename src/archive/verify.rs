@@ -6,8 +6,7 @@ use std::fmt;
 use serde::Serialize;
 use sha2::{Digest as _, Sha256};
 
-use super::{block, decode_record, keys, Archive, Result};
-use crate::fact::FactKind;
+use super::{block, decode_record, keys, Archive, Result, StreamRules};
 use crate::run::RunRecord;
 
 /// One thing wrong with the archive.
@@ -61,8 +60,10 @@ impl VerifyReport {
 impl Archive {
     /// Checks the whole archive: every block decodes and matches its
     /// checksum, each run's hash chain is unbroken, seqs are gapless from 0,
-    /// run records agree with their facts, indexes agree with run records,
-    /// and artifacts match their digests. Never stops at the first problem.
+    /// each run's facts keep the stream rules that `append` and import
+    /// apply ([`rules`](super::rules)), run records agree with their facts,
+    /// indexes agree with run records, and artifacts match their digests.
+    /// Never stops at the first problem.
     pub fn verify(&self) -> Result<VerifyReport> {
         let t = self.trees();
         let s = |e| self.storage(e);
@@ -160,6 +161,9 @@ impl Archive {
         // single damaged byte hit); `None` when its header is unreadable.
         let mut prev_digests: Option<[[u8; 32]; 2]> = Some([[0u8; 32]; 2]);
         let mut derived: Option<RunRecord> = None;
+        // The stream rules append and import apply, over the facts that
+        // decode; lost facts (reported per block) are skipped over.
+        let mut rules = StreamRules::new(record.run_id.as_str());
         // Every block so far decoded and followed the previous one without a
         // gap: only then must the facts agree with the record's calls and
         // tools.
@@ -217,33 +221,27 @@ impl Archive {
             }) {
                 Ok((count, facts)) => {
                     report.facts += facts.len() as u64;
+                    // A gap before this block is a lost or damaged block,
+                    // already reported as such.
+                    if rules.next_seq() != first {
+                        rules.lost_until(first);
+                    }
                     for fact in &facts {
+                        if let Err(violation) = rules.check(fact) {
+                            report.problems.push(problem(
+                                run.clone(),
+                                Some((fact.seq, Some(fact.seq))),
+                                &violation.to_string(),
+                            ));
+                        }
                         match &mut derived {
-                            None => match RunRecord::from_first(fact) {
-                                Some(mut r) => {
+                            None => {
+                                derived = RunRecord::from_first(fact).map(|mut r| {
                                     r.observe(fact);
-                                    derived = Some(r);
-                                }
-                                // After a lost or damaged first block, that
-                                // block is the problem, already reported.
-                                None if fact.seq != 0 => {}
-                                None => report.problems.push(problem(
-                                    run.clone(),
-                                    Some((fact.seq, Some(fact.seq))),
-                                    &format!(
-                                        "the run begins with {} instead of run.started",
-                                        fact.kind.name()
-                                    ),
-                                )),
-                            },
+                                    r
+                                })
+                            }
                             Some(r) => {
-                                if let FactKind::RunStarted(_) = fact.kind {
-                                    report.problems.push(problem(
-                                        run.clone(),
-                                        Some((fact.seq, Some(fact.seq))),
-                                        "a second run.started inside the run",
-                                    ));
-                                }
                                 r.observe(fact);
                             }
                         }
@@ -372,5 +370,99 @@ fn problem(run_id: Option<String>, seqs: Option<(u64, Option<u64>)>, what: &str)
         run_id,
         seqs,
         what: what.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{block, encode_record, keys, Archive, ArchiveConfig};
+    use crate::fact::{Fact, FactKind, Log, NewFact, Producer, RunEnded, RunStarted, RunStatus};
+
+    fn new(kind: FactKind) -> NewFact {
+        NewFact {
+            at: 1,
+            offset: 1,
+            call: None,
+            kind,
+        }
+    }
+
+    fn started() -> FactKind {
+        FactKind::RunStarted(RunStarted {
+            run_id: "r".into(),
+            session_id: None,
+            identity: None,
+            producer: Producer {
+                name: "verify".into(),
+                version: "0".into(),
+            },
+            labels: Default::default(),
+            teardown_scopes: vec![],
+        })
+    }
+
+    fn log() -> FactKind {
+        FactKind::Log(Log {
+            level: crate::fact::Level::Info,
+            logger: None,
+            subflow: None,
+            data: serde_json::json!("forged"),
+            delivered: true,
+        })
+    }
+
+    /// What verify says of run "r" (run.started, and run.ended if `ended`,
+    /// as appended) with one more block holding `extra`, sealed onto its
+    /// hash chain and counted by its record: damage only the stream rules
+    /// can see.
+    fn problems_with_forged_block(ended: bool, extra: FactKind) -> Vec<String> {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let archive = Archive::open(dir.path(), ArchiveConfig::default()).expect("open");
+        let mut facts = vec![new(started())];
+        if ended {
+            facts.push(new(FactKind::RunEnded(RunEnded {
+                status: RunStatus::Completed,
+            })));
+        }
+        let seq = facts.len() as u64;
+        archive.append("r", facts).expect("append");
+        let ordinal = archive.ordinal("r").expect("ordinal");
+        let t = archive.trees();
+        let (_, last) = t
+            .events
+            .scan_prefix(ordinal.to_be_bytes())
+            .last()
+            .expect("a block")
+            .expect("read");
+        let fact: Fact = new(extra).with_seq(seq);
+        let mut payload = Vec::new();
+        block::push_fact(&mut payload, &fact).expect("encodes");
+        let (value, _) = block::seal(1, &block::digest_of(&last), &payload);
+        t.events
+            .insert(keys::event_key(ordinal, seq), value)
+            .expect("insert");
+        let mut record = archive.run("r").expect("record");
+        record.facts = seq + 1;
+        t.runs
+            .insert(ordinal.to_be_bytes(), encode_record(&record))
+            .expect("insert");
+        let report = archive.verify().expect("verify");
+        report.problems.iter().map(|p| p.to_string()).collect()
+    }
+
+    #[test]
+    fn verify_reports_what_the_stream_rules_refuse() {
+        assert_eq!(
+            problems_with_forged_block(true, log()),
+            ["run r, seq 2..=2: log at seq 2: a fact after run.ended (seq 1): run.ended must be the run's last fact"]
+        );
+        assert_eq!(
+            problems_with_forged_block(false, started()),
+            ["run r, seq 1..=1: run.started at seq 1: a second run.started inside the run: only a run's first fact may be run.started"]
+        );
+        assert_eq!(
+            problems_with_forged_block(false, log()),
+            Vec::<String>::new()
+        );
     }
 }

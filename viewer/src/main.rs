@@ -711,8 +711,8 @@ fn export(dir: &Path, run: &str, output: &Path) -> Result<ExitCode, Failure> {
 fn import(dir: &Path, file: &Path) -> Result<ExitCode, Failure> {
     let f =
         File::open(file).map_err(|e| Failure(format!("cannot read {}: {e}", file.display())))?;
-    let tape =
-        Tape::read(BufReader::new(f)).map_err(|e| Failure(format!("{}: {e}", file.display())))?;
+    let (tape, lines) = Tape::read_with_lines(BufReader::new(f))
+        .map_err(|e| Failure(format!("{}: {e}", file.display())))?;
     if !tape.digest_matches() {
         eprintln!(
             "reel: warning: {}: the facts differ from what was recorded (facts_sha256 does not match): the tape was edited",
@@ -721,7 +721,7 @@ fn import(dir: &Path, file: &Path) -> Result<ExitCode, Failure> {
     }
     let archive = Archive::open(dir, ArchiveConfig::default())?;
     let record = tape
-        .import(&archive)
+        .import_with_lines(&archive, &lines)
         .map_err(|e| Failure(format!("{}: {e}", file.display())))?;
     archive.flush()?;
     println!(
