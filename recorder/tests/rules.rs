@@ -1401,10 +1401,11 @@ async fn identity_and_session_are_what_the_caller_supplied_never_synthesised() {
             Some(only_tenant.clone()),
             None,
         ),
+        // An empty session id is refused (recorder/tests/isolation.rs).
         (
-            RunStart::new("r").identity(empty.clone()).session(""),
+            RunStart::new("r").identity(empty.clone()),
             Some(empty.clone()),
-            Some(""),
+            None,
         ),
         (RunStart::new("r").session("sess-9"), None, Some("sess-9")),
     ] {
