@@ -782,8 +782,12 @@ impl LiveBackend {
         }
     }
 
+    /// The artifact scope of the run, composed (see [`artifact_scope`]):
+    /// never the bare caller identity, which would let runs without one, or
+    /// with the same one in different sessions, read each other's.
     fn scope(&self) -> Identity {
-        self.run.inner.identity.clone().unwrap_or_default()
+        let run = &self.run.inner;
+        artifact_scope(&run.id, run.session_id.as_deref(), run.identity.as_ref())
     }
 }
 
@@ -872,7 +876,16 @@ impl CallBackend for LiveBackend {
                     call_id: self.call_id.clone(),
                 },
             };
+            let scope = meta.scope.clone();
             let meta = store.put(meta, bytes.clone()).await?;
+            // The store's contract, checked: a ticket comes back under the
+            // scope it was given, with an id.
+            if meta.scope != scope || meta.id.is_empty() {
+                return Err(
+                    "the artifact store broke its contract: the ticket it returned has another scope or no id; refused: a store must keep the scope it is given and assign a non-empty id (see `ArtifactStore`)"
+                        .to_string(),
+                );
+            }
             self.run.inner.rec.queue.artifact(bytes);
             Ok(meta)
         })
@@ -890,6 +903,17 @@ impl CallBackend for LiveBackend {
                 .ok_or("no artifact store")?;
             let scope = self.scope();
             let found = store.get(&scope, id).await?;
+            // The store's contract, checked: an artifact of another scope
+            // never reaches the tool, whatever the store returns.
+            if let Some((meta, _)) = &found {
+                // Nothing of the other artifact (not even its scope) goes
+                // into the message: it belongs to someone else.
+                if meta.scope != scope || meta.id != id {
+                    return Err(format!(
+                        "the artifact store broke its contract: asked for {id:?} in this run's scope, it returned an artifact of another scope or id; refused: a store must return only artifacts of the scope asked for (see `ArtifactStore`)"
+                    ));
+                }
+            }
             if let Some((_, bytes)) = &found {
                 self.run.inner.rec.queue.artifact(bytes.clone());
             }

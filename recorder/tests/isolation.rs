@@ -5,12 +5,17 @@
 //! session string, the same tool and key, the same artifact id, strings
 //! built to collide when joined, absent against empty.
 
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
-use reel::context::{ContextError, TeardownKey, ToolContext, ToolError};
+use reel::context::{
+    artifact_scope, BoxFuture, ContextError, FoundArtifact, TeardownKey, ToolContext, ToolError,
+};
 use reel::fact::*;
 use reel::{Archive, ArchiveError};
-use reel_recorder::{Recorder, RecorderConfig, RecorderError, Run, RunStart};
+use reel_recorder::{
+    ArtifactStore, MemoryArtifactStore, Recorder, RecorderConfig, RecorderError, Run, RunStart,
+};
 use serde_json::{json, Value};
 use tempfile::TempDir;
 
@@ -505,4 +510,413 @@ async fn an_empty_session_id_is_refused_at_start_and_the_run_id_stays_free() {
     let facts = book.facts("r");
     let started = all!(facts, RunStarted)[0].clone();
     assert_eq!(started.session_id.as_deref(), Some("s-1"));
+}
+
+// ---------------------------------------------------------------------------
+// Artifacts: the scope is composed, enforced, and ids are unguessable
+// ---------------------------------------------------------------------------
+
+/// Puts `bytes` from a call of `writer` in `run`; returns the ticket and
+/// what the tool saw as its identity.
+async fn put(
+    run: &Run,
+    store: &Arc<dyn ArtifactStore>,
+    bytes: &[u8],
+) -> (ArtifactMeta, Option<Identity>) {
+    let bytes = bytes.to_vec();
+    run.call("writer", json!({}))
+        .artifacts(store.clone())
+        .invoke(move |ctx: ToolContext, _: Value| async move {
+            let meta = ctx.artifacts().put("text/plain", bytes).await?;
+            Ok::<_, ToolError>((meta, ctx.identity().cloned()))
+        })
+        .await
+        .unwrap()
+}
+
+/// Gets `id` from a call of `reader` in `run`.
+async fn get(
+    run: &Run,
+    store: &Arc<dyn ArtifactStore>,
+    id: &str,
+) -> Result<Option<FoundArtifact>, ToolError> {
+    let id = id.to_owned();
+    run.call("reader", json!({}))
+        .artifacts(store.clone())
+        .invoke(move |ctx: ToolContext, _: Value| async move {
+            Ok::<_, ToolError>(ctx.artifacts().get(&id).await?)
+        })
+        .await
+}
+
+fn memory_store() -> Arc<dyn ArtifactStore> {
+    Arc::new(MemoryArtifactStore::new())
+}
+
+#[tokio::test]
+async fn runs_of_other_scopes_cannot_read_an_artifact_even_knowing_its_id() {
+    let ann = who(Some("acme"), Some("ann"));
+    let empty = Identity {
+        tenant: Some(String::new()),
+        principal: Some(String::new()),
+        conversation: Some(String::new()),
+    };
+    let in_conv = |tenant: &str, principal: &str| Identity {
+        conversation: Some("conv-1".into()),
+        ..who(Some(tenant), Some(principal))
+    };
+    // (case, writer identity, writer session, reader identity, reader
+    // session, reader run id)
+    type Side = (Option<Identity>, Option<&'static str>);
+    let cases: Vec<(&str, Side, Side, &str)> = vec![
+        (
+            "no identity, no session: two runs",
+            (None, None),
+            (None, None),
+            "reader",
+        ),
+        (
+            "no identity, two sessions",
+            (None, Some("s1")),
+            (None, Some("s2")),
+            "reader",
+        ),
+        (
+            "all-empty identity, two sessions",
+            (Some(empty.clone()), Some("s1")),
+            (Some(empty.clone()), Some("s2")),
+            "reader",
+        ),
+        (
+            "one tenant and principal, two sessions",
+            (Some(ann.clone()), Some("s1")),
+            (Some(ann.clone()), Some("s2")),
+            "reader",
+        ),
+        (
+            "two tenants, one conversation",
+            (Some(in_conv("acme", "ann")), None),
+            (Some(in_conv("globex", "ann")), None),
+            "reader",
+        ),
+        (
+            "one tenant, two principals, one conversation",
+            (Some(in_conv("acme", "ann")), None),
+            (Some(in_conv("acme", "bob")), None),
+            "reader",
+        ),
+        (
+            "absent tenant against empty tenant, one session",
+            (Some(who(None, Some("ann"))), Some("s1")),
+            (Some(who(Some(""), Some("ann"))), Some("s1")),
+            "reader",
+        ),
+        (
+            "a session named after the writer's run",
+            (None, None),
+            (None, Some("writer")),
+            "reader",
+        ),
+        (
+            "a session named after the writer's conversation",
+            (Some(in_conv("acme", "ann")), None),
+            (Some(ann.clone()), Some("conv-1")),
+            "reader",
+        ),
+    ];
+    for (case, (wi, ws), (ri, rs), reader_id) in cases {
+        let lab = Lab::new().await;
+        let store = memory_store();
+        let writer = lab.run(start("writer", wi.clone(), ws)).await;
+        let (meta, _) = put(&writer, &store, b"the writer's report").await;
+        writer.end(RunStatus::Completed).await.unwrap();
+        let reader = lab.run(start(reader_id, ri.clone(), rs)).await;
+        let got = get(&reader, &store, &meta.id).await.unwrap();
+        // The reader's own put is under its own scope.
+        let (own, _) = put(&reader, &store, b"the reader's").await;
+        reader.end(RunStatus::Completed).await.unwrap();
+        assert_eq!(got, None, "{case}: read another scope's artifact");
+        assert_ne!(own.scope, meta.scope, "{case}: the scopes differ");
+        let book = lab.done().await;
+        let facts = book.facts(reader_id);
+        let gets = all!(facts, ArtifactGet);
+        assert_eq!(gets.len(), 1, "{case}");
+        assert_eq!(
+            (gets[0].id.as_str(), &gets[0].meta),
+            (meta.id.as_str(), &None),
+            "{case}: the get is recorded, found nothing"
+        );
+        assert!(all!(facts, ArtifactRefused).is_empty(), "{case}");
+    }
+}
+
+#[tokio::test]
+async fn the_same_caller_in_the_same_conversation_reads_its_artifacts() {
+    let ann = who(Some("acme"), Some("ann"));
+    let named = Identity {
+        conversation: Some("conv-1".into()),
+        ..ann.clone()
+    };
+    type Side = (Option<Identity>, Option<&'static str>);
+    let cases: Vec<(&str, Side, Side)> = vec![
+        (
+            "same identity, same session",
+            (Some(ann.clone()), Some("s1")),
+            (Some(ann.clone()), Some("s1")),
+        ),
+        (
+            "no identity, same session",
+            (None, Some("s1")),
+            (None, Some("s1")),
+        ),
+        (
+            "a named conversation, across sessions",
+            (Some(named.clone()), Some("s1")),
+            (Some(named.clone()), Some("s2")),
+        ),
+    ];
+    for (case, (wi, ws), (ri, rs)) in cases {
+        let lab = Lab::new().await;
+        let store = memory_store();
+        let writer = lab.run(start("writer", wi, ws)).await;
+        let (meta, _) = put(&writer, &store, b"shared notes").await;
+        writer.end(RunStatus::Completed).await.unwrap();
+        let reader = lab.run(start("reader", ri, rs)).await;
+        let got = get(&reader, &store, &meta.id).await.unwrap();
+        reader.end(RunStatus::Completed).await.unwrap();
+        let (found, bytes) = got.unwrap_or_else(|| panic!("{case}: the same scope reads it"));
+        assert_eq!(
+            (found, bytes.as_slice()),
+            (meta.clone(), &b"shared notes"[..]),
+            "{case}"
+        );
+        let book = lab.done().await;
+        let facts = book.facts("reader");
+        assert_eq!(
+            all!(facts, ArtifactGet)[0].meta.as_ref(),
+            Some(&meta),
+            "{case}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_composed_scope_is_recorded_and_the_tool_still_sees_the_callers_identity() {
+    let ann = who(Some("acme"), Some("ann"));
+    let named = Identity {
+        conversation: Some("conv-1".into()),
+        ..ann.clone()
+    };
+    let empty_conv = Identity {
+        conversation: Some(String::new()),
+        ..ann.clone()
+    };
+    let scope = |t: Option<&str>, p: Option<&str>, c: &str| Identity {
+        tenant: t.map(str::to_owned),
+        principal: p.map(str::to_owned),
+        conversation: Some(c.to_owned()),
+    };
+    let cases = [
+        (None, None, scope(None, None, "run:r")),
+        (None, Some("s1"), scope(None, None, "session:s1")),
+        (
+            Some(ann.clone()),
+            Some("s1"),
+            scope(Some("acme"), Some("ann"), "session:s1"),
+        ),
+        (
+            Some(named.clone()),
+            Some("s1"),
+            scope(Some("acme"), Some("ann"), "conversation:conv-1"),
+        ),
+        // An empty conversation names none: the session stands in.
+        (
+            Some(empty_conv.clone()),
+            Some("s1"),
+            scope(Some("acme"), Some("ann"), "session:s1"),
+        ),
+        (
+            Some(empty_conv.clone()),
+            None,
+            scope(Some("acme"), Some("ann"), "run:r"),
+        ),
+    ];
+    for (identity, session, want) in cases {
+        let lab = Lab::new().await;
+        let store = memory_store();
+        let run = lab.run(start("r", identity.clone(), session)).await;
+        let (meta, seen) = put(&run, &store, b"x").await;
+        run.end(RunStatus::Completed).await.unwrap();
+        assert_eq!(meta.scope, want, "{identity:?} {session:?}");
+        assert_eq!(meta.scope, artifact_scope("r", session, identity.as_ref()));
+        assert_eq!(seen, identity, "ctx.identity() is what the caller supplied");
+        let book = lab.done().await;
+        let facts = book.facts("r");
+        assert_eq!(
+            all!(facts, ArtifactPut)[0].meta.scope,
+            want,
+            "the scope is on the record"
+        );
+        assert_eq!(
+            all!(facts, RunStarted)[0].identity,
+            identity,
+            "never synthesised"
+        );
+        assert_eq!(book.archive.run("r").unwrap().identity, identity);
+    }
+}
+
+#[tokio::test]
+async fn artifact_ids_are_unguessable_128_bit_values() {
+    const N: usize = 1000;
+    let lab = Lab::new().await;
+    let store = memory_store();
+    let run = lab.run(RunStart::new("many")).await;
+    let s = store.clone();
+    let ids: Vec<String> = run
+        .call("writer", json!({}))
+        .artifacts(store.clone())
+        .invoke(move |ctx: ToolContext, _: Value| async move {
+            let mut ids = Vec::new();
+            for i in 0..N {
+                ids.push(ctx.artifacts().put("text/plain", i.to_string()).await?.id);
+            }
+            drop(s);
+            Ok::<_, ToolError>(ids)
+        })
+        .await
+        .unwrap();
+    run.end(RunStatus::Completed).await.unwrap();
+
+    let distinct: HashSet<&String> = ids.iter().collect();
+    assert_eq!(distinct.len(), N, "every id is distinct");
+    let values: Vec<u128> = ids
+        .iter()
+        .map(|id| {
+            let hex = id.strip_prefix("art-").unwrap_or_else(|| panic!("{id}"));
+            assert_eq!(hex.len(), 32, "{id}: 32 hex digits");
+            u128::from_str_radix(hex, 16).unwrap_or_else(|e| panic!("{id}: {e}"))
+        })
+        .collect();
+    // Not sequential: no id follows from the previous one, and the ids do
+    // not grow in put order.
+    assert!(
+        values.windows(2).all(|w| w[1].abs_diff(w[0]) > 1 << 64),
+        "neighbouring ids are close: a counter, not random"
+    );
+    assert!(
+        !values.windows(2).all(|w| w[0] < w[1]),
+        "ids grow in put order"
+    );
+    // Every one of the 32 hex places varies (a counter, or fewer random
+    // bits padded out, leaves places fixed).
+    for place in 0..32 {
+        let seen: HashSet<u8> = ids.iter().map(|id| id.as_bytes()[4 + place]).collect();
+        assert!(
+            seen.len() >= 12,
+            "hex place {place} takes only {} values",
+            seen.len()
+        );
+    }
+    let book = lab.done().await;
+    let recorded: Vec<String> = all!(book.facts("many"), ArtifactPut)
+        .iter()
+        .map(|p| p.meta.id.clone())
+        .collect();
+    assert_eq!(recorded, ids);
+}
+
+/// A store that breaks the contract: it files by id alone, and can be told
+/// to rewrite the scope of what it returns from `put`.
+#[derive(Default)]
+struct LeakyStore {
+    items: Mutex<HashMap<String, FoundArtifact>>,
+    rewrite_put_scope: bool,
+}
+
+impl ArtifactStore for LeakyStore {
+    fn put(
+        &self,
+        mut meta: ArtifactMeta,
+        bytes: Vec<u8>,
+    ) -> BoxFuture<'_, Result<ArtifactMeta, String>> {
+        meta.id = format!("leak-{}", self.items.lock().unwrap().len() + 1);
+        self.items
+            .lock()
+            .unwrap()
+            .insert(meta.id.clone(), (meta.clone(), bytes));
+        if self.rewrite_put_scope {
+            meta.scope = Identity::default();
+        }
+        Box::pin(async move { Ok(meta) })
+    }
+
+    fn get<'a>(
+        &'a self,
+        _scope: &'a Identity,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<FoundArtifact>, String>> {
+        let found = self.items.lock().unwrap().get(id).cloned();
+        Box::pin(async move { Ok(found) })
+    }
+}
+
+#[tokio::test]
+async fn a_store_that_ignores_the_scope_is_refused_instead_of_leaking() {
+    let lab = Lab::new().await;
+    let store: Arc<dyn ArtifactStore> = Arc::new(LeakyStore::default());
+    let a = lab
+        .run(start("a", Some(who(Some("acme"), Some("ann"))), Some("s")))
+        .await;
+    let (meta, _) = put(&a, &store, b"acme's secret plan").await;
+    a.end(RunStatus::Completed).await.unwrap();
+    let b = lab
+        .run(start(
+            "b",
+            Some(who(Some("globex"), Some("ann"))),
+            Some("s"),
+        ))
+        .await;
+    let err = get(&b, &store, &meta.id).await.unwrap_err();
+    b.end(RunStatus::Completed).await.unwrap();
+    let message = err.to_string();
+    assert!(message.contains("broke its contract"), "{message}");
+    assert!(!message.contains("secret plan"), "{message}");
+
+    let rewriting: Arc<dyn ArtifactStore> = Arc::new(LeakyStore {
+        rewrite_put_scope: true,
+        ..LeakyStore::default()
+    });
+    let c = lab.run(start("c", None, None)).await;
+    let put_err = c
+        .call("writer", json!({}))
+        .artifacts(rewriting)
+        .invoke(|ctx: ToolContext, _: Value| async move {
+            Ok::<_, ToolError>(ctx.artifacts().put("text/plain", b"x".to_vec()).await?)
+        })
+        .await
+        .unwrap_err();
+    c.end(RunStatus::Completed).await.unwrap();
+    assert!(
+        put_err.to_string().contains("must keep the scope"),
+        "{put_err}"
+    );
+
+    let book = lab.done().await;
+    let b_facts = book.facts("b");
+    assert!(
+        all!(b_facts, ArtifactGet).is_empty(),
+        "no ticket of acme reached globex's record"
+    );
+    let refused = all!(b_facts, ArtifactRefused);
+    assert_eq!(refused.len(), 1);
+    assert_eq!(refused[0].op, ArtifactOp::Get);
+    assert_eq!(refused[0].id.as_deref(), Some(meta.id.as_str()));
+    assert!(
+        !serde_json::to_string(&b_facts).unwrap().contains("acme"),
+        "acme's scope is not in globex's run"
+    );
+    let c_facts = book.facts("c");
+    assert!(all!(c_facts, ArtifactPut).is_empty());
+    assert_eq!(all!(c_facts, ArtifactRefused)[0].op, ArtifactOp::Put);
 }

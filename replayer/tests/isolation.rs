@@ -12,9 +12,10 @@ use reel::fact::{FactKind, Identity, RunStatus, TeardownScope};
 use reel::tape::Tape;
 use reel::tools::Tools;
 use reel::Archive;
-use reel_recorder::{Recorder, RecorderConfig, Run, RunStart};
+use reel_recorder::{MemoryArtifactStore, Recorder, RecorderConfig, Run, RunStart};
 use reel_replayer::{replay, DivergenceKind, Recording, ReplayOptions, ReplayReport};
 use serde_json::{json, Value};
+use std::sync::Arc;
 
 /// Registers a session-scoped cleanup under `key` (falling back to the run
 /// scope when the run has no session id); returns whether it was the first.
@@ -30,8 +31,26 @@ async fn browser(ctx: ToolContext, key: String) -> Result<Value, ToolError> {
     }
 }
 
+/// Puts a note, reads it back, and tries an id of another scope.
+async fn notes(ctx: ToolContext, foreign: String) -> Result<Value, ToolError> {
+    let meta = ctx
+        .artifacts()
+        .put("text/plain", b"my notes".to_vec())
+        .await?;
+    let own = ctx.artifacts().get(&meta.id).await?;
+    let other = ctx.artifacts().get(&foreign).await?;
+    Ok(json!({
+        "id": meta.id,
+        "scope": meta.scope,
+        "own": own.map(|(m, b)| (m.id, b.len())),
+        "foreign": other.is_some(),
+    }))
+}
+
 fn tools() -> Tools {
-    Tools::new().register("browser", browser)
+    Tools::new()
+        .register("browser", browser)
+        .register("notes", notes)
 }
 
 fn acme() -> Identity {
@@ -45,9 +64,17 @@ fn acme() -> Identity {
 async fn call(run: &Run, tool: &str, args: Value) -> Value {
     let tools = tools();
     run.call(tool, args)
+        .artifacts(store())
         .invoke_erased(tools.get(tool).unwrap())
         .await
         .unwrap()
+}
+
+fn store() -> Arc<MemoryArtifactStore> {
+    static STORE: std::sync::OnceLock<Arc<MemoryArtifactStore>> = std::sync::OnceLock::new();
+    STORE
+        .get_or_init(|| Arc::new(MemoryArtifactStore::new()))
+        .clone()
 }
 
 /// The run `id` loaded from the archive and from its exported tape.
@@ -174,5 +201,75 @@ async fn a_session_refusal_on_a_run_without_a_session_id_replays() {
         assert!(kinds.contains(&"teardown.refused"), "{kinds:?}");
         let report = replay(&recording, &tools(), &ReplayOptions::default()).await;
         assert_clean(&report);
+    }
+}
+
+#[tokio::test]
+async fn artifact_scopes_and_ids_replay_as_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let recorder = Recorder::open(dir.path().join("archive"), RecorderConfig::default())
+        .await
+        .unwrap();
+    // Another tenant's artifact, whose id the recorded run tries.
+    let other = recorder
+        .start_run(RunStart::new("other").identity(Identity {
+            tenant: Some("globex".into()),
+            ..acme()
+        }))
+        .await
+        .unwrap();
+    let foreign = call(&other, "notes", json!("none")).await;
+    other.end(RunStatus::Completed).await.unwrap();
+    let run = recorder
+        .start_run(RunStart::new("mine").identity(acme()).session("sess-1"))
+        .await
+        .unwrap();
+    let out = call(&run, "notes", foreign["id"].clone()).await;
+    run.end(RunStatus::Completed).await.unwrap();
+    let archive = recorder.archive().clone();
+    recorder.shutdown().await.unwrap();
+    assert_eq!(
+        out["foreign"],
+        json!(false),
+        "another tenant's id reads as nothing"
+    );
+    assert_eq!(out["own"][1], json!(8));
+    assert_eq!(
+        out["scope"],
+        json!({ "tenant": "acme", "principal": "ann", "conversation": "session:sess-1" })
+    );
+    let id = out["id"].as_str().unwrap();
+    assert!(id.starts_with("art-") && id.len() == 36, "{id}");
+
+    for recording in recordings(&archive, dir.path(), "mine") {
+        let report = replay(&recording, &tools(), &ReplayOptions::default()).await;
+        assert_clean(&report);
+        let metas = |facts: &[reel::Fact]| {
+            facts
+                .iter()
+                .filter_map(|f| match &f.kind {
+                    FactKind::ArtifactPut(p) => Some(json!(p.meta)),
+                    FactKind::ArtifactGet(g) => Some(json!([g.id, g.meta])),
+                    _ => None,
+                })
+                .collect::<Vec<_>>()
+        };
+        let replayed = metas(&report.facts);
+        assert_eq!(replayed, metas(&recording.facts), "{}", recording.source);
+        assert_eq!(replayed.len(), 3);
+        assert_eq!(
+            replayed[0]["id"],
+            json!(id),
+            "the recorded id is given back"
+        );
+        assert_eq!(
+            replayed[0]["scope"], out["scope"],
+            "the recorded scope is given back"
+        );
+        assert_eq!(
+            replayed[2][1],
+            Value::Null,
+            "the foreign get finds nothing again"
+        );
     }
 }
