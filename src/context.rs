@@ -254,6 +254,10 @@ pub enum ContextError {
         /// The scopes the host honours.
         honoured: Vec<TeardownScope>,
     },
+    /// The session scope on a run with no session id: a session-scoped
+    /// cleanup would be filed under no session (never under `""`).
+    #[error("teardown scope session refused: this run has no session id, so no session of its own would ever end and run the cleanup; start the run with `.session(id)` on the host (a non-empty id), or register under the run scope")]
+    NoSession,
     /// No dispatcher attached.
     #[error("cannot call tool {tool:?}: this call has no tool dispatch; attach one on the host with `.dispatcher(tools)`, or branch on `ctx.can_dispatch()`")]
     NoDispatch {
@@ -378,9 +382,18 @@ pub trait CallBackend: Send + Sync {
     fn clock(&self) -> i64;
     /// Draws randomness.
     fn random(&self) -> u64;
-    /// Registers a cleanup; returns false for a repeat under the same
-    /// (tool, scope, key), which keeps the first cleanup.
-    fn register_teardown(&self, scope: TeardownScope, key_hash: &str, cleanup: Cleanup) -> bool;
+    /// Registers a cleanup with the holder of `scope` named by `holder`
+    /// (the call, the run, or the (tenant, principal, session) of
+    /// [`TeardownKey`]: the same key [`ToolContext::teardown_key`] gives the
+    /// tool); returns false for a repeat under the same (tool, scope, key)
+    /// in that holder, which keeps the first cleanup.
+    fn register_teardown(
+        &self,
+        scope: TeardownScope,
+        holder: &TeardownKey,
+        key_hash: &str,
+        cleanup: Cleanup,
+    ) -> bool;
     /// True when nested tool dispatch is available.
     fn can_dispatch(&self) -> bool;
     /// Runs another tool as a child of this call.
@@ -753,8 +766,11 @@ impl ToolContext {
         self.inner.backend.has_artifacts()
     }
 
-    /// The claim-check store, bound to this run's scope. Always present:
-    /// without a store every method refuses, saying how to attach one.
+    /// The claim-check store, bound to this run's scope (composed by the
+    /// host from the run's identity, session and id: see
+    /// [`artifact_scope`]; the tool cannot name, widen or replace it).
+    /// Always present: without a store every method refuses, saying how to
+    /// attach one.
     pub fn artifacts(&self) -> Artifacts<'_> {
         Artifacts { ctx: self }
     }
@@ -795,9 +811,48 @@ impl ToolContext {
 
     // ---- teardown ---------------------------------------------------------------
 
+    /// The isolation key of `scope` for this call: who a cleanup
+    /// registered under `scope` belongs to, composed from the caller's
+    /// tenant and principal and the host's ids, never from a caller string
+    /// alone (seed 000's `toolSessionKey`). It is the key the host files
+    /// this call's `scope` cleanups under, and the key to give a live
+    /// resource the tool opens for that lifetime.
+    ///
+    /// - [`TeardownScope::Call`]: (tenant, principal, run, call);
+    /// - [`TeardownScope::Run`]: (tenant, principal, run);
+    /// - [`TeardownScope::Session`]: (tenant, principal, session), or
+    ///   [`ContextError::NoSession`] when the run has no session id.
+    ///
+    /// An absent tenant or principal differs from an empty one, and parts
+    /// are length-prefixed, so no two different compositions give the same
+    /// key. The key works whether or not the host honours `scope`
+    /// ([`ToolContext::teardown_scopes`] says that).
+    ///
+    /// ```no_run
+    /// use reel::context::{ToolContext, ToolError};
+    /// use reel::fact::TeardownScope;
+    /// # struct Browser;
+    /// # impl Browser { async fn close(self) -> Result<(), String> { Ok(()) } }
+    /// # async fn open_browser(_key: &str) -> Browser { Browser }
+    /// async fn browse(ctx: ToolContext, url: String) -> Result<String, ToolError> {
+    ///     // One browser per (tenant, principal, run): another tenant's run
+    ///     // never gets this one, whatever its ids are.
+    ///     let key = ctx.teardown_key(TeardownScope::Run)?;
+    ///     let browser = open_browser(key.as_str()).await;
+    ///     ctx.on_teardown(TeardownScope::Run, key.as_str(), move || browser.close())?;
+    ///     Ok(url)
+    /// }
+    /// ```
+    pub fn teardown_key(&self, scope: TeardownScope) -> Result<TeardownKey, ContextError> {
+        TeardownKey::of(&self.inner.info, scope)
+    }
+
     /// Registers a cleanup for `key` under `scope`. The first registration
     /// under (tool, scope, key) wins; a repeat keeps the first cleanup and is
-    /// recorded as a repeat. A scope the host does not honour is refused.
+    /// recorded as a repeat. A scope the host does not honour is refused;
+    /// so is the session scope on a run with no session id. Cleanups are
+    /// held per [`ToolContext::teardown_key`] of the scope, so another
+    /// tenant, principal, session or run never runs, nor repeats, this one.
     /// Only a hash of the key is recorded.
     pub fn on_teardown<F, Fut, E>(
         &self,
@@ -811,25 +866,32 @@ impl ToolContext {
         E: fmt::Display,
     {
         let key_hash = teardown_key_hash(self.tool_name(), scope, key);
-        if !self.inner.info.teardown_scopes.contains(&scope) {
-            let err = ContextError::ScopeNotHonoured {
+        let holder = if self.inner.info.teardown_scopes.contains(&scope) {
+            self.teardown_key(scope)
+        } else {
+            Err(ContextError::ScopeNotHonoured {
                 scope,
                 honoured: self.inner.info.teardown_scopes.clone(),
-            };
-            self.emit(FactKind::TeardownRefused(TeardownRefused {
-                scope,
-                key_hash,
-                honoured: self.inner.info.teardown_scopes.clone(),
-                reason: err.to_string(),
-            }));
-            return Err(err);
-        }
+            })
+        };
+        let holder = match holder {
+            Ok(holder) => holder,
+            Err(err) => {
+                self.emit(FactKind::TeardownRefused(TeardownRefused {
+                    scope,
+                    key_hash,
+                    honoured: self.inner.info.teardown_scopes.clone(),
+                    reason: err.to_string(),
+                }));
+                return Err(err);
+            }
+        };
         let cleanup: Cleanup =
             Box::new(move || Box::pin(async move { cleanup().await.map_err(|e| e.to_string()) }));
         let first = self
             .inner
             .backend
-            .register_teardown(scope, &key_hash, cleanup);
+            .register_teardown(scope, &holder, &key_hash, cleanup);
         self.emit(FactKind::TeardownRegistered(TeardownRegistered {
             scope,
             key_hash,
@@ -968,6 +1030,174 @@ pub fn teardown_key_hash(tool: &str, scope: TeardownScope, key: &str) -> String 
     h.update(key.as_bytes());
     let out = h.finalize();
     format!("sha256:{}", hex::encode(&out[..16]))
+}
+
+/// The isolation key of a teardown scope's holder (see
+/// [`ToolContext::teardown_key`]): the scope and the parts that say whose it
+/// is, in one canonical string. Each part is `-` when absent or
+/// `<byte length>:<bytes>` when present, so an absent tenant differs from an
+/// empty one and `a:b` + `c` never meets `a` + `b:c`:
+///
+/// ```
+/// use reel::context::TeardownKey;
+/// use reel::fact::Identity;
+/// let acme = Identity {
+///     tenant: Some("acme".into()),
+///     principal: Some("ann".into()),
+///     conversation: None,
+/// };
+/// let key = TeardownKey::session(Some(&acme), Some("s-1")).unwrap();
+/// assert_eq!(key.as_str(), "session;tenant=4:acme;principal=3:ann;session=3:s-1");
+/// // Another tenant with the same session string is another session.
+/// let other = Identity { tenant: Some("globex".into()), ..acme.clone() };
+/// assert_ne!(TeardownKey::session(Some(&other), Some("s-1")).unwrap(), key);
+/// // No session id: refused, never filed under "".
+/// assert!(TeardownKey::session(Some(&acme), None).is_err());
+/// assert!(TeardownKey::session(Some(&acme), Some("")).is_err());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TeardownKey {
+    scope: TeardownScope,
+    key: String,
+}
+
+impl TeardownKey {
+    /// The key of one call's cleanups: (tenant, principal, run, call).
+    pub fn call(identity: Option<&Identity>, run_id: &str, call_id: &str) -> TeardownKey {
+        TeardownKey::compose(
+            TeardownScope::Call,
+            identity,
+            &[("run", run_id), ("call", call_id)],
+        )
+    }
+
+    /// The key of one run's cleanups: (tenant, principal, run).
+    pub fn run(identity: Option<&Identity>, run_id: &str) -> TeardownKey {
+        TeardownKey::compose(TeardownScope::Run, identity, &[("run", run_id)])
+    }
+
+    /// The key of a hosting session's cleanups: (tenant, principal,
+    /// session). [`ContextError::NoSession`] when there is no session id,
+    /// or it is empty: nothing is ever keyed on an empty session.
+    pub fn session(
+        identity: Option<&Identity>,
+        session_id: Option<&str>,
+    ) -> Result<TeardownKey, ContextError> {
+        match session_id {
+            Some(session) if !session.is_empty() => Ok(TeardownKey::compose(
+                TeardownScope::Session,
+                identity,
+                &[("session", session)],
+            )),
+            _ => Err(ContextError::NoSession),
+        }
+    }
+
+    /// The key of `scope` for the call `info` describes.
+    pub fn of(info: &CallInfo, scope: TeardownScope) -> Result<TeardownKey, ContextError> {
+        let identity = info.identity.as_ref();
+        match scope {
+            TeardownScope::Call => Ok(TeardownKey::call(
+                identity,
+                &info.run_id,
+                &info.started.call_id,
+            )),
+            TeardownScope::Run => Ok(TeardownKey::run(identity, &info.run_id)),
+            TeardownScope::Session => TeardownKey::session(identity, info.session_id.as_deref()),
+        }
+    }
+
+    fn compose(
+        scope: TeardownScope,
+        identity: Option<&Identity>,
+        ids: &[(&str, &str)],
+    ) -> TeardownKey {
+        fn part(out: &mut String, name: &str, value: Option<&str>) {
+            out.push(';');
+            out.push_str(name);
+            out.push('=');
+            match value {
+                None => out.push('-'),
+                Some(v) => {
+                    out.push_str(&v.len().to_string());
+                    out.push(':');
+                    out.push_str(v);
+                }
+            }
+        }
+        let mut key = scope.to_string();
+        part(
+            &mut key,
+            "tenant",
+            identity.and_then(|i| i.tenant.as_deref()),
+        );
+        part(
+            &mut key,
+            "principal",
+            identity.and_then(|i| i.principal.as_deref()),
+        );
+        for (name, value) in ids {
+            part(&mut key, name, Some(value));
+        }
+        TeardownKey { scope, key }
+    }
+
+    /// The scope this key is of.
+    pub fn scope(&self) -> TeardownScope {
+        self.scope
+    }
+
+    /// The canonical string, e.g. to pass to [`ToolContext::on_teardown`]
+    /// or to name a live resource by.
+    pub fn as_str(&self) -> &str {
+        &self.key
+    }
+}
+
+impl fmt::Display for TeardownKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.key)
+    }
+}
+
+/// The scope a run's artifacts are stored under, composed as seed 000
+/// composes it: the caller's tenant and principal as supplied (absent stays
+/// absent, empty stays empty), and a conversation that is always present:
+///
+/// - `conversation:<id>` when the caller named a (non-empty) conversation;
+/// - else `session:<id>` when the run is bound to a (non-empty) session;
+/// - else `run:<id>`: the run alone.
+///
+/// The source is part of the value, so a session string never aliases a
+/// conversation or a run of the same name. This is what stores key on and
+/// what `artifact.*` facts record as `scope`; the tool's
+/// [`ToolContext::identity`] stays what the caller supplied.
+///
+/// ```
+/// use reel::context::artifact_scope;
+/// let scope = artifact_scope("run-1", Some("s-1"), None);
+/// assert_eq!((scope.tenant, scope.conversation.as_deref()), (None, Some("session:s-1")));
+/// assert_eq!(artifact_scope("run-1", None, None).conversation.as_deref(), Some("run:run-1"));
+/// ```
+pub fn artifact_scope(
+    run_id: &str,
+    session_id: Option<&str>,
+    identity: Option<&Identity>,
+) -> Identity {
+    let named = identity
+        .and_then(|i| i.conversation.as_deref())
+        .filter(|c| !c.is_empty());
+    let session = session_id.filter(|s| !s.is_empty());
+    let conversation = match (named, session) {
+        (Some(c), _) => format!("conversation:{c}"),
+        (None, Some(s)) => format!("session:{s}"),
+        (None, None) => format!("run:{run_id}"),
+    };
+    Identity {
+        tenant: identity.and_then(|i| i.tenant.clone()),
+        principal: identity.and_then(|i| i.principal.clone()),
+        conversation: Some(conversation),
+    }
 }
 
 /// The claim-check store of a call, bound to the run's scope.

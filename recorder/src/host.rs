@@ -37,6 +37,9 @@ pub enum RecorderError {
     /// The run has ended.
     #[error("run {0:?} has already ended: start a new run")]
     RunEnded(String),
+    /// The run was started with an empty session id.
+    #[error("run {0:?} not started: its session id is empty, and an empty id names no session (session-scoped cleanups would be shared by every run that passes \"\"); pass a non-empty `.session(id)`, or leave it out for a run bound to no session")]
+    EmptySession(String),
     /// The writer failed; the message says how.
     #[error("the recorder's writer failed: {0}")]
     Writer(String),
@@ -63,7 +66,9 @@ struct RecorderInner {
     live: Mutex<Option<crate::live::LiveServer>>,
     config: RecorderConfig,
     live_runs: Mutex<HashSet<String>>,
-    sessions: Mutex<HashMap<String, Teardowns>>,
+    /// Session-scoped cleanups by (tenant, principal, session): never by
+    /// the session string alone.
+    sessions: Mutex<HashMap<TeardownKey, Teardowns>>,
 }
 
 impl std::fmt::Debug for Recorder {
@@ -125,9 +130,22 @@ impl Recorder {
         &self.inner.config
     }
 
-    /// Starts a run: files `run.started`.
+    /// How many session-scoped cleanups wait under `key` (the
+    /// [`TeardownKey::session`] of a tenant, principal and session) for a
+    /// run of that session to call [`Run::end_session`].
+    pub fn session_cleanups(&self, key: &TeardownKey) -> usize {
+        lock(&self.inner.sessions)
+            .get(key)
+            .map_or(0, |t| t.order.len())
+    }
+
+    /// Starts a run: files `run.started`. Refuses an id already used and an
+    /// empty session id ([`RecorderError::EmptySession`]).
     pub async fn start_run(&self, start: RunStart) -> Result<Run, RecorderError> {
         let id = start.run_id.clone();
+        if start.session_id.as_deref() == Some("") {
+            return Err(RecorderError::EmptySession(id));
+        }
         {
             let mut live = lock(&self.inner.live_runs);
             let exists = match self.inner.archive.run(&id) {
@@ -235,6 +253,9 @@ impl RunStart {
     }
 
     /// Binds the run to a hosting session (caller data, not identity).
+    /// Session-scoped cleanups are kept per (tenant, principal, session),
+    /// so another tenant or principal passing the same string reaches
+    /// none of them. An empty id is refused by [`Recorder::start_run`].
     pub fn session(mut self, session_id: impl Into<String>) -> RunStart {
         self.session_id = Some(session_id.into());
         self
@@ -253,7 +274,9 @@ impl RunStart {
     }
 
     /// The teardown scopes this host honours. Default: call and run, plus
-    /// session when the run is bound to a session.
+    /// session when the run is bound to a session. A run that honours the
+    /// session scope but has no session id refuses session-scoped
+    /// registrations ([`ContextError::NoSession`]).
     pub fn teardown_scopes(mut self, scopes: impl IntoIterator<Item = TeardownScope>) -> RunStart {
         self.teardown_scopes = Some(scopes.into_iter().collect());
         self
@@ -387,14 +410,20 @@ impl Run {
     }
 
     /// Ends the run's hosting session: runs every session-scoped cleanup
-    /// registered under it (by this run or earlier ones) and records them
-    /// in this run.
+    /// registered under its [`TeardownKey::session`] (this run's tenant,
+    /// principal and session; by this run or earlier ones) and records
+    /// them in this run. Cleanups of another tenant or principal under the
+    /// same session string are not this session's and stay. A run bound to
+    /// no session has none to end.
     pub async fn end_session(&self) -> Result<(), RecorderError> {
-        let Some(session) = &self.inner.session_id else {
+        let Ok(key) = TeardownKey::session(
+            self.inner.identity.as_ref(),
+            self.inner.session_id.as_deref(),
+        ) else {
             return Ok(());
         };
         let teardowns = lock(&self.inner.rec.sessions)
-            .remove(session)
+            .remove(&key)
             .unwrap_or_default();
         self.run_teardowns(None, TeardownScope::Session, teardowns)
             .await;
@@ -753,8 +782,12 @@ impl LiveBackend {
         }
     }
 
+    /// The artifact scope of the run, composed (see [`artifact_scope`]):
+    /// never the bare caller identity, which would let runs without one, or
+    /// with the same one in different sessions, read each other's.
     fn scope(&self) -> Identity {
-        self.run.inner.identity.clone().unwrap_or_default()
+        let run = &self.run.inner;
+        artifact_scope(&run.id, run.session_id.as_deref(), run.identity.as_ref())
     }
 }
 
@@ -843,7 +876,16 @@ impl CallBackend for LiveBackend {
                     call_id: self.call_id.clone(),
                 },
             };
+            let scope = meta.scope.clone();
             let meta = store.put(meta, bytes.clone()).await?;
+            // The store's contract, checked: a ticket comes back under the
+            // scope it was given, with an id.
+            if meta.scope != scope || meta.id.is_empty() {
+                return Err(
+                    "the artifact store broke its contract: the ticket it returned has another scope or no id; refused: a store must keep the scope it is given and assign a non-empty id (see `ArtifactStore`)"
+                        .to_string(),
+                );
+            }
             self.run.inner.rec.queue.artifact(bytes);
             Ok(meta)
         })
@@ -861,6 +903,17 @@ impl CallBackend for LiveBackend {
                 .ok_or("no artifact store")?;
             let scope = self.scope();
             let found = store.get(&scope, id).await?;
+            // The store's contract, checked: an artifact of another scope
+            // never reaches the tool, whatever the store returns.
+            if let Some((meta, _)) = &found {
+                // Nothing of the other artifact (not even its scope) goes
+                // into the message: it belongs to someone else.
+                if meta.scope != scope || meta.id != id {
+                    return Err(format!(
+                        "the artifact store broke its contract: asked for {id:?} in this run's scope, it returned an artifact of another scope or id; refused: a store must return only artifacts of the scope asked for (see `ArtifactStore`)"
+                    ));
+                }
+            }
             if let Some((_, bytes)) = &found {
                 self.run.inner.rec.queue.artifact(bytes.clone());
             }
@@ -931,17 +984,23 @@ impl CallBackend for LiveBackend {
         rand::random()
     }
 
-    fn register_teardown(&self, scope: TeardownScope, key_hash: &str, cleanup: Cleanup) -> bool {
+    fn register_teardown(
+        &self,
+        scope: TeardownScope,
+        holder: &TeardownKey,
+        key_hash: &str,
+        cleanup: Cleanup,
+    ) -> bool {
+        // The call and the run hold their own cleanups (their keys name
+        // them); sessions outlive runs, so the recorder holds theirs, per
+        // (tenant, principal, session).
         match scope {
             TeardownScope::Call => lock(&self.teardowns).register(key_hash, cleanup),
             TeardownScope::Run => lock(&self.run.inner.teardowns).register(key_hash, cleanup),
-            TeardownScope::Session => {
-                let session = self.run.inner.session_id.clone().unwrap_or_default();
-                lock(&self.run.inner.rec.sessions)
-                    .entry(session)
-                    .or_default()
-                    .register(key_hash, cleanup)
-            }
+            TeardownScope::Session => lock(&self.run.inner.rec.sessions)
+                .entry(holder.clone())
+                .or_default()
+                .register(key_hash, cleanup),
         }
     }
 

@@ -32,9 +32,27 @@ pub trait CredentialProvider: Send + Sync {
 }
 
 /// A claim-check store, scoped by tenant/principal/conversation.
+///
+/// The scope is composed by the recorder ([`reel::context::artifact_scope`]:
+/// the run's tenant and principal, and its conversation, else its session,
+/// else the run) and handed to every call; a tool cannot name or widen it.
+/// A store must enforce it:
+///
+/// - `put` keeps the scope it is given in the ticket it returns, and files
+///   the bytes under (scope, id);
+/// - `get` returns only an artifact filed under the very scope asked for:
+///   one of another scope is `None`, exactly as if there were none (the
+///   recorder files `artifact.get` with no ticket);
+/// - ids are unguessable (at least 128 bits from a CSPRNG), so knowing one
+///   artifact's id says nothing about another's.
+///
+/// The recorder checks the first two on every answer and refuses a ticket
+/// of another scope (`artifact.refused`), so a store that breaks the
+/// contract fails loudly instead of leaking.
 pub trait ArtifactStore: Send + Sync {
     /// Stores bytes with their ticket (all filled in but `id`, which the
-    /// store assigns); returns the ticket with its id.
+    /// store assigns, unguessable); returns the ticket with its id and the
+    /// scope it was given.
     fn put(
         &self,
         meta: ArtifactMeta,
@@ -111,11 +129,11 @@ impl CredentialProvider for MemoryVault {
     }
 }
 
-/// An in-memory artifact store keyed by (scope, id).
+/// An in-memory artifact store keyed by (scope, id), with ids `art-` and
+/// 32 hex digits (128 bits from the thread's CSPRNG).
 #[derive(Default)]
 pub struct MemoryArtifactStore {
     items: Mutex<HashMap<(Identity, String), FoundArtifact>>,
-    next: Mutex<u64>,
 }
 
 impl MemoryArtifactStore {
@@ -131,15 +149,18 @@ impl ArtifactStore for MemoryArtifactStore {
         mut meta: ArtifactMeta,
         bytes: Vec<u8>,
     ) -> BoxFuture<'_, Result<ArtifactMeta, String>> {
-        meta.id = {
-            let mut n = self.next.lock().unwrap_or_else(|p| p.into_inner());
-            *n += 1;
-            format!("art-{}", *n)
+        let mut items = self.items.lock().unwrap_or_else(|p| p.into_inner());
+        // `rand::random` draws from `ThreadRng`, a CSPRNG seeded from the
+        // operating system. A repeat of 128 random bits does not happen;
+        // drawing again keeps the store right even if it did.
+        meta.id = loop {
+            let id = format!("art-{}", hex::encode(rand::random::<[u8; 16]>()));
+            if !items.contains_key(&(meta.scope.clone(), id.clone())) {
+                break id;
+            }
         };
-        self.items
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert((meta.scope.clone(), meta.id.clone()), (meta.clone(), bytes));
+        items.insert((meta.scope.clone(), meta.id.clone()), (meta.clone(), bytes));
+        drop(items);
         Box::pin(async move { Ok(meta) })
     }
 

@@ -1364,7 +1364,14 @@ async fn artifact_scope_cannot_be_widened_and_put_stamps_its_origin() {
             call_id: "c1".into()
         }
     );
-    assert_eq!(meta.scope, tenant("A"), "scope = the run's identity");
+    assert_eq!(
+        meta.scope,
+        Identity {
+            conversation: Some("conversation:conv-1".into()),
+            ..tenant("A")
+        },
+        "scope = the run's identity, its conversation marked as named (recorder/tests/isolation.rs has the rest)"
+    );
     assert_eq!(meta.size, bytes.len() as u64);
     let put = book.facts("run-a");
     assert_eq!(one!(put, ArtifactPut).meta, meta);
@@ -1401,10 +1408,11 @@ async fn identity_and_session_are_what_the_caller_supplied_never_synthesised() {
             Some(only_tenant.clone()),
             None,
         ),
+        // An empty session id is refused (recorder/tests/isolation.rs).
         (
-            RunStart::new("r").identity(empty.clone()).session(""),
+            RunStart::new("r").identity(empty.clone()),
             Some(empty.clone()),
-            Some(""),
+            None,
         ),
         (RunStart::new("r").session("sess-9"), None, Some("sess-9")),
     ] {

@@ -1034,10 +1034,27 @@ impl CallBackend for ReplayBackend {
         }
     }
 
-    fn register_teardown(&self, scope: TeardownScope, key_hash: &str, cleanup: Cleanup) -> bool {
+    fn register_teardown(
+        &self,
+        scope: TeardownScope,
+        _holder: &TeardownKey,
+        key_hash: &str,
+        cleanup: Cleanup,
+    ) -> bool {
         // Replay never runs cleanups: they belong to the live world.
         drop(cleanup);
-        match scope {
+        // A session outlives the run: its earlier registrations may belong
+        // to runs this replay does not hold, so whether this one was the
+        // first is the record's answer, when the record has it here.
+        let recorded = match (scope, self.peek().map(|f| &f.kind)) {
+            (TeardownScope::Session, Some(FactKind::TeardownRegistered(r)))
+                if r.scope == scope && r.key_hash == key_hash =>
+            {
+                Some(r.first)
+            }
+            _ => None,
+        };
+        let fresh = match scope {
             TeardownScope::Call => self.state().teardowns.insert(key_hash.to_owned()),
             TeardownScope::Run | TeardownScope::Session => self
                 .session
@@ -1045,7 +1062,8 @@ impl CallBackend for ReplayBackend {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .insert(format!("{scope}:{key_hash}")),
-        }
+        };
+        recorded.unwrap_or(fresh)
     }
 
     fn can_dispatch(&self) -> bool {

@@ -4,7 +4,10 @@
 //! durations, run ids, clock reads). A value a tool got from a clock read
 //! and passed on (into an effect's request or result, an output) is the
 //! same read in both runs: a field that holds run A's clock read where run
-//! B holds the clock read aligned with it is not a difference either.
+//! B holds the clock read aligned with it is not a difference either. The
+//! same goes for artifact ids, which stores draw at random (the ids of two
+//! aligned `artifact.put`s are one id), and for an artifact scope made from
+//! the run id (`run:<id>`).
 
 use std::fmt::Write as _;
 
@@ -67,14 +70,27 @@ pub fn render(a_id: &str, a: &[Fact], b_id: &str, b: &[Fact], width: usize) -> (
         cut(&escape(b_id), col)
     );
     let mut first: First = None;
-    // Aligned clock reads so far: (run A's value, run B's value).
+    // Aligned clock reads, artifact ids and run scopes so far: (run A's
+    // value, run B's value).
     let mut clocks: Vec<(Value, Value)> = Vec::new();
     for i in 0..a.len().max(b.len()) {
         let (fa, fb) = (a.get(i), b.get(i));
         let diff = match (fa, fb) {
             (Some(x), Some(y)) => {
-                if let (FactKind::Clock(cx), FactKind::Clock(cy)) = (&x.kind, &y.kind) {
-                    clocks.push((cx.unix_nanos.into(), cy.unix_nanos.into()));
+                match (&x.kind, &y.kind) {
+                    (FactKind::Clock(cx), FactKind::Clock(cy)) => {
+                        clocks.push((cx.unix_nanos.into(), cy.unix_nanos.into()));
+                    }
+                    (FactKind::ArtifactPut(px), FactKind::ArtifactPut(py)) => {
+                        clocks.push((px.meta.id.clone().into(), py.meta.id.clone().into()));
+                    }
+                    (FactKind::RunStarted(rx), FactKind::RunStarted(ry)) => {
+                        clocks.push((
+                            format!("run:{}", rx.run_id).into(),
+                            format!("run:{}", ry.run_id).into(),
+                        ));
+                    }
+                    _ => {}
                 }
                 let mut d = diff_kinds(&x.kind, &y.kind, &ignore);
                 d.retain(|d| {

@@ -121,7 +121,8 @@ impl Demo {
 /// Replaces what changes from one recording to the next with fixed tokens:
 /// wall-clock times, offsets and durations, credential fingerprints (keyed
 /// by a per-archive random key), random reads and the hop ids the walk
-/// derives from them, raw unix nanos and listing cursors. Content digests
+/// derives from them, artifact ids (128 random bits), raw unix nanos and
+/// listing cursors. Content digests
 /// (artifacts, teardown key hashes) are stable and kept.
 fn normalize(text: &str) -> String {
     static RULES: LazyLock<Vec<(Regex, &'static str)>> = LazyLock::new(|| {
@@ -145,6 +146,8 @@ fn normalize(text: &str) -> String {
             ),
             (r"0x[0-9a-f]{16}".to_owned(), "0x[random]"),
             (r"hop-[0-9a-f]{4}".to_owned(), "hop-[random]"),
+            // Cut lines may end inside an id: any run of its digits goes.
+            (r"\bart-[0-9a-f]+".to_owned(), "art-[id]"),
             (r"\b\d{19}\b".to_owned(), "[unix-nanos]"),
             (r"--cursor [0-9a-f]+".to_owned(), "--cursor [cursor]"),
         ]
@@ -250,9 +253,16 @@ fn normalize_redacts_what_varies_and_keeps_what_does_not() {
             "\"started\":[unix-nanos]}",
         ),
         ("more: --cursor 98ecb9b7641e45a8", "more: --cursor [cursor]"),
+        (
+            "art-41dd688332008e362d1884d08ceec3f2 text/markdown 55 B",
+            "art-[id] text/markdown 55 B",
+        ),
+        (
+            "\"id\":\"art-41dd68833200… (+9 more)",
+            "\"id\":\"art-[id]… (+9 more)",
+        ),
         // Kept: content digests, sizes, seqs, counts, a fixed ttl.
         ("sha256:8feb6a5f98e3253eadc9", "sha256:8feb6a5f98e3253eadc9"),
-        ("art-1 text/markdown 55 B", "art-1 text/markdown 55 B"),
         ("(form, ttl 1m00s)", "(form, ttl 1m00s)"),
         ("#12 progress (3 so far)", "#12 progress (3 so far)"),
     ];
