@@ -13,7 +13,8 @@
 //! 2. **Known secret values.** Every occurrence of a known secret (a
 //!    credential the recorder resolved in this run, or a value learned in
 //!    pass 1 from this fact or an earlier one of the run) is replaced by
-//!    [`MARKER`], in every string of the fact: JSON strings and object keys,
+//!    [`MARKER`], in every string of the fact: JSON strings and object keys
+//!    (and JSON numbers, replaced whole when their text holds one),
 //!    labels and their keys, and every free-text and name field (tool and
 //!    effect names, sub-flow names, media types, artifact ids, messages,
 //!    reasons, ...). The fields left alone are the identifiers the host
@@ -27,7 +28,10 @@
 //! overlapping matches); overlapping and adjacent-inside matches are merged
 //! and each merged span is replaced once, so the result does not depend on
 //! the order secrets became known (a secret that is a prefix of another
-//! leaves nothing of the longer one behind).
+//! leaves nothing of the longer one behind). A value holding quotes,
+//! backslashes or control characters is also looked for in the escaped
+//! forms that `{:?}` and JSON text give it (an error message quoting a
+//! need name, a log line embedding a JSON body).
 //!
 //! # False positives
 //!
@@ -553,6 +557,8 @@ struct Known {
     value: Secret,
     /// Scrubbed only as a whole token.
     whole_token: bool,
+    /// An escaped form of another known value, not a value of its own.
+    escaped: bool,
 }
 
 /// The secret values known in one run: resolved credentials and values
@@ -561,6 +567,9 @@ struct Known {
 #[derive(Clone, Default)]
 pub struct KnownSecrets {
     known: Vec<Known>,
+    /// Some value could be the text of a JSON number (then numbers are
+    /// checked too).
+    numeric: bool,
     /// Built over `known` when a string is first scrubbed after a change.
     matcher: Option<AhoCorasick>,
 }
@@ -587,7 +596,7 @@ impl KnownSecrets {
 
     /// How many distinct values are known.
     pub fn len(&self) -> usize {
-        self.known.len()
+        self.known.iter().filter(|k| !k.escaped).count()
     }
 
     /// True when no value is known.
@@ -625,11 +634,41 @@ impl KnownSecrets {
         if value.expose().is_empty() {
             return;
         }
+        // A value with quotes, backslashes or control characters also
+        // occurs escaped, where a message quotes it (`{:?}`) or embeds it
+        // as JSON text: those forms are scrubbed as well.
+        let raw = value.expose();
+        let quoted = |s: String| Secret::new(&s[1..s.len() - 1]);
+        let escaped = [
+            quoted(format!("{raw:?}")),
+            quoted(serde_json::to_string(raw).unwrap_or_default()),
+        ];
+        self.insert_form(value, whole_token, false);
+        for form in escaped {
+            self.insert_form(form, whole_token, true);
+        }
+    }
+
+    fn insert_form(&mut self, value: Secret, whole_token: bool, escaped: bool) {
         match self.known.iter_mut().find(|k| k.value == value) {
-            // Learned as a number and known as a string: everywhere wins.
-            Some(k) if k.whole_token && !whole_token => k.whole_token = false,
-            Some(_) => return,
-            None => self.known.push(Known { value, whole_token }),
+            Some(k) => {
+                // Learned as a number and known as a string: everywhere
+                // wins; a value given itself counts as one.
+                let changed = k.whole_token && !whole_token;
+                k.whole_token &= whole_token;
+                k.escaped &= escaped;
+                if !changed {
+                    return;
+                }
+            }
+            None => {
+                self.numeric |= looks_numeric(value.expose());
+                self.known.push(Known {
+                    value,
+                    whole_token,
+                    escaped,
+                })
+            }
         }
         self.matcher = None;
     }
@@ -650,6 +689,7 @@ impl KnownSecrets {
         Some(Scrubber {
             matcher: self.matcher.as_ref(),
             known: &self.known,
+            numeric: self.numeric,
         })
     }
 }
@@ -658,6 +698,15 @@ impl KnownSecrets {
 struct Scrubber<'a> {
     matcher: Option<&'a AhoCorasick>,
     known: &'a [Known],
+    /// See [`KnownSecrets::numeric`].
+    numeric: bool,
+}
+
+/// True when `value` could occur in a JSON number's text.
+fn looks_numeric(value: &str) -> bool {
+    value
+        .chars()
+        .all(|c| c.is_ascii_digit() || matches!(c, '-' | '+' | '.' | 'e' | 'E'))
 }
 
 fn is_word(c: Option<char>) -> bool {
@@ -760,7 +809,14 @@ impl Scrubber<'_> {
                 }
                 map.values_mut().for_each(|v| self.json(v));
             }
-            _ => {}
+            // A number whose text holds a known value (a PIN echoed as a
+            // number) is replaced whole: a number cannot be cut.
+            Value::Number(n) if self.numeric => {
+                if self.finds(&n.to_string()) {
+                    *value = Value::String(MARKER.into());
+                }
+            }
+            Value::Number(_) | Value::Bool(_) | Value::Null => {}
         }
     }
 }
@@ -1162,6 +1218,28 @@ mod tests {
         );
     }
 
+    /// A value with quotes or backslashes is also scrubbed in the escaped
+    /// forms a message quoting it (`{:?}`) or JSON text embedding it holds.
+    #[test]
+    fn escaped_forms_of_a_secret_are_scrubbed() {
+        let secret = "pa\"ss\\wörd\n1";
+        let debug = format!("credential {secret:?} refused");
+        let json = format!("body {}", json!({ "pw": secret }));
+        for text in [debug, json] {
+            assert!(!text.contains(secret), "the raw form is not in {text:?}");
+            let out = scrubbed(&[secret], &text);
+            assert!(
+                out.contains(MARKER) && !out.contains("ss"),
+                "{text:?} -> {out:?}"
+            );
+        }
+        assert_eq!(
+            known(&[secret]).len(),
+            1,
+            "escaped forms are not values of their own"
+        );
+    }
+
     /// A value under a secret-named key is redacted where it stands and
     /// learned, whatever its length or JSON type; numbers are tokens.
     #[test]
@@ -1197,6 +1275,13 @@ mod tests {
             secrets.scrub(&mut t);
             assert_eq!(t, want, "{text:?}");
         }
+        // Echoed as JSON numbers: replaced whole where the text is one.
+        let mut echo = json!({"n": 73920938, "other": 173920938, "f": 7.5, "count": 3});
+        r.redact_value(&mut echo, &mut secrets);
+        assert_eq!(
+            echo,
+            json!({"n": MARKER, "other": 173920938, "f": MARKER, "count": 3})
+        );
     }
 
     /// Every string of a fact is scrubbed and labels under secret-named
