@@ -422,8 +422,9 @@ pub enum CredentialMode {
     Pulled,
 }
 
-/// A keyed fingerprint (HMAC-SHA256 with the archive's key) of a secret: tells
-/// "same credential" apart without keeping it.
+/// A keyed fingerprint (HMAC-SHA256 with the fingerprint key, kept outside
+/// the archive: see `Archive::fingerprint`) of a secret: tells "same
+/// credential" apart without keeping it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct Fingerprint(pub String);

@@ -1,29 +1,69 @@
 //! Redaction: what runs on every fact before it leaves the process.
 //!
-//! Two passes over every JSON value and free-text field of a fact:
+//! Two passes over every fact, in this order:
 //!
-//! 1. **Secret-named keys.** An object member whose key names a secret has
-//!    its value replaced by [`MARKER`]. A key names a secret when its words
+//! 1. **Secret-named keys.** An object member (of any JSON field, or a run
+//!    label) whose key names a secret has its value replaced by [`MARKER`],
+//!    whatever its length or JSON type. A key names a secret when its words
 //!    (split at `_`, `-`, `.`, spaces and camelCase humps, lower-cased)
 //!    contain the words of a rule in a row: the rule `api_key` matches
 //!    `apiKey`, `x-api-key` and `API_KEY`, the rule `token` matches
-//!    `access_token` and `refreshToken` but not `max_tokens`.
-//! 2. **Known secret values.** Every occurrence of a credential value the
-//!    recorder resolved in this run is replaced by [`MARKER`], wherever it
-//!    appears (a tool that logs its token still leaks nothing).
+//!    `access_token` and `refreshToken` but not `max_tokens`. The value (every
+//!    string and number in it) also joins the run's [`KnownSecrets`].
+//! 2. **Known secret values.** Every occurrence of a known secret (a
+//!    credential the recorder resolved in this run, or a value learned in
+//!    pass 1 from this fact or an earlier one of the run) is replaced by
+//!    [`MARKER`], in every string of the fact: JSON strings and object keys
+//!    (and JSON numbers, replaced whole when their text holds one),
+//!    labels and their keys, and every free-text and name field (tool and
+//!    effect names, sub-flow names, media types, artifact ids, messages,
+//!    reasons, ...). The fields left alone are the identifiers the host
+//!    chooses or reel derives: run and session ids, the caller's identity,
+//!    call ids, artifact digests, scopes and origins, teardown key hashes,
+//!    credential fingerprints and an unknown kind's name. The walk over a
+//!    fact's fields names every field of every kind, so a field added later
+//!    does not compile until it is placed on one side or the other.
+//!
+//! Occurrences are found for all known values at once (Aho-Corasick,
+//! overlapping matches); overlapping and adjacent-inside matches are merged
+//! and each merged span is replaced once, so the result does not depend on
+//! the order secrets became known (a secret that is a prefix of another
+//! leaves nothing of the longer one behind). A value holding quotes,
+//! backslashes or control characters is also looked for in the escaped
+//! forms that `{:?}` and JSON text give it (an error message quoting a
+//! need name, a log line embedding a JSON body).
+//!
+//! # False positives
+//!
+//! A value shorter than [`MIN_ANYWHERE`] characters, and any value learned
+//! from a JSON number, is scrubbed only where it stands as a whole token:
+//! where it begins (ends) with a letter or digit, the character before (after)
+//! it must not be a letter or digit. So a learned `5` scrubs `step 5 of 9` and
+//! `pin=5;` but not `v15`, and `hzkQx` scrubs `bad password hzkQx` but not
+//! `hzkQxy`. Longer values are scrubbed wherever they occur, inside words
+//! too. Booleans, `null`, empty strings, the strings `true`, `false` and
+//! `null`, and [`MARKER`] itself are never learned (they are still replaced
+//! where they stand under a secret-named key).
 //!
 //! ```
-//! use reel::redact::{Redactor, MARKER};
+//! use reel::redact::{KnownSecrets, Redactor, MARKER};
 //! use serde_json::json;
 //!
 //! let r = Redactor::new(&["session_cookie"]);
-//! let mut v = json!({"user": "ann", "apiKey": "k-123", "max_tokens": 5, "session-cookie": "c"});
-//! r.redact_value(&mut v, &[]);
-//! assert_eq!(v, json!({"user": "ann", "apiKey": MARKER, "max_tokens": 5, "session-cookie": MARKER}));
+//! let mut known = KnownSecrets::new();
+//! let mut v = json!({"user": "ann", "apiKey": "k-123", "max_tokens": 5, "session-cookie": "c",
+//!                    "note": "sent k-123 and c"});
+//! r.redact_value(&mut v, &mut known);
+//! assert_eq!(v, json!({"user": "ann", "apiKey": MARKER, "max_tokens": 5, "session-cookie": MARKER,
+//!                      "note": "sent [REDACTED] and [REDACTED]"}));
 //! ```
 
+use std::collections::BTreeMap;
+
+use aho_corasick::{AhoCorasick, MatchKind};
 use serde_json::Value;
 
+use crate::context::Secret;
 use crate::fact::*;
 
 /// What a redacted value is replaced with.
@@ -214,124 +254,608 @@ impl Redactor {
         })
     }
 
-    /// Redacts one JSON value in place: secret-named members, and every
-    /// occurrence of a known secret value inside strings.
-    pub fn redact_value(&self, value: &mut Value, secrets: &[&str]) {
-        match value {
-            Value::String(s) => scrub(s, secrets),
-            Value::Array(items) => items.iter_mut().for_each(|v| self.redact_value(v, secrets)),
-            Value::Object(map) => {
-                // Keys may themselves carry a secret value.
-                if !secrets.is_empty() && map.keys().any(|k| secrets.iter().any(|s| k.contains(s)))
-                {
-                    let old = std::mem::take(map);
-                    for (mut k, v) in old {
-                        scrub(&mut k, secrets);
-                        map.insert(k, v);
-                    }
-                }
-                for (k, v) in map.iter_mut() {
-                    if self.is_secret_key(k) {
-                        *v = Value::String(MARKER.into());
-                    } else {
-                        self.redact_value(v, secrets);
-                    }
-                }
-            }
-            _ => {}
+    /// Redacts one JSON value in place: secret-named members are replaced
+    /// (and their values learned into `secrets`), then every occurrence of a
+    /// known secret in its strings and object keys.
+    pub fn redact_value(&self, value: &mut Value, secrets: &mut KnownSecrets) {
+        self.mark_json(value, secrets);
+        if let Some(scrubber) = secrets.scrubber() {
+            scrubber.json(value);
         }
     }
 
-    /// The string values (6 characters or longer) that stand under
-    /// secret-named keys in `value`. A host scrubs them from the rest of the
-    /// run, so that an error message echoing an argument leaks nothing.
-    pub fn secret_values(&self, value: &Value, out: &mut Vec<String>) {
-        match value {
-            Value::Array(items) => items.iter().for_each(|v| self.secret_values(v, out)),
-            Value::Object(map) => {
-                for (k, v) in map {
-                    if self.is_secret_key(k) {
-                        collect_strings(v, out);
-                    } else {
-                        self.secret_values(v, out);
-                    }
-                }
-            }
-            _ => {}
+    /// Redacts every string of a fact in place (see the module docs): first
+    /// the values under secret-named keys, which join `secrets`, then every
+    /// occurrence of every known secret. Then caps the nesting of its JSON
+    /// values (see [`cap_depth`]).
+    ///
+    /// `secrets` is the run's: call this for a run's facts in order, with
+    /// the same `secrets`, so that a value learned from one fact is scrubbed
+    /// from it and from every later one.
+    pub fn redact_fact(&self, kind: &mut FactKind, secrets: &mut KnownSecrets) {
+        walk_fields(
+            kind,
+            &mut MarkPass {
+                redactor: self,
+                secrets,
+            },
+        );
+        if let Some(mut scrubber) = secrets.scrubber() {
+            walk_fields(kind, &mut scrubber);
         }
-    }
-
-    /// Redacts every JSON value and free-text field of a fact in place,
-    /// and caps the nesting of its JSON values (see [`cap_depth`]).
-    pub fn redact_fact(&self, kind: &mut FactKind, secrets: &[&str]) {
-        self.redact_fields(kind, secrets);
         // Capped after redaction: a capped subtree is JSON text, where a
         // secret-named key would no longer be seen as a key.
         each_json_field_mut(kind, cap_depth);
     }
 
-    fn redact_fields(&self, kind: &mut FactKind, secrets: &[&str]) {
-        let v = |value: &mut Value| self.redact_value(value, secrets);
-        let s = |text: &mut String| scrub(text, secrets);
-        match kind {
-            FactKind::RunStarted(r) => {
-                for val in r.labels.values_mut() {
-                    s(val);
-                }
-            }
-            FactKind::CallStarted(c) => v(&mut c.args),
-            FactKind::CredentialRequested(_) | FactKind::CredentialResolved(_) => {}
-            FactKind::CredentialFailed(c) => s(&mut c.reason),
-            FactKind::CredentialRefused(c) => s(&mut c.reason),
-            FactKind::ArtifactPut(_) | FactKind::ArtifactGet(_) => {}
-            FactKind::ArtifactRefused(a) => s(&mut a.reason),
-            FactKind::Progress(p) => v(&mut p.payload),
-            FactKind::Log(l) => v(&mut l.data),
-            FactKind::ElicitRequested(e) => {
-                s(&mut e.message);
-                v(&mut e.schema);
-            }
-            FactKind::ElicitAnswered(e) => {
-                if let ElicitOutcome::Accept { content } = &mut e.outcome {
-                    v(content);
-                }
-                e.validation_errors.iter_mut().for_each(s);
-            }
-            FactKind::TeardownRegistered(_) => {}
-            FactKind::TeardownRefused(t) => s(&mut t.reason),
-            FactKind::TeardownRan(t) => {
-                if let TeardownOutcome::Error { message } = &mut t.outcome {
-                    s(message);
-                }
-            }
-            FactKind::Effect(e) => {
-                v(&mut e.request);
-                match &mut e.outcome {
-                    EffectOutcome::Ok(val) => v(val),
-                    EffectOutcome::Err(msg) => s(msg),
-                }
-            }
-            FactKind::Clock(_) | FactKind::Random(_) => {}
-            FactKind::CancelRequested(c) => {
-                if let Some(r) = &mut c.reason {
-                    s(r);
-                }
-            }
-            FactKind::CallOutput(o) => {
-                v(&mut o.value);
-                o.stage.iter_mut().chain(o.note.iter_mut()).for_each(s);
-            }
-            FactKind::CallEnded(e) => match &mut e.outcome {
-                CallOutcome::Ok { result } => v(result),
-                CallOutcome::Error { error } => s(error),
-                CallOutcome::Aborted { reason } => {
-                    if let Some(r) = reason {
-                        s(r);
+    /// Pass 1 over a JSON value: replaces the values of secret-named
+    /// members by [`MARKER`] and learns them.
+    fn mark_json(&self, value: &mut Value, secrets: &mut KnownSecrets) {
+        match value {
+            Value::Array(items) => items.iter_mut().for_each(|v| self.mark_json(v, secrets)),
+            Value::Object(map) => {
+                for (k, v) in map.iter_mut() {
+                    if self.is_secret_key(k) {
+                        secrets.learn(v);
+                        *v = Value::String(MARKER.into());
+                    } else {
+                        self.mark_json(v, secrets);
                     }
                 }
-            },
-            FactKind::RunEnded(_) => {}
-            FactKind::Unknown { data, .. } => v(data),
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The fields of a fact, by what they hold. [`walk_fields`] calls these
+/// for every string-bearing field of a fact.
+trait Fields {
+    /// A free-text or name field.
+    fn text(&mut self, text: &mut String);
+    /// A JSON field (payload, args, result, ...).
+    fn json(&mut self, value: &mut Value);
+    /// Run labels: keys and values are strings.
+    fn labels(&mut self, labels: &mut BTreeMap<String, String>);
+    /// The keys of a map whose keys are names (the values are walked apart).
+    fn keys<V>(&mut self, map: &mut BTreeMap<String, V>);
+}
+
+fn opt_text(f: &mut impl Fields, text: &mut Option<String>) {
+    if let Some(t) = text {
+        f.text(t);
+    }
+}
+
+fn meta_fields(f: &mut impl Fields, meta: &mut ArtifactMeta) {
+    let ArtifactMeta {
+        id,
+        // A content address: scrubbing it would break the reference.
+        digest: _,
+        size: _,
+        media_type,
+        // The caller's identity and the run and call ids: the host's
+        // identifiers, not a tool's text.
+        scope: _,
+        origin: _,
+    } = meta;
+    f.text(id);
+    f.text(media_type);
+}
+
+/// Calls `f` for every string-bearing field of a fact. Every field of every
+/// kind is named here (no `..`): a field added to the catalogue does not
+/// compile until it is either walked or named as left alone, with the
+/// reason. What is left alone is the identifiers the host chooses (run and
+/// session ids, the identity) or reel assigns or derives (call ids, digests,
+/// origins, key hashes, fingerprints), none of which a tool writes.
+fn walk_fields(kind: &mut FactKind, f: &mut impl Fields) {
+    match kind {
+        FactKind::RunStarted(RunStarted {
+            run_id: _,
+            session_id: _,
+            identity: _,
+            producer: Producer { name, version },
+            labels,
+            teardown_scopes: _,
+        }) => {
+            f.text(name);
+            f.text(version);
+            f.labels(labels);
+        }
+        FactKind::CallStarted(CallStarted {
+            call_id: _,
+            tool_name,
+            tool_id,
+            parent_call: _,
+            iteration: _,
+            invocation_id,
+            mode: _,
+            protocol,
+            platform,
+            client_info,
+            args,
+            wanted,
+            attached: _,
+        }) => {
+            f.text(tool_name);
+            opt_text(f, tool_id);
+            opt_text(f, invocation_id);
+            opt_text(f, protocol);
+            opt_text(f, platform);
+            if let Some(ClientInfo { name, version }) = client_info {
+                f.text(name);
+                opt_text(f, version);
+            }
+            f.json(args);
+            if let Some(wanted) = wanted {
+                f.keys(wanted);
+                for meta in wanted.values_mut() {
+                    meta_fields(f, meta);
+                }
+            }
+        }
+        FactKind::CredentialRequested(CredentialRequested {
+            need,
+            mode: _,
+            kind,
+        }) => {
+            f.text(need);
+            opt_text(f, kind);
+        }
+        FactKind::CredentialResolved(CredentialResolved {
+            need,
+            mode: _,
+            kind,
+            fingerprint: _,
+            expires_at: _,
+        }) => {
+            f.text(need);
+            opt_text(f, kind);
+        }
+        FactKind::CredentialFailed(CredentialFailed {
+            need,
+            mode: _,
+            reason,
+        })
+        | FactKind::CredentialRefused(CredentialRefused {
+            need,
+            mode: _,
+            reason,
+        }) => {
+            f.text(need);
+            f.text(reason);
+        }
+        FactKind::ArtifactPut(ArtifactPut { meta }) => meta_fields(f, meta),
+        FactKind::ArtifactGet(ArtifactGet { id, meta }) => {
+            f.text(id);
+            if let Some(meta) = meta {
+                meta_fields(f, meta);
+            }
+        }
+        FactKind::ArtifactRefused(ArtifactRefused { op: _, id, reason }) => {
+            opt_text(f, id);
+            f.text(reason);
+        }
+        FactKind::Progress(Progress { payload, count: _ }) => f.json(payload),
+        FactKind::Log(Log {
+            level: _,
+            logger,
+            subflow,
+            data,
+            delivered: _,
+        }) => {
+            opt_text(f, logger);
+            opt_text(f, subflow);
+            f.json(data);
+        }
+        FactKind::ElicitRequested(ElicitRequested {
+            message,
+            schema,
+            mode: _,
+            ttl_ms: _,
+        }) => {
+            f.text(message);
+            f.json(schema);
+        }
+        FactKind::ElicitAnswered(ElicitAnswered {
+            outcome,
+            validation_errors,
+            pre_resolved: _,
+        }) => {
+            match outcome {
+                ElicitOutcome::Accept { content } => f.json(content),
+                ElicitOutcome::Decline | ElicitOutcome::Cancel | ElicitOutcome::Timeout => {}
+            }
+            validation_errors.iter_mut().for_each(|e| f.text(e));
+        }
+        FactKind::TeardownRegistered(TeardownRegistered {
+            scope: _,
+            key_hash: _,
+            first: _,
+        }) => {}
+        FactKind::TeardownRefused(TeardownRefused {
+            scope: _,
+            key_hash: _,
+            honoured: _,
+            reason,
+        }) => f.text(reason),
+        FactKind::TeardownRan(TeardownRan {
+            scope: _,
+            key_hash: _,
+            outcome,
+            duration_ns: _,
+        }) => match outcome {
+            TeardownOutcome::Error { message } => f.text(message),
+            TeardownOutcome::Ok | TeardownOutcome::TimedOut => {}
+        },
+        FactKind::Effect(Effect {
+            name,
+            request,
+            outcome,
+        }) => {
+            f.text(name);
+            f.json(request);
+            match outcome {
+                EffectOutcome::Ok(value) => f.json(value),
+                EffectOutcome::Err(message) => f.text(message),
+            }
+        }
+        FactKind::Clock(Clock { unix_nanos: _ }) | FactKind::Random(Random { value: _ }) => {}
+        FactKind::CancelRequested(CancelRequested { reason }) => opt_text(f, reason),
+        FactKind::CallOutput(CallOutput { value, stage, note }) => {
+            f.json(value);
+            opt_text(f, stage);
+            opt_text(f, note);
+        }
+        FactKind::CallEnded(CallEnded {
+            outcome,
+            duration_ns: _,
+        }) => match outcome {
+            CallOutcome::Ok { result } => f.json(result),
+            CallOutcome::Error { error } => f.text(error),
+            CallOutcome::Aborted { reason } => opt_text(f, reason),
+        },
+        FactKind::RunEnded(RunEnded { status: _ }) => {}
+        // The kind's name is the writer's, not data.
+        FactKind::Unknown { kind: _, data } => f.json(data),
+    }
+}
+
+/// Pass 1: secret-named members and labels are replaced and learned.
+struct MarkPass<'a> {
+    redactor: &'a Redactor,
+    secrets: &'a mut KnownSecrets,
+}
+
+impl Fields for MarkPass<'_> {
+    fn text(&mut self, _: &mut String) {}
+
+    fn json(&mut self, value: &mut Value) {
+        self.redactor.mark_json(value, self.secrets);
+    }
+
+    fn labels(&mut self, labels: &mut BTreeMap<String, String>) {
+        for (k, v) in labels.iter_mut() {
+            if self.redactor.is_secret_key(k) {
+                self.secrets.learn_str(v, false);
+                *v = MARKER.into();
+            }
+        }
+    }
+
+    fn keys<V>(&mut self, _: &mut BTreeMap<String, V>) {}
+}
+
+/// Values shorter than this many characters are scrubbed only where they
+/// stand as whole tokens (see the module docs); longer ones everywhere.
+pub const MIN_ANYWHERE: usize = 8;
+
+/// One known secret value.
+#[derive(Clone)]
+struct Known {
+    value: Secret,
+    /// Scrubbed only as a whole token.
+    whole_token: bool,
+    /// An escaped form of another known value, not a value of its own.
+    escaped: bool,
+}
+
+/// The secret values known in one run: resolved credentials and values
+/// learned from secret-named keys. Kept in memory only; the values are
+/// zeroed on drop (the matcher built over them is not).
+#[derive(Clone, Default)]
+pub struct KnownSecrets {
+    known: Vec<Known>,
+    /// Some value could be the text of a JSON number (then numbers are
+    /// checked too).
+    numeric: bool,
+    /// Built over `known` when a string is first scrubbed after a change.
+    matcher: Option<AhoCorasick>,
+}
+
+impl std::fmt::Debug for KnownSecrets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "KnownSecrets({} values)", self.known.len())
+    }
+}
+
+impl KnownSecrets {
+    /// No secrets known yet.
+    pub fn new() -> KnownSecrets {
+        KnownSecrets::default()
+    }
+
+    /// Adds a secret value (a resolved credential, say): scrubbed
+    /// everywhere, or as a whole token when shorter than [`MIN_ANYWHERE`]
+    /// characters. The empty string is ignored.
+    pub fn add(&mut self, secret: Secret) {
+        let whole_token = secret.expose().chars().count() < MIN_ANYWHERE;
+        self.insert(secret, whole_token);
+    }
+
+    /// How many distinct values are known.
+    pub fn len(&self) -> usize {
+        self.known.iter().filter(|k| !k.escaped).count()
+    }
+
+    /// True when no value is known.
+    pub fn is_empty(&self) -> bool {
+        self.known.is_empty()
+    }
+
+    /// Replaces every occurrence of every known value in `text` by
+    /// [`MARKER`] (see the module docs); true when something was replaced.
+    pub fn scrub(&mut self, text: &mut String) -> bool {
+        self.scrubber().is_some_and(|s| s.scrub(text))
+    }
+
+    /// Learns the strings and numbers of a value found under a
+    /// secret-named key.
+    fn learn(&mut self, value: &Value) {
+        match value {
+            Value::String(s) => self.learn_str(s, false),
+            Value::Number(n) => self.learn_str(&n.to_string(), true),
+            Value::Array(items) => items.iter().for_each(|v| self.learn(v)),
+            Value::Object(map) => map.values().for_each(|v| self.learn(v)),
+            Value::Bool(_) | Value::Null => {}
+        }
+    }
+
+    fn learn_str(&mut self, s: &str, number: bool) {
+        if matches!(s, "" | "true" | "false" | "null" | MARKER) {
+            return;
+        }
+        let whole_token = number || s.chars().count() < MIN_ANYWHERE;
+        self.insert(Secret::new(s), whole_token);
+    }
+
+    fn insert(&mut self, value: Secret, whole_token: bool) {
+        if value.expose().is_empty() {
+            return;
+        }
+        // A value with quotes, backslashes or control characters also
+        // occurs escaped, where a message quotes it (`{:?}`) or embeds it
+        // as JSON text: those forms are scrubbed as well.
+        let raw = value.expose();
+        let quoted = |s: String| Secret::new(&s[1..s.len() - 1]);
+        let escaped = [
+            quoted(format!("{raw:?}")),
+            quoted(serde_json::to_string(raw).unwrap_or_default()),
+        ];
+        self.insert_form(value, whole_token, false);
+        for form in escaped {
+            self.insert_form(form, whole_token, true);
+        }
+    }
+
+    fn insert_form(&mut self, value: Secret, whole_token: bool, escaped: bool) {
+        match self.known.iter_mut().find(|k| k.value == value) {
+            Some(k) => {
+                // Learned as a number and known as a string: everywhere
+                // wins; a value given itself counts as one.
+                let changed = k.whole_token && !whole_token;
+                k.whole_token &= whole_token;
+                k.escaped &= escaped;
+                if !changed {
+                    return;
+                }
+            }
+            None => {
+                self.numeric |= looks_numeric(value.expose());
+                self.known.push(Known {
+                    value,
+                    whole_token,
+                    escaped,
+                })
+            }
+        }
+        self.matcher = None;
+    }
+
+    /// A scrubber over the known values; `None` when none is known.
+    fn scrubber(&mut self) -> Option<Scrubber<'_>> {
+        if self.known.is_empty() {
+            return None;
+        }
+        if self.matcher.is_none() {
+            let built = AhoCorasick::builder()
+                .match_kind(MatchKind::Standard)
+                .build(self.known.iter().map(|k| k.value.expose()));
+            // Building fails only past the automaton's size limits (many
+            // megabytes of secrets): then scrub one value at a time.
+            self.matcher = built.ok();
+        }
+        Some(Scrubber {
+            matcher: self.matcher.as_ref(),
+            known: &self.known,
+            numeric: self.numeric,
+        })
+    }
+}
+
+/// Pass 2: every occurrence of every known value, in every string.
+struct Scrubber<'a> {
+    matcher: Option<&'a AhoCorasick>,
+    known: &'a [Known],
+    /// See [`KnownSecrets::numeric`].
+    numeric: bool,
+}
+
+/// True when `value` could occur in a JSON number's text.
+fn looks_numeric(value: &str) -> bool {
+    value
+        .chars()
+        .all(|c| c.is_ascii_digit() || matches!(c, '-' | '+' | '.' | 'e' | 'E'))
+}
+
+fn is_word(c: Option<char>) -> bool {
+    c.is_some_and(char::is_alphanumeric)
+}
+
+/// True when `text[start..end]` stands as a whole token: no letter or
+/// digit runs on from either alphanumeric end.
+fn whole_token(text: &str, start: usize, end: usize) -> bool {
+    let m = &text[start..end];
+    let left = is_word(m.chars().next()) && is_word(text[..start].chars().next_back());
+    let right = is_word(m.chars().next_back()) && is_word(text[end..].chars().next());
+    !left && !right
+}
+
+impl Scrubber<'_> {
+    /// The spans of `text` that hold a known value, sorted (they may
+    /// overlap). Allocates only when there is one.
+    fn spans(&self, text: &str) -> Vec<(usize, usize)> {
+        let mut spans = Vec::new();
+        // A marker put in place by pass 1 (or by the recording a replay
+        // compares with) stays as it is.
+        if text.is_empty() || text == MARKER {
+            return spans;
+        }
+        let mut keep = |k: &Known, start: usize, end: usize| {
+            if !k.whole_token || whole_token(text, start, end) {
+                spans.push((start, end));
+            }
+        };
+        match self.matcher {
+            Some(ac) => {
+                for m in ac.find_overlapping_iter(text) {
+                    keep(&self.known[m.pattern().as_usize()], m.start(), m.end());
+                }
+            }
+            None => {
+                for k in self.known {
+                    let v = k.value.expose();
+                    let mut from = 0;
+                    while let Some(i) = text[from..].find(v) {
+                        let start = from + i;
+                        keep(k, start, start + v.len());
+                        from = start + text[start..].chars().next().map_or(1, char::len_utf8);
+                    }
+                }
+            }
+        }
+        spans.sort_unstable();
+        spans
+    }
+
+    /// True when `text` holds a known value.
+    fn finds(&self, text: &str) -> bool {
+        !self.spans(text).is_empty()
+    }
+
+    /// Replaces every occurrence in `text`; true when something was.
+    fn scrub(&self, text: &mut String) -> bool {
+        let spans = self.spans(text);
+        if spans.is_empty() {
+            return false;
+        }
+        // Merge overlapping spans, then replace each merged span once: the
+        // result does not depend on the order the values became known.
+        let mut out = String::with_capacity(text.len());
+        let mut at = 0;
+        let mut i = 0;
+        while i < spans.len() {
+            let (start, mut end) = spans[i];
+            i += 1;
+            while i < spans.len() && spans[i].0 < end {
+                end = end.max(spans[i].1);
+                i += 1;
+            }
+            out.push_str(&text[at..start]);
+            out.push_str(MARKER);
+            at = end;
+        }
+        out.push_str(&text[at..]);
+        *text = out;
+        true
+    }
+
+    /// Scrubs every string and object key of a JSON value.
+    fn json(&self, value: &mut Value) {
+        match value {
+            Value::String(s) => {
+                self.scrub(s);
+            }
+            Value::Array(items) => items.iter_mut().for_each(|v| self.json(v)),
+            Value::Object(map) => {
+                // Keys may themselves carry a secret value.
+                if map.keys().any(|k| self.finds(k)) {
+                    for (mut k, v) in std::mem::take(map) {
+                        self.scrub(&mut k);
+                        let k = unique_key(k, |k| map.contains_key(k));
+                        map.insert(k, v);
+                    }
+                }
+                map.values_mut().for_each(|v| self.json(v));
+            }
+            // A number whose text holds a known value (a PIN echoed as a
+            // number) is replaced whole: a number cannot be cut.
+            Value::Number(n) if self.numeric => {
+                if self.finds(&n.to_string()) {
+                    *value = Value::String(MARKER.into());
+                }
+            }
+            Value::Number(_) | Value::Bool(_) | Value::Null => {}
+        }
+    }
+}
+
+/// `key`, or when `taken` (two keys scrubbed to the same text) `key` with
+/// ` #2`, ` #3`, ... appended: no member is lost to a collision.
+fn unique_key(key: String, taken: impl Fn(&str) -> bool) -> String {
+    if !taken(&key) {
+        return key;
+    }
+    (2..)
+        .map(|n| format!("{key} #{n}"))
+        .find(|k| !taken(k))
+        .expect("some suffix is free")
+}
+
+impl Fields for Scrubber<'_> {
+    fn text(&mut self, text: &mut String) {
+        self.scrub(text);
+    }
+
+    fn json(&mut self, value: &mut Value) {
+        Scrubber::json(self, value);
+    }
+
+    fn labels(&mut self, labels: &mut BTreeMap<String, String>) {
+        self.keys(labels);
+        for v in labels.values_mut() {
+            self.scrub(v);
+        }
+    }
+
+    fn keys<V>(&mut self, map: &mut BTreeMap<String, V>) {
+        if map.keys().any(|k| self.finds(k)) {
+            for (mut k, v) in std::mem::take(map) {
+                self.scrub(&mut k);
+                let k = unique_key(k, |k| map.contains_key(k));
+                map.insert(k, v);
+            }
         }
     }
 }
@@ -464,24 +988,6 @@ pub fn spill_large(kind: &mut FactKind, limit: usize, mut store: impl FnMut(&[u8
     });
 }
 
-/// Replaces every occurrence of each secret in `text` by [`MARKER`].
-fn collect_strings(value: &Value, out: &mut Vec<String>) {
-    match value {
-        Value::String(s) if s.chars().count() >= 6 => out.push(s.clone()),
-        Value::Array(items) => items.iter().for_each(|v| collect_strings(v, out)),
-        Value::Object(map) => map.values().for_each(|v| collect_strings(v, out)),
-        _ => {}
-    }
-}
-
-fn scrub(text: &mut String, secrets: &[&str]) {
-    for secret in secrets {
-        if !secret.is_empty() && text.contains(secret) {
-            *text = text.replace(secret, MARKER);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -607,13 +1113,221 @@ mod tests {
         assert_eq!(&rest, o);
     }
 
+    fn known(values: &[&str]) -> KnownSecrets {
+        let mut k = KnownSecrets::new();
+        for v in values {
+            k.add(Secret::new(*v));
+        }
+        k
+    }
+
+    /// `text` scrubbed with `values` added in the given order.
+    fn scrubbed(values: &[&str], text: &str) -> String {
+        let mut t = text.to_owned();
+        known(values).scrub(&mut t);
+        t
+    }
+
     #[test]
     fn secrets_are_scrubbed_everywhere() {
         let r = Redactor::default();
-        let mut v = json!({"note": "used ghp_abc to call", "list": ["ghp_abc"], "ghp_abc": 1});
-        r.redact_value(&mut v, &["ghp_abc"]);
+        let mut v =
+            json!({"note": "used ghp_abc123 to call", "list": ["ghp_abc123"], "ghp_abc123": 1});
+        r.redact_value(&mut v, &mut known(&["ghp_abc123"]));
         let text = v.to_string();
-        assert!(!text.contains("ghp_abc"), "{text}");
+        assert!(!text.contains("ghp_abc123"), "{text}");
         assert_eq!(v["note"], json!("used [REDACTED] to call"));
+        assert_eq!(v[MARKER], json!(1), "the key is scrubbed too");
+    }
+
+    /// Secrets that overlap leave nothing behind, whatever the order they
+    /// became known in: a prefix, a suffix, one inside another, two that
+    /// overlap partly.
+    #[test]
+    fn overlapping_secrets_leave_nothing_whatever_their_order() {
+        let a = "gho_16C7e42F292c6912E7710c83";
+        let b = "gho_16C7e42F292c6912E7710c838347Ae178B4abWKZbByNYGnZwPxvmvkh";
+        for (values, text, want) in [
+            (vec![a, b], format!("using {b}"), "using [REDACTED]"),
+            (vec![b, a], format!("using {b}"), "using [REDACTED]"),
+            (
+                vec![a, b],
+                format!("{a} then {b}"),
+                "[REDACTED] then [REDACTED]",
+            ),
+            // Suffix.
+            (
+                vec!["347Ae178B4abWKZb", "x9347Ae178B4abWKZb"],
+                "k=x9347Ae178B4abWKZb.".into(),
+                "k=[REDACTED].",
+            ),
+            // Contained in the middle.
+            (
+                vec!["MIDDLEPART", "headMIDDLEPARTtail"],
+                "<headMIDDLEPARTtail>".into(),
+                "<[REDACTED]>",
+            ),
+            // Partly overlapping: neither contains the other.
+            (
+                vec!["AAAABBBB", "BBBBCCCC"],
+                "xAAAABBBBCCCCx".into(),
+                "x[REDACTED]x",
+            ),
+            // Adjacent, not overlapping: two markers.
+            (
+                vec!["AAAABBBB", "CCCCDDDD"],
+                "AAAABBBBCCCCDDDD".into(),
+                "[REDACTED][REDACTED]",
+            ),
+        ] {
+            let mut rev = values.clone();
+            rev.reverse();
+            assert_eq!(scrubbed(&values, &text), want, "{values:?} in {text:?}");
+            assert_eq!(scrubbed(&rev, &text), want, "{rev:?} in {text:?}");
+        }
+    }
+
+    /// Short values are scrubbed where they stand as whole tokens, and
+    /// only there; long ones everywhere.
+    #[test]
+    fn short_values_are_scrubbed_as_whole_tokens() {
+        for (value, text, want) in [
+            ("hzkQx", "bad password hzkQx", "bad password [REDACTED]"),
+            ("hzkQx", "hzkQx", "[REDACTED]"),
+            ("hzkQx", "(hzkQx)", "([REDACTED])"),
+            ("hzkQx", "pw=hzkQx;", "pw=[REDACTED];"),
+            ("hzkQx", "pw_hzkQx", "pw_[REDACTED]"),
+            ("hzkQx", "hzkQxy", "hzkQxy"),
+            ("hzkQx", "ahzkQx", "ahzkQx"),
+            ("hzkQx", "é hzkQx", "é [REDACTED]"),
+            ("hzkQx", "éhzkQx", "éhzkQx"),
+            ("Q", "Q Q-Q QQ", "[REDACTED] [REDACTED]-[REDACTED] QQ"),
+            // An edge that is not a letter or digit binds to nothing.
+            ("-x", "a-x b", "a[REDACTED] b"),
+            ("a\"b", "say a\"b!", "say [REDACTED]!"),
+            // Seven characters: still a token; eight: everywhere.
+            ("abcdefg", "xabcdefgx", "xabcdefgx"),
+            ("abcdefgh", "xabcdefghx", "x[REDACTED]x"),
+        ] {
+            assert_eq!(scrubbed(&[value], text), want, "{value:?} in {text:?}");
+        }
+        // A short token inside a longer secret is covered by the longer.
+        assert_eq!(
+            scrubbed(&["ab", "xxabyyzzqq"], "xxabyyzzqq ab"),
+            "[REDACTED] [REDACTED]"
+        );
+    }
+
+    /// A value with quotes or backslashes is also scrubbed in the escaped
+    /// forms a message quoting it (`{:?}`) or JSON text embedding it holds.
+    #[test]
+    fn escaped_forms_of_a_secret_are_scrubbed() {
+        let secret = "pa\"ss\\wörd\n1";
+        let debug = format!("credential {secret:?} refused");
+        let json = format!("body {}", json!({ "pw": secret }));
+        for text in [debug, json] {
+            assert!(!text.contains(secret), "the raw form is not in {text:?}");
+            let out = scrubbed(&[secret], &text);
+            assert!(
+                out.contains(MARKER) && !out.contains("ss"),
+                "{text:?} -> {out:?}"
+            );
+        }
+        assert_eq!(
+            known(&[secret]).len(),
+            1,
+            "escaped forms are not values of their own"
+        );
+    }
+
+    /// A value under a secret-named key is redacted where it stands and
+    /// learned, whatever its length or JSON type; numbers are tokens.
+    #[test]
+    fn values_under_secret_keys_are_learned_whatever_their_type() {
+        let r = Redactor::default();
+        let mut secrets = KnownSecrets::new();
+        let mut args = json!({
+            "password": 73920938,
+            "pin_token": "hzkQx",
+            "api_key": {"id": 7.5, "parts": ["k1", true, null, ""]},
+            "secret": false,
+            "note": "seen hzkQx",
+        });
+        r.redact_value(&mut args, &mut secrets);
+        assert_eq!(
+            args,
+            json!({"password": MARKER, "pin_token": MARKER, "api_key": MARKER,
+                   "secret": MARKER, "note": "seen [REDACTED]"}),
+        );
+        // 73920938, hzkQx, 7.5, k1: not true, null or "".
+        assert_eq!(secrets.len(), 4, "{secrets:?}");
+        for (text, want) in [
+            ("wrong password 73920938", "wrong password [REDACTED]"),
+            (
+                "id 173920938 is another number",
+                "id 173920938 is another number",
+            ),
+            ("v7.5 or 7.5", "v7.5 or [REDACTED]"),
+            ("keys k1,k2", "keys [REDACTED],k2"),
+            ("true false null", "true false null"),
+        ] {
+            let mut t = text.to_owned();
+            secrets.scrub(&mut t);
+            assert_eq!(t, want, "{text:?}");
+        }
+        // Echoed as JSON numbers: replaced whole where the text is one.
+        let mut echo = json!({"n": 73920938, "other": 173920938, "f": 7.5, "count": 3});
+        r.redact_value(&mut echo, &mut secrets);
+        assert_eq!(
+            echo,
+            json!({"n": MARKER, "other": 173920938, "f": MARKER, "count": 3})
+        );
+    }
+
+    /// Every string of a fact is scrubbed and labels under secret-named
+    /// keys are redacted, learned from the fact itself.
+    #[test]
+    fn names_and_labels_are_redacted() {
+        let r = Redactor::default();
+        let mut secrets = KnownSecrets::new();
+        let mut kind = FactKind::RunStarted(RunStarted {
+            run_id: "run-s3cr3t".into(),
+            session_id: Some("s3cr3t".into()),
+            identity: None,
+            producer: Producer {
+                name: "host".into(),
+                version: "1".into(),
+            },
+            labels: [
+                ("api_key".to_owned(), "s3cr3t".to_owned()),
+                ("note".to_owned(), "key s3cr3t".to_owned()),
+                ("s3cr3t".to_owned(), "as a key".to_owned()),
+            ]
+            .into(),
+            teardown_scopes: vec![],
+        });
+        r.redact_fact(&mut kind, &mut secrets);
+        let FactKind::RunStarted(s) = &kind else {
+            unreachable!()
+        };
+        assert_eq!(s.labels["api_key"], MARKER);
+        assert_eq!(s.labels["note"], "key [REDACTED]");
+        assert_eq!(s.labels[MARKER], "as a key");
+        // The run's ids are the host's and stay as they are.
+        assert_eq!(s.run_id, "run-s3cr3t");
+        let mut effect = FactKind::Effect(Effect {
+            name: "api.s3cr3t".into(),
+            request: json!({}),
+            outcome: EffectOutcome::Err("s3cr3t".into()),
+        });
+        r.redact_fact(&mut effect, &mut secrets);
+        assert_eq!(
+            effect,
+            FactKind::Effect(Effect {
+                name: "api.[REDACTED]".into(),
+                request: json!({}),
+                outcome: EffectOutcome::Err(MARKER.into()),
+            })
+        );
     }
 }

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use reel::archive::FingerprintKey;
 use reel::fact::Producer;
 
 /// When recorded facts are made durable.
@@ -40,6 +41,13 @@ pub struct RecorderConfig {
     pub teardown_timeout: Duration,
     /// What is recording (stamped on `run.started`).
     pub producer: Producer,
+    /// Where the key of credential fingerprints comes from when the recorder
+    /// opens its archive ([`crate::Recorder::open`]; an archive passed to
+    /// [`crate::Recorder::with_archive`] keeps its own). Never from the
+    /// archive: by default `REEL_FINGERPRINT_KEY`, else the user's key file
+    /// (see [`FingerprintKey`]). Give every host the same key to compare
+    /// fingerprints across hosts.
+    pub fingerprint_key: FingerprintKey,
     /// Serve live inspection on `<archive>/reel.sock` (owner-only), so that
     /// `reel runs`, `reel show` and `reel tail` work while this process
     /// holds the archive. Needs a tokio runtime when the recorder opens.
@@ -59,6 +67,7 @@ impl Default for RecorderConfig {
                 name: "reel-recorder".into(),
                 version: env!("CARGO_PKG_VERSION").into(),
             },
+            fingerprint_key: FingerprintKey::default(),
             serve_live: true,
         }
     }

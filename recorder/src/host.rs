@@ -86,11 +86,15 @@ impl Recorder {
         config: RecorderConfig,
     ) -> Result<Recorder, RecorderError> {
         let dir = dir.as_ref().to_path_buf();
+        let archive_config = ArchiveConfig {
+            fingerprint_key: config.fingerprint_key.clone(),
+            ..ArchiveConfig::default()
+        };
         let archive = tokio::task::spawn_blocking(move || {
             // The facts' clock calibrates once per process (well under
             // a millisecond on this machine), off the runtime's threads.
             drop(quanta::Clock::new());
-            Archive::open(dir, ArchiveConfig::default())
+            Archive::open(dir, archive_config)
         })
         .await
         .map_err(|e| RecorderError::Writer(format!("opening the archive panicked: {e}")))??;

@@ -25,7 +25,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use reel::context::Secret;
 use reel::fact::{FactKind, NewFact, Progress};
-use reel::redact::{spill_large, Redactor};
+use reel::redact::{spill_large, KnownSecrets, Redactor};
 use reel::{Archive, ArchiveError};
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot, Notify};
@@ -285,8 +285,9 @@ struct Writer {
 struct RunState {
     /// The tick of the run's first fact (`run.started`): offset zero.
     start: Option<u64>,
-    /// Credential values to scrub from the run's facts (memory only).
-    secrets: Vec<Secret>,
+    /// Secret values to scrub from the run's facts (memory only): resolved
+    /// credentials, and values learned from secret-named keys of its facts.
+    secrets: KnownSecrets,
     /// Keys of the run's calls in [`Writer::calls`].
     calls: Vec<u64>,
 }
@@ -386,7 +387,7 @@ impl Writer {
                         );
                     }
                     Msg::Secret { run, secret } => {
-                        self.runs.entry(run).or_default().secrets.push(secret)
+                        self.runs.entry(run).or_default().secrets.add(secret)
                     }
                     Msg::Artifact { bytes } => {
                         if let Err(e) = self.archive.put_artifact(&bytes) {
@@ -451,29 +452,20 @@ impl Writer {
                     fact
                 })
                 .collect();
-            // Values under secret-named keys of a call's args are scrubbed
-            // from the rest of the run (an error may echo an argument).
-            let mut found = Vec::new();
-            for fact in &facts {
-                if let FactKind::CallStarted(c) = &fact.kind {
-                    self.redactor.secret_values(&c.args, &mut found);
-                }
-            }
-            if !found.is_empty() {
-                self.runs
-                    .entry(run.clone())
-                    .or_default()
-                    .secrets
-                    .extend(found.into_iter().map(Secret::new));
-            }
-            let secrets: Vec<&str> = self
-                .runs
-                .get(&run)
-                .map(|s| s.secrets.iter().map(Secret::expose).collect())
-                .unwrap_or_default();
+            // One fact at a time, in order, with the run's secrets: a value
+            // under a secret-named key joins them, and is scrubbed from the
+            // rest of that fact and from every later fact of the run (an
+            // error may echo an argument), never depending on where a
+            // drain happened to cut the run's facts.
+            let mut closed_run = KnownSecrets::new();
+            let secrets = match self.runs.get_mut(&run) {
+                Some(state) => &mut state.secrets,
+                // Facts of a run already forgotten (filed after its end).
+                None => &mut closed_run,
+            };
             let mut spill_err = None;
             for fact in &mut facts {
-                self.redactor.redact_fact(&mut fact.kind, &secrets);
+                self.redactor.redact_fact(&mut fact.kind, secrets);
                 let archive = &self.archive;
                 spill_large(&mut fact.kind, self.inline_limit, |bytes| {
                     archive.put_artifact(bytes).unwrap_or_else(|e| {

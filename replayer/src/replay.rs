@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use futures::FutureExt;
 use reel::context::*;
 use reel::fact::*;
-use reel::redact::Redactor;
+use reel::redact::{KnownSecrets, Redactor};
 use reel::tools::Tools;
 use reel::Fact;
 use serde::{Deserialize, Serialize};
@@ -401,7 +401,9 @@ fn replay_call<'a>(
             asked.tool_name = tool.to_owned();
             asked.args = args.clone();
             let mut asked_kind = FactKind::CallStarted(asked);
-            session.redactor.redact_fact(&mut asked_kind, &[]);
+            session
+                .redactor
+                .redact_fact(&mut asked_kind, &mut KnownSecrets::new());
             let diff = diff_kinds(
                 &FactKind::CallStarted(started.clone()),
                 &asked_kind,
@@ -478,7 +480,7 @@ fn replay_call<'a>(
                 report,
                 emitted: 0,
                 host_done: 0,
-                secrets: Vec::new(),
+                secrets: KnownSecrets::new(),
                 teardowns: HashSet::new(),
                 next_child: 0,
                 progress: 0,
@@ -536,7 +538,9 @@ struct CallState {
     /// Recorded host facts (cancel.requested, teardown.ran) already put in
     /// the re-derived timeline.
     host_done: usize,
-    secrets: Vec<String>,
+    /// The call's known secrets: its credential stand-ins, and values
+    /// learned from secret-named keys, redacted as the recorder did.
+    secrets: KnownSecrets,
     teardowns: HashSet<String>,
     next_child: usize,
     /// Progress reports filed so far (numbers them).
@@ -662,7 +666,7 @@ impl ReplayBackend {
         });
         self.session
             .redactor
-            .redact_fact(&mut actual_kind, &refs(&st.secrets));
+            .redact_fact(&mut actual_kind, &mut st.secrets);
         let FactKind::CallEnded(CallEnded {
             outcome: actual, ..
         }) = actual_kind
@@ -763,17 +767,13 @@ fn diff_result(e: &Option<Value>, a: &Option<Value>, out: &mut Vec<FieldDiff>) {
     }
 }
 
-fn refs(secrets: &[String]) -> Vec<&str> {
-    secrets.iter().map(String::as_str).collect()
-}
-
 impl ReplayBackend {
     /// Files one fact under the call's state lock (taken by the caller, so
     /// that numbering a progress report and filing it are one step).
     fn file(&self, mut st: std::sync::MutexGuard<'_, CallState>, mut kind: FactKind) {
         self.session
             .redactor
-            .redact_fact(&mut kind, &refs(&st.secrets));
+            .redact_fact(&mut kind, &mut st.secrets);
         let i = st.emitted;
         st.emitted += 1;
         let recorded = self.expected.get(i);
@@ -874,7 +874,7 @@ impl CallBackend for ReplayBackend {
                     .get(&need.need)
                     .cloned()
                     .unwrap_or_else(|| format!("reel-replay-stand-in:{}", r.fingerprint.0));
-                self.state().secrets.push(secret.clone());
+                self.state().secrets.add(Secret::new(secret.clone()));
                 let mut c = Credential::new(
                     need.need.clone(),
                     Secret::new(secret),

@@ -2,7 +2,7 @@
 //!
 //! | tree         | key                                             | value                  |
 //! |--------------|-------------------------------------------------|------------------------|
-//! | `meta`       | `format`, `key`                                 | u32 BE, 32 random bytes|
+//! | `meta`       | `format` (`key`: older reels, removed on open)  | u32 BE                 |
 //! | `run_ids`    | run id (UTF-8)                                  | ordinal u64 BE         |
 //! | `runs`       | ordinal u64 BE                                  | stored run record      |
 //! | `events`     | ordinal u64 BE ++ first seq u64 BE              | block (see `block`)    |
@@ -28,6 +28,8 @@ pub(crate) const T_BY_TOOL: &str = "by_tool";
 pub(crate) const T_BY_STATUS: &str = "by_status";
 
 pub(crate) const META_FORMAT: &[u8] = b"format";
+/// Where older reels kept the fingerprint key; removed on open (the key
+/// now lives outside the archive).
 pub(crate) const META_KEY: &[u8] = b"key";
 
 pub(crate) fn time_bytes(t: i64) -> [u8; 8] {

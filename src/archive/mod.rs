@@ -30,6 +30,7 @@
 //!   facts around it still read.
 
 mod block;
+mod fingerprint;
 mod keys;
 mod list;
 pub mod rules;
@@ -51,6 +52,7 @@ use crate::fact::{Fact, FactKind, Fingerprint, NewFact};
 use crate::run::{RunRecord, RunState};
 
 pub use block::{decode_fact, encode_fact, Digest};
+pub use fingerprint::{FingerprintKey, CONFIG_DIR_ENV, KEY_ENV, KEY_FILE};
 pub use list::{Cursor, RunFilter, RunPage};
 pub use rules::{Rule, StreamRules, Violation};
 pub use verify::{Problem, VerifyReport};
@@ -128,6 +130,14 @@ pub enum ArchiveError {
         /// What is wrong.
         detail: String,
     },
+    /// The fingerprint key given in the environment is malformed.
+    #[error("archive {dir}: {detail}")]
+    FingerprintKey {
+        /// The archive directory.
+        dir: PathBuf,
+        /// What is wrong and what to do.
+        detail: String,
+    },
     /// A fact could not be encoded.
     #[error("run {run_id:?}: a fact could not be encoded: {detail}")]
     Encode {
@@ -171,6 +181,9 @@ pub struct ArchiveConfig {
     /// sled's background flush interval in milliseconds; `None` keeps sled's
     /// default (500 ms). `Some(0)` turns background flushing off.
     pub flush_every_ms: Option<u64>,
+    /// Where the key of [`Archive::fingerprint`] comes from; never from the
+    /// archive (default: [`KEY_ENV`], else the user's key file).
+    pub fingerprint_key: FingerprintKey,
 }
 
 /// Figures about the whole archive.
@@ -201,7 +214,7 @@ struct Inner {
     dir: PathBuf,
     db: sled::Db,
     trees: Trees,
-    key: [u8; 32],
+    key: fingerprint::KeySlot,
     live: Mutex<HashMap<String, Arc<Mutex<LiveRun>>>>,
     appended: tokio::sync::watch::Sender<u64>,
 }
@@ -317,24 +330,27 @@ impl Archive {
                 }
             }
         }
-        let key = match meta.get(keys::META_KEY).map_err(storage)? {
-            Some(v) if v.len() == 32 => {
-                let mut k = [0u8; 32];
-                k.copy_from_slice(&v);
-                k
+        // The fingerprint key lives outside the archive (see `fingerprint`).
+        // An archive written by an older reel holds its own: it is removed,
+        // so that a copy of the archive made from now on cannot be used to
+        // test guesses against its fingerprints.
+        if meta.remove(keys::META_KEY).map_err(storage)?.is_some() {
+            meta.flush().map_err(storage)?;
+            eprintln!(
+                "reel: archive {} held its own fingerprint key (written by an older reel); it is \
+                 removed, because anyone with a copy of the archive could test guessed \
+                 credentials against its fingerprints. Fingerprints recorded before now will \
+                 not match new ones of the same credential, and copies of the archive made \
+                 before now still hold the key.",
+                dir.display()
+            );
+        }
+        let key = fingerprint::KeySlot::new(&config.fingerprint_key).map_err(|detail| {
+            ArchiveError::FingerprintKey {
+                dir: dir.clone(),
+                detail,
             }
-            Some(_) => {
-                return Err(ArchiveError::Format {
-                    dir,
-                    detail: "its fingerprint key is damaged".into(),
-                })
-            }
-            None => {
-                let k: [u8; 32] = rand::random();
-                meta.insert(keys::META_KEY, &k[..]).map_err(storage)?;
-                k
-            }
-        };
+        })?;
         let trees = Trees {
             run_ids: tree(keys::T_RUN_IDS)?,
             runs: tree(keys::T_RUNS)?,
@@ -376,11 +392,14 @@ impl Archive {
         }
     }
 
-    /// The keyed fingerprint of a secret (HMAC-SHA256 under this archive's
-    /// key, first 16 bytes, hex). Equal secrets give equal fingerprints in
-    /// one archive; the secret cannot be recovered from it.
+    /// The keyed fingerprint of a secret (HMAC-SHA256, first 16 bytes, hex)
+    /// under the key of [`ArchiveConfig::fingerprint_key`], which is read
+    /// (or created) on the first call and never stored in the archive.
+    /// Equal secrets give equal fingerprints under one key; without the key
+    /// a fingerprint tells nothing about the secret, and a guess cannot be
+    /// tested against it.
     pub fn fingerprint(&self, secret: &[u8]) -> Fingerprint {
-        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.inner.key)
+        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.inner.key.key()[..])
             .expect("HMAC takes any key size");
         mac.update(secret);
         let out = mac.finalize().into_bytes();
