@@ -37,6 +37,7 @@ fn started(call_id: &str, tool: &str, parent: Option<&str>, args: Value) -> Fact
         args,
         wanted: None,
         attached: None,
+        spec: None,
     })
 }
 
@@ -44,6 +45,7 @@ fn ended(outcome: CallOutcome, duration_ns: u64) -> FactKind {
     FactKind::CallEnded(CallEnded {
         outcome,
         duration_ns,
+        invocation_id: None,
     })
 }
 
