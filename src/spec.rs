@@ -250,13 +250,15 @@ impl ToolSpec {
     pub fn validate(&self, input: &Value) -> Result<(), Vec<InputError>> {
         let validator = match jsonschema::validator_for(&self.input_schema) {
             Ok(v) => v,
-            Err(e) => return Err(vec![InputError {
-                pointer: String::new(),
-                message: format!(
+            Err(e) => {
+                return Err(vec![InputError {
+                    pointer: String::new(),
+                    message: format!(
                     "the tool's input schema is not a valid JSON Schema ({}): fix the tool's spec",
                     cut(&e.to_string())
                 ),
-            }]),
+                }])
+            }
         };
         let redactor = Redactor::default();
         let errors: Vec<InputError> = validator
