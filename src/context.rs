@@ -591,7 +591,7 @@ impl ToolContext {
 
     /// The tool's spec, when it declared one (as on the record).
     pub fn spec(&self) -> Option<&ToolSpec> {
-        self.inner.info.started.spec.as_ref()
+        self.inner.info.started.spec.as_deref()
     }
 
     /// The diagnostic scope of this invocation: present when the call is

@@ -622,9 +622,10 @@ pub struct CallStarted {
     /// call's record stands alone (replaying one call, a child served from
     /// the record, a hover on its line) and says what the tool declared
     /// then, also when a host changes a tool within a run. `None` for a
-    /// tool without a spec and in records that predate specs.
+    /// tool without a spec and in records that predate specs. Boxed: a
+    /// spec is large, and most facts are not calls.
     #[serde(default)]
-    pub spec: Option<crate::spec::ToolSpec>,
+    pub spec: Option<Box<crate::spec::ToolSpec>>,
 }
 
 /// What a host attached to a call. A tool branches on these

@@ -41,7 +41,7 @@
 //!
 //! let rejected = spec.validate(&json!({ "service": 7, "replicas": 300 })).unwrap_err();
 //! let pointers: Vec<&str> = rejected.iter().map(|e| e.pointer.as_str()).collect();
-//! assert_eq!(pointers, ["/replicas", "/service"]);
+//! assert_eq!(pointers, ["/service", "/replicas"]);
 //!
 //! let mcp = spec.mcp_tool();
 //! assert_eq!(mcp["annotations"], json!({ "destructiveHint": true }));

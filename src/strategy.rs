@@ -312,7 +312,7 @@ fn call_started() -> impl Strategy<Value = CallStarted> {
                 content_logging: g,
             }),
         ),
-        prop::option::of(tool_spec()),
+        prop::option::of(tool_spec().prop_map(Box::new)),
     )
         .prop_map(
             |(

@@ -325,7 +325,7 @@ fn one_of_each_kind() -> Vec<Fact> {
                 credentials: true,
                 ..Attached::default()
             }),
-            spec: Some(
+            spec: Some(Box::new(
                 ToolSpec::new::<(String, String), Vec<String>>("flight.search")
                     .id("t-1")
                     .title("Search flights")
@@ -337,7 +337,7 @@ fn one_of_each_kind() -> Vec<Fact> {
                     })
                     .needs(["github", "airline"])
                     .wants(["doc"]),
-            ),
+            )),
         }),
         FactKind::CredentialRequested(CredentialRequested {
             need: "github".into(),

@@ -565,7 +565,7 @@ impl CallBuilder {
     /// becomes that of the function invoked. The spec's name must be the
     /// called tool's.
     pub fn spec(mut self, spec: ToolSpec) -> CallBuilder {
-        self.started.spec = Some(spec);
+        self.started.spec = Some(Box::new(spec));
         self
     }
 
@@ -681,7 +681,7 @@ impl CallBuilder {
     /// and (unless [`CallBuilder::spec`] set one) its spec.
     pub async fn invoke_erased(mut self, tool: &Tool) -> Result<Value, ToolError> {
         if self.started.spec.is_none() {
-            self.started.spec = tool.spec().cloned();
+            self.started.spec = tool.spec().cloned().map(Box::new);
         }
         let tool = tool.clone();
         self.invoke_with(tool.mode(), move |ctx, args| tool.call(ctx, args))
@@ -751,8 +751,10 @@ impl CallBuilder {
         });
         // Declared wants are resolved before call.started is filed: it
         // carries the data in its args and the tickets in `wanted`.
-        if let Some(spec) = started.spec.clone() {
-            if let Some(resolved) = resolve_wants(&spec, &mut started.args, &*backend).await {
+        if let Some(spec) = started.spec.take() {
+            let resolved = resolve_wants(&spec, &mut started.args, &*backend).await;
+            started.spec = Some(spec);
+            if let Some(resolved) = resolved {
                 started
                     .wanted
                     .get_or_insert_with(BTreeMap::new)

@@ -460,7 +460,7 @@ fn replay_call<'a>(
         let mut today = started.clone();
         today.mode = tool.mode();
         if let Some(spec) = tool.spec() {
-            today.spec = Some(spec.clone());
+            today.spec = Some(Box::new(spec.clone()));
         }
         if report.divergence.is_none() && !session.options.results_only {
             let recorded = FactKind::CallStarted(started.clone());

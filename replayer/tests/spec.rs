@@ -848,7 +848,7 @@ async fn the_spec_is_on_the_record_and_given_back_in_replay() {
     })
     .await;
     let s = started(&recording, "c1");
-    assert_eq!(s.spec.as_ref(), Some(&describe_spec()));
+    assert_eq!(s.spec.as_deref(), Some(&describe_spec()));
     assert_eq!(
         s.tool_id.as_deref(),
         Some("tools/describe@2"),
