@@ -45,6 +45,7 @@ use sha2::{Digest as _, Sha256};
 use tokio_util::sync::CancellationToken;
 
 use crate::fact::*;
+use crate::spec::{InputError, ToolSpec};
 
 /// A boxed, sendable future.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -71,6 +72,27 @@ pub struct CallInfo {
     pub teardown_scopes: Vec<TeardownScope>,
     /// The fields of this call's `call.started`.
     pub started: CallStarted,
+    /// The diagnostic scope of the call when it is recorded (or replayed
+    /// from a record); `None` for a context built without recording.
+    pub diagnostics: Option<Diagnostics>,
+}
+
+/// The diagnostic scope of one invocation (seed 002's `diagnostics`),
+/// present when recording is on. It holds only what is on the record, so a
+/// replay gives back the same values and a tool that logs them replays
+/// without a divergence: no archive path, no process id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Diagnostics {
+    /// The run the call belongs to.
+    pub run_id: String,
+    /// The call's id.
+    pub call_id: String,
+    /// The invocation id shared by `call.started`, `call.ended` and the
+    /// host's receipts.
+    pub invocation_id: String,
+    /// What recorded the run (`run.started`'s producer: in replay, the
+    /// recorder that made the record).
+    pub producer: Producer,
 }
 
 /// A resolved credential. Its secret never reaches a fact, a log line or an
@@ -311,6 +333,17 @@ pub enum ToolError {
     /// No tool of that name.
     #[error("no tool {0:?} is registered")]
     UnknownTool(String),
+    /// The input did not match the tool's input schema: the tool did not
+    /// run.
+    #[error("{}", crate::spec::rejection(.tool, .errors, .unresolved))]
+    InvalidInput {
+        /// The tool.
+        tool: String,
+        /// Every failing place (JSON pointer) and what is wrong there.
+        errors: Vec<InputError>,
+        /// Wanted arguments that still hold their claim ticket.
+        unresolved: Vec<String>,
+    },
 }
 
 impl ToolError {
@@ -419,7 +452,7 @@ struct Inner {
     backend: Arc<dyn CallBackend>,
     cancel: CancellationToken,
     cancel_reason: Arc<Mutex<Option<String>>>,
-    declared: Option<Credential>,
+    declared: Vec<Credential>,
     subflows: Mutex<HashMap<String, SubFlowLogger>>,
     outputs: Mutex<Vec<Value>>,
 }
@@ -491,11 +524,12 @@ impl CancelHandle {
 
 impl ToolContext {
     /// Builds a context for one call (host side: the recorder or replayer).
-    /// `declared` is the credential resolved for the tool's declared need.
+    /// `declared` are the credentials resolved for the tool's declared
+    /// needs, in declaration order (an `Option` works: none or one).
     pub fn new(
         info: CallInfo,
         backend: Arc<dyn CallBackend>,
-        declared: Option<Credential>,
+        declared: impl IntoIterator<Item = Credential>,
         cancel: &CancelHandle,
     ) -> ToolContext {
         ToolContext {
@@ -504,7 +538,7 @@ impl ToolContext {
                 backend,
                 cancel: cancel.token.clone(),
                 cancel_reason: cancel.reason.clone(),
-                declared,
+                declared: declared.into_iter().collect(),
                 subflows: Mutex::new(HashMap::new()),
                 outputs: Mutex::new(Vec::new()),
             }),
@@ -551,6 +585,33 @@ impl ToolContext {
     /// Everything `call.started` recorded about this call.
     pub fn call(&self) -> &CallStarted {
         &self.inner.info.started
+    }
+
+    /// The opaque invocation id shared by this call's `call.started` and
+    /// `call.ended` and the host's receipts. Always present: the host
+    /// generates one when it sets none; a record made before invocation ids
+    /// were always present has none, and its call id stands in.
+    pub fn invocation_id(&self) -> &str {
+        let s = &self.inner.info.started;
+        s.invocation_id.as_deref().unwrap_or(&s.call_id)
+    }
+
+    /// Sync or async: whether the registry (or host) accepted a synchronous
+    /// or an asynchronous function for this tool.
+    pub fn mode(&self) -> CallMode {
+        self.inner.info.started.mode
+    }
+
+    /// The tool's spec, when it declared one (as on the record).
+    pub fn spec(&self) -> Option<&ToolSpec> {
+        self.inner.info.started.spec.as_deref()
+    }
+
+    /// The diagnostic scope of this invocation: present when the call is
+    /// recorded (and in replay, with the record's values); `None` in a
+    /// context built without recording.
+    pub fn diagnostics(&self) -> Option<&Diagnostics> {
+        self.inner.info.diagnostics.as_ref()
     }
 
     /// Iteration of the agent loop.
@@ -699,10 +760,24 @@ impl ToolContext {
         self.inner.backend.has_credentials()
     }
 
-    /// The credential resolved for the tool's declared need, when it declared
-    /// one (a tool whose declared need fails does not run at all).
+    /// The credential resolved for the tool's first declared need, when it
+    /// declared one (a tool whose declared need fails does not run at all).
+    /// See [`ToolContext::declared`] for the others.
     pub fn declared_credential(&self) -> Option<&Credential> {
-        self.inner.declared.as_ref()
+        self.inner.declared.first()
+    }
+
+    /// The credential resolved for the declared need `need` (declared in the
+    /// tool's spec or by the host for this call); `None` when it was not
+    /// declared.
+    pub fn declared(&self, need: &str) -> Option<&Credential> {
+        self.inner.declared.iter().find(|c| c.need == need)
+    }
+
+    /// Every credential resolved for a declared need, in declaration order
+    /// (the spec's needs first, then the host's for this call).
+    pub fn declared_credentials(&self) -> &[Credential] {
+        &self.inner.declared
     }
 
     /// Pulls a credential on demand. Fails closed without a provider.
@@ -1301,25 +1376,69 @@ impl fmt::Debug for SubFlowLogger {
 
 /// Resolves a call's declared credential needs before its tool runs (the
 /// host's side of declare-and-push), filing their facts through the call's
-/// backend. The first resolved credential becomes the tool's
-/// [`ToolContext::declared_credential`]; the first need that fails stops
+/// backend, in order. The resolved credentials become the tool's
+/// [`ToolContext::declared_credentials`]; the first need that fails stops
 /// the call: its tool must not run.
 pub async fn resolve_declared(
     info: &CallInfo,
     backend: &Arc<dyn CallBackend>,
     needs: &[CredentialNeed],
     cancel: &CancelHandle,
-) -> Result<Option<Credential>, ToolError> {
+) -> Result<Vec<Credential>, ToolError> {
     if needs.is_empty() {
-        return Ok(None);
+        return Ok(Vec::new());
     }
     let pre = ToolContext::new(info.clone(), backend.clone(), None, cancel);
-    let mut declared = None;
+    let mut declared = Vec::with_capacity(needs.len());
     for need in needs {
-        let c = pre.credential_for(need, CredentialMode::Declared).await?;
-        declared.get_or_insert(c);
+        declared.push(pre.credential_for(need, CredentialMode::Declared).await?);
     }
     Ok(declared)
+}
+
+/// What the host does after filing `call.started` and before the tool runs,
+/// the same live and in replay:
+///
+/// 1. the spec (when the call has one) must be of the called tool;
+/// 2. the input is validated against the spec's input schema: a rejected
+///    input is [`ToolError::InvalidInput`], naming each failing JSON
+///    pointer, and no credential is resolved;
+/// 3. the declared needs are resolved, in order ([`resolve_declared`]):
+///    the spec's, then `extra` (the host's for this call; a name declared
+///    in both is resolved once).
+///
+/// `Ok` holds the declared credentials for [`ToolContext::new`]; on `Err`
+/// the tool must not run, and the host ends the call with the error.
+pub async fn before_tool(
+    info: &CallInfo,
+    backend: &Arc<dyn CallBackend>,
+    extra: &[CredentialNeed],
+    cancel: &CancelHandle,
+) -> Result<Vec<Credential>, ToolError> {
+    let started = &info.started;
+    let mut needs: Vec<CredentialNeed> = Vec::new();
+    if let Some(spec) = &started.spec {
+        if spec.name != started.tool_name {
+            return Err(ToolError::msg(format!(
+                "the call of tool {:?} carries the spec of tool {:?}, so the tool did not run: give the call its own tool's spec",
+                started.tool_name, spec.name
+            )));
+        }
+        if let Err(errors) = spec.validate(&started.args) {
+            return Err(ToolError::InvalidInput {
+                tool: started.tool_name.clone(),
+                unresolved: crate::spec::unresolved_wants(spec, &started.args),
+                errors,
+            });
+        }
+        needs.extend(spec.needs.iter().map(CredentialNeed::new));
+    }
+    for need in extra {
+        if !needs.iter().any(|n| n.need == need.need) {
+            needs.push(need.clone());
+        }
+    }
+    resolve_declared(info, backend, &needs, cancel).await
 }
 
 /// The message of a caught panic (a tool's, for the record).

@@ -592,10 +592,13 @@ pub struct CallStarted {
     /// Iteration of the agent loop.
     #[serde(default)]
     pub iteration: u32,
-    /// Opaque invocation id shared with the host's receipts.
+    /// Opaque invocation id shared by this call's `call.started` and
+    /// `call.ended` and the host's receipts. The recorder always sets one
+    /// (the host's, or one it generates); `None` in records that predate
+    /// that.
     #[serde(default)]
     pub invocation_id: Option<String>,
-    /// Sync or async.
+    /// Sync or async: what the registry (or host) accepted for the tool.
     pub mode: CallMode,
     /// Protocol the call came over, e.g. `"mcp"`.
     #[serde(default)]
@@ -616,6 +619,14 @@ pub struct CallStarted {
     /// branch on); `None` in records that predate it.
     #[serde(default)]
     pub attached: Option<Attached>,
+    /// The tool's spec, when it declared one: on every call, so that each
+    /// call's record stands alone (replaying one call, a child served from
+    /// the record, a hover on its line) and says what the tool declared
+    /// then, also when a host changes a tool within a run. `None` for a
+    /// tool without a spec and in records that predate specs. Boxed: a
+    /// spec is large, and most facts are not calls.
+    #[serde(default)]
+    pub spec: Option<Box<crate::spec::ToolSpec>>,
 }
 
 /// What a host attached to a call. A tool branches on these
@@ -860,6 +871,10 @@ pub struct CallEnded {
     pub outcome: CallOutcome,
     /// Duration of the call, nanoseconds.
     pub duration_ns: u64,
+    /// The invocation id of the call's `call.started`; `None` in records
+    /// that predate it.
+    #[serde(default)]
+    pub invocation_id: Option<String>,
 }
 
 impl CallEnded {

@@ -40,6 +40,7 @@ pub mod fact;
 pub mod live;
 pub mod redact;
 pub mod run;
+pub mod spec;
 /// Proptest strategies for the fact model (feature `proptest`).
 #[cfg(feature = "proptest")]
 pub mod strategy;

@@ -232,6 +232,59 @@ pub fn run_started(run_id: impl Into<String>) -> impl Strategy<Value = RunStarte
         )
 }
 
+fn opt_bool() -> impl Strategy<Value = Option<bool>> {
+    prop::option::of(any::<bool>())
+}
+
+/// A tool spec: every optional part absent, empty or set; schemas are
+/// arbitrary JSON (the record keeps whatever a spec says).
+pub fn tool_spec() -> impl Strategy<Value = crate::spec::ToolSpec> {
+    (
+        (unicode_string(), opt_string(), opt_string(), opt_string()),
+        prop::option::of((opt_bool(), opt_bool(), opt_bool(), opt_bool()).prop_map(
+            |(read_only_hint, destructive_hint, idempotent_hint, open_world_hint)| {
+                crate::spec::Annotations {
+                    read_only_hint,
+                    destructive_hint,
+                    idempotent_hint,
+                    open_world_hint,
+                }
+            },
+        )),
+        (
+            json_value(),
+            // A schema is an object or a boolean, never `null` (which
+            // reads back as an absent output schema).
+            prop::option::of(json_value().prop_filter("null is not a schema", |v| !v.is_null())),
+            any::<bool>(),
+        ),
+        (vec(unicode_string(), 0..3), vec(unicode_string(), 0..3)),
+    )
+        .prop_map(
+            |(
+                (name, id, title, description),
+                annotations,
+                (input_schema, output_schema, sync),
+                (needs, wants),
+            )| crate::spec::ToolSpec {
+                name,
+                id,
+                title,
+                description,
+                annotations,
+                input_schema,
+                output_schema,
+                mode: if sync {
+                    CallMode::Sync
+                } else {
+                    CallMode::Async
+                },
+                needs,
+                wants,
+            },
+        )
+}
+
 fn call_started() -> impl Strategy<Value = CallStarted> {
     (
         (
@@ -259,6 +312,7 @@ fn call_started() -> impl Strategy<Value = CallStarted> {
                 content_logging: g,
             }),
         ),
+        prop::option::of(tool_spec().prop_map(Box::new)),
     )
         .prop_map(
             |(
@@ -269,6 +323,7 @@ fn call_started() -> impl Strategy<Value = CallStarted> {
                 args,
                 wanted,
                 attached,
+                spec,
             )| CallStarted {
                 call_id,
                 tool_name,
@@ -287,6 +342,7 @@ fn call_started() -> impl Strategy<Value = CallStarted> {
                 args,
                 wanted,
                 attached,
+                spec,
             },
         )
 }
@@ -344,12 +400,15 @@ pub fn fact_kind() -> impl Strategy<Value = FactKind> {
         (json_value(), opt_string(), opt_string()).prop_map(|(value, stage, note)| {
             FactKind::CallOutput(CallOutput { value, stage, note })
         }),
-        (call_outcome(), any::<u64>()).prop_map(|(outcome, duration_ns)| {
-            FactKind::CallEnded(CallEnded {
-                outcome,
-                duration_ns,
-            })
-        }),
+        (call_outcome(), any::<u64>(), opt_string()).prop_map(
+            |(outcome, duration_ns, invocation_id)| {
+                FactKind::CallEnded(CallEnded {
+                    outcome,
+                    duration_ns,
+                    invocation_id,
+                })
+            }
+        ),
         prop::sample::select(vec![
             RunStatus::Completed,
             RunStatus::Failed,

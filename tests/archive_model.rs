@@ -193,6 +193,7 @@ fn kind_strategy() -> BoxedStrategy<FactKind> {
                 args: json!({"q": n, "s": ""}),
                 wanted: None,
                 attached: None,
+                spec: None,
             })
         }),
         2 => (0u8..3, 0u64..1_000_000).prop_map(|(o, d)| FactKind::CallEnded(CallEnded {
@@ -202,6 +203,7 @@ fn kind_strategy() -> BoxedStrategy<FactKind> {
                 _ => CallOutcome::Aborted { reason: None },
             },
             duration_ns: d,
+            invocation_id: None,
         })),
         1 => (0i64..100).prop_map(|n| FactKind::Unknown {
             kind: "future.thing".into(),

@@ -98,6 +98,7 @@ fn fact(run: &str, n: usize, salt: u64) -> NewFact {
             args: json!({"q": format!("{run} {n}")}),
             wanted: None,
             attached: None,
+            spec: None,
         }),
         1 => FactKind::Progress(Progress {
             payload: json!({"message": format!("{run} step {n}"), "salt": salt}),

@@ -191,6 +191,7 @@ fn expected_new_fact(run_id: &str, seq: u64) -> NewFact {
             args: json!({ "run": run_id, "seq": seq }),
             wanted: None,
             attached: None,
+            spec: None,
         }),
         1 | 2 | 4 => FactKind::Progress(Progress {
             payload: json!({
@@ -218,6 +219,7 @@ fn expected_new_fact(run_id: &str, seq: u64) -> NewFact {
                 }
             },
             duration_ns: seq * 10,
+            invocation_id: None,
         }),
     };
     NewFact {

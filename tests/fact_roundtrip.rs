@@ -11,6 +11,7 @@ use proptest::sample::Index;
 use proptest::test_runner::{FileFailurePersistence, RngAlgorithm, TestRng, TestRunner};
 use reel::archive::{decode_fact, encode_fact};
 use reel::fact::*;
+use reel::spec::{Annotations, ToolSpec};
 use reel::strategy;
 use reel::tape::{facts_digest, parse_line, Tape, TapeHeader, TapeLine, FORMAT};
 use reel::RunRecord;
@@ -324,6 +325,19 @@ fn one_of_each_kind() -> Vec<Fact> {
                 credentials: true,
                 ..Attached::default()
             }),
+            spec: Some(Box::new(
+                ToolSpec::new::<(String, String), Vec<String>>("flight.search")
+                    .id("t-1")
+                    .title("Search flights")
+                    .description("Finds flights between two airports")
+                    .annotations(Annotations {
+                        read_only_hint: Some(true),
+                        open_world_hint: Some(false),
+                        ..Annotations::default()
+                    })
+                    .needs(["github", "airline"])
+                    .wants(["doc"]),
+            )),
         }),
         FactKind::CredentialRequested(CredentialRequested {
             need: "github".into(),
@@ -422,6 +436,7 @@ fn one_of_each_kind() -> Vec<Fact> {
                 reason: Some("cancelled".into()),
             },
             duration_ns: 10,
+            invocation_id: None,
         }),
         FactKind::RunEnded(RunEnded {
             status: RunStatus::Cancelled,
@@ -531,6 +546,7 @@ fn call_started(
         args: json!({}),
         wanted,
         attached: None,
+        spec: None,
     })
 }
 
@@ -712,6 +728,7 @@ fn absent_and_empty() -> Vec<(&'static str, Fact, Fact)> {
                 FactKind::CallEnded(CallEnded {
                     outcome: CallOutcome::Aborted { reason: None },
                     duration_ns: 0,
+                    invocation_id: None,
                 }),
             ),
             fact(
@@ -721,6 +738,7 @@ fn absent_and_empty() -> Vec<(&'static str, Fact, Fact)> {
                         reason: Some(String::new()),
                     },
                     duration_ns: 0,
+                    invocation_id: None,
                 }),
             ),
         ),
@@ -1007,6 +1025,7 @@ fn data_before_kind_decodes() {
         FactKind::CallEnded(CallEnded {
             outcome: CallOutcome::Aborted { reason: None },
             duration_ns: 9,
+            invocation_id: None,
         }),
     ];
     for (value, kind) in cases.iter().zip(expected) {
@@ -1080,6 +1099,36 @@ fn misshapen_facts_are_errors_not_panics() {
     // A missing `call` reads as absent (run-level), as the model documents.
     let fact: Fact = serde_json::from_value(without("call")).unwrap();
     assert_eq!(fact.call, None);
+}
+
+/// Lines of a tape written before tool specs and invocation ids on
+/// `call.ended` (taken from the demo's committed tapes of then): they read,
+/// with the new fields absent, not empty.
+#[test]
+fn records_that_predate_specs_and_ended_invocation_ids_read() {
+    let started = r#"{"seq":1,"at":1796014069225978870,"offset":304421,"call":"c1","kind":"call.started","data":{"call_id":"c1","tool_name":"walk","tool_id":null,"parent_call":null,"iteration":0,"invocation_id":null,"mode":"async","protocol":null,"platform":null,"client_info":null,"args":12,"wanted":null,"attached":{"credentials":false,"artifacts":false,"elicitor":false,"dispatch":false,"log_listener":true,"content_logging":false}}}"#;
+    let ended = r#"{"seq":10,"at":1796014069234798164,"offset":9123535,"call":"c1","kind":"call.ended","data":{"outcome":{"status":"aborted","reason":"stopped by the user"},"duration_ns":8820194}}"#;
+    match parse_line(2, started) {
+        Ok(TapeLine::Fact(f)) => match f.kind {
+            FactKind::CallStarted(c) => {
+                assert_eq!(c.spec, None);
+                assert_eq!(c.invocation_id, None);
+                assert_eq!(c.mode, CallMode::Async);
+            }
+            other => panic!("read as {other:?}"),
+        },
+        other => panic!("read as {other:?}"),
+    }
+    match parse_line(3, ended) {
+        Ok(TapeLine::Fact(f)) => match f.kind {
+            FactKind::CallEnded(e) => {
+                assert_eq!(e.invocation_id, None);
+                assert_eq!(e.duration_ns, 8_820_194);
+            }
+            other => panic!("read as {other:?}"),
+        },
+        other => panic!("read as {other:?}"),
+    }
 }
 
 // ---------------------------------------------------------------------------

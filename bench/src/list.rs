@@ -91,6 +91,7 @@ pub fn build(dir: &Path, runs: usize) -> io::Result<Archive> {
                     args: json!({ "n": i }),
                     wanted: None,
                     attached: Some(Attached::default()),
+                    spec: None,
                 }),
             ),
             fact(
@@ -99,6 +100,7 @@ pub fn build(dir: &Path, runs: usize) -> io::Result<Archive> {
                 FactKind::CallEnded(CallEnded {
                     outcome: CallOutcome::Ok { result: json!(i) },
                     duration_ns: 1_000,
+                    invocation_id: None,
                 }),
             ),
             fact(

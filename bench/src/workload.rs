@@ -130,6 +130,7 @@ pub fn run_facts(r: usize, shape: &Shape, mut sink: impl FnMut(&[Fact])) {
                 args: args(r, c, shape.progress),
                 wanted: None,
                 attached: Some(Attached::default()),
+                spec: None,
             }),
         );
         for i in 0..shape.progress {
@@ -150,6 +151,7 @@ pub fn run_facts(r: usize, shape: &Shape, mut sink: impl FnMut(&[Fact])) {
                     result: result(shape.progress),
                 },
                 duration_ns: call_started.elapsed().as_nanos() as u64,
+                invocation_id: None,
             }),
         );
         sink(&batch);

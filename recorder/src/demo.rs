@@ -9,7 +9,9 @@ use std::sync::Arc;
 
 use reel::context::{ContextError, Elicitation, Report, ToolContext, ToolError};
 use reel::fact::{ElicitOutcome, Identity, Level, RunStatus, TeardownScope};
+use reel::spec::{Annotations, ToolSpec};
 use reel::tools::Tools;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
@@ -17,7 +19,7 @@ use crate::host::{Canceller, Recorder, RecorderError, RunStart};
 use crate::providers::{LogListener, MemoryArtifactStore, MemoryVault, ScriptedElicitor};
 
 /// Arguments of `deploy`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct DeployArgs {
     /// Service to deploy.
     pub service: String,
@@ -34,11 +36,25 @@ pub struct Plan {
     pub session_key: String,
 }
 
+/// The spec of `deploy`: destructive, needs `github`.
+pub fn deploy_spec() -> ToolSpec {
+    ToolSpec::new::<DeployArgs, Value>("deploy")
+        .title("Deploy a service")
+        .description("Plans a deployment of one service to one environment, asks the user to confirm it, and applies it.")
+        .annotations(Annotations {
+            read_only_hint: Some(false),
+            destructive_hint: Some(true),
+            idempotent_hint: Some(false),
+            open_world_hint: Some(true),
+        })
+        .needs(["github"])
+}
+
 /// `deploy`: declared credential, effects, a confirmation question, an
 /// artifact, run- and session-scoped cleanups, progress and logs.
 pub async fn deploy(ctx: ToolContext, args: DeployArgs) -> Result<Value, ToolError> {
     let token = ctx
-        .declared_credential()
+        .declared("github")
         .cloned()
         .ok_or_else(|| ToolError::msg("deploy needs its declared github credential"))?;
     ctx.progress(json!({ "message": "Planning", "done": 1, "total": 3 }));
@@ -135,6 +151,18 @@ pub async fn patrol(ctx: ToolContext, (hops, pause_ms): (u32, u64)) -> Result<Va
     Ok(json!({ "hops": hops }))
 }
 
+/// The spec of `fetch`: reads the open web.
+pub fn fetch_spec() -> ToolSpec {
+    ToolSpec::new::<String, Value>("fetch")
+        .title("Fetch a page")
+        .description("GETs a URL and stores the body as an artifact.")
+        .annotations(Annotations {
+            read_only_hint: Some(true),
+            open_world_hint: Some(true),
+            ..Annotations::default()
+        })
+}
+
 /// `fetch`: a journaled HTTP GET whose body becomes an artifact.
 pub async fn fetch(ctx: ToolContext, url: String) -> Result<Value, ToolError> {
     ctx.progress_mcp(0.0, Some(1.0), Some(&format!("Fetching {url}")));
@@ -149,6 +177,19 @@ pub async fn fetch(ctx: ToolContext, url: String) -> Result<Value, ToolError> {
     let meta = ctx.artifacts().put("text/html", body.into_bytes()).await?;
     ctx.progress_mcp(1.0, Some(1.0), None);
     Ok(json!({ "url": url, "artifact": meta.id }))
+}
+
+/// The spec of `search`: read-only.
+pub fn search_spec() -> ToolSpec {
+    ToolSpec::new::<String, Value>("search")
+        .title("Search the sources")
+        .description("Fetches each source's results page and reports what it found.")
+        .annotations(Annotations {
+            read_only_hint: Some(true),
+            idempotent_hint: Some(true),
+            open_world_hint: Some(true),
+            ..Annotations::default()
+        })
 }
 
 /// `search`: dispatches `fetch` for each source (nested calls), reads the
@@ -215,13 +256,14 @@ pub async fn audit(ctx: ToolContext, subject: String) -> Result<Value, ToolError
     Ok(json!({ "subject": subject, "degraded": true, "notes": notes }))
 }
 
-/// Every demo tool, by name.
+/// Every demo tool, by name (`deploy`, `fetch` and `search` with their
+/// specs; the others declare nothing).
 pub fn tools() -> Tools {
     Tools::new()
-        .register("deploy", deploy)
+        .tool(deploy_spec(), deploy)
         .register("walk", walk)
-        .register("fetch", fetch)
-        .register("search", search)
+        .tool(fetch_spec(), fetch)
+        .tool(search_spec(), search)
         .register("audit", audit)
         .register("patrol", patrol)
 }
@@ -306,13 +348,12 @@ pub async fn record(recorder: &Recorder) -> Result<Vec<String>, RecorderError> {
     };
     let result = run
         .call("deploy", &args)
-        .needs("github")
         .credentials(vault.clone())
         .artifacts(store.clone())
         .elicitor(elicitor)
         .platform("claude")
         .protocol("mcp")
-        .invoke(deploy)
+        .invoke_tool(&tools)
         .await;
     run.end_session().await?;
     run.end(if result.is_ok() {
@@ -332,7 +373,7 @@ pub async fn record(recorder: &Recorder) -> Result<Vec<String>, RecorderError> {
         .artifacts(store.clone())
         .dispatcher(tools.clone())
         .iteration(1)
-        .invoke(search)
+        .invoke_tool(&tools)
         .await;
     run.end(RunStatus::Completed).await?;
     ids.push(run.id().to_owned());
@@ -366,9 +407,8 @@ pub async fn record(recorder: &Recorder) -> Result<Vec<String>, RecorderError> {
     );
     let failed = run
         .call("deploy", &args)
-        .needs("github")
         .credentials(failing)
-        .invoke(deploy)
+        .invoke_tool(&tools)
         .await;
     run.end(if failed.is_ok() {
         RunStatus::Completed

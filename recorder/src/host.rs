@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 use futures::FutureExt;
 use reel::context::*;
 use reel::fact::*;
-use reel::tools::{ToolFn, Tools};
+use reel::spec::{resolve_wants, ToolSpec};
+use reel::tools::{run_blocking, Tool, Tools};
 use reel::{Archive, ArchiveConfig, ArchiveError, NewFact};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -377,7 +378,7 @@ impl Run {
                 tool_id: None,
                 parent_call: None,
                 iteration: 0,
-                invocation_id: None,
+                invocation_id: Some(new_invocation_id()),
                 mode: CallMode::Async,
                 protocol: None,
                 platform: None,
@@ -385,6 +386,7 @@ impl Run {
                 args,
                 wanted: None,
                 attached: None,
+                spec: None,
             },
             providers: Providers::default(),
             needs: Vec::new(),
@@ -450,6 +452,14 @@ impl Run {
             );
         }
     }
+}
+
+/// A fresh invocation id: `inv-` and 128 bits from the thread's
+/// cryptographically secure generator (seeded by the OS), as hex. Not
+/// derived from the run and call ids (`c1`, `c2`, ... would make it as easy
+/// to guess): a receipt naming it cannot be forged for another call.
+fn new_invocation_id() -> String {
+    format!("inv-{:032x}", rand::random::<u128>())
 }
 
 async fn run_cleanup(cleanup: Cleanup, bound: Duration) -> TeardownOutcome {
@@ -559,7 +569,8 @@ impl CallBuilder {
         /// The tool's id, when it differs from its name.
         tool_id, tool_id: String);
     setter!(
-        /// The opaque invocation id shared with the host's receipts.
+        /// The opaque invocation id shared with the host's receipts
+        /// (default: a generated one, see [`CallBuilder::invocation`]).
         invocation_id, invocation_id: String);
     setter!(
         /// The protocol the call came over, e.g. `"mcp"`.
@@ -581,9 +592,13 @@ impl CallBuilder {
         self
     }
 
-    /// Sync or async (default async).
-    pub fn mode(mut self, mode: CallMode) -> CallBuilder {
-        self.started.mode = mode;
+    /// The tool's spec, recorded in `call.started`: its wants are resolved
+    /// and its input validated before the tool runs, and its needs are
+    /// resolved along with the call's own [`CallBuilder::needs`]. Its mode
+    /// becomes that of the function invoked. The spec's name must be the
+    /// called tool's.
+    pub fn spec(mut self, spec: ToolSpec) -> CallBuilder {
+        self.started.spec = Some(Box::new(spec));
         self
     }
 
@@ -593,8 +608,9 @@ impl CallBuilder {
         self
     }
 
-    /// Declares a credential need, resolved before the tool runs; if it
-    /// fails, the tool does not run.
+    /// Declares a credential need for this call, in addition to the spec's
+    /// needs (a need declared by both is resolved once), resolved before the
+    /// tool runs; if it fails, the tool does not run.
     pub fn needs(mut self, need: impl Into<String>) -> CallBuilder {
         self.needs.push(CredentialNeed::new(need));
         self
@@ -638,6 +654,13 @@ impl CallBuilder {
         &self.started.call_id
     }
 
+    /// The call's invocation id: the host's, or the one generated for the
+    /// call (`inv-` and 32 hex digits of OS-seeded randomness), for the
+    /// host's receipts. It is on the call's `call.started` and `call.ended`.
+    pub fn invocation(&self) -> &str {
+        self.started.invocation_id.as_deref().unwrap_or_default()
+    }
+
     /// Runs a typed tool and records the call.
     pub async fn invoke<A, O, F, Fut>(self, tool: F) -> Result<O, ToolError>
     where
@@ -648,7 +671,7 @@ impl CallBuilder {
     {
         let tool_name = self.started.tool_name.clone();
         let value = self
-            .invoke_with(move |ctx, args| async move {
+            .invoke_with(CallMode::Async, move |ctx, args| async move {
                 let args: A = serde_json::from_value(args).map_err(|e| ToolError::InvalidArgs {
                     tool: tool_name,
                     detail: e.to_string(),
@@ -662,13 +685,59 @@ impl CallBuilder {
             .map_err(|e| ToolError::msg(format!("the result does not deserialise: {e}")))
     }
 
-    /// Runs a registered (type-erased) tool and records the call.
-    pub async fn invoke_erased(self, tool: &ToolFn) -> Result<Value, ToolError> {
-        let tool = tool.clone();
-        self.invoke_with(move |ctx, args| tool(ctx, args)).await
+    /// Runs a typed sync tool (a plain function, on a blocking thread) and
+    /// records the call as `mode: sync`. It receives the same context as an
+    /// async tool.
+    pub async fn invoke_sync<A, O, F>(self, tool: F) -> Result<O, ToolError>
+    where
+        A: DeserializeOwned + Send + 'static,
+        O: Serialize + DeserializeOwned + Send + 'static,
+        F: FnOnce(ToolContext, A) -> Result<O, ToolError> + Send + 'static,
+    {
+        let tool_name = self.started.tool_name.clone();
+        let value = self
+            .invoke_with(CallMode::Sync, move |ctx, args| async move {
+                let args: A = serde_json::from_value(args).map_err(|e| ToolError::InvalidArgs {
+                    tool: tool_name,
+                    detail: e.to_string(),
+                })?;
+                let out = run_blocking(move || tool(ctx, args)).await?;
+                serde_json::to_value(out)
+                    .map_err(|e| ToolError::msg(format!("the result does not serialise: {e}")))
+            })
+            .await?;
+        serde_json::from_value(value)
+            .map_err(|e| ToolError::msg(format!("the result does not deserialise: {e}")))
     }
 
-    async fn invoke_with<F, Fut>(self, tool: F) -> Result<Value, ToolError>
+    /// Runs a registered tool and records the call, with the tool's mode
+    /// and (unless [`CallBuilder::spec`] set one) its spec.
+    pub async fn invoke_erased(mut self, tool: &Tool) -> Result<Value, ToolError> {
+        if self.started.spec.is_none() {
+            self.started.spec = tool.spec().cloned().map(Box::new);
+        }
+        let tool = tool.clone();
+        self.invoke_with(tool.mode(), move |ctx, args| tool.call(ctx, args))
+            .await
+    }
+
+    /// Runs the tool of the call's name from `tools` (see
+    /// [`CallBuilder::invoke_erased`]); a name `tools` does not have is
+    /// recorded as a call that ends with [`ToolError::UnknownTool`].
+    pub async fn invoke_tool(self, tools: &Tools) -> Result<Value, ToolError> {
+        match tools.get(&self.started.tool_name) {
+            Some(tool) => self.invoke_erased(tool).await,
+            None => {
+                let name = self.started.tool_name.clone();
+                self.invoke_with(CallMode::Async, move |_, _| async move {
+                    Err(ToolError::UnknownTool(name))
+                })
+                .await
+            }
+        }
+    }
+
+    async fn invoke_with<F, Fut>(self, mode: CallMode, tool: F) -> Result<Value, ToolError>
     where
         F: FnOnce(ToolContext, Value) -> Fut,
         Fut: Future<Output = Result<Value, ToolError>>,
@@ -682,6 +751,14 @@ impl CallBuilder {
         }
         let started_at = Instant::now();
         let mut started = self.started;
+        // The mode is what accepted the function, never a label.
+        started.mode = mode;
+        if let Some(spec) = &mut started.spec {
+            spec.mode = mode;
+            if started.tool_id.is_none() {
+                started.tool_id = spec.id.clone();
+            }
+        }
         started.attached = Some(Attached {
             credentials: self.providers.credentials.is_some(),
             artifacts: self.providers.artifacts.is_some(),
@@ -691,8 +768,6 @@ impl CallBuilder {
             content_logging: run.inner.rec.config.content_logging,
         });
         let call_id = started.call_id.clone();
-        let args = started.args.clone();
-        run.emit(Some(&call_id), FactKind::CallStarted(started.clone()));
         let progress_key = run
             .inner
             .rec
@@ -702,21 +777,46 @@ impl CallBuilder {
             run: run.clone(),
             progress_key,
             call_id: call_id.clone(),
+            invocation_id: started.invocation_id.clone(),
             providers: self.providers,
             teardowns: Mutex::new(Teardowns::default()),
             cancel: self.cancel.clone(),
         });
+        // Declared wants are resolved before call.started is filed: it
+        // carries the data in its args and the tickets in `wanted`.
+        if let Some(spec) = started.spec.take() {
+            let resolved = resolve_wants(&spec, &mut started.args, &*backend).await;
+            started.spec = Some(spec);
+            if let Some(resolved) = resolved {
+                started
+                    .wanted
+                    .get_or_insert_with(BTreeMap::new)
+                    .extend(resolved);
+            }
+        }
+        let args = started.args.clone();
+        run.emit(Some(&call_id), FactKind::CallStarted(started.clone()));
         let info = CallInfo {
             run_id: run.id().into(),
             session_id: run.inner.session_id.clone(),
             identity: run.inner.identity.clone(),
             teardown_scopes: run.inner.teardown_scopes.clone(),
+            diagnostics: Some(Diagnostics {
+                run_id: run.id().into(),
+                call_id: call_id.clone(),
+                invocation_id: started
+                    .invocation_id
+                    .clone()
+                    .unwrap_or_else(|| call_id.clone()),
+                producer: run.inner.rec.config.producer.clone(),
+            }),
             started,
         };
         let dyn_backend: Arc<dyn CallBackend> = backend.clone();
 
-        // Declared needs are resolved before the tool runs.
-        let result = match resolve_declared(&info, &dyn_backend, &self.needs, &self.cancel).await {
+        // The input is validated and the declared needs are resolved
+        // before the tool runs.
+        let result = match before_tool(&info, &dyn_backend, &self.needs, &self.cancel).await {
             Err(err) => Err(err),
             Ok(declared) => {
                 let ctx = ToolContext::new(info, dyn_backend, declared, &self.cancel);
@@ -746,6 +846,7 @@ struct LiveBackend {
     /// The key the call's progress reports name it by.
     progress_key: u64,
     call_id: String,
+    invocation_id: Option<String>,
     providers: Providers,
     teardowns: Mutex<Teardowns>,
     cancel: CancelHandle,
@@ -773,6 +874,7 @@ impl LiveBackend {
             FactKind::CallEnded(CallEnded {
                 outcome,
                 duration_ns: started_at.elapsed().as_nanos() as u64,
+                invocation_id: self.invocation_id.clone(),
             }),
         );
         if self.run.inner.rec.config.durability != Durability::Buffered {
@@ -1026,18 +1128,7 @@ impl CallBackend for LiveBackend {
             child.started.parent_call = Some(self.call_id.clone());
             child.providers = self.providers.clone();
             child.cancel = self.cancel.child();
-            match tools.get(tool) {
-                Some(f) => {
-                    let f = f.clone();
-                    child.invoke_erased(&f).await
-                }
-                None => {
-                    let name = tool.to_owned();
-                    child
-                        .invoke_with(move |_, _| async move { Err(ToolError::UnknownTool(name)) })
-                        .await
-                }
-            }
+            child.invoke_tool(&tools).await
         })
     }
 

@@ -456,6 +456,31 @@ fn replay_call<'a>(
         }
         let tool = tool.expect("checked above");
 
+        // Today's tool declares itself as the record says: its mode (what
+        // the registry accepted) and, when it has one, its spec. A tool
+        // registered without a spec takes the recorded one (the host's).
+        let mut today = started.clone();
+        today.mode = tool.mode();
+        if let Some(spec) = tool.spec() {
+            today.spec = Some(Box::new(spec.clone()));
+        }
+        if report.divergence.is_none() && !session.options.results_only {
+            let recorded = FactKind::CallStarted(started.clone());
+            let now = FactKind::CallStarted(today.clone());
+            let diff = diff_kinds(&recorded, &now, &session.options.ignore);
+            if !diff.is_empty() {
+                report.divergence = Some(divergence(
+                    &report,
+                    DivergenceKind::FactMismatch,
+                    0,
+                    Some(call.started_seq),
+                    Some(kind_json(&recorded)),
+                    Some(kind_json(&now)),
+                    diff,
+                ));
+            }
+        }
+
         // Where cancellation was recorded: after how many of the tool's facts.
         let ended_seq = call
             .facts
@@ -492,12 +517,26 @@ fn replay_call<'a>(
             session_id: rec.run.session_id.clone(),
             identity: rec.run.identity.clone(),
             teardown_scopes: rec.run.teardown_scopes.clone(),
-            started: started.clone(),
+            // Replay is a recording-aware context: the record's values.
+            diagnostics: Some(Diagnostics {
+                run_id: rec.run.run_id.clone(),
+                call_id: call_id.clone(),
+                invocation_id: started
+                    .invocation_id
+                    .clone()
+                    .unwrap_or_else(|| call_id.clone()),
+                producer: rec.run.producer.clone(),
+            }),
+            started: today,
         };
         let dyn_backend: Arc<dyn CallBackend> = backend.clone();
 
-        // Declared needs, as recorded, are resolved before the tool runs.
-        let needs: Vec<CredentialNeed> = call
+        // The host's own needs for this call, as recorded: the declared
+        // needs the record resolved that the recorded spec does not
+        // declare. Today's spec declares the rest; the input is validated
+        // and all of them are resolved before the tool runs, as live.
+        let spec_needs: &[String] = started.spec.as_ref().map_or(&[], |s| &s.needs);
+        let extra: Vec<CredentialNeed> = call
             .facts
             .iter()
             .filter_map(|f| match &f.kind {
@@ -512,13 +551,14 @@ fn replay_call<'a>(
                 }
                 _ => None,
             })
+            .filter(|n| !spec_needs.contains(&n.need))
             .collect();
-        let result = match resolve_declared(&info, &dyn_backend, &needs, &cancel).await {
+        let result = match before_tool(&info, &dyn_backend, &extra, &cancel).await {
             Err(e) => Err(e),
             Ok(declared) => {
                 let ctx = ToolContext::new(info, dyn_backend, declared, &cancel);
                 let args = started.args.clone();
-                match AssertUnwindSafe(tool(ctx, args)).catch_unwind().await {
+                match AssertUnwindSafe(tool.call(ctx, args)).catch_unwind().await {
                     Ok(r) => r,
                     Err(panic) => Err(ToolError::msg(format!(
                         "the tool panicked during replay: {}",
@@ -663,6 +703,7 @@ impl ReplayBackend {
         let mut actual_kind = FactKind::CallEnded(CallEnded {
             outcome: actual,
             duration_ns: 0,
+            invocation_id: None,
         });
         self.session
             .redactor
@@ -733,6 +774,7 @@ impl ReplayBackend {
             FactKind::CallEnded(CallEnded {
                 outcome: actual,
                 duration_ns: self.call.ended().map_or(0, |e| e.duration_ns),
+                invocation_id: self.call.started.invocation_id.clone(),
             }),
         );
         // Facts the host filed after the end (a late cancellation).

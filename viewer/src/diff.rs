@@ -1,7 +1,7 @@
 //! `reel diff`: two runs' facts side by side, aligned by position, with the
 //! first difference marked. Differences are found by the replayer's
 //! matcher, ignoring what always differs between two runs (times,
-//! durations, run ids, clock reads). A value a tool got from a clock read
+//! durations, run ids, invocation ids, clock reads). A value a tool got from a clock read
 //! and passed on (into an effect's request or result, an output) is the
 //! same read in both runs: a field that holds run A's clock read where run
 //! B holds the clock read aligned with it is not a difference either. The
@@ -23,6 +23,8 @@ use serde_json::Value;
 pub fn volatile() -> Vec<IgnoreRule> {
     [
         ("run.started", "/run_id"),
+        ("call.started", "/invocation_id"),
+        ("call.ended", "/invocation_id"),
         ("call.ended", "/duration_ns"),
         ("teardown.ran", "/duration_ns"),
         ("clock", "/unix_nanos"),

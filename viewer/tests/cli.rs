@@ -174,6 +174,8 @@ const VOLATILE_FIELDS: &[&str] = &[
     "ended_offset",
     "last_offset",
     "fingerprint",
+    // Generated per call from OS-seeded randomness.
+    "invocation_id",
 ];
 
 /// Redacts a `reel show --json` document (or any part of it) in place.

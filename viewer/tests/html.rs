@@ -37,6 +37,7 @@ fn started(call_id: &str, tool: &str, parent: Option<&str>, args: Value) -> Fact
         args,
         wanted: None,
         attached: None,
+        spec: None,
     })
 }
 
@@ -44,6 +45,7 @@ fn ended(outcome: CallOutcome, duration_ns: u64) -> FactKind {
     FactKind::CallEnded(CallEnded {
         outcome,
         duration_ns,
+        invocation_id: None,
     })
 }
 
@@ -572,6 +574,12 @@ fn reel_show_html_writes_the_page_end_to_end() {
     let panel = detail_panel(&dom);
     assert!(panel.contains("data-call=\"c2\""), "{panel}");
     assert!(panel.contains(">call.started</span>") && panel.contains(">call.ended</span>"));
+    // The call's tool spec, in its line and in its data.
+    assert!(
+        panel.contains("spec \"Fetch a page\" [read-only, open world]"),
+        "{panel}"
+    );
+    assert!(panel.contains("\"title\": \"Fetch a page\""), "{panel}");
 
     // Filters list fewer facts but keep every row.
     let filtered = dir.path().join("progress.html");

@@ -318,23 +318,23 @@ async fn outline_nests_calls_by_dispatch() {
     let lines = outline(&symbols);
     assert_eq!(
         lines[0],
-        "run demo-search [0..26] completed · 24 facts · 3 calls · 2.56ms"
+        "run demo-search [0..26] completed · 24 facts · 3 calls · 10.57ms"
     );
     // c2 and c3 were dispatched by c1: nested under it, with their facts.
     assert!(
-        lines.contains(&"  c1 search [2..23] ok in 1.82ms".to_owned()),
+        lines.contains(&"  c1 search [2..23] ok in 9.60ms".to_owned()),
         "{lines:#?}"
     );
     assert!(
-        lines.contains(&"    c2 fetch [4..9] ok in 75.1µs".to_owned()),
+        lines.contains(&"    c2 fetch [4..9] ok in 6.17ms".to_owned()),
         "{lines:#?}"
     );
     assert!(
-        lines.contains(&"      #8 call.ended [9..9] ok in 75.1µs".to_owned()),
+        lines.contains(&"      #8 call.ended [9..9] ok in 6.17ms".to_owned()),
         "{lines:#?}"
     );
     assert!(
-        lines.contains(&"    c3 fetch [12..17] ok in 71.7µs".to_owned()),
+        lines.contains(&"    c3 fetch [12..17] ok in 494.2µs".to_owned()),
         "{lines:#?}"
     );
     lsp.stop().await;
@@ -368,7 +368,7 @@ async fn hovers_tell_what_a_fact_is() {
         "{progress}"
     );
     assert!(
-        progress.contains("+505.3µs from the run's start (+15.0µs into the call)"),
+        progress.contains("+1.81ms from the run's start (+492.4µs into the call)"),
         "{progress}"
     );
     assert!(
@@ -380,9 +380,23 @@ async fn hovers_tell_what_a_fact_is() {
         generic.contains("Shown as: \\`fetch\\` reported progress (2 so far)…"),
         "{generic}"
     );
+    let started = hover_text(&hovers["02 call.started c1"]);
+    assert!(
+        started.contains("**Tool spec** `search` · Search the sources"),
+        "{started}"
+    );
+    assert!(
+        started.contains("Mode async · read-only, idempotent, open world"),
+        "{started}"
+    );
+    let child = hover_text(&hovers["04 call.started c2 (child)"]);
+    assert!(
+        child.contains("**Tool spec** `fetch` · Fetch a page"),
+        "{child}"
+    );
     let ended = hover_text(&hovers["09 call.ended c2"]);
     assert!(
-        ended.contains("The call took 75.1µs and ended ok"),
+        ended.contains("The call took 6.17ms and ended ok"),
         "{ended}"
     );
     snapshot("hovers_search", &Value::Object(hovers));
@@ -399,6 +413,37 @@ async fn hovers_tell_what_a_fact_is() {
         lsp.at("textDocument/hover", &u, 5, len + 1).await,
         Value::Null
     );
+    lsp.stop().await;
+}
+
+/// The spec a tool declared shows where its call starts: title, the
+/// description, annotations, mode, needs and the input's members.
+#[tokio::test]
+async fn hover_on_a_call_started_line_shows_the_tool_spec() {
+    let mut lsp = Lsp::start().await;
+    let u = uri("demo-deploy.tape.jsonl");
+    let text = tape("demo-deploy.tape.jsonl");
+    lsp.open(&u, &text).await;
+    let line = text
+        .lines()
+        .position(|l| l.contains(r#""kind":"call.started""#))
+        .unwrap() as u32;
+    let h = hover_text(&lsp.at("textDocument/hover", &u, line, 3).await);
+    for part in [
+        "**Tool spec** `deploy` · Deploy a service",
+        "Plans a deployment of one service to one environment, asks the user to confirm it, and applies it.",
+        "Mode async · not read-only, destructive, not idempotent, open world · needs `github`",
+        "Input: `service`, `env` (required: `service`, `env`)",
+        "· invocation `inv-",
+    ] {
+        assert!(h.contains(part), "{part:?} is not in the hover:\n{h}");
+    }
+    // A tool without a spec says so.
+    let u = uri("demo-walk-cancelled.tape.jsonl");
+    let text = tape("demo-walk-cancelled.tape.jsonl");
+    lsp.open(&u, &text).await;
+    let h = hover_text(&lsp.at("textDocument/hover", &u, 2, 3).await);
+    assert!(h.contains("No tool spec"), "{h}");
     lsp.stop().await;
 }
 
@@ -756,14 +801,14 @@ async fn utf16_positions_count_surrogate_pairs() {
     let want = text.replace("Hop 2 😀 of 12", "Hop 2 😀 out of 12");
     assert_eq!(lsp.probe.text(&u.parse::<Uri>().unwrap()).unwrap(), want);
     let h = hover_text(&lsp.at("textDocument/hover", &u, line, 0).await);
-    assert!(h.contains("Shown as: Hop 2 😀 out of 12 — hop-214f"), "{h}");
+    assert!(h.contains("Shown as: Hop 2 😀 out of 12 — hop-3610"), "{h}");
 
     // A parse error after the emoji: its column is counted in UTF-16.
     let (_, quote) = pos_of(&want, 6, "\",\"done\"");
     let d = lsp
         .change(&u, 3, json!([{ "range": { "start": { "line": line, "character": quote }, "end": { "line": line, "character": quote + 1 } }, "text": "" }]))
         .await;
-    let broken = want.replacen("hop-214f\",\"done\"", "hop-214f,\"done\"", 1);
+    let broken = want.replacen("hop-3610\",\"done\"", "hop-3610,\"done\"", 1);
     assert_eq!(lsp.probe.text(&u.parse::<Uri>().unwrap()).unwrap(), broken);
     let l6 = broken.lines().nth(6).unwrap();
     assert_eq!(d[0]["code"], "invalid-line", "{d:#}");

@@ -72,6 +72,7 @@ pub fn build(archive: &Archive, run_id: &str, n: u64) {
                         args: json!(n),
                         wanted: None,
                         attached: None,
+                        spec: None,
                     }),
                 ),
             ],
@@ -100,6 +101,7 @@ pub fn build(archive: &Archive, run_id: &str, n: u64) {
                     FactKind::CallEnded(CallEnded {
                         outcome: CallOutcome::Ok { result: json!(n) },
                         duration_ns: n,
+                        invocation_id: None,
                     }),
                 ),
                 fact(

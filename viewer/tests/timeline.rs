@@ -87,6 +87,7 @@ fn child(call: &str, tool: &str, parent: Option<&str>) -> Step {
             args: json!({}),
             wanted: None,
             attached: None,
+            spec: None,
         }),
     )
 }
@@ -111,6 +112,7 @@ fn ended(call: &str, duration_ns: u64) -> Step {
         FactKind::CallEnded(CallEnded {
             outcome: CallOutcome::Ok { result: json!(1) },
             duration_ns,
+            invocation_id: None,
         }),
     )
 }
@@ -123,6 +125,7 @@ fn failed(call: &str, error: &str, duration_ns: u64) -> Step {
                 error: error.into(),
             },
             duration_ns,
+            invocation_id: None,
         }),
     )
 }

@@ -339,6 +339,18 @@ fn fact_hover(view: View<'_>, n: usize, f: &Fact) -> String {
                 code(&c.call_id),
                 escape(&call_status(ix.timeline_call(&c.call_id)))
             );
+            if let Some(inv) = &c.invocation_id {
+                let _ = write!(s, " · invocation {}", code(inv));
+            }
+            match &c.spec {
+                Some(spec) => spec_hover(&mut s, spec),
+                None => {
+                    let _ = write!(
+                        s,
+                        "\n\nNo tool spec: the tool declared nothing about itself"
+                    );
+                }
+            }
         }
         FactKind::CallEnded(e) => {
             let how = match &e.outcome {
@@ -476,6 +488,57 @@ fn pointer(path: &str) -> String {
         "/".into()
     } else {
         path.into()
+    }
+}
+
+/// The hover's section on a call's tool spec: title and name, the
+/// description, the annotations, mode, needs, wants and the input's
+/// members (the whole spec is in the payload below).
+fn spec_hover(s: &mut String, spec: &reel::spec::ToolSpec) {
+    let _ = write!(s, "\n\n**Tool spec** {}", code(&spec.name));
+    if let Some(t) = &spec.title {
+        let _ = write!(s, " · {}", escape(&cut(t, 200)));
+    }
+    if let Some(id) = &spec.id {
+        let _ = write!(s, " · id {}", code(id));
+    }
+    if let Some(d) = &spec.description {
+        let _ = write!(s, "\n\n{}", escape(&cut(d, 500)));
+    }
+    let mode = match spec.mode {
+        CallMode::Sync => "sync",
+        CallMode::Async => "async",
+    };
+    let _ = write!(s, "\n\nMode {mode}");
+    match spec.annotations.map(|a| a.words()) {
+        Some(words) if !words.is_empty() => {
+            let _ = write!(s, " · {}", words.join(", "));
+        }
+        _ => s.push_str(" · no annotations"),
+    }
+    if !spec.needs.is_empty() {
+        let _ = write!(s, " · needs {}", list(&spec.needs));
+    }
+    if !spec.wants.is_empty() {
+        let _ = write!(s, " · wants {}", list(&spec.wants));
+    }
+    if let Some(props) = spec
+        .input_schema
+        .get("properties")
+        .and_then(Value::as_object)
+    {
+        let names: Vec<String> = props.keys().cloned().collect();
+        let _ = write!(s, "\n\nInput: {}", list(&names));
+        if let Some(required) = spec.input_schema.get("required").and_then(Value::as_array) {
+            let required: Vec<String> = required
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect();
+            if !required.is_empty() {
+                let _ = write!(s, " (required: {})", list(&required));
+            }
+        }
     }
 }
 

@@ -881,6 +881,7 @@ mod tests {
                 args: json!(3),
                 wanted: None,
                 attached: None,
+                spec: None,
             }),
         );
         b.push(&started);

@@ -43,6 +43,43 @@ pub fn compact(value: &Value, limit: usize) -> String {
     cut(&String::from_utf8_lossy(&out.into_inner()), limit)
 }
 
+/// A tool spec on one line, as `reel show` prints it after a call's args:
+/// `spec "Title" [hints] needs a, b wants x` (each part only when the spec
+/// has it).
+///
+/// ```
+/// use reel::spec::{Annotations, ToolSpec};
+/// use reel_viewer::render::text::spec_summary;
+///
+/// let spec = ToolSpec::new::<String, ()>("deploy")
+///     .title("Deploy a service")
+///     .annotations(Annotations { destructive_hint: Some(true), ..Annotations::default() })
+///     .needs(["github"]);
+/// assert_eq!(spec_summary(&spec), r#"spec "Deploy a service" [destructive] needs github"#);
+/// ```
+pub fn spec_summary(spec: &reel::spec::ToolSpec) -> String {
+    let mut d = String::from("spec");
+    if let Some(t) = &spec.title {
+        let _ = write!(d, " {:?}", cut(t, 80));
+    }
+    if let Some(id) = &spec.id {
+        let _ = write!(d, " id {id}");
+    }
+    if let Some(a) = &spec.annotations {
+        let words = a.words();
+        if !words.is_empty() {
+            let _ = write!(d, " [{}]", words.join(", "));
+        }
+    }
+    if !spec.needs.is_empty() {
+        let _ = write!(d, " needs {}", spec.needs.join(", "));
+    }
+    if !spec.wants.is_empty() {
+        let _ = write!(d, " wants {}", spec.wants.join(", "));
+    }
+    d
+}
+
 /// Renders text, with or without ANSI colours.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct TextRenderer {
@@ -161,6 +198,12 @@ impl TextRenderer {
                 let mut d = format!("▶ args {}", compact(&c.args, 100));
                 if let Some(p) = &c.parent_call {
                     let _ = write!(d, " (child of {p})");
+                }
+                if let Some(spec) = &c.spec {
+                    let _ = write!(d, " · {}", spec_summary(spec));
+                }
+                if c.mode == CallMode::Sync {
+                    d.push_str(" · sync");
                 }
                 (BOLD, d)
             }
