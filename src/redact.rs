@@ -343,6 +343,64 @@ fn meta_fields(f: &mut impl Fields, meta: &mut ArtifactMeta) {
     f.text(media_type);
 }
 
+/// A tool spec is the host's declaration: its texts are scrubbed of known
+/// secrets like any other, but its schemas only in their string values, never
+/// by key name (a schema's property named `token` is a name, not a secret,
+/// and redacting it would destroy the schema).
+fn spec_fields(f: &mut impl Fields, spec: &mut crate::spec::ToolSpec) {
+    let crate::spec::ToolSpec {
+        name,
+        id,
+        title,
+        description,
+        annotations: _,
+        input_schema,
+        output_schema,
+        mode: _,
+        needs,
+        wants,
+    } = spec;
+    f.text(name);
+    opt_text(f, id);
+    opt_text(f, title);
+    opt_text(f, description);
+    schema_strings(f, input_schema);
+    if let Some(schema) = output_schema {
+        schema_strings(f, schema);
+    }
+    for need in needs {
+        f.text(need);
+    }
+    for want in wants {
+        f.text(want);
+    }
+}
+
+fn schema_strings(f: &mut impl Fields, value: &mut Value) {
+    match value {
+        Value::String(s) => f.text(s),
+        Value::Array(items) => items.iter_mut().for_each(|v| schema_strings(f, v)),
+        Value::Object(members) => {
+            // Property names are scrubbed of known secrets too (as text: a
+            // name like `token` is kept); a name that scrubs into another
+            // is kept apart, never merged.
+            let old = std::mem::take(members);
+            for (mut key, mut v) in old {
+                f.text(&mut key);
+                schema_strings(f, &mut v);
+                let mut unique = key.clone();
+                let mut n = 2;
+                while members.contains_key(&unique) {
+                    unique = format!("{key} #{n}");
+                    n += 1;
+                }
+                members.insert(unique, v);
+            }
+        }
+        _ => {}
+    }
+}
+
 /// Calls `f` for every string-bearing field of a fact. Every field of every
 /// kind is named here (no `..`): a field added to the catalogue does not
 /// compile until it is either walked or named as left alone, with the
@@ -377,7 +435,11 @@ fn walk_fields(kind: &mut FactKind, f: &mut impl Fields) {
             args,
             wanted,
             attached: _,
+            spec,
         }) => {
+            if let Some(spec) = spec {
+                spec_fields(f, spec);
+            }
             f.text(tool_name);
             opt_text(f, tool_id);
             opt_text(f, invocation_id);
@@ -511,11 +573,15 @@ fn walk_fields(kind: &mut FactKind, f: &mut impl Fields) {
         FactKind::CallEnded(CallEnded {
             outcome,
             duration_ns: _,
-        }) => match outcome {
-            CallOutcome::Ok { result } => f.json(result),
-            CallOutcome::Error { error } => f.text(error),
-            CallOutcome::Aborted { reason } => opt_text(f, reason),
-        },
+            invocation_id,
+        }) => {
+            opt_text(f, invocation_id);
+            match outcome {
+                CallOutcome::Ok { result } => f.json(result),
+                CallOutcome::Error { error } => f.text(error),
+                CallOutcome::Aborted { reason } => opt_text(f, reason),
+            }
+        }
         FactKind::RunEnded(RunEnded { status: _ }) => {}
         // The kind's name is the writer's, not data.
         FactKind::Unknown { kind: _, data } => f.json(data),

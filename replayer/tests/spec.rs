@@ -754,7 +754,13 @@ impl CallBackend for Bare {
     fn random(&self) -> u64 {
         0
     }
-    fn register_teardown(&self, _scope: TeardownScope, _key_hash: &str, _cleanup: Cleanup) -> bool {
+    fn register_teardown(
+        &self,
+        _scope: TeardownScope,
+        _holder: &TeardownKey,
+        _key_hash: &str,
+        _cleanup: Cleanup,
+    ) -> bool {
         false
     }
     fn can_dispatch(&self) -> bool {
