@@ -294,6 +294,13 @@ pub enum ContextError {
         /// What went wrong.
         detail: String,
     },
+    /// A capability used after [`ToolContext::respond`]: respond ended the
+    /// call, so nothing after it is part of the call's result.
+    #[error("{capability} refused: respond already ended this call, and its result is the responded value; return respond's early exit at once (`ctx.respond(value)?` or `return ctx.respond(value);`) so nothing runs after it")]
+    AfterRespond {
+        /// The capability, e.g. `"credential"` or `"respond"`.
+        capability: String,
+    },
     /// The call was cancelled.
     #[error("cancelled{}", .reason.as_ref().map(|r| format!(": {r}")).unwrap_or_default())]
     Cancelled {
@@ -344,6 +351,31 @@ pub enum ToolError {
         /// Wanted arguments that still hold their claim ticket.
         unresolved: Vec<String>,
     },
+    /// Respond's early exit (see [`ToolContext::respond`]): not a failure.
+    /// The host turns it into the call's result, the responded value. It
+    /// can only be made by `respond`.
+    #[error("{0}")]
+    Responded(Responded),
+}
+
+/// The early exit [`ToolContext::respond`] returns: carries the responded
+/// value to the host, which ends the call with it ([`after_tool`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Responded {
+    value: Value,
+}
+
+impl Responded {
+    /// The responded value.
+    pub fn value(&self) -> &Value {
+        &self.value
+    }
+}
+
+impl fmt::Display for Responded {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("the tool responded, which ends the call with the responded value; a host ends the call with it (this error reaches you only when a tool runs without a host)")
+    }
 }
 
 impl ToolError {
@@ -455,6 +487,8 @@ struct Inner {
     declared: Vec<Credential>,
     subflows: Mutex<HashMap<String, SubFlowLogger>>,
     outputs: Mutex<Vec<Value>>,
+    /// The value `respond` ended the call with.
+    responded: Mutex<Option<Value>>,
 }
 
 impl fmt::Debug for ToolContext {
@@ -541,12 +575,50 @@ impl ToolContext {
                 declared: declared.into_iter().collect(),
                 subflows: Mutex::new(HashMap::new()),
                 outputs: Mutex::new(Vec::new()),
+                responded: Mutex::new(None),
             }),
         }
     }
 
     fn emit(&self, kind: FactKind) {
         self.inner.backend.emit(kind);
+    }
+
+    /// The value [`ToolContext::respond`] ended the call with, if it did.
+    pub fn responded(&self) -> Option<Value> {
+        self.inner
+            .responded
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Files the anomaly of code that went on after respond: a `warning`
+    /// log of logger [`AFTER_RESPOND_LOGGER`], never delivered to a client.
+    fn flag_after_respond(&self, data: Value) {
+        self.emit(FactKind::Log(Log {
+            level: Level::Warning,
+            logger: Some(AFTER_RESPOND_LOGGER.into()),
+            subflow: None,
+            data,
+            delivered: false,
+        }));
+    }
+
+    /// `Err(AfterRespond)` (flagged on the record) once the call responded:
+    /// a capability that can fail refuses; one that cannot drops its fact.
+    fn after_respond(&self, capability: &str) -> Result<(), ContextError> {
+        if self.responded().is_none() {
+            return Ok(());
+        }
+        let err = ContextError::AfterRespond {
+            capability: capability.into(),
+        };
+        self.flag_after_respond(json!({
+            "message": err.to_string(),
+            "capability": capability,
+        }));
+        Err(err)
     }
 
     // ---- identity facts ---------------------------------------------------
@@ -668,6 +740,9 @@ impl ToolContext {
     /// untouched (after redaction). A top-level string `message` is what a
     /// person reads; the rest is what the record keeps.
     pub fn progress(&self, payload: Value) {
+        if self.after_respond("progress").is_err() {
+            return;
+        }
         // Numbered by the backend, which files reports in order.
         self.inner.backend.progress(payload);
     }
@@ -720,6 +795,9 @@ impl ToolContext {
         subflow: Option<String>,
         data: Value,
     ) -> bool {
+        if self.after_respond("log").is_err() {
+            return false;
+        }
         let delivered = self.inner.backend.deliver_log(level, &data);
         self.emit(FactKind::Log(Log {
             level,
@@ -792,6 +870,7 @@ impl ToolContext {
         need: &CredentialNeed,
         mode: CredentialMode,
     ) -> Result<Credential, ContextError> {
+        self.after_respond("credential")?;
         self.inner.backend.ready().await;
         if !self.has_credentials() {
             let err = ContextError::NoCredentialProvider {
@@ -854,6 +933,7 @@ impl ToolContext {
 
     /// Asks the user a question and waits for the answer.
     pub async fn elicit(&self, question: Elicitation) -> Result<ElicitAnswer, ContextError> {
+        self.after_respond("elicit")?;
         self.inner.backend.ready().await;
         if !self.inner.backend.has_elicitor() {
             return Err(ContextError::NoElicitor);
@@ -940,6 +1020,7 @@ impl ToolContext {
         Fut: Future<Output = Result<(), E>> + Send + 'static,
         E: fmt::Display,
     {
+        self.after_respond("on_teardown")?;
         let key_hash = teardown_key_hash(self.tool_name(), scope, key);
         let holder = if self.inner.info.teardown_scopes.contains(&scope) {
             self.teardown_key(scope)
@@ -993,6 +1074,7 @@ impl ToolContext {
         F: FnOnce() -> Fut + Send + 'static,
         Fut: Future<Output = Result<T, E>> + Send + 'static,
     {
+        self.after_respond("effect")?;
         self.inner.backend.ready().await;
         let request = serde_json::to_value(request).map_err(|e| ContextError::Effect {
             name: name.into(),
@@ -1040,8 +1122,16 @@ impl ToolContext {
 
     // ---- output ---------------------------------------------------------------------
 
-    /// Records an intermediate output (output history).
+    /// Records an intermediate output (output history). After
+    /// [`ToolContext::respond`] it is dropped (and flagged).
     pub fn output(&self, value: impl Serialize, stage: Option<&str>, note: Option<&str>) {
+        if self.after_respond("output").is_err() {
+            return;
+        }
+        self.push_output(value, stage, note);
+    }
+
+    fn push_output(&self, value: impl Serialize, stage: Option<&str>, note: Option<&str>) -> Value {
         let value = serde_json::to_value(value)
             .unwrap_or_else(|e| json!({ "unserialisable": e.to_string() }));
         self.inner
@@ -1050,16 +1140,47 @@ impl ToolContext {
             .unwrap_or_else(|p| p.into_inner())
             .push(value.clone());
         self.emit(FactKind::CallOutput(CallOutput {
-            value,
+            value: value.clone(),
             stage: stage.map(str::to_owned),
             note: note.map(str::to_owned),
         }));
+        value
     }
 
-    /// Ends the call early with `value`: `return ctx.respond(value);`.
+    /// Sets the call's output and ends execution (seed 004): files
+    /// `call.output` with stage `respond` and returns respond's early exit,
+    /// [`ToolError::Responded`], never `Ok`. Propagate it at once, with
+    /// `ctx.respond(value)?` or `return ctx.respond(value);` (the `T` lets
+    /// the latter type as the tool's own result); the host ends the call
+    /// with `value` ([`after_tool`]), live and in replay.
+    ///
+    /// Code that goes on after respond does not change the result: a
+    /// capability that can fail (a second `respond` too) refuses with
+    /// [`ContextError::AfterRespond`], one that cannot (progress, log,
+    /// output) drops its fact, and a tool that returns something else
+    /// still ends with the responded value. Each is flagged on the record
+    /// as a `warning` log of logger [`AFTER_RESPOND_LOGGER`]. The clock
+    /// and randomness keep working: reading them changes nothing.
+    ///
+    /// ```
+    /// use reel::context::{ToolContext, ToolError};
+    /// use serde_json::{json, Value};
+    /// async fn search(ctx: ToolContext, query: String) -> Result<Value, ToolError> {
+    ///     if query.is_empty() {
+    ///         ctx.respond(json!({ "pages": [] }))?;
+    ///     }
+    ///     Ok(json!({ "pages": [query] }))
+    /// }
+    /// ```
     pub fn respond<T: Serialize>(&self, value: T) -> Result<T, ToolError> {
-        self.output(&value, Some("respond"), None);
-        Ok(value)
+        self.after_respond("respond")?;
+        let value = self.push_output(&value, Some("respond"), None);
+        *self
+            .inner
+            .responded
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(value.clone());
+        Err(ToolError::Responded(Responded { value }))
     }
 
     /// The outputs recorded so far, oldest first.
@@ -1080,6 +1201,7 @@ impl ToolContext {
 
     /// Calls another tool as a child of this call.
     pub async fn dispatch(&self, tool: &str, args: impl Serialize) -> Result<Value, ToolError> {
+        self.after_respond("dispatch")?;
         self.inner.backend.ready().await;
         if !self.can_dispatch() {
             return Err(ContextError::NoDispatch { tool: tool.into() }.into());
@@ -1288,6 +1410,7 @@ impl Artifacts<'_> {
         bytes: impl Into<Vec<u8>>,
     ) -> Result<ArtifactMeta, ContextError> {
         let ctx = self.ctx;
+        ctx.after_respond("artifacts.put")?;
         ctx.inner.backend.ready().await;
         if !ctx.has_artifacts() {
             return Err(self.refuse(ArtifactOp::Put, None, ContextError::NoArtifactStore));
@@ -1309,6 +1432,7 @@ impl Artifacts<'_> {
     /// Fetches an artifact of this run's scope; `None` when there is none.
     pub async fn get(&self, id: &str) -> Result<Option<FoundArtifact>, ContextError> {
         let ctx = self.ctx;
+        ctx.after_respond("artifacts.get")?;
         ctx.inner.backend.ready().await;
         if !ctx.has_artifacts() {
             return Err(self.refuse(ArtifactOp::Get, Some(id), ContextError::NoArtifactStore));
@@ -1439,6 +1563,38 @@ pub async fn before_tool(
         }
     }
     resolve_declared(info, backend, &needs, cancel).await
+}
+
+/// The logger name of the record's flags of code that went on after
+/// [`ToolContext::respond`] (`warning` logs, never delivered).
+pub const AFTER_RESPOND_LOGGER: &str = "reel.respond";
+
+/// What the host does with the tool's result before it ends the call, the
+/// same live and in replay: when the tool responded
+/// ([`ToolContext::respond`]), the call's result is the responded value;
+/// a tool that returned anything but respond's early exit after
+/// responding is flagged on the record (a `warning` log of logger
+/// [`AFTER_RESPOND_LOGGER`] naming what it returned) and its return is
+/// not the result. `ctx` is (a clone of) the context the tool ran with.
+pub fn after_tool(ctx: &ToolContext, result: Result<Value, ToolError>) -> Result<Value, ToolError> {
+    let Some(value) = ctx.responded() else {
+        return match result {
+            Err(ToolError::Responded(_)) => Err(ToolError::msg(
+                "the tool returned the early exit of another call's respond: respond on this call's own context",
+            )),
+            other => other,
+        };
+    };
+    let returned = match result {
+        Err(ToolError::Responded(_)) => return Ok(value),
+        Ok(other) => json!({ "ok": other }),
+        Err(e) => json!({ "error": e.to_string() }),
+    };
+    ctx.flag_after_respond(json!({
+        "message": "the tool went on after respond and returned something else; the call's result stays the responded value: return respond's early exit at once (`ctx.respond(value)?`)",
+        "returned": returned,
+    }));
+    Ok(value)
 }
 
 /// The message of a caught panic (a tool's, for the record).

@@ -820,8 +820,9 @@ impl CallBuilder {
             Err(err) => Err(err),
             Ok(declared) => {
                 let ctx = ToolContext::new(info, dyn_backend, declared, &self.cancel);
+                let handle = ctx.clone();
                 match AssertUnwindSafe(tool(ctx, args)).catch_unwind().await {
-                    Ok(result) => result,
+                    Ok(result) => after_tool(&handle, result),
                     Err(panic) => {
                         let message = panic_message(&*panic);
                         backend

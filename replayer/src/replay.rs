@@ -557,9 +557,10 @@ fn replay_call<'a>(
             Err(e) => Err(e),
             Ok(declared) => {
                 let ctx = ToolContext::new(info, dyn_backend, declared, &cancel);
+                let handle = ctx.clone();
                 let args = started.args.clone();
                 match AssertUnwindSafe(tool.call(ctx, args)).catch_unwind().await {
-                    Ok(r) => r,
+                    Ok(r) => after_tool(&handle, r),
                     Err(panic) => Err(ToolError::msg(format!(
                         "the tool panicked during replay: {}",
                         panic_message(&*panic)
