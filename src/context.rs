@@ -301,6 +301,22 @@ pub enum ContextError {
         /// The capability, e.g. `"credential"` or `"respond"`.
         capability: String,
     },
+    /// No service of the type asked for is registered for this call.
+    #[error("no service of type {type_name} is registered for this call: register one on the host with `.service(Arc::new(value))` on the call (in replay, with `ReplayOptions::service`)")]
+    NoService {
+        /// The type asked for (`std::any::type_name`).
+        type_name: &'static str,
+    },
+    /// The call's input did not fit the type asked for.
+    #[error("the input of tool {tool:?} does not fit type {type_name}: {detail}")]
+    InputType {
+        /// The tool.
+        tool: String,
+        /// The type asked for.
+        type_name: &'static str,
+        /// What did not fit.
+        detail: String,
+    },
     /// The call was cancelled.
     #[error("cancelled{}", .reason.as_ref().map(|r| format!(": {r}")).unwrap_or_default())]
     Cancelled {
@@ -489,6 +505,9 @@ struct Inner {
     outputs: Mutex<Vec<Value>>,
     /// The value `respond` ended the call with.
     responded: Mutex<Option<Value>>,
+    /// The logger name of `log` and `notify` facts (`set_logger`).
+    logger: Mutex<Option<String>>,
+    services: Services,
 }
 
 impl fmt::Debug for ToolContext {
@@ -576,8 +595,21 @@ impl ToolContext {
                 subflows: Mutex::new(HashMap::new()),
                 outputs: Mutex::new(Vec::new()),
                 responded: Mutex::new(None),
+                logger: Mutex::new(None),
+                services: Services::default(),
             }),
         }
+    }
+
+    /// Gives the context the host's typed services ([`ToolContext::get`]).
+    /// A host calls it right after [`ToolContext::new`], before the tool
+    /// has the context; on a context already shared it gives the context
+    /// back unchanged.
+    pub fn with_services(mut self, services: Services) -> ToolContext {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.services = services;
+        }
+        self
     }
 
     fn emit(&self, kind: FactKind) {
@@ -626,6 +658,72 @@ impl ToolContext {
     /// The run this call belongs to.
     pub fn run_id(&self) -> &str {
         &self.inner.info.run_id
+    }
+
+    /// The tool's metadata (seed 004's `metadata`): its spec, when it
+    /// declared one, as on the record. The same as [`ToolContext::spec`].
+    pub fn metadata(&self) -> Option<&ToolSpec> {
+        self.spec()
+    }
+
+    /// The parsed, validated input as recorded in `call.started` (after
+    /// the spec's wants were resolved into it), as JSON.
+    pub fn input_json(&self) -> &Value {
+        &self.inner.info.started.args
+    }
+
+    /// The input as `T` (seed 004's `input`):
+    /// [`ContextError::InputType`] when it does not fit `T`.
+    pub fn input<T: DeserializeOwned>(&self) -> Result<T, ContextError> {
+        serde_json::from_value(self.input_json().clone()).map_err(|e| ContextError::InputType {
+            tool: self.tool_name().into(),
+            type_name: std::any::type_name::<T>(),
+            detail: e.to_string(),
+        })
+    }
+
+    /// The history of the input, oldest first (seed 004's
+    /// `inputHistory`). A tool cannot change its input here, so the
+    /// history is the recorded input alone.
+    pub fn input_history(&self) -> Vec<Value> {
+        vec![self.input_json().clone()]
+    }
+
+    /// The protocol the call came over, e.g. `"mcp"`, as recorded.
+    pub fn protocol(&self) -> Option<&str> {
+        self.inner.info.started.protocol.as_deref()
+    }
+
+    /// The call that dispatched this one, when it is a child call.
+    pub fn parent_call(&self) -> Option<&str> {
+        self.inner.info.started.parent_call.as_deref()
+    }
+
+    /// The client that made the request (name, version, title), as
+    /// recorded; `None` when the host gave none.
+    pub fn client_info(&self) -> Option<&ClientInfo> {
+        self.inner.info.started.client_info.as_ref()
+    }
+
+    /// The AI platform making the request (seed 004's `platform`): the
+    /// host's, when it set one on the call (a value outside the list is
+    /// [`Platform::Unknown`]), else detected from the recorded client info
+    /// by [`Platform::detect`]. Replay gives the same from the record.
+    pub fn platform(&self) -> Platform {
+        match self.inner.info.started.platform.as_deref() {
+            Some(p) => Platform::parse(p),
+            None => Platform::detect(self.client_info()),
+        }
+    }
+
+    /// A typed service the host registered for this call (seed 004's
+    /// `get(token)`, by type): [`ContextError::NoService`], naming the
+    /// type, when none is registered. Live, the host registers services
+    /// with `CallBuilder::service`; in replay, the test registers them with
+    /// `ReplayOptions::service`. Services are not facts: nothing about them
+    /// is recorded.
+    pub fn get<T: Send + Sync + 'static>(&self) -> Result<Arc<T>, ContextError> {
+        self.inner.services.get::<T>()
     }
 
     /// The hosting session, when bound to one (caller data, not identity).
@@ -782,10 +880,23 @@ impl ToolContext {
         self.log_with(level, None, None, data.into());
     }
 
-    /// MCP `notify`: a log message for the client. Returns whether a client
-    /// received it.
-    pub fn notify(&self, data: impl Into<Value>, level: Level) -> bool {
-        self.log_with(level, None, None, data.into())
+    /// MCP `notify` (seed 004's `notify(message)`): a log message for the
+    /// client at level info, FrontMCP's default. Returns whether a client
+    /// received it (the `log` fact records that as `delivered`).
+    pub fn notify(&self, message: impl Into<Value>) -> bool {
+        self.notify_at(Level::Info, message)
+    }
+
+    /// [`ToolContext::notify`] at `level`. The level comes first, as in
+    /// [`ToolContext::log`]: one order for every logging method.
+    pub fn notify_at(&self, level: Level, message: impl Into<Value>) -> bool {
+        self.log_with(level, None, None, message.into())
+    }
+
+    /// Names the logger of this call's later `log` and `notify` facts
+    /// (MCP's `logger`); none until set.
+    pub fn set_logger(&self, name: impl Into<String>) {
+        *self.inner.logger.lock().unwrap_or_else(|p| p.into_inner()) = Some(name.into());
     }
 
     fn log_with(
@@ -798,6 +909,13 @@ impl ToolContext {
         if self.after_respond("log").is_err() {
             return false;
         }
+        let logger = logger.or_else(|| {
+            self.inner
+                .logger
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone()
+        });
         let delivered = self.inner.backend.deliver_log(level, &data);
         self.emit(FactKind::Log(Log {
             level,
@@ -1122,13 +1240,30 @@ impl ToolContext {
 
     // ---- output ---------------------------------------------------------------------
 
-    /// Records an intermediate output (output history). After
-    /// [`ToolContext::respond`] it is dropped (and flagged).
-    pub fn output(&self, value: impl Serialize, stage: Option<&str>, note: Option<&str>) {
+    /// Records an intermediate output (output history), with no stage.
+    /// After [`ToolContext::respond`] it is dropped (and flagged).
+    pub fn set_output(&self, value: impl Serialize) {
+        self.set_output_as(value, Stage::default());
+    }
+
+    /// Records an intermediate output at a named stage, with an optional
+    /// note: `ctx.set_output_as(v, Stage::new("draft").note("before ranking"))`.
+    pub fn set_output_as(&self, value: impl Serialize, stage: Stage) {
         if self.after_respond("output").is_err() {
             return;
         }
-        self.push_output(value, stage, note);
+        self.push_output(value, stage.stage.as_deref(), stage.note.as_deref());
+    }
+
+    /// The latest output (seed 004's `output`): the last one recorded, or
+    /// respond's; `None` before any.
+    pub fn output(&self) -> Option<Value> {
+        self.inner
+            .outputs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .last()
+            .cloned()
     }
 
     fn push_output(&self, value: impl Serialize, stage: Option<&str>, note: Option<&str>) -> Value {
@@ -1211,6 +1346,173 @@ impl ToolContext {
             detail: e.to_string(),
         })?;
         self.inner.backend.dispatch(tool, args).await
+    }
+}
+
+/// The stage and note of an output ([`ToolContext::set_output_as`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stage {
+    stage: Option<String>,
+    note: Option<String>,
+}
+
+impl Stage {
+    /// A named stage, e.g. `"draft"`.
+    pub fn new(stage: impl Into<String>) -> Stage {
+        Stage {
+            stage: Some(stage.into()),
+            note: None,
+        }
+    }
+
+    /// Adds a note for the reader of the record.
+    pub fn note(mut self, note: impl Into<String>) -> Stage {
+        self.note = Some(note.into());
+        self
+    }
+}
+
+/// The AI platform making a request (seed 004's `AIPlatformType`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Platform {
+    /// `openai`.
+    OpenAi,
+    /// `claude`.
+    Claude,
+    /// `gemini`.
+    Gemini,
+    /// `langchain`.
+    LangChain,
+    /// `vercel-ai`.
+    VercelAi,
+    /// `unknown`.
+    Unknown,
+}
+
+impl Platform {
+    /// The seed's name: `openai`, `claude`, `gemini`, `langchain`,
+    /// `vercel-ai` or `unknown`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Platform::OpenAi => "openai",
+            Platform::Claude => "claude",
+            Platform::Gemini => "gemini",
+            Platform::LangChain => "langchain",
+            Platform::VercelAi => "vercel-ai",
+            Platform::Unknown => "unknown",
+        }
+    }
+
+    /// The platform of a seed name (any case); anything else is
+    /// [`Platform::Unknown`].
+    pub fn parse(name: &str) -> Platform {
+        [
+            Platform::OpenAi,
+            Platform::Claude,
+            Platform::Gemini,
+            Platform::LangChain,
+            Platform::VercelAi,
+        ]
+        .into_iter()
+        .find(|p| p.as_str().eq_ignore_ascii_case(name.trim()))
+        .unwrap_or(Platform::Unknown)
+    }
+
+    /// Detects the platform from MCP `clientInfo`. The rule: the client's
+    /// name, then its title, lower-cased, is looked up in this table, first
+    /// match wins; no client info, or no match, is `unknown`.
+    ///
+    /// | the name or title contains | platform |
+    /// |---|---|
+    /// | `openai`, `chatgpt`, `codex` | `openai` |
+    /// | `claude`, `anthropic` | `claude` |
+    /// | `gemini`, `google` | `gemini` |
+    /// | `langchain`, `langgraph` | `langchain` |
+    /// | `vercel`, `ai-sdk` | `vercel-ai` |
+    ///
+    /// ```
+    /// use reel::context::Platform;
+    /// use reel::fact::ClientInfo;
+    /// let client = |name: &str| ClientInfo { name: name.into(), version: None, title: None };
+    /// assert_eq!(Platform::detect(Some(&client("Claude Desktop"))), Platform::Claude);
+    /// assert_eq!(Platform::detect(Some(&client("openai-mcp"))), Platform::OpenAi);
+    /// assert_eq!(Platform::detect(Some(&client("@ai-sdk/mcp"))), Platform::VercelAi);
+    /// assert_eq!(Platform::detect(Some(&client("my-cli"))), Platform::Unknown);
+    /// assert_eq!(Platform::detect(None), Platform::Unknown);
+    /// ```
+    pub fn detect(client: Option<&ClientInfo>) -> Platform {
+        const TABLE: &[(&str, Platform)] = &[
+            ("openai", Platform::OpenAi),
+            ("chatgpt", Platform::OpenAi),
+            ("codex", Platform::OpenAi),
+            ("claude", Platform::Claude),
+            ("anthropic", Platform::Claude),
+            ("gemini", Platform::Gemini),
+            ("google", Platform::Gemini),
+            ("langchain", Platform::LangChain),
+            ("langgraph", Platform::LangChain),
+            ("vercel", Platform::VercelAi),
+            ("ai-sdk", Platform::VercelAi),
+        ];
+        let Some(client) = client else {
+            return Platform::Unknown;
+        };
+        for text in std::iter::once(&client.name).chain(client.title.as_ref()) {
+            let text = text.to_lowercase();
+            if let Some((_, p)) = TABLE.iter().find(|(needle, _)| text.contains(needle)) {
+                return *p;
+            }
+        }
+        Platform::Unknown
+    }
+}
+
+impl fmt::Display for Platform {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl From<Platform> for String {
+    fn from(p: Platform) -> String {
+        p.as_str().into()
+    }
+}
+
+/// Typed services a host gives a call's context ([`ToolContext::get`]),
+/// one per type. Cheap to clone.
+#[derive(Clone, Default)]
+pub struct Services {
+    by_type: HashMap<std::any::TypeId, (&'static str, Arc<dyn std::any::Any + Send + Sync>)>,
+}
+
+impl Services {
+    /// Registers `service` as the `T` of this call (replacing an earlier
+    /// `T`).
+    pub fn insert<T: Send + Sync + 'static>(&mut self, service: Arc<T>) {
+        self.by_type.insert(
+            std::any::TypeId::of::<T>(),
+            (std::any::type_name::<T>(), service),
+        );
+    }
+
+    /// The registered `T`: [`ContextError::NoService`] naming the type when
+    /// there is none.
+    pub fn get<T: Send + Sync + 'static>(&self) -> Result<Arc<T>, ContextError> {
+        self.by_type
+            .get(&std::any::TypeId::of::<T>())
+            .and_then(|(_, s)| s.clone().downcast::<T>().ok())
+            .ok_or(ContextError::NoService {
+                type_name: std::any::type_name::<T>(),
+            })
+    }
+}
+
+impl fmt::Debug for Services {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut names: Vec<&str> = self.by_type.values().map(|(n, _)| *n).collect();
+        names.sort_unstable();
+        f.debug_set().entries(names).finish()
     }
 }
 

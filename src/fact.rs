@@ -384,6 +384,9 @@ pub struct ClientInfo {
     /// Client version, when given.
     #[serde(default)]
     pub version: Option<String>,
+    /// Client title (MCP `clientInfo.title`), when given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
 }
 
 /// The claim ticket of a stored artifact.

@@ -445,9 +445,15 @@ fn walk_fields(kind: &mut FactKind, f: &mut impl Fields) {
             opt_text(f, invocation_id);
             opt_text(f, protocol);
             opt_text(f, platform);
-            if let Some(ClientInfo { name, version }) = client_info {
+            if let Some(ClientInfo {
+                name,
+                version,
+                title,
+            }) = client_info
+            {
                 f.text(name);
                 opt_text(f, version);
+                opt_text(f, title);
             }
             f.json(args);
             if let Some(wanted) = wanted {

@@ -297,8 +297,13 @@ fn call_started() -> impl Strategy<Value = CallStarted> {
         (opt_string(), opt_string()),
         prop_oneof![
             Just(None),
-            (unicode_string(), opt_string())
-                .prop_map(|(name, version)| Some(ClientInfo { name, version })),
+            (unicode_string(), opt_string(), opt_string()).prop_map(|(name, version, title)| {
+                Some(ClientInfo {
+                    name,
+                    version,
+                    title,
+                })
+            }),
         ],
         json_value(),
         opt_map(artifact_meta()),

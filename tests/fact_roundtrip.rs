@@ -318,6 +318,7 @@ fn one_of_each_kind() -> Vec<Fact> {
             client_info: Some(ClientInfo {
                 name: "cli".into(),
                 version: Some("0.1".into()),
+                title: None,
             }),
             args: json!({"from": "LIS", "to": "東京", "pax": 2, "fare": 12.5, "flex": null}),
             wanted: Some(BTreeMap::from([("doc".into(), meta())])),
@@ -542,6 +543,7 @@ fn call_started(
         client_info: Some(ClientInfo {
             name: "c".into(),
             version: client_version.map(Into::into),
+            title: None,
         }),
         args: json!({}),
         wanted,

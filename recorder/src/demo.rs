@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use reel::context::{ContextError, Elicitation, Report, ToolContext, ToolError};
+use reel::context::{ContextError, Elicitation, Report, Stage, ToolContext, ToolError};
 use reel::fact::{ElicitOutcome, Identity, Level, RunStatus, TeardownScope};
 use reel::spec::{Annotations, ToolSpec};
 use reel::tools::Tools;
@@ -119,7 +119,7 @@ pub async fn deploy(ctx: ToolContext, args: DeployArgs) -> Result<Value, ToolErr
         Level::Info,
         json!({ "message": "deployed", "apply": applied["status"] }),
     );
-    ctx.output(json!({ "plan": plan.steps }), Some("plan"), None);
+    ctx.set_output_as(json!({ "plan": plan.steps }), Stage::new("plan"));
     ctx.progress(json!({ "message": "Done", "done": 3, "total": 3 }));
     Ok(json!({ "deployed": true, "report": meta.id, "digest": meta.digest }))
 }
@@ -133,7 +133,7 @@ pub async fn walk(ctx: ToolContext, hops: u32) -> Result<Value, ToolError> {
         let hop = format!("hop-{:04x}", (seed.wrapping_mul(i as u64 + 1) >> 48) as u16);
         tokio::time::sleep(std::time::Duration::from_millis(2)).await;
         ctx.progress(json!({ "message": format!("Hop {i} of {hops} — {hop}"), "done": i, "total": hops, "hop": hop }));
-        ctx.notify(json!({ "hop": i }), Level::Info);
+        ctx.notify(json!({ "hop": i }));
     }
     Ok(json!({ "hops": hops }))
 }
@@ -220,10 +220,9 @@ pub async fn search(ctx: ToolContext, query: String) -> Result<Value, ToolError>
         used_model: Some(false),
         payload: Some(json!({ "pages": pages.len() })),
     });
-    ctx.output(
+    ctx.set_output_as(
         json!({ "pages": pages }),
-        Some("draft"),
-        Some("before ranking"),
+        Stage::new("draft").note("before ranking"),
     );
     ctx.respond(json!({ "query": query, "pages": pages }))
 }

@@ -391,6 +391,7 @@ impl Run {
             providers: Providers::default(),
             needs: Vec::new(),
             cancel: CancelHandle::new(),
+            services: Services::default(),
         }
     }
 
@@ -524,6 +525,7 @@ pub struct CallBuilder {
     providers: Providers,
     needs: Vec<CredentialNeed>,
     cancel: CancelHandle,
+    services: Services,
 }
 
 /// Cancels one call from the host; usable before, during and after it.
@@ -631,6 +633,15 @@ impl CallBuilder {
     /// Attaches nested dispatch over these tools.
     pub fn dispatcher(mut self, tools: Tools) -> CallBuilder {
         self.providers.dispatcher = Some(tools);
+        self
+    }
+
+    /// Registers a typed service the tool gets with `ctx.get::<T>()` (one
+    /// per type; a later one of the same type replaces it). Services are
+    /// not recorded: a replay registers its own with
+    /// `ReplayOptions::service`.
+    pub fn service<T: Send + Sync + 'static>(mut self, service: Arc<T>) -> CallBuilder {
+        self.services.insert(service);
         self
     }
 
@@ -819,7 +830,8 @@ impl CallBuilder {
         let result = match before_tool(&info, &dyn_backend, &self.needs, &self.cancel).await {
             Err(err) => Err(err),
             Ok(declared) => {
-                let ctx = ToolContext::new(info, dyn_backend, declared, &self.cancel);
+                let ctx = ToolContext::new(info, dyn_backend, declared, &self.cancel)
+                    .with_services(self.services);
                 let handle = ctx.clone();
                 match AssertUnwindSafe(tool(ctx, args)).catch_unwind().await {
                     Ok(result) => after_tool(&handle, result),

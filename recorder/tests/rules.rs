@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use reel::context::{Report, SubFlowLogger, ToolContext, ToolError};
+use reel::context::{Report, Stage, SubFlowLogger, ToolContext, ToolError};
 use reel::fact::*;
 use reel::redact::{artifact_ref, MARKER};
 use reel::tools::Tools;
@@ -1561,8 +1561,11 @@ async fn respond_ends_the_call_with_its_value_and_output_history_keeps_order() {
         |c| c,
         |ctx: ToolContext, _: Value| async move {
             assert!(ctx.output_history().is_empty());
-            ctx.output(json!({"draft": 1}), Some("draft"), None);
-            ctx.output(json!({"draft": 2}), Some("refined"), Some("after ranking"));
+            ctx.set_output_as(json!({"draft": 1}), Stage::new("draft"));
+            ctx.set_output_as(
+                json!({"draft": 2}),
+                Stage::new("refined").note("after ranking"),
+            );
             h.lock().unwrap().push(ctx.output_history());
             let responded = ctx.respond(json!({"final": 3}));
             h.lock().unwrap().push(ctx.output_history());
@@ -1728,7 +1731,7 @@ async fn secret_named_keys_are_redacted_everywhere_a_payload_goes() {
                 assert_eq!(args, sensitive("args"), "the tool sees its real args");
                 ctx.progress(sensitive("progress"));
                 ctx.log(Level::Info, sensitive("log"));
-                ctx.output(sensitive("output"), None, None);
+                ctx.set_output(sensitive("output"));
                 let echoed: Value = ctx
                     .effect("echo", &sensitive("effect.request"), || async {
                         Ok::<_, String>(sensitive("effect.result"))
@@ -1782,7 +1785,7 @@ async fn a_payload_over_the_inline_limit_is_stored_whole_as_an_artifact_referenc
                 ctx.progress(large("progress", 200));
                 ctx.progress(json!({"message": "small stays inline"}));
                 ctx.log(Level::Info, large("log", 100));
-                ctx.output(large("output", 100), Some("draft"), None);
+                ctx.set_output_as(large("output", 100), Stage::new("draft"));
                 Ok::<_, ToolError>(large("result", 300))
             })
             .await
@@ -1965,10 +1968,9 @@ async fn a_credential_value_is_scrubbed_from_every_free_text_field() {
             let t = token.secret().expose().to_owned();
             ctx.progress(json!({ "message": format!("calling with {t}") }));
             ctx.log(Level::Info, format!("token is {t}"));
-            ctx.output(
+            ctx.set_output_as(
                 json!({ "header": format!("Bearer {t}") }),
-                Some(&format!("stage-{t}")),
-                Some(&format!("called the API with {t}")),
+                Stage::new(format!("stage-{t}")).note(format!("called the API with {t}")),
             );
             let t2 = t.clone();
             let _: Value = ctx

@@ -36,9 +36,21 @@ pub struct ReplayOptions {
     pub redact_keys: Vec<String>,
     /// Serve child calls from the record even when their tool is registered.
     pub serve_children: bool,
+    /// Typed services the replayed tools get with `ctx.get::<T>()`, as the
+    /// host registered them live: services are not facts, so the test
+    /// registers its own (see [`ReplayOptions::service`]). Not serialised.
+    #[serde(skip)]
+    pub services: Services,
 }
 
 impl ReplayOptions {
+    /// Registers `service` as the `T` every replayed call's
+    /// `ctx.get::<T>()` returns (a test double, or the real thing).
+    pub fn service<T: Send + Sync + 'static>(mut self, service: Arc<T>) -> ReplayOptions {
+        self.services.insert(service);
+        self
+    }
+
     /// Ignores `pointer` (into the fields) of every fact of `kind`.
     pub fn ignore(mut self, kind: &str, pointer: &str) -> ReplayOptions {
         self.ignore.push(IgnoreRule {
@@ -556,7 +568,8 @@ fn replay_call<'a>(
         let result = match before_tool(&info, &dyn_backend, &extra, &cancel).await {
             Err(e) => Err(e),
             Ok(declared) => {
-                let ctx = ToolContext::new(info, dyn_backend, declared, &cancel);
+                let ctx = ToolContext::new(info, dyn_backend, declared, &cancel)
+                    .with_services(session.options.services.clone());
                 let handle = ctx.clone();
                 let args = started.args.clone();
                 match AssertUnwindSafe(tool.call(ctx, args)).catch_unwind().await {

@@ -29,7 +29,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use reel::context::{Elicitation, ToolContext, ToolError};
+use reel::context::{Elicitation, Stage, ToolContext, ToolError};
 use reel::fact::{ElicitOutcome, FactKind, Identity, Level, RunStatus, TeardownScope};
 use reel::tape::Tape;
 use reel::tools::Tools;
@@ -160,7 +160,7 @@ async fn ship(ctx: ToolContext, args: ShipArgs, v: Variant) -> Result<Value, Too
 
     let t = ctx.now();
     let r = ctx.random();
-    ctx.output(json!({ "plan": plan }), Some("plan"), None);
+    ctx.set_output_as(json!({ "plan": plan }), Stage::new("plan"));
     if v != V::MissingLastProgress {
         ctx.progress(json!({ "message": "Done", "done": args.hops, "total": args.hops }));
     }

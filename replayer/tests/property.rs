@@ -15,7 +15,7 @@ use std::sync::Arc;
 use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
-use reel::context::{BoxFuture, Elicitation, ToolContext, ToolError};
+use reel::context::{BoxFuture, Elicitation, Stage, ToolContext, ToolError};
 use reel::fact::{ElicitOutcome, Level, RunStatus, TeardownScope};
 use reel::strategy::{json_value, unicode_string};
 use reel::tape::Tape;
@@ -65,7 +65,7 @@ fn scripted(ctx: ToolContext, steps: Vec<Step>) -> BoxFuture<'static, Result<Val
                         Err(e) => json!({ "err": e.to_string() }),
                     });
                 }
-                Step::Output(value) => ctx.output(value, Some("step"), None),
+                Step::Output(value) => ctx.set_output_as(value, Stage::new("step")),
                 Step::Clock => seen.push(json!(ctx.now())),
                 Step::Random => seen.push(json!(ctx.random())),
                 Step::Put(bytes) => {

@@ -207,7 +207,7 @@ async fn stubborn(ctx: ToolContext, _: Value) -> Result<Value, ToolError> {
     );
     // One that cannot fail drops its fact.
     ctx.progress(json!({ "message": "still going" }));
-    ctx.output(json!({ "late": true }), Some("late"), None);
+    ctx.set_output_as(json!({ "late": true }), Stage::new("late"));
     assert_eq!(ctx.output_history(), [json!({ "answer": 42 })]);
     assert_eq!(ctx.responded(), Some(json!({ "answer": 42 })));
     // And what it returns is not the result.

@@ -44,7 +44,7 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 use reel::archive::{Archive, ArchiveConfig, FingerprintKey, RunFilter};
-use reel::context::{Elicitation, Report, ToolContext, ToolError};
+use reel::context::{Elicitation, Report, Stage, ToolContext, ToolError};
 use reel::fact::{
     ArtifactMeta, ClientInfo, ElicitOutcome, FactKind, Identity, Level, Origin, RunStatus,
     TeardownScope,
@@ -305,9 +305,9 @@ async fn careless(ctx: ToolContext, args: Value, plan: Arc<Plan>) -> Result<Valu
         Level::Notice,
         json!({ "message": format!("subflow sees {joined}") }),
     );
-    ctx.notify(
-        json!({ "message": format!("notify {joined}"), joined.clone(): true }),
+    ctx.notify_at(
         Level::Warning,
+        json!({ "message": format!("notify {joined}"), joined.clone(): true }),
     );
     let body = keyed.clone();
     let echo = joined.clone();
@@ -359,10 +359,9 @@ async fn careless(ctx: ToolContext, args: Value, plan: Arc<Plan>) -> Result<Valu
         .elicit(Elicitation::url(format!("https://x.test/{joined}"), schema))
         .await?;
 
-    ctx.output(
+    ctx.set_output_as(
         json!({ "used": joined }),
-        Some(&format!("stage {joined}")),
-        Some(&format!("called the API with {joined}")),
+        Stage::new(format!("stage {joined}")).note(format!("called the API with {joined}")),
     );
     let closing = joined.clone();
     ctx.on_teardown(
@@ -489,6 +488,7 @@ pub async fn record(
             .client_info(ClientInfo {
                 name: format!("client {start}"),
                 version: Some(start.clone()),
+                title: Some(format!("title {start}")),
             })
             .wanted(BTreeMap::from([(format!("doc {start}"), ticket)]))
             .needs("svc0")
