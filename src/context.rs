@@ -26,7 +26,7 @@
 //! | [`ToolContext::on_teardown`] | `teardown.registered`, or `teardown.refused` |
 //! | [`ToolContext::effect`] | `effect` (after the closure ran, or with the recorded outcome) |
 //! | [`ToolContext::now`], [`ToolContext::random`] | `clock`, `random` |
-//! | [`ToolContext::output`], [`ToolContext::respond`] | `call.output` |
+//! | [`ToolContext::set_output`], [`ToolContext::respond`] | `call.output`; after respond a capability refuses or drops its fact, and a `log` of logger [`AFTER_RESPOND_LOGGER`] flags it (see [`after_tool`]) |
 //! | [`ToolContext::dispatch`] | the child's own `call.started` .. `call.ended`, under the child's call id |
 //!
 //! The host files `call.started`, `call.ended`, `cancel.requested` and
