@@ -22,7 +22,7 @@
 //! | [`ToolContext::log`], [`ToolContext::notify`] | `log` |
 //! | [`ToolContext::credential`] | `credential.requested`, then `.resolved` / `.failed`; or `.refused` alone when no provider is attached |
 //! | [`Artifacts::put`], [`Artifacts::get`] | `artifact.put` / `artifact.get`; or `artifact.refused` |
-//! | [`ToolContext::elicit`] | `elicit.requested`, `elicit.answered` |
+//! | [`ToolContext::elicit`] | `elicit.requested`, `elicit.answered`; or `elicit.refused` alone when no elicitor is attached |
 //! | [`ToolContext::on_teardown`] | `teardown.registered`, or `teardown.refused` |
 //! | [`ToolContext::effect`] | `effect` (after the closure ran, or with the recorded outcome) |
 //! | [`ToolContext::now`], [`ToolContext::random`] | `clock`, `random` |
@@ -179,17 +179,38 @@ impl CredentialNeed {
     }
 }
 
-/// A question for the user.
+/// A question for the user, in one of MCP 2025-11-25's two modes.
+///
+/// Form mode asks for structured content under `schema`; URL mode sends the
+/// user to `url` (out of band: a sign-in, a payment) and names the
+/// elicitation by `elicitation_id`, which the client's completion
+/// notification carries back. [`Elicitation::to_mcp`] gives the request
+/// parameters as MCP spells them.
+///
+/// ```
+/// use reel::context::Elicitation;
+/// let q = Elicitation::url("Sign in to GitHub", "https://github.test/login", "el-1");
+/// let mcp = q.to_mcp();
+/// assert_eq!(mcp["mode"], "url");
+/// assert_eq!(mcp["url"], "https://github.test/login");
+/// assert_eq!(mcp["elicitationId"], "el-1");
+/// assert_eq!(mcp["message"], "Sign in to GitHub");
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct Elicitation {
     /// The question.
     pub message: String,
-    /// JSON Schema of the answer.
+    /// JSON Schema of the answer (form mode; `{}` in URL mode). An
+    /// accepted answer is validated against all of it.
     pub schema: Value,
     /// Form or url.
     pub mode: ElicitMode,
     /// Time to live in milliseconds.
     pub ttl_ms: Option<u64>,
+    /// URL mode: the link the user visits.
+    pub url: Option<String>,
+    /// URL mode: the elicitation's id.
+    pub elicitation_id: Option<String>,
 }
 
 impl Elicitation {
@@ -200,14 +221,23 @@ impl Elicitation {
             schema,
             mode: ElicitMode::Form,
             ttl_ms: None,
+            url: None,
+            elicitation_id: None,
         }
     }
 
-    /// A url question (the user visits `message`'s link).
-    pub fn url(message: impl Into<String>, schema: Value) -> Elicitation {
+    /// A URL question: the user visits `url`; `elicitation_id` names this
+    /// elicitation for the client's completion notification.
+    pub fn url(
+        message: impl Into<String>,
+        url: impl Into<String>,
+        elicitation_id: impl Into<String>,
+    ) -> Elicitation {
         Elicitation {
             mode: ElicitMode::Url,
-            ..Elicitation::form(message, schema)
+            url: Some(url.into()),
+            elicitation_id: Some(elicitation_id.into()),
+            ..Elicitation::form(message, json!({}))
         }
     }
 
@@ -216,12 +246,31 @@ impl Elicitation {
         self.ttl_ms = Some(ttl);
         self
     }
+
+    /// The `elicitation/create` request parameters, as MCP 2025-11-25
+    /// spells them: `mode`, `message`, and `requestedSchema` (form) or
+    /// `url` and `elicitationId` (url).
+    pub fn to_mcp(&self) -> Value {
+        match self.mode {
+            ElicitMode::Form => json!({
+                "mode": "form",
+                "message": self.message,
+                "requestedSchema": self.schema,
+            }),
+            ElicitMode::Url => json!({
+                "mode": "url",
+                "message": self.message,
+                "url": self.url,
+                "elicitationId": self.elicitation_id,
+            }),
+        }
+    }
 }
 
 /// The user's answer, as the elicitor reports it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ElicitAnswer {
-    /// Accept / decline / cancel / timeout.
+    /// Accept / decline / cancel / timeout / error.
     pub outcome: ElicitOutcome,
     /// Validation errors of the answer against the schema.
     pub validation_errors: Vec<String>,
@@ -262,11 +311,11 @@ pub enum ContextError {
     /// The store failed.
     #[error("artifact store failed: {0}")]
     ArtifactStore(String),
-    /// No elicitor attached.
-    #[error("cannot ask the user: no elicitor is attached to this call; attach one on the host with `.elicitor(elicitor)`")]
+    /// No elicitor attached (fail closed).
+    #[error("cannot ask the user: no elicitor is attached to this call; attach one on the host with `.elicitor(elicitor)` when starting the call, or branch on `ctx.has_elicitor()`")]
     NoElicitor,
-    /// The elicitor failed.
-    #[error("asking the user failed: {0}")]
+    /// The elicitor failed (a transport error): no answer came.
+    #[error("asking the user failed: the elicitor reported an error ({0}); no answer came, so treat the question as unanswered (ask again, or end the call)")]
     Elicit(String),
     /// A teardown scope this host does not honour.
     #[error("teardown scope {scope} is not honoured by this host (it honours: {}); branch on `ctx.teardown_scopes()`", honoured_list(.honoured))]
@@ -852,31 +901,63 @@ impl ToolContext {
 
     // ---- elicitation ----------------------------------------------------------
 
+    /// True when an elicitor is attached: [`ToolContext::elicit`] refuses
+    /// without one.
+    pub fn has_elicitor(&self) -> bool {
+        self.inner.backend.has_elicitor()
+    }
+
     /// Asks the user a question and waits for the answer.
+    ///
+    /// Without an elicitor the question is refused (`elicit.refused`,
+    /// [`ContextError::NoElicitor`]). An accepted answer is validated
+    /// against the full JSON Schema of the question (the same live and in
+    /// replay); each failing place is one of
+    /// [`ElicitAnswer::validation_errors`], as `"<JSON pointer>: <what is
+    /// wrong>"`. An elicitor's failure is recorded as outcome `error` and
+    /// returned as [`ContextError::Elicit`].
     pub async fn elicit(&self, question: Elicitation) -> Result<ElicitAnswer, ContextError> {
         self.inner.backend.ready().await;
         if !self.inner.backend.has_elicitor() {
-            return Err(ContextError::NoElicitor);
+            let err = ContextError::NoElicitor;
+            self.emit(FactKind::ElicitRefused(ElicitRefused {
+                message: question.message.clone(),
+                mode: question.mode,
+                reason: err.to_string(),
+            }));
+            return Err(err);
         }
         self.emit(FactKind::ElicitRequested(ElicitRequested {
             message: question.message.clone(),
             schema: question.schema.clone(),
             mode: question.mode,
             ttl_ms: question.ttl_ms,
+            url: question.url.clone(),
+            elicitation_id: question.elicitation_id.clone(),
         }));
         match self.inner.backend.elicit(&question).await {
-            Ok(answer) => {
+            Ok(mut answer) => {
+                if let ElicitOutcome::Accept { content } = &answer.outcome {
+                    for e in validate_answer(&question.schema, content) {
+                        if !answer.validation_errors.contains(&e) {
+                            answer.validation_errors.push(e);
+                        }
+                    }
+                }
                 self.emit(FactKind::ElicitAnswered(ElicitAnswered {
                     outcome: answer.outcome.clone(),
                     validation_errors: answer.validation_errors.clone(),
                     pre_resolved: answer.pre_resolved,
                 }));
-                Ok(answer)
+                match answer.outcome {
+                    ElicitOutcome::Error { message } => Err(ContextError::Elicit(message)),
+                    _ => Ok(answer),
+                }
             }
             Err(e) => {
                 self.emit(FactKind::ElicitAnswered(ElicitAnswered {
-                    outcome: ElicitOutcome::Cancel,
-                    validation_errors: vec![e.clone()],
+                    outcome: ElicitOutcome::Error { message: e.clone() },
+                    validation_errors: Vec::new(),
                     pre_resolved: false,
                 }));
                 Err(ContextError::Elicit(e))
@@ -1439,6 +1520,31 @@ pub async fn before_tool(
         }
     }
     resolve_declared(info, backend, &needs, cancel).await
+}
+
+/// Validates an elicitation answer against the full JSON Schema of the
+/// question ([`crate::spec::validate_value`]): one `"<JSON pointer>:
+/// <message>"` per failing place (`"(root): ..."` for the whole answer);
+/// empty when it fits.
+///
+/// ```
+/// use serde_json::json;
+/// let schema = json!({
+///     "type": "object",
+///     "properties": { "n": { "type": "integer", "minimum": 1 } },
+///     "required": ["n"],
+/// });
+/// assert!(reel::context::validate_answer(&schema, &json!({ "n": 2 })).is_empty());
+/// assert_eq!(
+///     reel::context::validate_answer(&schema, &json!({ "n": 0 })),
+///     vec!["/n: 0 is less than the minimum of 1".to_string()],
+/// );
+/// ```
+pub fn validate_answer(schema: &Value, content: &Value) -> Vec<String> {
+    match crate::spec::validate_value(schema, content, "the question's schema", "the question (`Elicitation::schema`)") {
+        Ok(()) => Vec::new(),
+        Err(errors) => errors.iter().map(|e| e.to_string()).collect(),
+    }
 }
 
 /// The message of a caught panic (a tool's, for the record).

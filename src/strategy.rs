@@ -353,6 +353,7 @@ fn elicit_outcome() -> impl Strategy<Value = ElicitOutcome> {
         Just(ElicitOutcome::Decline),
         Just(ElicitOutcome::Cancel),
         Just(ElicitOutcome::Timeout),
+        unicode_string().prop_map(|message| ElicitOutcome::Error { message }),
     ]
 }
 
@@ -477,8 +478,10 @@ pub fn fact_kind() -> impl Strategy<Value = FactKind> {
             json_value(),
             any::<bool>(),
             proptest::option::of(any::<u64>()),
+            opt_string(),
+            opt_string(),
         )
-            .prop_map(|(message, schema, form, ttl_ms)| {
+            .prop_map(|(message, schema, form, ttl_ms, url, elicitation_id)| {
                 FactKind::ElicitRequested(ElicitRequested {
                     message,
                     schema,
@@ -488,8 +491,21 @@ pub fn fact_kind() -> impl Strategy<Value = FactKind> {
                         ElicitMode::Url
                     },
                     ttl_ms,
+                    url,
+                    elicitation_id,
                 })
             }),
+        (unicode_string(), any::<bool>(), unicode_string()).prop_map(|(message, form, reason)| {
+            FactKind::ElicitRefused(ElicitRefused {
+                message,
+                mode: if form {
+                    ElicitMode::Form
+                } else {
+                    ElicitMode::Url
+                },
+                reason,
+            })
+        }),
         (elicit_outcome(), vec(unicode_string(), 0..3), any::<bool>()).prop_map(
             |(outcome, validation_errors, pre_resolved)| {
                 FactKind::ElicitAnswered(ElicitAnswered {
@@ -576,6 +592,7 @@ fn every_variant_has_a_strategy(kind: &FactKind) {
         | FactKind::Log(_)
         | FactKind::ElicitRequested(_)
         | FactKind::ElicitAnswered(_)
+        | FactKind::ElicitRefused(_)
         | FactKind::TeardownRegistered(_)
         | FactKind::TeardownRefused(_)
         | FactKind::TeardownRan(_)

@@ -1053,18 +1053,9 @@ impl CallBackend for LiveBackend {
                 },
                 None => elicitor.elicit(question).await,
             };
-            // An accepted answer is checked against the schema here, so every
-            // elicitor gets the same validation recorded.
-            answer.map(|mut a| {
-                if let ElicitOutcome::Accept { content } = &a.outcome {
-                    for e in crate::providers::validate(&question.schema, content) {
-                        if !a.validation_errors.contains(&e) {
-                            a.validation_errors.push(e);
-                        }
-                    }
-                }
-                a
-            })
+            // The context validates an accepted answer against the
+            // question's schema, the same live and in replay.
+            answer
         })
     }
 
