@@ -690,6 +690,34 @@ impl ToolContext {
         self.inner.cancel.cancelled().await
     }
 
+    /// Runs `fut` unless the call is cancelled first: every await of the
+    /// context goes through here. Cancellation wins a tie (it is polled
+    /// first), so a replay, which trips the token at the recorded point,
+    /// ends the same await the same way. On cancellation `fut` is dropped
+    /// and nothing of it is filed: `cancel.requested` (the host's) already
+    /// marks the point, and the call ends `aborted` unless the tool goes on.
+    async fn until_cancelled<T>(&self, fut: impl Future<Output = T>) -> Result<T, ContextError> {
+        self.check_cancel()?;
+        let cancelled = self.inner.cancel.cancelled();
+        futures::pin_mut!(cancelled);
+        futures::pin_mut!(fut);
+        match futures::future::select(cancelled, fut).await {
+            futures::future::Either::Left(_) => Err(self.cancelled_error()),
+            futures::future::Either::Right((value, _)) => Ok(value),
+        }
+    }
+
+    fn cancelled_error(&self) -> ContextError {
+        ContextError::Cancelled {
+            reason: self
+                .inner
+                .cancel_reason
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone(),
+        }
+    }
+
     /// `Err(Cancelled)` once cancellation was requested: `ctx.check_cancel()?`.
     pub fn check_cancel(&self) -> Result<(), ContextError> {
         if self.is_cancelled() {
@@ -841,7 +869,7 @@ impl ToolContext {
         need: &CredentialNeed,
         mode: CredentialMode,
     ) -> Result<Credential, ContextError> {
-        self.inner.backend.ready().await;
+        self.until_cancelled(self.inner.backend.ready()).await?;
         if !self.has_credentials() {
             let err = ContextError::NoCredentialProvider {
                 need: need.need.clone(),
@@ -858,7 +886,10 @@ impl ToolContext {
             mode,
             kind: need.kind.clone(),
         }));
-        match self.inner.backend.credential(need, mode).await {
+        match self
+            .until_cancelled(self.inner.backend.credential(need, mode))
+            .await?
+        {
             Ok(c) => {
                 self.emit(FactKind::CredentialResolved(CredentialResolved {
                     need: need.need.clone(),
@@ -917,7 +948,7 @@ impl ToolContext {
     /// wrong>"`. An elicitor's failure is recorded as outcome `error` and
     /// returned as [`ContextError::Elicit`].
     pub async fn elicit(&self, question: Elicitation) -> Result<ElicitAnswer, ContextError> {
-        self.inner.backend.ready().await;
+        self.until_cancelled(self.inner.backend.ready()).await?;
         if !self.inner.backend.has_elicitor() {
             let err = ContextError::NoElicitor;
             self.emit(FactKind::ElicitRefused(ElicitRefused {
@@ -935,7 +966,10 @@ impl ToolContext {
             url: question.url.clone(),
             elicitation_id: question.elicitation_id.clone(),
         }));
-        match self.inner.backend.elicit(&question).await {
+        match self
+            .until_cancelled(self.inner.backend.elicit(&question))
+            .await?
+        {
             Ok(mut answer) => {
                 if let ElicitOutcome::Accept { content } = &answer.outcome {
                     for e in validate_answer(&question.schema, content) {
@@ -1074,7 +1108,7 @@ impl ToolContext {
         F: FnOnce() -> Fut + Send + 'static,
         Fut: Future<Output = Result<T, E>> + Send + 'static,
     {
-        self.inner.backend.ready().await;
+        self.until_cancelled(self.inner.backend.ready()).await?;
         let request = serde_json::to_value(request).map_err(|e| ContextError::Effect {
             name: name.into(),
             detail: format!("its request does not serialise: {e}"),
@@ -1088,7 +1122,9 @@ impl ToolContext {
                 }
             })
         });
-        let outcome = self.inner.backend.effect(name, &request, run).await;
+        let outcome = self
+            .until_cancelled(self.inner.backend.effect(name, &request, run))
+            .await?;
         self.emit(FactKind::Effect(Effect {
             name: name.into(),
             request,
@@ -1161,7 +1197,7 @@ impl ToolContext {
 
     /// Calls another tool as a child of this call.
     pub async fn dispatch(&self, tool: &str, args: impl Serialize) -> Result<Value, ToolError> {
-        self.inner.backend.ready().await;
+        self.until_cancelled(self.inner.backend.ready()).await?;
         if !self.can_dispatch() {
             return Err(ContextError::NoDispatch { tool: tool.into() }.into());
         }
@@ -1169,7 +1205,12 @@ impl ToolContext {
             tool: tool.into(),
             detail: e.to_string(),
         })?;
-        self.inner.backend.dispatch(tool, args).await
+        // Not raced: the child is cancelled with this call (its token is a
+        // child of this one), its own awaits end cancelled, and it files its
+        // own `call.ended`; dropping it mid-run would leave its record open.
+        let result = self.inner.backend.dispatch(tool, args).await;
+        self.check_cancel()?;
+        result
     }
 }
 
@@ -1369,15 +1410,13 @@ impl Artifacts<'_> {
         bytes: impl Into<Vec<u8>>,
     ) -> Result<ArtifactMeta, ContextError> {
         let ctx = self.ctx;
-        ctx.inner.backend.ready().await;
+        ctx.until_cancelled(ctx.inner.backend.ready()).await?;
         if !ctx.has_artifacts() {
             return Err(self.refuse(ArtifactOp::Put, None, ContextError::NoArtifactStore));
         }
         match ctx
-            .inner
-            .backend
-            .put_artifact(media_type, bytes.into())
-            .await
+            .until_cancelled(ctx.inner.backend.put_artifact(media_type, bytes.into()))
+            .await?
         {
             Ok(meta) => {
                 ctx.emit(FactKind::ArtifactPut(ArtifactPut { meta: meta.clone() }));
@@ -1390,11 +1429,14 @@ impl Artifacts<'_> {
     /// Fetches an artifact of this run's scope; `None` when there is none.
     pub async fn get(&self, id: &str) -> Result<Option<FoundArtifact>, ContextError> {
         let ctx = self.ctx;
-        ctx.inner.backend.ready().await;
+        ctx.until_cancelled(ctx.inner.backend.ready()).await?;
         if !ctx.has_artifacts() {
             return Err(self.refuse(ArtifactOp::Get, Some(id), ContextError::NoArtifactStore));
         }
-        match ctx.inner.backend.get_artifact(id).await {
+        match ctx
+            .until_cancelled(ctx.inner.backend.get_artifact(id))
+            .await?
+        {
             Ok(found) => {
                 ctx.emit(FactKind::ArtifactGet(ArtifactGet {
                     id: id.into(),
@@ -1541,7 +1583,12 @@ pub async fn before_tool(
 /// );
 /// ```
 pub fn validate_answer(schema: &Value, content: &Value) -> Vec<String> {
-    match crate::spec::validate_value(schema, content, "the question's schema", "the question (`Elicitation::schema`)") {
+    match crate::spec::validate_value(
+        schema,
+        content,
+        "the question's schema",
+        "the question (`Elicitation::schema`)",
+    ) {
         Ok(()) => Vec::new(),
         Err(errors) => errors.iter().map(|e| e.to_string()).collect(),
     }

@@ -248,7 +248,12 @@ impl ToolSpec {
     /// (`password`, `token`, ...) never quotes the value. A schema that is
     /// not valid JSON Schema is one error at the root saying so.
     pub fn validate(&self, input: &Value) -> Result<(), Vec<InputError>> {
-        validate_value(&self.input_schema, input, "the tool's input schema", "the tool's spec")
+        validate_value(
+            &self.input_schema,
+            input,
+            "the tool's input schema",
+            "the tool's spec",
+        )
     }
 
     /// The spec as MCP's `Tool` (an entry of `tools/list`): `name`,
@@ -476,20 +481,20 @@ pub fn validate_value(
     what: &str,
     fix: &str,
 ) -> Result<(), Vec<InputError>> {
-        let validator = match jsonschema::validator_for(schema) {
-            Ok(v) => v,
-            Err(e) => {
-                return Err(vec![InputError {
-                    pointer: String::new(),
-                    message: format!(
+    let validator = match jsonschema::validator_for(schema) {
+        Ok(v) => v,
+        Err(e) => {
+            return Err(vec![InputError {
+                pointer: String::new(),
+                message: format!(
                     "{what} is not a valid JSON Schema ({}): fix {fix}",
                     cut(&e.to_string())
                 ),
-                }])
-            }
-        };
-        let redactor = Redactor::default();
-        let errors: Vec<InputError> = validator
+            }])
+        }
+    };
+    let redactor = Redactor::default();
+    let errors: Vec<InputError> = validator
             .iter_errors(input)
             .map(|e| {
                 let pointer = e.instance_path().as_str().to_owned();
@@ -508,9 +513,9 @@ pub fn validate_value(
                 InputError { pointer, message }
             })
             .collect();
-        if errors.is_empty() {
-            Ok(())
-        } else {
-            Err(errors)
-        }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors)
     }
+}

@@ -9,11 +9,11 @@
 use std::future::Future;
 use std::sync::Arc;
 
+use reel::archive::FingerprintKey;
 use reel::context::*;
 use reel::fact::*;
 use reel::tape::Tape;
 use reel::tools::Tools;
-use reel::archive::FingerprintKey;
 use reel_recorder::{Elicitor, Recorder, RecorderConfig, Run, RunStart, ScriptedElicitor};
 use reel_replayer::{replay, Recording, ReplayOptions, ReplayReport};
 use serde_json::{json, Value};
@@ -59,7 +59,11 @@ async fn replays_clean(recording: &Recording, tools: &Tools) -> ReplayReport {
 }
 
 fn facts<'a>(recording: &'a Recording, call: &str) -> Vec<&'a FactKind> {
-    recording.calls[call].facts.iter().map(|f| &f.kind).collect()
+    recording.calls[call]
+        .facts
+        .iter()
+        .map(|f| &f.kind)
+        .collect()
 }
 
 fn result_of(recording: &Recording, call: &str) -> Value {
@@ -80,7 +84,9 @@ fn asking(question: Elicitation) -> Tools {
                     "outcome": a.outcome,
                     "invalid": a.validation_errors,
                 }),
-                Err(ContextError::NoElicitor) => json!({ "refused": ContextError::NoElicitor.to_string() }),
+                Err(ContextError::NoElicitor) => {
+                    json!({ "refused": ContextError::NoElicitor.to_string() })
+                }
                 Err(ContextError::Elicit(reason)) => json!({ "elicitor_failed": reason }),
                 Err(other) => json!({ "other": other.to_string() }),
             };
@@ -164,7 +170,9 @@ async fn without_an_elicitor_the_question_is_refused_and_recorded() {
     assert_eq!(refused.message, "Deploy?");
     assert_eq!(refused.mode, ElicitMode::Form);
     assert!(
-        refused.reason.contains("attach one on the host with `.elicitor(elicitor)`")
+        refused
+            .reason
+            .contains("attach one on the host with `.elicitor(elicitor)`")
             && refused.reason.contains("ctx.has_elicitor()"),
         "{}",
         refused.reason
@@ -271,7 +279,9 @@ async fn an_answer_is_validated_against_the_full_schema_by_pointer() {
         "{errors:?}"
     );
     assert!(errors.contains(&"/replicas: 0 is less than the minimum of 1".to_string()));
-    assert!(errors.iter().any(|e| e.starts_with("(root): Additional properties")));
+    assert!(errors
+        .iter()
+        .any(|e| e.starts_with("(root): Additional properties")));
     assert_eq!(invalid("c2"), Vec::<String>::new());
     assert_eq!(
         result_of(&recording, "c1")["answer"]["invalid"],
@@ -292,7 +302,8 @@ impl Elicitor for Silent {
 
 #[tokio::test(start_paused = true)]
 async fn a_ttl_runs_out_as_timeout_and_replays_as_timeout() {
-    let tools = asking(Elicitation::form("Still there?", json!({ "type": "object" })).ttl_ms(30_000));
+    let tools =
+        asking(Elicitation::form("Still there?", json!({ "type": "object" })).ttl_ms(30_000));
     let t = tools.clone();
     let before = tokio::time::Instant::now();
     let recording = record("ttl", |run| async move {

@@ -452,7 +452,7 @@ async fn hover_names_what_was_redacted() {
     let mut lsp = Lsp::start().await;
     let u = uri("demo-audit-degraded.tape.jsonl");
     lsp.open(&u, &tape("demo-audit-degraded.tape.jsonl")).await;
-    let h = hover_text(&lsp.at("textDocument/hover", &u, 6, 0).await);
+    let h = hover_text(&lsp.at("textDocument/hover", &u, 7, 0).await);
     assert!(
         h.contains("Redacted when recorded (the secret was never stored), shown as `[REDACTED]`: `/data/password`"),
         "{h}"

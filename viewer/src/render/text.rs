@@ -277,7 +277,10 @@ impl TextRenderer {
                     e.ttl_ms
                         .map(|t| format!(", ttl {}", duration(t * 1_000_000)))
                         .unwrap_or_default()
-                        + &e.url.as_deref().map(|u| format!(", {u}")).unwrap_or_default()
+                        + &e.url
+                            .as_deref()
+                            .map(|u| format!(", {u}"))
+                            .unwrap_or_default()
                 ),
             ),
             FactKind::ElicitRefused(e) => (YELLOW, format!("\"{}\": {}", e.message, e.reason)),
