@@ -363,16 +363,42 @@ fn honoured_list(h: &[TeardownScope]) -> String {
 }
 
 /// The error a tool returns.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+///
+/// `?` works on any [`std::error::Error`] (`std::io::Error`,
+/// `serde_json::Error`, an HTTP client's error, a type of your own): it
+/// becomes [`ToolError::Source`], which keeps the error itself, so
+/// [`ToolError::source`], [`ToolError::chain`] and
+/// [`ToolError::downcast_ref`] reach it and its causes. A
+/// [`ContextError`] becomes [`ToolError::Context`], as before. The
+/// recorded message is the error's `Display`, unchanged.
+///
+/// Like `anyhow::Error`, `ToolError` does not itself implement
+/// `std::error::Error`: a blanket `From<E: Error>` and the reflexive
+/// `From<ToolError>` could not both exist otherwise. Use
+/// [`ToolError::source`] / [`ToolError::chain`] for the chain, or
+/// `.to_string()` where an `Error` is wanted.
+///
+/// ```
+/// use reel::context::ToolError;
+/// fn read(path: &str) -> Result<String, ToolError> {
+///     Ok(std::fs::read_to_string(path)?)
+/// }
+/// let err = read("/nonexistent/reel-doc-test").unwrap_err();
+/// let io = err.downcast_ref::<std::io::Error>().expect("the io::Error itself");
+/// assert_eq!(io.kind(), std::io::ErrorKind::NotFound);
+/// assert_eq!(err.to_string(), io.to_string());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ToolError {
     /// A context capability refused or failed.
-    #[error(transparent)]
-    Context(#[from] ContextError),
-    /// The tool's own failure.
-    #[error("{0}")]
+    Context(ContextError),
+    /// The tool's own failure, as a message (also what replay gives back
+    /// for a recorded [`ToolError::Source`]: the record keeps the message).
     Failed(String),
+    /// The tool's own failure, the error itself (from `?` on any
+    /// `std::error::Error`, or from an effect's error, live).
+    Source(ErrorSource),
     /// The arguments did not fit the tool.
-    #[error("invalid arguments for tool {tool:?}: {detail}")]
     InvalidArgs {
         /// The tool.
         tool: String,
@@ -380,11 +406,9 @@ pub enum ToolError {
         detail: String,
     },
     /// No tool of that name.
-    #[error("no tool {0:?} is registered")]
     UnknownTool(String),
     /// The input did not match the tool's input schema: the tool did not
     /// run.
-    #[error("{}", crate::spec::rejection(.tool, .errors, .unresolved))]
     InvalidInput {
         /// The tool.
         tool: String,
@@ -393,6 +417,128 @@ pub enum ToolError {
         /// Wanted arguments that still hold their claim ticket.
         unresolved: Vec<String>,
     },
+}
+
+impl fmt::Display for ToolError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ToolError::Context(e) => fmt::Display::fmt(e, f),
+            ToolError::Failed(m) => f.write_str(m),
+            ToolError::Source(s) => f.write_str(&s.message),
+            ToolError::InvalidArgs { tool, detail } => {
+                write!(f, "invalid arguments for tool {tool:?}: {detail}")
+            }
+            ToolError::UnknownTool(tool) => write!(f, "no tool {tool:?} is registered"),
+            ToolError::InvalidInput {
+                tool,
+                errors,
+                unresolved,
+            } => f.write_str(&crate::spec::rejection(tool, errors, unresolved)),
+        }
+    }
+}
+
+/// A tool's own error, kept whole: its message (what is recorded), the
+/// value (for [`ToolError::downcast_ref`]) and, when it is a
+/// `std::error::Error`, its cause chain. Two are equal when their messages
+/// are.
+#[derive(Clone)]
+pub struct ErrorSource {
+    message: String,
+    value: Arc<dyn std::any::Any + Send + Sync>,
+    error: Option<Arc<dyn std::error::Error + Send + Sync>>,
+}
+
+impl ErrorSource {
+    /// The message (the error's `Display`).
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    fn of_error<E: std::error::Error + Send + Sync + 'static>(e: E) -> ErrorSource {
+        let message = e.to_string();
+        let value = Arc::new(e);
+        ErrorSource {
+            message,
+            value: value.clone(),
+            error: Some(value),
+        }
+    }
+
+    fn of_display<E: fmt::Display + Send + Sync + 'static>(e: E) -> ErrorSource {
+        ErrorSource {
+            message: e.to_string(),
+            value: Arc::new(e),
+            error: None,
+        }
+    }
+}
+
+impl fmt::Debug for ErrorSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.error {
+            Some(e) => fmt::Debug::fmt(e, f),
+            None => fmt::Debug::fmt(&self.message, f),
+        }
+    }
+}
+
+impl PartialEq for ErrorSource {
+    fn eq(&self, other: &ErrorSource) -> bool {
+        self.message == other.message
+    }
+}
+
+impl Eq for ErrorSource {}
+
+impl<E: std::error::Error + Send + Sync + 'static> From<E> for ToolError {
+    fn from(e: E) -> ToolError {
+        let boxed: Box<dyn std::any::Any + Send + Sync> = Box::new(e);
+        match boxed.downcast::<ContextError>() {
+            Ok(context) => ToolError::Context(*context),
+            Err(other) => match other.downcast::<E>() {
+                Ok(e) => ToolError::Source(ErrorSource::of_error(*e)),
+                Err(_) => unreachable!("boxed as E just above"),
+            },
+        }
+    }
+}
+
+/// `ToolError` as a `std::error::Error` (for `Box<dyn Error>`,
+/// `io::Error::other` and `?` into them): it keeps the message and the
+/// chain.
+struct BoxedToolError(ToolError);
+
+impl fmt::Debug for BoxedToolError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.0, f)
+    }
+}
+
+impl fmt::Display for BoxedToolError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0, f)
+    }
+}
+
+impl std::error::Error for BoxedToolError {
+    // The wrapped error shows the same message as the box: its causes
+    // follow.
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source().and_then(|e| e.source())
+    }
+}
+
+impl From<ToolError> for Box<dyn std::error::Error + Send + Sync + 'static> {
+    fn from(e: ToolError) -> Self {
+        Box::new(BoxedToolError(e))
+    }
+}
+
+impl From<ToolError> for Box<dyn std::error::Error + 'static> {
+    fn from(e: ToolError) -> Self {
+        Box::new(BoxedToolError(e))
+    }
 }
 
 impl ToolError {
@@ -404,6 +550,47 @@ impl ToolError {
     /// True when the failure is a cancellation.
     pub fn is_cancelled(&self) -> bool {
         matches!(self, ToolError::Context(ContextError::Cancelled { .. }))
+    }
+
+    /// The error this one wraps: the tool's own error (for
+    /// [`ToolError::Source`]) or the context's; `None` for a message.
+    pub fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ToolError::Context(e) => Some(e),
+            ToolError::Source(s) => s
+                .error
+                .as_deref()
+                .map(|e| e as &(dyn std::error::Error + 'static)),
+            _ => None,
+        }
+    }
+
+    /// The wrapped error and its causes, outermost first (empty for a
+    /// message).
+    pub fn chain(&self) -> impl Iterator<Item = &(dyn std::error::Error + 'static)> {
+        std::iter::successors(self.source(), |e| e.source())
+    }
+
+    /// The tool's own error as a `T`, when it is one (live: replay gives
+    /// back the recorded message, [`ToolError::Failed`], and this is
+    /// `None`). Also looks through the cause chain.
+    pub fn downcast_ref<T: std::error::Error + 'static>(&self) -> Option<&T> {
+        match self {
+            ToolError::Source(s) => s
+                .value
+                .downcast_ref::<T>()
+                .or_else(|| self.chain().find_map(|e| e.downcast_ref::<T>())),
+            _ => self.chain().find_map(|e| e.downcast_ref::<T>()),
+        }
+    }
+
+    /// The value of an effect's error of a type that is not a
+    /// `std::error::Error` (a `String`, say), live.
+    pub fn downcast_value<T: 'static>(&self) -> Option<&T> {
+        match self {
+            ToolError::Source(s) => s.value.downcast_ref::<T>(),
+            _ => None,
+        }
     }
 }
 
@@ -1095,6 +1282,12 @@ impl ToolContext {
     /// Runs a side effect through the journal: live, `run` is called once and
     /// its outcome recorded; in replay the recorded outcome is returned and
     /// `run` is never called.
+    ///
+    /// An error of `run` comes back live as [`ToolError::Source`], the error
+    /// itself (`err.downcast_ref::<MyError>()`, or
+    /// [`ToolError::downcast_value`] for a non-`Error` type such as
+    /// `String`); in replay the record holds only its message, which comes
+    /// back as [`ToolError::Failed`] with the same `Display`.
     pub async fn effect<Req, T, E, F, Fut>(
         &self,
         name: &str,
@@ -1104,7 +1297,7 @@ impl ToolContext {
     where
         Req: Serialize + ?Sized,
         T: Serialize + DeserializeOwned,
-        E: fmt::Display,
+        E: fmt::Display + Send + Sync + 'static,
         F: FnOnce() -> Fut + Send + 'static,
         Fut: Future<Output = Result<T, E>> + Send + 'static,
     {
@@ -1113,12 +1306,21 @@ impl ToolContext {
             name: name.into(),
             detail: format!("its request does not serialise: {e}"),
         })?;
+        // Live, the closure's error itself is kept for the tool (typed);
+        // the record keeps its message, which is all replay has.
+        let typed: Arc<Mutex<Option<ErrorSource>>> = Arc::default();
+        let slot = typed.clone();
         let run: EffectFn = Box::new(move || {
             Box::pin(async move {
                 match run().await {
                     Ok(v) => serde_json::to_value(v)
                         .map_err(|e| format!("its result does not serialise: {e}")),
-                    Err(e) => Err(e.to_string()),
+                    Err(e) => {
+                        let source = ErrorSource::of_display(e);
+                        let message = source.message.clone();
+                        *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(source);
+                        Err(message)
+                    }
                 }
             })
         });
@@ -1137,7 +1339,13 @@ impl ToolContext {
                     detail: format!("the recorded result does not fit the expected type: {e}"),
                 })
             }),
-            EffectOutcome::Err(e) => Err(ToolError::Failed(e)),
+            EffectOutcome::Err(e) => {
+                let typed = typed.lock().unwrap_or_else(|p| p.into_inner()).take();
+                match typed {
+                    Some(source) if source.message == e => Err(ToolError::Source(source)),
+                    _ => Err(ToolError::Failed(e)),
+                }
+            }
         }
     }
 
