@@ -665,6 +665,13 @@ pub trait CallBackend: Send + Sync {
     ) -> bool;
     /// True when nested tool dispatch is available.
     fn can_dispatch(&self) -> bool;
+    /// The tools this call can dispatch to, sorted: `None` when it has no
+    /// dispatch, `Some([])` for a dispatch with no tools. The default,
+    /// for backends that do not know, is `None` without dispatch and
+    /// `Some([])` with it; the recorder and the replayer override it.
+    fn dispatch_tools(&self) -> Option<Vec<String>> {
+        self.can_dispatch().then(Vec::new)
+    }
     /// Runs another tool as a child of this call.
     fn dispatch<'a>(
         &'a self,
@@ -1401,6 +1408,14 @@ impl ToolContext {
     /// True when this call can dispatch other tools.
     pub fn can_dispatch(&self) -> bool {
         self.inner.backend.can_dispatch()
+    }
+
+    /// The tools this call can dispatch to, sorted by name: `None` when the
+    /// host attached no dispatch, `Some(vec![])` when it attached one with
+    /// no tools. In replay: the replay's registry, when the recorded call
+    /// had dispatch.
+    pub fn tools(&self) -> Option<Vec<String>> {
+        self.inner.backend.dispatch_tools()
     }
 
     /// Calls another tool as a child of this call.

@@ -635,6 +635,11 @@ pub struct CallStarted {
     /// spec is large, and most facts are not calls.
     #[serde(default)]
     pub spec: Option<Box<crate::spec::ToolSpec>>,
+    /// The tools the call could dispatch to, sorted (`None`: no dispatch
+    /// attached, or a record made before this was kept; `Some([])`: a
+    /// dispatch with no tools). Replay answers `ctx.tools()` from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dispatch_tools: Option<Vec<String>>,
 }
 
 /// What a host attached to a call. A tool branches on these

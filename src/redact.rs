@@ -436,10 +436,12 @@ fn walk_fields(kind: &mut FactKind, f: &mut impl Fields) {
             wanted,
             attached: _,
             spec,
+            dispatch_tools,
         }) => {
             if let Some(spec) = spec {
                 spec_fields(f, spec);
             }
+            dispatch_tools.iter_mut().flatten().for_each(|t| f.text(t));
             f.text(tool_name);
             opt_text(f, tool_id);
             opt_text(f, invocation_id);

@@ -312,7 +312,10 @@ fn call_started() -> impl Strategy<Value = CallStarted> {
                 content_logging: g,
             }),
         ),
-        prop::option::of(tool_spec().prop_map(Box::new)),
+        (
+            prop::option::of(tool_spec().prop_map(Box::new)),
+            prop::option::of(vec(unicode_string(), 0..3)),
+        ),
     )
         .prop_map(
             |(
@@ -323,7 +326,7 @@ fn call_started() -> impl Strategy<Value = CallStarted> {
                 args,
                 wanted,
                 attached,
-                spec,
+                (spec, dispatch_tools),
             )| CallStarted {
                 call_id,
                 tool_name,
@@ -343,6 +346,7 @@ fn call_started() -> impl Strategy<Value = CallStarted> {
                 wanted,
                 attached,
                 spec,
+                dispatch_tools,
             },
         )
 }

@@ -338,6 +338,7 @@ fn one_of_each_kind() -> Vec<Fact> {
                     .needs(["github", "airline"])
                     .wants(["doc"]),
             )),
+            dispatch_tools: Some(vec!["fetch".into(), "parse".into()]),
         }),
         FactKind::CredentialRequested(CredentialRequested {
             need: "github".into(),
@@ -557,6 +558,7 @@ fn call_started(
         wanted,
         attached: None,
         spec: None,
+        dispatch_tools: None,
     })
 }
 

@@ -1143,6 +1143,17 @@ impl CallBackend for ReplayBackend {
         }
     }
 
+    fn dispatch_tools(&self) -> Option<Vec<String>> {
+        // The record's list; a record made before it was kept: the
+        // replay's registry, when the call had dispatch.
+        match &self.call.started.dispatch_tools {
+            Some(tools) => Some(tools.clone()),
+            None => self
+                .can_dispatch()
+                .then(|| self.session.tools.names().map(str::to_owned).collect()),
+        }
+    }
+
     fn dispatch<'a>(
         &'a self,
         tool: &'a str,
