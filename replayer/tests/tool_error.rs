@@ -167,10 +167,13 @@ impl fmt::Display for Rejected {
 
 impl std::error::Error for Rejected {}
 
+/// The message of an error, and the status when it was a `Rejected`.
+type Seen = (String, Option<u16>);
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_effects_error_is_typed_live_and_its_message_in_replay() {
     // What the tool saw of its effect's error: (message, typed status).
-    let seen: Arc<Mutex<Vec<(String, Option<u16>)>>> = Arc::default();
+    let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
     let s = seen.clone();
     let tools = Tools::new().register("push", move |ctx: ToolContext, _: Value| {
         let seen = s.clone();
