@@ -22,7 +22,7 @@
 //! | [`ToolContext::log`], [`ToolContext::notify`] | `log` |
 //! | [`ToolContext::credential`] | `credential.requested`, then `.resolved` / `.failed`; or `.refused` alone when no provider is attached |
 //! | [`Artifacts::put`], [`Artifacts::get`] | `artifact.put` / `artifact.get`; or `artifact.refused` |
-//! | [`ToolContext::elicit`] | `elicit.requested`, `elicit.answered` |
+//! | [`ToolContext::elicit`] | `elicit.requested`, `elicit.answered`; or `elicit.refused` alone when no elicitor is attached |
 //! | [`ToolContext::on_teardown`] | `teardown.registered`, or `teardown.refused` |
 //! | [`ToolContext::effect`] | `effect` (after the closure ran, or with the recorded outcome) |
 //! | [`ToolContext::now`], [`ToolContext::random`] | `clock`, `random` |
@@ -179,17 +179,38 @@ impl CredentialNeed {
     }
 }
 
-/// A question for the user.
+/// A question for the user, in one of MCP 2025-11-25's two modes.
+///
+/// Form mode asks for structured content under `schema`; URL mode sends the
+/// user to `url` (out of band: a sign-in, a payment) and names the
+/// elicitation by `elicitation_id`, which the client's completion
+/// notification carries back. [`Elicitation::to_mcp`] gives the request
+/// parameters as MCP spells them.
+///
+/// ```
+/// use reel::context::Elicitation;
+/// let q = Elicitation::url("Sign in to GitHub", "https://github.test/login", "el-1");
+/// let mcp = q.to_mcp();
+/// assert_eq!(mcp["mode"], "url");
+/// assert_eq!(mcp["url"], "https://github.test/login");
+/// assert_eq!(mcp["elicitationId"], "el-1");
+/// assert_eq!(mcp["message"], "Sign in to GitHub");
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct Elicitation {
     /// The question.
     pub message: String,
-    /// JSON Schema of the answer.
+    /// JSON Schema of the answer (form mode; `{}` in URL mode). An
+    /// accepted answer is validated against all of it.
     pub schema: Value,
     /// Form or url.
     pub mode: ElicitMode,
     /// Time to live in milliseconds.
     pub ttl_ms: Option<u64>,
+    /// URL mode: the link the user visits.
+    pub url: Option<String>,
+    /// URL mode: the elicitation's id.
+    pub elicitation_id: Option<String>,
 }
 
 impl Elicitation {
@@ -200,14 +221,23 @@ impl Elicitation {
             schema,
             mode: ElicitMode::Form,
             ttl_ms: None,
+            url: None,
+            elicitation_id: None,
         }
     }
 
-    /// A url question (the user visits `message`'s link).
-    pub fn url(message: impl Into<String>, schema: Value) -> Elicitation {
+    /// A URL question: the user visits `url`; `elicitation_id` names this
+    /// elicitation for the client's completion notification.
+    pub fn url(
+        message: impl Into<String>,
+        url: impl Into<String>,
+        elicitation_id: impl Into<String>,
+    ) -> Elicitation {
         Elicitation {
             mode: ElicitMode::Url,
-            ..Elicitation::form(message, schema)
+            url: Some(url.into()),
+            elicitation_id: Some(elicitation_id.into()),
+            ..Elicitation::form(message, json!({}))
         }
     }
 
@@ -216,12 +246,31 @@ impl Elicitation {
         self.ttl_ms = Some(ttl);
         self
     }
+
+    /// The `elicitation/create` request parameters, as MCP 2025-11-25
+    /// spells them: `mode`, `message`, and `requestedSchema` (form) or
+    /// `url` and `elicitationId` (url).
+    pub fn to_mcp(&self) -> Value {
+        match self.mode {
+            ElicitMode::Form => json!({
+                "mode": "form",
+                "message": self.message,
+                "requestedSchema": self.schema,
+            }),
+            ElicitMode::Url => json!({
+                "mode": "url",
+                "message": self.message,
+                "url": self.url,
+                "elicitationId": self.elicitation_id,
+            }),
+        }
+    }
 }
 
 /// The user's answer, as the elicitor reports it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ElicitAnswer {
-    /// Accept / decline / cancel / timeout.
+    /// Accept / decline / cancel / timeout / error.
     pub outcome: ElicitOutcome,
     /// Validation errors of the answer against the schema.
     pub validation_errors: Vec<String>,
@@ -262,11 +311,11 @@ pub enum ContextError {
     /// The store failed.
     #[error("artifact store failed: {0}")]
     ArtifactStore(String),
-    /// No elicitor attached.
-    #[error("cannot ask the user: no elicitor is attached to this call; attach one on the host with `.elicitor(elicitor)`")]
+    /// No elicitor attached (fail closed).
+    #[error("cannot ask the user: no elicitor is attached to this call; attach one on the host with `.elicitor(elicitor)` when starting the call, or branch on `ctx.has_elicitor()`")]
     NoElicitor,
-    /// The elicitor failed.
-    #[error("asking the user failed: {0}")]
+    /// The elicitor failed (a transport error): no answer came.
+    #[error("asking the user failed: the elicitor reported an error ({0}); no answer came, so treat the question as unanswered (ask again, or end the call)")]
     Elicit(String),
     /// A teardown scope this host does not honour.
     #[error("teardown scope {scope} is not honoured by this host (it honours: {}); branch on `ctx.teardown_scopes()`", honoured_list(.honoured))]
@@ -337,16 +386,42 @@ fn honoured_list(h: &[TeardownScope]) -> String {
 }
 
 /// The error a tool returns.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+///
+/// `?` works on any [`std::error::Error`] (`std::io::Error`,
+/// `serde_json::Error`, an HTTP client's error, a type of your own): it
+/// becomes [`ToolError::Source`], which keeps the error itself, so
+/// [`ToolError::source`], [`ToolError::chain`] and
+/// [`ToolError::downcast_ref`] reach it and its causes. A
+/// [`ContextError`] becomes [`ToolError::Context`], as before. The
+/// recorded message is the error's `Display`, unchanged.
+///
+/// Like `anyhow::Error`, `ToolError` does not itself implement
+/// `std::error::Error`: a blanket `From<E: Error>` and the reflexive
+/// `From<ToolError>` could not both exist otherwise. Use
+/// [`ToolError::source`] / [`ToolError::chain`] for the chain, or
+/// `.to_string()` where an `Error` is wanted.
+///
+/// ```
+/// use reel::context::ToolError;
+/// fn read(path: &str) -> Result<String, ToolError> {
+///     Ok(std::fs::read_to_string(path)?)
+/// }
+/// let err = read("/nonexistent/reel-doc-test").unwrap_err();
+/// let io = err.downcast_ref::<std::io::Error>().expect("the io::Error itself");
+/// assert_eq!(io.kind(), std::io::ErrorKind::NotFound);
+/// assert_eq!(err.to_string(), io.to_string());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ToolError {
     /// A context capability refused or failed.
-    #[error(transparent)]
-    Context(#[from] ContextError),
-    /// The tool's own failure.
-    #[error("{0}")]
+    Context(ContextError),
+    /// The tool's own failure, as a message (also what replay gives back
+    /// for a recorded [`ToolError::Source`]: the record keeps the message).
     Failed(String),
+    /// The tool's own failure, the error itself (from `?` on any
+    /// `std::error::Error`, or from an effect's error, live).
+    Source(ErrorSource),
     /// The arguments did not fit the tool.
-    #[error("invalid arguments for tool {tool:?}: {detail}")]
     InvalidArgs {
         /// The tool.
         tool: String,
@@ -354,11 +429,9 @@ pub enum ToolError {
         detail: String,
     },
     /// No tool of that name.
-    #[error("no tool {0:?} is registered")]
     UnknownTool(String),
     /// The input did not match the tool's input schema: the tool did not
     /// run.
-    #[error("{}", crate::spec::rejection(.tool, .errors, .unresolved))]
     InvalidInput {
         /// The tool.
         tool: String,
@@ -394,6 +467,128 @@ impl fmt::Display for Responded {
     }
 }
 
+impl fmt::Display for ToolError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ToolError::Context(e) => fmt::Display::fmt(e, f),
+            ToolError::Failed(m) => f.write_str(m),
+            ToolError::Source(s) => f.write_str(&s.message),
+            ToolError::InvalidArgs { tool, detail } => {
+                write!(f, "invalid arguments for tool {tool:?}: {detail}")
+            }
+            ToolError::UnknownTool(tool) => write!(f, "no tool {tool:?} is registered"),
+            ToolError::InvalidInput {
+                tool,
+                errors,
+                unresolved,
+            } => f.write_str(&crate::spec::rejection(tool, errors, unresolved)),
+        }
+    }
+}
+
+/// A tool's own error, kept whole: its message (what is recorded), the
+/// value (for [`ToolError::downcast_ref`]) and, when it is a
+/// `std::error::Error`, its cause chain. Two are equal when their messages
+/// are.
+#[derive(Clone)]
+pub struct ErrorSource {
+    message: String,
+    value: Arc<dyn std::any::Any + Send + Sync>,
+    error: Option<Arc<dyn std::error::Error + Send + Sync>>,
+}
+
+impl ErrorSource {
+    /// The message (the error's `Display`).
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    fn of_error<E: std::error::Error + Send + Sync + 'static>(e: E) -> ErrorSource {
+        let message = e.to_string();
+        let value = Arc::new(e);
+        ErrorSource {
+            message,
+            value: value.clone(),
+            error: Some(value),
+        }
+    }
+
+    fn of_display<E: fmt::Display + Send + Sync + 'static>(e: E) -> ErrorSource {
+        ErrorSource {
+            message: e.to_string(),
+            value: Arc::new(e),
+            error: None,
+        }
+    }
+}
+
+impl fmt::Debug for ErrorSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.error {
+            Some(e) => fmt::Debug::fmt(e, f),
+            None => fmt::Debug::fmt(&self.message, f),
+        }
+    }
+}
+
+impl PartialEq for ErrorSource {
+    fn eq(&self, other: &ErrorSource) -> bool {
+        self.message == other.message
+    }
+}
+
+impl Eq for ErrorSource {}
+
+impl<E: std::error::Error + Send + Sync + 'static> From<E> for ToolError {
+    fn from(e: E) -> ToolError {
+        let boxed: Box<dyn std::any::Any + Send + Sync> = Box::new(e);
+        match boxed.downcast::<ContextError>() {
+            Ok(context) => ToolError::Context(*context),
+            Err(other) => match other.downcast::<E>() {
+                Ok(e) => ToolError::Source(ErrorSource::of_error(*e)),
+                Err(_) => unreachable!("boxed as E just above"),
+            },
+        }
+    }
+}
+
+/// `ToolError` as a `std::error::Error` (for `Box<dyn Error>`,
+/// `io::Error::other` and `?` into them): it keeps the message and the
+/// chain.
+struct BoxedToolError(ToolError);
+
+impl fmt::Debug for BoxedToolError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.0, f)
+    }
+}
+
+impl fmt::Display for BoxedToolError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0, f)
+    }
+}
+
+impl std::error::Error for BoxedToolError {
+    // The wrapped error shows the same message as the box: its causes
+    // follow.
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source().and_then(|e| e.source())
+    }
+}
+
+impl From<ToolError> for Box<dyn std::error::Error + Send + Sync + 'static> {
+    fn from(e: ToolError) -> Self {
+        Box::new(BoxedToolError(e))
+    }
+}
+
+impl From<ToolError> for Box<dyn std::error::Error + 'static> {
+    fn from(e: ToolError) -> Self {
+        Box::new(BoxedToolError(e))
+    }
+}
+
 impl ToolError {
     /// A tool failure with a message.
     pub fn msg(message: impl fmt::Display) -> ToolError {
@@ -403,6 +598,47 @@ impl ToolError {
     /// True when the failure is a cancellation.
     pub fn is_cancelled(&self) -> bool {
         matches!(self, ToolError::Context(ContextError::Cancelled { .. }))
+    }
+
+    /// The error this one wraps: the tool's own error (for
+    /// [`ToolError::Source`]) or the context's; `None` for a message.
+    pub fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ToolError::Context(e) => Some(e),
+            ToolError::Source(s) => s
+                .error
+                .as_deref()
+                .map(|e| e as &(dyn std::error::Error + 'static)),
+            _ => None,
+        }
+    }
+
+    /// The wrapped error and its causes, outermost first (empty for a
+    /// message).
+    pub fn chain(&self) -> impl Iterator<Item = &(dyn std::error::Error + 'static)> {
+        std::iter::successors(self.source(), |e| e.source())
+    }
+
+    /// The tool's own error as a `T`, when it is one (live: replay gives
+    /// back the recorded message, [`ToolError::Failed`], and this is
+    /// `None`). Also looks through the cause chain.
+    pub fn downcast_ref<T: std::error::Error + 'static>(&self) -> Option<&T> {
+        match self {
+            ToolError::Source(s) => s
+                .value
+                .downcast_ref::<T>()
+                .or_else(|| self.chain().find_map(|e| e.downcast_ref::<T>())),
+            _ => self.chain().find_map(|e| e.downcast_ref::<T>()),
+        }
+    }
+
+    /// The value of an effect's error of a type that is not a
+    /// `std::error::Error` (a `String`, say), live.
+    pub fn downcast_value<T: 'static>(&self) -> Option<&T> {
+        match self {
+            ToolError::Source(s) => s.value.downcast_ref::<T>(),
+            _ => None,
+        }
     }
 }
 
@@ -477,6 +713,13 @@ pub trait CallBackend: Send + Sync {
     ) -> bool;
     /// True when nested tool dispatch is available.
     fn can_dispatch(&self) -> bool;
+    /// The tools this call can dispatch to, sorted: `None` when it has no
+    /// dispatch, `Some([])` for a dispatch with no tools. The default,
+    /// for backends that do not know, is `None` without dispatch and
+    /// `Some([])` with it; the recorder and the replayer override it.
+    fn dispatch_tools(&self) -> Option<Vec<String>> {
+        self.can_dispatch().then(Vec::new)
+    }
     /// Runs another tool as a child of this call.
     fn dispatch<'a>(
         &'a self,
@@ -811,6 +1054,34 @@ impl ToolContext {
         self.inner.cancel.cancelled().await
     }
 
+    /// Runs `fut` unless the call is cancelled first: every await of the
+    /// context goes through here. Cancellation wins a tie (it is polled
+    /// first), so a replay, which trips the token at the recorded point,
+    /// ends the same await the same way. On cancellation `fut` is dropped
+    /// and nothing of it is filed: `cancel.requested` (the host's) already
+    /// marks the point, and the call ends `aborted` unless the tool goes on.
+    async fn until_cancelled<T>(&self, fut: impl Future<Output = T>) -> Result<T, ContextError> {
+        self.check_cancel()?;
+        let cancelled = self.inner.cancel.cancelled();
+        futures::pin_mut!(cancelled);
+        futures::pin_mut!(fut);
+        match futures::future::select(cancelled, fut).await {
+            futures::future::Either::Left(_) => Err(self.cancelled_error()),
+            futures::future::Either::Right((value, _)) => Ok(value),
+        }
+    }
+
+    fn cancelled_error(&self) -> ContextError {
+        ContextError::Cancelled {
+            reason: self
+                .inner
+                .cancel_reason
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone(),
+        }
+    }
+
     /// `Err(Cancelled)` once cancellation was requested: `ctx.check_cancel()?`.
     pub fn check_cancel(&self) -> Result<(), ContextError> {
         if self.is_cancelled() {
@@ -989,7 +1260,7 @@ impl ToolContext {
         mode: CredentialMode,
     ) -> Result<Credential, ContextError> {
         self.after_respond("credential")?;
-        self.inner.backend.ready().await;
+        self.until_cancelled(self.inner.backend.ready()).await?;
         if !self.has_credentials() {
             let err = ContextError::NoCredentialProvider {
                 need: need.need.clone(),
@@ -1006,7 +1277,10 @@ impl ToolContext {
             mode,
             kind: need.kind.clone(),
         }));
-        match self.inner.backend.credential(need, mode).await {
+        match self
+            .until_cancelled(self.inner.backend.credential(need, mode))
+            .await?
+        {
             Ok(c) => {
                 self.emit(FactKind::CredentialResolved(CredentialResolved {
                     need: need.need.clone(),
@@ -1049,32 +1323,67 @@ impl ToolContext {
 
     // ---- elicitation ----------------------------------------------------------
 
+    /// True when an elicitor is attached: [`ToolContext::elicit`] refuses
+    /// without one.
+    pub fn has_elicitor(&self) -> bool {
+        self.inner.backend.has_elicitor()
+    }
+
     /// Asks the user a question and waits for the answer.
+    ///
+    /// Without an elicitor the question is refused (`elicit.refused`,
+    /// [`ContextError::NoElicitor`]). An accepted answer is validated
+    /// against the full JSON Schema of the question (the same live and in
+    /// replay); each failing place is one of
+    /// [`ElicitAnswer::validation_errors`], as `"<JSON pointer>: <what is
+    /// wrong>"`. An elicitor's failure is recorded as outcome `error` and
+    /// returned as [`ContextError::Elicit`].
     pub async fn elicit(&self, question: Elicitation) -> Result<ElicitAnswer, ContextError> {
         self.after_respond("elicit")?;
-        self.inner.backend.ready().await;
+        self.until_cancelled(self.inner.backend.ready()).await?;
         if !self.inner.backend.has_elicitor() {
-            return Err(ContextError::NoElicitor);
+            let err = ContextError::NoElicitor;
+            self.emit(FactKind::ElicitRefused(ElicitRefused {
+                message: question.message.clone(),
+                mode: question.mode,
+                reason: err.to_string(),
+            }));
+            return Err(err);
         }
         self.emit(FactKind::ElicitRequested(ElicitRequested {
             message: question.message.clone(),
             schema: question.schema.clone(),
             mode: question.mode,
             ttl_ms: question.ttl_ms,
+            url: question.url.clone(),
+            elicitation_id: question.elicitation_id.clone(),
         }));
-        match self.inner.backend.elicit(&question).await {
-            Ok(answer) => {
+        match self
+            .until_cancelled(self.inner.backend.elicit(&question))
+            .await?
+        {
+            Ok(mut answer) => {
+                if let ElicitOutcome::Accept { content } = &answer.outcome {
+                    for e in validate_answer(&question.schema, content) {
+                        if !answer.validation_errors.contains(&e) {
+                            answer.validation_errors.push(e);
+                        }
+                    }
+                }
                 self.emit(FactKind::ElicitAnswered(ElicitAnswered {
                     outcome: answer.outcome.clone(),
                     validation_errors: answer.validation_errors.clone(),
                     pre_resolved: answer.pre_resolved,
                 }));
-                Ok(answer)
+                match answer.outcome {
+                    ElicitOutcome::Error { message } => Err(ContextError::Elicit(message)),
+                    _ => Ok(answer),
+                }
             }
             Err(e) => {
                 self.emit(FactKind::ElicitAnswered(ElicitAnswered {
-                    outcome: ElicitOutcome::Cancel,
-                    validation_errors: vec![e.clone()],
+                    outcome: ElicitOutcome::Error { message: e.clone() },
+                    validation_errors: Vec::new(),
                     pre_resolved: false,
                 }));
                 Err(ContextError::Elicit(e))
@@ -1179,6 +1488,12 @@ impl ToolContext {
     /// Runs a side effect through the journal: live, `run` is called once and
     /// its outcome recorded; in replay the recorded outcome is returned and
     /// `run` is never called.
+    ///
+    /// An error of `run` comes back live as [`ToolError::Source`], the error
+    /// itself (`err.downcast_ref::<MyError>()`, or
+    /// [`ToolError::downcast_value`] for a non-`Error` type such as
+    /// `String`); in replay the record holds only its message, which comes
+    /// back as [`ToolError::Failed`] with the same `Display`.
     pub async fn effect<Req, T, E, F, Fut>(
         &self,
         name: &str,
@@ -1188,26 +1503,37 @@ impl ToolContext {
     where
         Req: Serialize + ?Sized,
         T: Serialize + DeserializeOwned,
-        E: fmt::Display,
+        E: fmt::Display + Send + Sync + 'static,
         F: FnOnce() -> Fut + Send + 'static,
         Fut: Future<Output = Result<T, E>> + Send + 'static,
     {
         self.after_respond("effect")?;
-        self.inner.backend.ready().await;
+        self.until_cancelled(self.inner.backend.ready()).await?;
         let request = serde_json::to_value(request).map_err(|e| ContextError::Effect {
             name: name.into(),
             detail: format!("its request does not serialise: {e}"),
         })?;
+        // Live, the closure's error itself is kept for the tool (typed);
+        // the record keeps its message, which is all replay has.
+        let typed: Arc<Mutex<Option<ErrorSource>>> = Arc::default();
+        let slot = typed.clone();
         let run: EffectFn = Box::new(move || {
             Box::pin(async move {
                 match run().await {
                     Ok(v) => serde_json::to_value(v)
                         .map_err(|e| format!("its result does not serialise: {e}")),
-                    Err(e) => Err(e.to_string()),
+                    Err(e) => {
+                        let source = ErrorSource::of_display(e);
+                        let message = source.message.clone();
+                        *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(source);
+                        Err(message)
+                    }
                 }
             })
         });
-        let outcome = self.inner.backend.effect(name, &request, run).await;
+        let outcome = self
+            .until_cancelled(self.inner.backend.effect(name, &request, run))
+            .await?;
         self.emit(FactKind::Effect(Effect {
             name: name.into(),
             request,
@@ -1220,7 +1546,13 @@ impl ToolContext {
                     detail: format!("the recorded result does not fit the expected type: {e}"),
                 })
             }),
-            EffectOutcome::Err(e) => Err(ToolError::Failed(e)),
+            EffectOutcome::Err(e) => {
+                let typed = typed.lock().unwrap_or_else(|p| p.into_inner()).take();
+                match typed {
+                    Some(source) if source.message == e => Err(ToolError::Source(source)),
+                    _ => Err(ToolError::Failed(e)),
+                }
+            }
         }
     }
 
@@ -1334,10 +1666,18 @@ impl ToolContext {
         self.inner.backend.can_dispatch()
     }
 
+    /// The tools this call can dispatch to, sorted by name: `None` when the
+    /// host attached no dispatch, `Some(vec![])` when it attached one with
+    /// no tools. In replay: the replay's registry, when the recorded call
+    /// had dispatch.
+    pub fn tools(&self) -> Option<Vec<String>> {
+        self.inner.backend.dispatch_tools()
+    }
+
     /// Calls another tool as a child of this call.
     pub async fn dispatch(&self, tool: &str, args: impl Serialize) -> Result<Value, ToolError> {
         self.after_respond("dispatch")?;
-        self.inner.backend.ready().await;
+        self.until_cancelled(self.inner.backend.ready()).await?;
         if !self.can_dispatch() {
             return Err(ContextError::NoDispatch { tool: tool.into() }.into());
         }
@@ -1345,7 +1685,12 @@ impl ToolContext {
             tool: tool.into(),
             detail: e.to_string(),
         })?;
-        self.inner.backend.dispatch(tool, args).await
+        // Not raced: the child is cancelled with this call (its token is a
+        // child of this one), its own awaits end cancelled, and it files its
+        // own `call.ended`; dropping it mid-run would leave its record open.
+        let result = self.inner.backend.dispatch(tool, args).await;
+        self.check_cancel()?;
+        result
     }
 }
 
@@ -1713,15 +2058,13 @@ impl Artifacts<'_> {
     ) -> Result<ArtifactMeta, ContextError> {
         let ctx = self.ctx;
         ctx.after_respond("artifacts.put")?;
-        ctx.inner.backend.ready().await;
+        ctx.until_cancelled(ctx.inner.backend.ready()).await?;
         if !ctx.has_artifacts() {
             return Err(self.refuse(ArtifactOp::Put, None, ContextError::NoArtifactStore));
         }
         match ctx
-            .inner
-            .backend
-            .put_artifact(media_type, bytes.into())
-            .await
+            .until_cancelled(ctx.inner.backend.put_artifact(media_type, bytes.into()))
+            .await?
         {
             Ok(meta) => {
                 ctx.emit(FactKind::ArtifactPut(ArtifactPut { meta: meta.clone() }));
@@ -1735,11 +2078,14 @@ impl Artifacts<'_> {
     pub async fn get(&self, id: &str) -> Result<Option<FoundArtifact>, ContextError> {
         let ctx = self.ctx;
         ctx.after_respond("artifacts.get")?;
-        ctx.inner.backend.ready().await;
+        ctx.until_cancelled(ctx.inner.backend.ready()).await?;
         if !ctx.has_artifacts() {
             return Err(self.refuse(ArtifactOp::Get, Some(id), ContextError::NoArtifactStore));
         }
-        match ctx.inner.backend.get_artifact(id).await {
+        match ctx
+            .until_cancelled(ctx.inner.backend.get_artifact(id))
+            .await?
+        {
             Ok(found) => {
                 ctx.emit(FactKind::ArtifactGet(ArtifactGet {
                     id: id.into(),
@@ -1897,6 +2243,36 @@ pub fn after_tool(ctx: &ToolContext, result: Result<Value, ToolError>) -> Result
         "returned": returned,
     }));
     Ok(value)
+}
+
+/// Validates an elicitation answer against the full JSON Schema of the
+/// question ([`crate::spec::validate_value`]): one `"<JSON pointer>:
+/// <message>"` per failing place (`"(root): ..."` for the whole answer);
+/// empty when it fits.
+///
+/// ```
+/// use serde_json::json;
+/// let schema = json!({
+///     "type": "object",
+///     "properties": { "n": { "type": "integer", "minimum": 1 } },
+///     "required": ["n"],
+/// });
+/// assert!(reel::context::validate_answer(&schema, &json!({ "n": 2 })).is_empty());
+/// assert_eq!(
+///     reel::context::validate_answer(&schema, &json!({ "n": 0 })),
+///     vec!["/n: 0 is less than the minimum of 1".to_string()],
+/// );
+/// ```
+pub fn validate_answer(schema: &Value, content: &Value) -> Vec<String> {
+    match crate::spec::validate_value(
+        schema,
+        content,
+        "the question's schema",
+        "the question (`Elicitation::schema`)",
+    ) {
+        Ok(()) => Vec::new(),
+        Err(errors) => errors.iter().map(|e| e.to_string()).collect(),
+    }
 }
 
 /// The message of a caught panic (a tool's, for the record).

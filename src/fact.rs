@@ -182,6 +182,8 @@ fact_kinds! {
     ElicitRequested(ElicitRequested) = "elicit.requested",
     /// The user's answer (or its absence).
     ElicitAnswered(ElicitAnswered) = "elicit.answered",
+    /// A question was refused: no elicitor is attached (fail closed).
+    ElicitRefused(ElicitRefused) = "elicit.refused",
     /// A cleanup was registered (or a repeat registration kept the first).
     TeardownRegistered(TeardownRegistered) = "teardown.registered",
     /// A cleanup registration was refused: the scope is not honoured.
@@ -491,6 +493,12 @@ pub enum ElicitOutcome {
     Decline,
     /// The user dismissed the question.
     Cancel,
+    /// The elicitor failed (a transport error): no answer came, and the
+    /// user may never have seen the question.
+    Error {
+        /// The elicitor's reason.
+        message: String,
+    },
     /// Nobody answered within the ttl.
     Timeout,
 }
@@ -630,6 +638,11 @@ pub struct CallStarted {
     /// spec is large, and most facts are not calls.
     #[serde(default)]
     pub spec: Option<Box<crate::spec::ToolSpec>>,
+    /// The tools the call could dispatch to, sorted (`None`: no dispatch
+    /// attached, or a record made before this was kept; `Some([])`: a
+    /// dispatch with no tools). Replay answers `ctx.tools()` from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dispatch_tools: Option<Vec<String>>,
 }
 
 /// What a host attached to a call. A tool branches on these
@@ -769,6 +782,26 @@ pub struct ElicitRequested {
     /// Time to live in milliseconds, when bounded.
     #[serde(default)]
     pub ttl_ms: Option<u64>,
+    /// URL mode: the link the user visits (MCP 2025-11-25 `url`); `None`
+    /// in form mode and in records made before URL mode carried it.
+    #[serde(default)]
+    pub url: Option<String>,
+    /// URL mode: the elicitation's id (MCP 2025-11-25 `elicitationId`),
+    /// which the client's completion notification names.
+    #[serde(default)]
+    pub elicitation_id: Option<String>,
+}
+
+/// `elicit.refused`: the tool asked, but no elicitor is attached, so no
+/// one was asked.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ElicitRefused {
+    /// The question.
+    pub message: String,
+    /// Form or url.
+    pub mode: ElicitMode,
+    /// Why, and how to attach an elicitor.
+    pub reason: String,
 }
 
 /// `elicit.answered`.

@@ -436,10 +436,12 @@ fn walk_fields(kind: &mut FactKind, f: &mut impl Fields) {
             wanted,
             attached: _,
             spec,
+            dispatch_tools,
         }) => {
             if let Some(spec) = spec {
                 spec_fields(f, spec);
             }
+            dispatch_tools.iter_mut().flatten().for_each(|t| f.text(t));
             f.text(tool_name);
             opt_text(f, tool_id);
             opt_text(f, invocation_id);
@@ -522,9 +524,21 @@ fn walk_fields(kind: &mut FactKind, f: &mut impl Fields) {
             schema,
             mode: _,
             ttl_ms: _,
+            url,
+            elicitation_id,
         }) => {
             f.text(message);
             f.json(schema);
+            opt_text(f, url);
+            opt_text(f, elicitation_id);
+        }
+        FactKind::ElicitRefused(ElicitRefused {
+            message,
+            mode: _,
+            reason,
+        }) => {
+            f.text(message);
+            f.text(reason);
         }
         FactKind::ElicitAnswered(ElicitAnswered {
             outcome,
@@ -533,6 +547,7 @@ fn walk_fields(kind: &mut FactKind, f: &mut impl Fields) {
         }) => {
             match outcome {
                 ElicitOutcome::Accept { content } => f.json(content),
+                ElicitOutcome::Error { message } => f.text(message),
                 ElicitOutcome::Decline | ElicitOutcome::Cancel | ElicitOutcome::Timeout => {}
             }
             validation_errors.iter_mut().for_each(|e| f.text(e));

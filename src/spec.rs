@@ -248,43 +248,12 @@ impl ToolSpec {
     /// (`password`, `token`, ...) never quotes the value. A schema that is
     /// not valid JSON Schema is one error at the root saying so.
     pub fn validate(&self, input: &Value) -> Result<(), Vec<InputError>> {
-        let validator = match jsonschema::validator_for(&self.input_schema) {
-            Ok(v) => v,
-            Err(e) => {
-                return Err(vec![InputError {
-                    pointer: String::new(),
-                    message: format!(
-                    "the tool's input schema is not a valid JSON Schema ({}): fix the tool's spec",
-                    cut(&e.to_string())
-                ),
-                }])
-            }
-        };
-        let redactor = Redactor::default();
-        let errors: Vec<InputError> = validator
-            .iter_errors(input)
-            .map(|e| {
-                let pointer = e.instance_path().as_str().to_owned();
-                let secret = pointer
-                    .split('/')
-                    .skip(1)
-                    .any(|segment| redactor.is_secret_key(&unescape(segment)));
-                let message = if secret {
-                    format!(
-                        "the value does not match the schema (`{}`; not quoted: the key names a secret)",
-                        e.kind().keyword()
-                    )
-                } else {
-                    cut(&e.to_string())
-                };
-                InputError { pointer, message }
-            })
-            .collect();
-        if errors.is_empty() {
-            Ok(())
-        } else {
-            Err(errors)
-        }
+        validate_value(
+            &self.input_schema,
+            input,
+            "the tool's input schema",
+            "the tool's spec",
+        )
     }
 
     /// The spec as MCP's `Tool` (an entry of `tools/list`): `name`,
@@ -432,6 +401,56 @@ pub(crate) fn unresolved_wants(spec: &ToolSpec, args: &Value) -> Vec<String> {
         .filter(|w| args.get(w.as_str()).and_then(artifact_ref).is_some())
         .cloned()
         .collect()
+}
+
+/// Validates `input` against the full JSON Schema `schema` (every
+/// keyword `jsonschema` knows; no remote `$ref`): every failing place, by
+/// JSON pointer, with what is wrong there. A message never quotes a value
+/// under a key that names a secret. `what` names the schema and `fix` what
+/// to fix, for the error given when the schema itself is not valid.
+pub fn validate_value(
+    schema: &Value,
+    input: &Value,
+    what: &str,
+    fix: &str,
+) -> Result<(), Vec<InputError>> {
+    let validator = match jsonschema::validator_for(schema) {
+        Ok(v) => v,
+        Err(e) => {
+            return Err(vec![InputError {
+                pointer: String::new(),
+                message: format!(
+                    "{what} is not a valid JSON Schema ({}): fix {fix}",
+                    cut(&e.to_string())
+                ),
+            }])
+        }
+    };
+    let redactor = Redactor::default();
+    let errors: Vec<InputError> = validator
+            .iter_errors(input)
+            .map(|e| {
+                let pointer = e.instance_path().as_str().to_owned();
+                let secret = pointer
+                    .split('/')
+                    .skip(1)
+                    .any(|segment| redactor.is_secret_key(&unescape(segment)));
+                let message = if secret {
+                    format!(
+                        "the value does not match the schema (`{}`; not quoted: the key names a secret)",
+                        e.kind().keyword()
+                    )
+                } else {
+                    cut(&e.to_string())
+                };
+                InputError { pointer, message }
+            })
+            .collect();
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors)
+    }
 }
 
 #[cfg(test)]

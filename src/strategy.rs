@@ -317,7 +317,10 @@ fn call_started() -> impl Strategy<Value = CallStarted> {
                 content_logging: g,
             }),
         ),
-        prop::option::of(tool_spec().prop_map(Box::new)),
+        (
+            prop::option::of(tool_spec().prop_map(Box::new)),
+            prop::option::of(vec(unicode_string(), 0..3)),
+        ),
     )
         .prop_map(
             |(
@@ -328,7 +331,7 @@ fn call_started() -> impl Strategy<Value = CallStarted> {
                 args,
                 wanted,
                 attached,
-                spec,
+                (spec, dispatch_tools),
             )| CallStarted {
                 call_id,
                 tool_name,
@@ -348,6 +351,7 @@ fn call_started() -> impl Strategy<Value = CallStarted> {
                 wanted,
                 attached,
                 spec,
+                dispatch_tools,
             },
         )
 }
@@ -358,6 +362,7 @@ fn elicit_outcome() -> impl Strategy<Value = ElicitOutcome> {
         Just(ElicitOutcome::Decline),
         Just(ElicitOutcome::Cancel),
         Just(ElicitOutcome::Timeout),
+        unicode_string().prop_map(|message| ElicitOutcome::Error { message }),
     ]
 }
 
@@ -482,8 +487,10 @@ pub fn fact_kind() -> impl Strategy<Value = FactKind> {
             json_value(),
             any::<bool>(),
             proptest::option::of(any::<u64>()),
+            opt_string(),
+            opt_string(),
         )
-            .prop_map(|(message, schema, form, ttl_ms)| {
+            .prop_map(|(message, schema, form, ttl_ms, url, elicitation_id)| {
                 FactKind::ElicitRequested(ElicitRequested {
                     message,
                     schema,
@@ -493,8 +500,21 @@ pub fn fact_kind() -> impl Strategy<Value = FactKind> {
                         ElicitMode::Url
                     },
                     ttl_ms,
+                    url,
+                    elicitation_id,
                 })
             }),
+        (unicode_string(), any::<bool>(), unicode_string()).prop_map(|(message, form, reason)| {
+            FactKind::ElicitRefused(ElicitRefused {
+                message,
+                mode: if form {
+                    ElicitMode::Form
+                } else {
+                    ElicitMode::Url
+                },
+                reason,
+            })
+        }),
         (elicit_outcome(), vec(unicode_string(), 0..3), any::<bool>()).prop_map(
             |(outcome, validation_errors, pre_resolved)| {
                 FactKind::ElicitAnswered(ElicitAnswered {
@@ -581,6 +601,7 @@ fn every_variant_has_a_strategy(kind: &FactKind) {
         | FactKind::Log(_)
         | FactKind::ElicitRequested(_)
         | FactKind::ElicitAnswered(_)
+        | FactKind::ElicitRefused(_)
         | FactKind::TeardownRegistered(_)
         | FactKind::TeardownRefused(_)
         | FactKind::TeardownRan(_)

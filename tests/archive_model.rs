@@ -194,6 +194,7 @@ fn kind_strategy() -> BoxedStrategy<FactKind> {
                 wanted: None,
                 attached: None,
                 spec: None,
+                dispatch_tools: None,
             })
         }),
         2 => (0u8..3, 0u64..1_000_000).prop_map(|(o, d)| FactKind::CallEnded(CallEnded {

@@ -99,6 +99,7 @@ fn fact(run: &str, n: usize, salt: u64) -> NewFact {
             wanted: None,
             attached: None,
             spec: None,
+            dispatch_tools: None,
         }),
         1 => FactKind::Progress(Progress {
             payload: json!({"message": format!("{run} step {n}"), "salt": salt}),

@@ -192,6 +192,7 @@ fn expected_new_fact(run_id: &str, seq: u64) -> NewFact {
             wanted: None,
             attached: None,
             spec: None,
+            dispatch_tools: None,
         }),
         1 | 2 | 4 => FactKind::Progress(Progress {
             payload: json!({

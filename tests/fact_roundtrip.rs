@@ -339,6 +339,7 @@ fn one_of_each_kind() -> Vec<Fact> {
                     .needs(["github", "airline"])
                     .wants(["doc"]),
             )),
+            dispatch_tools: Some(vec!["fetch".into(), "parse".into()]),
         }),
         FactKind::CredentialRequested(CredentialRequested {
             need: "github".into(),
@@ -388,6 +389,16 @@ fn one_of_each_kind() -> Vec<Fact> {
             schema: json!({"type": "object", "properties": {"seat": {"type": "string"}}}),
             mode: ElicitMode::Form,
             ttl_ms: Some(30_000),
+            url: None,
+            elicitation_id: None,
+        }),
+        FactKind::ElicitRequested(ElicitRequested {
+            message: "Sign in".into(),
+            schema: json!({}),
+            mode: ElicitMode::Url,
+            ttl_ms: None,
+            url: Some("https://x.test/login".into()),
+            elicitation_id: Some("el-1".into()),
         }),
         FactKind::ElicitAnswered(ElicitAnswered {
             outcome: ElicitOutcome::Accept {
@@ -549,6 +560,7 @@ fn call_started(
         wanted,
         attached: None,
         spec: None,
+        dispatch_tools: None,
     })
 }
 
@@ -679,6 +691,8 @@ fn absent_and_empty() -> Vec<(&'static str, Fact, Fact)> {
                     schema: json!({}),
                     mode: ElicitMode::Url,
                     ttl_ms: None,
+                    url: None,
+                    elicitation_id: None,
                 }),
             ),
             fact(
@@ -688,6 +702,33 @@ fn absent_and_empty() -> Vec<(&'static str, Fact, Fact)> {
                     schema: json!({}),
                     mode: ElicitMode::Url,
                     ttl_ms: Some(0),
+                    url: None,
+                    elicitation_id: None,
+                }),
+            ),
+        ),
+        (
+            "elicit.requested url",
+            fact(
+                Some("c"),
+                FactKind::ElicitRequested(ElicitRequested {
+                    message: String::new(),
+                    schema: json!({}),
+                    mode: ElicitMode::Url,
+                    ttl_ms: None,
+                    url: None,
+                    elicitation_id: None,
+                }),
+            ),
+            fact(
+                Some("c"),
+                FactKind::ElicitRequested(ElicitRequested {
+                    message: String::new(),
+                    schema: json!({}),
+                    mode: ElicitMode::Url,
+                    ttl_ms: None,
+                    url: Some(String::new()),
+                    elicitation_id: Some(String::new()),
                 }),
             ),
         ),

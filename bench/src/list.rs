@@ -92,6 +92,7 @@ pub fn build(dir: &Path, runs: usize) -> io::Result<Archive> {
                     wanted: None,
                     attached: Some(Attached::default()),
                     spec: None,
+                    dispatch_tools: None,
                 }),
             ),
             fact(

@@ -131,6 +131,7 @@ pub fn run_facts(r: usize, shape: &Shape, mut sink: impl FnMut(&[Fact])) {
                 wanted: None,
                 attached: Some(Attached::default()),
                 spec: None,
+                dispatch_tools: None,
             }),
         );
         for i in 0..shape.progress {

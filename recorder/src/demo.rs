@@ -241,6 +241,15 @@ pub async fn audit(ctx: ToolContext, subject: String) -> Result<Value, ToolError
     {
         notes.push(e.to_string());
     }
+    if let Err(e) = ctx
+        .elicit(Elicitation::form(
+            format!("Include archived records of {subject}?"),
+            json!({ "type": "object", "properties": { "archived": { "type": "boolean" } } }),
+        ))
+        .await
+    {
+        notes.push(e.to_string());
+    }
     if let Err(e @ ContextError::ScopeNotHonoured { .. }) =
         ctx.on_teardown(TeardownScope::Session, &subject, || async {
             Ok::<_, String>(())

@@ -387,6 +387,7 @@ impl Run {
                 wanted: None,
                 attached: None,
                 spec: None,
+                dispatch_tools: None,
             },
             providers: Providers::default(),
             needs: Vec::new(),
@@ -770,6 +771,11 @@ impl CallBuilder {
                 started.tool_id = spec.id.clone();
             }
         }
+        started.dispatch_tools = self
+            .providers
+            .dispatcher
+            .as_ref()
+            .map(|tools| tools.names().map(str::to_owned).collect());
         started.attached = Some(Attached {
             credentials: self.providers.credentials.is_some(),
             artifacts: self.providers.artifacts.is_some(),
@@ -789,6 +795,12 @@ impl CallBuilder {
             progress_key,
             call_id: call_id.clone(),
             invocation_id: started.invocation_id.clone(),
+            inherited: (
+                started.iteration,
+                started.protocol.clone(),
+                started.platform.clone(),
+                started.client_info.clone(),
+            ),
             providers: self.providers,
             teardowns: Mutex::new(Teardowns::default()),
             cancel: self.cancel.clone(),
@@ -860,6 +872,9 @@ struct LiveBackend {
     progress_key: u64,
     call_id: String,
     invocation_id: Option<String>,
+    /// What a dispatched child inherits: iteration, protocol, platform and
+    /// client info.
+    inherited: (u32, Option<String>, Option<String>, Option<ClientInfo>),
     providers: Providers,
     teardowns: Mutex<Teardowns>,
     cancel: CancelHandle,
@@ -1066,18 +1081,9 @@ impl CallBackend for LiveBackend {
                 },
                 None => elicitor.elicit(question).await,
             };
-            // An accepted answer is checked against the schema here, so every
-            // elicitor gets the same validation recorded.
-            answer.map(|mut a| {
-                if let ElicitOutcome::Accept { content } = &a.outcome {
-                    for e in crate::providers::validate(&question.schema, content) {
-                        if !a.validation_errors.contains(&e) {
-                            a.validation_errors.push(e);
-                        }
-                    }
-                }
-                a
-            })
+            // The context validates an accepted answer against the
+            // question's schema, the same live and in replay.
+            answer
         })
     }
 
@@ -1127,6 +1133,13 @@ impl CallBackend for LiveBackend {
         self.providers.dispatcher.is_some()
     }
 
+    fn dispatch_tools(&self) -> Option<Vec<String>> {
+        self.providers
+            .dispatcher
+            .as_ref()
+            .map(|tools| tools.names().map(str::to_owned).collect())
+    }
+
     fn dispatch<'a>(
         &'a self,
         tool: &'a str,
@@ -1139,6 +1152,13 @@ impl CallBackend for LiveBackend {
                 })?;
             let mut child = self.run.call(tool, args);
             child.started.parent_call = Some(self.call_id.clone());
+            // What the parent's caller said holds for the child too; the
+            // child gets its own call id and invocation id.
+            let (iteration, protocol, platform, client_info) = self.inherited.clone();
+            child.started.iteration = iteration;
+            child.started.protocol = protocol;
+            child.started.platform = platform;
+            child.started.client_info = client_info;
             child.providers = self.providers.clone();
             child.cancel = self.cancel.child();
             child.invoke_tool(&tools).await

@@ -216,44 +216,9 @@ impl Elicitor for ScriptedElicitor {
     }
 }
 
-/// Checks an answer against the parts of a JSON Schema that forms use:
-/// `required` members and the primitive `type` of each property.
+/// Checks an answer against the full JSON Schema of the question: one
+/// `"<JSON pointer>: <message>"` per failing place (the recorder's context
+/// does this for every accepted answer: [`reel::context::validate_answer`]).
 pub fn validate(schema: &Value, content: &Value) -> Vec<String> {
-    let mut errors = Vec::new();
-    let Some(obj) = content.as_object() else {
-        if schema.get("type").and_then(Value::as_str) == Some("object") {
-            errors.push("the answer must be an object".to_string());
-        }
-        return errors;
-    };
-    if let Some(required) = schema.get("required").and_then(Value::as_array) {
-        for name in required.iter().filter_map(Value::as_str) {
-            if !obj.contains_key(name) {
-                errors.push(format!("{name}: is required"));
-            }
-        }
-    }
-    if let Some(props) = schema.get("properties").and_then(Value::as_object) {
-        for (name, prop) in props {
-            let (Some(want), Some(value)) =
-                (prop.get("type").and_then(Value::as_str), obj.get(name))
-            else {
-                continue;
-            };
-            let ok = match want {
-                "string" => value.is_string(),
-                "boolean" => value.is_boolean(),
-                "integer" => value.is_i64() || value.is_u64(),
-                "number" => value.is_number(),
-                "array" => value.is_array(),
-                "object" => value.is_object(),
-                "null" => value.is_null(),
-                _ => true,
-            };
-            if !ok {
-                errors.push(format!("{name}: must be {want}"));
-            }
-        }
-    }
-    errors
+    reel::context::validate_answer(schema, content)
 }

@@ -499,13 +499,34 @@ fn replay_call<'a>(
             .iter()
             .find(|f| matches!(f.kind, FactKind::CallEnded(_)))
             .map(|f| f.seq);
-        let cancel_point = call.facts.iter().find_map(|f| match &f.kind {
-            FactKind::CancelRequested(c) if ended_seq.is_none_or(|e| f.seq < e) => Some((
-                expected.iter().filter(|e| e.seq < f.seq).count(),
-                c.reason.clone(),
-            )),
-            _ => None,
-        });
+        // Where cancellation was recorded: after how many of the tool's
+        // facts, and after how many of its children had started (a
+        // cancellation during a dispatch takes effect once that child,
+        // cancelled with it, has ended: the child's own record says where
+        // it stopped). A child cancelled through its parent has no
+        // `cancel.requested` of its own: it was cancelled after its last
+        // recorded fact.
+        let cancel_point = call
+            .facts
+            .iter()
+            .find_map(|f| match &f.kind {
+                FactKind::CancelRequested(c) if ended_seq.is_none_or(|e| f.seq < e) => Some((
+                    expected.iter().filter(|e| e.seq < f.seq).count(),
+                    call.children
+                        .iter()
+                        .filter_map(|id| rec.calls.get(id))
+                        .filter(|child| child.started_seq < f.seq)
+                        .count(),
+                    c.reason.clone(),
+                )),
+                _ => None,
+            })
+            .or_else(|| match call.ended().map(|e| &e.outcome) {
+                Some(CallOutcome::Aborted { reason }) if call.started.parent_call.is_some() => {
+                    Some((expected.len(), 0, reason.clone()))
+                }
+                _ => None,
+            });
 
         let backend = Arc::new(ReplayBackend {
             session: session.clone(),
@@ -520,6 +541,7 @@ fn replay_call<'a>(
                 secrets: KnownSecrets::new(),
                 teardowns: HashSet::new(),
                 next_child: 0,
+                children_done: 0,
                 progress: 0,
             }),
         });
@@ -597,6 +619,8 @@ struct CallState {
     secrets: KnownSecrets,
     teardowns: HashSet<String>,
     next_child: usize,
+    /// Child calls that have ended.
+    children_done: usize,
     /// Progress reports filed so far (numbers them).
     progress: u64,
 }
@@ -606,7 +630,8 @@ struct ReplayBackend {
     call: RecordedCall,
     expected: Vec<Fact>,
     cancel: CancelHandle,
-    cancel_point: Option<(usize, Option<String>)>,
+    /// (tool facts filed, children ended, reason).
+    cancel_point: Option<(usize, usize, Option<String>)>,
     state: Mutex<CallState>,
 }
 
@@ -678,8 +703,11 @@ impl ReplayBackend {
     }
 
     fn maybe_cancel(&self, emitted: usize) {
-        if let Some((at, reason)) = &self.cancel_point {
-            if *at == emitted && !self.cancel.is_cancelled() {
+        if let Some((at, children, reason)) = &self.cancel_point {
+            if *at == emitted
+                && self.state().children_done >= *children
+                && !self.cancel.is_cancelled()
+            {
                 self.cancel.cancel(reason.clone());
             }
         }
@@ -1129,6 +1157,17 @@ impl CallBackend for ReplayBackend {
         }
     }
 
+    fn dispatch_tools(&self) -> Option<Vec<String>> {
+        // The record's list; a record made before it was kept: the
+        // replay's registry, when the call had dispatch.
+        match &self.call.started.dispatch_tools {
+            Some(tools) => Some(tools.clone()),
+            None => self
+                .can_dispatch()
+                .then(|| self.session.tools.names().map(str::to_owned).collect()),
+        }
+    }
+
     fn dispatch<'a>(
         &'a self,
         tool: &'a str,
@@ -1163,13 +1202,20 @@ impl CallBackend for ReplayBackend {
                     "reel replay: the record has no child call for `{tool}` here"
                 )));
             };
-            replay_call(
+            let result = replay_call(
                 &self.session,
                 &child,
                 Some((tool, &args)),
                 self.cancel.child(),
             )
-            .await
+            .await;
+            let emitted = {
+                let mut st = self.state();
+                st.children_done += 1;
+                st.emitted
+            };
+            self.maybe_cancel(emitted);
+            result
         })
     }
 

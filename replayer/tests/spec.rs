@@ -798,6 +798,7 @@ async fn a_context_built_by_hand_has_no_diagnostics() {
         wanted: None,
         attached: None,
         spec: None,
+        dispatch_tools: None,
     };
     let info = CallInfo {
         run_id: "by-hand".into(),

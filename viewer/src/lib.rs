@@ -23,6 +23,7 @@
 //!         iteration: 0, invocation_id: None, mode: CallMode::Async, protocol: None,
 //!         platform: None, client_info: None, args: json!(12), wanted: None, attached: None,
 //!         spec: None,
+//!         dispatch_tools: None,
 //!     })),
 //!     fact(2, Some("c1"), FactKind::Progress(Progress { payload: json!({"message": "Hop 1 of 12"}), count: 1 })),
 //! ];

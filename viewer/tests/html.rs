@@ -38,6 +38,7 @@ fn started(call_id: &str, tool: &str, parent: Option<&str>, args: Value) -> Fact
         wanted: None,
         attached: None,
         spec: None,
+        dispatch_tools: None,
     })
 }
 

@@ -318,23 +318,23 @@ async fn outline_nests_calls_by_dispatch() {
     let lines = outline(&symbols);
     assert_eq!(
         lines[0],
-        "run demo-search [0..26] completed · 24 facts · 3 calls · 3.99ms"
+        "run demo-search [0..26] completed · 24 facts · 3 calls · 5.58ms"
     );
     // c2 and c3 were dispatched by c1: nested under it, with their facts.
     assert!(
-        lines.contains(&"  c1 search [2..23] ok in 3.12ms".to_owned()),
+        lines.contains(&"  c1 search [2..23] ok in 4.40ms".to_owned()),
         "{lines:#?}"
     );
     assert!(
-        lines.contains(&"    c2 fetch [4..9] ok in 286.5µs".to_owned()),
+        lines.contains(&"    c2 fetch [4..9] ok in 491.5µs".to_owned()),
         "{lines:#?}"
     );
     assert!(
-        lines.contains(&"      #8 call.ended [9..9] ok in 286.5µs".to_owned()),
+        lines.contains(&"      #8 call.ended [9..9] ok in 491.5µs".to_owned()),
         "{lines:#?}"
     );
     assert!(
-        lines.contains(&"    c3 fetch [12..17] ok in 286.5µs".to_owned()),
+        lines.contains(&"    c3 fetch [12..17] ok in 528.2µs".to_owned()),
         "{lines:#?}"
     );
     lsp.stop().await;
@@ -368,7 +368,7 @@ async fn hovers_tell_what_a_fact_is() {
         "{progress}"
     );
     assert!(
-        progress.contains("+1.02ms from the run's start (+172.3µs into the call)"),
+        progress.contains("+1.63ms from the run's start (+311.1µs into the call)"),
         "{progress}"
     );
     assert!(
@@ -396,7 +396,7 @@ async fn hovers_tell_what_a_fact_is() {
     );
     let ended = hover_text(&hovers["09 call.ended c2"]);
     assert!(
-        ended.contains("The call took 286.5µs and ended ok"),
+        ended.contains("The call took 491.5µs and ended ok"),
         "{ended}"
     );
     snapshot("hovers_search", &Value::Object(hovers));
@@ -452,7 +452,7 @@ async fn hover_names_what_was_redacted() {
     let mut lsp = Lsp::start().await;
     let u = uri("demo-audit-degraded.tape.jsonl");
     lsp.open(&u, &tape("demo-audit-degraded.tape.jsonl")).await;
-    let h = hover_text(&lsp.at("textDocument/hover", &u, 6, 0).await);
+    let h = hover_text(&lsp.at("textDocument/hover", &u, 7, 0).await);
     assert!(
         h.contains("Redacted when recorded (the secret was never stored), shown as `[REDACTED]`: `/data/password`"),
         "{h}"

@@ -73,6 +73,7 @@ pub fn build(archive: &Archive, run_id: &str, n: u64) {
                         wanted: None,
                         attached: None,
                         spec: None,
+                        dispatch_tools: None,
                     }),
                 ),
             ],

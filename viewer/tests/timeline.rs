@@ -88,6 +88,7 @@ fn child(call: &str, tool: &str, parent: Option<&str>) -> Step {
             wanted: None,
             attached: None,
             spec: None,
+            dispatch_tools: None,
         }),
     )
 }

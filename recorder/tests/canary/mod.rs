@@ -356,7 +356,11 @@ async fn careless(ctx: ToolContext, args: Value, plan: Arc<Plan>) -> Result<Valu
         ))
         .await?;
     let _ = ctx
-        .elicit(Elicitation::url(format!("https://x.test/{joined}"), schema))
+        .elicit(Elicitation::url(
+            format!("Sign in as {joined}"),
+            format!("https://x.test/{joined}"),
+            format!("el-{joined}"),
+        ))
         .await?;
 
     ctx.set_output_as(

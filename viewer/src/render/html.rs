@@ -882,6 +882,7 @@ mod tests {
                 wanted: None,
                 attached: None,
                 spec: None,
+                dispatch_tools: None,
             }),
         );
         b.push(&started);

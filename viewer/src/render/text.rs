@@ -277,14 +277,20 @@ impl TextRenderer {
                     e.ttl_ms
                         .map(|t| format!(", ttl {}", duration(t * 1_000_000)))
                         .unwrap_or_default()
+                        + &e.url
+                            .as_deref()
+                            .map(|u| format!(", {u}"))
+                            .unwrap_or_default()
                 ),
             ),
+            FactKind::ElicitRefused(e) => (YELLOW, format!("\"{}\": {}", e.message, e.reason)),
             FactKind::ElicitAnswered(e) => {
                 let mut d = match &e.outcome {
                     ElicitOutcome::Accept { content } => format!("accept {}", compact(content, 80)),
                     ElicitOutcome::Decline => "decline".into(),
                     ElicitOutcome::Cancel => "cancel".into(),
                     ElicitOutcome::Timeout => "timeout".into(),
+                    ElicitOutcome::Error { message } => format!("error: {}", cut(message, 120)),
                 };
                 if !e.validation_errors.is_empty() {
                     let _ = write!(d, "; invalid: {}", e.validation_errors.join("; "));
