@@ -443,7 +443,6 @@ pub enum ToolError {
     /// Respond's early exit (see [`ToolContext::respond`]): not a failure.
     /// The host turns it into the call's result, the responded value. It
     /// can only be made by `respond`.
-    #[error("{0}")]
     Responded(Responded),
 }
 
@@ -482,6 +481,7 @@ impl fmt::Display for ToolError {
                 errors,
                 unresolved,
             } => f.write_str(&crate::spec::rejection(tool, errors, unresolved)),
+            ToolError::Responded(r) => fmt::Display::fmt(r, f),
         }
     }
 }

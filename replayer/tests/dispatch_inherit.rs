@@ -79,6 +79,7 @@ async fn a_child_inherits_the_callers_context_and_gets_its_own_ids() {
             .client_info(ClientInfo {
                 name: "claude-desktop".into(),
                 version: Some("1.2".into()),
+                title: Some("Claude".into()),
             })
             .dispatcher(t.clone())
             .invoke_tool(&t)
