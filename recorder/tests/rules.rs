@@ -2055,7 +2055,14 @@ async fn an_accepted_answer_that_does_not_fit_the_schema_records_validation_erro
     )
     .await;
     let errors = out.unwrap();
-    assert_eq!(errors, ["reason: is required", "confirm: must be boolean"]);
+    // The full JSON Schema, each failing place by JSON pointer.
+    assert_eq!(
+        errors,
+        [
+            "(root): \"reason\" is a required property",
+            "/confirm: \"yes\" is not of type \"boolean\""
+        ]
+    );
     let answered = one!(facts, ElicitAnswered);
     assert_eq!(answered.validation_errors, errors);
 }
