@@ -48,6 +48,10 @@ pub enum Request {
 }
 
 /// One line of a reply.
+// A reply is built for one line on the socket and serialised at once, never
+// stored or queued in numbers: boxing the fact would cost an allocation per
+// line for nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Reply {
