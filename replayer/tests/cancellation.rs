@@ -9,50 +9,19 @@
 //! then the host's `cancel.requested`, then `call.ended` `aborted`. No
 //! answer fact is filed: no answer came.
 
+mod common;
+use common::record;
+
 use std::future::Future;
 use std::sync::Arc;
 
-use reel::archive::FingerprintKey;
 use reel::context::*;
 use reel::fact::*;
-use reel::tape::Tape;
 use reel::tools::Tools;
-use reel_recorder::{
-    ArtifactStore, CallBuilder, CredentialProvider, Elicitor, Recorder, RecorderConfig,
-    ResolvedSecret, Run, RunStart,
-};
+use reel_recorder::{ArtifactStore, CallBuilder, CredentialProvider, Elicitor, ResolvedSecret};
 use reel_replayer::{replay, Recording, ReplayOptions};
 use serde_json::{json, Value};
 use tokio::sync::Notify;
-
-async fn record<F, Fut>(name: &str, host: F) -> Recording
-where
-    F: FnOnce(Run) -> Fut,
-    Fut: Future<Output = ()>,
-{
-    let dir = tempfile::tempdir().unwrap();
-    let config = RecorderConfig {
-        fingerprint_key: FingerprintKey::Key([9; 32]),
-        serve_live: false,
-        ..RecorderConfig::default()
-    };
-    let recorder = Recorder::open(dir.path().join("archive"), config)
-        .await
-        .unwrap();
-    let run = recorder.start_run(RunStart::new(name)).await.unwrap();
-    host(run.clone()).await;
-    run.end(RunStatus::Cancelled).await.unwrap();
-    let archive = recorder.archive().clone();
-    recorder.shutdown().await.unwrap();
-    let path = dir.path().join(format!("{name}.tape.jsonl"));
-    let mut file = std::fs::File::create(&path).unwrap();
-    Tape::export(&archive, name)
-        .unwrap()
-        .write(&mut file)
-        .unwrap();
-    drop(file);
-    Recording::from_tape_file(&path).unwrap()
-}
 
 /// A provider of every kind that, asked anything, says so and then never
 /// answers.
@@ -115,7 +84,7 @@ async fn cancel_while_waiting(
 ) -> Recording {
     let t = tools.clone();
     let tool = tool.to_owned();
-    let recording = record(name, |run| async move {
+    let recording = record(name, RunStatus::Cancelled, |run| async move {
         let call = attach(run.call(&tool, json!({})));
         let canceller = call.canceller();
         let waiting = tokio::spawn(async move { call.invoke_tool(&t).await });

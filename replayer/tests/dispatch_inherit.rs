@@ -4,45 +4,14 @@
 //! dispatch to. Recorded through a real recorder, exported as a tape and
 //! replayed from it with no divergence (the replay gives the same answers).
 
-use std::future::Future;
+mod common;
+use common::record;
 
-use reel::archive::FingerprintKey;
 use reel::context::*;
 use reel::fact::*;
-use reel::tape::Tape;
 use reel::tools::Tools;
-use reel_recorder::{Recorder, RecorderConfig, Run, RunStart};
-use reel_replayer::{replay, Recording, ReplayOptions};
+use reel_replayer::{replay, ReplayOptions};
 use serde_json::{json, Value};
-
-async fn record<F, Fut>(name: &str, host: F) -> Recording
-where
-    F: FnOnce(Run) -> Fut,
-    Fut: Future<Output = ()>,
-{
-    let dir = tempfile::tempdir().unwrap();
-    let config = RecorderConfig {
-        fingerprint_key: FingerprintKey::Key([5; 32]),
-        serve_live: false,
-        ..RecorderConfig::default()
-    };
-    let recorder = Recorder::open(dir.path().join("archive"), config)
-        .await
-        .unwrap();
-    let run = recorder.start_run(RunStart::new(name)).await.unwrap();
-    host(run.clone()).await;
-    run.end(RunStatus::Completed).await.unwrap();
-    let archive = recorder.archive().clone();
-    recorder.shutdown().await.unwrap();
-    let path = dir.path().join(format!("{name}.tape.jsonl"));
-    let mut file = std::fs::File::create(&path).unwrap();
-    Tape::export(&archive, name)
-        .unwrap()
-        .write(&mut file)
-        .unwrap();
-    drop(file);
-    Recording::from_tape_file(&path).unwrap()
-}
 
 fn about(ctx: &ToolContext) -> Value {
     json!({
@@ -70,7 +39,7 @@ fn tools() -> Tools {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_child_inherits_the_callers_context_and_gets_its_own_ids() {
     let t = tools();
-    let recording = record("inherit", |run| async move {
+    let recording = record("inherit", RunStatus::Completed, |run| async move {
         let out = run
             .call("parent", json!({}))
             .iteration(4)

@@ -6,49 +6,17 @@
 //! answer is validated against the question's full JSON Schema, by JSON
 //! pointer; a ttl runs out as `timeout` (tokio's paused clock).
 
-use std::future::Future;
+mod common;
+use common::record;
+
 use std::sync::Arc;
 
-use reel::archive::FingerprintKey;
 use reel::context::*;
 use reel::fact::*;
-use reel::tape::Tape;
 use reel::tools::Tools;
-use reel_recorder::{Elicitor, Recorder, RecorderConfig, Run, RunStart, ScriptedElicitor};
+use reel_recorder::{Elicitor, ScriptedElicitor};
 use reel_replayer::{replay, Recording, ReplayOptions, ReplayReport};
 use serde_json::{json, Value};
-
-/// Records one run named `name` in a fresh archive (a fingerprint key of
-/// the test's own: nothing is written outside the temp dir), exports it as
-/// a tape and loads the tape back.
-async fn record<F, Fut>(name: &str, host: F) -> Recording
-where
-    F: FnOnce(Run) -> Fut,
-    Fut: Future<Output = ()>,
-{
-    let dir = tempfile::tempdir().unwrap();
-    let config = RecorderConfig {
-        fingerprint_key: FingerprintKey::Key([7; 32]),
-        serve_live: false,
-        ..RecorderConfig::default()
-    };
-    let recorder = Recorder::open(dir.path().join("archive"), config)
-        .await
-        .unwrap();
-    let run = recorder.start_run(RunStart::new(name)).await.unwrap();
-    host(run.clone()).await;
-    run.end(RunStatus::Completed).await.unwrap();
-    let archive = recorder.archive().clone();
-    recorder.shutdown().await.unwrap();
-    let path = dir.path().join(format!("{name}.tape.jsonl"));
-    let mut file = std::fs::File::create(&path).unwrap();
-    Tape::export(&archive, name)
-        .unwrap()
-        .write(&mut file)
-        .unwrap();
-    drop(file);
-    Recording::from_tape_file(&path).unwrap()
-}
 
 async fn replays_clean(recording: &Recording, tools: &Tools) -> ReplayReport {
     let report = replay(recording, tools, &ReplayOptions::default()).await;
@@ -117,7 +85,7 @@ async fn url_mode_records_its_url_and_elicitation_id() {
     );
     let tools = asking(question);
     let t = tools.clone();
-    let recording = record("url-mode", |run| async move {
+    let recording = record("url-mode", RunStatus::Completed, |run| async move {
         run.call("ask", json!({}))
             .elicitor(accepting(json!({})))
             .invoke_tool(&t)
@@ -154,7 +122,7 @@ async fn without_an_elicitor_the_question_is_refused_and_recorded() {
         json!({ "type": "object", "properties": { "confirm": { "type": "boolean" } } }),
     ));
     let t = tools.clone();
-    let recording = record("no-elicitor", |run| async move {
+    let recording = record("no-elicitor", RunStatus::Completed, |run| async move {
         run.call("ask", json!({})).invoke_tool(&t).await.unwrap();
     })
     .await;
@@ -200,7 +168,7 @@ impl Elicitor for Broken {
 async fn an_elicitor_error_is_an_error_not_a_cancel() {
     let tools = asking(Elicitation::form("Deploy?", json!({ "type": "object" })));
     let t = tools.clone();
-    let recording = record("elicitor-error", |run| async move {
+    let recording = record("elicitor-error", RunStatus::Completed, |run| async move {
         run.call("ask", json!({}))
             .elicitor(Arc::new(Broken))
             .invoke_tool(&t)
@@ -246,7 +214,7 @@ async fn an_answer_is_validated_against_the_full_schema_by_pointer() {
     let t = tools.clone();
     let bad = json!({ "replicas": 0, "env": "qa", "ticket": "ops 1", "reviewers": [], "extra": 1 });
     let good = json!({ "replicas": 3, "env": "prod", "ticket": "OPS-42", "reviewers": ["bo"] });
-    let recording = record("validation", |run| async move {
+    let recording = record("validation", RunStatus::Completed, |run| async move {
         for content in [bad, good] {
             run.call("ask", json!({}))
                 .elicitor(accepting(content))
@@ -306,7 +274,7 @@ async fn a_ttl_runs_out_as_timeout_and_replays_as_timeout() {
         asking(Elicitation::form("Still there?", json!({ "type": "object" })).ttl_ms(30_000));
     let t = tools.clone();
     let before = tokio::time::Instant::now();
-    let recording = record("ttl", |run| async move {
+    let recording = record("ttl", RunStatus::Completed, |run| async move {
         run.call("ask", json!({}))
             .elicitor(Arc::new(Silent))
             .invoke_tool(&t)

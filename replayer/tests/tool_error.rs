@@ -4,47 +4,17 @@
 //! no type). Recorded through a real recorder, exported as a tape, replayed
 //! from it with no divergence.
 
+mod common;
+use common::record;
+
 use std::fmt;
-use std::future::Future;
 use std::sync::{Arc, Mutex};
 
-use reel::archive::FingerprintKey;
 use reel::context::*;
 use reel::fact::*;
-use reel::tape::Tape;
 use reel::tools::Tools;
-use reel_recorder::{Recorder, RecorderConfig, Run, RunStart};
 use reel_replayer::{replay, Recording, ReplayOptions};
 use serde_json::{json, Value};
-
-async fn record<F, Fut>(name: &str, host: F) -> Recording
-where
-    F: FnOnce(Run) -> Fut,
-    Fut: Future<Output = ()>,
-{
-    let dir = tempfile::tempdir().unwrap();
-    let config = RecorderConfig {
-        fingerprint_key: FingerprintKey::Key([3; 32]),
-        serve_live: false,
-        ..RecorderConfig::default()
-    };
-    let recorder = Recorder::open(dir.path().join("archive"), config)
-        .await
-        .unwrap();
-    let run = recorder.start_run(RunStart::new(name)).await.unwrap();
-    host(run.clone()).await;
-    run.end(RunStatus::Completed).await.unwrap();
-    let archive = recorder.archive().clone();
-    recorder.shutdown().await.unwrap();
-    let path = dir.path().join(format!("{name}.tape.jsonl"));
-    let mut file = std::fs::File::create(&path).unwrap();
-    Tape::export(&archive, name)
-        .unwrap()
-        .write(&mut file)
-        .unwrap();
-    drop(file);
-    Recording::from_tape_file(&path).unwrap()
-}
 
 fn error_of(recording: &Recording, call: &str) -> String {
     match &recording.calls[call].ended().expect("ended").outcome {
@@ -101,7 +71,7 @@ async fn question_mark_works_on_io_json_and_a_users_error_and_keeps_the_chain() 
     let tools = failing_tools();
     let t = tools.clone();
     let m = missing.clone();
-    let recording = record("tool-errors", |run| async move {
+    let recording = record("tool-errors", RunStatus::Completed, |run| async move {
         let io = run.call("read", &m).invoke_tool(&t).await.unwrap_err();
         assert_eq!(
             io.downcast_ref::<std::io::Error>().map(|e| e.kind()),
@@ -192,7 +162,7 @@ async fn an_effects_error_is_typed_live_and_its_message_in_replay() {
         }
     });
     let t = tools.clone();
-    let recording = record("effect-error", |run| async move {
+    let recording = record("effect-error", RunStatus::Completed, |run| async move {
         run.call("push", json!({}))
             .invoke_tool(&t)
             .await
