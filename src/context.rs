@@ -36,7 +36,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -746,8 +746,10 @@ struct Inner {
     declared: Vec<Credential>,
     subflows: Mutex<HashMap<String, SubFlowLogger>>,
     outputs: Mutex<Vec<Value>>,
-    /// The value `respond` ended the call with.
-    responded: Mutex<Option<Value>>,
+    /// The value `respond` ended the call with. A `OnceLock`, so that the
+    /// check every capability makes (`progress()` included) is one atomic
+    /// load, never a lock.
+    responded: OnceLock<Value>,
     /// The logger name of `log` and `notify` facts (`set_logger`).
     logger: Mutex<Option<String>>,
     services: Services,
@@ -837,7 +839,7 @@ impl ToolContext {
                 declared: declared.into_iter().collect(),
                 subflows: Mutex::new(HashMap::new()),
                 outputs: Mutex::new(Vec::new()),
-                responded: Mutex::new(None),
+                responded: OnceLock::new(),
                 logger: Mutex::new(None),
                 services: Services::default(),
             }),
@@ -861,11 +863,7 @@ impl ToolContext {
 
     /// The value [`ToolContext::respond`] ended the call with, if it did.
     pub fn responded(&self) -> Option<Value> {
-        self.inner
-            .responded
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.inner.responded.get().cloned()
     }
 
     /// Files the anomaly of code that went on after respond: a `warning`
@@ -883,7 +881,7 @@ impl ToolContext {
     /// `Err(AfterRespond)` (flagged on the record) once the call responded:
     /// a capability that can fail refuses; one that cannot drops its fact.
     fn after_respond(&self, capability: &str) -> Result<(), ContextError> {
-        if self.responded().is_none() {
+        if self.inner.responded.get().is_none() {
             return Ok(());
         }
         let err = ContextError::AfterRespond {
@@ -1642,11 +1640,8 @@ impl ToolContext {
     pub fn respond<T: Serialize>(&self, value: T) -> Result<T, ToolError> {
         self.after_respond("respond")?;
         let value = self.push_output(&value, Some("respond"), None);
-        *self
-            .inner
-            .responded
-            .lock()
-            .unwrap_or_else(|p| p.into_inner()) = Some(value.clone());
+        // The first respond sets it; a second was refused above.
+        let _ = self.inner.responded.set(value.clone());
         Err(ToolError::Responded(Responded { value }))
     }
 
