@@ -62,8 +62,8 @@ pub type Cleanup = Box<dyn FnOnce() -> BoxFuture<'static, Result<(), String>> + 
 /// Everything the host knows about one call, fixed when it starts.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CallInfo {
-    /// The run this call belongs to.
-    pub run_id: String,
+    /// Where the call belongs: a run, or no run at all.
+    pub home: Home,
     /// The hosting session, when the run is bound to one. Caller data.
     pub session_id: Option<String>,
     /// The identity the caller supplied; `None` when none was.
@@ -77,14 +77,50 @@ pub struct CallInfo {
     pub diagnostics: Option<Diagnostics>,
 }
 
+/// Where a call belongs: to a run, or to no run at all (seed 000: `runId`
+/// is absent where there is no run, as for a call served over MCP). A call
+/// outside any run is a stream of its own in the archive, kept under a key
+/// the recorder assigns; that key is not a run id and the tool never sees
+/// it as one.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Home {
+    /// The call belongs to this run.
+    Run(String),
+    /// The call belongs to no run; the archive keeps it (and any call it
+    /// dispatches) under `key`.
+    OutsideRun {
+        /// The archive's key ([`OutsideRun::key`](crate::fact::OutsideRun::key)).
+        key: String,
+    },
+}
+
+impl Home {
+    /// The run's id; `None` outside any run.
+    pub fn run_id(&self) -> Option<&str> {
+        match self {
+            Home::Run(id) => Some(id),
+            Home::OutsideRun { .. } => None,
+        }
+    }
+
+    /// The key the archive keeps the call's stream under: the run id, or
+    /// the key of the call outside any run.
+    pub fn key(&self) -> &str {
+        match self {
+            Home::Run(id) => id,
+            Home::OutsideRun { key } => key,
+        }
+    }
+}
+
 /// The diagnostic scope of one invocation (seed 002's `diagnostics`),
 /// present when recording is on. It holds only what is on the record, so a
 /// replay gives back the same values and a tool that logs them replays
 /// without a divergence: no archive path, no process id.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Diagnostics {
-    /// The run the call belongs to.
-    pub run_id: String,
+    /// The run the call belongs to; `None` for a call outside any run.
+    pub run_id: Option<String>,
     /// The call's id.
     pub call_id: String,
     /// The invocation id shared by `call.started`, `call.ended` and the
@@ -318,10 +354,12 @@ pub enum ContextError {
     #[error("asking the user failed: the elicitor reported an error ({0}); no answer came, so treat the question as unanswered (ask again, or end the call)")]
     Elicit(String),
     /// A teardown scope this host does not honour.
-    #[error("teardown scope {scope} is not honoured by this host (it honours: {}); branch on `ctx.teardown_scopes()`", honoured_list(.honoured))]
+    #[error("teardown scope {scope} is not honoured by {door} (it honours: {}); branch on `ctx.teardown_scopes()`", honoured_list(.honoured))]
     ScopeNotHonoured {
         /// The scope asked for.
         scope: TeardownScope,
+        /// The door (seed 000): which host, serving what, refused it.
+        door: String,
         /// The scopes the host honours.
         honoured: Vec<TeardownScope>,
     },
@@ -372,6 +410,22 @@ pub enum ContextError {
         /// Why, when known.
         reason: Option<String>,
     },
+}
+
+/// The door a call came through, for a person (seed 000: a refused
+/// teardown scope "throws, naming the door"): what served it, and where it
+/// belongs. Built only from what is on the record, so a replay says the
+/// same.
+fn door(info: &CallInfo) -> String {
+    let host = match &info.diagnostics {
+        Some(d) => format!("{} {}", d.producer.name, d.producer.version),
+        None => "a context built without recording".to_owned(),
+    };
+    match &info.home {
+        // Not the run's id: two runs of the same code refuse alike.
+        Home::Run(_) => format!("this door ({host}, serving a run)"),
+        Home::OutsideRun { .. } => format!("this door ({host}, serving a call outside any run)"),
+    }
 }
 
 fn honoured_list(h: &[TeardownScope]) -> String {
@@ -758,7 +812,7 @@ struct Inner {
 impl fmt::Debug for ToolContext {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ToolContext")
-            .field("run_id", &self.inner.info.run_id)
+            .field("home", &self.inner.info.home)
             .field("call_id", &self.inner.info.started.call_id)
             .field("tool", &self.inner.info.started.tool_name)
             .finish_non_exhaustive()
@@ -896,9 +950,17 @@ impl ToolContext {
 
     // ---- identity facts ---------------------------------------------------
 
-    /// The run this call belongs to.
-    pub fn run_id(&self) -> &str {
-        &self.inner.info.run_id
+    /// The run this call belongs to; `None` for a call outside any run
+    /// (seed 000: `runId` is absent where there is no run, as for a call
+    /// served over MCP).
+    pub fn run_id(&self) -> Option<&str> {
+        self.inner.info.home.run_id()
+    }
+
+    /// Where the call belongs: a run, or no run (with the key the archive
+    /// keeps it under).
+    pub fn home(&self) -> &Home {
+        &self.inner.info.home
     }
 
     /// The tool's metadata (seed 004's `metadata`): its spec, when it
@@ -1452,6 +1514,7 @@ impl ToolContext {
         } else {
             Err(ContextError::ScopeNotHonoured {
                 scope,
+                door: door(&self.inner.info),
                 honoured: self.inner.info.teardown_scopes.clone(),
             })
         };
@@ -1901,13 +1964,15 @@ pub struct TeardownKey {
 }
 
 impl TeardownKey {
-    /// The key of one call's cleanups: (tenant, principal, run, call).
-    pub fn call(identity: Option<&Identity>, run_id: &str, call_id: &str) -> TeardownKey {
-        TeardownKey::compose(
-            TeardownScope::Call,
-            identity,
-            &[("run", run_id), ("call", call_id)],
-        )
+    /// The key of one call's cleanups: (tenant, principal, run, call), or
+    /// for a call outside any run (tenant, principal, the key its stream is
+    /// kept under, call).
+    pub fn call(identity: Option<&Identity>, home: &Home, call_id: &str) -> TeardownKey {
+        let home = match home {
+            Home::Run(run_id) => ("run", run_id.as_str()),
+            Home::OutsideRun { key } => ("outside-run", key.as_str()),
+        };
+        TeardownKey::compose(TeardownScope::Call, identity, &[home, ("call", call_id)])
     }
 
     /// The key of one run's cleanups: (tenant, principal, run).
@@ -1938,10 +2003,17 @@ impl TeardownKey {
         match scope {
             TeardownScope::Call => Ok(TeardownKey::call(
                 identity,
-                &info.run_id,
+                &info.home,
                 &info.started.call_id,
             )),
-            TeardownScope::Run => Ok(TeardownKey::run(identity, &info.run_id)),
+            TeardownScope::Run => match info.home.run_id() {
+                Some(run_id) => Ok(TeardownKey::run(identity, run_id)),
+                None => Err(ContextError::ScopeNotHonoured {
+                    scope,
+                    door: door(info),
+                    honoured: info.teardown_scopes.clone(),
+                }),
+            },
             TeardownScope::Session => TeardownKey::session(identity, info.session_id.as_deref()),
         }
     }
@@ -2005,7 +2077,8 @@ impl fmt::Display for TeardownKey {
 ///
 /// - `conversation:<id>` when the caller named a (non-empty) conversation;
 /// - else `session:<id>` when the run is bound to a (non-empty) session;
-/// - else `run:<id>`: the run alone.
+/// - else `run:<id>`: the run alone; for a call outside any run,
+///   `call:<key>`: that call alone (with the calls it dispatches).
 ///
 /// The source is part of the value, so a session string never aliases a
 /// conversation or a run of the same name. This is what stores key on and
@@ -2014,12 +2087,16 @@ impl fmt::Display for TeardownKey {
 ///
 /// ```
 /// use reel::context::artifact_scope;
-/// let scope = artifact_scope("run-1", Some("s-1"), None);
+/// use reel::context::Home;
+/// let run = Home::Run("run-1".into());
+/// let scope = artifact_scope(&run, Some("s-1"), None);
 /// assert_eq!((scope.tenant, scope.conversation.as_deref()), (None, Some("session:s-1")));
-/// assert_eq!(artifact_scope("run-1", None, None).conversation.as_deref(), Some("run:run-1"));
+/// assert_eq!(artifact_scope(&run, None, None).conversation.as_deref(), Some("run:run-1"));
+/// let outside = Home::OutsideRun { key: "call-1f".into() };
+/// assert_eq!(artifact_scope(&outside, None, None).conversation.as_deref(), Some("call:call-1f"));
 /// ```
 pub fn artifact_scope(
-    run_id: &str,
+    home: &Home,
     session_id: Option<&str>,
     identity: Option<&Identity>,
 ) -> Identity {
@@ -2030,7 +2107,10 @@ pub fn artifact_scope(
     let conversation = match (named, session) {
         (Some(c), _) => format!("conversation:{c}"),
         (None, Some(s)) => format!("session:{s}"),
-        (None, None) => format!("run:{run_id}"),
+        (None, None) => match home {
+            Home::Run(run_id) => format!("run:{run_id}"),
+            Home::OutsideRun { key } => format!("call:{key}"),
+        },
     };
     Identity {
         tenant: identity.and_then(|i| i.tenant.clone()),

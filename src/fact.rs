@@ -59,6 +59,19 @@ pub struct Fact {
     pub kind: FactKind,
 }
 
+impl FactKind {
+    /// True for a fact that begins a stream: `run.started`, or the
+    /// `call.started` of a call outside any run. Only a stream's first fact
+    /// may be one (see the archive's stream rules).
+    pub fn begins_stream(&self) -> bool {
+        match self {
+            FactKind::RunStarted(_) => true,
+            FactKind::CallStarted(c) => c.outside_run.is_some(),
+            _ => false,
+        }
+    }
+}
+
 /// A fact before the sequencer has numbered it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewFact {
@@ -411,8 +424,9 @@ pub struct ArtifactMeta {
 /// Where an artifact came from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Origin {
-    /// The run that put it.
-    pub run_id: String,
+    /// The run that put it; `None` for a call outside any run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
     /// The call that put it.
     pub call_id: String,
 }
@@ -643,6 +657,40 @@ pub struct CallStarted {
     /// dispatch with no tools). Replay answers `ctx.tools()` from it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dispatch_tools: Option<Vec<String>>,
+    /// Present exactly on the first fact of a call outside any run (seed
+    /// 000: `runId` is absent where there is no run, as for a call served
+    /// over MCP): who called and what served it, as a `run.started` says
+    /// it for a run. Such a call is a stream of its own in the archive,
+    /// stored under [`OutsideRun::key`]; no run id is invented for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outside_run: Option<Box<OutsideRun>>,
+}
+
+/// The head of a call outside any run: what `run.started` says for a run
+/// (the session, the caller, the producer, labels and the teardown scopes
+/// honoured), said by the call's own `call.started`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OutsideRun {
+    /// The key the archive keeps the call under: `call-` and 128 random
+    /// bits, assigned by the recorder (never the host's invocation id, which
+    /// need not be unique, nor a run id: the call has none).
+    pub key: String,
+    /// The hosting session (an MCP session, say), when there is one.
+    /// Caller data.
+    #[serde(default)]
+    pub session_id: Option<String>,
+    /// The identity the caller supplied; `None` when none was.
+    #[serde(default)]
+    pub identity: Option<Identity>,
+    /// What recorded the call.
+    pub producer: Producer,
+    /// Free-form labels.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// The teardown scopes this door honours (a call outside any run has
+    /// no run to tie a cleanup to).
+    #[serde(default)]
+    pub teardown_scopes: Vec<TeardownScope>,
 }
 
 /// What a host attached to a call. A tool branches on these

@@ -437,7 +437,23 @@ fn walk_fields(kind: &mut FactKind, f: &mut impl Fields) {
             attached: _,
             spec,
             dispatch_tools,
+            outside_run,
         }) => {
+            if let Some(outside) = outside_run {
+                // The key is reel's; the session and identity are the
+                // host's identifiers, left alone as in `run.started`.
+                let OutsideRun {
+                    key: _,
+                    session_id: _,
+                    identity: _,
+                    producer: Producer { name, version },
+                    labels,
+                    teardown_scopes: _,
+                } = &mut **outside;
+                f.text(name);
+                f.text(version);
+                f.labels(labels);
+            }
             if let Some(spec) = spec {
                 spec_fields(f, spec);
             }

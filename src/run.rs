@@ -9,7 +9,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-use crate::fact::{Fact, FactKind, Identity, RunStatus};
+use crate::fact::{CallOutcome, Fact, FactKind, Identity, RunStatus};
 
 /// Where a run stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -87,8 +87,15 @@ impl FromStr for RunState {
 /// What the archive keeps about one run, beside its facts.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunRecord {
-    /// The run's id.
+    /// The key the archive keeps the stream under: the run's id, or for a
+    /// call outside any run ([`RunRecord::outside_run`]) the call's
+    /// [`OutsideRun::key`](crate::fact::OutsideRun::key). Use
+    /// [`RunRecord::run`] for "the run id, if there is a run".
     pub run_id: String,
+    /// Set when the stream is a call outside any run (seed 000: there is
+    /// no run id): the call's id. `None` for a run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outside_run: Option<String>,
     /// The hosting session, when the run is bound to one.
     #[serde(default)]
     pub session_id: Option<String>,
@@ -121,6 +128,20 @@ pub struct RunRecord {
 }
 
 impl RunRecord {
+    /// The run's id; `None` for a call outside any run, which has none.
+    pub fn run(&self) -> Option<&str> {
+        self.outside_run.is_none().then_some(self.run_id.as_str())
+    }
+
+    /// What the stream is, for a person: `run <id>`, or `no run (call
+    /// <id>, kept as <key>)`.
+    pub fn describe(&self) -> String {
+        match &self.outside_run {
+            None => format!("run {}", self.run_id),
+            Some(call) => format!("no run (call {call}, kept as {})", self.run_id),
+        }
+    }
+
     /// The tenant, when the caller supplied one.
     pub fn tenant(&self) -> Option<&str> {
         self.identity.as_ref()?.tenant.as_deref()
@@ -143,16 +164,35 @@ impl RunRecord {
             .map(|end| end.saturating_sub(self.started_at).max(0) as u64)
     }
 
-    /// A record for a run that begins with this `run.started` fact.
+    /// A record for a stream that begins with this fact: a `run.started`,
+    /// or the `call.started` of a call outside any run.
     pub fn from_first(fact: &Fact) -> Option<RunRecord> {
-        let FactKind::RunStarted(started) = &fact.kind else {
-            return None;
+        let (run_id, outside_run, session_id, identity, labels) = match &fact.kind {
+            FactKind::RunStarted(s) => (
+                &s.run_id,
+                None,
+                &s.session_id,
+                &s.identity,
+                &s.labels,
+            ),
+            FactKind::CallStarted(c) => {
+                let o = c.outside_run.as_deref()?;
+                (
+                    &o.key,
+                    Some(c.call_id.clone()),
+                    &o.session_id,
+                    &o.identity,
+                    &o.labels,
+                )
+            }
+            _ => return None,
         };
         Some(RunRecord {
-            run_id: started.run_id.clone(),
-            session_id: started.session_id.clone(),
-            identity: started.identity.clone(),
-            labels: started.labels.clone(),
+            run_id: run_id.clone(),
+            outside_run,
+            session_id: session_id.clone(),
+            identity: identity.clone(),
+            labels: labels.clone(),
             state: RunState::Running,
             started_at: fact.at,
             ended_at: None,
@@ -174,8 +214,17 @@ impl RunRecord {
                 self.tools.insert(call.tool_name.clone());
                 true
             }
-            FactKind::CallEnded(_) => {
+            FactKind::CallEnded(end) => {
                 self.ended_calls += 1;
+                // A call outside any run ends its stream with its own end.
+                if self.outside_run.is_some() && fact.call == self.outside_run {
+                    self.state = match end.outcome {
+                        CallOutcome::Ok { .. } => RunState::Completed,
+                        CallOutcome::Error { .. } => RunState::Failed,
+                        CallOutcome::Aborted { .. } => RunState::Cancelled,
+                    };
+                    self.ended_at = Some(fact.at);
+                }
                 true
             }
             FactKind::CredentialFailed(_) => {

@@ -317,7 +317,7 @@ fn cut(text: &str) -> String {
 ///     size: 12,
 ///     media_type: "application/json".into(),
 ///     scope: Identity::default(),
-///     origin: Origin { run_id: "r1".into(), call_id: "c1".into() },
+///     origin: Origin { run_id: Some("r1".into()), call_id: "c1".into() },
 /// };
 /// assert_eq!(artifact_ref(&reel::spec::claim_ticket(&meta)), Some("art-1"));
 /// ```

@@ -173,7 +173,7 @@ pub fn artifact_meta() -> impl Strategy<Value = ArtifactMeta> {
             unicode_string(),
         ],
         identity(),
-        (unicode_string(), unicode_string()),
+        (opt_string(), unicode_string()),
     )
         .prop_map(
             |(id, digest, size, media_type, scope, (run_id, call_id))| ArtifactMeta {
@@ -223,6 +223,28 @@ pub fn run_started(run_id: impl Into<String>) -> impl Strategy<Value = RunStarte
         .prop_map(
             move |(session_id, identity, (name, version), labels, teardown_scopes)| RunStarted {
                 run_id: run_id.clone(),
+                session_id,
+                identity,
+                producer: Producer { name, version },
+                labels,
+                teardown_scopes,
+            },
+        )
+}
+
+/// The head of a call outside any run, stored under `key`.
+pub fn outside_run(key: impl Into<String>) -> impl Strategy<Value = OutsideRun> {
+    let key = key.into();
+    (
+        opt_string(),
+        opt_identity(),
+        (unicode_string(), unicode_string()),
+        btree_map(unicode_string(), unicode_string(), 0..3),
+        vec(teardown_scope(), 0..4),
+    )
+        .prop_map(
+            move |(session_id, identity, (name, version), labels, teardown_scopes)| OutsideRun {
+                key: key.clone(),
                 session_id,
                 identity,
                 producer: Producer { name, version },
@@ -320,6 +342,7 @@ fn call_started() -> impl Strategy<Value = CallStarted> {
         (
             prop::option::of(tool_spec().prop_map(Box::new)),
             prop::option::of(vec(unicode_string(), 0..3)),
+            prop::option::of(unicode_string().prop_flat_map(outside_run).prop_map(Box::new)),
         ),
     )
         .prop_map(
@@ -331,7 +354,7 @@ fn call_started() -> impl Strategy<Value = CallStarted> {
                 args,
                 wanted,
                 attached,
-                (spec, dispatch_tools),
+                (spec, dispatch_tools, outside_run),
             )| CallStarted {
                 call_id,
                 tool_name,
@@ -352,6 +375,7 @@ fn call_started() -> impl Strategy<Value = CallStarted> {
                 attached,
                 spec,
                 dispatch_tools,
+                outside_run,
             },
         )
 }

@@ -195,6 +195,7 @@ fn kind_strategy() -> BoxedStrategy<FactKind> {
                 attached: None,
                 spec: None,
                 dispatch_tools: None,
+                outside_run: None,
             })
         }),
         2 => (0u8..3, 0u64..1_000_000).prop_map(|(o, d)| FactKind::CallEnded(CallEnded {

@@ -100,6 +100,7 @@ fn fact(run: &str, n: usize, salt: u64) -> NewFact {
             attached: None,
             spec: None,
             dispatch_tools: None,
+            outside_run: None,
         }),
         1 => FactKind::Progress(Progress {
             payload: json!({"message": format!("{run} step {n}"), "salt": salt}),

@@ -193,6 +193,7 @@ fn expected_new_fact(run_id: &str, seq: u64) -> NewFact {
             attached: None,
             spec: None,
             dispatch_tools: None,
+            outside_run: None,
         }),
         1 | 2 | 4 => FactKind::Progress(Progress {
             payload: json!({

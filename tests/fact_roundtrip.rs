@@ -282,7 +282,7 @@ fn meta() -> ArtifactMeta {
             conversation: Some(String::new()),
         },
         origin: Origin {
-            run_id: "run-1".into(),
+            run_id: Some("run-1".into()),
             call_id: "call-1".into(),
         },
     }
@@ -340,6 +340,7 @@ fn one_of_each_kind() -> Vec<Fact> {
                     .wants(["doc"]),
             )),
             dispatch_tools: Some(vec!["fetch".into(), "parse".into()]),
+            outside_run: None,
         }),
         FactKind::CredentialRequested(CredentialRequested {
             need: "github".into(),
@@ -561,6 +562,7 @@ fn call_started(
         attached: None,
         spec: None,
         dispatch_tools: None,
+        outside_run: None,
     })
 }
 
@@ -652,7 +654,7 @@ fn absent_and_empty() -> Vec<(&'static str, Fact, Fact)> {
                         media_type: String::new(),
                         scope: Identity::default(),
                         origin: Origin {
-                            run_id: String::new(),
+                            run_id: None,
                             call_id: String::new(),
                         },
                     }),

@@ -775,7 +775,7 @@ fn valid_run() -> impl Strategy<Value = ValidRun> {
                 .into_iter()
                 .enumerate()
                 .filter(|(i, f)| {
-                    *i == 0 || !matches!(f.kind, FactKind::RunStarted(_) | FactKind::RunEnded(_))
+                    *i == 0 || !(f.kind.begins_stream() || matches!(f.kind, FactKind::RunEnded(_)))
                 })
                 .map(|(_, f)| f)
                 .collect();

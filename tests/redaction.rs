@@ -17,7 +17,8 @@ use serde_json::{Map, Value};
 
 /// Identifier fields left alone: (kind, JSON pointer into its data, `*`
 /// matching one segment). Run and session ids and the identity are the
-/// host's; call ids, digests, origins, key hashes and fingerprints are
+/// host's (also in the head of a call outside any run); its stream key,
+/// call ids, digests, origins, key hashes and fingerprints are
 /// assigned or derived by reel. Scrubbing them would break the archive's
 /// own references (a run's id is its key, a call's id its envelope's).
 const LEFT_ALONE: &[(&str, &str)] = &[
@@ -26,6 +27,9 @@ const LEFT_ALONE: &[(&str, &str)] = &[
     ("run.started", "/identity/*"),
     ("call.started", "/call_id"),
     ("call.started", "/parent_call"),
+    ("call.started", "/outside_run/key"),
+    ("call.started", "/outside_run/session_id"),
+    ("call.started", "/outside_run/identity/*"),
     ("call.started", "/wanted/*/digest"),
     ("call.started", "/wanted/*/scope/*"),
     ("call.started", "/wanted/*/origin/*"),

@@ -93,6 +93,7 @@ pub fn build(dir: &Path, runs: usize) -> io::Result<Archive> {
                     attached: Some(Attached::default()),
                     spec: None,
                     dispatch_tools: None,
+                    outside_run: None,
                 }),
             ),
             fact(

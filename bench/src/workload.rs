@@ -132,6 +132,7 @@ pub fn run_facts(r: usize, shape: &Shape, mut sink: impl FnMut(&[Fact])) {
                 attached: Some(Attached::default()),
                 spec: None,
                 dispatch_tools: None,
+                outside_run: None,
             }),
         );
         for i in 0..shape.progress {

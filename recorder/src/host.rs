@@ -6,7 +6,7 @@ use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use futures::FutureExt;
@@ -173,6 +173,7 @@ impl Recorder {
             inner: Arc::new(RunInner {
                 rec: self.inner.clone(),
                 id: Arc::from(id.as_str()),
+                outside: None,
                 session_id: start.session_id.clone(),
                 identity: start.identity.clone(),
                 teardown_scopes: teardown_scopes.clone(),
@@ -197,6 +198,56 @@ impl Recorder {
             self.flush().await?;
         }
         Ok(run)
+    }
+
+    /// Prepares a call outside any run (seed 000: a call served where
+    /// there is no run, as over MCP, has no run id): the tool sees
+    /// `ctx.run_id() == None`, and the archive keeps the call (with the
+    /// calls it dispatches) as a stream of its own under a key the recorder
+    /// assigns ([`CallBuilder::key`]), never under an invented run id. Its
+    /// first fact is its `call.started`, its last its `call.ended`; only
+    /// the call teardown scope is honoured (there is no run to end, and no
+    /// session end to wait for). See [`Recorder::call_from`] to say who
+    /// calls.
+    pub fn call(&self, tool: &str, args: impl Serialize) -> CallBuilder {
+        self.outside_run(Caller::default(), tool, args)
+    }
+
+    /// [`Recorder::call`], with the caller's identity, session and labels.
+    /// Refuses an empty session id ([`RecorderError::EmptySession`]).
+    pub fn call_from(
+        &self,
+        caller: Caller,
+        tool: &str,
+        args: impl Serialize,
+    ) -> Result<CallBuilder, RecorderError> {
+        if caller.session_id.as_deref() == Some("") {
+            return Err(RecorderError::EmptySession(format!(
+                "(a call of {tool} outside any run)"
+            )));
+        }
+        Ok(self.outside_run(caller, tool, args))
+    }
+
+    fn outside_run(&self, caller: Caller, tool: &str, args: impl Serialize) -> CallBuilder {
+        let key = format!("call-{:032x}", rand::random::<u128>());
+        let stream = Run {
+            inner: Arc::new(RunInner {
+                rec: self.inner.clone(),
+                id: Arc::from(key.as_str()),
+                outside: Some(OnceLock::new()),
+                session_id: caller.session_id.clone(),
+                identity: caller.identity.clone(),
+                teardown_scopes: vec![TeardownScope::Call],
+                next_call: AtomicU64::new(1),
+                teardowns: Mutex::new(Teardowns::default()),
+                ended: AtomicBool::new(false),
+                closed: AtomicBool::new(false),
+            }),
+        };
+        let mut builder = stream.call(tool, args);
+        builder.outside = Some(caller);
+        builder
     }
 
     /// Waits until everything filed so far is durable.
@@ -288,6 +339,42 @@ impl RunStart {
     }
 }
 
+/// Who makes a call outside any run ([`Recorder::call_from`]): what a
+/// [`RunStart`] says of a run's caller.
+#[derive(Debug, Clone, Default)]
+pub struct Caller {
+    session_id: Option<String>,
+    identity: Option<Identity>,
+    labels: BTreeMap<String, String>,
+}
+
+impl Caller {
+    /// A caller who says nothing of itself.
+    pub fn new() -> Caller {
+        Caller::default()
+    }
+
+    /// The hosting session (an MCP session id, say). Caller data; the
+    /// call's artifacts are scoped to it when the caller names no
+    /// conversation.
+    pub fn session(mut self, session_id: impl Into<String>) -> Caller {
+        self.session_id = Some(session_id.into());
+        self
+    }
+
+    /// The identity the caller supplied.
+    pub fn identity(mut self, identity: Identity) -> Caller {
+        self.identity = Some(identity);
+        self
+    }
+
+    /// Adds a label.
+    pub fn label(mut self, key: impl Into<String>, value: impl Into<String>) -> Caller {
+        self.labels.insert(key.into(), value.into());
+        self
+    }
+}
+
 /// A run being recorded. Cheap to clone.
 #[derive(Clone)]
 pub struct Run {
@@ -296,7 +383,12 @@ pub struct Run {
 
 struct RunInner {
     rec: Arc<RecorderInner>,
+    /// The stream's key: the run id, or the key of a call outside any run.
     id: Arc<str>,
+    /// Set for the stream of a call outside any run (no `run.started`, no
+    /// `run.ended`): that call's id, once it is invoked. Its `call.ended`
+    /// ends the stream.
+    outside: Option<OnceLock<String>>,
     session_id: Option<String>,
     identity: Option<Identity>,
     teardown_scopes: Vec<TeardownScope>,
@@ -322,10 +414,21 @@ impl Run {
         &self.inner.id
     }
 
+    /// Where the stream's calls belong.
+    fn home(&self) -> Home {
+        match &self.inner.outside {
+            None => Home::Run(self.id().to_owned()),
+            Some(_) => Home::OutsideRun {
+                key: self.id().to_owned(),
+            },
+        }
+    }
+
     /// Files one fact of this run (the entry point to the queue, with
     /// [`Run::emit_progress`] for progress reports).
-    /// After `run.ended` a run takes no facts: a late one is reported on
-    /// standard error and not recorded.
+    /// After `run.ended` (or the `call.ended` of a call outside any run) a
+    /// stream takes no facts: a late one is reported on standard error and
+    /// not recorded.
     fn emit(&self, call: Option<&str>, kind: FactKind) {
         if self.inner.closed.load(Ordering::SeqCst) {
             eprintln!(
@@ -335,7 +438,11 @@ impl Run {
             );
             return;
         }
-        let closes = matches!(kind, FactKind::RunEnded(_));
+        let closes = match (&self.inner.outside, &kind) {
+            (None, FactKind::RunEnded(_)) => true,
+            (Some(root), FactKind::CallEnded(_)) => call.is_some() && call == root.get().map(String::as_str),
+            _ => false,
+        };
         let queue = &self.inner.rec.queue;
         let tick = queue.tick();
         // `at` and `offset` are the writer's to fill in, from the tick.
@@ -372,6 +479,7 @@ impl Run {
             .unwrap_or_else(|e| serde_json::json!({ "unserialisable": e.to_string() }));
         CallBuilder {
             run: self.clone(),
+            outside: None,
             started: CallStarted {
                 call_id: format!("c{n}"),
                 tool_name: tool.into(),
@@ -388,6 +496,7 @@ impl Run {
                 attached: None,
                 spec: None,
                 dispatch_tools: None,
+                outside_run: None,
             },
             providers: Providers::default(),
             needs: Vec::new(),
@@ -522,6 +631,8 @@ struct Providers {
 /// A call about to be made. Attach what the tool may use, then `invoke`.
 pub struct CallBuilder {
     run: Run,
+    /// Set for a call outside any run: who calls.
+    outside: Option<Caller>,
     started: CallStarted,
     providers: Providers,
     needs: Vec<CredentialNeed>,
@@ -666,6 +777,13 @@ impl CallBuilder {
         &self.started.call_id
     }
 
+    /// The key the archive keeps the call's stream under: the run's id, or
+    /// for a call outside any run the key the recorder assigned it (`call-`
+    /// and 32 hex digits), which `reel show` and `Archive::facts` take.
+    pub fn key(&self) -> &str {
+        self.run.id()
+    }
+
     /// The call's invocation id: the host's, or the one generated for the
     /// call (`inv-` and 32 hex digits of OS-seeded randomness), for the
     /// host's receipts. It is on the call's `call.started` and `call.ended`.
@@ -763,6 +881,27 @@ impl CallBuilder {
         }
         let started_at = Instant::now();
         let mut started = self.started;
+        // A call outside any run heads its own stream: its call.started
+        // says what a run.started would, and its id is the stream's end.
+        if let (Some(caller), Some(root)) = (self.outside, &run.inner.outside) {
+            let rec = &run.inner.rec;
+            if root.set(started.call_id.clone()).is_err()
+                || !lock(&rec.live_runs).insert(run.id().to_owned())
+            {
+                return Err(ToolError::msg(format!(
+                    "the call outside any run kept as {:?} was invoked already: prepare each call with `Recorder::call`",
+                    run.id()
+                )));
+            }
+            started.outside_run = Some(Box::new(OutsideRun {
+                key: run.id().to_owned(),
+                session_id: caller.session_id,
+                identity: caller.identity,
+                producer: rec.config.producer.clone(),
+                labels: caller.labels,
+                teardown_scopes: run.inner.teardown_scopes.clone(),
+            }));
+        }
         // The mode is what accepted the function, never a label.
         started.mode = mode;
         if let Some(spec) = &mut started.spec {
@@ -820,12 +959,12 @@ impl CallBuilder {
         let args = started.args.clone();
         run.emit(Some(&call_id), FactKind::CallStarted(started.clone()));
         let info = CallInfo {
-            run_id: run.id().into(),
+            home: run.home(),
             session_id: run.inner.session_id.clone(),
             identity: run.inner.identity.clone(),
             teardown_scopes: run.inner.teardown_scopes.clone(),
             diagnostics: Some(Diagnostics {
-                run_id: run.id().into(),
+                run_id: run.home().run_id().map(str::to_owned),
                 call_id: call_id.clone(),
                 invocation_id: started
                     .invocation_id
@@ -905,6 +1044,15 @@ impl LiveBackend {
                 invocation_id: self.invocation_id.clone(),
             }),
         );
+        let run = &self.run.inner;
+        if let Some(root) = &run.outside {
+            if root.get() == Some(&self.call_id) {
+                // The call outside any run ended: so did its stream.
+                run.ended.store(true, Ordering::SeqCst);
+                run.rec.queue.run_closed(&run.id);
+                lock(&run.rec.live_runs).remove(&*run.id);
+            }
+        }
         if self.run.inner.rec.config.durability != Durability::Buffered {
             if let Err(e) = self.run.inner.rec.queue.flush().await {
                 eprintln!(
@@ -921,7 +1069,11 @@ impl LiveBackend {
     /// with the same one in different sessions, read each other's.
     fn scope(&self) -> Identity {
         let run = &self.run.inner;
-        artifact_scope(&run.id, run.session_id.as_deref(), run.identity.as_ref())
+        artifact_scope(
+            &self.run.home(),
+            run.session_id.as_deref(),
+            run.identity.as_ref(),
+        )
     }
 }
 
@@ -1006,7 +1158,7 @@ impl CallBackend for LiveBackend {
                 media_type: media_type.into(),
                 scope: self.scope(),
                 origin: Origin {
-                    run_id: self.run.id().into(),
+                    run_id: self.run.home().run_id().map(str::to_owned),
                     call_id: self.call_id.clone(),
                 },
             };

@@ -52,7 +52,7 @@ mod providers;
 mod writer;
 
 pub use config::{Durability, RecorderConfig};
-pub use host::{CallBuilder, Canceller, Recorder, RecorderError, Run, RunStart};
+pub use host::{CallBuilder, Caller, Canceller, Recorder, RecorderError, Run, RunStart};
 pub use providers::{
     validate, ArtifactStore, CredentialProvider, Elicitor, LogListener, MemoryArtifactStore,
     MemoryVault, ResolvedSecret, ScriptedElicitor,

@@ -290,6 +290,9 @@ struct RunState {
     secrets: KnownSecrets,
     /// Keys of the run's calls in [`Writer::calls`].
     calls: Vec<u64>,
+    /// For a call outside any run: its call id, whose `call.ended` is the
+    /// stream's last fact (as `run.ended` is a run's).
+    outside: Option<String>,
 }
 
 /// A call that files progress reports.
@@ -373,6 +376,11 @@ impl Writer {
                         n += 1;
                         let state = self.runs.entry(run.clone()).or_default();
                         state.start.get_or_insert(tick);
+                        if let FactKind::CallStarted(c) = &fact.kind {
+                            if c.outside_run.is_some() {
+                                state.outside = Some(c.call_id.clone());
+                            }
+                        }
                         batch_of(&mut batches, run).push(Pending { tick, fact: *fact });
                     }
                     Msg::Call { key, run, call } => {
@@ -477,13 +485,16 @@ impl Writer {
             if let Some(e) = spill_err {
                 self.fail(format!("run {run}: storing a large payload failed: {e}"));
             }
-            // run.ended is a run's last fact: anything filed after it (a
+            // run.ended is a run's last fact (and the call.ended of a call
+            // outside any run is its stream's): anything filed after it (a
             // late fact racing the end) is reported and dropped, never
             // allowed to take the run's real facts down with it.
-            let late = match facts
-                .iter()
-                .position(|f| matches!(f.kind, FactKind::RunEnded(_)))
-            {
+            let outside = self.runs.get(&run).and_then(|s| s.outside.as_deref());
+            let late = match facts.iter().position(|f| match (&f.kind, outside) {
+                (FactKind::RunEnded(_), None) => true,
+                (FactKind::CallEnded(_), Some(root)) => f.call.as_deref() == Some(root),
+                _ => false,
+            }) {
                 Some(end) => facts.split_off(end + 1),
                 None => Vec::new(),
             };

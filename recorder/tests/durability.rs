@@ -85,7 +85,10 @@ fn say(line: &str) {
 }
 
 async fn stepper(ctx: ToolContext, _args: Value) -> Result<Value, ToolError> {
-    let (run, call) = (ctx.run_id().to_owned(), ctx.call_id().to_owned());
+    let (run, call) = (
+        ctx.run_id().unwrap_or_default().to_owned(),
+        ctx.call_id().to_owned(),
+    );
     let k = expected_progress(&run, &call);
     for i in 0..k {
         ctx.progress(payload(&run, &call, i));

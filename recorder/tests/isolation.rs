@@ -9,6 +9,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use reel::context::{
+    Home,
     artifact_scope, BoxFuture, ContextError, FoundArtifact, TeardownKey, ToolContext, ToolError,
 };
 use reel::fact::*;
@@ -396,7 +397,7 @@ async fn the_teardown_key_a_tool_gets_is_the_key_its_cleanups_are_held_under() {
     assert_eq!(run_a, TeardownKey::run(Some(&acme), "r-a").as_str());
     assert_eq!(
         call_a,
-        TeardownKey::call(Some(&acme), "r-a", &call_id).as_str()
+        TeardownKey::call(Some(&acme), &Home::Run("r-a".into()), &call_id).as_str()
     );
     let (call_a2, run_a2, _) = keys(a.clone()).await;
     assert_eq!(run_a2, run_a, "one run, one run key");
@@ -748,7 +749,7 @@ async fn the_composed_scope_is_recorded_and_the_tool_still_sees_the_callers_iden
         let (meta, seen) = put(&run, &store, b"x").await;
         run.end(RunStatus::Completed).await.unwrap();
         assert_eq!(meta.scope, want, "{identity:?} {session:?}");
-        assert_eq!(meta.scope, artifact_scope("r", session, identity.as_ref()));
+        assert_eq!(meta.scope, artifact_scope(&Home::Run("r".into()), session, identity.as_ref()));
         assert_eq!(seen, identity, "ctx.identity() is what the caller supplied");
         let book = lab.done().await;
         let facts = book.facts("r");

@@ -1360,7 +1360,7 @@ async fn artifact_scope_cannot_be_widened_and_put_stamps_its_origin() {
     assert_eq!(
         meta.origin,
         Origin {
-            run_id: "run-a".into(),
+            run_id: Some("run-a".into()),
             call_id: "c1".into()
         }
     );
@@ -1422,7 +1422,7 @@ async fn identity_and_session_are_what_the_caller_supplied_never_synthesised() {
                     Ok::<_, ToolError>((
                         ctx.identity().cloned(),
                         ctx.session_id().map(str::to_owned),
-                        ctx.run_id().to_owned(),
+                        ctx.run_id().map(str::to_owned),
                     ))
                 })
                 .await
@@ -1434,7 +1434,7 @@ async fn identity_and_session_are_what_the_caller_supplied_never_synthesised() {
             "the tool sees the caller's identity"
         );
         assert_eq!(seen_session.as_deref(), session);
-        assert_eq!(run_id, "r");
+        assert_eq!(run_id.as_deref(), Some("r"));
         let started = one!(facts, RunStarted);
         assert_eq!(started.identity, identity);
         assert_eq!(started.session_id.as_deref(), session);

@@ -62,7 +62,7 @@ mod replay;
 #[doc(hidden)]
 pub mod support;
 
-pub use recording::{LoadError, RecordedCall, Recording};
+pub use recording::{Head, LoadError, RecordedCall, Recording};
 pub use replay::{
     replay, CallReport, Divergence, DivergenceKind, ReplayOptions, ReplayReport, ResultCheck,
     Verdict,

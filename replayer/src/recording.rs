@@ -32,8 +32,9 @@ pub enum LoadError {
     /// The archive failed.
     #[error(transparent)]
     Archive(#[from] ArchiveError),
-    /// The recording has no `run.started`.
-    #[error("{0}: the recording does not begin with run.started")]
+    /// The recording has no head: neither `run.started` nor the
+    /// `call.started` of a call outside any run.
+    #[error("{0}: the recording begins neither with run.started nor with the call.started of a call outside any run: export it again")]
     NoRunStarted(String),
 }
 
@@ -61,6 +62,74 @@ impl RecordedCall {
     }
 }
 
+/// The head of a recorded stream: a run's `run.started`, or what a call
+/// outside any run says in its place.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Head {
+    /// A run.
+    Run(RunStarted),
+    /// A call outside any run.
+    OutsideRun(OutsideRun),
+}
+
+impl Head {
+    /// Where the recorded calls belong.
+    pub fn home(&self) -> reel::context::Home {
+        match self {
+            Head::Run(r) => reel::context::Home::Run(r.run_id.clone()),
+            Head::OutsideRun(o) => reel::context::Home::OutsideRun { key: o.key.clone() },
+        }
+    }
+
+    /// The run's id; `None` for a call outside any run.
+    pub fn run_id(&self) -> Option<&str> {
+        match self {
+            Head::Run(r) => Some(&r.run_id),
+            Head::OutsideRun(_) => None,
+        }
+    }
+
+    /// The key the stream was kept under (the run id, or the call's key).
+    pub fn key(&self) -> &str {
+        match self {
+            Head::Run(r) => &r.run_id,
+            Head::OutsideRun(o) => &o.key,
+        }
+    }
+
+    /// The hosting session.
+    pub fn session_id(&self) -> Option<&str> {
+        match self {
+            Head::Run(r) => r.session_id.as_deref(),
+            Head::OutsideRun(o) => o.session_id.as_deref(),
+        }
+    }
+
+    /// The caller's identity.
+    pub fn identity(&self) -> Option<&Identity> {
+        match self {
+            Head::Run(r) => r.identity.as_ref(),
+            Head::OutsideRun(o) => o.identity.as_ref(),
+        }
+    }
+
+    /// What recorded it.
+    pub fn producer(&self) -> &Producer {
+        match self {
+            Head::Run(r) => &r.producer,
+            Head::OutsideRun(o) => &o.producer,
+        }
+    }
+
+    /// The teardown scopes the recording door honoured.
+    pub fn teardown_scopes(&self) -> &[TeardownScope] {
+        match self {
+            Head::Run(r) => &r.teardown_scopes,
+            Head::OutsideRun(o) => &o.teardown_scopes,
+        }
+    }
+}
+
 /// A recorded run ready to replay.
 #[derive(Debug, Clone)]
 pub struct Recording {
@@ -68,8 +137,9 @@ pub struct Recording {
     pub source: String,
     /// The run record.
     pub record: RunRecord,
-    /// `run.started`.
-    pub run: RunStarted,
+    /// What the stream's head says: the `run.started` of a run, or what
+    /// the `call.started` of a call outside any run says in its place.
+    pub head: Head,
     /// Every fact, in seq order.
     pub facts: Vec<Fact>,
     /// Calls by id.
@@ -118,10 +188,11 @@ impl Recording {
         facts: Vec<Fact>,
         artifacts: HashMap<String, Vec<u8>>,
     ) -> Result<Recording, LoadError> {
-        let run = facts
-            .iter()
-            .find_map(|f| match &f.kind {
-                FactKind::RunStarted(r) => Some(r.clone()),
+        let head = facts
+            .first()
+            .and_then(|f| match &f.kind {
+                FactKind::RunStarted(r) => Some(Head::Run(r.clone())),
+                FactKind::CallStarted(c) => c.outside_run.as_deref().cloned().map(Head::OutsideRun),
                 _ => None,
             })
             .ok_or_else(|| LoadError::NoRunStarted(source.clone()))?;
@@ -150,7 +221,7 @@ impl Recording {
         Ok(Recording {
             source,
             record,
-            run,
+            head,
             facts,
             calls,
             call_order,

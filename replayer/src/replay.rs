@@ -151,8 +151,12 @@ pub struct CallReport {
 pub struct ReplayReport {
     /// Where the recording came from.
     pub source: String,
-    /// The run's id.
+    /// The key the recording was kept under: the run's id, or for a call
+    /// outside any run ([`ReplayReport::outside_run`]) the call's key.
     pub run_id: String,
+    /// True when the recording is of a call outside any run (no run).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub outside_run: bool,
     /// One report per replayed call, in start order (children after their
     /// parent's start).
     pub calls: Vec<CallReport>,
@@ -206,7 +210,15 @@ impl ReplayReport {
 
 impl std::fmt::Display for ReplayReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        writeln!(f, "replay of run {} ({})", self.run_id, self.source)?;
+        if self.outside_run {
+            writeln!(
+                f,
+                "replay of a call outside any run, kept as {} ({})",
+                self.run_id, self.source
+            )?;
+        } else {
+            writeln!(f, "replay of run {} ({})", self.run_id, self.source)?;
+        }
         for c in &self.calls {
             let v = match c.verdict {
                 Verdict::Matched => "matched",
@@ -274,7 +286,8 @@ pub async fn replay(recording: &Recording, tools: &Tools, options: &ReplayOption
     calls.sort_by_key(|(order, _)| *order);
     ReplayReport {
         source: recording.source.clone(),
-        run_id: recording.run.run_id.clone(),
+        run_id: recording.head.key().to_owned(),
+        outside_run: recording.head.run_id().is_none(),
         calls: calls.into_iter().map(|(_, c)| c).collect(),
         facts: out.facts,
         matched_facts: out.matched,
@@ -547,19 +560,19 @@ fn replay_call<'a>(
         });
         backend.maybe_cancel(0);
         let info = CallInfo {
-            run_id: rec.run.run_id.clone(),
-            session_id: rec.run.session_id.clone(),
-            identity: rec.run.identity.clone(),
-            teardown_scopes: rec.run.teardown_scopes.clone(),
+            home: rec.head.home(),
+            session_id: rec.head.session_id().map(str::to_owned),
+            identity: rec.head.identity().cloned(),
+            teardown_scopes: rec.head.teardown_scopes().to_vec(),
             // Replay is a recording-aware context: the record's values.
             diagnostics: Some(Diagnostics {
-                run_id: rec.run.run_id.clone(),
+                run_id: rec.head.run_id().map(str::to_owned),
                 call_id: call_id.clone(),
                 invocation_id: started
                     .invocation_id
                     .clone()
                     .unwrap_or_else(|| call_id.clone()),
-                producer: rec.run.producer.clone(),
+                producer: rec.head.producer().clone(),
             }),
             started: today,
         };

@@ -498,8 +498,8 @@ async fn a_teardown_scope() {
     )
     .await;
     // Both scopes are honoured: the registration was not refused.
-    assert!(rec.run.teardown_scopes.contains(&TeardownScope::Call));
-    assert!(rec.run.teardown_scopes.contains(&TeardownScope::Run));
+    assert!(rec.head.teardown_scopes().contains(&TeardownScope::Call));
+    assert!(rec.head.teardown_scopes().contains(&TeardownScope::Run));
     let d = report.calls[0].divergence.as_ref().unwrap();
     assert_eq!(d.diff[0].expected, Some(json!("run")));
     assert_eq!(d.diff[0].actual, Some(json!("call")));

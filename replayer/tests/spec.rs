@@ -799,9 +799,10 @@ async fn a_context_built_by_hand_has_no_diagnostics() {
         attached: None,
         spec: None,
         dispatch_tools: None,
+        outside_run: None,
     };
     let info = CallInfo {
-        run_id: "by-hand".into(),
+        home: Home::Run("by-hand".into()),
         session_id: None,
         identity: None,
         teardown_scopes: Vec::new(),

@@ -451,13 +451,9 @@ impl Archive {
         }
         let first = guard.next_seq;
         let facts = numbered(facts, first);
-        match check_batch(run_id, StreamRules::resume(run_id, first), &facts) {
-            // A batch that starts the run again: the run exists already.
-            Err(_)
-                if matches!(
-                    facts.first().map(|f| &f.kind),
-                    Some(FactKind::RunStarted(_))
-                ) =>
+        match check_batch(run_id, StreamRules::resume(&guard.record, first), &facts) {
+            // A batch that starts the stream again: it exists already.
+            Err(_) if facts.first().is_some_and(|f| RunRecord::from_first(f).is_some()) =>
             {
                 return Err(ArchiveError::RunExists {
                     run_id: run_id.into(),
@@ -522,7 +518,7 @@ impl Archive {
             return Err(ArchiveError::InvalidFacts {
                 run_id: run_id.into(),
                 detail: format!(
-                    "a new run must begin with run.started, not {}",
+                    "a new stream must begin with run.started, or with the call.started of a call outside any run, not {}",
                     first.kind.name()
                 ),
             });
@@ -709,10 +705,15 @@ impl Archive {
                 detail: "there are no facts to import: a run holds at least its run.started".into(),
             });
         };
-        // The run is the one the first fact starts; if it starts none, the
-        // rules refuse that fact.
+        // The stream is the one the first fact starts (a run, or a call
+        // outside any run); if it starts none, the rules refuse that fact.
         let run_id = match &first.kind {
             FactKind::RunStarted(s) => s.run_id.clone(),
+            FactKind::CallStarted(c) => c
+                .outside_run
+                .as_ref()
+                .map(|o| o.key.clone())
+                .unwrap_or_default(),
             _ => String::new(),
         };
         let mut rules = StreamRules::new(run_id.as_str());
@@ -729,11 +730,11 @@ impl Archive {
                 r.observe(fact);
             }
         }
-        // The rules hold, so the first fact is run.started.
+        // The rules hold, so the first fact is a stream's head.
         let Some(mut record) = record else {
             return Err(ArchiveError::InvalidFacts {
                 run_id,
-                detail: "the first fact is not run.started".into(),
+                detail: "the first fact is neither run.started nor the call.started of a call outside any run".into(),
             });
         };
         if !record.state.is_closed() {

@@ -24,6 +24,7 @@
 //!         platform: None, client_info: None, args: json!(12), wanted: None, attached: None,
 //!         spec: None,
 //!         dispatch_tools: None,
+//!         outside_run: None,
 //!     })),
 //!     fact(2, Some("c1"), FactKind::Progress(Progress { payload: json!({"message": "Hop 1 of 12"}), count: 1 })),
 //! ];

@@ -370,7 +370,10 @@ fn runs(dir: &Path, args: RunsArgs) -> Result<ExitCode, Failure> {
         .iter()
         .map(|r| {
             [
-                escape(&r.run_id).into_owned(),
+                match &r.outside_run {
+                    None => escape(&r.run_id).into_owned(),
+                    Some(_) => format!("{} (no run)", escape(&r.run_id)),
+                },
                 timestamp(r.started_at),
                 r.duration_ns().map(duration).unwrap_or_else(|| "-".into()),
                 r.state.to_string(),
@@ -725,8 +728,8 @@ fn import(dir: &Path, file: &Path) -> Result<ExitCode, Failure> {
         .map_err(|e| Failure(format!("{}: {e}", file.display())))?;
     archive.flush()?;
     println!(
-        "imported run {} ({} facts, {}) into {}",
-        escape(&record.run_id),
+        "imported {} ({} facts, {}) into {}",
+        escape(&record.describe()),
         record.facts,
         record.state,
         shown(dir)

@@ -221,11 +221,16 @@ impl Anomaly {
     }
 }
 
-/// What `run.started` said.
+/// What `run.started` said (or, for a call outside any run, what its
+/// `call.started` says in its place).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RunHeader {
-    /// The run's id.
+    /// The run's id; for a call outside any run, the key it is kept under.
     pub run_id: String,
+    /// Set for a call outside any run (there is no run): its call id,
+    /// whose end is the stream's end.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outside_run: Option<String>,
     /// Wall-clock start, unix nanoseconds.
     pub started_at: i64,
     /// The session, when bound.
@@ -407,6 +412,7 @@ impl TimelineBuilder {
             FactKind::RunStarted(r) => {
                 self.t().run = Some(RunHeader {
                     run_id: r.run_id.clone(),
+                    outside_run: None,
                     started_at: fact.at,
                     session_id: r.session_id.clone(),
                     identity: r.identity.clone(),
@@ -416,6 +422,18 @@ impl TimelineBuilder {
                 });
             }
             FactKind::CallStarted(c) => {
+                if let (Some(o), 0) = (&c.outside_run, fact.seq) {
+                    self.t().run = Some(RunHeader {
+                        run_id: o.key.clone(),
+                        outside_run: Some(c.call_id.clone()),
+                        started_at: fact.at,
+                        session_id: o.session_id.clone(),
+                        identity: o.identity.clone(),
+                        producer: o.producer.clone(),
+                        labels: o.labels.clone(),
+                        teardown_scopes: o.teardown_scopes.clone(),
+                    });
+                }
                 let parent_idx = c
                     .parent_call
                     .as_deref()
@@ -566,6 +584,19 @@ impl TimelineBuilder {
                     if let CallOutcome::Error { error } = &e.outcome {
                         node.error = Some(error.clone());
                     }
+                }
+                // The end of a call outside any run is its stream's end.
+                let t = self.t();
+                let root = t.run.as_ref().and_then(|r| r.outside_run.as_deref());
+                if root.is_some() && root == fact.call.as_deref() && t.ended.is_none() {
+                    t.ended = Some((
+                        match e.outcome {
+                            CallOutcome::Ok { .. } => RunStatus::Completed,
+                            CallOutcome::Error { .. } => RunStatus::Failed,
+                            CallOutcome::Aborted { .. } => RunStatus::Cancelled,
+                        },
+                        fact.offset,
+                    ));
                 }
             }
             FactKind::RunEnded(e) => self.t().ended = Some((e.status, fact.offset)),

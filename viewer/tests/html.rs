@@ -39,6 +39,7 @@ fn started(call_id: &str, tool: &str, parent: Option<&str>, args: Value) -> Fact
         attached: None,
         spec: None,
         dispatch_tools: None,
+        outside_run: None,
     })
 }
 

@@ -74,6 +74,7 @@ pub fn build(archive: &Archive, run_id: &str, n: u64) {
                         attached: None,
                         spec: None,
                         dispatch_tools: None,
+                        outside_run: None,
                     }),
                 ),
             ],

@@ -89,6 +89,7 @@ fn child(call: &str, tool: &str, parent: Option<&str>) -> Step {
             attached: None,
             spec: None,
             dispatch_tools: None,
+            outside_run: None,
         }),
     )
 }
@@ -738,6 +739,7 @@ fn the_largest_seq_does_not_overflow() {
     assert_eq!(t.facts, 1);
     let mut record = reel::RunRecord {
         run_id: "r".into(),
+        outside_run: None,
         session_id: None,
         identity: None,
         labels: Default::default(),

@@ -479,7 +479,7 @@ pub async fn record(
             media_type: format!("text/{start}"),
             scope: Identity::default(),
             origin: Origin {
-                run_id: format!("run-{r}"),
+                run_id: Some(format!("run-{r}")),
                 call_id: "c0".into(),
             },
         };

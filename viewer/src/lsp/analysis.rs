@@ -92,8 +92,14 @@ pub fn document_symbols(view: View<'_>, enc: Encoding) -> Vec<DocumentSymbol> {
         Position::new(0, 0),
         line_range(view, ix.last_line.max(first), enc).end,
     );
+    let outside = t.run.as_ref().and_then(|r| r.outside_run.as_deref());
+    let name = match (outside, run_id.as_deref()) {
+        (Some(call), Some(key)) => format!("no run · call {call} (kept as {key})"),
+        (_, Some(run)) => format!("run {run}"),
+        (_, None) => "run (no run.started)".to_owned(),
+    };
     vec![new_symbol(
-        format!("run {}", run_id.as_deref().unwrap_or("(no run.started)")),
+        name,
         Some(detail),
         SymbolKind::NAMESPACE,
         whole,
@@ -252,10 +258,17 @@ pub fn hover(view: View<'_>, pos: Position, enc: Encoding) -> Option<Hover> {
         Parsed::Fact(f) => fact_hover(view, n, f),
         Parsed::Header(h) => {
             let t = &view.index.timeline;
+            let what = match &h.run.outside_run {
+                None => format!("run {}", code(&h.run.run_id)),
+                Some(call) => format!(
+                    "no run · call {} (kept as {})",
+                    code(call),
+                    code(&h.run.run_id)
+                ),
+            };
             let mut s = format!(
-                "**tape** {} · run {} · {}\n\n",
+                "**tape** {} · {what} · {}\n\n",
                 code(&h.format),
-                code(&h.run.run_id),
                 escape(h.run.state.as_str())
             );
             let _ = writeln!(

@@ -103,7 +103,7 @@ impl<W: Write> HtmlWriter<W> {
         );
         head.push_str("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n");
         head.push_str("<meta name=\"generator\" content=\"reel\">\n");
-        let _ = writeln!(head, "<title>reel: run {}</title>", escape(&record.run_id));
+        let _ = writeln!(head, "<title>reel: {}</title>", escape(&record.describe()));
         let _ = writeln!(head, "<style>{STYLE}</style>\n</head>");
         // The facts come first in the body: they stream while the header
         // and waterfall need the whole timeline. The block is not displayed.
@@ -287,11 +287,22 @@ fn state_class(state: RunState) -> &'static str {
 }
 
 fn header(page: &mut String, r: &RunRecord, t: &Timeline, listed: u64) {
+    // A call outside any run has no run: the title says so.
+    let title = match &r.outside_run {
+        None => format!(
+            "<span class=\"muted\">run</span> <span class=\"mono\">{}</span>",
+            escape(&r.run_id)
+        ),
+        Some(call) => format!(
+            "<span class=\"muted\">no run · call</span> <span class=\"mono\">{}</span> \
+             <span class=\"muted\">kept as</span> <span class=\"mono\">{}</span>",
+            escape(call),
+            escape(&r.run_id)
+        ),
+    };
     let _ = write!(
         page,
-        "<header>\n<h1><span class=\"muted\">run</span> <span class=\"mono\">{}</span> \
-         <span class=\"pill {}\">{}</span></h1>\n<dl class=\"facts-grid\">",
-        escape(&r.run_id),
+        "<header>\n<h1>{title} <span class=\"pill {}\">{}</span></h1>\n<dl class=\"facts-grid\">",
         state_class(r.state),
         escape(r.state.as_str()),
     );
@@ -883,6 +894,7 @@ mod tests {
                 attached: None,
                 spec: None,
                 dispatch_tools: None,
+                outside_run: None,
             }),
         );
         b.push(&started);

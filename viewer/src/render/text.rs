@@ -110,10 +110,23 @@ impl TextRenderer {
             reel::RunState::Running => CYAN,
             _ => RED,
         };
+        // A call outside any run has no run: the header says so, and names
+        // the key `reel show` takes.
+        let title = match &record.outside_run {
+            None => format!(
+                "{} {}",
+                self.paint(BOLD, "run"),
+                self.paint(BOLD, &escape(&record.run_id))
+            ),
+            Some(call) => format!(
+                "{}  call {} (kept as {})",
+                self.paint(BOLD, "no run"),
+                self.paint(BOLD, &escape(call)),
+                escape(&record.run_id)
+            ),
+        };
         let mut out = format!(
-            "{} {}  {}  started {}",
-            self.paint(BOLD, "run"),
-            self.paint(BOLD, &escape(&record.run_id)),
+            "{title}  {}  started {}",
             self.paint(state_style, record.state.as_str()),
             timestamp(record.started_at),
         );
@@ -196,6 +209,24 @@ impl TextRenderer {
             }
             FactKind::CallStarted(c) => {
                 let mut d = format!("▶ args {}", compact(&c.args, 100));
+                if let Some(o) = &c.outside_run {
+                    let _ = write!(
+                        d,
+                        " (outside any run, by {} {}",
+                        o.producer.name, o.producer.version
+                    );
+                    match &o.identity {
+                        Some(id) => {
+                            let _ = write!(d, "; identity {}", identity(id));
+                        }
+                        None => d.push_str("; no caller identity"),
+                    }
+                    if let Some(s) = &o.session_id {
+                        let _ = write!(d, "; session {s}");
+                    }
+                    let scopes: Vec<_> = o.teardown_scopes.iter().map(|s| s.to_string()).collect();
+                    let _ = write!(d, "; teardown scopes [{}])", scopes.join(", "));
+                }
                 if let Some(p) = &c.parent_call {
                     let _ = write!(d, " (child of {p})");
                 }
