@@ -702,15 +702,17 @@ pub trait CallBackend: Send + Sync {
     /// Registers a cleanup with the holder of `scope` named by `holder`
     /// (the call, the run, or the (tenant, principal, session) of
     /// [`TeardownKey`]: the same key [`ToolContext::teardown_key`] gives the
-    /// tool); returns false for a repeat under the same (tool, scope, key)
-    /// in that holder, which keeps the first cleanup.
+    /// tool). A repeat under the same (tool, scope, key) in that holder
+    /// keeps the first cleanup and refreshes its liveness: the holder counts
+    /// the registrations and keeps the time of the last one (the backend's
+    /// clock), which its `teardown.ran` reports.
     fn register_teardown(
         &self,
         scope: TeardownScope,
         holder: &TeardownKey,
         key_hash: &str,
         cleanup: Cleanup,
-    ) -> bool;
+    ) -> Registration;
     /// True when nested tool dispatch is available.
     fn can_dispatch(&self) -> bool;
     /// The tools this call can dispatch to, sorted: `None` when it has no
@@ -730,6 +732,21 @@ pub trait CallBackend: Send + Sync {
     fn deliver_log(&self, level: Level, data: &Value) -> bool;
     /// Whether `report` payloads are kept (content logging).
     fn content_logging(&self) -> bool;
+}
+
+/// What a holder answers to [`CallBackend::register_teardown`]: seed 000's
+/// "registering twice under one (tool, scope, key) is a no-op that keeps the
+/// FIRST cleanup (it holds the live handle) and refreshes liveness", as
+/// numbers. `teardown.registered` records all three.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Registration {
+    /// True for the first registration under the key (its cleanup is the
+    /// one kept); false for a repeat.
+    pub first: bool,
+    /// Registrations under the key in this holder so far, this one included.
+    pub registrations: u64,
+    /// When this one was made, unix nanoseconds from the backend's clock.
+    pub at: i64,
 }
 
 /// The execution context a tool receives. Cheap to clone.
@@ -1428,8 +1445,18 @@ impl ToolContext {
     }
 
     /// Registers a cleanup for `key` under `scope`. The first registration
-    /// under (tool, scope, key) wins; a repeat keeps the first cleanup and is
-    /// recorded as a repeat. A scope the host does not honour is refused;
+    /// under (tool, scope, key) wins; a repeat keeps the first cleanup,
+    /// refreshes its liveness and is recorded as a repeat: seed 000's
+    /// "registering twice under one (tool, scope, key) is a no-op that keeps
+    /// the FIRST cleanup (it holds the live handle) and refreshes liveness,
+    /// so calling this on every execute is the intended shape for a reused
+    /// session". `teardown.registered` records the count of registrations
+    /// so far and this one's time; the cleanup's `teardown.ran` records the
+    /// count and the time of the last one, so the record shows how many
+    /// executes kept a session's resource alive and when it was last used.
+    /// Returns whether this was the first registration.
+    ///
+    /// A scope the host does not honour is refused;
     /// so is the session scope on a run with no session id. Cleanups are
     /// held per [`ToolContext::teardown_key`] of the scope, so another
     /// tenant, principal, session or run never runs, nor repeats, this one.
@@ -1469,16 +1496,18 @@ impl ToolContext {
         };
         let cleanup: Cleanup =
             Box::new(move || Box::pin(async move { cleanup().await.map_err(|e| e.to_string()) }));
-        let first = self
+        let registration = self
             .inner
             .backend
             .register_teardown(scope, &holder, &key_hash, cleanup);
         self.emit(FactKind::TeardownRegistered(TeardownRegistered {
             scope,
             key_hash,
-            first,
+            first: registration.first,
+            registrations: registration.registrations,
+            registered_at: registration.at,
         }));
-        Ok(first)
+        Ok(registration.first)
     }
 
     // ---- effects, clock, randomness ------------------------------------------------

@@ -440,7 +440,9 @@ impl Run {
 
     async fn run_teardowns(&self, call: Option<&str>, scope: TeardownScope, teardowns: Teardowns) {
         let bound = self.inner.rec.config.teardown_timeout;
-        for (key_hash, cleanup) in teardowns.into_reverse_order() {
+        for (key_hash, cleanup, (registrations, last_registered_at)) in
+            teardowns.into_reverse_order()
+        {
             let started = Instant::now();
             let outcome = run_cleanup(cleanup, bound).await;
             self.emit(
@@ -450,6 +452,8 @@ impl Run {
                     key_hash,
                     outcome,
                     duration_ns: started.elapsed().as_nanos() as u64,
+                    registrations,
+                    last_registered_at,
                 }),
             );
         }
@@ -488,25 +492,40 @@ async fn run_cleanup(cleanup: Cleanup, bound: Duration) -> TeardownOutcome {
     }
 }
 
-/// Cleanups of one scope holder, first registration per key wins.
+/// Cleanups of one scope holder, first registration per key wins; a
+/// repeat refreshes the key's liveness (seed 000).
 #[derive(Default)]
 struct Teardowns {
     order: Vec<(String, Cleanup)>,
-    keys: HashSet<String>,
+    /// Per key: (registrations so far, unix nanos of the last one).
+    liveness: HashMap<String, (u64, i64)>,
 }
 
 impl Teardowns {
-    /// Registers; false (and the cleanup dropped) for a repeat key.
-    fn register(&mut self, key_hash: &str, cleanup: Cleanup) -> bool {
-        if !self.keys.insert(key_hash.to_owned()) {
-            return false;
+    /// Registers at `at` (unix nanos); a repeat key drops its cleanup, keeps
+    /// the first one, and counts.
+    fn register(&mut self, key_hash: &str, cleanup: Cleanup, at: i64) -> Registration {
+        let entry = self.liveness.entry(key_hash.to_owned()).or_insert((0, at));
+        entry.0 += 1;
+        entry.1 = at;
+        let registrations = entry.0;
+        let first = registrations == 1;
+        if first {
+            self.order.push((key_hash.to_owned(), cleanup));
         }
-        self.order.push((key_hash.to_owned(), cleanup));
-        true
+        Registration {
+            first,
+            registrations,
+            at,
+        }
     }
 
-    fn into_reverse_order(self) -> impl Iterator<Item = (String, Cleanup)> {
-        self.order.into_iter().rev()
+    /// The cleanups, last registered first, each with its liveness.
+    fn into_reverse_order(mut self) -> impl Iterator<Item = (String, Cleanup, (u64, i64))> {
+        self.order.into_iter().rev().map(move |(key, cleanup)| {
+            let live = self.liveness.remove(&key).unwrap_or_default();
+            (key, cleanup, live)
+        })
     }
 }
 
@@ -1115,17 +1134,18 @@ impl CallBackend for LiveBackend {
         holder: &TeardownKey,
         key_hash: &str,
         cleanup: Cleanup,
-    ) -> bool {
+    ) -> Registration {
         // The call and the run hold their own cleanups (their keys name
         // them); sessions outlive runs, so the recorder holds theirs, per
         // (tenant, principal, session).
+        let at = self.clock();
         match scope {
-            TeardownScope::Call => lock(&self.teardowns).register(key_hash, cleanup),
-            TeardownScope::Run => lock(&self.run.inner.teardowns).register(key_hash, cleanup),
+            TeardownScope::Call => lock(&self.teardowns).register(key_hash, cleanup, at),
+            TeardownScope::Run => lock(&self.run.inner.teardowns).register(key_hash, cleanup, at),
             TeardownScope::Session => lock(&self.run.inner.rec.sessions)
                 .entry(holder.clone())
                 .or_default()
-                .register(key_hash, cleanup),
+                .register(key_hash, cleanup, at),
         }
     }
 

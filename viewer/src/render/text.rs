@@ -300,19 +300,17 @@ impl TextRenderer {
                 }
                 (plain, d)
             }
-            FactKind::TeardownRegistered(t) => (
-                plain,
-                format!(
-                    "{} {} {}",
-                    t.scope,
-                    t.key_hash,
-                    if t.first {
-                        "first"
-                    } else {
-                        "repeat (kept the first)"
+            FactKind::TeardownRegistered(t) => {
+                let what = match (t.first, t.registrations) {
+                    (true, _) => "first".to_owned(),
+                    // Recorded before liveness was counted.
+                    (false, 0) => "repeat (kept the first)".to_owned(),
+                    (false, n) => {
+                        format!("repeat, registration {n} (kept the first, liveness refreshed)")
                     }
-                ),
-            ),
+                };
+                (plain, format!("{} {} {what}", t.scope, t.key_hash))
+            }
             FactKind::TeardownRefused(t) => (YELLOW, format!("{}: {}", t.scope, t.reason)),
             FactKind::TeardownRan(t) => {
                 let (style, o) = match &t.outcome {
@@ -320,15 +318,29 @@ impl TextRenderer {
                     TeardownOutcome::Error { message } => (RED, format!("error: {message}")),
                     TeardownOutcome::TimedOut => (RED, "timed out".to_string()),
                 };
-                (
-                    style,
-                    format!(
-                        "{} {} {o} in {}",
-                        t.scope,
-                        t.key_hash,
-                        duration(t.duration_ns)
-                    ),
-                )
+                let mut d = format!(
+                    "{} {} {o} in {}",
+                    t.scope,
+                    t.key_hash,
+                    duration(t.duration_ns)
+                );
+                // How many executes kept the resource alive, and when it
+                // was last used (seed 000's liveness); nothing on facts
+                // recorded before it was counted.
+                let last = || match t.last_registered_at {
+                    0 => String::new(),
+                    at => format!(" at {}", timestamp(at)),
+                };
+                match t.registrations {
+                    0 => {}
+                    1 => {
+                        let _ = write!(d, "; registered once{}", last());
+                    }
+                    n => {
+                        let _ = write!(d, "; kept alive by {n} registrations, the last{}", last());
+                    }
+                }
+                (style, d)
             }
             FactKind::Effect(e) => {
                 let outcome = match &e.outcome {
