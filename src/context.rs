@@ -278,13 +278,33 @@ pub struct ElicitAnswer {
     pub pre_resolved: bool,
 }
 
-/// An agent-core style progress report.
+/// An agent-core style progress report: build it with
+/// `Report::new().used_model(true).payload(json!({...}))`, or as a struct.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Report {
     /// Whether this step used a model; `None` means unknown.
     pub used_model: Option<bool>,
     /// App-defined detail, kept only when content logging is on.
     pub payload: Option<Value>,
+}
+
+impl Report {
+    /// A report saying nothing yet (model use unknown, no payload).
+    pub fn new() -> Report {
+        Report::default()
+    }
+
+    /// Whether this step used a model.
+    pub fn used_model(mut self, used: bool) -> Report {
+        self.used_model = Some(used);
+        self
+    }
+
+    /// App-defined detail, kept only when content logging is on.
+    pub fn payload(mut self, payload: Value) -> Report {
+        self.payload = Some(payload);
+        self
+    }
 }
 
 /// Refusals and failures of context capabilities. Each message says what
@@ -1131,8 +1151,24 @@ impl ToolContext {
         self.inner.backend.progress(payload);
     }
 
-    /// MCP-style progress: `{progress, total?, message?}`.
-    pub fn progress_mcp(&self, progress: f64, total: Option<f64>, message: Option<&str>) {
+    /// MCP-style progress (`notifications/progress`): files the payload
+    /// `{progress, total?, message?}` through [`ToolContext::progress`].
+    /// The optional parts are named, never positional: build them with
+    /// [`McpProgress`]; a bare number is a progress with neither.
+    ///
+    /// ```
+    /// use reel::context::{McpProgress, ToolContext};
+    /// fn walk(ctx: &ToolContext) {
+    ///     ctx.progress_mcp(McpProgress::new(3.0).total(12.0).message("Hop 3 of 12"));
+    ///     ctx.progress_mcp(4.0);
+    /// }
+    /// ```
+    pub fn progress_mcp(&self, progress: impl Into<McpProgress>) {
+        let McpProgress {
+            progress,
+            total,
+            message,
+        } = progress.into();
         let mut p = serde_json::Map::new();
         p.insert("progress".into(), json!(progress));
         if let Some(t) = total {
@@ -1715,6 +1751,67 @@ impl ToolContext {
         let result = self.inner.backend.dispatch(tool, args).await;
         self.check_cancel()?;
         result
+    }
+}
+
+/// An MCP progress report ([`ToolContext::progress_mcp`]): how far along,
+/// and optionally out of how much and in the tool's own words (the
+/// `message` a person reads, seed 000's display rule).
+///
+/// ```
+/// use reel::context::McpProgress;
+/// let hop = McpProgress::new(3.0).total(12.0).message("Hop 3 of 12");
+/// assert_eq!(hop.total_value(), Some(12.0));
+/// assert_eq!(McpProgress::from(1.0).message_text(), None);
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct McpProgress {
+    progress: f64,
+    total: Option<f64>,
+    message: Option<String>,
+}
+
+impl McpProgress {
+    /// Progress so far, with no total and no message.
+    pub fn new(progress: f64) -> McpProgress {
+        McpProgress {
+            progress,
+            total: None,
+            message: None,
+        }
+    }
+
+    /// The total the progress counts towards.
+    pub fn total(mut self, total: f64) -> McpProgress {
+        self.total = Some(total);
+        self
+    }
+
+    /// What a person reads, e.g. `"Hop 3 of 12"`.
+    pub fn message(mut self, message: impl Into<String>) -> McpProgress {
+        self.message = Some(message.into());
+        self
+    }
+
+    /// The progress so far.
+    pub fn progress_value(&self) -> f64 {
+        self.progress
+    }
+
+    /// The total, when one was given.
+    pub fn total_value(&self) -> Option<f64> {
+        self.total
+    }
+
+    /// The message, when one was given.
+    pub fn message_text(&self) -> Option<&str> {
+        self.message.as_deref()
+    }
+}
+
+impl From<f64> for McpProgress {
+    fn from(progress: f64) -> McpProgress {
+        McpProgress::new(progress)
     }
 }
 
