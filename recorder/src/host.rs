@@ -70,6 +70,8 @@ struct RecorderInner {
     /// Session-scoped cleanups by (tenant, principal, session): never by
     /// the session string alone.
     sessions: Mutex<HashMap<TeardownKey, Teardowns>>,
+    /// Services every call gets ([`Recorder::service`]).
+    services: std::sync::RwLock<Services>,
 }
 
 impl std::fmt::Debug for Recorder {
@@ -121,6 +123,7 @@ impl Recorder {
                 config,
                 live_runs: Mutex::new(HashSet::new()),
                 sessions: Mutex::new(HashMap::new()),
+                services: std::sync::RwLock::new(Services::default()),
             }),
         })
     }
@@ -133,6 +136,21 @@ impl Recorder {
     /// The configuration.
     pub fn config(&self) -> &RecorderConfig {
         &self.inner.config
+    }
+
+    /// Registers a typed service every call gets with `ctx.get::<T>()`:
+    /// every call of every run invoked from now on (one per type; a later
+    /// one of the same type replaces it), and the children they dispatch.
+    /// A call's own [`CallBuilder::service`] of the same type wins for that
+    /// call. Services are not recorded: a replay registers its own with
+    /// `ReplayOptions::service`.
+    pub fn service<T: Send + Sync + 'static>(&self, service: Arc<T>) -> &Recorder {
+        self.inner
+            .services
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(service);
+        self
     }
 
     /// How many session-scoped cleanups wait under `key` (the
@@ -657,7 +675,9 @@ impl CallBuilder {
     }
 
     /// Registers a typed service the tool gets with `ctx.get::<T>()` (one
-    /// per type; a later one of the same type replaces it). Services are
+    /// per type; a later one of the same type replaces it), over the
+    /// recorder's ([`Recorder::service`]): this one wins for its type. The
+    /// children the call dispatches get the same services. Services are
     /// not recorded: a replay registers its own with
     /// `ReplayOptions::service`.
     pub fn service<T: Send + Sync + 'static>(mut self, service: Arc<T>) -> CallBuilder {
@@ -804,6 +824,14 @@ impl CallBuilder {
             content_logging: run.inner.rec.config.content_logging,
         });
         let call_id = started.call_id.clone();
+        // The call's own services over the recorder's.
+        let services = self.services.over(
+            &run.inner
+                .rec
+                .services
+                .read()
+                .unwrap_or_else(|p| p.into_inner()),
+        );
         let progress_key = run
             .inner
             .rec
@@ -821,6 +849,7 @@ impl CallBuilder {
                 started.client_info.clone(),
             ),
             providers: self.providers,
+            services: services.clone(),
             teardowns: Mutex::new(Teardowns::default()),
             cancel: self.cancel.clone(),
         });
@@ -862,7 +891,7 @@ impl CallBuilder {
             Err(err) => Err(err),
             Ok(declared) => {
                 let ctx = ToolContext::new(info, dyn_backend, declared, &self.cancel)
-                    .with_services(self.services);
+                    .with_services(services);
                 let handle = ctx.clone();
                 match AssertUnwindSafe(tool(ctx, args)).catch_unwind().await {
                     Ok(result) => after_tool(&handle, result),
@@ -895,6 +924,8 @@ struct LiveBackend {
     /// client info.
     inherited: (u32, Option<String>, Option<String>, Option<ClientInfo>),
     providers: Providers,
+    /// The call's services, which a dispatched child gets too.
+    services: Services,
     teardowns: Mutex<Teardowns>,
     cancel: CancelHandle,
 }
@@ -1180,6 +1211,8 @@ impl CallBackend for LiveBackend {
             child.started.platform = platform;
             child.started.client_info = client_info;
             child.providers = self.providers.clone();
+            // The parent's services, the same `Arc`s.
+            child.services = self.services.clone();
             child.cancel = self.cancel.child();
             child.invoke_tool(&tools).await
         })
