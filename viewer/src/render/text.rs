@@ -11,7 +11,7 @@ use reel::fact::*;
 use reel::{Fact, RunRecord};
 use serde_json::Value;
 
-use crate::display::{cut, progress_line};
+use crate::display::{cut, ProgressTemplates};
 use crate::render::terminal::{escape, JsonSafe};
 use crate::timeline::{Timeline, TimelineBuilder};
 
@@ -80,11 +80,14 @@ pub fn spec_summary(spec: &reel::spec::ToolSpec) -> String {
     d
 }
 
-/// Renders text, with or without ANSI colours.
-#[derive(Debug, Clone, Copy, Default)]
+/// Renders text, with or without ANSI colours, progress lines in the
+/// wording of its templates.
+#[derive(Debug, Clone, Default)]
 pub struct TextRenderer {
     /// Use ANSI colours.
     pub color: bool,
+    /// The wording of progress lines (default: seed 000's).
+    pub templates: ProgressTemplates,
 }
 
 const DIM: Style = AnsiColor::BrightBlack.on_default();
@@ -95,6 +98,20 @@ const YELLOW: Style = AnsiColor::Yellow.on_default();
 const CYAN: Style = AnsiColor::Cyan.on_default();
 
 impl TextRenderer {
+    /// A renderer with the default progress wording.
+    pub fn new(color: bool) -> TextRenderer {
+        TextRenderer {
+            color,
+            templates: ProgressTemplates::default(),
+        }
+    }
+
+    /// The same renderer with these progress templates.
+    pub fn with_templates(mut self, templates: ProgressTemplates) -> TextRenderer {
+        self.templates = templates;
+        self
+    }
+
     fn paint(&self, style: Style, text: &str) -> String {
         if self.color {
             format!("{}{text}{}", style.render(), style.render_reset())
@@ -244,7 +261,7 @@ impl TextRenderer {
                     a.reason
                 ),
             ),
-            FactKind::Progress(p) => (plain, progress_line(tool, &p.payload, p.count)),
+            FactKind::Progress(p) => (plain, self.templates.line(tool, &p.payload, p.count)),
             FactKind::Log(l) => {
                 let mut d = format!("{:?}", l.level).to_lowercase();
                 if let Some(s) = &l.subflow {
