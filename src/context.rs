@@ -314,13 +314,33 @@ pub struct ElicitAnswer {
     pub pre_resolved: bool,
 }
 
-/// An agent-core style progress report.
+/// An agent-core style progress report: build it with
+/// `Report::new().used_model(true).payload(json!({...}))`, or as a struct.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Report {
     /// Whether this step used a model; `None` means unknown.
     pub used_model: Option<bool>,
     /// App-defined detail, kept only when content logging is on.
     pub payload: Option<Value>,
+}
+
+impl Report {
+    /// A report saying nothing yet (model use unknown, no payload).
+    pub fn new() -> Report {
+        Report::default()
+    }
+
+    /// Whether this step used a model.
+    pub fn used_model(mut self, used: bool) -> Report {
+        self.used_model = Some(used);
+        self
+    }
+
+    /// App-defined detail, kept only when content logging is on.
+    pub fn payload(mut self, payload: Value) -> Report {
+        self.payload = Some(payload);
+        self
+    }
 }
 
 /// Refusals and failures of context capabilities. Each message says what
@@ -756,15 +776,17 @@ pub trait CallBackend: Send + Sync {
     /// Registers a cleanup with the holder of `scope` named by `holder`
     /// (the call, the run, or the (tenant, principal, session) of
     /// [`TeardownKey`]: the same key [`ToolContext::teardown_key`] gives the
-    /// tool); returns false for a repeat under the same (tool, scope, key)
-    /// in that holder, which keeps the first cleanup.
+    /// tool). A repeat under the same (tool, scope, key) in that holder
+    /// keeps the first cleanup and refreshes its liveness: the holder counts
+    /// the registrations and keeps the time of the last one (the backend's
+    /// clock), which its `teardown.ran` reports.
     fn register_teardown(
         &self,
         scope: TeardownScope,
         holder: &TeardownKey,
         key_hash: &str,
         cleanup: Cleanup,
-    ) -> bool;
+    ) -> Registration;
     /// True when nested tool dispatch is available.
     fn can_dispatch(&self) -> bool;
     /// The tools this call can dispatch to, sorted: `None` when it has no
@@ -784,6 +806,21 @@ pub trait CallBackend: Send + Sync {
     fn deliver_log(&self, level: Level, data: &Value) -> bool;
     /// Whether `report` payloads are kept (content logging).
     fn content_logging(&self) -> bool;
+}
+
+/// What a holder answers to [`CallBackend::register_teardown`]: seed 000's
+/// "registering twice under one (tool, scope, key) is a no-op that keeps the
+/// FIRST cleanup (it holds the live handle) and refreshes liveness", as
+/// numbers. `teardown.registered` records all three.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Registration {
+    /// True for the first registration under the key (its cleanup is the
+    /// one kept); false for a repeat.
+    pub first: bool,
+    /// Registrations under the key in this holder so far, this one included.
+    pub registrations: u64,
+    /// When this one was made, unix nanoseconds from the backend's clock.
+    pub at: i64,
 }
 
 /// The execution context a tool receives. Cheap to clone.
@@ -1022,9 +1059,12 @@ impl ToolContext {
     /// A typed service the host registered for this call (seed 004's
     /// `get(token)`, by type): [`ContextError::NoService`], naming the
     /// type, when none is registered. Live, the host registers services
-    /// with `CallBuilder::service`; in replay, the test registers them with
-    /// `ReplayOptions::service`. Services are not facts: nothing about them
-    /// is recorded.
+    /// for every call with `Recorder::service` and for one call with
+    /// `CallBuilder::service` (the call's own wins for its type); a child
+    /// call of [`ToolContext::dispatch`] gets its parent's services, the
+    /// same `Arc`s. In replay, the test registers them with
+    /// `ReplayOptions::service`, for every call, children included.
+    /// Services are not facts: nothing about them is recorded.
     pub fn get<T: Send + Sync + 'static>(&self) -> Result<Arc<T>, ContextError> {
         self.inner.services.get::<T>()
     }
@@ -1176,8 +1216,24 @@ impl ToolContext {
         self.inner.backend.progress(payload);
     }
 
-    /// MCP-style progress: `{progress, total?, message?}`.
-    pub fn progress_mcp(&self, progress: f64, total: Option<f64>, message: Option<&str>) {
+    /// MCP-style progress (`notifications/progress`): files the payload
+    /// `{progress, total?, message?}` through [`ToolContext::progress`].
+    /// The optional parts are named, never positional: build them with
+    /// [`McpProgress`]; a bare number is a progress with neither.
+    ///
+    /// ```
+    /// use reel::context::{McpProgress, ToolContext};
+    /// fn walk(ctx: &ToolContext) {
+    ///     ctx.progress_mcp(McpProgress::new(3.0).total(12.0).message("Hop 3 of 12"));
+    ///     ctx.progress_mcp(4.0);
+    /// }
+    /// ```
+    pub fn progress_mcp(&self, progress: impl Into<McpProgress>) {
+        let McpProgress {
+            progress,
+            total,
+            message,
+        } = progress.into();
         let mut p = serde_json::Map::new();
         p.insert("progress".into(), json!(progress));
         if let Some(t) = total {
@@ -1490,8 +1546,18 @@ impl ToolContext {
     }
 
     /// Registers a cleanup for `key` under `scope`. The first registration
-    /// under (tool, scope, key) wins; a repeat keeps the first cleanup and is
-    /// recorded as a repeat. A scope the host does not honour is refused;
+    /// under (tool, scope, key) wins; a repeat keeps the first cleanup,
+    /// refreshes its liveness and is recorded as a repeat: seed 000's
+    /// "registering twice under one (tool, scope, key) is a no-op that keeps
+    /// the FIRST cleanup (it holds the live handle) and refreshes liveness,
+    /// so calling this on every execute is the intended shape for a reused
+    /// session". `teardown.registered` records the count of registrations
+    /// so far and this one's time; the cleanup's `teardown.ran` records the
+    /// count and the time of the last one, so the record shows how many
+    /// executes kept a session's resource alive and when it was last used.
+    /// Returns whether this was the first registration.
+    ///
+    /// A scope the host does not honour is refused;
     /// so is the session scope on a run with no session id. Cleanups are
     /// held per [`ToolContext::teardown_key`] of the scope, so another
     /// tenant, principal, session or run never runs, nor repeats, this one.
@@ -1532,16 +1598,18 @@ impl ToolContext {
         };
         let cleanup: Cleanup =
             Box::new(move || Box::pin(async move { cleanup().await.map_err(|e| e.to_string()) }));
-        let first = self
+        let registration = self
             .inner
             .backend
             .register_teardown(scope, &holder, &key_hash, cleanup);
         self.emit(FactKind::TeardownRegistered(TeardownRegistered {
             scope,
             key_hash,
-            first,
+            first: registration.first,
+            registrations: registration.registrations,
+            registered_at: registration.at,
         }));
-        Ok(first)
+        Ok(registration.first)
     }
 
     // ---- effects, clock, randomness ------------------------------------------------
@@ -1752,6 +1820,67 @@ impl ToolContext {
     }
 }
 
+/// An MCP progress report ([`ToolContext::progress_mcp`]): how far along,
+/// and optionally out of how much and in the tool's own words (the
+/// `message` a person reads, seed 000's display rule).
+///
+/// ```
+/// use reel::context::McpProgress;
+/// let hop = McpProgress::new(3.0).total(12.0).message("Hop 3 of 12");
+/// assert_eq!(hop.total_value(), Some(12.0));
+/// assert_eq!(McpProgress::from(1.0).message_text(), None);
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct McpProgress {
+    progress: f64,
+    total: Option<f64>,
+    message: Option<String>,
+}
+
+impl McpProgress {
+    /// Progress so far, with no total and no message.
+    pub fn new(progress: f64) -> McpProgress {
+        McpProgress {
+            progress,
+            total: None,
+            message: None,
+        }
+    }
+
+    /// The total the progress counts towards.
+    pub fn total(mut self, total: f64) -> McpProgress {
+        self.total = Some(total);
+        self
+    }
+
+    /// What a person reads, e.g. `"Hop 3 of 12"`.
+    pub fn message(mut self, message: impl Into<String>) -> McpProgress {
+        self.message = Some(message.into());
+        self
+    }
+
+    /// The progress so far.
+    pub fn progress_value(&self) -> f64 {
+        self.progress
+    }
+
+    /// The total, when one was given.
+    pub fn total_value(&self) -> Option<f64> {
+        self.total
+    }
+
+    /// The message, when one was given.
+    pub fn message_text(&self) -> Option<&str> {
+        self.message.as_deref()
+    }
+}
+
+impl From<f64> for McpProgress {
+    fn from(progress: f64) -> McpProgress {
+        McpProgress::new(progress)
+    }
+}
+
 /// The stage and note of an output ([`ToolContext::set_output_as`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Stage {
@@ -1908,6 +2037,35 @@ impl Services {
             .ok_or(ContextError::NoService {
                 type_name: std::any::type_name::<T>(),
             })
+    }
+
+    /// These services layered over `base`: every type of `base`, except
+    /// that a type registered here wins (the same `Arc`s, nothing copied).
+    /// How a host gives a call its own services on top of host-wide ones.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use reel::context::Services;
+    ///
+    /// let mut host = Services::default();
+    /// host.insert(Arc::new(String::from("host-wide")));
+    /// host.insert(Arc::new(7u32));
+    /// let mut call = Services::default();
+    /// call.insert(Arc::new(String::from("the call's own")));
+    /// let both = call.over(&host);
+    /// assert_eq!(*both.get::<String>().unwrap(), "the call's own");
+    /// assert_eq!(*both.get::<u32>().unwrap(), 7);
+    /// ```
+    pub fn over(mut self, base: &Services) -> Services {
+        for (id, service) in &base.by_type {
+            self.by_type.entry(*id).or_insert_with(|| service.clone());
+        }
+        self
+    }
+
+    /// True when no service is registered.
+    pub fn is_empty(&self) -> bool {
+        self.by_type.is_empty()
     }
 }
 

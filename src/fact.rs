@@ -874,6 +874,17 @@ pub struct TeardownRegistered {
     pub key_hash: String,
     /// False for a repeat registration, which kept the first cleanup.
     pub first: bool,
+    /// How many registrations the holder has had under this (tool, scope,
+    /// key), this one included: a repeat keeps the first cleanup and
+    /// refreshes its liveness (seed 000). `0` on facts recorded before it
+    /// was kept.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub registrations: u64,
+    /// When this registration was made, unix nanoseconds from the host's
+    /// clock: the liveness a `teardown.ran` reports as `last_registered_at`.
+    /// `0` on facts recorded before it was kept.
+    #[serde(default, skip_serializing_if = "is_zero_i64")]
+    pub registered_at: i64,
 }
 
 /// `teardown.refused`.
@@ -900,6 +911,23 @@ pub struct TeardownRan {
     pub outcome: TeardownOutcome,
     /// How long it took, nanoseconds.
     pub duration_ns: u64,
+    /// How many registrations kept this cleanup alive (the first and every
+    /// repeat); `0` on facts recorded before it was kept.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub registrations: u64,
+    /// When the last of them was made (unix nanoseconds, the host's clock):
+    /// when the cleaned-up resource was last used. `0` on facts recorded
+    /// before it was kept.
+    #[serde(default, skip_serializing_if = "is_zero_i64")]
+    pub last_registered_at: i64,
+}
+
+fn is_zero_u64(n: &u64) -> bool {
+    *n == 0
+}
+
+fn is_zero_i64(n: &i64) -> bool {
+    *n == 0
 }
 
 /// `effect`: a journaled side effect.

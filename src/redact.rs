@@ -572,6 +572,8 @@ fn walk_fields(kind: &mut FactKind, f: &mut impl Fields) {
             scope: _,
             key_hash: _,
             first: _,
+            registrations: _,
+            registered_at: _,
         }) => {}
         FactKind::TeardownRefused(TeardownRefused {
             scope: _,
@@ -584,6 +586,8 @@ fn walk_fields(kind: &mut FactKind, f: &mut impl Fields) {
             key_hash: _,
             outcome,
             duration_ns: _,
+            registrations: _,
+            last_registered_at: _,
         }) => match outcome {
             TeardownOutcome::Error { message } => f.text(message),
             TeardownOutcome::Ok | TeardownOutcome::TimedOut => {}

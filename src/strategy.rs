@@ -563,13 +563,22 @@ pub fn fact_kind() -> impl Strategy<Value = FactKind> {
             })),
         any::<i64>().prop_map(|unix_nanos| FactKind::Clock(Clock { unix_nanos })),
         any::<u64>().prop_map(|value| FactKind::Random(Random { value })),
-        (teardown_scope(), unicode_string(), any::<bool>()).prop_map(|(scope, key_hash, first)| {
-            FactKind::TeardownRegistered(TeardownRegistered {
-                scope,
-                key_hash,
-                first,
-            })
-        }),
+        (
+            teardown_scope(),
+            unicode_string(),
+            any::<bool>(),
+            any::<u64>(),
+            any::<i64>()
+        )
+            .prop_map(|(scope, key_hash, first, registrations, registered_at)| {
+                FactKind::TeardownRegistered(TeardownRegistered {
+                    scope,
+                    key_hash,
+                    first,
+                    registrations,
+                    registered_at,
+                })
+            }),
         (
             teardown_scope(),
             unicode_string(),
@@ -588,16 +597,22 @@ pub fn fact_kind() -> impl Strategy<Value = FactKind> {
             teardown_scope(),
             unicode_string(),
             teardown_outcome(),
-            any::<u64>()
+            any::<u64>(),
+            any::<u64>(),
+            any::<i64>()
         )
-            .prop_map(|(scope, key_hash, outcome, duration_ns)| {
-                FactKind::TeardownRan(TeardownRan {
-                    scope,
-                    key_hash,
-                    outcome,
-                    duration_ns,
-                })
-            }),
+            .prop_map(
+                |(scope, key_hash, outcome, duration_ns, registrations, last_registered_at)| {
+                    FactKind::TeardownRan(TeardownRan {
+                        scope,
+                        key_hash,
+                        outcome,
+                        duration_ns,
+                        registrations,
+                        last_registered_at,
+                    })
+                }
+            ),
         (unknown_kind_name(), json_object())
             .prop_map(|(kind, data)| FactKind::Unknown { kind, data }),
     ]

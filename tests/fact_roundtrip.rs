@@ -412,6 +412,8 @@ fn one_of_each_kind() -> Vec<Fact> {
             scope: TeardownScope::Session,
             key_hash: "kh".into(),
             first: false,
+            registrations: 3,
+            registered_at: 1_796_116_211_155_556_833,
         }),
         FactKind::TeardownRefused(TeardownRefused {
             scope: TeardownScope::Session,
@@ -426,6 +428,8 @@ fn one_of_each_kind() -> Vec<Fact> {
                 message: "boom".into(),
             },
             duration_ns: 5,
+            registrations: 3,
+            last_registered_at: 1_796_116_211_155_556_833,
         }),
         FactKind::Effect(Effect {
             name: "http.get".into(),

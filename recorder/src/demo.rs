@@ -7,7 +7,9 @@
 
 use std::sync::Arc;
 
-use reel::context::{ContextError, Elicitation, Report, Stage, ToolContext, ToolError};
+use reel::context::{
+    ContextError, Elicitation, McpProgress, Report, Stage, ToolContext, ToolError,
+};
 use reel::fact::{ElicitOutcome, Identity, Level, RunStatus, TeardownScope};
 use reel::spec::{Annotations, ToolSpec};
 use reel::tools::Tools;
@@ -165,7 +167,11 @@ pub fn fetch_spec() -> ToolSpec {
 
 /// `fetch`: a journaled HTTP GET whose body becomes an artifact.
 pub async fn fetch(ctx: ToolContext, url: String) -> Result<Value, ToolError> {
-    ctx.progress_mcp(0.0, Some(1.0), Some(&format!("Fetching {url}")));
+    ctx.progress_mcp(
+        McpProgress::new(0.0)
+            .total(1.0)
+            .message(format!("Fetching {url}")),
+    );
     let u = url.clone();
     let body: String = ctx
         .effect("http.get", &json!({ "url": url }), move || async move {
@@ -175,7 +181,7 @@ pub async fn fetch(ctx: ToolContext, url: String) -> Result<Value, ToolError> {
         })
         .await?;
     let meta = ctx.artifacts().put("text/html", body.into_bytes()).await?;
-    ctx.progress_mcp(1.0, Some(1.0), None);
+    ctx.progress_mcp(McpProgress::new(1.0).total(1.0));
     Ok(json!({ "url": url, "artifact": meta.id }))
 }
 

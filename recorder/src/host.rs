@@ -70,6 +70,8 @@ struct RecorderInner {
     /// Session-scoped cleanups by (tenant, principal, session): never by
     /// the session string alone.
     sessions: Mutex<HashMap<TeardownKey, Teardowns>>,
+    /// Services every call gets ([`Recorder::service`]).
+    services: std::sync::RwLock<Services>,
 }
 
 impl std::fmt::Debug for Recorder {
@@ -121,6 +123,7 @@ impl Recorder {
                 config,
                 live_runs: Mutex::new(HashSet::new()),
                 sessions: Mutex::new(HashMap::new()),
+                services: std::sync::RwLock::new(Services::default()),
             }),
         })
     }
@@ -133,6 +136,21 @@ impl Recorder {
     /// The configuration.
     pub fn config(&self) -> &RecorderConfig {
         &self.inner.config
+    }
+
+    /// Registers a typed service every call gets with `ctx.get::<T>()`:
+    /// every call of every run invoked from now on (one per type; a later
+    /// one of the same type replaces it), and the children they dispatch.
+    /// A call's own [`CallBuilder::service`] of the same type wins for that
+    /// call. Services are not recorded: a replay registers its own with
+    /// `ReplayOptions::service`.
+    pub fn service<T: Send + Sync + 'static>(&self, service: Arc<T>) -> &Recorder {
+        self.inner
+            .services
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(service);
+        self
     }
 
     /// How many session-scoped cleanups wait under `key` (the
@@ -549,7 +567,9 @@ impl Run {
 
     async fn run_teardowns(&self, call: Option<&str>, scope: TeardownScope, teardowns: Teardowns) {
         let bound = self.inner.rec.config.teardown_timeout;
-        for (key_hash, cleanup) in teardowns.into_reverse_order() {
+        for (key_hash, cleanup, (registrations, last_registered_at)) in
+            teardowns.into_reverse_order()
+        {
             let started = Instant::now();
             let outcome = run_cleanup(cleanup, bound).await;
             self.emit(
@@ -559,6 +579,8 @@ impl Run {
                     key_hash,
                     outcome,
                     duration_ns: started.elapsed().as_nanos() as u64,
+                    registrations,
+                    last_registered_at,
                 }),
             );
         }
@@ -597,25 +619,40 @@ async fn run_cleanup(cleanup: Cleanup, bound: Duration) -> TeardownOutcome {
     }
 }
 
-/// Cleanups of one scope holder, first registration per key wins.
+/// Cleanups of one scope holder, first registration per key wins; a
+/// repeat refreshes the key's liveness (seed 000).
 #[derive(Default)]
 struct Teardowns {
     order: Vec<(String, Cleanup)>,
-    keys: HashSet<String>,
+    /// Per key: (registrations so far, unix nanos of the last one).
+    liveness: HashMap<String, (u64, i64)>,
 }
 
 impl Teardowns {
-    /// Registers; false (and the cleanup dropped) for a repeat key.
-    fn register(&mut self, key_hash: &str, cleanup: Cleanup) -> bool {
-        if !self.keys.insert(key_hash.to_owned()) {
-            return false;
+    /// Registers at `at` (unix nanos); a repeat key drops its cleanup, keeps
+    /// the first one, and counts.
+    fn register(&mut self, key_hash: &str, cleanup: Cleanup, at: i64) -> Registration {
+        let entry = self.liveness.entry(key_hash.to_owned()).or_insert((0, at));
+        entry.0 += 1;
+        entry.1 = at;
+        let registrations = entry.0;
+        let first = registrations == 1;
+        if first {
+            self.order.push((key_hash.to_owned(), cleanup));
         }
-        self.order.push((key_hash.to_owned(), cleanup));
-        true
+        Registration {
+            first,
+            registrations,
+            at,
+        }
     }
 
-    fn into_reverse_order(self) -> impl Iterator<Item = (String, Cleanup)> {
-        self.order.into_iter().rev()
+    /// The cleanups, last registered first, each with its liveness.
+    fn into_reverse_order(mut self) -> impl Iterator<Item = (String, Cleanup, (u64, i64))> {
+        self.order.into_iter().rev().map(move |(key, cleanup)| {
+            let live = self.liveness.remove(&key).unwrap_or_default();
+            (key, cleanup, live)
+        })
     }
 }
 
@@ -749,7 +786,9 @@ impl CallBuilder {
     }
 
     /// Registers a typed service the tool gets with `ctx.get::<T>()` (one
-    /// per type; a later one of the same type replaces it). Services are
+    /// per type; a later one of the same type replaces it), over the
+    /// recorder's ([`Recorder::service`]): this one wins for its type. The
+    /// children the call dispatches get the same services. Services are
     /// not recorded: a replay registers its own with
     /// `ReplayOptions::service`.
     pub fn service<T: Send + Sync + 'static>(mut self, service: Arc<T>) -> CallBuilder {
@@ -924,6 +963,14 @@ impl CallBuilder {
             content_logging: run.inner.rec.config.content_logging,
         });
         let call_id = started.call_id.clone();
+        // The call's own services over the recorder's.
+        let services = self.services.over(
+            &run.inner
+                .rec
+                .services
+                .read()
+                .unwrap_or_else(|p| p.into_inner()),
+        );
         let progress_key = run
             .inner
             .rec
@@ -941,6 +988,7 @@ impl CallBuilder {
                 started.client_info.clone(),
             ),
             providers: self.providers,
+            services: services.clone(),
             teardowns: Mutex::new(Teardowns::default()),
             cancel: self.cancel.clone(),
         });
@@ -982,7 +1030,7 @@ impl CallBuilder {
             Err(err) => Err(err),
             Ok(declared) => {
                 let ctx = ToolContext::new(info, dyn_backend, declared, &self.cancel)
-                    .with_services(self.services);
+                    .with_services(services);
                 let handle = ctx.clone();
                 match AssertUnwindSafe(tool(ctx, args)).catch_unwind().await {
                     Ok(result) => after_tool(&handle, result),
@@ -1015,6 +1063,8 @@ struct LiveBackend {
     /// client info.
     inherited: (u32, Option<String>, Option<String>, Option<ClientInfo>),
     providers: Providers,
+    /// The call's services, which a dispatched child gets too.
+    services: Services,
     teardowns: Mutex<Teardowns>,
     cancel: CancelHandle,
 }
@@ -1267,17 +1317,18 @@ impl CallBackend for LiveBackend {
         holder: &TeardownKey,
         key_hash: &str,
         cleanup: Cleanup,
-    ) -> bool {
+    ) -> Registration {
         // The call and the run hold their own cleanups (their keys name
         // them); sessions outlive runs, so the recorder holds theirs, per
         // (tenant, principal, session).
+        let at = self.clock();
         match scope {
-            TeardownScope::Call => lock(&self.teardowns).register(key_hash, cleanup),
-            TeardownScope::Run => lock(&self.run.inner.teardowns).register(key_hash, cleanup),
+            TeardownScope::Call => lock(&self.teardowns).register(key_hash, cleanup, at),
+            TeardownScope::Run => lock(&self.run.inner.teardowns).register(key_hash, cleanup, at),
             TeardownScope::Session => lock(&self.run.inner.rec.sessions)
                 .entry(holder.clone())
                 .or_default()
-                .register(key_hash, cleanup),
+                .register(key_hash, cleanup, at),
         }
     }
 
@@ -1312,6 +1363,8 @@ impl CallBackend for LiveBackend {
             child.started.platform = platform;
             child.started.client_info = client_info;
             child.providers = self.providers.clone();
+            // The parent's services, the same `Arc`s.
+            child.services = self.services.clone();
             child.cancel = self.cancel.child();
             child.invoke_tool(&tools).await
         })

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use reel::context::{Report, Stage, SubFlowLogger, ToolContext, ToolError};
+use reel::context::{McpProgress, Report, Stage, SubFlowLogger, ToolContext, ToolError};
 use reel::fact::*;
 use reel::redact::{artifact_ref, MARKER};
 use reel::tools::Tools;
@@ -889,8 +889,10 @@ async fn mcp_style_progress_maps_onto_progress() {
     let (_, facts) = call(
         |c| c,
         |ctx: ToolContext, _: Value| async move {
-            ctx.progress_mcp(0.0, Some(100.0), Some("Starting..."));
-            ctx.progress_mcp(50.0, None, None);
+            ctx.progress_mcp(McpProgress::new(0.0).total(100.0).message("Starting..."));
+            ctx.progress_mcp(50.0);
+            ctx.progress_mcp(McpProgress::new(75.0).message("Almost there"));
+            ctx.report(Report::new().used_model(false));
             Ok::<_, ToolError>(())
         },
     )
@@ -901,6 +903,8 @@ async fn mcp_style_progress_maps_onto_progress() {
         [
             &json!({"progress": 0.0, "total": 100.0, "message": "Starting..."}),
             &json!({"progress": 50.0}),
+            &json!({"progress": 75.0, "message": "Almost there"}),
+            &json!({"usedModel": false}),
         ]
     );
 }

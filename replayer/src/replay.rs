@@ -250,7 +250,7 @@ pub async fn replay(recording: &Recording, tools: &Tools, options: &ReplayOption
         redactor: Redactor::new(&options.redact_keys),
         options: options.clone(),
         out: Mutex::new(Out::default()),
-        run_teardowns: Mutex::new(HashSet::new()),
+        run_teardowns: Mutex::new(HashMap::new()),
     });
     // Run-level facts before the first call (run.started) go first.
     {
@@ -300,7 +300,8 @@ struct Session {
     redactor: Redactor,
     options: ReplayOptions,
     out: Mutex<Out>,
-    run_teardowns: Mutex<HashSet<String>>,
+    /// Run- and session-scoped registrations so far, per `scope:key_hash`.
+    run_teardowns: Mutex<HashMap<String, u64>>,
 }
 
 #[derive(Default)]
@@ -552,7 +553,7 @@ fn replay_call<'a>(
                 emitted: 0,
                 host_done: 0,
                 secrets: KnownSecrets::new(),
-                teardowns: HashSet::new(),
+                teardowns: HashMap::new(),
                 next_child: 0,
                 children_done: 0,
                 progress: 0,
@@ -630,7 +631,8 @@ struct CallState {
     /// The call's known secrets: its credential stand-ins, and values
     /// learned from secret-named keys, redacted as the recorder did.
     secrets: KnownSecrets,
-    teardowns: HashSet<String>,
+    /// Call-scoped registrations so far, per key hash.
+    teardowns: HashMap<String, u64>,
     next_child: usize,
     /// Child calls that have ended.
     children_done: usize,
@@ -1137,30 +1139,54 @@ impl CallBackend for ReplayBackend {
         _holder: &TeardownKey,
         key_hash: &str,
         cleanup: Cleanup,
-    ) -> bool {
+    ) -> Registration {
         // Replay never runs cleanups: they belong to the live world.
         drop(cleanup);
-        // A session outlives the run: its earlier registrations may belong
-        // to runs this replay does not hold, so whether this one was the
-        // first is the record's answer, when the record has it here.
-        let recorded = match (scope, self.peek().map(|f| &f.kind)) {
-            (TeardownScope::Session, Some(FactKind::TeardownRegistered(r)))
-                if r.scope == scope && r.key_hash == key_hash =>
-            {
-                Some(r.first)
+        // Counted here, as the live holders count: a tool that registers
+        // differently diverges.
+        let bump = |n: &mut u64| {
+            *n += 1;
+            *n
+        };
+        let counted = match scope {
+            TeardownScope::Call => bump(self.state().teardowns.entry(key_hash.into()).or_insert(0)),
+            TeardownScope::Run | TeardownScope::Session => bump(
+                self.session
+                    .run_teardowns
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .entry(format!("{scope}:{key_hash}"))
+                    .or_insert(0),
+            ),
+        };
+        let mut registration = Registration {
+            first: counted == 1,
+            registrations: counted,
+            at: self.clock(),
+        };
+        let recorded = match self.peek().map(|f| &f.kind) {
+            Some(FactKind::TeardownRegistered(r)) if r.scope == scope && r.key_hash == key_hash => {
+                Some(r)
             }
             _ => None,
         };
-        let fresh = match scope {
-            TeardownScope::Call => self.state().teardowns.insert(key_hash.to_owned()),
-            TeardownScope::Run | TeardownScope::Session => self
-                .session
-                .run_teardowns
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(format!("{scope}:{key_hash}")),
-        };
-        recorded.unwrap_or(fresh)
+        if let Some(r) = recorded {
+            // The time is the record's, as a clock read is.
+            registration.at = r.registered_at;
+            if r.registrations == 0 {
+                // Recorded before liveness was kept: no count to give.
+                registration.registrations = 0;
+            }
+            // A session outlives the run: its earlier registrations may
+            // belong to runs this replay does not hold, so whether this one
+            // was the first, and how many came before, is the record's
+            // answer.
+            if scope == TeardownScope::Session {
+                registration.first = r.first;
+                registration.registrations = r.registrations;
+            }
+        }
+        registration
     }
 
     fn can_dispatch(&self) -> bool {

@@ -760,8 +760,12 @@ impl CallBackend for Bare {
         _holder: &TeardownKey,
         _key_hash: &str,
         _cleanup: Cleanup,
-    ) -> bool {
-        false
+    ) -> Registration {
+        Registration {
+            first: false,
+            registrations: 0,
+            at: 0,
+        }
     }
     fn can_dispatch(&self) -> bool {
         false

@@ -27,6 +27,8 @@ pub fn volatile() -> Vec<IgnoreRule> {
         ("call.ended", "/invocation_id"),
         ("call.ended", "/duration_ns"),
         ("teardown.ran", "/duration_ns"),
+        ("teardown.ran", "/last_registered_at"),
+        ("teardown.registered", "/registered_at"),
         ("clock", "/unix_nanos"),
         ("artifact.put", "/meta/origin/run_id"),
         ("artifact.get", "/meta/origin/run_id"),

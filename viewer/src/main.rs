@@ -21,6 +21,7 @@ use reel::archive::{Archive, ArchiveConfig, RunFilter};
 use reel::tape::Tape;
 use reel::{Fact, RunRecord, RunState};
 use reel_recorder::{Recorder, RecorderConfig};
+use reel_viewer::display::ProgressTemplates;
 use reel_viewer::render::json::JsonWriter;
 use reel_viewer::render::terminal::{escape, JsonSafe};
 use reel_viewer::render::text::{duration, timestamp, TextRenderer};
@@ -70,6 +71,8 @@ enum Command {
         /// Pause between live hops, in milliseconds.
         #[arg(long, default_value_t = 100)]
         live_pause_ms: u64,
+        #[command(flatten)]
+        templates: TemplateArgs,
     },
     /// List runs, newest first.
     ///
@@ -86,6 +89,8 @@ enum Command {
     Tail {
         /// The run to follow.
         run: Option<String>,
+        #[command(flatten)]
+        templates: TemplateArgs,
     },
     /// Two runs side by side, the first difference marked.
     ///
@@ -190,6 +195,53 @@ struct ShowArgs {
     /// Only facts of this kind (repeatable), e.g. progress or call.ended.
     #[arg(long)]
     kind: Vec<String>,
+    #[command(flatten)]
+    templates: TemplateArgs,
+}
+
+/// The wording of progress lines (seed 000's template keys).
+#[derive(Args, Debug, Default)]
+struct TemplateArgs {
+    /// Word progress lines with a template (repeatable; after --templates,
+    /// so it wins). KEY is tool.progress (a report with a message),
+    /// tool.progress.generic (one without), or either followed by
+    /// .TOOL for one tool; TEXT may use {tool}, {count} and {message}
+    /// (not in generic lines), {{ and }} for braces.
+    /// Example: --template 'tool.progress={tool}: {message}'
+    #[arg(long = "template", value_name = "KEY=TEXT")]
+    template: Vec<String>,
+    /// Read templates from a JSON object of KEY to TEXT, e.g.
+    /// {"tool.progress.generic": "{tool} is working ({count})"}.
+    #[arg(long = "templates", value_name = "FILE")]
+    templates: Option<PathBuf>,
+}
+
+impl TemplateArgs {
+    /// The templates asked for: the file's, then each --template in order.
+    /// Bad input is refused before anything is read or shown.
+    fn load(&self) -> Result<ProgressTemplates, Failure> {
+        let mut t = ProgressTemplates::default();
+        if let Some(path) = &self.templates {
+            let text = std::fs::read_to_string(path).map_err(|e| {
+                Failure(format!(
+                    "--templates {}: cannot read it: {e}; give a JSON file of template key to text",
+                    path.display()
+                ))
+            })?;
+            t.set_json(&text)
+                .map_err(|e| Failure(format!("--templates {}: {e}", path.display())))?;
+        }
+        for arg in &self.template {
+            let Some((key, text)) = arg.split_once('=') else {
+                return Err(Failure(format!(
+                    "--template {arg:?}: expected KEY=TEXT, e.g. --template 'tool.progress={{tool}}: {{message}}'"
+                )));
+            };
+            t.set(key, text)
+                .map_err(|e| Failure(format!("--template {arg:?}: {e}")))?;
+        }
+        Ok(t)
+    }
 }
 
 /// A failure for the person at the terminal. The message is escaped where
@@ -236,15 +288,28 @@ fn main() -> ExitCode {
         ColorChoice::Never => false,
         ColorChoice::Auto => io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
     };
-    let text = TextRenderer { color };
+    let text = TextRenderer::new(color);
     let result = match cli.command {
         Command::Demo {
             live_hops,
             live_pause_ms,
-        } => demo(&cli.archive, live_hops, live_pause_ms, text),
+            templates,
+        } => templates.load().and_then(|t| {
+            demo(
+                &cli.archive,
+                live_hops,
+                live_pause_ms,
+                text.with_templates(t),
+            )
+        }),
         Command::Runs(args) => runs(&cli.archive, args),
-        Command::Show(args) => show(&cli.archive, args, text),
-        Command::Tail { run } => tail(&cli.archive, run, text),
+        Command::Show(args) => args
+            .templates
+            .load()
+            .and_then(|t| show(&cli.archive, args, text.with_templates(t))),
+        Command::Tail { run, templates } => templates
+            .load()
+            .and_then(|t| tail(&cli.archive, run, text.with_templates(t))),
         Command::Diff {
             run_a,
             run_b,
@@ -518,7 +583,8 @@ fn show(dir: &Path, args: ShowArgs, text: TextRenderer) -> Result<ExitCode, Fail
         let record = resolve_run(&source, &run_id)?;
         let file = File::create(path)
             .map_err(|e| Failure(format!("cannot write {}: {e}", path.display())))?;
-        let mut w = reel_viewer::render::html::HtmlWriter::start(BufWriter::new(file), &record)?;
+        let mut w = reel_viewer::render::html::HtmlWriter::start(BufWriter::new(file), &record)?
+            .with_templates(text.templates.clone());
         let mut damaged = false;
         for item in source.facts(&run_id, 0, false)? {
             match item? {
@@ -572,7 +638,7 @@ fn show_run(
     let record = resolve_run(source, run_id)?;
     writeln!(out, "{}", text.header(&record))?;
     out.flush()?;
-    let mut b = TimelineBuilder::default();
+    let mut b = TimelineBuilder::default().with_templates(text.templates.clone());
     let mut damaged = false;
     for item in source.facts(run_id, 0, follow)? {
         match item? {

@@ -10,7 +10,7 @@ use reel::fact::*;
 use reel::Fact;
 use serde::Serialize;
 
-use crate::display::progress_line;
+use crate::display::ProgressTemplates;
 
 /// One call of the run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -312,9 +312,17 @@ pub struct TimelineBuilder {
     index: HashMap<String, usize>,
     teardown_index: HashMap<(TeardownScope, String), usize>,
     next_seq: u64,
+    templates: ProgressTemplates,
 }
 
 impl TimelineBuilder {
+    /// A builder whose calls' `last_progress` is in the wording of
+    /// `templates` (the default builder uses seed 000's).
+    pub fn with_templates(mut self, templates: ProgressTemplates) -> TimelineBuilder {
+        self.templates = templates;
+        self
+    }
+
     fn t(&mut self) -> &mut Timeline {
         self.t.get_or_insert_with(|| Timeline {
             run: None,
@@ -467,10 +475,13 @@ impl TimelineBuilder {
             }
             FactKind::Progress(p) => {
                 if let Some(i) = call_idx {
-                    let t = self.t();
+                    self.t();
+                    // The timeline and the templates, borrowed apart.
+                    let t = self.t.as_mut().expect("made just above");
                     let node = &mut t.calls[i];
                     node.progress += 1;
-                    node.last_progress = Some(progress_line(&node.tool, &p.payload, node.progress));
+                    node.last_progress =
+                        Some(self.templates.line(&node.tool, &p.payload, node.progress));
                     if ended {
                         let call_id = node.call_id.clone();
                         t.anomalies.push(Anomaly::ProgressAfterEnd {

@@ -176,6 +176,9 @@ const VOLATILE_FIELDS: &[&str] = &[
     "fingerprint",
     // Generated per call from OS-seeded randomness.
     "invocation_id",
+    // Teardown liveness: wall-clock times of registrations.
+    "registered_at",
+    "last_registered_at",
 ];
 
 /// Redacts a `reel show --json` document (or any part of it) in place.

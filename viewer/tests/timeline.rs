@@ -163,6 +163,8 @@ fn registered(call: &str, scope: TeardownScope, key: &str, first: bool) -> Step 
             scope,
             key_hash: key.into(),
             first,
+            registrations: 0,
+            registered_at: 0,
         }),
     )
 }
@@ -173,6 +175,8 @@ fn ran(scope: TeardownScope, key: &str, outcome: TeardownOutcome) -> Step {
         key_hash: key.into(),
         outcome,
         duration_ns: 5_000,
+        registrations: 0,
+        last_registered_at: 0,
     }))
 }
 

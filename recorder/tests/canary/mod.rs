@@ -44,7 +44,7 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 use reel::archive::{Archive, ArchiveConfig, FingerprintKey, RunFilter};
-use reel::context::{Elicitation, Report, Stage, ToolContext, ToolError};
+use reel::context::{Elicitation, McpProgress, Report, Stage, ToolContext, ToolError};
 use reel::fact::{
     ArtifactMeta, ClientInfo, ElicitOutcome, FactKind, Identity, Level, Origin, RunStatus,
     TeardownScope,
@@ -292,7 +292,11 @@ async fn careless(ctx: ToolContext, args: Value, plan: Arc<Plan>) -> Result<Valu
             )
             .await?;
     }
-    ctx.progress_mcp(1.0, Some(2.0), Some(&format!("mcp {joined}")));
+    ctx.progress_mcp(
+        McpProgress::new(1.0)
+            .total(2.0)
+            .message(format!("mcp {joined}")),
+    );
     ctx.report(Report {
         used_model: Some(true),
         payload: Some(json!({ "p": joined })),

@@ -46,6 +46,7 @@ use std::io::{self, Write};
 use reel::fact::{CallStatus, RunStatus, TeardownOutcome};
 use reel::{Fact, RunRecord, RunState};
 
+use crate::display::ProgressTemplates;
 use crate::render::text::{duration, timestamp, TextRenderer};
 use crate::timeline::{Anomaly, CallNode, Timeline, TimelineBuilder};
 
@@ -116,12 +117,20 @@ impl<W: Write> HtmlWriter<W> {
             out,
             record: record.clone(),
             builder: TimelineBuilder::default(),
-            text: TextRenderer { color: false },
+            text: TextRenderer::new(false),
             nonce,
             first: true,
             listed: 0,
             buf: String::new(),
         })
+    }
+
+    /// Words progress lines (the listed facts' and the waterfall's) with
+    /// `templates`; call it before the first fact.
+    pub fn with_templates(mut self, templates: ProgressTemplates) -> HtmlWriter<W> {
+        self.builder = std::mem::take(&mut self.builder).with_templates(templates.clone());
+        self.text = self.text.with_templates(templates);
+        self
     }
 
     /// Folds one fact into the timeline and lists it in the page (its call's
@@ -898,7 +907,7 @@ mod tests {
             }),
         );
         b.push(&started);
-        let text = TextRenderer { color: false };
+        let text = TextRenderer::new(false);
         assert_eq!(detail_line(&text, &started, &b), "▶ args 3");
         let progress = fact(
             1,

@@ -11,7 +11,7 @@ use reel::fact::*;
 use reel::{Fact, RunRecord};
 use serde_json::Value;
 
-use crate::display::{cut, progress_line};
+use crate::display::{cut, ProgressTemplates};
 use crate::render::terminal::{escape, JsonSafe};
 use crate::timeline::{Timeline, TimelineBuilder};
 
@@ -80,11 +80,14 @@ pub fn spec_summary(spec: &reel::spec::ToolSpec) -> String {
     d
 }
 
-/// Renders text, with or without ANSI colours.
-#[derive(Debug, Clone, Copy, Default)]
+/// Renders text, with or without ANSI colours, progress lines in the
+/// wording of its templates.
+#[derive(Debug, Clone, Default)]
 pub struct TextRenderer {
     /// Use ANSI colours.
     pub color: bool,
+    /// The wording of progress lines (default: seed 000's).
+    pub templates: ProgressTemplates,
 }
 
 const DIM: Style = AnsiColor::BrightBlack.on_default();
@@ -95,6 +98,20 @@ const YELLOW: Style = AnsiColor::Yellow.on_default();
 const CYAN: Style = AnsiColor::Cyan.on_default();
 
 impl TextRenderer {
+    /// A renderer with the default progress wording.
+    pub fn new(color: bool) -> TextRenderer {
+        TextRenderer {
+            color,
+            templates: ProgressTemplates::default(),
+        }
+    }
+
+    /// The same renderer with these progress templates.
+    pub fn with_templates(mut self, templates: ProgressTemplates) -> TextRenderer {
+        self.templates = templates;
+        self
+    }
+
     fn paint(&self, style: Style, text: &str) -> String {
         if self.color {
             format!("{}{text}{}", style.render(), style.render_reset())
@@ -275,7 +292,7 @@ impl TextRenderer {
                     a.reason
                 ),
             ),
-            FactKind::Progress(p) => (plain, progress_line(tool, &p.payload, p.count)),
+            FactKind::Progress(p) => (plain, self.templates.line(tool, &p.payload, p.count)),
             FactKind::Log(l) => {
                 let mut d = format!("{:?}", l.level).to_lowercase();
                 if let Some(s) = &l.subflow {
@@ -331,19 +348,17 @@ impl TextRenderer {
                 }
                 (plain, d)
             }
-            FactKind::TeardownRegistered(t) => (
-                plain,
-                format!(
-                    "{} {} {}",
-                    t.scope,
-                    t.key_hash,
-                    if t.first {
-                        "first"
-                    } else {
-                        "repeat (kept the first)"
+            FactKind::TeardownRegistered(t) => {
+                let what = match (t.first, t.registrations) {
+                    (true, _) => "first".to_owned(),
+                    // Recorded before liveness was counted.
+                    (false, 0) => "repeat (kept the first)".to_owned(),
+                    (false, n) => {
+                        format!("repeat, registration {n} (kept the first, liveness refreshed)")
                     }
-                ),
-            ),
+                };
+                (plain, format!("{} {} {what}", t.scope, t.key_hash))
+            }
             FactKind::TeardownRefused(t) => (YELLOW, format!("{}: {}", t.scope, t.reason)),
             FactKind::TeardownRan(t) => {
                 let (style, o) = match &t.outcome {
@@ -351,15 +366,29 @@ impl TextRenderer {
                     TeardownOutcome::Error { message } => (RED, format!("error: {message}")),
                     TeardownOutcome::TimedOut => (RED, "timed out".to_string()),
                 };
-                (
-                    style,
-                    format!(
-                        "{} {} {o} in {}",
-                        t.scope,
-                        t.key_hash,
-                        duration(t.duration_ns)
-                    ),
-                )
+                let mut d = format!(
+                    "{} {} {o} in {}",
+                    t.scope,
+                    t.key_hash,
+                    duration(t.duration_ns)
+                );
+                // How many executes kept the resource alive, and when it
+                // was last used (seed 000's liveness); nothing on facts
+                // recorded before it was counted.
+                let last = || match t.last_registered_at {
+                    0 => String::new(),
+                    at => format!(" at {}", timestamp(at)),
+                };
+                match t.registrations {
+                    0 => {}
+                    1 => {
+                        let _ = write!(d, "; registered once{}", last());
+                    }
+                    n => {
+                        let _ = write!(d, "; kept alive by {n} registrations, the last{}", last());
+                    }
+                }
+                (style, d)
             }
             FactKind::Effect(e) => {
                 let outcome = match &e.outcome {
