@@ -374,7 +374,7 @@ pub enum ContextError {
     #[error("asking the user failed: the elicitor reported an error ({0}); no answer came, so treat the question as unanswered (ask again, or end the call)")]
     Elicit(String),
     /// A teardown scope this host does not honour.
-    #[error("teardown scope {scope} is not honoured by {door} (it honours: {}); branch on `ctx.teardown_scopes()`", honoured_list(.honoured))]
+    #[error("teardown scope {scope} is not honoured by {door}, which honours: {}; branch on `ctx.teardown_scopes()`", honoured_list(.honoured))]
     ScopeNotHonoured {
         /// The scope asked for.
         scope: TeardownScope,

@@ -1,21 +1,22 @@
 //! # reel: a flight recorder for agent tool calls
 //!
 //! This crate is reel's small, stable core: the [fact model](fact), the
-//! [archive] (an embedded sled database holding runs as append-only
-//! streams of facts, in blocks), and the [tape] format (a JSON Lines
-//! export of one run). The recorder, the replayer and the viewer are built on
-//! it in their own crates.
+//! [context contract](context) a tool is written against, [redaction](redact),
+//! the [stream rules](rules), the [fact encoding](codec) and the [tape]
+//! format (a JSON Lines export of one run). It has no storage: the sled
+//! archive is `reel-archive`, and the recorder, the replayer and the viewer
+//! are built on these in their own crates.
 //!
 //! ```
-//! use reel::archive::{Archive, ArchiveConfig, RunFilter};
-//! use reel::fact::{FactKind, NewFact, Producer, Progress, RunStarted, RunEnded, RunStatus};
+//! use reel::fact::{Fact, FactKind, Producer, Progress, RunStarted, RunEnded, RunStatus};
+//! use reel::rules::StreamRules;
+//! use reel::run::RunRecord;
+//! use reel::tape::Tape;
 //! use serde_json::json;
 //!
-//! let dir = tempfile::tempdir().unwrap();
-//! let archive = Archive::open(dir.path(), ArchiveConfig::default()).unwrap();
-//! let fact = |kind| NewFact { at: 1, offset: 0, call: None, kind };
-//! archive.append("run-1", vec![
-//!     fact(FactKind::RunStarted(RunStarted {
+//! let fact = |seq, kind| Fact { seq, at: 1, offset: 0, call: None, kind };
+//! let facts = vec![
+//!     fact(0, FactKind::RunStarted(RunStarted {
 //!         run_id: "run-1".into(),
 //!         session_id: None,
 //!         identity: None,
@@ -23,22 +24,27 @@
 //!         labels: Default::default(),
 //!         teardown_scopes: vec![],
 //!     })),
-//!     fact(FactKind::Progress(Progress { payload: json!({"message": "working"}), count: 1 })),
-//! ]).unwrap();
-//! archive.append("run-1", vec![fact(FactKind::RunEnded(RunEnded { status: RunStatus::Completed }))]).unwrap();
-//!
-//! let facts: Vec<_> = archive.facts("run-1", ..).unwrap().collect::<Result<_, _>>().unwrap();
-//! assert_eq!(facts.iter().map(|f| f.seq).collect::<Vec<_>>(), vec![0, 1, 2]);
-//! let page = archive.list_runs(&RunFilter::default()).unwrap();
-//! assert_eq!(page.runs[0].run_id, "run-1");
+//!     fact(1, FactKind::Progress(Progress { payload: json!({"message": "working"}), count: 1 })),
+//!     fact(2, FactKind::RunEnded(RunEnded { status: RunStatus::Completed })),
+//! ];
+//! // Every stream keeps the rules; the record is derived from the facts.
+//! let mut rules = StreamRules::new("run-1");
+//! assert!(facts.iter().all(|f| rules.check(f).is_ok()));
+//! let mut record = RunRecord::from_first(&facts[0]).unwrap();
+//! facts.iter().for_each(|f| { record.observe(f); });
+//! // A tape round-trips, and its digest proves the facts unchanged.
+//! let mut bytes = Vec::new();
+//! Tape::new(record, facts.clone(), vec![]).write(&mut bytes).unwrap();
+//! let tape = Tape::read(&bytes[..]).unwrap();
+//! assert!(tape.digest_matches() && tape.facts == facts);
 //! ```
 #![warn(missing_docs)]
 
-pub mod archive;
+pub mod codec;
 pub mod context;
 pub mod fact;
-pub mod live;
 pub mod redact;
+pub mod rules;
 pub mod run;
 pub mod spec;
 /// Proptest strategies for the fact model (feature `proptest`).
@@ -47,6 +53,5 @@ pub mod strategy;
 pub mod tape;
 pub mod tools;
 
-pub use archive::{Archive, ArchiveConfig, ArchiveError};
 pub use fact::{Fact, FactKind, NewFact};
 pub use run::{RunRecord, RunState};

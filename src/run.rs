@@ -168,13 +168,7 @@ impl RunRecord {
     /// or the `call.started` of a call outside any run.
     pub fn from_first(fact: &Fact) -> Option<RunRecord> {
         let (run_id, outside_run, session_id, identity, labels) = match &fact.kind {
-            FactKind::RunStarted(s) => (
-                &s.run_id,
-                None,
-                &s.session_id,
-                &s.identity,
-                &s.labels,
-            ),
+            FactKind::RunStarted(s) => (&s.run_id, None, &s.session_id, &s.identity, &s.labels),
             FactKind::CallStarted(c) => {
                 let o = c.outside_run.as_deref()?;
                 (

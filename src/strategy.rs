@@ -342,7 +342,11 @@ fn call_started() -> impl Strategy<Value = CallStarted> {
         (
             prop::option::of(tool_spec().prop_map(Box::new)),
             prop::option::of(vec(unicode_string(), 0..3)),
-            prop::option::of(unicode_string().prop_flat_map(outside_run).prop_map(Box::new)),
+            prop::option::of(
+                unicode_string()
+                    .prop_flat_map(outside_run)
+                    .prop_map(Box::new),
+            ),
         ),
     )
         .prop_map(

@@ -15,7 +15,7 @@
 //! Reading never panics: a bad tape gets a [`TapeError`] naming the line
 //! and what is wrong with it. Importing is all or nothing, and a refused
 //! import names the line too: a fact that breaks a stream rule (see
-//! [`crate::archive::rules`]), an artifact that does not match its digest,
+//! [`crate::rules`]), an artifact that does not match its digest,
 //! or a header that counts more facts than the tape holds (a tape cut
 //! short).
 
@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
-use crate::archive::{encode_fact, parse_digest, Archive, ArchiveError};
+use crate::codec::{encode_fact, parse_digest};
 use crate::fact::{Fact, FactKind};
 use crate::run::RunRecord;
 
@@ -97,13 +97,15 @@ pub enum TapeError {
     /// Reading or writing failed.
     #[error("tape I/O failed: {0}")]
     Io(#[from] std::io::Error),
-    /// The archive failed.
+    /// The store the tape was imported into failed (for the sled archive,
+    /// a `reel_archive::ArchiveError`: downcast it).
     #[error(transparent)]
-    Archive(#[from] ArchiveError),
+    Store(Box<dyn std::error::Error + Send + Sync>),
 }
 
 impl TapeError {
-    fn at(line: usize, what: impl Into<String>) -> TapeError {
+    /// An error at `line` (1-based), saying `what` is wrong and what to do.
+    pub fn at(line: usize, what: impl Into<String>) -> TapeError {
         TapeError::Line {
             line,
             column: None,
@@ -300,24 +302,10 @@ impl Tape {
             .is_none_or(|d| d == facts_digest(&self.facts))
     }
 
-    /// Exports one run of `archive`, with the artifacts its facts refer to.
-    pub fn export(archive: &Archive, run_id: &str) -> Result<Tape, ArchiveError> {
-        let run = archive.run(run_id)?;
-        let facts: Vec<Fact> = archive.facts(run_id, ..)?.collect::<Result<_, _>>()?;
-        let mut wanted = BTreeSet::new();
-        for fact in &facts {
-            collect_digests(
-                &serde_json::to_value(fact).unwrap_or(Value::Null),
-                &mut wanted,
-            );
-        }
-        let mut artifacts = Vec::new();
-        for digest in wanted {
-            if let Some(bytes) = archive.artifact(&digest)? {
-                artifacts.push((digest, bytes));
-            }
-        }
-        Ok(Tape {
+    /// A tape of `run` holding `facts` and `artifacts`, with the header's
+    /// `facts_sha256` computed over the facts.
+    pub fn new(run: RunRecord, facts: Vec<Fact>, artifacts: Vec<(String, Vec<u8>)>) -> Tape {
+        Tape {
             header: TapeHeader {
                 format: FORMAT.into(),
                 facts_sha256: Some(facts_digest(&facts)),
@@ -325,7 +313,7 @@ impl Tape {
             },
             facts,
             artifacts,
-        })
+        }
     }
 
     /// Writes the tape as JSON Lines.
@@ -349,27 +337,11 @@ impl Tape {
         Ok(())
     }
 
-    /// Imports the tape into `archive`, all or nothing (see
-    /// [`Archive::import_run_with_artifacts`]): the run, its facts keeping
-    /// their seqs, and its artifacts. Errors name lines as [`Tape::write`]
-    /// lays the tape out; [`Tape::import_with_lines`] names the lines it
-    /// was read from.
-    pub fn import(&self, archive: &Archive) -> Result<RunRecord, TapeError> {
-        self.import_with_lines(archive, &TapeLines::written(self))
-    }
-
-    /// Imports the tape into `archive`, all or nothing. A tape that holds
-    /// fewer facts than its header counts (cut short), a fact that breaks a
-    /// stream rule (the checks `append` applies; see
-    /// [`crate::archive::rules`]) or an artifact that does not match its
-    /// digest is refused with the line it is on, before anything is stored;
-    /// so is a `run.started` naming another run than the header, and a run
-    /// id the archive has already ([`ArchiveError::RunExists`]).
-    pub fn import_with_lines(
-        &self,
-        archive: &Archive,
-        lines: &TapeLines,
-    ) -> Result<RunRecord, TapeError> {
+    /// Checks what the tape's own lines must say before anything of it is
+    /// stored anywhere: that it holds every fact its header counts (a tape
+    /// cut short is refused), at least one, and that its first fact names
+    /// the stream the header names. Errors name lines as `lines` gives them.
+    pub fn check_whole(&self, lines: &TapeLines) -> Result<(), TapeError> {
         let fact_line = |index: usize| lines.facts.get(index).copied().unwrap_or(index + 2);
         let counted = self.header.run.facts;
         if (self.facts.len() as u64) < counted {
@@ -391,45 +363,40 @@ impl Tape {
                 "the tape holds no facts: a run holds at least its run.started, on the line after the header; nothing was imported",
             ));
         }
-        if let FactKind::RunStarted(started) = &self.facts[0].kind {
-            if started.run_id != self.header.run.run_id {
+        let named = match &self.facts[0].kind {
+            FactKind::RunStarted(started) => Some(("run.started names run", &started.run_id)),
+            FactKind::CallStarted(c) => c
+                .outside_run
+                .as_ref()
+                .map(|o| ("the call outside any run names key", &o.key)),
+            _ => None,
+        };
+        if let Some((what, id)) = named {
+            if *id != self.header.run.run_id {
                 return Err(TapeError::at(
                     fact_line(0),
                     format!(
-                        "run.started names run {:?} but the header (line 1) names {:?}; nothing was imported: make them agree",
-                        started.run_id, self.header.run.run_id
+                        "{what} {id:?} but the header (line 1) names {:?}; nothing was imported: make them agree",
+                        self.header.run.run_id
                     ),
                 ));
             }
         }
-        archive
-            .import_run_with_artifacts(&self.facts, &self.artifacts)
-            .map_err(|e| match e {
-                ArchiveError::ImportBreaksRule {
-                    index, violation, ..
-                } => TapeError::at(
-                    fact_line(index),
-                    format!(
-                        "{violation}; nothing was imported: fix this line, or export the run again"
-                    ),
-                ),
-                ArchiveError::ImportArtifactMismatch {
-                    index,
-                    digest,
-                    detail,
-                } => TapeError::at(
-                    lines
-                        .artifacts
-                        .get(index)
-                        .copied()
-                        .unwrap_or(self.facts.len() + 2 + index),
-                    format!(
-                        "artifact {digest}: {detail}; nothing was imported: export the run again"
-                    ),
-                ),
-                other => TapeError::Archive(other),
-            })
+        Ok(())
     }
+}
+
+/// Every artifact digest (`sha256:<64 hex>` string) the facts refer to:
+/// what a tape of them carries.
+pub fn referenced_digests<'a>(facts: impl IntoIterator<Item = &'a Fact>) -> BTreeSet<String> {
+    let mut wanted = BTreeSet::new();
+    for fact in facts {
+        collect_digests(
+            &serde_json::to_value(fact).unwrap_or(Value::Null),
+            &mut wanted,
+        );
+    }
+    wanted
 }
 
 /// Collects every `sha256:<64 hex>` string in a JSON value.

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use proptest::prelude::*;
 use proptest::sample::Index;
 use proptest::test_runner::{FileFailurePersistence, RngAlgorithm, TestRng, TestRunner};
-use reel::archive::{decode_fact, encode_fact};
+use reel::codec::{decode_fact, encode_fact};
 use reel::fact::*;
 use reel::spec::{Annotations, ToolSpec};
 use reel::strategy;

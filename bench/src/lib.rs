@@ -455,9 +455,11 @@ pub fn run(opts: &Options, log: &mut dyn Write) -> io::Result<Vec<Row>> {
                 for side in [round % 2, 1 - round % 2] {
                     if side == 0 {
                         // Opened afresh (untimed), as `reel show` would.
-                        let archive =
-                            reel::Archive::open(reel_dir.path(), reel::ArchiveConfig::default())
-                                .map_err(io::Error::other)?;
+                        let archive = reel_archive::Archive::open(
+                            reel_dir.path(),
+                            reel_archive::ArchiveConfig::default(),
+                        )
+                        .map_err(io::Error::other)?;
                         let t = std::time::Instant::now();
                         let n = record::timeline_from_archive(&archive, shape.runs)?;
                         reel_rate = rate(n, t.elapsed());

@@ -6,9 +6,10 @@ use std::io;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use reel::archive::RunFilter;
 use reel::fact::*;
-use reel::{Archive, ArchiveConfig, NewFact, RunState};
+use reel::{NewFact, RunState};
+use reel_archive::RunFilter;
+use reel_archive::{Archive, ArchiveConfig};
 use serde_json::json;
 
 /// Tenants the runs are spread over (round robin).

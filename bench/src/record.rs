@@ -7,9 +7,9 @@ use std::io::{self, Write};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use reel::archive::{decode_fact, encode_fact};
 use reel::fact::RunStatus;
-use reel::{Archive, ArchiveConfig};
+use reel_archive::{decode_fact, encode_fact};
+use reel_archive::{Archive, ArchiveConfig};
 use reel_recorder::{Durability, Recorder, RecorderConfig, RunStart};
 use reel_viewer::timeline::TimelineBuilder;
 use tracing::instrument::WithSubscriber;
@@ -87,7 +87,7 @@ pub async fn reel(dir: &Path, shape: Shape) -> io::Result<(Recorded, Archive)> {
 }
 
 /// The same facts, built the same way and encoded with
-/// [`reel::archive::encode_fact`], appended to a plain file as
+/// [`reel_archive::encode_fact`], appended to a plain file as
 /// `u32 LE length ++ encoding`, one `write` and one `fsync` per batch (a
 /// batch is the facts of one call; run.started and run.ended are batches of
 /// their own, as the recorder flushes them too).
@@ -211,7 +211,7 @@ pub fn timeline_from_archive(archive: &Archive, runs: usize) -> io::Result<usize
 }
 
 /// Reads the plain file whole and decodes every fact with
-/// [`reel::archive::decode_fact`], into the same `TimelineBuilder` (a new
+/// [`reel_archive::decode_fact`], into the same `TimelineBuilder` (a new
 /// timeline at each run.started). Returns the facts read.
 pub fn timeline_from_plain(path: &Path) -> io::Result<usize> {
     let bytes = std::fs::read(path)?;

@@ -10,6 +10,7 @@ use reel::context::{ToolContext, ToolError};
 use reel::fact::{Level, RunStatus};
 use reel::tape::Tape;
 use reel::tools::Tools;
+use reel_archive::TapeExt;
 use reel_recorder::{Recorder, RunStart};
 use reel_replayer::{replay, Recording, ReplayOptions};
 use serde_json::{json, Value};

@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use reel::archive::FingerprintKey;
 use reel::fact::Producer;
+use reel_archive::FingerprintKey;
 
 /// When recorded facts are made durable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

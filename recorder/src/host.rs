@@ -14,7 +14,8 @@ use reel::context::*;
 use reel::fact::*;
 use reel::spec::{resolve_wants, ToolSpec};
 use reel::tools::{run_blocking, Tool, Tools};
-use reel::{Archive, ArchiveConfig, ArchiveError, NewFact};
+use reel::NewFact;
+use reel_archive::{Archive, ArchiveConfig, ArchiveError};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
@@ -458,7 +459,9 @@ impl Run {
         }
         let closes = match (&self.inner.outside, &kind) {
             (None, FactKind::RunEnded(_)) => true,
-            (Some(root), FactKind::CallEnded(_)) => call.is_some() && call == root.get().map(String::as_str),
+            (Some(root), FactKind::CallEnded(_)) => {
+                call.is_some() && call == root.get().map(String::as_str)
+            }
             _ => false,
         };
         let queue = &self.inner.rec.queue;

@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
-use reel::live::{Reply, Request, SOCKET_NAME};
-use reel::{Archive, ArchiveError};
+use reel_archive::live::{Reply, Request, SOCKET_NAME};
+use reel_archive::{Archive, ArchiveError};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::task::{JoinHandle, JoinSet};

@@ -26,7 +26,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use reel::context::Secret;
 use reel::fact::{FactKind, NewFact, Progress};
 use reel::redact::{spill_large, KnownSecrets, Redactor};
-use reel::{Archive, ArchiveError};
+use reel_archive::{Archive, ArchiveError};
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot, Notify};
 

@@ -34,7 +34,8 @@ use std::time::{Duration, Instant};
 
 use reel::context::{ToolContext, ToolError};
 use reel::fact::{CallOutcome, Fact, FactKind, RunStatus};
-use reel::{Archive, ArchiveConfig, RunState};
+use reel::RunState;
+use reel_archive::{Archive, ArchiveConfig};
 use reel_recorder::{Durability, Recorder, RecorderConfig, RunStart};
 use serde_json::{json, Value};
 

@@ -9,11 +9,11 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use reel::context::{
-    Home,
-    artifact_scope, BoxFuture, ContextError, FoundArtifact, TeardownKey, ToolContext, ToolError,
+    artifact_scope, BoxFuture, ContextError, FoundArtifact, Home, TeardownKey, ToolContext,
+    ToolError,
 };
 use reel::fact::*;
-use reel::{Archive, ArchiveError};
+use reel_archive::{Archive, ArchiveError};
 use reel_recorder::{
     ArtifactStore, MemoryArtifactStore, Recorder, RecorderConfig, RecorderError, Run, RunStart,
 };
@@ -749,7 +749,10 @@ async fn the_composed_scope_is_recorded_and_the_tool_still_sees_the_callers_iden
         let (meta, seen) = put(&run, &store, b"x").await;
         run.end(RunStatus::Completed).await.unwrap();
         assert_eq!(meta.scope, want, "{identity:?} {session:?}");
-        assert_eq!(meta.scope, artifact_scope(&Home::Run("r".into()), session, identity.as_ref()));
+        assert_eq!(
+            meta.scope,
+            artifact_scope(&Home::Run("r".into()), session, identity.as_ref())
+        );
         assert_eq!(seen, identity, "ctx.identity() is what the caller supplied");
         let book = lab.done().await;
         let facts = book.facts("r");

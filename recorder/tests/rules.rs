@@ -14,7 +14,8 @@ use reel::context::{McpProgress, Report, Stage, SubFlowLogger, ToolContext, Tool
 use reel::fact::*;
 use reel::redact::{artifact_ref, MARKER};
 use reel::tools::Tools;
-use reel::{Archive, RunState};
+use reel::RunState;
+use reel_archive::Archive;
 use reel_recorder::{
     CallBuilder, Durability, MemoryArtifactStore, MemoryVault, Recorder, RecorderConfig, Run,
     RunStart,

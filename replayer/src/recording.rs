@@ -5,10 +5,12 @@ use std::fs::File;
 use std::io::BufReader;
 use std::path::Path;
 
-use reel::archive::Archive;
 use reel::fact::*;
 use reel::tape::{Tape, TapeError};
-use reel::{ArchiveError, Fact, RunRecord};
+use reel::{Fact, RunRecord};
+use reel_archive::Archive;
+use reel_archive::ArchiveError;
+use reel_archive::TapeExt;
 
 /// Why a recording could not be loaded.
 #[derive(Debug, thiserror::Error)]

@@ -2,6 +2,8 @@
 //! from the archive and from its exported tape alike.
 
 use reel::tape::Tape;
+
+use reel_archive::TapeExt;
 use reel_recorder::{demo, Recorder, RecorderConfig};
 use reel_replayer::{replay, Recording, ReplayOptions, Verdict};
 

@@ -4,6 +4,8 @@
 use std::path::{Path, PathBuf};
 
 use reel::tape::Tape;
+
+use reel_archive::TapeExt;
 use reel_recorder::{demo, Recorder, RecorderConfig};
 use reel_replayer::support::replay_tape;
 use reel_replayer::{replay, Recording, ReplayOptions};

@@ -8,12 +8,13 @@
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 
-use reel::archive::FingerprintKey;
 use reel::context::*;
 use reel::fact::*;
 use reel::spec::ToolSpec;
 use reel::tape::Tape;
 use reel::tools::Tools;
+use reel_archive::FingerprintKey;
+use reel_archive::TapeExt;
 use reel_recorder::{Recorder, RecorderConfig, Run, RunStart};
 use reel_replayer::{replay, Recording, ReplayOptions, ReplayReport};
 use serde::{Deserialize, Serialize};

@@ -33,6 +33,7 @@ use reel::context::{Elicitation, Stage, ToolContext, ToolError};
 use reel::fact::{ElicitOutcome, FactKind, Identity, Level, RunStatus, TeardownScope};
 use reel::tape::Tape;
 use reel::tools::Tools;
+use reel_archive::TapeExt;
 use reel_recorder::{
     MemoryArtifactStore, MemoryVault, Recorder, RecorderConfig, RunStart, ScriptedElicitor,
 };

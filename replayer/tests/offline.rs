@@ -12,6 +12,7 @@ use reel::context::{ToolContext, ToolError};
 use reel::fact::{FactKind, RunStatus, TeardownOutcome, TeardownScope};
 use reel::tape::Tape;
 use reel::tools::Tools;
+use reel_archive::TapeExt;
 use reel_recorder::{Recorder, RecorderConfig, RunStart};
 use reel_replayer::{replay, Recording, ReplayOptions, ReplayReport};
 use serde::{Deserialize, Serialize};

@@ -8,12 +8,14 @@
 
 use std::sync::Arc;
 
-use reel::archive::{FingerprintKey, RunFilter};
 use reel::context::*;
 use reel::fact::*;
 use reel::tape::Tape;
 use reel::tools::Tools;
-use reel::{Archive, ArchiveConfig, RunState};
+use reel::RunState;
+use reel_archive::TapeExt;
+use reel_archive::{Archive, ArchiveConfig};
+use reel_archive::{FingerprintKey, RunFilter};
 use reel_recorder::{Caller, MemoryArtifactStore, Recorder, RecorderConfig};
 use reel_replayer::{replay, Recording, ReplayOptions};
 use serde_json::{json, Value};
@@ -126,7 +128,10 @@ async fn a_call_outside_any_run_is_kept_as_itself_and_replays() {
     }
     // The call scope's key names the stream, not a run.
     let call_key = out["call_key"].as_str().unwrap();
-    assert!(call_key.contains(&key) && !call_key.contains(";run="), "{call_key}");
+    assert!(
+        call_key.contains(&key) && !call_key.contains(";run="),
+        "{call_key}"
+    );
     // Refusals name the door, and the scopes it honours.
     let refusal = out["run_refusal"].as_str().unwrap();
     assert!(
@@ -190,7 +195,10 @@ async fn a_call_outside_any_run_is_kept_as_itself_and_replays() {
         })
         .unwrap();
     assert_eq!(
-        page.runs.iter().map(|r| r.run_id.as_str()).collect::<Vec<_>>(),
+        page.runs
+            .iter()
+            .map(|r| r.run_id.as_str())
+            .collect::<Vec<_>>(),
         [key.as_str()]
     );
     // The stream keeps the rules; nothing more can be appended to it.
@@ -230,7 +238,9 @@ async fn a_call_outside_any_run_is_kept_as_itself_and_replays() {
     assert!(report.is_match(), "{report}");
     assert!(report.outside_run);
     assert!(
-        report.to_string().starts_with("replay of a call outside any run"),
+        report
+            .to_string()
+            .starts_with("replay of a call outside any run"),
         "{report}"
     );
     assert_eq!(report.facts.len(), facts.len());

@@ -20,6 +20,7 @@ use reel::fact::{ElicitOutcome, Level, RunStatus, TeardownScope};
 use reel::strategy::{json_value, unicode_string};
 use reel::tape::Tape;
 use reel::tools::Tools;
+use reel_archive::TapeExt;
 use reel_recorder::{
     MemoryArtifactStore, MemoryVault, Recorder, RecorderConfig, RunStart, ScriptedElicitor,
 };

@@ -32,7 +32,7 @@ async fn a_divergence_is_written_beside_the_tape_and_cleared_on_match() {
     let archive = recorder.archive().clone();
     recorder.shutdown().await.unwrap();
     let tape = dir.path().join("hop.tape.jsonl");
-    reel::tape::Tape::export(&archive, "r")
+    <reel::tape::Tape as reel_archive::TapeExt>::export(&archive, "r")
         .unwrap()
         .write(std::fs::File::create(&tape).unwrap())
         .unwrap();

@@ -7,11 +7,12 @@
 
 use std::future::Future;
 
-use reel::archive::FingerprintKey;
 use reel::context::*;
 use reel::fact::*;
 use reel::tape::Tape;
 use reel::tools::Tools;
+use reel_archive::FingerprintKey;
+use reel_archive::TapeExt;
 use reel_recorder::{MemoryVault, Recorder, RecorderConfig, Run, RunStart};
 use reel_replayer::{replay, Recording, ReplayOptions, ReplayReport};
 use serde::{Deserialize, Serialize};

@@ -8,12 +8,13 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use reel::archive::FingerprintKey;
 use reel::context::{ContextError, ToolContext, ToolError};
 use reel::fact::RunStatus;
 use reel::tape::Tape;
 use reel::tools::Tools;
-use reel::Archive;
+use reel_archive::Archive;
+use reel_archive::FingerprintKey;
+use reel_archive::TapeExt;
 use reel_recorder::{Recorder, RecorderConfig, RunStart};
 use reel_replayer::{replay, Recording, ReplayOptions, ReplayReport, Verdict};
 use serde_json::{json, Value};

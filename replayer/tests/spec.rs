@@ -17,6 +17,7 @@ use reel::fact::*;
 use reel::spec::{claim_ticket, Annotations, InputError, JsonSchema, ToolSpec};
 use reel::tape::Tape;
 use reel::tools::Tools;
+use reel_archive::TapeExt;
 use reel_recorder::{MemoryArtifactStore, MemoryVault, Recorder, RecorderConfig, Run, RunStart};
 use reel_replayer::{replay, Recording, ReplayOptions, ReplayReport};
 use serde::{Deserialize, Serialize};

@@ -9,14 +9,16 @@
 
 use std::path::Path;
 
-use reel::archive::FingerprintKey;
 use reel::context::{ToolContext, ToolError};
 use reel::fact::{
     FactKind, Identity, RunStatus, TeardownOutcome, TeardownRan, TeardownRegistered, TeardownScope,
 };
 use reel::tape::Tape;
 use reel::tools::Tools;
-use reel::{Archive, Fact};
+use reel::Fact;
+use reel_archive::Archive;
+use reel_archive::FingerprintKey;
+use reel_archive::TapeExt;
 use reel_recorder::{Recorder, RecorderConfig, Run, RunStart};
 use reel_replayer::{replay, Recording, ReplayOptions, ReplayReport};
 use serde_json::{json, Value};

@@ -17,9 +17,10 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 mod diff;
 mod source;
 
-use reel::archive::{Archive, ArchiveConfig, RunFilter};
 use reel::tape::Tape;
 use reel::{Fact, RunRecord, RunState};
+use reel_archive::TapeExt;
+use reel_archive::{Archive, ArchiveConfig, RunFilter};
 use reel_recorder::{Recorder, RecorderConfig};
 use reel_viewer::display::ProgressTemplates;
 use reel_viewer::render::json::JsonWriter;
@@ -421,7 +422,7 @@ fn runs(dir: &Path, args: RunsArgs) -> Result<ExitCode, Failure> {
         since: args.since,
         until: args.until,
         limit: Some(args.limit),
-        cursor: args.cursor.map(reel::archive::Cursor),
+        cursor: args.cursor.map(reel_archive::Cursor),
     })?;
     let mut out = io::stdout().lock();
     if args.json {

@@ -5,9 +5,9 @@ use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 
-use reel::archive::{Archive, ArchiveConfig, ArchiveError, ArchiveStats, RunFilter, RunPage};
-use reel::live::{Reply, Request, SOCKET_NAME};
 use reel::{Fact, RunRecord};
+use reel_archive::live::{Reply, Request, SOCKET_NAME};
+use reel_archive::{Archive, ArchiveConfig, ArchiveError, ArchiveStats, RunFilter, RunPage};
 
 use crate::Failure;
 

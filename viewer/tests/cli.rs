@@ -955,7 +955,8 @@ fn missing_archive_says_how_to_make_one() {
 #[test]
 fn archive_held_by_a_process_without_a_socket() {
     let d = demo(1);
-    let held = reel::Archive::open(&d.dir, reel::ArchiveConfig::default()).expect("open");
+    let held =
+        reel_archive::Archive::open(&d.dir, reel_archive::ArchiveConfig::default()).expect("open");
     for verb in [
         &["runs"][..],
         &["show", "demo-deploy"],

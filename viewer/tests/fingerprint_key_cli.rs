@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use reel::archive::{Archive, ArchiveConfig, FingerprintKey};
+use reel_archive::{Archive, ArchiveConfig, FingerprintKey};
 
 const DEMO_SECRET: &[u8] = b"ghp_demoSecretValue123";
 
@@ -113,7 +113,7 @@ fn the_user_key_file_is_made_owner_only_outside_the_archive_and_reused() {
     let config = tmp.path().join("config/reel");
     let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
     let fa = demo_fingerprint(&config, None, &a);
-    let file = config.join(reel::archive::KEY_FILE);
+    let file = config.join(reel_archive::KEY_FILE);
     let key = key_of(&file);
     assert_eq!(fa, expected(key), "the key file's key made the fingerprint");
     #[cfg(unix)]
@@ -142,7 +142,7 @@ fn the_environment_key_wins_and_a_malformed_one_is_refused() {
         expected(key)
     );
     assert!(
-        !config.join(reel::archive::KEY_FILE).exists(),
+        !config.join(reel_archive::KEY_FILE).exists(),
         "no key file made"
     );
     assert!(!holds(&archive, &key));

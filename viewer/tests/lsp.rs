@@ -10,10 +10,14 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use reel::tape::Tape;
+
+use reel_archive::TapeExt;
 use reel_recorder::{demo, Recorder, RecorderConfig};
 use reel_viewer::lsp::document::Document;
 use reel_viewer::lsp::position::Encoding;
 use reel_viewer::lsp::{self, Probe};
+use reel_viewer::render::text::duration;
+use reel_viewer::timeline::Timeline;
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, DuplexStream, WriteHalf};
 use tokio::sync::mpsc;
@@ -234,6 +238,41 @@ fn tape(name: &str) -> String {
     std::fs::read_to_string(tapes_dir().join(name)).unwrap()
 }
 
+/// The facts of a committed tape (its lines after the header).
+fn tape_facts(name: &str) -> Vec<reel::Fact> {
+    Tape::read(tape(name).as_bytes()).unwrap().facts
+}
+
+/// How long call `call` of `facts` took, as the viewer writes it.
+fn took(facts: &[reel::Fact], call: &str) -> String {
+    let ns = facts
+        .iter()
+        .find_map(|f| match &f.kind {
+            reel::FactKind::CallEnded(e) if f.call.as_deref() == Some(call) => Some(e.duration_ns),
+            _ => None,
+        })
+        .unwrap();
+    duration(ns)
+}
+
+/// The offset of fact `seq`, and of the `call.started` of its call.
+fn offsets(facts: &[reel::Fact], seq: u64) -> (u64, u64) {
+    let fact = &facts[seq as usize];
+    let started = facts
+        .iter()
+        .find(|f| matches!(f.kind, reel::FactKind::CallStarted(_)) && f.call == fact.call)
+        .unwrap();
+    (fact.offset, started.offset)
+}
+
+/// The hop id (`hop-` and 4 hex digits) on line `line` of `text`: the
+/// demo draws them at random, so a regenerated tape has others.
+fn hop_on(text: &str, line: usize) -> String {
+    let l = text.lines().nth(line).unwrap();
+    let at = l.find("hop-").unwrap();
+    l[at..at + 8].to_owned()
+}
+
 fn uri(name: &str) -> String {
     format!("file:///reel-lsp-test/{name}")
 }
@@ -316,25 +355,28 @@ async fn outline_nests_calls_by_dispatch() {
     let symbols = lsp.symbols(&u).await;
     snapshot("outline_search", &symbols);
     let lines = outline(&symbols);
+    let facts = tape_facts("demo-search.tape.jsonl");
+    let run_took = duration(Timeline::build(&facts).duration_ns());
     assert_eq!(
         lines[0],
-        "run demo-search [0..26] completed · 24 facts · 3 calls · 5.58ms"
+        format!("run demo-search [0..26] completed · 24 facts · 3 calls · {run_took}")
     );
     // c2 and c3 were dispatched by c1: nested under it, with their facts.
+    let (c1, c2, c3) = (took(&facts, "c1"), took(&facts, "c2"), took(&facts, "c3"));
     assert!(
-        lines.contains(&"  c1 search [2..23] ok in 4.40ms".to_owned()),
+        lines.contains(&format!("  c1 search [2..23] ok in {c1}")),
         "{lines:#?}"
     );
     assert!(
-        lines.contains(&"    c2 fetch [4..9] ok in 491.5µs".to_owned()),
+        lines.contains(&format!("    c2 fetch [4..9] ok in {c2}")),
         "{lines:#?}"
     );
     assert!(
-        lines.contains(&"      #8 call.ended [9..9] ok in 491.5µs".to_owned()),
+        lines.contains(&format!("      #8 call.ended [9..9] ok in {c2}")),
         "{lines:#?}"
     );
     assert!(
-        lines.contains(&"    c3 fetch [12..17] ok in 528.2µs".to_owned()),
+        lines.contains(&format!("    c3 fetch [12..17] ok in {c3}")),
         "{lines:#?}"
     );
     lsp.stop().await;
@@ -367,8 +409,14 @@ async fn hovers_tell_what_a_fact_is() {
         progress.starts_with("**progress** #4 · call `c2` · tool `fetch` · dispatched by `c1`"),
         "{progress}"
     );
+    let facts = tape_facts("demo-search.tape.jsonl");
+    let (at, call_at) = offsets(&facts, 4);
     assert!(
-        progress.contains("+1.63ms from the run's start (+311.1µs into the call)"),
+        progress.contains(&format!(
+            "+{} from the run's start (+{} into the call)",
+            duration(at),
+            duration(at - call_at)
+        )),
         "{progress}"
     );
     assert!(
@@ -396,7 +444,10 @@ async fn hovers_tell_what_a_fact_is() {
     );
     let ended = hover_text(&hovers["09 call.ended c2"]);
     assert!(
-        ended.contains("The call took 491.5µs and ended ok"),
+        ended.contains(&format!(
+            "The call took {} and ended ok",
+            took(&facts, "c2")
+        )),
         "{ended}"
     );
     snapshot("hovers_search", &Value::Object(hovers));
@@ -801,14 +852,18 @@ async fn utf16_positions_count_surrogate_pairs() {
     let want = text.replace("Hop 2 😀 of 12", "Hop 2 😀 out of 12");
     assert_eq!(lsp.probe.text(&u.parse::<Uri>().unwrap()).unwrap(), want);
     let h = hover_text(&lsp.at("textDocument/hover", &u, line, 0).await);
-    assert!(h.contains("Shown as: Hop 2 😀 out of 12 — hop-e7cf"), "{h}");
+    let hop = hop_on(&text, 6);
+    assert!(
+        h.contains(&format!("Shown as: Hop 2 😀 out of 12 — {hop}")),
+        "{h}"
+    );
 
     // A parse error after the emoji: its column is counted in UTF-16.
     let (_, quote) = pos_of(&want, 6, "\",\"done\"");
     let d = lsp
         .change(&u, 3, json!([{ "range": { "start": { "line": line, "character": quote }, "end": { "line": line, "character": quote + 1 } }, "text": "" }]))
         .await;
-    let broken = want.replacen("hop-e7cf\",\"done\"", "hop-e7cf,\"done\"", 1);
+    let broken = want.replacen(&format!("{hop}\",\"done\""), &format!("{hop},\"done\""), 1);
     assert_eq!(lsp.probe.text(&u.parse::<Uri>().unwrap()).unwrap(), broken);
     let l6 = broken.lines().nth(6).unwrap();
     assert_eq!(d[0]["code"], "invalid-line", "{d:#}");
@@ -947,7 +1002,7 @@ async fn a_huge_line_is_one_line() {
         .collect();
     assert_eq!(at, [(5, "invalid-line"), (13, "cancel_after_end")]);
     let h = hover_text(&lsp.at("textDocument/hover", &u, 4, 10).await);
-    // 2,500,000 é and " — hop-6b8a", cut at 120 characters.
+    // 2,500,000 é and " — hop-…", cut at 120 characters.
     let shown = h
         .lines()
         .find(|l| l.starts_with("Shown as:"))

@@ -6,9 +6,9 @@
 use std::path::Path;
 use std::process::Command;
 
-use reel::archive::FingerprintKey;
 use reel::context::{ToolContext, ToolError};
 use reel::tools::Tools;
+use reel_archive::FingerprintKey;
 use reel_recorder::{Caller, Recorder, RecorderConfig};
 use serde_json::{json, Value};
 
@@ -92,9 +92,14 @@ fn the_viewer_says_no_run() {
         &config,
         &["--archive", a, "export", &key, "-o", tape.to_str().unwrap()],
     );
-    let header: Value =
-        serde_json::from_str(std::fs::read_to_string(&tape).unwrap().lines().next().unwrap())
-            .unwrap();
+    let header: Value = serde_json::from_str(
+        std::fs::read_to_string(&tape)
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
     assert_eq!(header["run"]["outside_run"], "c1");
     let other = tmp.path().join("other");
     let (imported, _) = reel(
@@ -106,7 +111,10 @@ fn the_viewer_says_no_run() {
             tape.to_str().unwrap(),
         ],
     );
-    assert!(imported.starts_with("imported no run (call c1, kept as call-"), "{imported}");
+    assert!(
+        imported.starts_with("imported no run (call c1, kept as call-"),
+        "{imported}"
+    );
     let (verified, _) = reel(&config, &["--archive", a, "verify"]);
     assert!(!verified.contains("damage"), "{verified}");
 }

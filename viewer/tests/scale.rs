@@ -1,6 +1,6 @@
 //! `reel runs` over an archive of 100,000 runs answers from the indexes.
 //!
-//! The archive is built directly with `reel::Archive::append` (tiny runs of
+//! The archive is built directly with `reel_archive::Archive::append` (tiny runs of
 //! two facts: run.started and run.ended), then the `events` tree is dropped
 //! through sled: a listing that read a single fact would fail or miscount,
 //! so answering right proves it reads only the indexes and the run records
@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::Command;
 
 use reel::fact::{FactKind, Identity, NewFact, Producer, RunEnded, RunStarted, RunStatus};
-use reel::{Archive, ArchiveConfig};
+use reel_archive::{Archive, ArchiveConfig};
 use serde_json::Value;
 
 const RUNS: u64 = 100_000;

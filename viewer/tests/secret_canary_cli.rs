@@ -97,7 +97,7 @@ fn check(plan: Plan) -> Result<(), TestCaseError> {
     }
     // Reading the archive made no key anywhere.
     prop_assert!(
-        !config.join(reel::archive::KEY_FILE).exists(),
+        !config.join(reel_archive::KEY_FILE).exists(),
         "reading an archive created a fingerprint key"
     );
     Ok(())

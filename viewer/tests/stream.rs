@@ -21,7 +21,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use reel::fact::*;
-use reel::{Archive, ArchiveConfig, NewFact};
+use reel::NewFact;
+use reel_archive::{Archive, ArchiveConfig};
 use serde_json::json;
 
 fn fact(offset: u64, call: Option<&str>, kind: FactKind) -> NewFact {

@@ -43,7 +43,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use proptest::prelude::*;
-use reel::archive::{Archive, ArchiveConfig, FingerprintKey, RunFilter};
 use reel::context::{Elicitation, McpProgress, Report, Stage, ToolContext, ToolError};
 use reel::fact::{
     ArtifactMeta, ClientInfo, ElicitOutcome, FactKind, Identity, Level, Origin, RunStatus,
@@ -51,6 +50,8 @@ use reel::fact::{
 };
 use reel::tape::Tape;
 use reel::tools::Tools;
+use reel_archive::TapeExt;
+use reel_archive::{Archive, ArchiveConfig, FingerprintKey, RunFilter};
 use reel_recorder::{
     MemoryArtifactStore, MemoryVault, Recorder, RecorderConfig, RunStart, ScriptedElicitor,
 };

@@ -3,9 +3,10 @@
 
 use std::future::Future;
 
-use reel::archive::FingerprintKey;
 use reel::fact::RunStatus;
 use reel::tape::Tape;
+use reel_archive::FingerprintKey;
+use reel_archive::TapeExt;
 use reel_recorder::{Recorder, RecorderConfig, Run, RunStart};
 use reel_replayer::Recording;
 

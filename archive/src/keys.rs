@@ -15,7 +15,7 @@
 //! `started` is the run's start time (i64 unix nanos) with its sign bit
 //! flipped, so that byte order is time order.
 
-use crate::run::RunState;
+use reel::run::RunState;
 
 pub(crate) const T_META: &str = "meta";
 pub(crate) const T_RUN_IDS: &str = "run_ids";

@@ -7,7 +7,7 @@ use serde::Serialize;
 use sha2::{Digest as _, Sha256};
 
 use super::{block, decode_record, keys, Archive, Result, StreamRules};
-use crate::run::RunRecord;
+use reel::run::RunRecord;
 
 /// One thing wrong with the archive.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -376,7 +376,7 @@ fn problem(run_id: Option<String>, seqs: Option<(u64, Option<u64>)>, what: &str)
 #[cfg(test)]
 mod tests {
     use super::super::{block, encode_record, keys, Archive, ArchiveConfig};
-    use crate::fact::{Fact, FactKind, Log, NewFact, Producer, RunEnded, RunStarted, RunStatus};
+    use reel::fact::{Fact, FactKind, Log, NewFact, Producer, RunEnded, RunStarted, RunStatus};
 
     fn new(kind: FactKind) -> NewFact {
         NewFact {
@@ -403,7 +403,7 @@ mod tests {
 
     fn log() -> FactKind {
         FactKind::Log(Log {
-            level: crate::fact::Level::Info,
+            level: reel::fact::Level::Info,
             logger: None,
             subflow: None,
             data: serde_json::json!("forged"),

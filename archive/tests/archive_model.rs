@@ -17,12 +17,12 @@ use proptest::test_runner::Config;
 use proptest_state_machine::{prop_state_machine, ReferenceStateMachine, StateMachineTest};
 use serde_json::json;
 
-use reel::archive::{Archive, ArchiveConfig, ArchiveError, RunFilter};
 use reel::fact::{
     CallEnded, CallMode, CallOutcome, CallStarted, Fact, FactKind, Identity, Level, Log, NewFact,
     Producer, Progress, RunEnded, RunStarted, RunStatus,
 };
 use reel::run::{RunRecord, RunState};
+use reel_archive::{Archive, ArchiveConfig, ArchiveError, RunFilter};
 
 const TENANTS: [&str; 3] = ["", "acme", "acme2"];
 const TOOLS: [&str; 3] = ["fetch", "fetch2", "search"];

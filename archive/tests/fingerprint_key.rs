@@ -14,9 +14,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use hmac::{Hmac, Mac};
-use reel::archive::{Archive, ArchiveConfig, FingerprintKey};
 use reel::context::{ToolContext, ToolError};
 use reel::fact::{FactKind, RunStatus};
+use reel_archive::{Archive, ArchiveConfig, FingerprintKey};
 use reel_recorder::{MemoryVault, Recorder, RecorderConfig, RunStart};
 use sha2::Sha256;
 

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::{keys, Archive, ArchiveError, Result};
-use crate::run::{RunRecord, RunState};
+use reel::run::{RunRecord, RunState};
 
 /// Which runs to list. All filters combine with AND; runs come newest first.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

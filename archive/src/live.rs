@@ -11,8 +11,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::archive::{ArchiveStats, RunFilter, RunPage};
-use crate::{Fact, RunRecord};
+use crate::{ArchiveStats, RunFilter, RunPage};
+use reel::{Fact, RunRecord};
 
 /// The socket's file name inside the archive directory.
 pub const SOCKET_NAME: &str = "reel.sock";

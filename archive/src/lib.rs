@@ -1,3 +1,38 @@
+//! # reel-archive: reel's storage
+//!
+//! An embedded sled database holding runs (and calls outside any run) as
+//! append-only streams of facts, in blocks; the [live] socket protocol that
+//! serves its reads while a recorder holds it; and [tapes](tape) in and out
+//! of it. The fact model, the stream rules and the tape format are the
+//! core's (`reel`).
+//!
+//! ```
+//! use reel_archive::{Archive, ArchiveConfig, RunFilter};
+//! use reel::fact::{FactKind, NewFact, Producer, Progress, RunStarted, RunEnded, RunStatus};
+//! use serde_json::json;
+//!
+//! let dir = tempfile::tempdir().unwrap();
+//! let archive = Archive::open(dir.path(), ArchiveConfig::default()).unwrap();
+//! let fact = |kind| NewFact { at: 1, offset: 0, call: None, kind };
+//! archive.append("run-1", vec![
+//!     fact(FactKind::RunStarted(RunStarted {
+//!         run_id: "run-1".into(),
+//!         session_id: None,
+//!         identity: None,
+//!         producer: Producer { name: "doc".into(), version: "1".into() },
+//!         labels: Default::default(),
+//!         teardown_scopes: vec![],
+//!     })),
+//!     fact(FactKind::Progress(Progress { payload: json!({"message": "working"}), count: 1 })),
+//! ]).unwrap();
+//! archive.append("run-1", vec![fact(FactKind::RunEnded(RunEnded { status: RunStatus::Completed }))]).unwrap();
+//!
+//! let facts: Vec<_> = archive.facts("run-1", ..).unwrap().collect::<Result<_, _>>().unwrap();
+//! assert_eq!(facts.iter().map(|f| f.seq).collect::<Vec<_>>(), vec![0, 1, 2]);
+//! let page = archive.list_runs(&RunFilter::default()).unwrap();
+//! assert_eq!(page.runs[0].run_id, "run-1");
+//! ```
+//!
 //! The archive: an embedded sled database holding many runs.
 //!
 //! Trees by role, not per run (see the `keys` module for the layout, known only here):
@@ -11,7 +46,7 @@
 //!   gapless from 0, and stores each batch as one block (one sled insert, so a
 //!   crash never tears a fact). The first batch of a run must start with
 //!   `run.started`; a batch containing `run.ended` closes the run. Every
-//!   batch is held to the stream rules of [`rules`] before any of it is
+//!   batch is held to the stream rules of [`reel::rules`] before any of it is
 //!   stored.
 //! - [`Archive::import_run_with_artifacts`] (and [`Archive::import_run`])
 //!   is all or nothing: it checks the whole stream against the same rules,
@@ -33,7 +68,8 @@ mod block;
 mod fingerprint;
 mod keys;
 mod list;
-pub mod rules;
+pub mod live;
+pub mod tape;
 mod verify;
 
 use std::borrow::Cow;
@@ -48,13 +84,14 @@ use hmac::{Hmac, Mac};
 use sha2::{Digest as _, Sha256};
 use sled::Transactional as _;
 
-use crate::fact::{Fact, FactKind, Fingerprint, NewFact};
-use crate::run::{RunRecord, RunState};
+use reel::fact::{Fact, FactKind, Fingerprint, NewFact};
+use reel::run::{RunRecord, RunState};
 
-pub use block::{decode_fact, encode_fact, Digest};
 pub use fingerprint::{FingerprintKey, CONFIG_DIR_ENV, KEY_ENV, KEY_FILE};
 pub use list::{Cursor, RunFilter, RunPage};
-pub use rules::{Rule, StreamRules, Violation};
+pub use reel::codec::{decode_fact, encode_fact, parse_digest, Digest};
+pub use reel::rules::{Rule, StreamRules, Violation};
+pub use tape::TapeExt;
 pub use verify::{Problem, VerifyReport};
 
 /// The archive format version this build writes and reads.
@@ -453,7 +490,10 @@ impl Archive {
         let facts = numbered(facts, first);
         match check_batch(run_id, StreamRules::resume(&guard.record, first), &facts) {
             // A batch that starts the stream again: it exists already.
-            Err(_) if facts.first().is_some_and(|f| RunRecord::from_first(f).is_some()) =>
+            Err(_)
+                if facts
+                    .first()
+                    .is_some_and(|f| RunRecord::from_first(f).is_some()) =>
             {
                 return Err(ArchiveError::RunExists {
                     run_id: run_id.into(),
@@ -1284,14 +1324,6 @@ fn check_batch(run_id: &str, mut rules: StreamRules, facts: &[Fact]) -> Result<(
             })?;
     }
     Ok(())
-}
-
-/// Parses `sha256:<64 hex>` into raw bytes.
-pub fn parse_digest(digest: &str) -> Option<Digest> {
-    let hex_part = digest.strip_prefix("sha256:")?;
-    let mut out = [0u8; 32];
-    hex::decode_to_slice(hex_part, &mut out).ok()?;
-    Some(out)
 }
 
 /// The facts of one run, in seq order (see [`Archive::facts`]).

@@ -23,14 +23,15 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestRng, TestRunner};
 use serde_json::{json, Value};
 
-use reel::archive::{Archive, ArchiveConfig, ArchiveError, Rule};
 use reel::fact::{Fact, FactKind, Level, Log, NewFact, RunEnded, RunStatus};
 use reel::run::{RunRecord, RunState};
 use reel::tape::{Tape, TapeError};
+use reel_archive::TapeExt;
+use reel_archive::{Archive, ArchiveConfig, ArchiveError, Rule};
 
-const SEARCH: &[u8] = include_bytes!("tapes/demo-search.tape.jsonl");
-const AUDIT: &[u8] = include_bytes!("tapes/demo-audit-degraded.tape.jsonl");
-const DEPLOY: &[u8] = include_bytes!("tapes/demo-deploy.tape.jsonl");
+const SEARCH: &[u8] = include_bytes!("../../tests/tapes/demo-search.tape.jsonl");
+const AUDIT: &[u8] = include_bytes!("../../tests/tapes/demo-audit-degraded.tape.jsonl");
+const DEPLOY: &[u8] = include_bytes!("../../tests/tapes/demo-deploy.tape.jsonl");
 
 // ---------------------------------------------------------------------------
 // The archive, seen through sled
@@ -629,7 +630,12 @@ fn concurrent_imports_of_one_run_id_have_exactly_one_winner() {
         assert_eq!(winners.len(), 1, "round {round}: {results:?}");
         for (_, r) in &results {
             match r {
-                Ok(_) | Err(TapeError::Archive(ArchiveError::RunExists { .. })) => {}
+                Ok(_) => {}
+                Err(TapeError::Store(e))
+                    if matches!(
+                        e.downcast_ref::<ArchiveError>(),
+                        Some(ArchiveError::RunExists { .. })
+                    ) => {}
                 Err(e) => panic!("round {round}: a loser failed otherwise: {e}"),
             }
         }

@@ -205,7 +205,7 @@ impl StreamRules {
     /// The rules for the stream `record` describes, whose first `next_seq`
     /// facts were checked when they were stored, none of them its end (a
     /// stream being appended to).
-    pub(crate) fn resume(record: &RunRecord, next_seq: u64) -> StreamRules {
+    pub fn resume(record: &RunRecord, next_seq: u64) -> StreamRules {
         StreamRules {
             next_seq,
             started: next_seq > 0,
@@ -291,7 +291,9 @@ impl StreamRules {
                     })
                 }
                 (FactKind::RunStarted(_), None | Some(Head::Run)) => None,
-                (FactKind::CallStarted(c), None | Some(Head::Call(_))) if c.outside_run.is_some() => {
+                (FactKind::CallStarted(c), None | Some(Head::Call(_)))
+                    if c.outside_run.is_some() =>
+                {
                     let named = c.outside_run.as_ref().map(|o| o.key.as_str());
                     let kept = match &self.head {
                         Some(Head::Call(root)) => root.as_str(),
@@ -322,7 +324,7 @@ impl StreamRules {
     /// reader (a missing or damaged block, already reported as such): the
     /// stream goes on at `next_seq`, assuming the lost facts began the
     /// stream if they held seq 0.
-    pub(crate) fn lost_until(&mut self, next_seq: u64) {
+    pub fn lost_until(&mut self, next_seq: u64) {
         self.started |= self.next_seq == 0 && next_seq > 0;
         self.next_seq = next_seq;
     }
@@ -461,7 +463,10 @@ mod tests {
         );
         // A plain call.started begins nothing.
         assert_eq!(
-            check_calls(new(), &[(0, Some("c1"), FactKind::CallStarted(plain_call("c1")))]),
+            check_calls(
+                new(),
+                &[(0, Some("c1"), FactKind::CallStarted(plain_call("c1")))]
+            ),
             [Some(Rule::BeginsWithRunStarted)]
         );
         // No run.ended, no second head, no run.started inside it.
@@ -502,7 +507,10 @@ mod tests {
         // A record of a call outside any run takes no run.started at seq 0,
         // nor another call as its head; and the other way round.
         assert_eq!(
-            check_calls(StreamRules::of(&record("k", Some("c1"))), &[(0, None, started("k"))]),
+            check_calls(
+                StreamRules::of(&record("k", Some("c1"))),
+                &[(0, None, started("k"))]
+            ),
             [Some(Rule::HeadOfOtherKind)]
         );
         assert_eq!(
@@ -513,7 +521,10 @@ mod tests {
             [Some(Rule::HeadNamesOtherCall)]
         );
         assert_eq!(
-            check_calls(StreamRules::of(&record("k", None)), &[(0, Some("c1"), call_head("k", "c1"))]),
+            check_calls(
+                StreamRules::of(&record("k", None)),
+                &[(0, Some("c1"), call_head("k", "c1"))]
+            ),
             [Some(Rule::HeadOfOtherKind)]
         );
         // Resumed after its head was stored, it still ends with its call.

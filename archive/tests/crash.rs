@@ -31,12 +31,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use reel::archive::{Archive, ArchiveConfig, ArchiveError, RunFilter};
 use reel::fact::{
     CallEnded, CallMode, CallOutcome, CallStarted, Fact, FactKind, Identity, Level, Log, NewFact,
     Producer, Progress, RunEnded, RunStarted, RunStatus,
 };
 use reel::run::RunState;
+use reel_archive::{Archive, ArchiveConfig, ArchiveError, RunFilter};
 use serde_json::json;
 
 const CHILD_ENV: &str = "REEL_CRASH_CHILD";

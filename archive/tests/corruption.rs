@@ -11,12 +11,12 @@ use std::path::Path;
 use serde_json::json;
 use sha2::{Digest as _, Sha256};
 
-use reel::archive::{Archive, ArchiveConfig, ArchiveError, Problem, RunFilter};
 use reel::fact::{
     CallMode, CallStarted, Fact, FactKind, Identity, Log, NewFact, Producer, Progress, RunEnded,
     RunStarted, RunStatus,
 };
 use reel::run::RunState;
+use reel_archive::{Archive, ArchiveConfig, ArchiveError, Problem, RunFilter};
 
 /// Length of a block header (see `src/archive/block.rs`).
 const HEADER_LEN: usize = 69;

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use reel::archive::{Archive, ArchiveConfig, ArchiveError};
+use reel_archive::{Archive, ArchiveConfig, ArchiveError};
 
 /// Names the archive the child opens; unset, the child test does nothing.
 const DIR_VAR: &str = "REEL_LOCK_TEST_DIR";

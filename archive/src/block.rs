@@ -32,14 +32,13 @@ use std::borrow::Cow;
 
 use sha2::{Digest as _, Sha256};
 
-use crate::fact::Fact;
+use reel::codec::{decode_fact, encode_fact, Digest};
+use reel::fact::Fact;
 
 /// Block format version of a block whose payload is stored plain.
 pub(crate) const BLOCK_PLAIN: u8 = 1;
 /// Block format version of a block whose payload is stored lz4-compressed.
 pub(crate) const BLOCK_LZ4: u8 = 2;
-/// Fact encoding version.
-pub(crate) const FACT_VERSION: u8 = 1;
 /// Length of a block's header: version, count, previous digest, digest.
 pub(crate) const HEADER_LEN: usize = 69;
 /// Length of the plain payload's size that begins a compressed payload.
@@ -54,36 +53,6 @@ const MAX_PLAIN_PAYLOAD: usize = 1 << 30;
 const LZ4_MAX_RATIO: u64 = 255;
 /// See [`LZ4_MAX_RATIO`]: the few bytes a block's last sequence may add.
 const LZ4_SLACK: u64 = 64;
-/// The deepest nesting a stored fact may have (the fact's own structure
-/// plus its JSON payloads, which the recorder caps at
-/// [`crate::redact::MAX_JSON_DEPTH`]).
-pub const MAX_DECODE_DEPTH: usize = 160;
-
-/// A sha-256 digest.
-pub type Digest = [u8; 32];
-
-/// Encodes one fact: version byte + MessagePack with field names.
-pub fn encode_fact(fact: &Fact, out: &mut Vec<u8>) -> Result<(), rmp_serde::encode::Error> {
-    out.push(FACT_VERSION);
-    rmp_serde::encode::write_named(out, fact)
-}
-
-/// Decodes one fact written by [`encode_fact`].
-pub fn decode_fact(bytes: &[u8]) -> Result<Fact, String> {
-    match bytes.split_first() {
-        Some((&FACT_VERSION, rest)) => {
-            let mut de = rmp_serde::Deserializer::from_read_ref(rest);
-            // Bounded, so that damaged or hostile bytes cannot overflow the
-            // stack; the recorder caps payload nesting well below this.
-            de.set_max_depth(MAX_DECODE_DEPTH);
-            serde::Deserialize::deserialize(&mut de).map_err(|e| format!("fact does not decode: {e}"))
-        }
-        Some((v, _)) => Err(format!(
-            "fact encoding version {v} is not supported by this reel (supports {FACT_VERSION}): upgrade reel"
-        )),
-        None => Err("empty fact encoding".into()),
-    }
-}
 
 /// Builds a block from facts already encoded into `payload` (see the module
 /// docs for the choice between the plain and the compressed version).
@@ -276,7 +245,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::fact::{FactKind, Progress};
+    use reel::fact::{FactKind, Progress};
 
     /// A progress fact of a long run: similar to its neighbours, as most
     /// facts of a block are.
@@ -513,7 +482,7 @@ mod tests {
         /// to be compressed.
         #[test]
         fn sealed_facts_read_back(
-            run in crate::strategy::facts_of_run("run-1"),
+            run in reel::strategy::facts_of_run("run-1"),
             take in 1usize..10,
             copies in 1usize..6,
             first_seq in 0u64..1_000_000,
