@@ -43,9 +43,11 @@
 pub mod codec;
 pub mod context;
 pub mod fact;
+pub mod gap;
 pub mod redact;
 pub mod rules;
 pub mod run;
+pub mod sequence;
 pub mod spec;
 /// Proptest strategies for the fact model (feature `proptest`).
 #[cfg(feature = "proptest")]
