@@ -352,8 +352,13 @@ async fn teardown_scope_not_honoured_is_refused_naming_the_honoured_scopes() {
         .await;
         let message = out.unwrap();
         assert!(
-            message.contains(&format!("honours: {names_})")),
+            message.contains(&format!("which honours: {names_};")),
             "{asked:?} refused with {message:?}"
+        );
+        // Seed 000: it throws "naming the door".
+        assert!(
+            message.contains("by this door (reel-recorder ") && message.contains("serving a run"),
+            "{message}"
         );
         assert!(message.contains(&format!("scope {asked}")), "{message}");
         assert!(!ran.load(Ordering::SeqCst), "a refused cleanup never runs");
