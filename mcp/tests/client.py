@@ -9,7 +9,9 @@ JSON report of what the client saw on standard output; the Rust test
 (python_client.rs) asserts it and the archive.
 """
 
+import base64
 import json
+import os
 import sys
 
 import anyio
@@ -90,6 +92,46 @@ async def cancel_while_waiting(client, obs, token, args):
     return "result" if "result" in outcome else "cancelled"
 
 
+async def rounds_by_hand(client):
+    """Drives the input-required rounds of one call by hand (2026-07-28):
+    the first round's result, a forged state (refused), the genuine state
+    with the answer (the result), the same state again (refused)."""
+    out = {}
+    args = {"action": "rotate keys"}
+    first = dump(await client.session.call_tool("confirm", args, allow_input_required=True))
+    out["first"] = {
+        "resultType": first.get("resultType"),
+        "inputRequests": first.get("inputRequests"),
+        "has_request_state": "requestState" in first,
+    }
+    state = first["requestState"]
+    key = next(iter(first["inputRequests"]))
+    answer = {key: types.ElicitResult(action="accept", content={"confirmed": False})}
+
+    body, tag = state.split(".")
+    claims = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+    claims["round"] += 1
+    forged_body = base64.urlsafe_b64encode(json.dumps(claims).encode()).rstrip(b"=").decode()
+
+    async def refused(request_state):
+        try:
+            await client.session.call_tool(
+                "confirm", args, input_responses=answer, request_state=request_state, allow_input_required=True
+            )
+            return None
+        except MCPError as e:
+            return {"code": e.error.code, "message": e.error.message}
+
+    out["forged"] = await refused(f"{forged_body}.{tag}")
+    out["final"] = result(
+        await client.session.call_tool(
+            "confirm", args, input_responses=answer, request_state=state, allow_input_required=True
+        )
+    )
+    out["replayed"] = await refused(state)
+    return out
+
+
 async def scenario(client, obs):
     report = {"protocol": client.protocol_version}
     tools = await client.list_tools()
@@ -138,6 +180,9 @@ async def scenario(client, obs):
     except MCPError as e:
         report["unknown"] = {"code": e.error.code, "message": e.error.message}
 
+    if client.protocol_version == "2026-07-28":
+        report["mrtr"] = await rounds_by_hand(client)
+
     report["cancel"] = await cancel_while_waiting(client, obs, "wait-1", {})
     report["race"] = await cancel_while_waiting(client, obs, "race-1", {"ms": 1})
     # A call after the cancellations: the server has seen them.
@@ -148,7 +193,10 @@ async def scenario(client, obs):
 async def main():
     kind = sys.argv[1]
     if kind == "stdio":
-        server = StdioServerParameters(command=sys.argv[2], args=["--archive", sys.argv[3]])
+        # The client passes the server only a safe subset of its
+        # environment: the archive's key settings are passed on by name.
+        env = {k: os.environ[k] for k in ("REEL_CONFIG_DIR", "REEL_FINGERPRINT_KEY") if k in os.environ}
+        server = StdioServerParameters(command=sys.argv[2], args=["--archive", sys.argv[3]], env=env)
         mode = sys.argv[4]
     else:
         server = sys.argv[2]
