@@ -33,7 +33,10 @@ fn script() -> PathBuf {
 /// Fails (never skips) without python3 and the `mcp` package.
 fn require_python() {
     let probe = Command::new("python3")
-        .args(["-c", "import mcp, importlib.metadata as m; print(m.version('mcp'))"])
+        .args([
+            "-c",
+            "import mcp, importlib.metadata as m; print(m.version('mcp'))",
+        ])
         .output();
     let requirements = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/requirements.txt");
     match probe {
@@ -106,7 +109,12 @@ fn over_http(mode: &str) -> Scenario {
     let dir = tempfile::tempdir().unwrap();
     let archive = dir.path().join("archive");
     let mut server = Command::new(SERVER)
-        .args(["--archive", archive.to_str().unwrap(), "--http", "127.0.0.1:0"])
+        .args([
+            "--archive",
+            archive.to_str().unwrap(),
+            "--http",
+            "127.0.0.1:0",
+        ])
         .env("REEL_CONFIG_DIR", dir.path().join("config"))
         .env("REEL_FINGERPRINT_KEY", KEY_HEX)
         .stdin(Stdio::piped())
@@ -212,11 +220,17 @@ fn check(s: Scenario) {
         count["outputSchema"]["properties"]["counted"]["type"],
         "integer"
     );
-    assert_eq!(r["tools"]["confirm"]["annotations"], json!({ "destructiveHint": true }));
+    assert_eq!(
+        r["tools"]["confirm"]["annotations"],
+        json!({ "destructiveHint": true })
+    );
     // A string result has no MCP output schema; a tool without a spec
     // takes any object.
     assert!(r["tools"]["wait"].get("outputSchema").is_none());
-    assert_eq!(r["tools"]["echo"]["inputSchema"], json!({ "type": "object" }));
+    assert_eq!(
+        r["tools"]["echo"]["inputSchema"],
+        json!({ "type": "object" })
+    );
     assert_eq!(r["tools"].as_object().unwrap().len(), 8);
 
     // Progress: the tokens exactly, 0 included; with and without message.
@@ -261,14 +275,24 @@ fn check(s: Scenario) {
         .map(|(a, b)| (a.to_string(), b.to_string()))
     );
     assert_eq!(
-        r["logs"].as_array().unwrap().iter().filter(|l| l["logger"] == "count").count(),
+        r["logs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|l| l["logger"] == "count")
+            .count(),
         6,
         "{}",
         r["logs"]
     );
 
     // Elicitation: accept, decline, cancel (form), accept (url).
-    let outcomes: Vec<&Value> = r["confirm"].as_array().unwrap().iter().map(|c| &c["text"][0]).collect();
+    let outcomes: Vec<&Value> = r["confirm"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| &c["text"][0])
+        .collect();
     assert_eq!(
         outcomes,
         [
@@ -281,21 +305,30 @@ fn check(s: Scenario) {
     assert_eq!(questions.len(), 4);
     assert_eq!(questions[0]["mode"], "form");
     assert_eq!(questions[0]["message"], "Really deploy 0?");
-    assert_eq!(questions[0]["requestedSchema"]["properties"]["confirmed"]["type"], "boolean");
+    assert_eq!(
+        questions[0]["requestedSchema"]["properties"]["confirmed"]["type"],
+        "boolean"
+    );
     assert_eq!(questions[3]["mode"], "url");
     assert_eq!(questions[3]["url"], "https://registry.test/login");
     if !s.modern {
         // 2026-07-28 has no elicitationId (rmcp leaves it out).
         assert_eq!(questions[3]["elicitationId"], "el-c1");
     }
-    assert_eq!(r["sign_in"]["text"][0], "{\"outcome\":\"accept\",\"content\":null}");
+    assert_eq!(
+        r["sign_in"]["text"][0],
+        "{\"outcome\":\"accept\",\"content\":null}"
+    );
 
     // Errors: a tool's error and a rejected input are isError results; an
     // unknown tool is a JSON-RPC error.
     assert_eq!(r["fail"]["isError"], true);
     assert_eq!(r["fail"]["text"][0], "the disk is full");
     assert_eq!(r["bad_input"]["isError"], true);
-    assert!(r["bad_input"]["text"][0].as_str().unwrap().contains("/steps"));
+    assert!(r["bad_input"]["text"][0]
+        .as_str()
+        .unwrap()
+        .contains("/steps"));
     assert_eq!(r["unknown"]["code"], -32602);
     assert_eq!(r["echo"]["text"][0], "{\"x\":1}");
 
@@ -317,15 +350,24 @@ fn check(s: Scenario) {
         let requests = m["first"]["inputRequests"].as_object().unwrap();
         assert_eq!(requests.len(), 1);
         assert_eq!(requests["elicit-1"]["method"], "elicitation/create");
-        assert_eq!(requests["elicit-1"]["params"]["message"], "Really rotate keys?");
+        assert_eq!(
+            requests["elicit-1"]["params"]["message"],
+            "Really rotate keys?"
+        );
         assert_eq!(m["forged"]["code"], -32602);
-        assert!(m["forged"]["message"].as_str().unwrap().contains("seal does not hold"));
+        assert!(m["forged"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("seal does not hold"));
         assert_eq!(
             m["final"]["text"][0],
             "{\"outcome\":\"accept\",\"content\":{\"confirmed\":false}}"
         );
         assert_eq!(m["replayed"]["code"], -32602);
-        assert!(m["replayed"]["message"].as_str().unwrap().contains("not waiting"));
+        assert!(m["replayed"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not waiting"));
     }
 
     check_archive(&s);
@@ -353,13 +395,19 @@ fn check_archive(s: &Scenario) {
         assert!(st.key.starts_with("call-"), "{}", st.key);
         assert_eq!(st.facts[0]["kind"], "call.started");
         assert_eq!(st.started()["outside_run"]["key"], st.key.as_str());
-        assert!(st.facts.iter().all(|f| f["kind"] != "run.started" && f["kind"] != "run.ended"));
+        assert!(st
+            .facts
+            .iter()
+            .all(|f| f["kind"] != "run.started" && f["kind"] != "run.ended"));
         assert_eq!(st.started()["protocol"], "mcp");
         assert_eq!(st.started()["platform"], "claude");
         assert_eq!(st.started()["client_info"]["name"], "claude-code-test");
         assert_eq!(st.started()["client_info"]["version"], "1.2.3");
         assert_eq!(
-            st.facts.iter().filter(|f| f["kind"] == "call.started").count(),
+            st.facts
+                .iter()
+                .filter(|f| f["kind"] == "call.started")
+                .count(),
             1,
             "{}",
             st.key
@@ -372,7 +420,11 @@ fn check_archive(s: &Scenario) {
     // gave them; a log at debug and a notify at info, both delivered.
     let count0 = &streams[0];
     assert_eq!(count0.args(), &json!({ "steps": 2 }));
-    let progress: Vec<&Value> = count0.kinds("progress").iter().map(|p| &p["payload"]).collect();
+    let progress: Vec<&Value> = count0
+        .kinds("progress")
+        .iter()
+        .map(|p| &p["payload"])
+        .collect();
     assert_eq!(
         progress,
         [
@@ -385,7 +437,9 @@ fn check_archive(s: &Scenario) {
     assert_eq!(logs.len(), 2);
     assert_eq!(logs[0]["level"], "debug");
     assert_eq!(logs[1]["level"], "info");
-    assert!(logs.iter().all(|l| l["delivered"] == true && l["logger"] == "count"));
+    assert!(logs
+        .iter()
+        .all(|l| l["delivered"] == true && l["logger"] == "count"));
     assert_eq!(count0.ended()["status"], "ok");
     assert_eq!(count0.ended()["result"], json!({ "counted": 2 }));
 
@@ -406,7 +460,10 @@ fn check_archive(s: &Scenario) {
 
     // The traceparent of the request's _meta, as a caller label.
     let whoami = &streams[4];
-    assert_eq!(whoami.started()["outside_run"]["labels"]["traceparent"], TRACEPARENT);
+    assert_eq!(
+        whoami.started()["outside_run"]["labels"]["traceparent"],
+        TRACEPARENT
+    );
 
     // Elicitations: asked and answered, one each.
     let answers: Vec<Value> = streams[5..8]
@@ -433,9 +490,15 @@ fn check_archive(s: &Scenario) {
     assert_eq!(asked[0]["url"], "https://registry.test/login");
     assert_eq!(asked[0]["elicitation_id"], "el-c1");
 
-    assert_eq!(streams[9].ended(), &json!({ "status": "error", "error": "the disk is full" }));
+    assert_eq!(
+        streams[9].ended(),
+        &json!({ "status": "error", "error": "the disk is full" })
+    );
     assert_eq!(streams[11].ended()["status"], "error");
-    assert!(streams[11].ended()["error"].as_str().unwrap().contains("rejected its input"));
+    assert!(streams[11].ended()["error"]
+        .as_str()
+        .unwrap()
+        .contains("rejected its input"));
     assert_eq!(streams[12].ended()["status"], "error");
 
     let mut next = 13;
@@ -453,19 +516,38 @@ fn check_archive(s: &Scenario) {
 
     // The cancelled wait: cancel.requested, then the call aborted.
     let wait = &streams[next];
-    let kinds: Vec<&str> = wait.facts.iter().map(|f| f["kind"].as_str().unwrap()).collect();
-    assert_eq!(kinds, ["call.started", "progress", "cancel.requested", "call.ended"], "{}", wait.key);
+    let kinds: Vec<&str> = wait
+        .facts
+        .iter()
+        .map(|f| f["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        ["call.started", "progress", "cancel.requested", "call.ended"],
+        "{}",
+        wait.key
+    );
     assert_eq!(wait.ended()["status"], "aborted");
     // The race: what the archive says agrees with what the client saw.
     let race = &streams[next + 1];
-    let race_kinds: Vec<&str> = race.facts.iter().map(|f| f["kind"].as_str().unwrap()).collect();
-    match (r["race"].as_str().unwrap(), race.ended()["status"].as_str().unwrap()) {
+    let race_kinds: Vec<&str> = race
+        .facts
+        .iter()
+        .map(|f| f["kind"].as_str().unwrap())
+        .collect();
+    match (
+        r["race"].as_str().unwrap(),
+        race.ended()["status"].as_str().unwrap(),
+    ) {
         ("result", "ok") => assert!(!race_kinds.contains(&"cancel.requested")),
         ("cancelled", "aborted") => assert!(race_kinds.contains(&"cancel.requested")),
         // The tool finished before the cancel arrived; the client dropped
         // the result. A cancel after the call's end is not recorded.
         ("cancelled", "ok") => assert!(!race_kinds.contains(&"cancel.requested")),
-        other => panic!("the client saw {:?}, the archive has {:?}", other.0, race_kinds),
+        other => panic!(
+            "the client saw {:?}, the archive has {:?}",
+            other.0, race_kinds
+        ),
     }
 
     check_replay(&archive, &streams);
@@ -491,7 +573,10 @@ fn check_replay(archive: &Archive, streams: &[Stream]) {
         let report = rt.block_on(replay(&recording, &tools, &ReplayOptions::default()));
         assert!(report.outside_run, "{}", st.key);
         if st.tool() == "nope" {
-            assert!(matches!(report.calls[0].verdict, Verdict::MissingTool), "{report}");
+            assert!(
+                matches!(report.calls[0].verdict, Verdict::MissingTool),
+                "{report}"
+            );
         } else {
             assert!(report.is_match(), "{} ({}): {report}", st.key, st.tool());
         }

@@ -21,7 +21,9 @@ use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
 use crate::config::{Durability, RecorderConfig};
-use crate::providers::{ArtifactStore, CredentialProvider, Elicitor, LogListener, ProgressListener};
+use crate::providers::{
+    ArtifactStore, CredentialProvider, Elicitor, LogListener, ProgressListener,
+};
 use crate::writer::{unix_nanos, Queue};
 
 /// Errors of the host side.

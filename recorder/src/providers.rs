@@ -84,7 +84,13 @@ pub trait LogListener: Send + Sync {
     /// [`LogListener::deliver`] with the logger's name (MCP's `logger`,
     /// set by `ToolContext::set_logger`), what the recorder calls. The
     /// default drops the name and calls `deliver`.
-    fn deliver_from(&self, call_id: &str, level: Level, logger: Option<&str>, data: &Value) -> bool {
+    fn deliver_from(
+        &self,
+        call_id: &str,
+        level: Level,
+        logger: Option<&str>,
+        data: &Value,
+    ) -> bool {
         let _ = logger;
         self.deliver(call_id, level, data)
     }

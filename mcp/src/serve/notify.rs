@@ -47,7 +47,7 @@ struct Target {
 }
 
 enum Msg {
-    Send(ServerNotification),
+    Send(Box<ServerNotification>),
     Flush(oneshot::Sender<()>),
 }
 
@@ -75,7 +75,7 @@ impl Notifier {
                 match msg {
                     // A client gone is no failure of the call: its facts
                     // are recorded all the same.
-                    Msg::Send(n) => drop(peer.send_notification(n).await),
+                    Msg::Send(n) => drop(peer.send_notification(*n).await),
                     Msg::Flush(done) => drop(done.send(())),
                 }
             }
@@ -117,8 +117,8 @@ impl ProgressListener for Notifier {
         if let Some(message) = payload.get("message").and_then(Value::as_str) {
             params = params.with_message(message);
         }
-        let _ = self.tx.send(Msg::Send(ServerNotification::ProgressNotification(
-            ProgressNotification::new(params),
+        let _ = self.tx.send(Msg::Send(Box::new(
+            ServerNotification::ProgressNotification(ProgressNotification::new(params)),
         )));
     }
 }
@@ -144,8 +144,10 @@ impl LogListener for Notifier {
             params = params.with_logger(logger);
         }
         self.tx
-            .send(Msg::Send(ServerNotification::LoggingMessageNotification(
-                LoggingMessageNotification::new(params),
+            .send(Msg::Send(Box::new(
+                ServerNotification::LoggingMessageNotification(LoggingMessageNotification::new(
+                    params,
+                )),
             )))
             .is_ok()
     }

@@ -29,7 +29,9 @@ async fn count(ctx: ToolContext, args: CountArgs) -> Result<Counted, ToolError> 
     ctx.set_logger("count");
     ctx.log(Level::Debug, json!({ "steps": args.steps }));
     for step in 1..=args.steps {
-        ctx.progress(json!({ "progress": step, "total": args.steps, "message": format!("step {step}") }));
+        ctx.progress(
+            json!({ "progress": step, "total": args.steps, "message": format!("step {step}") }),
+        );
     }
     ctx.progress(json!({ "progress": args.steps + 1 }));
     ctx.notify(format!("counted {} steps", args.steps));
@@ -189,4 +191,3 @@ pub fn tools() -> Tools {
         )
         .register("echo", echo)
 }
-
