@@ -166,8 +166,12 @@ async def scenario(client, obs):
 
     obs.plan = [("accept", {"confirmed": True}), ("decline", None), ("cancel", None), ("accept", None)]
     report["confirm"] = [
-        result(await client.call_tool("confirm", {"action": f"deploy {i}"})) for i in range(3)
+        result(
+            await client.call_tool("confirm", {"action": f"deploy {i}"}, meta={"progressToken": f"confirm-{i}"})
+        )
+        for i in range(3)
     ]
+    report["confirm_progress"] = [obs.progress(f"confirm-{i}") for i in range(3)]
     report["sign_in"] = result(await client.call_tool("sign_in", {}))
     report["questions"] = obs.questions
 

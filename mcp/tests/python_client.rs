@@ -301,6 +301,14 @@ fn check(s: Scenario) {
             &json!("{\"outcome\":\"cancel\"}"),
         ]
     );
+    // The progress the tool reports after the answer reaches the client
+    // (over MRTR, on the request of the round that brought the answer).
+    for (i, progress) in r["confirm_progress"].as_array().unwrap().iter().enumerate() {
+        assert_eq!(
+            progress,
+            &json!([{ "progressToken": format!("confirm-{i}"), "progress": 1.0, "total": 1.0, "message": "answered" }])
+        );
+    }
     let questions = r["questions"].as_array().unwrap();
     assert_eq!(questions.len(), 4);
     assert_eq!(questions[0]["mode"], "form");

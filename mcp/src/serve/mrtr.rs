@@ -174,7 +174,10 @@ pub(crate) async fn call(
                     waiting.key
                 )),
             };
-            waiting.run.notifier.retarget(token, gate);
+            waiting
+                .run
+                .notifier
+                .retarget(context.peer.clone(), token, gate);
             let _ = waiting.answer.send(answer);
             (waiting.run, state.call, state.round)
         }

@@ -42,12 +42,13 @@ impl LogGate {
 /// (a call suspended in input-required rounds answers a new request each
 /// round).
 struct Target {
+    peer: Peer<RoleServer>,
     token: Option<ProgressToken>,
     gate: LogGate,
 }
 
 enum Msg {
-    Send(Box<ServerNotification>),
+    Send(Peer<RoleServer>, Box<ServerNotification>),
     Flush(oneshot::Sender<()>),
 }
 
@@ -63,7 +64,8 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Notifier {
-    /// Starts the call's sender task, sending to `peer`.
+    /// Starts the call's sender task; it sends to `peer` until
+    /// [`Notifier::retarget`].
     pub(crate) fn start(
         peer: Peer<RoleServer>,
         token: Option<ProgressToken>,
@@ -75,21 +77,27 @@ impl Notifier {
                 match msg {
                     // A client gone is no failure of the call: its facts
                     // are recorded all the same.
-                    Msg::Send(n) => drop(peer.send_notification(*n).await),
+                    Msg::Send(peer, n) => drop(peer.send_notification(*n).await),
                     Msg::Flush(done) => drop(done.send(())),
                 }
             }
         });
         Arc::new(Notifier {
             tx,
-            target: Mutex::new(Target { token, gate }),
+            target: Mutex::new(Target { peer, token, gate }),
             reports: AtomicU64::new(0),
         })
     }
 
-    /// The request the next notifications belong to.
-    pub(crate) fn retarget(&self, token: Option<ProgressToken>, gate: LogGate) {
-        *lock(&self.target) = Target { token, gate };
+    /// The request the next notifications belong to (over stateless
+    /// HTTP each round has a peer of its own).
+    pub(crate) fn retarget(
+        &self,
+        peer: Peer<RoleServer>,
+        token: Option<ProgressToken>,
+        gate: LogGate,
+    ) {
+        *lock(&self.target) = Target { peer, token, gate };
     }
 
     /// Waits until everything queued so far was handed to the transport:
@@ -105,8 +113,12 @@ impl Notifier {
 impl ProgressListener for Notifier {
     fn progress(&self, _call_id: &str, payload: &Value) {
         let n = self.reports.fetch_add(1, Ordering::Relaxed) + 1;
-        let Some(token) = lock(&self.target).token.clone() else {
-            return;
+        let (peer, token) = {
+            let target = lock(&self.target);
+            match &target.token {
+                Some(token) => (target.peer.clone(), token.clone()),
+                None => return,
+            }
         };
         let number = |key: &str| payload.get(key).and_then(Value::as_f64);
         let mut params =
@@ -117,9 +129,12 @@ impl ProgressListener for Notifier {
         if let Some(message) = payload.get("message").and_then(Value::as_str) {
             params = params.with_message(message);
         }
-        let _ = self.tx.send(Msg::Send(Box::new(
-            ServerNotification::ProgressNotification(ProgressNotification::new(params)),
-        )));
+        let _ = self.tx.send(Msg::Send(
+            peer,
+            Box::new(ServerNotification::ProgressNotification(
+                ProgressNotification::new(params),
+            )),
+        ));
     }
 }
 
@@ -136,19 +151,24 @@ impl LogListener for Notifier {
         data: &Value,
     ) -> bool {
         let level = convert::level(level);
-        if !lock(&self.target).gate.passes(level) {
-            return false;
-        }
+        let peer = {
+            let target = lock(&self.target);
+            if !target.gate.passes(level) {
+                return false;
+            }
+            target.peer.clone()
+        };
         let mut params = LoggingMessageNotificationParam::new(level, data.clone());
         if let Some(logger) = logger {
             params = params.with_logger(logger);
         }
         self.tx
-            .send(Msg::Send(Box::new(
-                ServerNotification::LoggingMessageNotification(LoggingMessageNotification::new(
-                    params,
+            .send(Msg::Send(
+                peer,
+                Box::new(ServerNotification::LoggingMessageNotification(
+                    LoggingMessageNotification::new(params),
                 )),
-            )))
+            ))
             .is_ok()
     }
 }

@@ -79,6 +79,9 @@ async fn confirm(ctx: ToolContext, args: ConfirmArgs) -> Result<Value, ToolError
         }),
     );
     let answer = ctx.elicit(question).await?;
+    // After the answer: over MRTR (2026-07-28) this goes to the request of
+    // the round that brought the answer.
+    ctx.progress(json!({ "progress": 1, "total": 1, "message": "answered" }));
     Ok(outcome(&answer.outcome))
 }
 
