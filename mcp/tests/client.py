@@ -151,6 +151,10 @@ async def scenario(client, obs):
 
     await client.call_tool("count", {"steps": 1}, progress_callback=on_progress)
     report["progress_callback"] = callback
+    # No token: the reports are only recorded.
+    before = len(obs.notifications)
+    await client.call_tool("count", {"steps": 1})
+    report["silent"] = [n for n in obs.notifications[before:] if n.get("method") == "notifications/progress"]
 
     report["levels"] = result(await client.call_tool("levels", {}))
     # Log messages ride the connection's own stream: a call after `levels`

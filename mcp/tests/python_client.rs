@@ -254,6 +254,7 @@ fn check(s: Scenario) {
         r["progress_callback"],
         json!([[1.0, 1.0, "step 1"], [2.0, null, null]])
     );
+    assert_eq!(r["silent"], json!([]));
 
     // Log messages: levels and logger names.
     let logs: Vec<(String, String)> = r["logs"]
@@ -281,7 +282,8 @@ fn check(s: Scenario) {
             .iter()
             .filter(|l| l["logger"] == "count")
             .count(),
-        6,
+        // Four calls of `count`, a debug line and a notify each.
+        8,
         "{}",
         r["logs"]
     );
@@ -387,8 +389,8 @@ fn check_archive(s: &Scenario) {
     let streams = streams(&archive);
     let tools_called: Vec<&str> = streams.iter().map(Stream::tool).collect();
     let mut expected = vec![
-        "count", "count", "count", "levels", "whoami", "confirm", "confirm", "confirm", "sign_in",
-        "fail", "echo", "count", "nope",
+        "count", "count", "count", "count", "levels", "whoami", "confirm", "confirm", "confirm",
+        "sign_in", "fail", "echo", "count", "nope",
     ];
     if s.modern {
         expected.push("confirm");
@@ -451,7 +453,10 @@ fn check_archive(s: &Scenario) {
     assert_eq!(count0.ended()["status"], "ok");
     assert_eq!(count0.ended()["result"], json!({ "counted": 2 }));
 
-    let levels = &streams[3];
+    // Without a token: recorded all the same.
+    assert_eq!(streams[3].kinds("progress").len(), 2);
+
+    let levels = &streams[4];
     let recorded: Vec<(&Value, &Value)> = levels
         .kinds("log")
         .iter()
@@ -467,14 +472,14 @@ fn check_archive(s: &Scenario) {
     );
 
     // The traceparent of the request's _meta, as a caller label.
-    let whoami = &streams[4];
+    let whoami = &streams[5];
     assert_eq!(
         whoami.started()["outside_run"]["labels"]["traceparent"],
         TRACEPARENT
     );
 
     // Elicitations: asked and answered, one each.
-    let answers: Vec<Value> = streams[5..8]
+    let answers: Vec<Value> = streams[6..9]
         .iter()
         .map(|st| {
             assert_eq!(st.kinds("elicit.requested").len(), 1);
@@ -492,24 +497,24 @@ fn check_archive(s: &Scenario) {
             json!({ "outcome": "cancel" }),
         ]
     );
-    let sign_in = &streams[8];
+    let sign_in = &streams[9];
     let asked = sign_in.kinds("elicit.requested");
     assert_eq!(asked[0]["mode"], "url");
     assert_eq!(asked[0]["url"], "https://registry.test/login");
     assert_eq!(asked[0]["elicitation_id"], "el-c1");
 
     assert_eq!(
-        streams[9].ended(),
+        streams[10].ended(),
         &json!({ "status": "error", "error": "the disk is full" })
     );
-    assert_eq!(streams[11].ended()["status"], "error");
-    assert!(streams[11].ended()["error"]
+    assert_eq!(streams[12].ended()["status"], "error");
+    assert!(streams[12].ended()["error"]
         .as_str()
         .unwrap()
         .contains("rejected its input"));
-    assert_eq!(streams[12].ended()["status"], "error");
+    assert_eq!(streams[13].ended()["status"], "error");
 
-    let mut next = 13;
+    let mut next = 14;
     if s.modern {
         let manual = &streams[next];
         assert_eq!(manual.args(), &json!({ "action": "rotate keys" }));
