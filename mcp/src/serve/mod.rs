@@ -54,7 +54,7 @@
 //!   outcome `error`. A client that declared no elicitation capability gets
 //!   no elicitor: the tool's question is refused (`elicit.refused`). On
 //!   2026-07-28 the call's answer is an input-required result instead (see
-//!   [`mrtr`](self#multi-round-trip-requests-2026-07-28)).
+//!   *Multi round-trip requests* below).
 //! - `notifications/cancelled` for a request (and over streamable HTTP a
 //!   closed response stream, which is the 2026-07-28 way to cancel) cancels
 //!   the call's context with [`Canceller::cancel`](reel_recorder::Canceller::cancel).
