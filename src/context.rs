@@ -804,6 +804,13 @@ pub trait CallBackend: Send + Sync {
     ) -> BoxFuture<'a, Result<Value, ToolError>>;
     /// Delivers a log line to a listening client; false when none listens.
     fn deliver_log(&self, level: Level, data: &Value) -> bool;
+    /// [`CallBackend::deliver_log`] with the logger's name (MCP's
+    /// `logger`), what the context calls. The default drops the name and
+    /// delivers with `deliver_log`.
+    fn deliver_log_from(&self, level: Level, logger: Option<&str>, data: &Value) -> bool {
+        let _ = logger;
+        self.deliver_log(level, data)
+    }
     /// Whether `report` payloads are kept (content logging).
     fn content_logging(&self) -> bool;
 }
@@ -1303,7 +1310,10 @@ impl ToolContext {
                 .unwrap_or_else(|p| p.into_inner())
                 .clone()
         });
-        let delivered = self.inner.backend.deliver_log(level, &data);
+        let delivered = self
+            .inner
+            .backend
+            .deliver_log_from(level, logger.as_deref(), &data);
         self.emit(FactKind::Log(Log {
             level,
             logger,

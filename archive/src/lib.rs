@@ -429,6 +429,36 @@ impl Archive {
         }
     }
 
+    /// A keyed MAC (HMAC-SHA256, all 32 bytes) of `data` for `purpose`,
+    /// under a key derived from the archive's fingerprint key for that
+    /// purpose alone: what a host seals state it hands out with (e.g. an
+    /// MCP server's `requestState`), and checks when it comes back. A MAC
+    /// for one purpose says nothing of another's, nor of any
+    /// [`Archive::fingerprint`].
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let config = reel_archive::ArchiveConfig { fingerprint_key: reel_archive::FingerprintKey::Key([7; 32]), ..Default::default() };
+    /// let archive = reel_archive::Archive::open(dir.path().join("a"), config).unwrap();
+    /// let tag = archive.keyed_mac("example/state", b"round 1");
+    /// assert_eq!(tag, archive.keyed_mac("example/state", b"round 1"));
+    /// assert_ne!(tag, archive.keyed_mac("example/other", b"round 1"));
+    /// ```
+    pub fn keyed_mac(&self, purpose: &str, data: &[u8]) -> [u8; 32] {
+        let mut derive = <Hmac<Sha256> as Mac>::new_from_slice(&self.inner.key.key()[..])
+            .expect("HMAC takes any key size");
+        // NUL-framed, so that no secret a credential fingerprints (text)
+        // names the derived key.
+        derive.update(b"\0reel keyed mac\0");
+        derive.update(purpose.as_bytes());
+        derive.update(b"\0");
+        let subkey = derive.finalize().into_bytes();
+        let mut mac =
+            <Hmac<Sha256> as Mac>::new_from_slice(&subkey).expect("HMAC takes any key size");
+        mac.update(data);
+        mac.finalize().into_bytes().into()
+    }
+
     /// The keyed fingerprint of a secret (HMAC-SHA256, first 16 bytes, hex)
     /// under the key of [`ArchiveConfig::fingerprint_key`], which is read
     /// (or created) on the first call and never stored in the archive.

@@ -22,7 +22,9 @@ use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
 use crate::config::{Durability, RecorderConfig};
-use crate::providers::{ArtifactStore, CredentialProvider, Elicitor, LogListener};
+use crate::providers::{
+    ArtifactStore, CredentialProvider, Elicitor, LogListener, ProgressListener,
+};
 use crate::writer::{unix_nanos, Queue};
 
 /// Errors of the host side.
@@ -666,6 +668,7 @@ struct Providers {
     elicitor: Option<Arc<dyn Elicitor>>,
     dispatcher: Option<Tools>,
     listener: Option<Arc<dyn LogListener>>,
+    progress: Option<Arc<dyn ProgressListener>>,
 }
 
 /// A call about to be made. Attach what the tool may use, then `invoke`.
@@ -802,6 +805,14 @@ impl CallBuilder {
     /// Attaches a listener for log notifications.
     pub fn listener(mut self, listener: Arc<dyn LogListener>) -> CallBuilder {
         self.providers.listener = Some(listener);
+        self
+    }
+
+    /// Attaches a listener that sees each progress report as it is filed
+    /// (an MCP server sends them as `notifications/progress`). Without one,
+    /// a report is only recorded.
+    pub fn progress_listener(mut self, listener: Arc<dyn ProgressListener>) -> CallBuilder {
+        self.providers.progress = Some(listener);
         self
     }
 
@@ -1136,7 +1147,11 @@ impl CallBackend for LiveBackend {
     }
 
     fn progress(&self, payload: Value) {
-        // The hot path: no allocation, no lock (see `Msg::Progress`).
+        // The hot path: no allocation, no lock (see `Msg::Progress`); a
+        // listener, when attached, sees the report first.
+        if let Some(listener) = &self.providers.progress {
+            listener.progress(&self.call_id, &payload);
+        }
         self.run.emit_progress(self.progress_key, payload);
     }
 
@@ -1374,10 +1389,14 @@ impl CallBackend for LiveBackend {
     }
 
     fn deliver_log(&self, level: Level, data: &Value) -> bool {
+        self.deliver_log_from(level, None, data)
+    }
+
+    fn deliver_log_from(&self, level: Level, logger: Option<&str>, data: &Value) -> bool {
         self.providers
             .listener
             .as_ref()
-            .is_some_and(|l| l.deliver(&self.call_id, level, data))
+            .is_some_and(|l| l.deliver_from(&self.call_id, level, logger, data))
     }
 
     fn content_logging(&self) -> bool {

@@ -55,5 +55,5 @@ pub use config::{Durability, RecorderConfig};
 pub use host::{CallBuilder, Caller, Canceller, Recorder, RecorderError, Run, RunStart};
 pub use providers::{
     validate, ArtifactStore, CredentialProvider, Elicitor, LogListener, MemoryArtifactStore,
-    MemoryVault, ResolvedSecret, ScriptedElicitor,
+    MemoryVault, ProgressListener, ResolvedSecret, ScriptedElicitor,
 };

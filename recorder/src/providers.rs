@@ -80,6 +80,30 @@ pub trait Elicitor: Send + Sync {
 pub trait LogListener: Send + Sync {
     /// Delivers one line; false when no client received it.
     fn deliver(&self, call_id: &str, level: Level, data: &Value) -> bool;
+
+    /// [`LogListener::deliver`] with the logger's name (MCP's `logger`,
+    /// set by `ToolContext::set_logger`), what the recorder calls. The
+    /// default drops the name and calls `deliver`.
+    fn deliver_from(
+        &self,
+        call_id: &str,
+        level: Level,
+        logger: Option<&str>,
+        data: &Value,
+    ) -> bool {
+        let _ = logger;
+        self.deliver(call_id, level, data)
+    }
+}
+
+/// Receives each progress report of a call as it is filed (MCP
+/// `notifications/progress`), before it is recorded. Called on the tool's
+/// thread: it must neither block nor fail (queue the report and send it
+/// elsewhere). Only a call with a listener attached pays for it.
+pub trait ProgressListener: Send + Sync {
+    /// One report of `call_id` (the call, or a call it dispatched), its
+    /// payload as the tool gave it (before redaction).
+    fn progress(&self, call_id: &str, payload: &Value);
 }
 
 /// A fixed map of need -> secret.
