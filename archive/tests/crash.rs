@@ -124,7 +124,7 @@ fn base_at(run_id: &str) -> i64 {
 /// enough that a block becomes one of sled's blobs.
 fn pad_len(run_id: &str, seq: u64) -> usize {
     let h = fnv(run_id);
-    if (seq.wrapping_mul(7919) ^ h) % 89 == 0 {
+    if (seq.wrapping_mul(7919) ^ h).is_multiple_of(89) {
         20_000 + (seq % 5) as usize * 30_000
     } else {
         (seq * 7 % 300) as usize
@@ -150,10 +150,10 @@ fn expected_new_fact(run_id: &str, seq: u64) -> NewFact {
     if seq == 0 {
         return run_level(FactKind::RunStarted(RunStarted {
             run_id: run_id.into(),
-            session_id: (h % 2 == 0).then(|| format!("session-{}", h % 5)),
-            identity: (h % 3 != 0).then(|| Identity {
+            session_id: (h.is_multiple_of(2)).then(|| format!("session-{}", h % 5)),
+            identity: (!h.is_multiple_of(3)).then(|| Identity {
                 tenant: Some(format!("tenant-{}", h % 3)),
-                principal: (h % 4 == 0).then(String::new),
+                principal: (h.is_multiple_of(4)).then(String::new),
                 conversation: None,
             }),
             producer: Producer {
@@ -206,9 +206,9 @@ fn expected_new_fact(run_id: &str, seq: u64) -> NewFact {
         3 => FactKind::Log(Log {
             level: Level::ALL[(seq % 8) as usize],
             logger: Some("crash".into()),
-            subflow: (seq % 3 == 0).then(|| "sub".to_string()),
+            subflow: (seq.is_multiple_of(3)).then(|| "sub".to_string()),
             data: json!({ "seq": seq, "msg": format!("log line of {run_id}") }),
-            delivered: seq % 2 == 0,
+            delivered: seq.is_multiple_of(2),
         }),
         _ => FactKind::CallEnded(CallEnded {
             outcome: if call % 5 == 4 {
@@ -331,7 +331,7 @@ fn child(dir: &Path) {
         } else {
             active[pick].1 = next;
         }
-        if rng.next() % 3 == 0 {
+        if rng.next().is_multiple_of(3) {
             if let Err(e) = archive.flush() {
                 child_fail(format!("flush: {e}"));
             }
@@ -413,7 +413,7 @@ fn parent() {
     for round in 0..rounds {
         let delay_ms = rng.range(20, 400);
         let child_seed = rng.next();
-        let flush_ms = (rng.next() % 2 == 0).then(|| rng.range(1, 10));
+        let flush_ms = (rng.next().is_multiple_of(2)).then(|| rng.range(1, 10));
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             run_round(&exe, &dir, round, delay_ms, flush_ms, child_seed, &mut know)
         }))

@@ -28,7 +28,7 @@ fn tenant(i: u64) -> String {
 
 /// Every 997th run failed; the others completed.
 fn failed(i: u64) -> bool {
-    i % 997 == 0
+    i.is_multiple_of(997)
 }
 
 fn facts(i: u64) -> Vec<NewFact> {

@@ -153,7 +153,7 @@ fn show_peak(dir: &Path, run: &str) -> (u64, u64) {
     for line in BufReader::new(child.stdout.take().unwrap()).lines() {
         line.unwrap();
         lines += 1;
-        if lines % 50_000 == 0 {
+        if lines.is_multiple_of(50_000) {
             // Let the sampler see the child mid-stream.
             std::thread::sleep(Duration::from_millis(20));
         }
