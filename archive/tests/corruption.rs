@@ -86,7 +86,12 @@ fn fact(run: &str, n: usize, salt: u64) -> NewFact {
     let kind = match n % 3 {
         0 => FactKind::CallStarted(CallStarted {
             call_id: format!("{run}-call-{}", n / 3),
-            tool_name: if n.is_multiple_of(2) { "search" } else { "fetch" }.into(),
+            tool_name: if n.is_multiple_of(2) {
+                "search"
+            } else {
+                "fetch"
+            }
+            .into(),
             tool_id: None,
             parent_call: None,
             iteration: 0,
