@@ -370,6 +370,34 @@ mod tests {
         RunStarted, RunStatus,
     };
 
+    #[test]
+    fn ends_stream_is_run_ended_or_the_outside_calls_call_ended() {
+        let ended = FactKind::RunEnded(RunEnded {
+            status: RunStatus::Completed,
+        });
+        let call_ended = FactKind::CallEnded(CallEnded {
+            outcome: CallOutcome::Ok {
+                result: serde_json::json!(null),
+            },
+            duration_ns: 0,
+            invocation_id: None,
+        });
+        assert!(ends_stream(None, None, &ended));
+        assert!(!ends_stream(None, Some("c1"), &call_ended));
+        assert!(ends_stream(Some("c1"), Some("c1"), &call_ended));
+        assert!(!ends_stream(Some("c1"), Some("c2"), &call_ended));
+        assert!(!ends_stream(Some("c1"), None, &ended));
+        let late = LateFact {
+            stream: "r".into(),
+            kind: "log".into(),
+            count: 2,
+        };
+        assert_eq!(
+            late.to_string(),
+            "stream \"r\": 2 log fact(s) filed after the stream ended were not recorded (run.ended, or the call.ended of a call outside any run, is a stream's last fact)"
+        );
+    }
+
     fn record(key: &str, outside_run: Option<&str>) -> RunRecord {
         let head = match outside_run {
             None => Fact {

@@ -103,13 +103,14 @@ impl Archive {
                 Ok(Some(record)) => record,
                 // An index entry of no run: `verify` reports it.
                 Ok(None) => continue,
-                Err(detail) => {
+                Err(ArchiveError::DamagedRecord { detail, .. }) => {
                     damaged.push(DamagedRun {
                         ordinal: Some(ordinal),
                         detail,
                     });
                     continue;
                 }
+                Err(e) => return Err(e),
             };
             if !matches(filter, &record) {
                 continue;

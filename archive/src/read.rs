@@ -28,14 +28,20 @@ impl Archive {
         })
     }
 
-    pub(crate) fn record_by_ordinal(&self, ordinal: u64) -> Result<Option<RunRecord>, String> {
+    /// The record of the run `ordinal`: `None` when there is none, a
+    /// storage error as such, and a record that does not decode as
+    /// [`ArchiveError::DamagedRecord`] naming the ordinal (`#7`).
+    pub(crate) fn record_by_ordinal(&self, ordinal: u64) -> Result<Option<RunRecord>> {
         let bytes = self
             .trees()
             .runs
             .get(keys::run_key(ordinal))
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| self.storage(e))?;
         let Some(bytes) = bytes else { return Ok(None) };
-        let record = decode_record(&bytes)?;
+        let record = decode_record(&bytes).map_err(|detail| ArchiveError::DamagedRecord {
+            run: format!("#{ordinal}"),
+            detail,
+        })?;
         // A run this process is writing has a fresher count in memory.
         if !record.state.is_closed() {
             let live = lock(&self.inner.live).get(&record.run_id).cloned();
@@ -50,9 +56,13 @@ impl Archive {
     pub fn run(&self, run_id: &str) -> Result<RunRecord> {
         let ordinal = self.ordinal(run_id)?;
         self.record_by_ordinal(ordinal)
-            .map_err(|detail| ArchiveError::DamagedRecord {
-                run: run_id.into(),
-                detail,
+            .map_err(|e| match e {
+                // Named by the id asked for.
+                ArchiveError::DamagedRecord { detail, .. } => ArchiveError::DamagedRecord {
+                    run: run_id.into(),
+                    detail,
+                },
+                e => e,
             })?
             .ok_or_else(|| ArchiveError::UnknownRun {
                 run_id: run_id.into(),
@@ -64,14 +74,13 @@ impl Archive {
         self.trees().by_time.iter().map(move |item| {
             let (key, _) = item.map_err(|e| self.storage(e))?;
             let (_, ordinal) = keys::split_index_tail(&key).unwrap_or((0, u64::MAX));
-            self.record_by_ordinal(ordinal)
-                .ok()
-                .flatten()
-                .map(|r| r.run_id)
-                .ok_or_else(|| ArchiveError::DamagedRecord {
+            match self.record_by_ordinal(ordinal)? {
+                Some(r) => Ok(r.run_id),
+                None => Err(ArchiveError::DamagedRecord {
                     run: format!("#{ordinal}"),
-                    detail: "the time index points at a missing or damaged run record".into(),
-                })
+                    detail: "the time index points at a missing run record".into(),
+                }),
+            }
         })
     }
 

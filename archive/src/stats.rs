@@ -1,6 +1,6 @@
 //! Figures about the whole archive.
 
-use crate::{keys, Archive, DamagedRun, Result};
+use crate::{keys, Archive, ArchiveError, DamagedRun, Result};
 
 /// Figures about the whole archive.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -44,10 +44,11 @@ impl Archive {
             match self.record_by_ordinal(ordinal) {
                 Ok(Some(r)) => facts += r.facts,
                 Ok(None) => {}
-                Err(detail) => damaged.push(DamagedRun {
+                Err(ArchiveError::DamagedRecord { detail, .. }) => damaged.push(DamagedRun {
                     ordinal: Some(ordinal),
                     detail,
                 }),
+                Err(e) => return Err(e),
             }
         }
         let end = |item: Option<sled::Result<(sled::IVec, sled::IVec)>>| -> Result<Option<(String, i64)>> {

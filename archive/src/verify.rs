@@ -164,7 +164,7 @@ impl Archive {
         let mut derived: Option<RunRecord> = None;
         // The stream rules append and import apply, over the facts that
         // decode; lost facts (reported per block) are skipped over.
-        let mut rules = StreamRules::of(&record);
+        let mut rules = StreamRules::of(record);
         // Every block so far decoded and followed the previous one without a
         // gap: only then must the facts agree with the record's calls and
         // tools.

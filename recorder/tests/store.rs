@@ -188,3 +188,47 @@ async fn a_second_store_receives_exactly_the_facts_the_archive_stores() {
     assert!(*memory.flushes.lock().unwrap() >= 3);
     assert_eq!(*memory.closed.lock().unwrap(), vec!["r1".to_owned()]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn facts_filed_after_the_run_ended_never_reach_the_store() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let reads = Archive::open(
+        dir.path(),
+        ArchiveConfig {
+            fingerprint_key: FingerprintKey::Key([3; 32]),
+            ..ArchiveConfig::default()
+        },
+    )
+    .expect("open");
+    let memory = Arc::new(MemoryStore::default());
+    let recorder = Recorder::with_store(reads, memory.clone(), config()).expect("recorder");
+    let run = recorder
+        .start_run(RunStart::new("r2"))
+        .await
+        .expect("start");
+    let kept: Arc<Mutex<Option<ToolContext>>> = Arc::default();
+    let keep = kept.clone();
+    run.call("keeps", 0)
+        .invoke(move |ctx: ToolContext, _: u32| async move {
+            *keep.lock().unwrap() = Some(ctx.clone());
+            ctx.progress(json!({ "message": "in time" }));
+            Ok::<_, ToolError>(0u32)
+        })
+        .await
+        .expect("call");
+    let canceller = run.call("never", 0).canceller();
+    run.end(RunStatus::Completed).await.expect("end");
+    // After run.ended: a progress report, a log and a cancel, all late.
+    let ctx = kept.lock().unwrap().take().expect("kept");
+    ctx.progress(json!({ "message": "too late" }));
+    ctx.log(Level::Info, "too late");
+    canceller.cancel(Some("too late"));
+    recorder.shutdown().await.expect("shutdown");
+
+    let received = memory.facts("r2");
+    let kinds: Vec<&str> = received.iter().map(|f| f.kind.name()).collect();
+    assert_eq!(kinds.last(), Some(&"run.ended"), "{kinds:?}");
+    let text = serde_json::to_string(&received).expect("json");
+    assert!(!text.contains("too late"), "{kinds:?}");
+    assert!(text.contains("in time"));
+}
