@@ -519,7 +519,15 @@ impl Writer {
             // late fact racing the end) is reported and dropped, never
             // allowed to take the run's real facts down with it.
             let state = self.runs.entry(run.clone()).or_default();
-            let end = if state.ended {
+            // A stream the writer has already forgotten (its end was
+            // written and it was closed) comes back only as facts that do
+            // not begin a stream: late too, never numbered from 0 again.
+            let forgotten = state.seq.next_seq() == 0
+                && facts.first().is_some_and(|f| {
+                    !matches!(&f.kind, FactKind::RunStarted(_))
+                        && !matches!(&f.kind, FactKind::CallStarted(c) if c.outside_run.is_some())
+                });
+            let end = if state.ended || forgotten {
                 Some(0)
             } else {
                 let outside = state.outside.as_deref();
@@ -534,6 +542,17 @@ impl Writer {
                     facts.split_off(end)
                 }
                 None => Vec::new(),
+            };
+            if forgotten {
+                self.runs.remove(&run);
+            }
+            let Some(state) = self.runs.get_mut(&run) else {
+                report_late(&LateFact {
+                    stream: run.to_string(),
+                    kind: "fact".into(),
+                    count: late.len(),
+                });
+                continue;
             };
             // Numbered here, after the late facts are cut: the one numberer.
             let first = state.seq.next_seq();
