@@ -720,18 +720,16 @@ impl ToolError {
 /// call. Implemented by the recorder (live) and the replayer (from the log).
 ///
 /// Contract: [`CallBackend::emit`] is called for every fact the tool causes,
-/// in order, and must neither block nor fail. An answering method is called
+/// in order, and must neither block nor fail. A progress report comes as a
+/// [`Progress`] fact whose `count` is 0: the backend has it numbered by
+/// its stream's [`Sequencer`](crate::sequence::Sequencer) in the order it
+/// was filed (it is the hot path: a tool calls it in loops, so a live
+/// backend may send it in a compact form, as the recorder does). An answering method is called
 /// right after the context filed the fact that asks (e.g.
 /// `credential.requested`) and before it files the answer.
 pub trait CallBackend: Send + Sync {
     /// Files one fact of this call.
     fn emit(&self, kind: FactKind);
-    /// Files a progress report of this call (the hot path: a tool calls it
-    /// in loops). The backend numbers it
-    /// ([`crate::fact::Progress::count`]) in filing order, so that counts
-    /// follow record order also when clones of the context report
-    /// concurrently.
-    fn progress(&self, payload: Value);
     /// An await point: waits while the write queue is over its bound.
     fn ready(&self) -> BoxFuture<'_, ()>;
     /// True when a credential provider is attached.
@@ -1219,8 +1217,14 @@ impl ToolContext {
         if self.after_respond("progress").is_err() {
             return;
         }
-        // Numbered by the backend, which files reports in order.
-        self.inner.backend.progress(payload);
+        // The context builds the fact, as for every capability. Its count
+        // is numbering, like its seq: 0 here, and given by the stream's
+        // `Sequencer` in filing order, so that counts follow record order
+        // also when clones of the context report concurrently (the
+        // recorder's writer numbers it; the replayer's backend as it files).
+        self.inner
+            .backend
+            .emit(FactKind::Progress(Progress { payload, count: 0 }));
     }
 
     /// MCP-style progress (`notifications/progress`): files the payload

@@ -359,6 +359,29 @@ pub struct Producer {
     pub version: String,
 }
 
+/// `as_str()` (the name a fact records, its serde name) and `Display` (the
+/// same name) for a fact enum, so that renderers print names, never
+/// `format!("{:?}")`. `fact::tests::enum_names_are_serde_names` holds
+/// every name to serde's.
+macro_rules! names {
+    ($ty:ident { $($variant:ident => $name:literal),+ $(,)? }) => {
+        impl $ty {
+            /// The name the record uses for this value (its serde name).
+            pub fn as_str(&self) -> &'static str {
+                match self {
+                    $($ty::$variant { .. } => $name,)+
+                }
+            }
+        }
+
+        impl fmt::Display for $ty {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
 /// Lifetime a cleanup is bound to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -371,15 +394,7 @@ pub enum TeardownScope {
     Session,
 }
 
-impl fmt::Display for TeardownScope {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            TeardownScope::Call => "call",
-            TeardownScope::Run => "run",
-            TeardownScope::Session => "session",
-        })
-    }
-}
+names!(TeardownScope { Call => "call", Run => "run", Session => "session" });
 
 /// Declared execution discipline of a call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -390,6 +405,8 @@ pub enum CallMode {
     /// Asynchronous.
     Async,
 }
+
+names!(CallMode { Sync => "sync", Async => "async" });
 
 /// The client that made the request (MCP `clientInfo`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -441,6 +458,8 @@ pub enum CredentialMode {
     Pulled,
 }
 
+names!(CredentialMode { Declared => "declared", Pulled => "pulled" });
+
 /// A keyed fingerprint (HMAC-SHA256 with the fingerprint key, kept outside
 /// the archive: see `Archive::fingerprint`) of a secret: tells "same
 /// credential" apart without keeping it.
@@ -470,6 +489,17 @@ pub enum Level {
     Debug,
 }
 
+names!(Level {
+    Emergency => "emergency",
+    Alert => "alert",
+    Critical => "critical",
+    Error => "error",
+    Warning => "warning",
+    Notice => "notice",
+    Info => "info",
+    Debug => "debug",
+});
+
 impl Level {
     /// All levels, most severe first.
     pub const ALL: [Level; 8] = [
@@ -494,6 +524,8 @@ pub enum ElicitMode {
     Url,
 }
 
+names!(ElicitMode { Form => "form", Url => "url" });
+
 /// The outcome of an elicitation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "outcome", rename_all = "snake_case")]
@@ -517,6 +549,14 @@ pub enum ElicitOutcome {
     Timeout,
 }
 
+names!(ElicitOutcome {
+    Accept => "accept",
+    Decline => "decline",
+    Cancel => "cancel",
+    Error => "error",
+    Timeout => "timeout",
+});
+
 /// How a cleanup ended.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "outcome", rename_all = "snake_case")]
@@ -532,6 +572,8 @@ pub enum TeardownOutcome {
     TimedOut,
 }
 
+names!(TeardownOutcome { Ok => "ok", Error => "error", TimedOut => "timed_out" });
+
 /// The outcome of a journaled effect.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -541,6 +583,8 @@ pub enum EffectOutcome {
     /// The effect failed with this error.
     Err(String),
 }
+
+names!(EffectOutcome { Ok => "ok", Err => "err" });
 
 /// How a call ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -554,6 +598,8 @@ pub enum CallStatus {
     Aborted,
 }
 
+names!(CallStatus { Ok => "ok", Error => "error", Aborted => "aborted" });
+
 /// How a run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -566,6 +612,8 @@ pub enum RunStatus {
     Cancelled,
 }
 
+names!(RunStatus { Completed => "completed", Failed => "failed", Cancelled => "cancelled" });
+
 /// Which artifact operation a refusal concerns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -575,6 +623,8 @@ pub enum ArtifactOp {
     /// Fetching.
     Get,
 }
+
+names!(ArtifactOp { Put => "put", Get => "get" });
 
 // ---------------------------------------------------------------------------
 // The catalogue
@@ -1018,6 +1068,8 @@ pub enum CallOutcome {
     },
 }
 
+names!(CallOutcome { Ok => "ok", Error => "error", Aborted => "aborted" });
+
 impl CallOutcome {
     /// Ok, error or aborted.
     pub fn status(&self) -> CallStatus {
@@ -1034,4 +1086,110 @@ impl CallOutcome {
 pub struct RunEnded {
     /// How the run ended.
     pub status: RunStatus,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{json, Value};
+
+    /// The serde name of `value`: the string it serialises to, or the tag
+    /// `tag` of the object it serialises to.
+    fn serde_name<T: Serialize>(value: &T, tag: Option<&str>) -> String {
+        let v = serde_json::to_value(value).expect("serialises");
+        match (tag, &v) {
+            (None, Value::String(s)) => s.clone(),
+            (Some(tag), Value::Object(o)) => o[tag].as_str().expect("tag").to_owned(),
+            // An externally tagged variant with data: its one key.
+            (None, Value::Object(o)) if o.len() == 1 => o.keys().next().unwrap().clone(),
+            _ => panic!("unexpected serde form {v}"),
+        }
+    }
+
+    fn check<T: Serialize + fmt::Display>(
+        values: &[T],
+        tag: Option<&str>,
+        as_str: fn(&T) -> &'static str,
+    ) {
+        for v in values {
+            let name = serde_name(v, tag);
+            assert_eq!(as_str(v), name);
+            assert_eq!(v.to_string(), name);
+        }
+    }
+
+    #[test]
+    fn enum_names_are_serde_names() {
+        use TeardownScope as S;
+        check(&[S::Call, S::Run, S::Session], None, S::as_str);
+        check(&[CallMode::Sync, CallMode::Async], None, CallMode::as_str);
+        check(
+            &[CredentialMode::Declared, CredentialMode::Pulled],
+            None,
+            CredentialMode::as_str,
+        );
+        check(&Level::ALL, None, Level::as_str);
+        check(
+            &[ElicitMode::Form, ElicitMode::Url],
+            None,
+            ElicitMode::as_str,
+        );
+        check(
+            &[
+                ElicitOutcome::Accept { content: json!({}) },
+                ElicitOutcome::Decline,
+                ElicitOutcome::Cancel,
+                ElicitOutcome::Error {
+                    message: "m".into(),
+                },
+                ElicitOutcome::Timeout,
+            ],
+            Some("outcome"),
+            ElicitOutcome::as_str,
+        );
+        check(
+            &[
+                TeardownOutcome::Ok,
+                TeardownOutcome::Error {
+                    message: "m".into(),
+                },
+                TeardownOutcome::TimedOut,
+            ],
+            Some("outcome"),
+            TeardownOutcome::as_str,
+        );
+        check(
+            &[EffectOutcome::Ok(json!(1)), EffectOutcome::Err("e".into())],
+            None,
+            EffectOutcome::as_str,
+        );
+        check(
+            &[CallStatus::Ok, CallStatus::Error, CallStatus::Aborted],
+            None,
+            CallStatus::as_str,
+        );
+        check(
+            &[
+                RunStatus::Completed,
+                RunStatus::Failed,
+                RunStatus::Cancelled,
+            ],
+            None,
+            RunStatus::as_str,
+        );
+        check(
+            &[ArtifactOp::Put, ArtifactOp::Get],
+            None,
+            ArtifactOp::as_str,
+        );
+        check(
+            &[
+                CallOutcome::Ok { result: json!(1) },
+                CallOutcome::Error { error: "e".into() },
+                CallOutcome::Aborted { reason: None },
+            ],
+            Some("status"),
+            CallOutcome::as_str,
+        );
+    }
 }

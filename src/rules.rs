@@ -157,6 +157,34 @@ enum Head {
     Call(String),
 }
 
+/// Whether `kind`, filed under `call`, ends its stream (rule 4's end): a
+/// run ends with `run.ended`; the stream of a call outside any run
+/// (`outside`: that call's id) ends with that call's `call.ended`. The one
+/// statement of the end, for the rules here and for the recorder, which
+/// stops taking a stream's facts there.
+pub fn ends_stream(outside: Option<&str>, call: Option<&str>, kind: &FactKind) -> bool {
+    match (outside, kind) {
+        (Some(root), FactKind::CallEnded(_)) => call == Some(root),
+        (Some(_), _) => false,
+        (None, kind) => matches!(kind, FactKind::RunEnded(_)),
+    }
+}
+
+/// A fact filed after its stream ended (rule 4): it is not recorded. The
+/// one error for it, wherever the recorder meets one (a tool filing after
+/// `run.ended`, a fact racing the end in the writer's queue, a store that
+/// has closed the stream).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("stream {stream:?}: {count} {kind} fact(s) filed after the stream ended were not recorded (run.ended, or the call.ended of a call outside any run, is a stream's last fact)")]
+pub struct LateFact {
+    /// The stream's key (run id, or the key of a call outside any run).
+    pub stream: String,
+    /// The kind of the late fact (or `fact` for several kinds).
+    pub kind: String,
+    /// How many.
+    pub count: usize,
+}
+
 /// Checks a stream's facts against the rules, in order, one at a time:
 /// where the stream stands is the state.
 ///
@@ -250,11 +278,11 @@ impl StreamRules {
             };
         }
         self.started |= seq == 0 || is_head(kind);
-        let ends = match (&self.head, kind) {
-            (Some(Head::Call(root)), FactKind::CallEnded(_)) => call == Some(root.as_str()),
-            (Some(Head::Call(_)), _) => false,
-            (_, kind) => matches!(kind, FactKind::RunEnded(_)),
+        let outside = match &self.head {
+            Some(Head::Call(root)) => Some(root.as_str()),
+            _ => None,
         };
+        let ends = ends_stream(outside, call, kind);
         if ends && self.ended.is_none() {
             self.ended = Some(seq);
         }
@@ -341,6 +369,34 @@ mod tests {
         CallEnded, CallMode, CallOutcome, CallStarted, Log, OutsideRun, Producer, RunEnded,
         RunStarted, RunStatus,
     };
+
+    #[test]
+    fn ends_stream_is_run_ended_or_the_outside_calls_call_ended() {
+        let ended = FactKind::RunEnded(RunEnded {
+            status: RunStatus::Completed,
+        });
+        let call_ended = FactKind::CallEnded(CallEnded {
+            outcome: CallOutcome::Ok {
+                result: serde_json::json!(null),
+            },
+            duration_ns: 0,
+            invocation_id: None,
+        });
+        assert!(ends_stream(None, None, &ended));
+        assert!(!ends_stream(None, Some("c1"), &call_ended));
+        assert!(ends_stream(Some("c1"), Some("c1"), &call_ended));
+        assert!(!ends_stream(Some("c1"), Some("c2"), &call_ended));
+        assert!(!ends_stream(Some("c1"), None, &ended));
+        let late = LateFact {
+            stream: "r".into(),
+            kind: "log".into(),
+            count: 2,
+        };
+        assert_eq!(
+            late.to_string(),
+            "stream \"r\": 2 log fact(s) filed after the stream ended were not recorded (run.ended, or the call.ended of a call outside any run, is a stream's last fact)"
+        );
+    }
 
     fn record(key: &str, outside_run: Option<&str>) -> RunRecord {
         let head = match outside_run {

@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 
-use crate::fact::{Fact, NewFact};
+use crate::fact::{Fact, FactKind, NewFact};
 
 /// Numbers one stream's facts and its calls' progress reports.
 ///
@@ -22,6 +22,13 @@ use crate::fact::{Fact, NewFact};
 /// assert_eq!(seq.number(fact).seq, 1);
 /// assert_eq!((seq.progress("c1"), seq.progress("c1"), seq.progress("c2")), (1, 2, 1));
 /// assert_eq!(seq.progress_so_far("c1"), 2);
+///
+/// // A progress report filed unnumbered (count 0) gets its call's next count.
+/// use reel::fact::Progress;
+/// let report = |count| NewFact { at: 0, offset: 0, call: Some("c1".into()),
+///     kind: FactKind::Progress(Progress { payload: "p".into(), count }) };
+/// let FactKind::Progress(p) = seq.number(report(0)).kind else { unreachable!() };
+/// assert_eq!(p.count, 3);
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Sequencer {
@@ -48,11 +55,43 @@ impl Sequencer {
         self.next_seq
     }
 
-    /// Gives `fact` the next seq.
-    pub fn number(&mut self, fact: NewFact) -> Fact {
+    /// Gives `fact` the next seq, and a progress report filed unnumbered
+    /// (`count` 0, as the context files it) its call's next count. A
+    /// progress report that carries a count keeps it, and later reports of
+    /// its call count on from it.
+    pub fn number(&mut self, mut fact: NewFact) -> Fact {
+        if let FactKind::Progress(p) = &mut fact.kind {
+            let call = fact.call.as_deref().unwrap_or_default();
+            if p.count == 0 {
+                p.count = self.progress(call);
+            } else {
+                self.saw_progress(call, p.count);
+            }
+        }
         let seq = self.next_seq;
         self.next_seq += 1;
         fact.with_seq(seq)
+    }
+
+    /// Takes note of a fact numbered elsewhere (an import, or a batch
+    /// another sequencer numbered): the next seq follows it, and a
+    /// progress report's call counts on from its count.
+    pub fn observe(&mut self, fact: &Fact) {
+        self.next_seq = self.next_seq.max(fact.seq.saturating_add(1));
+        if let FactKind::Progress(p) = &fact.kind {
+            self.saw_progress(fact.call.as_deref().unwrap_or_default(), p.count);
+        }
+    }
+
+    /// Sets the next seq back (or on) to `next_seq`: a batch numbered from
+    /// there was not stored. Progress counts stay: those reports were filed.
+    pub fn rewind(&mut self, next_seq: u64) {
+        self.next_seq = next_seq;
+    }
+
+    fn saw_progress(&mut self, call: &str, count: u64) {
+        let n = self.progress.entry(call.to_owned()).or_insert(0);
+        *n = (*n).max(count);
     }
 
     /// Numbers a batch, in order.

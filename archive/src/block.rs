@@ -101,6 +101,15 @@ fn compress_into(payload: &[u8], value: &mut Vec<u8>) -> bool {
     }
 }
 
+/// The previous digest and the digest a block's header holds, each when
+/// the header is long enough to hold it (read even from a damaged block).
+pub(crate) fn header_digests(value: &[u8]) -> (Option<Digest>, Option<Digest>) {
+    (
+        value.get(5..37).and_then(|d| d.try_into().ok()),
+        value.get(37..HEADER_LEN).and_then(|d| d.try_into().ok()),
+    )
+}
+
 /// The digest of a block: sha256 of its header up to the digest and of its
 /// stored payload. `value` is at least 37 bytes long.
 pub(crate) fn digest_of(value: &[u8]) -> Digest {

@@ -139,7 +139,7 @@ impl KeySlot {
     }
 
     /// The key: read or created on first use. When that fails, a key of
-    /// this process's own, said once on standard error: fingerprints then
+    /// this process's own, said once as a `tracing` warning: fingerprints then
     /// compare only within this process, and nothing is stored.
     pub(crate) fn key(&self) -> &[u8; 32] {
         self.key.get_or_init(|| {
@@ -149,7 +149,7 @@ impl KeySlot {
                 Source::Nowhere(why) => Err(why.clone()),
             };
             found.unwrap_or_else(|why| {
-                eprintln!(
+                tracing::warn!(
                     "reel: {why}. Credential fingerprints of this process use a key of its own \
                      and compare only with each other."
                 );
@@ -248,7 +248,7 @@ fn read_key(path: &Path) -> Result<Option<Zeroizing<[u8; 32]>>, String> {
         use std::os::unix::fs::PermissionsExt as _;
         if let Ok(meta) = std::fs::metadata(path) {
             if meta.permissions().mode() & 0o077 != 0 {
-                eprintln!(
+                tracing::warn!(
                     "reel: the fingerprint key file {} can be read by other users: \
                      `chmod 600` it",
                     path.display()

@@ -2,7 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{keys, Archive, ArchiveError, Result};
+use crate::keys::{ListCursor, Listing};
+use crate::{Archive, ArchiveError, Result};
 use reel::run::{RunRecord, RunState};
 
 /// Which runs to list. All filters combine with AND; runs come newest first.
@@ -29,20 +30,14 @@ pub struct RunFilter {
 #[serde(transparent)]
 pub struct Cursor(pub String);
 
-impl Cursor {
-    fn new(started: i64, ordinal: u64) -> Cursor {
-        Cursor(format!(
-            "{}{}",
-            hex::encode(keys::time_bytes(started)),
-            hex::encode(ordinal.to_be_bytes())
-        ))
-    }
-
-    fn decode(&self) -> Option<[u8; 16]> {
-        let mut out = [0u8; 16];
-        hex::decode_to_slice(&self.0, &mut out).ok()?;
-        Some(out)
-    }
+/// A run whose stored record is damaged: a listing or the archive's
+/// figures name it instead of leaving it out silently.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DamagedRun {
+    /// The run's ordinal (its place in the archive), when its key reads.
+    pub ordinal: Option<u64>,
+    /// What is wrong.
+    pub detail: String,
 }
 
 /// One page of runs.
@@ -52,6 +47,10 @@ pub struct RunPage {
     pub runs: Vec<RunRecord>,
     /// Set when more runs match: pass it as [`RunFilter::cursor`].
     pub next: Option<Cursor>,
+    /// Runs the scanned index points at whose stored record is damaged
+    /// (they cannot be filtered, so they are named here, not listed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub damaged: Vec<DamagedRun>,
 }
 
 impl Archive {
@@ -61,62 +60,73 @@ impl Archive {
     /// Facts are never read.
     pub fn list_runs(&self, filter: &RunFilter) -> Result<RunPage> {
         let t = self.trees();
-        let (tree, prefix) = if let Some(tenant) = &filter.tenant {
-            (&t.by_tenant, keys::name_prefix(tenant))
+        let (tree, listing) = if let Some(tenant) = &filter.tenant {
+            (&t.by_tenant, Listing::Tenant(tenant))
         } else if let Some(tool) = &filter.tool {
-            (&t.by_tool, keys::name_prefix(tool))
+            (&t.by_tool, Listing::Tool(tool))
         } else if let Some(status) = filter.status {
-            (&t.by_status, vec![keys::state_byte(status)])
+            (&t.by_status, Listing::Status(status))
         } else {
-            (&t.by_time, Vec::new())
+            (&t.by_time, Listing::Time)
         };
         let limit = match filter.limit {
             None | Some(0) => 100,
             Some(n) => n,
         };
-        let mut lo = prefix.clone();
-        lo.extend_from_slice(&keys::time_bytes(filter.since.unwrap_or(i64::MIN)));
-        let mut hi = prefix.clone();
-        match filter.until {
-            Some(until) => hi.extend_from_slice(&keys::time_bytes(until)),
-            None => hi.extend_from_slice(&[0xff; 17]),
-        }
-        if let Some(cursor) = &filter.cursor {
-            let c = cursor.decode().ok_or_else(|| ArchiveError::InvalidFacts {
-                run_id: String::new(),
-                detail: format!("cursor {:?} is not one reel handed out: pass the `next` cursor of a previous page", cursor.0),
-            })?;
-            let mut at = prefix.clone();
-            at.extend_from_slice(&c);
-            if at < hi {
-                hi = at;
+        let cursor = match &filter.cursor {
+            None => None,
+            Some(cursor) => {
+                Some(
+                    ListCursor::decode(&cursor.0).ok_or_else(|| ArchiveError::BadCursor {
+                        cursor: cursor.0.clone(),
+                    })?,
+                )
             }
-        }
+        };
         let mut runs = Vec::new();
         let mut next = None;
         let mut last = None;
-        if lo >= hi {
-            return Ok(RunPage { runs, next });
-        }
-        for item in tree.range(lo..hi).rev() {
+        let mut damaged = Vec::new();
+        let Some(range) = listing.range(filter.since, filter.until, cursor.as_ref()) else {
+            return Ok(RunPage {
+                runs,
+                next,
+                damaged,
+            });
+        };
+        for item in tree.range(range).rev() {
             let (key, _) = item.map_err(|e| self.storage(e))?;
-            let Some((started, ordinal)) = keys::split_index_tail(&key) else {
+            let Some((started, ordinal)) = crate::keys::split_index_tail(&key) else {
                 continue;
             };
-            let Ok(Some(record)) = self.record_by_ordinal(ordinal) else {
-                continue;
+            let record = match self.record_by_ordinal(ordinal) {
+                Ok(Some(record)) => record,
+                // An index entry of no run: `verify` reports it.
+                Ok(None) => continue,
+                Err(ArchiveError::DamagedRecord { detail, .. }) => {
+                    damaged.push(DamagedRun {
+                        ordinal: Some(ordinal),
+                        detail,
+                    });
+                    continue;
+                }
+                Err(e) => return Err(e),
             };
             if !matches(filter, &record) {
                 continue;
             }
             if runs.len() == limit {
-                next = last.map(|(started, ordinal)| Cursor::new(started, ordinal));
+                next = last.map(|(started, ordinal)| Cursor(ListCursor::encode(started, ordinal)));
                 break;
             }
             runs.push(record);
             last = Some((started, ordinal));
         }
-        Ok(RunPage { runs, next })
+        Ok(RunPage {
+            runs,
+            next,
+            damaged,
+        })
     }
 }
 

@@ -12,6 +12,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::{ArchiveStats, RunFilter, RunPage};
+use reel::gap::Gap;
 use reel::{Fact, RunRecord};
 
 /// The socket's file name inside the archive directory.
@@ -63,15 +64,8 @@ pub enum Reply {
     RunIds(Vec<String>),
     /// One fact.
     Fact(Fact),
-    /// Facts that could not be read (a damaged block).
-    Gap {
-        /// First seq.
-        first: u64,
-        /// Last seq, when known.
-        last: Option<u64>,
-        /// Why.
-        detail: String,
-    },
+    /// Facts that could not be read (a damaged block): the one gap type.
+    Gap(Gap),
     /// The end of a fact stream.
     End,
     /// Archive figures.

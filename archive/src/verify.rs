@@ -6,7 +6,8 @@ use std::fmt;
 use serde::Serialize;
 use sha2::{Digest as _, Sha256};
 
-use super::{block, decode_record, keys, Archive, Result, StreamRules};
+use crate::record::decode_record;
+use crate::{block, keys, Archive, Result, StreamRules};
 use reel::run::RunRecord;
 
 /// One thing wrong with the archive.
@@ -61,7 +62,7 @@ impl Archive {
     /// Checks the whole archive: every block decodes and matches its
     /// checksum, each run's hash chain is unbroken, seqs are gapless from 0,
     /// each run's facts keep the stream rules that `append` and import
-    /// apply ([`rules`](super::rules)), run records agree with their facts,
+    /// apply ([`reel::rules`]), run records agree with their facts,
     /// indexes agree with run records, and artifacts match their digests.
     /// Never stops at the first problem.
     pub fn verify(&self) -> Result<VerifyReport> {
@@ -73,7 +74,7 @@ impl Archive {
         for item in t.runs.iter() {
             let (key, value) = item.map_err(s)?;
             report.runs += 1;
-            let Some(ordinal) = keys::u64_from(&key) else {
+            let Some(ordinal) = keys::ordinal_from(&key) else {
                 report
                     .problems
                     .push(problem(None, None, "a run record has a damaged key"));
@@ -89,7 +90,7 @@ impl Archive {
                 }
             };
             match t.run_ids.get(&record.run_id).map_err(s)? {
-                Some(o) if keys::u64_from(&o) == Some(ordinal) => {}
+                Some(o) if keys::ordinal_from(&o) == Some(ordinal) => {}
                 _ => report.problems.push(problem(
                     Some(record.run_id.clone()),
                     None,
@@ -102,7 +103,7 @@ impl Archive {
 
         for item in t.run_ids.iter() {
             let (key, value) = item.map_err(s)?;
-            let known = keys::u64_from(&value).is_some_and(|o| records.contains_key(&o));
+            let known = keys::ordinal_from(&value).is_some_and(|o| records.contains_key(&o));
             if !known {
                 report.problems.push(problem(
                     Some(String::from_utf8_lossy(&key).into_owned()),
@@ -174,7 +175,7 @@ impl Archive {
         let blocks: Vec<_> = self
             .trees()
             .events
-            .scan_prefix(ordinal.to_be_bytes())
+            .scan_prefix(keys::events_prefix(ordinal))
             .collect::<Result<_, _>>()
             .map_err(|e| self.storage(e))?;
         for (i, (key, value)) in blocks.iter().enumerate() {
@@ -204,8 +205,7 @@ impl Archive {
             }
             // The header's own digest, even if the payload is damaged, so a
             // single flipped byte does not also break the next link.
-            let header_digest: Option<[u8; 32]> = value.get(37..69).and_then(|d| d.try_into().ok());
-            let header_prev: Option<[u8; 32]> = value.get(5..37).and_then(|d| d.try_into().ok());
+            let (header_prev, header_digest) = block::header_digests(value);
             if let (Some(p), Some(want)) = (header_prev, prev_digests) {
                 if !want.contains(&p) {
                     report.problems.push(problem(
@@ -315,22 +315,11 @@ impl Archive {
         let mut want_tool = BTreeSet::new();
         let mut want_status = BTreeSet::new();
         for (&ord, r) in records {
-            want_time.insert(keys::index_key(&[], r.started_at, ord));
-            if let Some(tenant) = r.tenant() {
-                want_tenant.insert(keys::index_key(
-                    &keys::name_prefix(tenant),
-                    r.started_at,
-                    ord,
-                ));
-            }
-            for tool in &r.tools {
-                want_tool.insert(keys::index_key(&keys::name_prefix(tool), r.started_at, ord));
-            }
-            want_status.insert(keys::index_key(
-                &[keys::state_byte(r.state)],
-                r.started_at,
-                ord,
-            ));
+            let entries = keys::index_entries(ord, r);
+            want_time.insert(entries.time);
+            want_tenant.extend(entries.tenant);
+            want_tool.extend(entries.tools);
+            want_status.insert(entries.status);
         }
         for (name, tree, want) in [
             ("start-time", &t.by_time, want_time),
@@ -375,7 +364,8 @@ fn problem(run_id: Option<String>, seqs: Option<(u64, Option<u64>)>, what: &str)
 
 #[cfg(test)]
 mod tests {
-    use super::super::{block, encode_record, keys, Archive, ArchiveConfig};
+    use crate::record::encode_record;
+    use crate::{block, keys, Archive, ArchiveConfig};
     use reel::fact::{Fact, FactKind, Log, NewFact, Producer, RunEnded, RunStarted, RunStatus};
 
     fn new(kind: FactKind) -> NewFact {
@@ -430,7 +420,7 @@ mod tests {
         let t = archive.trees();
         let (_, last) = t
             .events
-            .scan_prefix(ordinal.to_be_bytes())
+            .scan_prefix(keys::events_prefix(ordinal))
             .last()
             .expect("a block")
             .expect("read");
@@ -444,7 +434,7 @@ mod tests {
         let mut record = archive.run("r").expect("record");
         record.facts = seq + 1;
         t.runs
-            .insert(ordinal.to_be_bytes(), encode_record(&record))
+            .insert(keys::run_key(ordinal), encode_record(&record))
             .expect("insert");
         let report = archive.verify().expect("verify");
         report.problems.iter().map(|p| p.to_string()).collect()

@@ -879,10 +879,9 @@ fn check(case: &Case) -> Result<(), String> {
             .collect();
         // Every damaged block of the table holds more than one fact.
         let head_ok = matches!(sub.first(), Some(Err(ArchiveError::Corrupt {
-                first_seq,
-                last_seq,
+                gap,
                 ..
-            })) if *first_seq == first && *last_seq == last);
+            })) if gap.first == first && gap.last == last);
         if !head_ok {
             return Err(format!(
                 "reading {damaged} from {} does not begin with the damaged block: {:?}",
@@ -945,13 +944,36 @@ fn check(case: &Case) -> Result<(), String> {
                 return Err(format!("{damaged} is {}, not incomplete", r.state));
             }
         }
-        Err(ArchiveError::Corrupt { run_id, .. })
-            if matches!(case.read, Read::RecordDamaged) && run_id == damaged => {}
+        // A damaged record is its own error, naming the run.
+        Err(ArchiveError::DamagedRecord { run, .. })
+            if matches!(case.read, Read::RecordDamaged) && run == damaged => {}
         Err(e) => return Err(format!("run({damaged}): {e}")),
     }
-    archive
+    let page = archive
         .list_runs(&RunFilter::default())
         .map_err(|e| format!("list_runs: {e}"))?;
+    let stats = archive.stats().map_err(|e| format!("stats: {e}"))?;
+    // A damaged record is named, not dropped silently, by the listing and
+    // by the figures; an intact archive names none.
+    let named = |damaged: &[reel_archive::DamagedRun]| {
+        damaged.len() == 1 && damaged[0].ordinal.is_some() && !damaged[0].detail.is_empty()
+    };
+    match case.read {
+        Read::RecordDamaged if !named(&page.damaged) || !named(&stats.damaged) => {
+            return Err(format!(
+                "the damaged record of {damaged} is not named: list_runs {:?}, stats {:?}",
+                page.damaged, stats.damaged
+            ))
+        }
+        Read::RecordDamaged => {}
+        _ if !page.damaged.is_empty() || !stats.damaged.is_empty() => {
+            return Err(format!(
+                "{damaged}: an intact record is named damaged: {:?} {:?}",
+                page.damaged, stats.damaged
+            ))
+        }
+        _ => {}
+    }
     archive
         .list_runs(&RunFilter {
             tenant: Some("acme".into()),
@@ -1028,12 +1050,9 @@ fn check_read(
             for item in got {
                 match item {
                     Ok(f) => facts.push(f.clone()),
-                    Err(ArchiveError::Corrupt {
-                        run_id,
-                        first_seq,
-                        last_seq,
-                        ..
-                    }) if run_id == run && *first_seq == first && *last_seq == last => {
+                    Err(ArchiveError::Corrupt { run_id, gap })
+                        if run_id == run && gap.first == first && gap.last == last =>
+                    {
                         errors += 1;
                         // In seq order: after the facts before the damage.
                         if facts.last().is_some_and(|f: &Fact| f.seq >= first) {

@@ -60,20 +60,21 @@ pub async fn reel(dir: &Path, shape: Shape) -> io::Result<(Recorded, Archive)> {
         tasks.push(tokio::spawn(async move {
             let run = recorder
                 .start_run(RunStart::new(workload::run_id(r)))
-                .await?;
+                .await
+                .map_err(io::Error::other)?;
             for c in 0..shape.calls {
                 run.call(workload::TOOL, workload::args(r, c, shape.progress))
                     .invoke(workload::busy)
                     .await
-                    .map_err(|e| reel_recorder::RecorderError::Writer(e.to_string()))?;
+                    .map_err(|e| io::Error::other(e.to_string()))?;
             }
-            run.end(RunStatus::Completed).await
+            run.end(RunStatus::Completed)
+                .await
+                .map_err(io::Error::other)
         }));
     }
     for task in tasks {
-        task.await
-            .map_err(io::Error::other)?
-            .map_err(io::Error::other)?;
+        task.await.map_err(io::Error::other)??;
     }
     recorder.shutdown().await.map_err(io::Error::other)?;
     let elapsed = started.elapsed();

@@ -189,16 +189,7 @@ async fn serve(archive: Archive, stream: UnixStream) -> std::io::Result<()> {
 fn fact_reply(item: Result<reel::Fact, ArchiveError>) -> Reply {
     match item {
         Ok(f) => Reply::Fact(f),
-        Err(ArchiveError::Corrupt {
-            first_seq,
-            last_seq,
-            detail,
-            ..
-        }) => Reply::Gap {
-            first: first_seq,
-            last: last_seq,
-            detail,
-        },
+        Err(ArchiveError::Corrupt { gap, .. }) => Reply::Gap(gap),
         Err(e) => error(e),
     }
 }

@@ -26,7 +26,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use reel::context::Secret;
 use reel::fact::{FactKind, NewFact, Progress};
 use reel::redact::{spill_large, KnownSecrets, Redactor};
-use reel_archive::{Archive, ArchiveError};
+use reel::rules::{ends_stream, LateFact};
+use reel::sequence::Sequencer;
+use reel_archive::{Store, StoreError};
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot, Notify};
 
@@ -42,8 +44,9 @@ use crate::config::{Durability, RecorderConfig};
 /// (With the whole 376-byte `NewFact` inline, the copy into the channel and
 /// the channel's zeroed blocks were most of what `progress()` cost.)
 pub(crate) enum Msg {
-    /// A progress report of a call opened by [`Msg::Call`]; the writer
-    /// numbers it and builds its fact.
+    /// A progress report of a call opened by [`Msg::Call`]: the fact the
+    /// context built (`Progress { payload, count: 0 }` of that call), sent
+    /// as its payload alone; the stream's [`Sequencer`] numbers it.
     Progress {
         call: u64,
         tick: u64,
@@ -70,7 +73,7 @@ pub(crate) enum Msg {
     Artifact { bytes: Vec<u8> },
     /// Everything sent before is appended and flushed: then ack.
     Flush {
-        ack: oneshot::Sender<Result<(), String>>,
+        ack: oneshot::Sender<Result<(), WriteError>>,
     },
     /// The run ended: forget its secrets and calls once its facts are
     /// written.
@@ -78,6 +81,36 @@ pub(crate) enum Msg {
     /// The queue is closing: take no more messages, write what was sent
     /// before, flush, and stop.
     Close,
+}
+
+/// Why the write pipeline failed (the first failure is kept and reported
+/// to every later flush and at shutdown).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WriteError {
+    /// The recorder was shut down: nothing more is written.
+    #[error("the recorder has shut down")]
+    ShutDown,
+    /// The writer thread stopped before answering.
+    #[error("the recorder's writer stopped")]
+    WriterStopped,
+    /// A fact was filed after the recorder shut down: it was not recorded.
+    #[error("a fact was filed after the recorder shut down")]
+    FiledAfterShutdown,
+    /// The store refused or failed (`what` the writer was doing).
+    #[error("{what}: {detail}")]
+    Store {
+        /// What the writer was doing, e.g. `run "r": appending facts`.
+        what: String,
+        /// The store's error.
+        detail: String,
+    },
+}
+
+/// Reports facts filed after their stream ended: not recorded, said as a
+/// `tracing` warning (the host's subscriber decides where it goes). The
+/// one place the recorder reports the "no fact after the end" rule.
+pub(crate) fn report_late(late: &LateFact) {
+    tracing::warn!(stream = %late.stream, kind = %late.kind, count = late.count, "reel-recorder: {late}");
 }
 
 /// The tools' side of the queue.
@@ -93,12 +126,12 @@ pub(crate) struct Queue {
     room: Arc<Notify>,
     bound: usize,
     thread: Mutex<Option<JoinHandle<()>>>,
-    failure: Arc<Mutex<Option<String>>>,
+    failure: Arc<Mutex<Option<WriteError>>>,
 }
 
 impl Queue {
-    /// Starts the writer thread over `archive`.
-    pub(crate) fn start(archive: Archive, config: &RecorderConfig) -> std::io::Result<Queue> {
+    /// Starts the writer thread over `store`.
+    pub(crate) fn start(store: Arc<dyn Store>, config: &RecorderConfig) -> std::io::Result<Queue> {
         // tokio's unbounded channel recycles its blocks of slots, where
         // std's allocates and zeroes a new block every 31 messages on the
         // sending (the tool's) thread. The writer is a plain thread: it
@@ -112,7 +145,7 @@ impl Queue {
             clock: clock.clone(),
             runs: HashMap::new(),
             calls: HashMap::new(),
-            archive,
+            store,
             rx,
             in_flight: in_flight.clone(),
             room: room.clone(),
@@ -187,7 +220,7 @@ impl Queue {
         self.in_flight.fetch_add(1, Ordering::Relaxed);
         if !self.send(msg) {
             self.in_flight.fetch_sub(1, Ordering::Relaxed);
-            self.set_failure("a fact was filed after the recorder shut down".into());
+            self.set_failure(WriteError::FiledAfterShutdown);
         }
     }
 
@@ -207,13 +240,12 @@ impl Queue {
     }
 
     /// Waits until everything filed before is appended and durable.
-    pub(crate) async fn flush(&self) -> Result<(), String> {
+    pub(crate) async fn flush(&self) -> Result<(), WriteError> {
         let (ack, done) = oneshot::channel();
         if !self.send(Msg::Flush { ack }) {
-            return Err("the recorder has shut down".into());
+            return Err(WriteError::ShutDown);
         }
-        done.await
-            .map_err(|_| "the recorder's writer stopped".to_string())?
+        done.await.map_err(|_| WriteError::WriterStopped)?
     }
 
     /// Waits while the queue is over its bound (an await point of a tool).
@@ -233,14 +265,14 @@ impl Queue {
     }
 
     /// The first write failure, if any.
-    pub(crate) fn failure(&self) -> Option<String> {
+    pub(crate) fn failure(&self) -> Option<WriteError> {
         self.failure
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
     }
 
-    fn set_failure(&self, f: String) {
+    fn set_failure(&self, f: WriteError) {
         let mut slot = self.failure.lock().unwrap_or_else(|p| p.into_inner());
         slot.get_or_insert(f);
     }
@@ -265,14 +297,14 @@ impl Drop for Queue {
 }
 
 struct Writer {
-    archive: Archive,
+    store: Arc<dyn Store>,
     rx: mpsc::UnboundedReceiver<Msg>,
     in_flight: Arc<AtomicUsize>,
     room: Arc<Notify>,
     redactor: Redactor,
     inline_limit: usize,
     flush_every_batch: bool,
-    failure: Arc<Mutex<Option<String>>>,
+    failure: Arc<Mutex<Option<WriteError>>>,
     clock: quanta::Clock,
     /// What the writer keeps per open run.
     runs: HashMap<Arc<str>, RunState>,
@@ -293,14 +325,17 @@ struct RunState {
     /// For a call outside any run: its call id, whose `call.ended` is the
     /// stream's last fact (as `run.ended` is a run's).
     outside: Option<String>,
+    /// Numbers the stream's facts and progress reports: the one numberer
+    /// (`reel::sequence`), so every [`Store`] gets the same numbers.
+    seq: Sequencer,
+    /// The stream's end was appended: later facts are late.
+    ended: bool,
 }
 
 /// A call that files progress reports.
 struct CallSlot {
     run: Arc<str>,
     call: Arc<str>,
-    /// Reports numbered so far.
-    count: u64,
 }
 
 /// A fact received, not yet timed: `tick` becomes `at` and `offset`.
@@ -350,26 +385,25 @@ impl Writer {
                         payload,
                     } => {
                         n += 1;
-                        match self.calls.get_mut(&call) {
+                        match self.calls.get(&call) {
                             Some(slot) => {
-                                slot.count += 1;
                                 let fact = NewFact {
                                     at: 0,
                                     offset: 0,
                                     // Not `to_string()`: that goes through `Display`.
                                     call: Some(String::from(&*slot.call)),
-                                    kind: FactKind::Progress(Progress {
-                                        payload,
-                                        count: slot.count,
-                                    }),
+                                    // Numbered when the batch is (`Sequencer`).
+                                    kind: FactKind::Progress(Progress { payload, count: 0 }),
                                 };
                                 batch_of(&mut batches, slot.run.clone())
                                     .push(Pending { tick, fact });
                             }
                             // Its run has ended and was forgotten.
-                            None => eprintln!(
-                                "reel-recorder: a progress fact arrived after its run ended and was not recorded"
-                            ),
+                            None => report_late(&LateFact {
+                                stream: "(an ended run)".into(),
+                                kind: "progress".into(),
+                                count: 1,
+                            }),
                         }
                     }
                     Msg::Fact { run, tick, fact } => {
@@ -385,21 +419,14 @@ impl Writer {
                     }
                     Msg::Call { key, run, call } => {
                         self.runs.entry(run.clone()).or_default().calls.push(key);
-                        self.calls.insert(
-                            key,
-                            CallSlot {
-                                run,
-                                call,
-                                count: 0,
-                            },
-                        );
+                        self.calls.insert(key, CallSlot { run, call });
                     }
                     Msg::Secret { run, secret } => {
                         self.runs.entry(run).or_default().secrets.add(secret)
                     }
                     Msg::Artifact { bytes } => {
-                        if let Err(e) = self.archive.put_artifact(&bytes) {
-                            self.fail(format!("storing an artifact failed: {e}"));
+                        if let Err(e) = self.store.put_artifact(&bytes) {
+                            self.fail("storing an artifact", &e);
                         }
                     }
                     Msg::Flush { ack } => acks.push(ack),
@@ -418,16 +445,18 @@ impl Writer {
                     for key in state.calls {
                         self.calls.remove(&key);
                     }
+                    if let Err(e) = self.store.close_stream(&run) {
+                        self.fail(&format!("run {run}: closing its stream"), &e);
+                    }
                 }
             }
             if !acks.is_empty() || self.flush_every_batch {
-                let result = self.archive.flush().map(|_| ()).map_err(|e| e.to_string());
-                if let Err(e) = &result {
-                    self.fail(format!("flushing failed: {e}"));
+                if let Err(e) = self.store.flush() {
+                    self.fail("flushing", &e);
                 }
                 let result = match self.failure() {
                     Some(f) => Err(f),
-                    None => result,
+                    None => Ok(()),
                 };
                 for ack in acks.drain(..) {
                     let _ = ack.send(result.clone());
@@ -437,8 +466,8 @@ impl Writer {
             self.room.notify_waiters();
         }
         // The queue closed: make everything durable before the thread ends.
-        if let Err(e) = self.archive.flush() {
-            self.fail(format!("the final flush failed: {e}"));
+        if let Err(e) = self.store.flush() {
+            self.fail("the final flush", &e);
         }
     }
 
@@ -474,53 +503,117 @@ impl Writer {
             let mut spill_err = None;
             for fact in &mut facts {
                 self.redactor.redact_fact(&mut fact.kind, secrets);
-                let archive = &self.archive;
+                let store = &self.store;
                 spill_large(&mut fact.kind, self.inline_limit, |bytes| {
-                    archive.put_artifact(bytes).unwrap_or_else(|e| {
-                        spill_err = Some(e.to_string());
+                    store.put_artifact(bytes).unwrap_or_else(|e| {
+                        spill_err = Some(e);
                         String::new()
                     })
                 });
             }
             if let Some(e) = spill_err {
-                self.fail(format!("run {run}: storing a large payload failed: {e}"));
+                self.fail(&format!("run {run}: storing a large payload"), &e);
             }
             // run.ended is a run's last fact (and the call.ended of a call
             // outside any run is its stream's): anything filed after it (a
             // late fact racing the end) is reported and dropped, never
             // allowed to take the run's real facts down with it.
-            let outside = self.runs.get(&run).and_then(|s| s.outside.as_deref());
-            let late = match facts.iter().position(|f| match (&f.kind, outside) {
-                (FactKind::RunEnded(_), None) => true,
-                (FactKind::CallEnded(_), Some(root)) => f.call.as_deref() == Some(root),
-                _ => false,
-            }) {
-                Some(end) => facts.split_off(end + 1),
+            let state = self.runs.entry(run.clone()).or_default();
+            // A stream the writer has already forgotten (its end was
+            // written and it was closed) comes back only as facts that do
+            // not begin a stream: late too, never numbered from 0 again.
+            let forgotten = state.seq.next_seq() == 0
+                && facts.first().is_some_and(|f| {
+                    !matches!(&f.kind, FactKind::RunStarted(_))
+                        && !matches!(&f.kind, FactKind::CallStarted(c) if c.outside_run.is_some())
+                });
+            let end = if state.ended || forgotten {
+                Some(0)
+            } else {
+                let outside = state.outside.as_deref();
+                facts
+                    .iter()
+                    .position(|f| ends_stream(outside, f.call.as_deref(), &f.kind))
+                    .map(|end| end + 1)
+            };
+            let late = match end {
+                Some(end) => {
+                    state.ended = true;
+                    facts.split_off(end)
+                }
                 None => Vec::new(),
             };
-            match self.archive.append(&run, facts) {
-                Ok(_) => {}
-                Err(ArchiveError::RunClosed { .. }) => {
-                    eprintln!("reel-recorder: run {run}: facts filed after the run ended were not recorded");
+            if forgotten {
+                self.runs.remove(&run);
+            }
+            let Some(state) = self.runs.get_mut(&run) else {
+                report_late(&LateFact {
+                    stream: run.to_string(),
+                    kind: "fact".into(),
+                    count: late.len(),
+                });
+                continue;
+            };
+            // Numbered here, after the late facts are cut: the one numberer.
+            let first = state.seq.next_seq();
+            let numbered = state.seq.number_all(facts);
+            let count = numbered.len();
+            let appended = if numbered.is_empty() {
+                Ok(())
+            } else {
+                self.store.append_batch(&run, numbered)
+            };
+            match appended {
+                Ok(()) => {}
+                Err(StoreError::StreamClosed { .. }) => {
+                    if let Some(state) = self.runs.get_mut(&run) {
+                        state.seq.rewind(first);
+                    }
+                    report_late(&LateFact {
+                        stream: run.to_string(),
+                        kind: "fact".into(),
+                        count,
+                    });
                 }
-                Err(e) => self.fail(format!("run {run}: appending facts failed: {e}")),
+                Err(e) => {
+                    // Not stored: the next batch is numbered from here.
+                    if let Some(state) = self.runs.get_mut(&run) {
+                        state.seq.rewind(first);
+                    }
+                    self.fail(&format!("run {run}: appending facts"), &e);
+                }
             }
             if !late.is_empty() {
-                eprintln!(
-                    "reel-recorder: run {run}: {} fact(s) filed after run.ended were not recorded",
-                    late.len()
-                );
+                let kind = match late
+                    .iter()
+                    .map(|f| f.kind.name())
+                    .collect::<std::collections::BTreeSet<_>>()
+                {
+                    kinds if kinds.len() == 1 => {
+                        kinds.into_iter().next().unwrap_or("fact").to_owned()
+                    }
+                    _ => "fact".to_owned(),
+                };
+                report_late(&LateFact {
+                    stream: run.to_string(),
+                    kind,
+                    count: late.len(),
+                });
             }
         }
     }
 
-    fn fail(&self, what: String) {
-        eprintln!("reel-recorder: {what}");
+    fn fail(&self, what: &str, e: &StoreError) {
+        let failure = WriteError::Store {
+            what: what.to_owned(),
+            detail: e.to_string(),
+        };
+        tracing::error!("reel-recorder: {failure}");
         let mut slot = self.failure.lock().unwrap_or_else(|p| p.into_inner());
-        slot.get_or_insert(what);
+        slot.get_or_insert(failure);
     }
 
-    fn failure(&self) -> Option<String> {
+    fn failure(&self) -> Option<WriteError> {
         self.failure
             .lock()
             .unwrap_or_else(|p| p.into_inner())

@@ -307,20 +307,21 @@ struct Session {
 #[derive(Default)]
 struct Out {
     facts: Vec<Fact>,
+    /// Numbers the re-derived facts (the one numberer).
+    seq: reel::sequence::Sequencer,
     calls: Vec<(u64, CallReport)>,
     matched: u64,
 }
 
 impl Out {
     fn push_fact(&mut self, at: i64, offset: u64, call: Option<&str>, kind: FactKind) {
-        let seq = self.facts.len() as u64;
-        self.facts.push(Fact {
-            seq,
+        let fact = self.seq.number(reel::fact::NewFact {
             at,
             offset,
             call: call.map(str::to_owned),
             kind,
         });
+        self.facts.push(fact);
     }
 }
 
@@ -556,7 +557,7 @@ fn replay_call<'a>(
                 teardowns: HashMap::new(),
                 next_child: 0,
                 children_done: 0,
-                progress: 0,
+                progress: reel::sequence::Sequencer::new(),
             }),
         });
         backend.maybe_cancel(0);
@@ -636,8 +637,8 @@ struct CallState {
     next_child: usize,
     /// Child calls that have ended.
     children_done: usize,
-    /// Progress reports filed so far (numbers them).
-    progress: u64,
+    /// Numbers the call's progress reports (the one numberer).
+    progress: reel::sequence::Sequencer,
 }
 
 struct ReplayBackend {
@@ -933,15 +934,13 @@ impl ReplayBackend {
 }
 
 impl CallBackend for ReplayBackend {
-    fn emit(&self, kind: FactKind) {
-        self.file(self.state(), kind);
-    }
-
-    fn progress(&self, payload: Value) {
+    fn emit(&self, mut kind: FactKind) {
         let mut st = self.state();
-        st.progress += 1;
-        let count = st.progress;
-        self.file(st, FactKind::Progress(Progress { payload, count }));
+        // Numbered in filing order, as the recorder's writer numbers.
+        if let FactKind::Progress(p) = &mut kind {
+            p.count = st.progress.progress("");
+        }
+        self.file(st, kind);
     }
 
     fn ready(&self) -> BoxFuture<'_, ()> {

@@ -705,7 +705,6 @@ struct Bare;
 
 impl CallBackend for Bare {
     fn emit(&self, _kind: FactKind) {}
-    fn progress(&self, _payload: Value) {}
     fn ready(&self) -> BoxFuture<'_, ()> {
         Box::pin(async {})
     }

@@ -185,15 +185,10 @@ impl Source {
         match self {
             Source::Local(a) => Ok(Box::new(a.facts(run_id, from..)?.map(|item| match item {
                 Ok(f) => Ok(Item::Fact(f)),
-                Err(ArchiveError::Corrupt {
-                    first_seq,
-                    last_seq,
-                    detail,
-                    ..
-                }) => Ok(Item::Gap {
-                    first: first_seq,
-                    last: last_seq,
-                    detail,
+                Err(ArchiveError::Corrupt { gap, .. }) => Ok(Item::Gap {
+                    first: gap.first,
+                    last: gap.last,
+                    detail: gap.detail,
                 }),
                 Err(e) => Err(e.into()),
             }))),
@@ -215,14 +210,10 @@ impl Source {
                     }
                     let item = match replies.next() {
                         Some(Ok(Reply::Fact(f))) => Ok(Item::Fact(f)),
-                        Some(Ok(Reply::Gap {
-                            first,
-                            last,
-                            detail,
-                        })) => Ok(Item::Gap {
-                            first,
-                            last,
-                            detail,
+                        Some(Ok(Reply::Gap(gap))) => Ok(Item::Gap {
+                            first: gap.first,
+                            last: gap.last,
+                            detail: gap.detail,
                         }),
                         Some(Ok(Reply::End)) => return None,
                         Some(Ok(other)) => Err(unexpected(other)),

@@ -1,0 +1,157 @@
+//! The archive's errors.
+
+use std::path::PathBuf;
+
+use reel::gap::Gap;
+use reel::rules::Violation;
+use reel::run::RunState;
+
+/// Errors of the archive. Each message says what happened and what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum ArchiveError {
+    /// Another process holds the archive open.
+    #[error(
+        "archive {dir} is held open by another process (sled allows one process per archive): \
+         stop that process, or read the archive through it (`reel` does this by itself when the \
+         recorder serves its socket)"
+    )]
+    Locked {
+        /// The archive directory.
+        dir: PathBuf,
+    },
+    /// The directory is not an archive this reel can read.
+    #[error("{dir} is not a reel archive this version can read: {detail}")]
+    Format {
+        /// The archive directory.
+        dir: PathBuf,
+        /// What is wrong.
+        detail: String,
+    },
+    /// sled or the file system failed.
+    #[error("archive {dir}: storage error: {source}")]
+    Storage {
+        /// The archive directory.
+        dir: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: sled::Error,
+    },
+    /// No run with this id.
+    #[error("no run {run_id:?} in the archive: list runs with `reel runs`")]
+    UnknownRun {
+        /// The id asked for.
+        run_id: String,
+    },
+    /// A run with this id already exists.
+    #[error("run {run_id:?} already exists in the archive: run ids must be unique; import under a new id or into another archive")]
+    RunExists {
+        /// The id.
+        run_id: String,
+    },
+    /// The run no longer takes facts.
+    #[error("run {run_id:?} is {state}: it takes no more facts; start a new run")]
+    RunClosed {
+        /// The id.
+        run_id: String,
+        /// Its state.
+        state: RunState,
+    },
+    /// Facts that cannot be appended as given.
+    #[error("run {run_id:?}: {detail}")]
+    InvalidFacts {
+        /// The run.
+        run_id: String,
+        /// What is wrong with them.
+        detail: String,
+    },
+    /// Facts of a run could not be read: a stored block is damaged or
+    /// missing. The gap says which seqs and why; the facts around it still
+    /// read.
+    #[error("run {run_id:?}, seq {}..={}: stored block is damaged ({}); run `reel verify` for the whole archive", gap.first, gap.last.map(|s| s.to_string()).unwrap_or_else(|| "?".into()), gap.detail)]
+    Corrupt {
+        /// The run.
+        run_id: String,
+        /// The facts that could not be read.
+        gap: Gap,
+    },
+    /// A run's stored record (or its run id entry) is damaged: the run is
+    /// named by its id when that is known, else by its ordinal (`#7`).
+    #[error("run {run}: its stored record is damaged ({detail}); run `reel verify` for the whole archive")]
+    DamagedRecord {
+        /// The run's id, or `#<ordinal>` when the id is unreadable.
+        run: String,
+        /// What is wrong.
+        detail: String,
+    },
+    /// A listing cursor that this archive did not hand out.
+    #[error(
+        "cursor {cursor:?} is not one reel handed out: pass the `next` cursor of a previous page"
+    )]
+    BadCursor {
+        /// The cursor given.
+        cursor: String,
+    },
+    /// The archive was written by a newer reel, in a format this one does
+    /// not know: nothing of it is read (its blocks would look damaged).
+    #[error("archive {dir} was written by a newer reel (format {found}; this reel reads up to {supported}): upgrade reel")]
+    NewerFormat {
+        /// The archive directory.
+        dir: PathBuf,
+        /// The format it is stamped with.
+        found: u32,
+        /// The newest format this reel reads ([`crate::FORMAT_VERSION`]).
+        supported: u32,
+    },
+    /// The fingerprint key given in the environment is malformed.
+    #[error("archive {dir}: {detail}")]
+    FingerprintKey {
+        /// The archive directory.
+        dir: PathBuf,
+        /// What is wrong and what to do.
+        detail: String,
+    },
+    /// A fact could not be encoded.
+    #[error("run {run_id:?}: a fact could not be encoded: {detail}")]
+    Encode {
+        /// The run.
+        run_id: String,
+        /// The encoder's message.
+        detail: String,
+    },
+    /// An import was refused: one of its facts breaks a rule of the run's
+    /// fact stream (see [`reel::rules`]). Nothing of the import was stored.
+    #[error("run {run_id:?}: fact {index} of the import breaks a stream rule: {violation}; nothing was imported: fix that fact, or export the run again")]
+    ImportBreaksRule {
+        /// The run.
+        run_id: String,
+        /// The fact's position among the facts given (0-based).
+        index: usize,
+        /// Which fact and which rule.
+        violation: Box<Violation>,
+    },
+    /// An import was refused: an artifact's bytes do not match its digest.
+    /// Nothing of the import was stored.
+    #[error("artifact {index} of the import, {digest:?}: {detail}; nothing was imported: export the run again")]
+    ImportArtifactMismatch {
+        /// The artifact's position among the artifacts given (0-based).
+        index: usize,
+        /// The digest it was given under.
+        digest: String,
+        /// What is wrong.
+        detail: String,
+    },
+}
+
+/// Result of archive operations.
+pub type Result<T, E = ArchiveError> = std::result::Result<T, E>;
+
+impl ArchiveError {
+    /// The facts this error says could not be read, as the one gap type
+    /// every reader shares; `None` for any other error.
+    pub fn gap(&self) -> Option<&Gap> {
+        match self {
+            ArchiveError::Corrupt { gap, .. } => Some(gap),
+            _ => None,
+        }
+    }
+}

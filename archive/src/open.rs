@@ -1,0 +1,200 @@
+//! Opening an archive: the directory checks, sled's lock, the format
+//! stamp, the fingerprint key and recovery.
+
+use std::collections::HashMap;
+use std::io;
+use std::path::Path;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+
+use crate::{
+    fingerprint, keys, Archive, ArchiveError, FingerprintKey, Inner, Result, Trees, FORMAT_VERSION,
+};
+
+/// How to open an archive.
+#[derive(Debug, Clone, Default)]
+pub struct ArchiveConfig {
+    /// sled's page cache size in bytes; `None` keeps sled's default.
+    pub cache_capacity: Option<u64>,
+    /// sled's background flush interval in milliseconds; `None` keeps sled's
+    /// default (500 ms). `Some(0)` turns background flushing off.
+    pub flush_every_ms: Option<u64>,
+    /// Where the key of [`Archive::fingerprint`] comes from; never from the
+    /// archive (default: [`crate::KEY_ENV`], else the user's key file).
+    pub fingerprint_key: FingerprintKey,
+}
+
+impl Archive {
+    /// Opens the archive in `dir`, creating it when absent. Runs left running
+    /// by a writer that stopped are marked [`reel::run::RunState::Incomplete`].
+    pub fn open(dir: impl AsRef<Path>, config: ArchiveConfig) -> Result<Archive> {
+        let dir = dir.as_ref().to_path_buf();
+        if dir.exists() && !dir.is_dir() {
+            return Err(ArchiveError::Format {
+                dir,
+                detail: "it is a file, not a directory; pass the archive directory".into(),
+            });
+        }
+        if dir.is_dir() && !dir.join("conf").exists() && !dir.join("db").exists() {
+            let has_files = std::fs::read_dir(&dir)
+                .map(|mut d| {
+                    d.any(|e| {
+                        e.map(|e| !e.file_name().to_string_lossy().starts_with("reel."))
+                            .unwrap_or(false)
+                    })
+                })
+                .unwrap_or(false);
+            if has_files {
+                return Err(ArchiveError::Format {
+                    dir,
+                    detail: "the directory has files but no archive; pass an empty or new directory, or an existing archive".into(),
+                });
+            }
+        }
+        let mut sled_config = sled::Config::new().path(&dir);
+        if let Some(c) = config.cache_capacity {
+            sled_config = sled_config.cache_capacity(c);
+        }
+        if let Some(ms) = config.flush_every_ms {
+            sled_config = sled_config.flush_every_ms(if ms == 0 { None } else { Some(ms) });
+        }
+        let db = open_sled(&sled_config, &dir)?;
+        let storage = |source| ArchiveError::Storage {
+            dir: dir.clone(),
+            source,
+        };
+        let tree = |name: &str| db.open_tree(name).map_err(storage);
+        let meta = tree(keys::T_META)?;
+        // The format stamp: a new archive gets this reel's; an older one
+        // keeps its own until this reel first writes a run into it
+        // (`Archive::stamp_format`), so that opening an archive only to read
+        // it leaves it readable by the reel that wrote it; a newer one is
+        // refused before anything is read or recovered.
+        let format = match meta.get(keys::META_FORMAT).map_err(storage)? {
+            None => {
+                meta.insert(keys::META_FORMAT, &keys::format_value(FORMAT_VERSION))
+                    .map_err(storage)?;
+                FORMAT_VERSION
+            }
+            Some(v) => {
+                let found = keys::format_from(&v).ok_or_else(|| ArchiveError::Format {
+                    dir: dir.clone(),
+                    detail: "its format marker is damaged".into(),
+                })?;
+                if found > FORMAT_VERSION {
+                    return Err(ArchiveError::NewerFormat {
+                        dir,
+                        found,
+                        supported: FORMAT_VERSION,
+                    });
+                }
+                found
+            }
+        };
+        // The fingerprint key lives outside the archive (see `fingerprint`).
+        // An archive written by an older reel holds its own: it is removed,
+        // so that a copy of the archive made from now on cannot be used to
+        // test guesses against its fingerprints.
+        if meta.remove(keys::META_KEY).map_err(storage)?.is_some() {
+            meta.flush().map_err(storage)?;
+            tracing::warn!(
+                archive = %dir.display(),
+                "reel: archive {} held its own fingerprint key (written by an older reel); it is \
+                 removed, because anyone with a copy of the archive could test guessed \
+                 credentials against its fingerprints. Fingerprints recorded before now will \
+                 not match new ones of the same credential, and copies of the archive made \
+                 before now still hold the key.",
+                dir.display()
+            );
+        }
+        let key = fingerprint::KeySlot::new(&config.fingerprint_key).map_err(|detail| {
+            ArchiveError::FingerprintKey {
+                dir: dir.clone(),
+                detail,
+            }
+        })?;
+        let trees = Trees {
+            meta,
+            run_ids: tree(keys::T_RUN_IDS)?,
+            runs: tree(keys::T_RUNS)?,
+            events: tree(keys::T_EVENTS)?,
+            artifacts: tree(keys::T_ARTIFACTS)?,
+            by_time: tree(keys::T_BY_TIME)?,
+            by_tenant: tree(keys::T_BY_TENANT)?,
+            by_tool: tree(keys::T_BY_TOOL)?,
+            by_status: tree(keys::T_BY_STATUS)?,
+        };
+        let (appended, _) = tokio::sync::watch::channel(0);
+        let archive = Archive {
+            inner: Arc::new(Inner {
+                dir,
+                db,
+                trees,
+                key,
+                live: Mutex::new(HashMap::new()),
+                appended,
+                format: AtomicU32::new(format),
+            }),
+        };
+        archive.recover()?;
+        Ok(archive)
+    }
+
+    /// The format the archive is stamped with.
+    pub fn format_version(&self) -> u32 {
+        self.inner.format.load(Ordering::Relaxed)
+    }
+
+    /// Raises the archive's format stamp to [`FORMAT_VERSION`] before this
+    /// reel writes a run into it (its blocks may be of a version an older
+    /// reel cannot read: that reel then says "upgrade", not "damaged").
+    pub(crate) fn stamp_format(&self) -> Result<()> {
+        if self.inner.format.load(Ordering::Relaxed) >= FORMAT_VERSION {
+            return Ok(());
+        }
+        let meta = &self.trees().meta;
+        meta.insert(keys::META_FORMAT, &keys::format_value(FORMAT_VERSION))
+            .map_err(|e| self.storage(e))?;
+        meta.flush().map_err(|e| self.storage(e))?;
+        self.inner.format.store(FORMAT_VERSION, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+/// How long an opener waits for the directory lock before saying the
+/// archive is held. sled finishes background writes of a database this
+/// process just closed on its own threads, which hold the lock for a moment
+/// after the last handle is dropped; another process's lock outlasts this.
+const LOCK_GRACE: std::time::Duration = std::time::Duration::from_millis(1500);
+
+fn open_sled(config: &sled::Config, dir: &Path) -> Result<sled::Db> {
+    let started = std::time::Instant::now();
+    loop {
+        match config.open().map_err(|e| open_error(dir, e)) {
+            Err(ArchiveError::Locked { .. }) if started.elapsed() < LOCK_GRACE => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            other => return other,
+        }
+    }
+}
+
+fn open_error(dir: &Path, e: sled::Error) -> ArchiveError {
+    if let sled::Error::Io(io) = &e {
+        if io.kind() == io::ErrorKind::Other && io.to_string().contains("could not acquire lock") {
+            return ArchiveError::Locked {
+                dir: dir.to_path_buf(),
+            };
+        }
+    }
+    match e {
+        sled::Error::Corruption { .. } | sled::Error::Unsupported(_) => ArchiveError::Format {
+            dir: dir.to_path_buf(),
+            detail: e.to_string(),
+        },
+        source => ArchiveError::Storage {
+            dir: dir.to_path_buf(),
+            source,
+        },
+    }
+}

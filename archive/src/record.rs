@@ -1,0 +1,21 @@
+//! The stored run record: one version byte, then MessagePack with field
+//! names.
+
+use reel::run::RunRecord;
+
+pub(crate) fn encode_record(record: &RunRecord) -> Vec<u8> {
+    let mut out = vec![1u8];
+    // A record is plain data: encoding it cannot fail.
+    rmp_serde::encode::write_named(&mut out, record).expect("run record encodes");
+    out
+}
+
+pub(crate) fn decode_record(bytes: &[u8]) -> Result<RunRecord, String> {
+    match bytes.split_first() {
+        Some((1, rest)) => {
+            rmp_serde::from_slice(rest).map_err(|e| format!("run record does not decode: {e}"))
+        }
+        Some((v, _)) => Err(format!("run record version {v} is not supported")),
+        None => Err("empty run record".into()),
+    }
+}

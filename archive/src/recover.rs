@@ -1,0 +1,99 @@
+//! Recovery on open: runs a stopped writer left running are rebuilt from
+//! their facts and marked incomplete.
+
+use std::collections::BTreeSet;
+
+use reel::run::{RunRecord, RunState};
+
+use crate::record::encode_record;
+use crate::{block, keys, Archive, Result};
+
+impl Archive {
+    /// Marks runs left running by a stopped writer as incomplete, with their
+    /// records rebuilt from the facts that made it to disk.
+    pub(crate) fn recover(&self) -> Result<()> {
+        let t = self.trees();
+        let s = |e| self.storage(e);
+        let running: Vec<(sled::IVec, u64)> = t
+            .by_status
+            .scan_prefix(keys::status_prefix(RunState::Running))
+            .keys()
+            .filter_map(|k| {
+                let k = k.ok()?;
+                let (_, o) = keys::split_index_tail(&k)?;
+                Some((k, o))
+            })
+            .collect();
+        for (status_key, ordinal) in running {
+            let before = match self.record_by_ordinal(ordinal) {
+                Ok(Some(record)) => record,
+                // The crash came right after the run's first insert, its
+                // status entry: nothing else of it was kept.
+                Ok(None) => {
+                    t.by_status.remove(status_key).map_err(s)?;
+                    continue;
+                }
+                Err(_) => continue,
+            };
+            // Status changes are atomic (see `swap_status`), so a crash never
+            // leaves a closed run both its own entry and a "running" one:
+            // that is damage, left for `verify` to report.
+            let own = keys::index_entries(ordinal, &before).status;
+            if before.state.is_closed() && t.by_status.contains_key(own).map_err(s)? {
+                continue;
+            }
+            let mut after = RunRecord {
+                state: RunState::Running,
+                facts: 0,
+                calls: 0,
+                ended_calls: 0,
+                failed_credentials: 0,
+                tools: BTreeSet::new(),
+                ended_at: None,
+                ..before.clone()
+            };
+            for item in t.events.scan_prefix(keys::events_prefix(ordinal)) {
+                let (key, value) = item.map_err(|e| self.storage(e))?;
+                let Some((_, first)) = keys::split_event_key(&key) else {
+                    continue;
+                };
+                let Ok(opened) = block::open(&value) else {
+                    continue;
+                };
+                after.facts = after.facts.max(first + opened.count as u64);
+                if let Ok(facts) = block::decode_facts(&opened, first) {
+                    for fact in &facts {
+                        after.observe(fact);
+                    }
+                }
+            }
+            // The calls and tools of a damaged block stay known from the
+            // stored record (which the tool index agrees with).
+            after.calls = after.calls.max(before.calls);
+            after.tools.extend(before.tools.iter().cloned());
+            if after.state == RunState::Running {
+                after.state = RunState::Incomplete;
+            }
+            // The crash may have cut the inserts that make or change a run
+            // (record, indexes, run id) anywhere: store the record and assert
+            // every index entry it implies (each insert is idempotent), and
+            // move the status entry last, so that a crash during recovery
+            // leaves the run to the next one.
+            t.runs
+                .insert(keys::run_key(ordinal), encode_record(&after))
+                .map_err(s)?;
+            let entries = keys::index_entries(ordinal, &after);
+            self.index_but_status(&entries)?;
+            let _ = t
+                .run_ids
+                .compare_and_swap(
+                    after.run_id.as_bytes(),
+                    None::<&[u8]>,
+                    Some(&keys::run_key(ordinal)[..]),
+                )
+                .map_err(s)?;
+            self.swap_status(&status_key, &entries.status)?;
+        }
+        Ok(())
+    }
+}

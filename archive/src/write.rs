@@ -1,0 +1,316 @@
+//! Writing: appends (one block per batch), run records and their index
+//! entries, artifacts, flushes.
+
+use std::sync::{Arc, Mutex};
+
+use sha2::{Digest as _, Sha256};
+
+use reel::fact::{Fact, NewFact};
+use reel::run::{RunRecord, RunState};
+use reel::sequence::Sequencer;
+
+use crate::record::{decode_record, encode_record};
+use crate::{block, keys, lock, Archive, ArchiveError, Digest, LiveRun, Result, StreamRules};
+
+impl Archive {
+    /// Appends facts to a run and returns the seqs they were given. The first
+    /// batch of a run must begin with `run.started` naming `run_id`; the
+    /// whole batch becomes one block. The batch is numbered by the run's
+    /// [`Sequencer`](reel::sequence::Sequencer) (seqs, and the count of a
+    /// progress report filed unnumbered) and checked against the stream
+    /// rules ([`reel::rules`]) from where the run stands before any of it is
+    /// stored: a batch that breaks one is refused whole.
+    pub fn append(&self, run_id: &str, facts: Vec<NewFact>) -> Result<std::ops::Range<u64>> {
+        self.append_with(run_id, facts.is_empty(), |seq| seq.number_all(facts))
+    }
+
+    /// Appends facts a [`Sequencer`](reel::sequence::Sequencer) of the
+    /// caller numbered (the recorder's writer numbers its streams itself,
+    /// so that every [`Store`](crate::Store) gets the same numbers): they
+    /// are held to the same rules as [`Archive::append`]'s, seqs included,
+    /// and stored as one block.
+    pub fn append_numbered(&self, run_id: &str, facts: Vec<Fact>) -> Result<std::ops::Range<u64>> {
+        self.append_with(run_id, facts.is_empty(), |seq| {
+            for fact in &facts {
+                seq.observe(fact);
+            }
+            facts
+        })
+    }
+
+    fn append_with(
+        &self,
+        run_id: &str,
+        empty: bool,
+        number: impl FnOnce(&mut Sequencer) -> Vec<Fact>,
+    ) -> Result<std::ops::Range<u64>> {
+        let mut live = lock(&self.inner.live);
+        let run = match live.get(run_id) {
+            Some(run) => run.clone(),
+            None => {
+                // Not being written: a stored run is closed, any other is new.
+                self.refuse_stored(run_id)?;
+                if empty {
+                    return Err(ArchiveError::UnknownRun {
+                        run_id: run_id.into(),
+                    });
+                }
+                let mut seq = Sequencer::new();
+                let facts = number(&mut seq);
+                check_batch(run_id, StreamRules::new(run_id), &facts)?;
+                // The map lock is held from the look-up to here, so no other
+                // append creates the run meanwhile; the run is locked before
+                // the map shows it, so no other append's block goes first.
+                let run = self.create_run(run_id, &facts[0], seq)?;
+                let mut guard = lock(&run);
+                live.insert(run_id.to_owned(), run.clone());
+                drop(live);
+                let appended = self.append_checked(&mut guard, &facts);
+                drop(guard);
+                return self.appended(run_id, appended);
+            }
+        };
+        drop(live);
+        let mut guard = lock(&run);
+        if guard.record.state.is_closed() {
+            return Err(ArchiveError::RunClosed {
+                run_id: run_id.into(),
+                state: guard.record.state,
+            });
+        }
+        let first = guard.seq.next_seq();
+        // Numbered on a copy: a refused batch numbers nothing.
+        let mut seq = guard.seq.clone();
+        let facts = number(&mut seq);
+        match check_batch(run_id, StreamRules::resume(&guard.record, first), &facts) {
+            // A batch that starts the stream again: it exists already.
+            Err(_)
+                if facts
+                    .first()
+                    .is_some_and(|f| RunRecord::from_first(f).is_some()) =>
+            {
+                return Err(ArchiveError::RunExists {
+                    run_id: run_id.into(),
+                })
+            }
+            other => other?,
+        }
+        let appended = self
+            .append_checked(&mut guard, &facts)
+            .inspect(|_| guard.seq = seq);
+        drop(guard);
+        self.appended(run_id, appended)
+    }
+
+    /// Stores a checked batch of a run as one block: its seqs, and whether
+    /// the run is closed now.
+    fn append_checked(
+        &self,
+        run: &mut LiveRun,
+        facts: &[Fact],
+    ) -> Result<(std::ops::Range<u64>, bool)> {
+        let first = facts.first().map_or(run.seq.next_seq(), |f| f.seq);
+        self.write_block(run, facts)?;
+        Ok((
+            first..first + facts.len() as u64,
+            run.record.state.is_closed(),
+        ))
+    }
+
+    /// The end of an append: a closed run stops being live.
+    fn appended(
+        &self,
+        run_id: &str,
+        appended: Result<(std::ops::Range<u64>, bool)>,
+    ) -> Result<std::ops::Range<u64>> {
+        let (range, closed) = appended?;
+        if closed {
+            lock(&self.inner.live).remove(run_id);
+        }
+        Ok(range)
+    }
+
+    /// Refuses facts for a run that is stored and not being written: such a
+    /// run is closed (ended, or marked incomplete on open).
+    fn refuse_stored(&self, run_id: &str) -> Result<()> {
+        let t = self.trees();
+        if let Some(ord) = t.run_ids.get(run_id).map_err(|e| self.storage(e))? {
+            // Not live, so the stored record is current.
+            let state = keys::ordinal_from(&ord)
+                .and_then(|o| t.runs.get(keys::run_key(o)).ok().flatten())
+                .and_then(|bytes| decode_record(&bytes).ok())
+                .map(|r| r.state)
+                .unwrap_or(RunState::Incomplete);
+            return Err(ArchiveError::RunClosed {
+                run_id: run_id.into(),
+                state,
+            });
+        }
+        Ok(())
+    }
+
+    /// Stores a new run's record and index entries from its first fact (a
+    /// checked `run.started`), before its first block.
+    fn create_run(
+        &self,
+        run_id: &str,
+        first: &Fact,
+        seq: Sequencer,
+    ) -> Result<Arc<Mutex<LiveRun>>> {
+        let t = self.trees();
+        let Some(record) = RunRecord::from_first(first) else {
+            return Err(ArchiveError::InvalidFacts {
+                run_id: run_id.into(),
+                detail: format!(
+                    "a new stream must begin with run.started, or with the call.started of a call outside any run, not {}",
+                    first.kind.name()
+                ),
+            });
+        };
+        self.stamp_format()?;
+        let ordinal = self.inner.db.generate_id().map_err(|e| self.storage(e))?;
+        // The record and its indexes go in before the first block, so that a
+        // crash after the block always leaves a run to recover. The "running"
+        // status entry goes first of all: it is what recovery looks for, so a
+        // crash that keeps only some of these inserts (sled recovers a prefix
+        // of them) still leaves a run that recovery finds and completes.
+        let entries = keys::index_entries(ordinal, &record);
+        t.by_status
+            .insert(&entries.status, &[])
+            .map_err(|e| self.storage(e))?;
+        t.runs
+            .insert(keys::run_key(ordinal), encode_record(&record))
+            .map_err(|e| self.storage(e))?;
+        self.index_but_status(&entries)?;
+        t.run_ids
+            .insert(run_id, &keys::run_key(ordinal))
+            .map_err(|e| self.storage(e))?;
+        Ok(Arc::new(Mutex::new(LiveRun {
+            ordinal,
+            record,
+            seq,
+            head: [0; 32],
+        })))
+    }
+
+    /// Seals `facts` (numbered and checked) into one block.
+    fn write_block(&self, run: &mut LiveRun, facts: &[Fact]) -> Result<()> {
+        if facts.is_empty() {
+            return Ok(());
+        }
+        let run_id = run.record.run_id.clone();
+        let mut payload = Vec::with_capacity(facts.len() * 128);
+        let before = run.record.clone();
+        let mut changed = false;
+        for fact in facts {
+            block::push_fact(&mut payload, fact).map_err(|e| ArchiveError::Encode {
+                run_id: run_id.clone(),
+                detail: e.to_string(),
+            })?;
+            changed |= run.record.observe(fact);
+        }
+        let first = facts[0].seq;
+        let (value, digest) = block::seal(facts.len() as u32, &run.head, &payload);
+        let t = self.trees();
+        if let Err(e) = t.events.insert(keys::event_key(run.ordinal, first), value) {
+            run.record = before;
+            return Err(self.storage(e));
+        }
+        run.head = digest;
+        if changed {
+            self.store_record(run.ordinal, &before, &run.record)?;
+        }
+        self.inner.appended.send_modify(|n| *n += 1);
+        Ok(())
+    }
+
+    /// Writes a changed record and brings the indexes along.
+    fn store_record(&self, ordinal: u64, before: &RunRecord, after: &RunRecord) -> Result<()> {
+        let t = self.trees();
+        let s = |e| self.storage(e);
+        t.runs
+            .insert(keys::run_key(ordinal), encode_record(after))
+            .map_err(s)?;
+        let (was, now) = (
+            keys::index_entries(ordinal, before),
+            keys::index_entries(ordinal, after),
+        );
+        for tool in now.tools.iter().filter(|k| !was.tools.contains(k)) {
+            t.by_tool.insert(tool, &[]).map_err(s)?;
+        }
+        if was.status != now.status {
+            self.swap_status(&was.status, &now.status)?;
+        }
+        Ok(())
+    }
+
+    /// Moves a run's status index entry from `old_key` to `new_key` in one
+    /// sled batch, which a crash never splits: the archive never holds
+    /// neither entry, nor both.
+    pub(crate) fn swap_status(&self, old_key: &[u8], new_key: &[u8]) -> Result<()> {
+        let mut batch = sled::Batch::default();
+        batch.remove(old_key);
+        batch.insert(new_key, sled::IVec::default());
+        self.trees()
+            .by_status
+            .apply_batch(batch)
+            .map_err(|e| self.storage(e))
+    }
+
+    /// Inserts the start-time, tenant and tool index entries of a run (each
+    /// insert is idempotent).
+    pub(crate) fn index_but_status(&self, entries: &keys::IndexEntries) -> Result<()> {
+        let t = self.trees();
+        let s = |e| self.storage(e);
+        t.by_time.insert(&entries.time, &[]).map_err(s)?;
+        if let Some(tenant) = &entries.tenant {
+            t.by_tenant.insert(tenant, &[]).map_err(s)?;
+        }
+        for tool in &entries.tools {
+            t.by_tool.insert(tool, &[]).map_err(s)?;
+        }
+        Ok(())
+    }
+
+    /// Stores artifact bytes once per sha-256 digest and returns the digest
+    /// as `sha256:<hex>`.
+    pub fn put_artifact(&self, bytes: &[u8]) -> Result<String> {
+        let digest: Digest = Sha256::digest(bytes).into();
+        let t = self.trees();
+        // compare_and_swap from "absent" stores the bytes once.
+        let _ = t
+            .artifacts
+            .compare_and_swap(digest, None::<&[u8]>, Some(bytes))
+            .map_err(|e| self.storage(e))?;
+        Ok(format!("sha256:{}", hex::encode(digest)))
+    }
+
+    /// Makes everything appended so far durable. Returns the bytes flushed.
+    pub fn flush(&self) -> Result<usize> {
+        self.inner.db.flush().map_err(|e| self.storage(e))
+    }
+
+    /// [`Archive::flush`] for async code.
+    pub async fn flush_async(&self) -> Result<usize> {
+        self.inner
+            .db
+            .flush_async()
+            .await
+            .map_err(|e| self.storage(e))
+    }
+}
+
+/// Checks a batch against the stream rules as they stand before it.
+fn check_batch(run_id: &str, mut rules: StreamRules, facts: &[Fact]) -> Result<()> {
+    for (i, fact) in facts.iter().enumerate() {
+        rules
+            .check(fact)
+            .map_err(|violation| ArchiveError::InvalidFacts {
+                run_id: run_id.into(),
+                detail: format!(
+                    "fact {i} of the batch breaks a stream rule: {violation}; nothing of the batch was stored"
+                ),
+            })?;
+    }
+    Ok(())
+}

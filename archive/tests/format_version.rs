@@ -1,0 +1,141 @@
+//! The archive's format version: an archive stamped newer than this reel
+//! reads is refused with "written by a newer reel", naming both versions,
+//! before anything of it is read (an older reader would otherwise take
+//! every block of a newer version for damage); an older archive opens, reads,
+//! keeps its stamp while it is only read, and is raised to this reel's
+//! format when this reel first writes a run into it.
+
+use std::path::Path;
+
+use reel::fact::{FactKind, NewFact, Producer, RunEnded, RunStarted, RunStatus};
+use reel_archive::{Archive, ArchiveConfig, ArchiveError, FingerprintKey, FORMAT_VERSION};
+
+fn config() -> ArchiveConfig {
+    ArchiveConfig {
+        fingerprint_key: FingerprintKey::Key([7; 32]),
+        ..ArchiveConfig::default()
+    }
+}
+
+fn run(archive: &Archive, id: &str) {
+    let fact = |kind| NewFact {
+        at: 1,
+        offset: 0,
+        call: None,
+        kind,
+    };
+    archive
+        .append(
+            id,
+            vec![
+                fact(FactKind::RunStarted(RunStarted {
+                    run_id: id.into(),
+                    session_id: None,
+                    identity: None,
+                    producer: Producer {
+                        name: "format".into(),
+                        version: "0".into(),
+                    },
+                    labels: Default::default(),
+                    teardown_scopes: vec![],
+                })),
+                fact(FactKind::RunEnded(RunEnded {
+                    status: RunStatus::Completed,
+                })),
+            ],
+        )
+        .expect("append");
+    archive.flush().expect("flush");
+}
+
+/// The stamp in the archive's `meta` tree, read and written through sled
+/// itself (as another reel would find it).
+fn stamp(dir: &Path, set: Option<u32>) -> u32 {
+    // sled's threads may hold the lock a moment after the archive closed.
+    let started = std::time::Instant::now();
+    let db = loop {
+        match sled::open(dir) {
+            Ok(db) => break db,
+            Err(e) if started.elapsed() < std::time::Duration::from_secs(5) => {
+                let _ = e;
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(e) => panic!("sled opens: {e}"),
+        }
+    };
+    let meta = db.open_tree("meta").expect("meta");
+    if let Some(v) = set {
+        meta.insert("format", &v.to_be_bytes()).expect("insert");
+        db.flush().expect("flush");
+    }
+    let v = meta.get("format").expect("get").expect("stamped");
+    u32::from_be_bytes(v.as_ref().try_into().expect("4 bytes"))
+}
+
+#[test]
+fn this_reel_stamps_format_2_for_block_format_2() {
+    assert_eq!(FORMAT_VERSION, 2);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let archive = Archive::open(dir.path(), config()).expect("open");
+    assert_eq!(archive.format_version(), FORMAT_VERSION);
+    run(&archive, "r");
+    drop(archive);
+    assert_eq!(stamp(dir.path(), None), FORMAT_VERSION);
+}
+
+#[test]
+fn a_newer_archive_is_refused_with_upgrade_reel_not_damage() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let archive = Archive::open(dir.path(), config()).expect("open");
+    run(&archive, "r");
+    drop(archive);
+    let newer = FORMAT_VERSION + 1;
+    stamp(dir.path(), Some(newer));
+    let err = Archive::open(dir.path(), config()).expect_err("a newer archive is refused");
+    match &err {
+        ArchiveError::NewerFormat {
+            found, supported, ..
+        } => assert_eq!((*found, *supported), (newer, FORMAT_VERSION)),
+        other => panic!("not the newer-format error: {other:?}"),
+    }
+    let message = err.to_string();
+    assert!(
+        message.contains(&format!(
+            "written by a newer reel (format {newer}; this reel reads up to {FORMAT_VERSION}): upgrade reel"
+        )),
+        "{message}"
+    );
+    assert!(!message.contains("damaged"), "{message}");
+    // Refusing wrote nothing: the stamp is the newer reel's still.
+    assert_eq!(stamp(dir.path(), None), newer);
+}
+
+#[test]
+fn a_format_1_archive_reads_keeps_its_stamp_and_is_raised_on_first_write() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let archive = Archive::open(dir.path(), config()).expect("open");
+    run(&archive, "old");
+    drop(archive);
+    stamp(dir.path(), Some(1));
+
+    // Opened to read: the run reads and verifies, and the stamp stays 1,
+    // so the reel that wrote the archive still reads it.
+    let archive = Archive::open(dir.path(), config()).expect("a format-1 archive opens");
+    assert_eq!(archive.format_version(), 1);
+    let facts: Vec<_> = archive
+        .facts("old", ..)
+        .expect("facts")
+        .collect::<Result<_, _>>()
+        .expect("read");
+    assert_eq!(facts.len(), 2);
+    assert!(archive.verify().expect("verify").is_ok());
+    drop(archive);
+    assert_eq!(stamp(dir.path(), None), 1);
+
+    // Written to: raised before the new run's first block.
+    let archive = Archive::open(dir.path(), config()).expect("open");
+    run(&archive, "new");
+    assert_eq!(archive.format_version(), FORMAT_VERSION);
+    drop(archive);
+    assert_eq!(stamp(dir.path(), None), FORMAT_VERSION);
+}

@@ -1,0 +1,293 @@
+//! [`Recorder`]: opens the archive and the writer, starts runs and calls
+//! outside any run, flushes and shuts down.
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use reel::context::*;
+use reel::fact::*;
+use reel_archive::{Archive, ArchiveConfig, ArchiveError, Store};
+use serde::Serialize;
+
+use crate::config::{Durability, RecorderConfig};
+use crate::writer::Queue;
+
+use super::call::CallBuilder;
+use super::lock;
+use super::run::RunInner;
+use super::run::{Caller, Run, RunStart};
+use super::teardown::Teardowns;
+use super::RecorderError;
+
+/// Records runs into an archive. Cheap to clone. Dropping the last clone
+/// (and every [`Run`]) flushes and stops the writer, like a guard;
+/// [`Recorder::shutdown`] does the same and says when everything is durable.
+#[derive(Clone)]
+pub struct Recorder {
+    pub(super) inner: Arc<RecorderInner>,
+}
+
+pub(super) struct RecorderInner {
+    pub(super) archive: Archive,
+    pub(super) queue: Queue,
+    pub(super) live: Mutex<Option<crate::live::LiveServer>>,
+    pub(super) config: RecorderConfig,
+    pub(super) live_runs: Mutex<HashSet<String>>,
+    /// Session-scoped cleanups by (tenant, principal, session): never by
+    /// the session string alone.
+    pub(super) sessions: Mutex<HashMap<TeardownKey, Teardowns>>,
+    /// Services every call gets ([`Recorder::service`]).
+    pub(super) services: std::sync::RwLock<Services>,
+}
+
+impl std::fmt::Debug for Recorder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Recorder")
+            .field("archive", &self.inner.archive.dir())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Recorder {
+    /// Opens (or creates) the archive in `dir` and starts the writer.
+    pub async fn open(
+        dir: impl AsRef<Path>,
+        config: RecorderConfig,
+    ) -> Result<Recorder, RecorderError> {
+        let dir = dir.as_ref().to_path_buf();
+        let archive_config = ArchiveConfig {
+            fingerprint_key: config.fingerprint_key.clone(),
+            ..ArchiveConfig::default()
+        };
+        let archive = tokio::task::spawn_blocking(move || {
+            // The facts' clock calibrates once per process (well under
+            // a millisecond on this machine), off the runtime's threads.
+            drop(quanta::Clock::new());
+            Archive::open(dir, archive_config)
+        })
+        .await
+        .map_err(|e| RecorderError::Panicked {
+            what: "opening the archive",
+            detail: e.to_string(),
+        })??;
+        Recorder::with_archive(archive, config)
+    }
+
+    /// Records into an archive already open.
+    pub fn with_archive(
+        archive: Archive,
+        config: RecorderConfig,
+    ) -> Result<Recorder, RecorderError> {
+        Recorder::with_store(archive.clone(), Arc::new(archive), config)
+    }
+
+    /// Records into `store` (any [`Store`]: the archive, or another
+    /// backend), numbered, redacted and timed by the recorder's writer as
+    /// for the archive. `archive` is what the recorder reads: whether a run
+    /// id is taken, the fingerprint key, and live inspection.
+    pub fn with_store(
+        archive: Archive,
+        store: Arc<dyn Store>,
+        config: RecorderConfig,
+    ) -> Result<Recorder, RecorderError> {
+        let queue = Queue::start(store, &config)?;
+        // Live inspection needs a tokio runtime to serve on.
+        let live = match (config.serve_live, tokio::runtime::Handle::try_current()) {
+            (true, Ok(_)) => Some(crate::live::LiveServer::start(archive.clone())?),
+            _ => None,
+        };
+        Ok(Recorder {
+            inner: Arc::new(RecorderInner {
+                archive,
+                queue,
+                live: Mutex::new(live),
+                config,
+                live_runs: Mutex::new(HashSet::new()),
+                sessions: Mutex::new(HashMap::new()),
+                services: std::sync::RwLock::new(Services::default()),
+            }),
+        })
+    }
+
+    /// The archive recorded into (for reads).
+    pub fn archive(&self) -> &Archive {
+        &self.inner.archive
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &RecorderConfig {
+        &self.inner.config
+    }
+
+    /// Registers a typed service every call gets with `ctx.get::<T>()`:
+    /// every call of every run invoked from now on (one per type; a later
+    /// one of the same type replaces it), and the children they dispatch.
+    /// A call's own [`CallBuilder::service`] of the same type wins for that
+    /// call. Services are not recorded: a replay registers its own with
+    /// `ReplayOptions::service`.
+    pub fn service<T: Send + Sync + 'static>(&self, service: Arc<T>) -> &Recorder {
+        self.inner
+            .services
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(service);
+        self
+    }
+
+    /// How many session-scoped cleanups wait under `key` (the
+    /// [`TeardownKey::session`] of a tenant, principal and session) for a
+    /// run of that session to call [`Run::end_session`].
+    pub fn session_cleanups(&self, key: &TeardownKey) -> usize {
+        lock(&self.inner.sessions)
+            .get(key)
+            .map_or(0, |t| t.order.len())
+    }
+
+    /// Starts a run: files `run.started`. Refuses an id already used and an
+    /// empty session id ([`RecorderError::EmptySession`]).
+    pub async fn start_run(&self, start: RunStart) -> Result<Run, RecorderError> {
+        let id = start.run_id.clone();
+        if start.session_id.as_deref() == Some("") {
+            return Err(RecorderError::EmptySession(id));
+        }
+        {
+            let mut live = lock(&self.inner.live_runs);
+            let exists = match self.inner.archive.run(&id) {
+                Ok(_) => true,
+                Err(ArchiveError::UnknownRun { .. }) => false,
+                Err(e) => return Err(e.into()),
+            };
+            if exists || !live.insert(id.clone()) {
+                return Err(RecorderError::RunExists(id));
+            }
+        }
+        let teardown_scopes = start.teardown_scopes.unwrap_or_else(|| {
+            let mut s = vec![TeardownScope::Call, TeardownScope::Run];
+            if start.session_id.is_some() {
+                s.push(TeardownScope::Session);
+            }
+            s
+        });
+        let run = Run {
+            inner: Arc::new(RunInner {
+                rec: self.inner.clone(),
+                id: Arc::from(id.as_str()),
+                outside: None,
+                session_id: start.session_id.clone(),
+                identity: start.identity.clone(),
+                teardown_scopes: teardown_scopes.clone(),
+                next_call: AtomicU64::new(1),
+                teardowns: Mutex::new(Teardowns::default()),
+                ended: AtomicBool::new(false),
+                closed: AtomicBool::new(false),
+            }),
+        };
+        run.emit(
+            None,
+            FactKind::RunStarted(RunStarted {
+                run_id: id,
+                session_id: start.session_id,
+                identity: start.identity,
+                producer: self.inner.config.producer.clone(),
+                labels: start.labels,
+                teardown_scopes,
+            }),
+        );
+        if self.inner.config.durability != Durability::Buffered {
+            self.flush().await?;
+        }
+        Ok(run)
+    }
+
+    /// Prepares a call outside any run (seed 000: a call served where
+    /// there is no run, as over MCP, has no run id): the tool sees
+    /// `ctx.run_id() == None`, and the archive keeps the call (with the
+    /// calls it dispatches) as a stream of its own under a key the recorder
+    /// assigns ([`CallBuilder::key`]), never under an invented run id. Its
+    /// first fact is its `call.started`, its last its `call.ended`; only
+    /// the call teardown scope is honoured (there is no run to end, and no
+    /// session end to wait for). See [`Recorder::call_from`] to say who
+    /// calls.
+    pub fn call(&self, tool: &str, args: impl Serialize) -> CallBuilder {
+        self.outside_run(Caller::default(), tool, args)
+    }
+
+    /// [`Recorder::call`], with the caller's identity, session and labels.
+    /// Refuses an empty session id ([`RecorderError::EmptySession`]).
+    pub fn call_from(
+        &self,
+        caller: Caller,
+        tool: &str,
+        args: impl Serialize,
+    ) -> Result<CallBuilder, RecorderError> {
+        if caller.session_id.as_deref() == Some("") {
+            return Err(RecorderError::EmptySession(format!(
+                "(a call of {tool} outside any run)"
+            )));
+        }
+        Ok(self.outside_run(caller, tool, args))
+    }
+
+    pub(super) fn outside_run(
+        &self,
+        caller: Caller,
+        tool: &str,
+        args: impl Serialize,
+    ) -> CallBuilder {
+        let key = format!("call-{:032x}", rand::random::<u128>());
+        let stream = Run {
+            inner: Arc::new(RunInner {
+                rec: self.inner.clone(),
+                id: Arc::from(key.as_str()),
+                outside: Some(OnceLock::new()),
+                session_id: caller.session_id.clone(),
+                identity: caller.identity.clone(),
+                teardown_scopes: vec![TeardownScope::Call],
+                next_call: AtomicU64::new(1),
+                teardowns: Mutex::new(Teardowns::default()),
+                ended: AtomicBool::new(false),
+                closed: AtomicBool::new(false),
+            }),
+        };
+        let mut builder = stream.call(tool, args);
+        builder.outside = Some(caller);
+        builder
+    }
+
+    /// Waits until everything filed so far is durable.
+    pub async fn flush(&self) -> Result<(), RecorderError> {
+        Ok(self.inner.queue.flush().await?)
+    }
+
+    /// Facts filed but not yet written (a gauge of the queue).
+    pub fn queued(&self) -> usize {
+        self.inner.queue.in_flight()
+    }
+
+    /// Flushes everything, stops the writer and returns once all that was
+    /// filed is durable. Facts filed afterwards are not recorded.
+    pub async fn shutdown(self) -> Result<(), RecorderError> {
+        // Everything filed is written first, so that followers of ended runs
+        // get their last facts before the socket goes.
+        let flushed = self.flush().await;
+        let live = lock(&self.inner.live).take();
+        if let Some(live) = live {
+            live.stop(Duration::from_secs(2)).await;
+        }
+        let inner = self.inner.clone();
+        tokio::task::spawn_blocking(move || inner.queue.close())
+            .await
+            .map_err(|e| RecorderError::Panicked {
+                what: "stopping the writer",
+                detail: e.to_string(),
+            })?;
+        flushed?;
+        match self.inner.queue.failure() {
+            Some(f) => Err(RecorderError::Writer(f)),
+            None => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,294 @@
+//! [`Run`]: a run being recorded (its facts go to the writer here), and
+//! what starts one ([`RunStart`], [`Caller`]).
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use reel::context::*;
+use reel::fact::*;
+use reel::rules::{ends_stream, LateFact};
+use reel::NewFact;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::config::Durability;
+use crate::writer::report_late;
+
+use super::call::{CallBuilder, Providers};
+use super::lock;
+use super::recorder::RecorderInner;
+use super::teardown::Teardowns;
+use super::RecorderError;
+
+/// How to start a run.
+#[derive(Debug, Clone)]
+pub struct RunStart {
+    pub(super) run_id: String,
+    pub(super) session_id: Option<String>,
+    pub(super) identity: Option<Identity>,
+    pub(super) labels: BTreeMap<String, String>,
+    pub(super) teardown_scopes: Option<Vec<TeardownScope>>,
+}
+
+impl RunStart {
+    /// A run with this id (unique in the archive).
+    pub fn new(run_id: impl Into<String>) -> RunStart {
+        RunStart {
+            run_id: run_id.into(),
+            session_id: None,
+            identity: None,
+            labels: BTreeMap::new(),
+            teardown_scopes: None,
+        }
+    }
+
+    /// Binds the run to a hosting session (caller data, not identity).
+    /// Session-scoped cleanups are kept per (tenant, principal, session),
+    /// so another tenant or principal passing the same string reaches
+    /// none of them. An empty id is refused by [`Recorder::start_run`].
+    pub fn session(mut self, session_id: impl Into<String>) -> RunStart {
+        self.session_id = Some(session_id.into());
+        self
+    }
+
+    /// The identity the caller supplied.
+    pub fn identity(mut self, identity: Identity) -> RunStart {
+        self.identity = Some(identity);
+        self
+    }
+
+    /// Adds a label.
+    pub fn label(mut self, key: impl Into<String>, value: impl Into<String>) -> RunStart {
+        self.labels.insert(key.into(), value.into());
+        self
+    }
+
+    /// The teardown scopes this host honours. Default: call and run, plus
+    /// session when the run is bound to a session. A run that honours the
+    /// session scope but has no session id refuses session-scoped
+    /// registrations ([`ContextError::NoSession`]).
+    pub fn teardown_scopes(mut self, scopes: impl IntoIterator<Item = TeardownScope>) -> RunStart {
+        self.teardown_scopes = Some(scopes.into_iter().collect());
+        self
+    }
+}
+
+/// Who makes a call outside any run ([`Recorder::call_from`]): what a
+/// [`RunStart`] says of a run's caller.
+#[derive(Debug, Clone, Default)]
+pub struct Caller {
+    pub(super) session_id: Option<String>,
+    pub(super) identity: Option<Identity>,
+    pub(super) labels: BTreeMap<String, String>,
+}
+
+impl Caller {
+    /// A caller who says nothing of itself.
+    pub fn new() -> Caller {
+        Caller::default()
+    }
+
+    /// The hosting session (an MCP session id, say). Caller data; the
+    /// call's artifacts are scoped to it when the caller names no
+    /// conversation.
+    pub fn session(mut self, session_id: impl Into<String>) -> Caller {
+        self.session_id = Some(session_id.into());
+        self
+    }
+
+    /// The identity the caller supplied.
+    pub fn identity(mut self, identity: Identity) -> Caller {
+        self.identity = Some(identity);
+        self
+    }
+
+    /// Adds a label.
+    pub fn label(mut self, key: impl Into<String>, value: impl Into<String>) -> Caller {
+        self.labels.insert(key.into(), value.into());
+        self
+    }
+}
+
+/// A run being recorded. Cheap to clone.
+#[derive(Clone)]
+pub struct Run {
+    pub(super) inner: Arc<RunInner>,
+}
+
+pub(super) struct RunInner {
+    pub(super) rec: Arc<RecorderInner>,
+    /// The stream's key: the run id, or the key of a call outside any run.
+    pub(super) id: Arc<str>,
+    /// Set for the stream of a call outside any run (no `run.started`, no
+    /// `run.ended`): that call's id, once it is invoked. Its `call.ended`
+    /// ends the stream.
+    pub(super) outside: Option<OnceLock<String>>,
+    pub(super) session_id: Option<String>,
+    pub(super) identity: Option<Identity>,
+    pub(super) teardown_scopes: Vec<TeardownScope>,
+    pub(super) next_call: AtomicU64,
+    pub(super) teardowns: Mutex<Teardowns>,
+    /// `end` was called (no new calls).
+    pub(super) ended: AtomicBool,
+    /// `run.ended` was filed (no more facts).
+    pub(super) closed: AtomicBool,
+}
+
+impl std::fmt::Debug for Run {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Run")
+            .field("id", &self.inner.id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Run {
+    /// The run's id.
+    pub fn id(&self) -> &str {
+        &self.inner.id
+    }
+
+    /// Where the stream's calls belong.
+    pub(super) fn home(&self) -> Home {
+        match &self.inner.outside {
+            None => Home::Run(self.id().to_owned()),
+            Some(_) => Home::OutsideRun {
+                key: self.id().to_owned(),
+            },
+        }
+    }
+
+    /// Files one fact of this run (the entry point to the queue, with
+    /// [`Run::emit_progress`] for progress reports).
+    /// After `run.ended` (or the `call.ended` of a call outside any run) a
+    /// stream takes no facts: a late one is reported ([`report_late`]) and
+    /// not recorded.
+    pub(super) fn emit(&self, call: Option<&str>, kind: FactKind) {
+        if self.inner.closed.load(Ordering::SeqCst) {
+            return self.late(kind.name());
+        }
+        let closes = match &self.inner.outside {
+            None => ends_stream(None, call, &kind),
+            Some(root) => root
+                .get()
+                .is_some_and(|root| ends_stream(Some(root), call, &kind)),
+        };
+        let queue = &self.inner.rec.queue;
+        let tick = queue.tick();
+        // `at` and `offset` are the writer's to fill in, from the tick.
+        let fact = NewFact {
+            at: 0,
+            offset: 0,
+            call: call.map(str::to_owned),
+            kind,
+        };
+        queue.fact(&self.inner.id, tick, fact);
+        if closes {
+            self.inner.closed.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// Files a progress report of the call opened as `call` (see
+    /// [`crate::writer::Queue::open_call`]): [`Run::emit`] for the hot path,
+    /// numbered and built by the writer.
+    pub(super) fn emit_progress(&self, call: u64, payload: Value) {
+        if self.inner.closed.load(Ordering::SeqCst) {
+            return self.late("progress");
+        }
+        self.inner.rec.queue.progress(call, payload);
+    }
+
+    /// A fact filed after the stream's end: not recorded, reported.
+    #[cold]
+    pub(super) fn late(&self, kind: &str) {
+        report_late(&LateFact {
+            stream: self.inner.id.to_string(),
+            kind: kind.to_owned(),
+            count: 1,
+        });
+    }
+
+    /// Prepares a call of `tool` with `args`.
+    pub fn call(&self, tool: &str, args: impl Serialize) -> CallBuilder {
+        let n = self.inner.next_call.fetch_add(1, Ordering::Relaxed);
+        let args = serde_json::to_value(args)
+            .unwrap_or_else(|e| serde_json::json!({ "unserialisable": e.to_string() }));
+        CallBuilder {
+            run: self.clone(),
+            outside: None,
+            started: CallStarted {
+                call_id: format!("c{n}"),
+                tool_name: tool.into(),
+                tool_id: None,
+                parent_call: None,
+                iteration: 0,
+                invocation_id: Some(new_invocation_id()),
+                mode: CallMode::Async,
+                protocol: None,
+                platform: None,
+                client_info: None,
+                args,
+                wanted: None,
+                attached: None,
+                spec: None,
+                dispatch_tools: None,
+                outside_run: None,
+            },
+            providers: Providers::default(),
+            needs: Vec::new(),
+            cancel: CancelHandle::new(),
+            services: Services::default(),
+        }
+    }
+
+    /// Ends the run: runs its run-scoped cleanups (reverse order, each
+    /// bounded in time, failures recorded), files `run.ended`, and with
+    /// call-boundary or every-fact durability waits until all of it is
+    /// durable.
+    pub async fn end(&self, status: RunStatus) -> Result<(), RecorderError> {
+        if self.inner.ended.swap(true, Ordering::SeqCst) {
+            return Err(RecorderError::RunEnded(self.id().into()));
+        }
+        let teardowns = std::mem::take(&mut *lock(&self.inner.teardowns));
+        self.run_teardowns(None, TeardownScope::Run, teardowns)
+            .await;
+        self.emit(None, FactKind::RunEnded(RunEnded { status }));
+        let rec = &self.inner.rec;
+        rec.queue.run_closed(&self.inner.id);
+        lock(&rec.live_runs).remove(&*self.inner.id);
+        if rec.config.durability != Durability::Buffered {
+            rec.queue.flush().await?;
+        }
+        Ok(())
+    }
+
+    /// Ends the run's hosting session: runs every session-scoped cleanup
+    /// registered under its [`TeardownKey::session`] (this run's tenant,
+    /// principal and session; by this run or earlier ones) and records
+    /// them in this run. Cleanups of another tenant or principal under the
+    /// same session string are not this session's and stay. A run bound to
+    /// no session has none to end.
+    pub async fn end_session(&self) -> Result<(), RecorderError> {
+        let Ok(key) = TeardownKey::session(
+            self.inner.identity.as_ref(),
+            self.inner.session_id.as_deref(),
+        ) else {
+            return Ok(());
+        };
+        let teardowns = lock(&self.inner.rec.sessions)
+            .remove(&key)
+            .unwrap_or_default();
+        self.run_teardowns(None, TeardownScope::Session, teardowns)
+            .await;
+        Ok(())
+    }
+}
+
+/// A fresh invocation id: `inv-` and 128 bits from the thread's
+/// cryptographically secure generator (seeded by the OS), as hex. Not
+/// derived from the run and call ids (`c1`, `c2`, ... would make it as easy
+/// to guess): a receipt naming it cannot be forged for another call.
+pub(super) fn new_invocation_id() -> String {
+    format!("inv-{:032x}", rand::random::<u128>())
+}
