@@ -17,6 +17,7 @@ use super::document::{Item, Parsed, View, MAX_NESTING};
 use super::position::Encoding;
 use super::report::Report;
 use crate::display::{cut, progress_line};
+use crate::names::name;
 use crate::render::text::{duration, timestamp};
 use crate::timeline::Anomaly;
 
@@ -69,7 +70,7 @@ pub fn document_symbols(view: View<'_>, enc: Encoding) -> Vec<DocumentSymbol> {
         .map(|r| r.run_id.clone())
         .or_else(|| header.map(|h| h.run.run_id.clone()));
     let mut detail = match (t.ended, header) {
-        (Some((status, _)), _) => format!("{status:?}").to_lowercase(),
+        (Some((status, _)), _) => name(&status),
         (None, Some(h)) => h.run.state.as_str().to_owned(),
         (None, None) => "no header".to_owned(),
     };
@@ -226,10 +227,10 @@ fn short_detail(f: &Fact, tool: &str) -> Option<String> {
     Some(match &f.kind {
         FactKind::Progress(p) => one_line(&progress_line(tool, &p.payload, p.count)),
         FactKind::CallEnded(e) => {
-            format!("{:?} in {}", e.status(), duration(e.duration_ns)).to_lowercase()
+            format!("{} in {}", name(&e.status()), duration(e.duration_ns))
         }
-        FactKind::RunEnded(e) => format!("{:?}", e.status).to_lowercase(),
-        FactKind::Log(l) => format!("{:?}", l.level).to_lowercase(),
+        FactKind::RunEnded(e) => name(&e.status),
+        FactKind::Log(l) => name(&l.level),
         FactKind::CredentialRequested(c) => one_line(&c.need),
         FactKind::CredentialResolved(c) => one_line(&c.need),
         FactKind::CredentialFailed(c) => one_line(&format!("{}: {}", c.need, c.reason)),
@@ -752,9 +753,9 @@ pub fn diagnostics(view: View<'_>, enc: Encoding, report: ReportInput<'_>) -> Ve
     }
     for a in &ix.timeline.anomalies {
         let line = match a {
-            Anomaly::Gap { first, last, .. } => ix
-                .line_of_gap(*first)
-                .or_else(|| last.and_then(|l| ix.line_of_seq(l.saturating_add(1)))),
+            Anomaly::Gap(gap) => ix
+                .line_of_gap(gap.first)
+                .or_else(|| gap.last.and_then(|l| ix.line_of_seq(l.saturating_add(1)))),
             Anomaly::UnendedRun => ix.run_started.or(ix.header),
             other => other.seq().and_then(|s| ix.line_of_seq(s)),
         }
@@ -763,7 +764,7 @@ pub fn diagnostics(view: View<'_>, enc: Encoding, report: ReportInput<'_>) -> Ve
             .ok()
             .and_then(|v| v.get("anomaly").and_then(Value::as_str).map(str::to_owned))
             .unwrap_or_else(|| "anomaly".into());
-        let severity = if matches!(a, Anomaly::Gap { .. }) {
+        let severity = if matches!(a, Anomaly::Gap(_)) {
             DiagnosticSeverity::ERROR
         } else {
             DiagnosticSeverity::WARNING

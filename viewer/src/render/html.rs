@@ -43,10 +43,13 @@ use std::fmt::Write as _;
 use std::hash::{BuildHasher, Hasher};
 use std::io::{self, Write};
 
-use reel::fact::{CallStatus, RunStatus, TeardownOutcome};
+use reel::fact::{CallStatus, TeardownOutcome};
+use reel::gap::Gap;
 use reel::{Fact, RunRecord, RunState};
 
 use crate::display::ProgressTemplates;
+use crate::names::{call_status, name};
+use crate::render::sink::RunSink;
 use crate::render::text::{duration, timestamp, TextRenderer};
 use crate::timeline::{Anomaly, CallNode, Timeline, TimelineBuilder};
 
@@ -163,8 +166,8 @@ impl<W: Write> HtmlWriter<W> {
     }
 
     /// Notes facts that could not be read (shown as an anomaly).
-    pub fn gap(&mut self, first: u64, last: Option<u64>, detail: &str) {
-        self.builder.push_gap(first, last, detail);
+    pub fn gap(&mut self, gap: &Gap) {
+        self.builder.push_gap(gap);
     }
 
     /// Ends the page: closes the data block, writes the header, anomalies,
@@ -194,6 +197,26 @@ impl<W: Write> HtmlWriter<W> {
         self.out.write_all(page.as_bytes())?;
         self.out.flush()?;
         Ok(timeline)
+    }
+}
+
+impl<W: Write> RunSink for HtmlWriter<W> {
+    fn fact(&mut self, fact: &Fact, listed: bool) -> io::Result<()> {
+        if listed {
+            HtmlWriter::fact(self, fact)
+        } else {
+            self.timeline_only(fact);
+            Ok(())
+        }
+    }
+
+    fn gap(&mut self, gap: &Gap) -> io::Result<()> {
+        HtmlWriter::gap(self, gap);
+        Ok(())
+    }
+
+    fn finish(self) -> io::Result<Timeline> {
+        HtmlWriter::finish(self)
     }
 }
 
@@ -326,12 +349,7 @@ fn header(page: &mut String, r: &RunRecord, t: &Timeline, listed: u64) {
     };
     item("duration", escape(&took));
     if let Some((status, _)) = t.ended {
-        let status = match status {
-            RunStatus::Completed => "completed",
-            RunStatus::Failed => "failed",
-            RunStatus::Cancelled => "cancelled",
-        };
-        item("ended as", status.into());
+        item("ended as", name(&status));
     }
     match &r.identity {
         Some(id) => {
@@ -416,7 +434,7 @@ fn anomaly_call<'a>(a: &'a Anomaly, t: &'a Timeline) -> Option<&'a str> {
             .iter()
             .find(|d| d.registered_seq == *seq)
             .and_then(|d| d.call.as_deref()),
-        Anomaly::UnknownCall { .. } | Anomaly::Gap { .. } | Anomaly::UnendedRun => None,
+        Anomaly::UnknownCall { .. } | Anomaly::Gap(_) | Anomaly::UnendedRun => None,
     }
 }
 
@@ -515,12 +533,13 @@ fn waterfall(page: &mut String, t: &Timeline) {
         page.push_str("<p class=\"muted\">This run made no calls.</p>\n");
     }
     for c in tree_order(t) {
-        let (class, status) = match c.status {
-            Some(CallStatus::Ok) => ("st-ok", "ok"),
-            Some(CallStatus::Error) => ("st-error", "error"),
-            Some(CallStatus::Aborted) => ("st-aborted", "aborted"),
-            None => ("st-open", "never ended"),
+        let class = match c.status {
+            Some(CallStatus::Ok) => "st-ok",
+            Some(CallStatus::Error) => "st-error",
+            Some(CallStatus::Aborted) => "st-aborted",
+            None => "st-open",
         };
+        let status = call_status(c.status);
         let start = pct(c.started_offset);
         let end = match c.ended_offset {
             Some(e) => pct(e.max(c.started_offset)),

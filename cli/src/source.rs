@@ -1,15 +1,18 @@
 //! Where the `reel` binary reads an archive from: the archive itself, or —
-//! when a running recorder holds it — that recorder's live socket.
+//! when a running recorder holds it — that recorder's live socket. Both
+//! give a run's facts as one stream of [`Item`]s, damage as a
+//! [`Gap`].
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 
+use reel::gap::Gap;
 use reel::{Fact, RunRecord};
 use reel_archive::live::{Reply, Request, SOCKET_NAME};
 use reel_archive::{Archive, ArchiveConfig, ArchiveError, ArchiveStats, RunFilter, RunPage};
 
-use crate::Failure;
+use crate::failure::Failure;
 
 /// One item of a run's fact stream.
 // Facts are the common case; boxing them would cost an allocation each.
@@ -18,11 +21,7 @@ pub enum Item {
     /// A fact.
     Fact(Fact),
     /// Facts that could not be read.
-    Gap {
-        first: u64,
-        last: Option<u64>,
-        detail: String,
-    },
+    Gap(Gap),
 }
 
 /// An archive to read.
@@ -190,11 +189,11 @@ impl Source {
                     last_seq,
                     detail,
                     ..
-                }) => Ok(Item::Gap {
+                }) => Ok(Item::Gap(Gap {
                     first: first_seq,
                     last: last_seq,
                     detail,
-                }),
+                })),
                 Err(e) => Err(e.into()),
             }))),
             Source::Live { .. } => {
@@ -219,11 +218,11 @@ impl Source {
                             first,
                             last,
                             detail,
-                        })) => Ok(Item::Gap {
+                        })) => Ok(Item::Gap(Gap {
                             first,
                             last,
                             detail,
-                        }),
+                        })),
                         Some(Ok(Reply::End)) => return None,
                         Some(Ok(other)) => Err(unexpected(other)),
                         Some(Err(e)) => Err(e),
