@@ -15,11 +15,11 @@ use tower_lsp_server::ls_types::{
 
 use super::document::{Item, Parsed, View, MAX_NESTING};
 use super::position::Encoding;
-use super::report::Report;
 use crate::display::{cut, progress_line};
 use crate::names::name;
 use crate::render::text::{duration, timestamp};
 use crate::timeline::Anomaly;
+use reel::report::ReplayReport;
 
 /// The most characters of a pretty-printed payload shown in a hover.
 pub const HOVER_PAYLOAD_LIMIT: usize = 20_000;
@@ -692,7 +692,7 @@ pub enum ReportInput<'a> {
         /// The report's file name, for messages.
         name: &'a str,
         /// What it says.
-        report: &'a Report,
+        report: &'a ReplayReport,
     },
     /// It is there but could not be read.
     Unreadable {
@@ -790,8 +790,8 @@ pub fn diagnostics(view: View<'_>, enc: Encoding, report: ReportInput<'_>) -> Ve
         )),
         ReportInput::Read { name, report } => {
             let run = ix.timeline.run.as_ref().map(|r| r.run_id.as_str());
-            match (report.run_id.as_deref(), run) {
-                (Some(theirs), Some(ours)) if theirs != ours => out.push(diag(
+            match (report.run_id.as_str(), run) {
+                (theirs, Some(ours)) if theirs != ours => out.push(diag(
                     line_range(view, top, enc),
                     DiagnosticSeverity::WARNING,
                     "report-other-run",
@@ -801,17 +801,20 @@ pub fn diagnostics(view: View<'_>, enc: Encoding, report: ReportInput<'_>) -> Ve
                     ),
                 )),
                 _ => {
-                    for d in &report.divergences {
-                        let call = d.call_id.as_deref().and_then(|c| ix.call(c));
+                    for (c, d) in report
+                        .calls
+                        .iter()
+                        .filter_map(|c| Some((c, c.divergence.as_ref()?)))
+                    {
+                        let call = ix.call(&c.call_id);
                         let by_index = call.and_then(|c| {
-                            let i = usize::try_from(d.index?).ok()?;
                             c.items
                                 .iter()
                                 .filter_map(|item| match item {
                                     Item::Line(l) => Some(*l),
                                     Item::Call(_) => None,
                                 })
-                                .nth(i)
+                                .nth(d.index)
                         });
                         let line = d
                             .seq
@@ -822,7 +825,7 @@ pub fn diagnostics(view: View<'_>, enc: Encoding, report: ReportInput<'_>) -> Ve
                         out.push(diag(
                             line_range(view, line, enc),
                             DiagnosticSeverity::ERROR,
-                            &d.kind,
+                            d.kind.as_str(),
                             REPORT_SOURCE,
                             format!("replay diverged ({name}): {}", d.line),
                         ));
