@@ -2,7 +2,8 @@
 //!
 //! This crate is reel's small, stable core: the [fact model](fact), the
 //! [context contract](context) a tool is written against, [redaction](redact),
-//! the [stream rules](rules), the [fact encoding](codec) and the [tape]
+//! the [stream rules](rules), the [fact encoding](codec), the [replay
+//! report](report)'s data types and the [tape]
 //! format (a JSON Lines export of one run). It has no storage: the sled
 //! archive is `reel-archive`, and the recorder, the replayer and the viewer
 //! are built on these in their own crates.
@@ -45,6 +46,7 @@ pub mod context;
 pub mod fact;
 pub mod gap;
 pub mod redact;
+pub mod report;
 pub mod rules;
 pub mod run;
 pub mod sequence;

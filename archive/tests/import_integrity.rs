@@ -11,7 +11,7 @@
 //!
 //! The CLI cases run the real `reel` binary, which lives in another package
 //! of the workspace: `cargo test --workspace` builds it before any test runs;
-//! alone, build it first (`cargo build -p reel-viewer --bin reel`), or point
+//! alone, build it first (`cargo build -p reel-cli`), or point
 //! `REEL_BIN` at it.
 
 use std::collections::BTreeMap;
@@ -484,7 +484,7 @@ fn reel_bin() -> PathBuf {
         .expect("the test binary is in target/<profile>/deps");
     assert!(
         bin.exists(),
-        "{} is not built: run `cargo build -p reel-viewer --bin reel` (or `cargo test --workspace`), or set REEL_BIN",
+        "{} is not built: run `cargo build -p reel-cli` (or `cargo test --workspace`), or set REEL_BIN",
         bin.display()
     );
     bin

@@ -9,16 +9,7 @@ use reel::Fact;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// One differing field.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct FieldDiff {
-    /// Dotted path from the fact kind, e.g. `progress.payload.message`.
-    pub path: String,
-    /// The recorded value (`None`: the field is absent in the record).
-    pub expected: Option<Value>,
-    /// The replayed value (`None`: the field is absent now).
-    pub actual: Option<Value>,
-}
+pub use reel::report::FieldDiff;
 
 /// Fields to ignore when matching: a JSON pointer into a fact's `data`,
 /// for one kind or for every kind.

@@ -37,5 +37,6 @@
 
 pub mod display;
 pub mod lsp;
+pub mod names;
 pub mod render;
 pub mod timeline;

@@ -7,6 +7,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use reel::fact::*;
+use reel::gap::Gap;
 use reel::Fact;
 use serde::Serialize;
 
@@ -39,7 +40,8 @@ pub struct CallNode {
     pub error: Option<String>,
     /// Facts filed under this call.
     pub facts: u64,
-    /// Progress reports so far.
+    /// Progress reports so far: the stored `count` of the latest report
+    /// (the writer numbers them), so reports lost in a gap still count.
     pub progress: u64,
     /// The display line of the latest progress report.
     pub last_progress: Option<String>,
@@ -145,15 +147,9 @@ pub enum Anomaly {
         /// Seq of the request.
         seq: u64,
     },
-    /// Facts that could not be read (a damaged block).
-    Gap {
-        /// First seq missing.
-        first: u64,
-        /// Last seq missing, when known.
-        last: Option<u64>,
-        /// Why.
-        detail: String,
-    },
+    /// Facts that could not be read (a damaged block), or seqs the
+    /// stream skips.
+    Gap(Gap),
     /// A fact of a call that never started.
     UnknownCall {
         /// The call id named.
@@ -175,7 +171,7 @@ impl Anomaly {
             | Anomaly::CredentialFailed { seq, .. }
             | Anomaly::CancelAfterEnd { seq, .. }
             | Anomaly::UnknownCall { seq, .. } => Some(*seq),
-            Anomaly::Gap { first, .. } => Some(*first),
+            Anomaly::Gap(gap) => Some(gap.first),
             Anomaly::UnendedRun => None,
         }
     }
@@ -206,11 +202,7 @@ impl Anomaly {
             Anomaly::CancelAfterEnd { call_id, seq } => {
                 format!("cancellation of call {call_id} arrived after it ended (#{seq})")
             }
-            Anomaly::Gap {
-                first,
-                last,
-                detail,
-            } => format!("{} could not be read: {detail}", seq_range(*first, *last)),
+            Anomaly::Gap(gap) => gap.to_string(),
             Anomaly::UnknownCall { call_id, seq } => {
                 format!("fact #{seq} names call {call_id}, which never started")
             }
@@ -245,14 +237,7 @@ pub struct RunHeader {
     pub teardown_scopes: Vec<TeardownScope>,
 }
 
-/// `fact #7`, `facts #7 to #9`, or `facts from #7 on` (end unknown).
-pub fn seq_range(first: u64, last: Option<u64>) -> String {
-    match last {
-        Some(l) if l == first => format!("fact #{first}"),
-        Some(l) => format!("facts #{first} to #{l}"),
-        None => format!("facts from #{first} on"),
-    }
-}
+pub use reel::gap::seq_range;
 
 /// A run rebuilt from its facts.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -358,13 +343,9 @@ impl TimelineBuilder {
     }
 
     /// Records facts that could not be read.
-    pub fn push_gap(&mut self, first: u64, last: Option<u64>, detail: &str) {
-        self.t().anomalies.push(Anomaly::Gap {
-            first,
-            last,
-            detail: detail.to_owned(),
-        });
-        if let Some(l) = last {
+    pub fn push_gap(&mut self, gap: &Gap) {
+        self.t().anomalies.push(Anomaly::Gap(gap.clone()));
+        if let Some(l) = gap.last {
             self.next_seq = self.next_seq.max(l + 1);
         }
     }
@@ -377,16 +358,16 @@ impl TimelineBuilder {
             match t.anomalies.last_mut() {
                 // A gap of unknown extent just reported (`push_gap` with no
                 // last seq): this fact tells where it ends. One gap, not two.
-                Some(Anomaly::Gap {
+                Some(Anomaly::Gap(Gap {
                     first: f,
                     last: l @ None,
                     ..
-                }) if *f == first => *l = Some(last),
-                _ => t.anomalies.push(Anomaly::Gap {
+                })) if *f == first => *l = Some(last),
+                _ => t.anomalies.push(Anomaly::Gap(Gap {
                     first,
                     last: Some(last),
                     detail: "the seq numbers skip".into(),
-                }),
+                })),
             }
         }
         self.next_seq = self.next_seq.max(fact.seq.saturating_add(1));
@@ -479,7 +460,16 @@ impl TimelineBuilder {
                     // The timeline and the templates, borrowed apart.
                     let t = self.t.as_mut().expect("made just above");
                     let node = &mut t.calls[i];
-                    node.progress += 1;
+                    // The writer's count is the authority (it numbered
+                    // the report; reports lost in a gap were counted
+                    // there): so the fact line, which prints the stored
+                    // count, and the summary agree. A report stored
+                    // without one (count 0) is counted here.
+                    node.progress = if p.count > 0 {
+                        p.count
+                    } else {
+                        node.progress + 1
+                    };
                     node.last_progress =
                         Some(self.templates.line(&node.tool, &p.payload, node.progress));
                     if ended {

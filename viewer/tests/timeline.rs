@@ -3,7 +3,10 @@
 //! of a run and the anomaly lines an operator must read.
 
 use reel::fact::*;
-use reel::Fact;
+use reel::gap::Gap;
+use reel::{Fact, RunRecord};
+use reel_viewer::render::sink::RunSink;
+use reel_viewer::render::text::{TextRenderer, TextWriter};
 use reel_viewer::timeline::{Anomaly, Timeline, TimelineBuilder};
 use serde_json::json;
 
@@ -550,6 +553,70 @@ fn credential_ledger() {
     );
 }
 
+fn gap(first: u64, last: Option<u64>, detail: &str) -> Gap {
+    Gap {
+        first,
+        last,
+        detail: detail.into(),
+    }
+}
+
+/// A progress report numbers itself (`count`, the writer's): after a gap
+/// that swallowed report 2, report 3 says 3 on its fact line and the
+/// summary says 3 too, not the 2 reports the reader happened to see.
+#[test]
+fn the_stored_progress_count_survives_a_gap() {
+    let facts = number(vec![
+        started(),
+        call("c1", "walk"),
+        generic_progress("c1", 1),
+        Step::Skip(1),
+        generic_progress("c1", 3),
+        ended("c1", 9),
+        run_ended(RunStatus::Completed),
+    ]);
+    let record = RunRecord::from_first(&facts[0]).expect("a run's head");
+    let mut text = Vec::new();
+    let mut w = TextWriter::start(&mut text, TextRenderer::new(false), &record).expect("memory");
+    w.fact(&facts[0], true).expect("memory");
+    w.fact(&facts[1], true).expect("memory");
+    w.fact(&facts[2], true).expect("memory");
+    w.gap(&gap(3, Some(3), "checksum mismatch"))
+        .expect("memory");
+    for f in &facts[3..] {
+        w.fact(f, true).expect("memory");
+    }
+    let t = w.finish().expect("memory");
+    let text = String::from_utf8(text).expect("UTF-8");
+    let third = "`walk` reported progress (3 so far)…";
+    let line = text
+        .lines()
+        .find(|l| l.contains("#4 "))
+        .expect("the line of fact #4");
+    assert!(line.contains(third), "{line}\n{text}");
+    assert!(
+        text.contains(&format!("last progress: {third}")),
+        "the summary agrees with the fact line:\n{text}"
+    );
+    let c1 = t.call("c1").expect("c1");
+    assert_eq!(c1.progress, 3);
+    assert_eq!(c1.last_progress.as_deref(), Some(third));
+    assert_eq!(
+        t.anomalies,
+        vec![Anomaly::Gap(gap(3, Some(3), "checksum mismatch"))]
+    );
+}
+
+fn generic_progress(call: &str, count: u64) -> Step {
+    in_call(
+        call,
+        FactKind::Progress(Progress {
+            payload: json!({ "done": count }),
+            count,
+        }),
+    )
+}
+
 #[test]
 fn push_gap_marks_the_damage_once() {
     let facts = number(vec![
@@ -563,7 +630,7 @@ fn push_gap_marks_the_damage_once() {
     let mut b = TimelineBuilder::default();
     b.push(&facts[0]);
     b.push(&facts[1]);
-    b.push_gap(2, Some(5), "checksum mismatch");
+    b.push_gap(&gap(2, Some(5), "checksum mismatch"));
     b.push(&facts[2]);
     b.push(&facts[3]);
     let t = b.finish();
@@ -591,17 +658,13 @@ fn push_gap_of_unknown_extent_is_completed_by_the_next_fact() {
     let mut b = TimelineBuilder::default();
     b.push(&facts[0]);
     b.push(&facts[1]);
-    b.push_gap(2, None, "unreadable header");
+    b.push_gap(&gap(2, None, "unreadable header"));
     b.push(&facts[2]);
     b.push(&facts[3]);
     let t = b.finish();
     assert_eq!(
         t.anomalies,
-        vec![Anomaly::Gap {
-            first: 2,
-            last: Some(5),
-            detail: "unreadable header".into()
-        }]
+        vec![Anomaly::Gap(gap(2, Some(5), "unreadable header"))]
     );
 }
 
@@ -611,7 +674,7 @@ fn push_gap_at_the_end_stays_open() {
     let mut b = TimelineBuilder::default();
     b.push(&facts[0]);
     b.push(&facts[1]);
-    b.push_gap(2, None, "unreadable header");
+    b.push_gap(&gap(2, None, "unreadable header"));
     let t = b.finish();
     let lines: Vec<String> = t.anomalies.iter().map(Anomaly::describe).collect();
     assert_eq!(

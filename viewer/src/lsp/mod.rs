@@ -48,7 +48,8 @@ use tower_lsp_server::{Client, ClientSocket, LanguageServer, LspService, Server}
 use analysis::ReportInput;
 use document::Document;
 use position::Encoding;
-use report::{parse_report, report_path, Report};
+use reel::report::ReplayReport;
+use report::{parse_report, report_path};
 
 /// Serves the language server on standard input and output; returns when
 /// the client sends `exit` (or closes standard input).
@@ -219,7 +220,7 @@ struct Open {
 #[derive(Debug, Clone)]
 struct CachedReport {
     stamp: (Option<SystemTime>, u64),
-    read: std::result::Result<Report, String>,
+    read: std::result::Result<ReplayReport, String>,
 }
 
 /// A read-only look at the server's state, for tests.
@@ -350,7 +351,7 @@ impl Backend {
     }
 }
 
-fn read_report(path: &Path) -> std::result::Result<Report, String> {
+fn read_report(path: &Path) -> std::result::Result<ReplayReport, String> {
     let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
     parse_report(&text)
 }

@@ -2,12 +2,15 @@
 //! written as it streams (a run of any size renders in bounded memory).
 //! Recorded strings keep every character, but C1 and bidi controls and the
 //! line separators are written as `\uXXXX` escapes ([`JsonSafe`]), so the
-//! document is safe to print on a terminal.
+//! document is safe to print on a terminal. The timeline at the end
+//! describes every fact of the run, listed or not ([`RunSink`]).
 
 use std::io::{self, Write};
 
+use reel::gap::Gap;
 use reel::{Fact, RunRecord};
 
+use crate::render::sink::RunSink;
 use crate::render::terminal::JsonSafe;
 use crate::timeline::{Timeline, TimelineBuilder};
 
@@ -45,8 +48,8 @@ impl<W: Write> JsonWriter<W> {
     }
 
     /// Notes facts that could not be read.
-    pub fn gap(&mut self, first: u64, last: Option<u64>, detail: &str) {
-        self.builder.push_gap(first, last, detail);
+    pub fn gap(&mut self, gap: &Gap) {
+        self.builder.push_gap(gap);
     }
 
     /// Ends the document with the timeline; returns the timeline.
@@ -57,6 +60,26 @@ impl<W: Write> JsonWriter<W> {
         self.out.write_all(b"}\n")?;
         self.out.flush()?;
         Ok(timeline)
+    }
+}
+
+impl<W: Write> RunSink for JsonWriter<W> {
+    fn fact(&mut self, fact: &Fact, listed: bool) -> io::Result<()> {
+        if listed {
+            JsonWriter::fact(self, fact)
+        } else {
+            self.builder.push(fact);
+            Ok(())
+        }
+    }
+
+    fn gap(&mut self, gap: &Gap) -> io::Result<()> {
+        JsonWriter::gap(self, gap);
+        Ok(())
+    }
+
+    fn finish(self) -> io::Result<Timeline> {
+        JsonWriter::finish(self)
     }
 }
 

@@ -5,15 +5,21 @@
 //! the timeline builder, so a run of any size renders in bounded memory.
 
 use std::fmt::Write as _;
+use std::io::{self, Write};
 
 use anstyle::{AnsiColor, Style};
 use reel::fact::*;
+use reel::gap::Gap;
 use reel::{Fact, RunRecord};
 use serde_json::Value;
 
 use crate::display::{cut, ProgressTemplates};
+use crate::names::{call_status, name};
+use crate::render::sink::RunSink;
 use crate::render::terminal::{escape, JsonSafe};
 use crate::timeline::{Timeline, TimelineBuilder};
+
+mod detail;
 
 /// Formats unix nanoseconds as RFC 3339 (UTC, milliseconds).
 pub fn timestamp(unix_nanos: i64) -> String {
@@ -206,253 +212,6 @@ impl TextRenderer {
         escape(&self.detail(fact, tool).1).into_owned()
     }
 
-    fn detail(&self, fact: &Fact, tool: &str) -> (Style, String) {
-        let plain = Style::new();
-        match &fact.kind {
-            FactKind::RunStarted(r) => {
-                let mut d = format!("by {} {}", r.producer.name, r.producer.version);
-                match &r.identity {
-                    Some(id) => {
-                        let _ = write!(d, "; identity {}", identity(id));
-                    }
-                    None => d.push_str("; no caller identity"),
-                }
-                if let Some(s) = &r.session_id {
-                    let _ = write!(d, "; session {s}");
-                }
-                let scopes: Vec<_> = r.teardown_scopes.iter().map(|s| s.to_string()).collect();
-                let _ = write!(d, "; teardown scopes [{}]", scopes.join(", "));
-                (BOLD, d)
-            }
-            FactKind::CallStarted(c) => {
-                let mut d = format!("▶ args {}", compact(&c.args, 100));
-                if let Some(o) = &c.outside_run {
-                    let _ = write!(
-                        d,
-                        " (outside any run, by {} {}",
-                        o.producer.name, o.producer.version
-                    );
-                    match &o.identity {
-                        Some(id) => {
-                            let _ = write!(d, "; identity {}", identity(id));
-                        }
-                        None => d.push_str("; no caller identity"),
-                    }
-                    if let Some(s) = &o.session_id {
-                        let _ = write!(d, "; session {s}");
-                    }
-                    let scopes: Vec<_> = o.teardown_scopes.iter().map(|s| s.to_string()).collect();
-                    let _ = write!(d, "; teardown scopes [{}])", scopes.join(", "));
-                }
-                if let Some(p) = &c.parent_call {
-                    let _ = write!(d, " (child of {p})");
-                }
-                if let Some(spec) = &c.spec {
-                    let _ = write!(d, " · {}", spec_summary(spec));
-                }
-                if c.mode == CallMode::Sync {
-                    d.push_str(" · sync");
-                }
-                (BOLD, d)
-            }
-            FactKind::CredentialRequested(c) => (plain, format!("{} ({})", c.need, mode(c.mode))),
-            FactKind::CredentialResolved(c) => (
-                GREEN,
-                format!(
-                    "{} ({}) fingerprint {}",
-                    c.need,
-                    mode(c.mode),
-                    c.fingerprint.0
-                ),
-            ),
-            FactKind::CredentialFailed(c) => {
-                (RED, format!("{} ({}): {}", c.need, mode(c.mode), c.reason))
-            }
-            FactKind::CredentialRefused(c) => (YELLOW, format!("{}: {}", c.need, c.reason)),
-            FactKind::ArtifactPut(a) => (
-                plain,
-                format!(
-                    "{} {} {} B {}",
-                    a.meta.id, a.meta.media_type, a.meta.size, a.meta.digest
-                ),
-            ),
-            FactKind::ArtifactGet(a) => match &a.meta {
-                Some(m) => (plain, format!("{} found, {} B", a.id, m.size)),
-                None => (YELLOW, format!("{} not found", a.id)),
-            },
-            FactKind::ArtifactRefused(a) => (
-                YELLOW,
-                format!(
-                    "{}: {}",
-                    if a.op == ArtifactOp::Put {
-                        "put"
-                    } else {
-                        "get"
-                    },
-                    a.reason
-                ),
-            ),
-            FactKind::Progress(p) => (plain, self.templates.line(tool, &p.payload, p.count)),
-            FactKind::Log(l) => {
-                let mut d = format!("{:?}", l.level).to_lowercase();
-                if let Some(s) = &l.subflow {
-                    let _ = write!(d, " [{s}]");
-                }
-                let text = match &l.data {
-                    Value::String(s) => cut(s, 120),
-                    other => compact(other, 120),
-                };
-                let _ = write!(d, " {text}");
-                let style = if l.level <= Level::Error {
-                    RED
-                } else if l.level == Level::Warning {
-                    YELLOW
-                } else {
-                    plain
-                };
-                (style, d)
-            }
-            FactKind::ElicitRequested(e) => (
-                plain,
-                format!(
-                    "\"{}\" ({}{})",
-                    e.message,
-                    if e.mode == ElicitMode::Form {
-                        "form"
-                    } else {
-                        "url"
-                    },
-                    e.ttl_ms
-                        .map(|t| format!(", ttl {}", duration(t * 1_000_000)))
-                        .unwrap_or_default()
-                        + &e.url
-                            .as_deref()
-                            .map(|u| format!(", {u}"))
-                            .unwrap_or_default()
-                ),
-            ),
-            FactKind::ElicitRefused(e) => (YELLOW, format!("\"{}\": {}", e.message, e.reason)),
-            FactKind::ElicitAnswered(e) => {
-                let mut d = match &e.outcome {
-                    ElicitOutcome::Accept { content } => format!("accept {}", compact(content, 80)),
-                    ElicitOutcome::Decline => "decline".into(),
-                    ElicitOutcome::Cancel => "cancel".into(),
-                    ElicitOutcome::Timeout => "timeout".into(),
-                    ElicitOutcome::Error { message } => format!("error: {}", cut(message, 120)),
-                };
-                if !e.validation_errors.is_empty() {
-                    let _ = write!(d, "; invalid: {}", e.validation_errors.join("; "));
-                }
-                if e.pre_resolved {
-                    d.push_str(" (pre-resolved)");
-                }
-                (plain, d)
-            }
-            FactKind::TeardownRegistered(t) => {
-                let what = match (t.first, t.registrations) {
-                    (true, _) => "first".to_owned(),
-                    // Recorded before liveness was counted.
-                    (false, 0) => "repeat (kept the first)".to_owned(),
-                    (false, n) => {
-                        format!("repeat, registration {n} (kept the first, liveness refreshed)")
-                    }
-                };
-                (plain, format!("{} {} {what}", t.scope, t.key_hash))
-            }
-            FactKind::TeardownRefused(t) => (YELLOW, format!("{}: {}", t.scope, t.reason)),
-            FactKind::TeardownRan(t) => {
-                let (style, o) = match &t.outcome {
-                    TeardownOutcome::Ok => (plain, "ok".to_string()),
-                    TeardownOutcome::Error { message } => (RED, format!("error: {message}")),
-                    TeardownOutcome::TimedOut => (RED, "timed out".to_string()),
-                };
-                let mut d = format!(
-                    "{} {} {o} in {}",
-                    t.scope,
-                    t.key_hash,
-                    duration(t.duration_ns)
-                );
-                // How many executes kept the resource alive, and when it
-                // was last used (seed 000's liveness); nothing on facts
-                // recorded before it was counted.
-                let last = || match t.last_registered_at {
-                    0 => String::new(),
-                    at => format!(" at {}", timestamp(at)),
-                };
-                match t.registrations {
-                    0 => {}
-                    1 => {
-                        let _ = write!(d, "; registered once{}", last());
-                    }
-                    n => {
-                        let _ = write!(d, "; kept alive by {n} registrations, the last{}", last());
-                    }
-                }
-                (style, d)
-            }
-            FactKind::Effect(e) => {
-                let outcome = match &e.outcome {
-                    EffectOutcome::Ok(v) => format!("ok {}", compact(v, 80)),
-                    EffectOutcome::Err(m) => format!("error: {m}"),
-                };
-                (
-                    plain,
-                    format!("{} {} → {outcome}", e.name, compact(&e.request, 60)),
-                )
-            }
-            FactKind::Clock(c) => (plain, timestamp(c.unix_nanos)),
-            FactKind::Random(r) => (plain, format!("{:#018x}", r.value)),
-            FactKind::CancelRequested(c) => (
-                YELLOW,
-                c.reason.clone().unwrap_or_else(|| "(no reason)".into()),
-            ),
-            FactKind::CallOutput(o) => {
-                let mut d = String::new();
-                if let Some(s) = &o.stage {
-                    let _ = write!(d, "[{s}] ");
-                }
-                d.push_str(&compact(&o.value, 100));
-                if let Some(n) = &o.note {
-                    let _ = write!(d, " ({n})");
-                }
-                (plain, d)
-            }
-            FactKind::CallEnded(e) => match &e.outcome {
-                CallOutcome::Ok { result } => (
-                    GREEN,
-                    format!(
-                        "■ ok in {} → {}",
-                        duration(e.duration_ns),
-                        compact(result, 100)
-                    ),
-                ),
-                CallOutcome::Error { error } => (
-                    RED,
-                    format!("■ error in {}: {error}", duration(e.duration_ns)),
-                ),
-                CallOutcome::Aborted { reason } => (
-                    YELLOW,
-                    format!(
-                        "■ aborted in {}{}",
-                        duration(e.duration_ns),
-                        reason
-                            .as_ref()
-                            .map(|r| format!(": {r}"))
-                            .unwrap_or_default()
-                    ),
-                ),
-            },
-            FactKind::RunEnded(e) => (BOLD, format!("{:?}", e.status).to_lowercase()),
-            FactKind::Unknown { data, .. } => (
-                YELLOW,
-                format!(
-                    "(a kind this reel does not know; from a newer writer) {}",
-                    compact(data, 100)
-                ),
-            ),
-        }
-    }
-
     /// The summary after the facts: call tree, ledgers, anomalies.
     pub fn summary(&self, t: &Timeline) -> String {
         let mut out = String::new();
@@ -461,12 +220,12 @@ impl TextRenderer {
             out.push_str("  (none)\n");
         }
         for c in &t.calls {
-            let status = match c.status {
-                Some(CallStatus::Ok) => self.paint(GREEN, "ok"),
-                Some(CallStatus::Error) => self.paint(RED, "error"),
-                Some(CallStatus::Aborted) => self.paint(YELLOW, "aborted"),
-                None => self.paint(RED, "never ended"),
+            let colour = match c.status {
+                Some(CallStatus::Ok) => GREEN,
+                Some(CallStatus::Aborted) => YELLOW,
+                Some(CallStatus::Error) | None => RED,
             };
+            let status = self.paint(colour, call_status(c.status));
             let _ = write!(
                 out,
                 "  {}{} {}  {status}  {}  {} {}",
@@ -557,16 +316,93 @@ impl TextRenderer {
 
     /// A whole run as text (header, facts, summary).
     pub fn run<'a>(&self, record: &RunRecord, facts: impl IntoIterator<Item = &'a Fact>) -> String {
-        let mut out = self.header(record);
-        out.push('\n');
-        let mut b = TimelineBuilder::default();
+        let mut buf = Vec::new();
+        let mut w = TextWriter::start(&mut buf, self.clone(), record).expect("writing to memory");
         for f in facts {
-            b.push(f);
-            out.push_str(&self.fact(f, &b));
-            out.push('\n');
+            w.fact(f, true).expect("writing to memory");
         }
-        out.push_str(&self.summary(&b.finish()));
-        out
+        w.finish().expect("writing to memory");
+        String::from_utf8(buf).expect("the text is UTF-8")
+    }
+}
+
+/// Writes a run as text as its facts stream: the header at once, one line
+/// per listed fact (a gap as a line of its own), the summary at the end.
+///
+/// ```
+/// use reel_viewer::render::sink::RunSink;
+/// use reel_viewer::render::text::{TextRenderer, TextWriter};
+/// # use reel::fact::*;
+/// # use reel::{Fact, RunRecord};
+/// # let facts = vec![Fact { seq: 0, at: 0, offset: 0, call: None, kind: FactKind::RunStarted(RunStarted {
+/// #     run_id: "r".into(), session_id: None, identity: None,
+/// #     producer: Producer { name: "doc".into(), version: "1".into() },
+/// #     labels: Default::default(), teardown_scopes: vec![] }) }];
+/// let record = RunRecord::from_first(&facts[0]).unwrap();
+/// let mut text = Vec::new();
+/// let mut w = TextWriter::start(&mut text, TextRenderer::new(false), &record).unwrap();
+/// w.fact(&facts[0], true).unwrap();
+/// w.gap(&reel::gap::Gap { first: 1, last: Some(2), detail: "checksum mismatch".into() }).unwrap();
+/// let timeline = w.finish().unwrap();
+/// assert_eq!(timeline.anomalies.len(), 2); // the gap, and a run that never ended
+/// assert!(String::from_utf8(text).unwrap().contains("✗ facts #1 to #2 damaged"));
+/// ```
+pub struct TextWriter<W: Write> {
+    out: W,
+    text: TextRenderer,
+    builder: TimelineBuilder,
+    follow: bool,
+}
+
+impl<W: Write> TextWriter<W> {
+    /// Writes the run's header and returns the writer; progress lines (the
+    /// facts' and the summary's) are worded by `text`'s templates.
+    pub fn start(mut out: W, text: TextRenderer, record: &RunRecord) -> io::Result<TextWriter<W>> {
+        writeln!(out, "{}", text.header(record))?;
+        out.flush()?;
+        Ok(TextWriter {
+            out,
+            builder: TimelineBuilder::default().with_templates(text.templates.clone()),
+            text,
+            follow: false,
+        })
+    }
+
+    /// Flushes after every listed fact (for `reel tail`, whose reader
+    /// waits for facts as they land).
+    pub fn following(mut self, follow: bool) -> TextWriter<W> {
+        self.follow = follow;
+        self
+    }
+}
+
+impl<W: Write> RunSink for TextWriter<W> {
+    fn fact(&mut self, fact: &Fact, listed: bool) -> io::Result<()> {
+        self.builder.push(fact);
+        if listed {
+            writeln!(self.out, "{}", self.text.fact(fact, &self.builder))?;
+            if self.follow {
+                self.out.flush()?;
+            }
+        }
+        Ok(())
+    }
+
+    fn gap(&mut self, gap: &Gap) -> io::Result<()> {
+        self.builder.push_gap(gap);
+        writeln!(
+            self.out,
+            "           ✗ {} damaged: could not be read ({})",
+            gap.seqs(),
+            escape(&gap.detail)
+        )
+    }
+
+    fn finish(mut self) -> io::Result<Timeline> {
+        let timeline = self.builder.finish();
+        write!(self.out, "{}", self.text.summary(&timeline))?;
+        self.out.flush()?;
+        Ok(timeline)
     }
 }
 

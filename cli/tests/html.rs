@@ -273,7 +273,11 @@ fn filtered_facts_shape_the_waterfall_but_are_not_listed() {
             w.timeline_only(f);
         }
     }
-    w.gap(13, Some(14), "a damaged block <x>");
+    w.gap(&reel::gap::Gap {
+        first: 13,
+        last: Some(14),
+        detail: "a damaged block <x>".into(),
+    });
     let timeline = w.finish().unwrap();
     assert_eq!(timeline.calls.len(), 4);
     let page = String::from_utf8(page).unwrap();

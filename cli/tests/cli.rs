@@ -612,6 +612,16 @@ fn show_filters_by_call_and_kind() {
         .map(|f| (f["seq"].as_u64(), f["kind"].as_str()))
         .collect();
     assert_eq!(facts, [(Some(14), Some("artifact.put"))]);
+    // The timeline still describes the whole run (every sink folds the
+    // facts a filter leaves out into it, as text and HTML do).
+    let whole: Value = serde_json::from_str(
+        &d.reel(&["show", "demo-search", "--json"])
+            .expect(0, "json")
+            .stdout,
+    )
+    .expect("JSON");
+    assert_eq!(v["timeline"], whole["timeline"]);
+    assert!(v["timeline"]["facts"].as_u64() > Some(1));
 }
 
 #[test]

@@ -7,7 +7,7 @@
 //! refused before anything is shown, naming the flag or file and what is
 //! wrong; recorded text inside a templated line stays escaped.
 //!
-//! Needs the binary: `cargo build -p reel-viewer --bin reel`.
+//! Needs the binary: `cargo build -p reel-cli`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -8,9 +8,17 @@
 //! same goes for artifact ids, which stores draw at random (the ids of two
 //! aligned `artifact.put`s are one id), and for an artifact scope made from
 //! the run id (`run:<id>`).
+//!
+//! It lives in the binary, not the viewer library, because it matches
+//! with the replayer's matcher (`reel_replayer::matching`); were the
+//! matching rules in the core, it could move to the viewer.
 
 use std::fmt::Write as _;
+use std::io::{self, Write as _};
+use std::path::Path;
+use std::process::ExitCode;
 
+use clap::Args;
 use reel::fact::FactKind;
 use reel::Fact;
 use reel_replayer::matching::{diff_kinds, show, FieldDiff, IgnoreRule};
@@ -18,6 +26,56 @@ use reel_viewer::display::cut;
 use reel_viewer::render::terminal::escape;
 use reel_viewer::render::text::compact;
 use serde_json::Value;
+
+use crate::failure::Failure;
+use crate::source::{Item, Source};
+use crate::stream::resolve_run;
+
+/// `reel diff`'s arguments.
+#[derive(Args, Debug)]
+pub struct DiffArgs {
+    /// The first run.
+    run_a: String,
+    /// The second run.
+    run_b: String,
+    /// Width of the side-by-side view.
+    #[arg(long, default_value_t = 160)]
+    width: usize,
+}
+
+/// Prints the two runs side by side; exits 1 when they differ.
+pub fn run(dir: &Path, args: DiffArgs) -> Result<ExitCode, Failure> {
+    let source = Source::open(dir)?;
+    let fa = collect_facts(&source, &args.run_a)?;
+    let fb = collect_facts(&source, &args.run_b)?;
+    let (text, first) = render(&args.run_a, &fa, &args.run_b, &fb, args.width.max(40));
+    io::stdout().lock().write_all(text.as_bytes())?;
+    Ok(if first.is_some() {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// Every fact of a run; a run with a gap cannot be diffed.
+fn collect_facts(source: &Source, run_id: &str) -> Result<Vec<Fact>, Failure> {
+    resolve_run(source, run_id)?;
+    let mut facts = Vec::new();
+    for item in source.facts(run_id, 0, false)? {
+        match item? {
+            Item::Fact(f) => facts.push(f),
+            Item::Gap(gap) => {
+                return Err(Failure(format!(
+                    "run {run_id}: facts #{}..{} are damaged ({}): cannot diff a run with a gap",
+                    gap.first,
+                    gap.last.map(|l| format!("={l}")).unwrap_or_default(),
+                    gap.detail
+                )))
+            }
+        }
+    }
+    Ok(facts)
+}
 
 /// Fields that differ between any two runs and are not compared.
 pub fn volatile() -> Vec<IgnoreRule> {

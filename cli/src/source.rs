@@ -1,15 +1,18 @@
 //! Where the `reel` binary reads an archive from: the archive itself, or —
-//! when a running recorder holds it — that recorder's live socket.
+//! when a running recorder holds it — that recorder's live socket. Both
+//! give a run's facts as one stream of [`Item`]s, damage as a
+//! [`Gap`].
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 
+use reel::gap::Gap;
 use reel::{Fact, RunRecord};
 use reel_archive::live::{Reply, Request, SOCKET_NAME};
 use reel_archive::{Archive, ArchiveConfig, ArchiveError, ArchiveStats, RunFilter, RunPage};
 
-use crate::Failure;
+use crate::failure::Failure;
 
 /// One item of a run's fact stream.
 // Facts are the common case; boxing them would cost an allocation each.
@@ -18,11 +21,7 @@ pub enum Item {
     /// A fact.
     Fact(Fact),
     /// Facts that could not be read.
-    Gap {
-        first: u64,
-        last: Option<u64>,
-        detail: String,
-    },
+    Gap(Gap),
 }
 
 /// An archive to read.
@@ -185,11 +184,7 @@ impl Source {
         match self {
             Source::Local(a) => Ok(Box::new(a.facts(run_id, from..)?.map(|item| match item {
                 Ok(f) => Ok(Item::Fact(f)),
-                Err(ArchiveError::Corrupt { gap, .. }) => Ok(Item::Gap {
-                    first: gap.first,
-                    last: gap.last,
-                    detail: gap.detail,
-                }),
+                Err(ArchiveError::Corrupt { gap, .. }) => Ok(Item::Gap(gap)),
                 Err(e) => Err(e.into()),
             }))),
             Source::Live { .. } => {
@@ -210,11 +205,7 @@ impl Source {
                     }
                     let item = match replies.next() {
                         Some(Ok(Reply::Fact(f))) => Ok(Item::Fact(f)),
-                        Some(Ok(Reply::Gap(gap))) => Ok(Item::Gap {
-                            first: gap.first,
-                            last: gap.last,
-                            detail: gap.detail,
-                        }),
+                        Some(Ok(Reply::Gap(gap))) => Ok(Item::Gap(gap)),
                         Some(Ok(Reply::End)) => return None,
                         Some(Ok(other)) => Err(unexpected(other)),
                         Some(Err(e)) => Err(e),

@@ -1,0 +1,76 @@
+//! `reel demo`: record the demo runs (and, on request, a slow live one)
+//! with the recorder, then show the first.
+
+use std::io::{self, Write};
+use std::path::Path;
+use std::process::ExitCode;
+
+use clap::Args;
+use reel_recorder::{Recorder, RecorderConfig};
+use reel_viewer::render::terminal::escape;
+use reel_viewer::render::text::TextRenderer;
+
+use crate::failure::{shown, Failure};
+use crate::source::Source;
+use crate::stream::ShowFilter;
+use crate::templates::TemplateArgs;
+
+/// `reel demo`'s arguments.
+#[derive(Args, Debug)]
+pub struct DemoArgs {
+    /// Afterwards, record a slow live run of this many hops.
+    #[arg(long)]
+    live_hops: Option<u32>,
+    /// Pause between live hops, in milliseconds.
+    #[arg(long, default_value_t = 100)]
+    live_pause_ms: u64,
+    #[command(flatten)]
+    templates: TemplateArgs,
+}
+
+/// Records the demo into `dir` and shows its first run.
+pub fn run(dir: &Path, args: DemoArgs, text: TextRenderer) -> Result<ExitCode, Failure> {
+    let text = text.with_templates(args.templates.load()?);
+    let rt = super::runtime()?;
+    let (archive, ids) = rt.block_on(async {
+        let recorder = Recorder::open(dir, RecorderConfig::default()).await?;
+        let ids = reel_recorder::demo::record(&recorder).await?;
+        if let Some(hops) = args.live_hops {
+            eprintln!(
+                "recording a live run of {hops} hops; watch it with: reel tail --archive {}",
+                shown(dir)
+            );
+            let id = reel_recorder::demo::record_live(&recorder, hops, args.live_pause_ms).await?;
+            eprintln!("recorded live run {}", escape(&id));
+        }
+        let archive = recorder.archive().clone();
+        recorder.shutdown().await?;
+        Ok::<_, Failure>((archive, ids))
+    })?;
+    let mut out = io::stdout().lock();
+    writeln!(
+        out,
+        "recorded {} demo runs into {}: {}",
+        ids.len(),
+        shown(dir),
+        escape(&ids.join(", "))
+    )?;
+    writeln!(out)?;
+    super::show::text(
+        &Source::Local(archive),
+        &ids[0],
+        &ShowFilter::default(),
+        false,
+        text,
+        &mut out,
+    )?;
+    writeln!(out)?;
+    writeln!(
+        out,
+        "next: reel runs --archive {dir}   |   reel show {} --archive {dir}   |   reel show {} --html run.html --archive {dir}",
+        escape(&ids[2]),
+        escape(&ids[1]),
+        dir = shown(dir)
+    )?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,36 @@
+//! One module per verb. Each takes its parsed arguments and the archive
+//! directory and returns the exit code (or a [`Failure`] that `main`
+//! prints): 0 done, 1 a difference found (`diff`), 2 damage found (a gap
+//! in a run shown, problems in `verify`).
+
+pub mod demo;
+pub mod diff;
+pub mod export;
+pub mod import;
+pub mod lsp;
+pub mod runs;
+pub mod show;
+pub mod stats;
+pub mod tail;
+pub mod verify;
+
+use std::path::Path;
+
+use reel_archive::Archive;
+
+use crate::failure::Failure;
+use crate::source::Source;
+
+/// Opens an archive that must already exist, for verbs that need the
+/// archive itself (not a running recorder's socket).
+pub fn open_existing(dir: &Path, verb: &str) -> Result<Archive, Failure> {
+    Source::open(dir)?.local(verb)
+}
+
+/// The runtime of the verbs that drive async code (demo, lsp).
+pub fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?)
+}

@@ -1,0 +1,111 @@
+//! `reel show`: one run's timeline as text, JSON or an HTML page. Each is
+//! a [`RunSink`](reel_viewer::render::sink::RunSink) fed by one loop
+//! ([`stream`]).
+
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::Args;
+use reel_viewer::render::html::HtmlWriter;
+use reel_viewer::render::json::JsonWriter;
+use reel_viewer::render::terminal::escape;
+use reel_viewer::render::text::{TextRenderer, TextWriter};
+
+use crate::failure::{shown, Failure};
+use crate::source::Source;
+use crate::stream::{newest_run, resolve_run, stream, ShowFilter, Streamed};
+use crate::templates::TemplateArgs;
+
+/// `reel show`'s arguments.
+#[derive(Args, Debug)]
+pub struct ShowArgs {
+    /// The run to show (or use --last).
+    #[arg(required_unless_present = "last")]
+    run: Option<String>,
+    /// Show the most recent run.
+    #[arg(long, conflicts_with = "run")]
+    last: bool,
+    /// Print as JSON.
+    #[arg(long, conflicts_with = "html")]
+    json: bool,
+    /// Write a self-contained HTML page to this file.
+    #[arg(long)]
+    html: Option<PathBuf>,
+    /// Only facts of this call (and run-level facts).
+    #[arg(long)]
+    call: Option<String>,
+    /// Only facts of this kind (repeatable), e.g. progress or call.ended.
+    #[arg(long)]
+    kind: Vec<String>,
+    #[command(flatten)]
+    templates: TemplateArgs,
+}
+
+/// Shows a run; exits 2 when some of its facts could not be read.
+pub fn run(dir: &Path, args: ShowArgs, text: TextRenderer) -> Result<ExitCode, Failure> {
+    let text = text.with_templates(args.templates.load()?);
+    let source = Source::open(dir)?;
+    let run_id = match args.run {
+        Some(r) => r,
+        None => newest_run(&source, false)?,
+    };
+    let filter = ShowFilter {
+        call: args.call,
+        kinds: args.kind,
+    };
+    if let Some(path) = &args.html {
+        let record = resolve_run(&source, &run_id)?;
+        let file = File::create(path)
+            .map_err(|e| Failure(format!("cannot write {}: {e}", path.display())))?;
+        let page = HtmlWriter::start(BufWriter::new(file), &record)?.with_templates(text.templates);
+        let streamed = stream(&source, &run_id, &filter, false, page)?;
+        let t = &streamed.timeline;
+        eprintln!(
+            "wrote the HTML report of run {} to {} (calls: {}, facts: {}, anomalies: {})",
+            escape(&run_id),
+            shown(path),
+            t.calls.len(),
+            t.facts,
+            t.anomalies.len()
+        );
+        return Ok(code(&streamed));
+    }
+    let out = BufWriter::new(io::stdout().lock());
+    if args.json {
+        let record = resolve_run(&source, &run_id)?;
+        let streamed = stream(
+            &source,
+            &run_id,
+            &filter,
+            false,
+            JsonWriter::start(out, &record)?,
+        )?;
+        return Ok(code(&streamed));
+    }
+    self::text(&source, &run_id, &filter, false, text, out)
+}
+
+/// Streams a run as text to `out` (following it as facts land when
+/// `follow`). A damaged block is shown as a gap; the exit code is then 2.
+pub fn text(
+    source: &Source,
+    run_id: &str,
+    filter: &ShowFilter,
+    follow: bool,
+    text: TextRenderer,
+    out: impl Write,
+) -> Result<ExitCode, Failure> {
+    let record = resolve_run(source, run_id)?;
+    let sink = TextWriter::start(out, text, &record)?.following(follow);
+    Ok(code(&stream(source, run_id, filter, follow, sink)?))
+}
+
+fn code(streamed: &Streamed) -> ExitCode {
+    if streamed.damaged {
+        ExitCode::from(2)
+    } else {
+        ExitCode::SUCCESS
+    }
+}

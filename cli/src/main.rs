@@ -1,0 +1,174 @@
+//! `reel`: the command line for reel archives.
+//!
+//! Nothing recorded reaches the terminal raw: every string taken from an
+//! archive, a tape, a file name or an argument is printed through
+//! [`escape`] (errors too, where [`main`] prints them), and every JSON
+//! document through `JsonSafe`. Only the colours reel paints are escape
+//! sequences.
+//!
+//! The package is the top of the house: the only one that reaches the
+//! archive (`reel-archive`, directly or through a running recorder's
+//! socket: `source.rs`), the recorder (`reel demo`), the replayer's matcher
+//! (`reel diff`) and the viewer together. One module per verb (`cmd/`);
+//! every verb that shows a run drives one loop (`stream.rs`) into one of
+//! the viewer's `RunSink`s (text, JSON, HTML).
+
+use std::io::{self, IsTerminal};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use reel_viewer::render::terminal::escape;
+use reel_viewer::render::text::TextRenderer;
+
+mod cmd;
+mod failure;
+mod source;
+mod stream;
+mod templates;
+
+use failure::Failure;
+
+/// reel: a flight recorder for agent tool calls.
+///
+/// Reads and writes a reel archive: list runs, show a run's timeline,
+/// export and import tapes, verify the archive, record the demo.
+#[derive(Parser, Debug)]
+#[command(name = "reel", version, propagate_version = true)]
+struct Cli {
+    /// The archive directory.
+    #[arg(
+        long,
+        global = true,
+        env = "REEL_ARCHIVE",
+        default_value = "reel-archive"
+    )]
+    archive: PathBuf,
+    /// When to use colours: auto (only on a terminal), always, never.
+    #[arg(long, global = true, value_enum, default_value_t = ColorChoice::Auto)]
+    color: ColorChoice,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum ColorChoice {
+    Auto,
+    Always,
+    Never,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Record the demo runs into the archive and show the first one.
+    ///
+    /// With --live-hops N it then records a slow run (one hop every 100 ms)
+    /// while serving live inspection: watch it with `reel tail` elsewhere.
+    /// Example: reel demo --archive ./reel-archive --live-hops 100
+    Demo(cmd::demo::DemoArgs),
+    /// List runs, newest first.
+    ///
+    /// Example: reel runs --tenant acme --status failed --since 2h --limit 20
+    Runs(cmd::runs::RunsArgs),
+    /// Show one run's timeline.
+    ///
+    /// Example: reel show demo-deploy --kind progress --kind call.ended
+    Show(cmd::show::ShowArgs),
+    /// Follow a run's facts as they land, until it ends (or Ctrl-C).
+    ///
+    /// Without RUN, follows the newest running run (or the newest run).
+    /// Example: reel tail --archive ./reel-archive
+    Tail(cmd::tail::TailArgs),
+    /// Two runs side by side, the first difference marked.
+    ///
+    /// Times, durations, run ids and clock reads are not compared (nor a
+    /// clock read the tool passed on, e.g. into an effect). Exits 1 when
+    /// the runs differ.
+    /// Example: reel diff demo-deploy demo-deploy-2
+    Diff(cmd::diff::DiffArgs),
+    /// Serve the language server for tape files (*.tape.jsonl) on stdin and
+    /// stdout, for editors.
+    ///
+    /// Example: reel lsp   (configured as the editor's language server command)
+    Lsp,
+    /// Export a run as a tape (JSON Lines).
+    ///
+    /// Example: reel export demo-deploy -o deploy.tape.jsonl
+    Export(cmd::export::ExportArgs),
+    /// Import a tape into the archive.
+    ///
+    /// Example: reel import deploy.tape.jsonl
+    Import(cmd::import::ImportArgs),
+    /// Check every block, hash chain, seq and index of the archive.
+    ///
+    /// Example: reel verify --archive ./reel-archive
+    Verify(cmd::verify::VerifyArgs),
+    /// Figures about the archive: runs, facts, bytes on disk.
+    ///
+    /// Example: reel stats --json
+    Stats(cmd::stats::StatsArgs),
+}
+
+/// Prints the libraries' `tracing` warnings on standard error, as
+/// `reel: WARN …`; `REEL_LOG` (an `EnvFilter`, e.g. `debug`) says more.
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("REEL_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(io::stderr)
+        .without_time()
+        .with_target(false)
+        .with_ansi(false)
+        .try_init();
+}
+
+fn main() -> ExitCode {
+    init_logging();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(e),
+    };
+    let color = match cli.color {
+        ColorChoice::Always => true,
+        ColorChoice::Never => false,
+        ColorChoice::Auto => io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
+    };
+    let text = TextRenderer::new(color);
+    let dir = &cli.archive;
+    let result = match cli.command {
+        Command::Demo(args) => cmd::demo::run(dir, args, text),
+        Command::Runs(args) => cmd::runs::run(dir, args),
+        Command::Show(args) => cmd::show::run(dir, args, text),
+        Command::Tail(args) => cmd::tail::run(dir, args, text),
+        Command::Diff(args) => cmd::diff::run(dir, args),
+        Command::Lsp => cmd::lsp::run(),
+        Command::Export(args) => cmd::export::run(dir, args),
+        Command::Import(args) => cmd::import::run(dir, args),
+        Command::Verify(args) => cmd::verify::run(dir, args),
+        Command::Stats(args) => cmd::stats::run(dir, args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(Failure(message)) => {
+            eprintln!("reel: {}", escape(&message));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Prints clap's usage error (or help, or version) and exits with its
+/// code. clap quotes arguments as given, so the command line is parsed
+/// again with every argument escaped, and that error is the one printed.
+fn usage_error(e: clap::Error) -> ExitCode {
+    let shown = std::env::args_os().map(|a| escape(&a.to_string_lossy()).into_owned());
+    match Cli::try_parse_from(shown) {
+        Err(shown) => shown.exit(),
+        // Not seen: escaping arguments does not mend a command line. Say it
+        // anyway, all of it escaped.
+        Ok(_) => {
+            eprintln!("{}", escape(&e.render().to_string()));
+            ExitCode::from(2)
+        }
+    }
+}

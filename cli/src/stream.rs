@@ -1,0 +1,126 @@
+//! Finding a run, and the one loop that drives a run's fact stream from a
+//! [`Source`] into any [`RunSink`] (text, JSON, HTML).
+
+use reel::{Fact, RunRecord, RunState};
+use reel_archive::RunFilter;
+use reel_viewer::render::sink::RunSink;
+use reel_viewer::timeline::Timeline;
+
+use crate::failure::Failure;
+use crate::source::{Item, Source};
+
+/// Which facts a verb lists (`--call`, `--kind`). Facts it leaves out still
+/// reach the sink, unlisted: they shape the timeline.
+#[derive(Debug, Default)]
+pub struct ShowFilter {
+    /// Only facts of this call (and run-level facts).
+    pub call: Option<String>,
+    /// Only facts of these kinds (none: every kind).
+    pub kinds: Vec<String>,
+}
+
+impl ShowFilter {
+    /// Whether `f` is listed.
+    pub fn keeps(&self, f: &Fact) -> bool {
+        let call_ok = match (&self.call, &f.call) {
+            (None, _) | (Some(_), None) => true,
+            (Some(want), Some(c)) => want == c,
+        };
+        call_ok && (self.kinds.is_empty() || self.kinds.iter().any(|k| k == f.kind.name()))
+    }
+}
+
+/// How a stream went: the sink's timeline, and whether facts could not be
+/// read (the verb then exits 2).
+pub struct Streamed {
+    /// The run's timeline, as the sink built it.
+    pub timeline: Timeline,
+    /// True when the stream had a gap.
+    pub damaged: bool,
+}
+
+/// Streams `run_id`'s facts from `source` into `sink`, keeping
+/// [`RunSink`]'s contract: every fact in order (listed as `filter` says),
+/// every gap at its place, `finish` once at the end, nothing after an
+/// error. With `follow` (a live source) the stream goes on as facts land.
+pub fn stream<S: RunSink>(
+    source: &Source,
+    run_id: &str,
+    filter: &ShowFilter,
+    follow: bool,
+    mut sink: S,
+) -> Result<Streamed, Failure> {
+    let mut damaged = false;
+    for item in source.facts(run_id, 0, follow)? {
+        match item? {
+            Item::Fact(fact) => sink.fact(&fact, filter.keeps(&fact))?,
+            Item::Gap(gap) => {
+                damaged = true;
+                sink.gap(&gap)?;
+            }
+        }
+    }
+    Ok(Streamed {
+        timeline: sink.finish()?,
+        damaged,
+    })
+}
+
+/// Resolves a run id, suggesting near matches for an unknown one.
+pub fn resolve_run(source: &Source, run: &str) -> Result<RunRecord, Failure> {
+    if let Some(r) = source.run(run)? {
+        return Ok(r);
+    }
+    let mut near: Vec<(f64, String)> = source
+        .run_ids()?
+        .into_iter()
+        .map(|id| (strsim::jaro_winkler(run, &id), id))
+        .filter(|(score, _)| *score > 0.75)
+        .collect();
+    near.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let hint = if near.is_empty() {
+        "list runs with `reel runs`".to_owned()
+    } else {
+        format!(
+            "did you mean {}?",
+            near.iter()
+                .take(3)
+                .map(|(_, id)| id.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
+    Err(Failure(format!(
+        "no run \"{run}\" in {}: {hint}",
+        source.dir().display()
+    )))
+}
+
+/// The newest run, preferring one still running.
+pub fn newest_run(source: &Source, running_first: bool) -> Result<String, Failure> {
+    let newest = |status| {
+        source.list_runs(&RunFilter {
+            status,
+            limit: Some(1),
+            ..RunFilter::default()
+        })
+    };
+    let mut page = if running_first {
+        newest(Some(RunState::Running))?
+    } else {
+        newest(None)?
+    };
+    if page.runs.is_empty() && running_first {
+        page = newest(None)?;
+    }
+    page.runs
+        .into_iter()
+        .next()
+        .map(|r| r.run_id)
+        .ok_or_else(|| {
+            Failure(format!(
+                "the archive {} has no runs yet",
+                source.dir().display()
+            ))
+        })
+}

@@ -1,0 +1,255 @@
+//! The detail of each fact kind: what `reel show` prints after a fact's
+//! kind (and the HTML page's detail panel and the LSP's hovers repeat).
+
+use super::*;
+
+impl TextRenderer {
+    /// The style and the unescaped detail of `fact`, whose call's tool
+    /// is `tool`.
+    pub(super) fn detail(&self, fact: &Fact, tool: &str) -> (Style, String) {
+        let plain = Style::new();
+        match &fact.kind {
+            FactKind::RunStarted(r) => {
+                let mut d = format!("by {} {}", r.producer.name, r.producer.version);
+                match &r.identity {
+                    Some(id) => {
+                        let _ = write!(d, "; identity {}", identity(id));
+                    }
+                    None => d.push_str("; no caller identity"),
+                }
+                if let Some(s) = &r.session_id {
+                    let _ = write!(d, "; session {s}");
+                }
+                let scopes: Vec<_> = r.teardown_scopes.iter().map(|s| s.to_string()).collect();
+                let _ = write!(d, "; teardown scopes [{}]", scopes.join(", "));
+                (BOLD, d)
+            }
+            FactKind::CallStarted(c) => {
+                let mut d = format!("▶ args {}", compact(&c.args, 100));
+                if let Some(o) = &c.outside_run {
+                    let _ = write!(
+                        d,
+                        " (outside any run, by {} {}",
+                        o.producer.name, o.producer.version
+                    );
+                    match &o.identity {
+                        Some(id) => {
+                            let _ = write!(d, "; identity {}", identity(id));
+                        }
+                        None => d.push_str("; no caller identity"),
+                    }
+                    if let Some(s) = &o.session_id {
+                        let _ = write!(d, "; session {s}");
+                    }
+                    let scopes: Vec<_> = o.teardown_scopes.iter().map(|s| s.to_string()).collect();
+                    let _ = write!(d, "; teardown scopes [{}])", scopes.join(", "));
+                }
+                if let Some(p) = &c.parent_call {
+                    let _ = write!(d, " (child of {p})");
+                }
+                if let Some(spec) = &c.spec {
+                    let _ = write!(d, " · {}", spec_summary(spec));
+                }
+                if c.mode == CallMode::Sync {
+                    d.push_str(" · sync");
+                }
+                (BOLD, d)
+            }
+            FactKind::CredentialRequested(c) => (plain, format!("{} ({})", c.need, mode(c.mode))),
+            FactKind::CredentialResolved(c) => (
+                GREEN,
+                format!(
+                    "{} ({}) fingerprint {}",
+                    c.need,
+                    mode(c.mode),
+                    c.fingerprint.0
+                ),
+            ),
+            FactKind::CredentialFailed(c) => {
+                (RED, format!("{} ({}): {}", c.need, mode(c.mode), c.reason))
+            }
+            FactKind::CredentialRefused(c) => (YELLOW, format!("{}: {}", c.need, c.reason)),
+            FactKind::ArtifactPut(a) => (
+                plain,
+                format!(
+                    "{} {} {} B {}",
+                    a.meta.id, a.meta.media_type, a.meta.size, a.meta.digest
+                ),
+            ),
+            FactKind::ArtifactGet(a) => match &a.meta {
+                Some(m) => (plain, format!("{} found, {} B", a.id, m.size)),
+                None => (YELLOW, format!("{} not found", a.id)),
+            },
+            FactKind::ArtifactRefused(a) => (
+                YELLOW,
+                format!(
+                    "{}: {}",
+                    if a.op == ArtifactOp::Put {
+                        "put"
+                    } else {
+                        "get"
+                    },
+                    a.reason
+                ),
+            ),
+            FactKind::Progress(p) => (plain, self.templates.line(tool, &p.payload, p.count)),
+            FactKind::Log(l) => {
+                let mut d = name(&l.level);
+                if let Some(s) = &l.subflow {
+                    let _ = write!(d, " [{s}]");
+                }
+                let text = match &l.data {
+                    Value::String(s) => cut(s, 120),
+                    other => compact(other, 120),
+                };
+                let _ = write!(d, " {text}");
+                let style = if l.level <= Level::Error {
+                    RED
+                } else if l.level == Level::Warning {
+                    YELLOW
+                } else {
+                    plain
+                };
+                (style, d)
+            }
+            FactKind::ElicitRequested(e) => (
+                plain,
+                format!(
+                    "\"{}\" ({}{})",
+                    e.message,
+                    if e.mode == ElicitMode::Form {
+                        "form"
+                    } else {
+                        "url"
+                    },
+                    e.ttl_ms
+                        .map(|t| format!(", ttl {}", duration(t * 1_000_000)))
+                        .unwrap_or_default()
+                        + &e.url
+                            .as_deref()
+                            .map(|u| format!(", {u}"))
+                            .unwrap_or_default()
+                ),
+            ),
+            FactKind::ElicitRefused(e) => (YELLOW, format!("\"{}\": {}", e.message, e.reason)),
+            FactKind::ElicitAnswered(e) => {
+                let mut d = match &e.outcome {
+                    ElicitOutcome::Accept { content } => format!("accept {}", compact(content, 80)),
+                    ElicitOutcome::Decline => "decline".into(),
+                    ElicitOutcome::Cancel => "cancel".into(),
+                    ElicitOutcome::Timeout => "timeout".into(),
+                    ElicitOutcome::Error { message } => format!("error: {}", cut(message, 120)),
+                };
+                if !e.validation_errors.is_empty() {
+                    let _ = write!(d, "; invalid: {}", e.validation_errors.join("; "));
+                }
+                if e.pre_resolved {
+                    d.push_str(" (pre-resolved)");
+                }
+                (plain, d)
+            }
+            FactKind::TeardownRegistered(t) => {
+                let what = match (t.first, t.registrations) {
+                    (true, _) => "first".to_owned(),
+                    // Recorded before liveness was counted.
+                    (false, 0) => "repeat (kept the first)".to_owned(),
+                    (false, n) => {
+                        format!("repeat, registration {n} (kept the first, liveness refreshed)")
+                    }
+                };
+                (plain, format!("{} {} {what}", t.scope, t.key_hash))
+            }
+            FactKind::TeardownRefused(t) => (YELLOW, format!("{}: {}", t.scope, t.reason)),
+            FactKind::TeardownRan(t) => {
+                let (style, o) = match &t.outcome {
+                    TeardownOutcome::Ok => (plain, "ok".to_string()),
+                    TeardownOutcome::Error { message } => (RED, format!("error: {message}")),
+                    TeardownOutcome::TimedOut => (RED, "timed out".to_string()),
+                };
+                let mut d = format!(
+                    "{} {} {o} in {}",
+                    t.scope,
+                    t.key_hash,
+                    duration(t.duration_ns)
+                );
+                // How many executes kept the resource alive, and when it
+                // was last used (seed 000's liveness); nothing on facts
+                // recorded before it was counted.
+                let last = || match t.last_registered_at {
+                    0 => String::new(),
+                    at => format!(" at {}", timestamp(at)),
+                };
+                match t.registrations {
+                    0 => {}
+                    1 => {
+                        let _ = write!(d, "; registered once{}", last());
+                    }
+                    n => {
+                        let _ = write!(d, "; kept alive by {n} registrations, the last{}", last());
+                    }
+                }
+                (style, d)
+            }
+            FactKind::Effect(e) => {
+                let outcome = match &e.outcome {
+                    EffectOutcome::Ok(v) => format!("ok {}", compact(v, 80)),
+                    EffectOutcome::Err(m) => format!("error: {m}"),
+                };
+                (
+                    plain,
+                    format!("{} {} → {outcome}", e.name, compact(&e.request, 60)),
+                )
+            }
+            FactKind::Clock(c) => (plain, timestamp(c.unix_nanos)),
+            FactKind::Random(r) => (plain, format!("{:#018x}", r.value)),
+            FactKind::CancelRequested(c) => (
+                YELLOW,
+                c.reason.clone().unwrap_or_else(|| "(no reason)".into()),
+            ),
+            FactKind::CallOutput(o) => {
+                let mut d = String::new();
+                if let Some(s) = &o.stage {
+                    let _ = write!(d, "[{s}] ");
+                }
+                d.push_str(&compact(&o.value, 100));
+                if let Some(n) = &o.note {
+                    let _ = write!(d, " ({n})");
+                }
+                (plain, d)
+            }
+            FactKind::CallEnded(e) => match &e.outcome {
+                CallOutcome::Ok { result } => (
+                    GREEN,
+                    format!(
+                        "■ ok in {} → {}",
+                        duration(e.duration_ns),
+                        compact(result, 100)
+                    ),
+                ),
+                CallOutcome::Error { error } => (
+                    RED,
+                    format!("■ error in {}: {error}", duration(e.duration_ns)),
+                ),
+                CallOutcome::Aborted { reason } => (
+                    YELLOW,
+                    format!(
+                        "■ aborted in {}{}",
+                        duration(e.duration_ns),
+                        reason
+                            .as_ref()
+                            .map(|r| format!(": {r}"))
+                            .unwrap_or_default()
+                    ),
+                ),
+            },
+            FactKind::RunEnded(e) => (BOLD, name(&e.status)),
+            FactKind::Unknown { data, .. } => (
+                YELLOW,
+                format!(
+                    "(a kind this reel does not know; from a newer writer) {}",
+                    compact(data, 100)
+                ),
+            ),
+        }
+    }
+}
