@@ -492,7 +492,9 @@ pub fn fact_kind() -> impl Strategy<Value = FactKind> {
                 reason,
             })
         }),
-        (json_value(), any::<u64>())
+        // Counts from 1: a count of 0 is "not numbered yet", which
+        // `Archive::append` numbers (see `reel::sequence`).
+        (json_value(), 1..=u64::MAX)
             .prop_map(|(payload, count)| FactKind::Progress(Progress { payload, count })),
         (
             prop::sample::select(Level::ALL.to_vec()),

@@ -109,7 +109,7 @@ fn fact(run: &str, n: usize, salt: u64) -> NewFact {
         }),
         1 => FactKind::Progress(Progress {
             payload: json!({"message": format!("{run} step {n}"), "salt": salt}),
-            count: n as u64 + salt,
+            count: n as u64 + salt + 1,
         }),
         _ => FactKind::Log(Log {
             level: reel::fact::Level::Info,
