@@ -19,6 +19,19 @@ pub enum ArchiveError {
         /// The archive directory.
         dir: PathBuf,
     },
+    /// The archive's store is damaged on disk: sled cannot open or read it
+    /// (a flipped byte, a truncated file). Not a version problem.
+    #[error(
+        "archive {dir} is damaged on disk: {detail}; nothing was changed: keep a copy of the \
+         directory as it is, then restore the archive from a backup, or re-import its runs from \
+         tapes (`reel import`)"
+    )]
+    Damaged {
+        /// The archive directory.
+        dir: PathBuf,
+        /// What sled reported.
+        detail: String,
+    },
     /// The directory is not an archive this reel can read.
     #[error("{dir} is not a reel archive this version can read: {detail}")]
     Format {
@@ -146,6 +159,18 @@ pub enum ArchiveError {
 pub type Result<T, E = ArchiveError> = std::result::Result<T, E>;
 
 impl ArchiveError {
+    /// True for damage to what is stored (the store, a block, a run
+    /// record), as against a refusal, a lock or a version: what `reel`
+    /// reports with exit code 2.
+    pub fn is_damage(&self) -> bool {
+        matches!(
+            self,
+            ArchiveError::Damaged { .. }
+                | ArchiveError::Corrupt { .. }
+                | ArchiveError::DamagedRecord { .. }
+        )
+    }
+
     /// The facts this error says could not be read, as the one gap type
     /// every reader shares; `None` for any other error.
     pub fn gap(&self) -> Option<&Gap> {

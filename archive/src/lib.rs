@@ -182,9 +182,23 @@ impl Archive {
     }
 
     pub(crate) fn storage(&self, source: sled::Error) -> ArchiveError {
-        ArchiveError::Storage {
-            dir: self.inner.dir.clone(),
-            source,
+        match source {
+            // A read that meets corrupted data is damage, as at open; so
+            // is a file of the open store gone missing (a deleted blob).
+            sled::Error::Corruption { .. } => ArchiveError::Damaged {
+                dir: self.inner.dir.clone(),
+                detail: source.to_string(),
+            },
+            sled::Error::Io(io) if io.kind() == std::io::ErrorKind::NotFound => {
+                ArchiveError::Damaged {
+                    dir: self.inner.dir.clone(),
+                    detail: format!("a file of the store is missing ({io})"),
+                }
+            }
+            source => ArchiveError::Storage {
+                dir: self.inner.dir.clone(),
+                source,
+            },
         }
     }
 

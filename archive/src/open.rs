@@ -188,7 +188,11 @@ fn open_error(dir: &Path, e: sled::Error) -> ArchiveError {
         }
     }
     match e {
-        sled::Error::Corruption { .. } | sled::Error::Unsupported(_) => ArchiveError::Format {
+        // sled's corruption is damage on disk, never a version problem;
+        // so is an "unsupported" store, which is what sled says of a
+        // damaged `conf` (every reel archive is sled 0.34.7's: reel's own
+        // format version is checked after open, and says "newer reel").
+        sled::Error::Corruption { .. } | sled::Error::Unsupported(_) => ArchiveError::Damaged {
             dir: dir.to_path_buf(),
             detail: e.to_string(),
         },
@@ -196,5 +200,27 @@ fn open_error(dir: &Path, e: sled::Error) -> ArchiveError {
             dir: dir.to_path_buf(),
             source,
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What sled reports of damage is damage (exit code 2 in `reel`),
+    /// never "not an archive this version can read".
+    #[test]
+    fn sled_corruption_is_damage_not_a_version_problem() {
+        let dir = Path::new("/archive");
+        let corrupt = sled::Error::Corruption { at: None, bt: () };
+        for e in [corrupt, sled::Error::Unsupported("bad conf".into())] {
+            let err = open_error(dir, e);
+            assert!(err.is_damage(), "{err:?}");
+            let text = err.to_string();
+            assert!(text.contains("is damaged on disk"), "{text}");
+            assert!(!text.contains("version"), "{text}");
+        }
+        let io = sled::Error::Io(io::Error::other("disk on fire"));
+        assert!(!open_error(dir, io).is_damage());
     }
 }

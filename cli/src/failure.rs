@@ -8,11 +8,34 @@ use reel_viewer::render::terminal::escape;
 /// A failure for the person at the terminal. The message is escaped where
 /// it is printed (`main`): build it from raw strings.
 #[derive(Debug)]
-pub struct Failure(pub String);
+pub struct Failure {
+    /// What went wrong, and what to do.
+    pub message: String,
+    /// The exit code: 2 for damage to what is stored (as `verify` exits
+    /// when it finds some), 1 for anything else.
+    pub code: u8,
+}
 
-impl<E: std::fmt::Display> From<E> for Failure {
+impl Failure {
+    /// A failure that is not damage (exit code 1).
+    pub fn msg(message: impl Into<String>) -> Failure {
+        Failure {
+            message: message.into(),
+            code: 1,
+        }
+    }
+}
+
+impl<E: std::fmt::Display + 'static> From<E> for Failure {
     fn from(e: E) -> Failure {
-        Failure(e.to_string())
+        // Damage on disk exits 2, whatever verb met it.
+        let damage = (&e as &dyn std::any::Any)
+            .downcast_ref::<reel_archive::ArchiveError>()
+            .is_some_and(reel_archive::ArchiveError::is_damage);
+        Failure {
+            message: e.to_string(),
+            code: if damage { 2 } else { 1 },
+        }
     }
 }
 

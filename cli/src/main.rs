@@ -150,9 +150,9 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(code) => code,
-        Err(Failure(message)) => {
+        Err(Failure { message, code }) => {
             eprintln!("reel: {}", escape(&message));
-            ExitCode::FAILURE
+            ExitCode::from(code)
         }
     }
 }

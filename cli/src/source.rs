@@ -37,7 +37,7 @@ impl Source {
     /// recorder holds it.
     pub fn open(dir: &Path) -> Result<Source, Failure> {
         if !dir.join("db").exists() {
-            return Err(Failure(format!(
+            return Err(Failure::msg(format!(
                 "no archive at {}: record one with `reel demo --archive {}`, or pass --archive DIR (or set REEL_ARCHIVE)",
                 dir.display(),
                 dir.display()
@@ -61,7 +61,7 @@ impl Source {
                         dir: dir.to_path_buf(),
                         socket,
                     }),
-                    Err(_) => Err(Failure(format!(
+                    Err(_) => Err(Failure::msg(format!(
                         "archive {} is held open by another process that serves no live socket ({}): \
                          stop that process, or record with `RecorderConfig::serve_live` on to inspect it while it runs",
                         dir.display(),
@@ -77,7 +77,7 @@ impl Source {
     pub fn local(self, verb: &str) -> Result<Archive, Failure> {
         match self {
             Source::Local(a) => Ok(a),
-            Source::Live { dir, .. } => Err(Failure(format!(
+            Source::Live { dir, .. } => Err(Failure::msg(format!(
                 "`reel {verb}` needs the archive itself, but a running recorder holds {}: stop the recorder first (runs, show and tail work while it runs)",
                 dir.display()
             ))),
@@ -97,7 +97,7 @@ impl Source {
             unreachable!("only live sources are asked")
         };
         let mut stream = UnixStream::connect(socket).map_err(|e| {
-            Failure(format!(
+            Failure::msg(format!(
                 "cannot reach the recorder at {}: {e}",
                 socket.display()
             ))
@@ -112,8 +112,8 @@ impl Source {
 
     fn one(&self, request: &Request) -> Result<Reply, Failure> {
         self.ask(request)?.next().unwrap_or_else(|| {
-            Err(Failure(
-                "the recorder closed the connection without answering".into(),
+            Err(Failure::msg(
+                "the recorder closed the connection without answering",
             ))
         })
     }
@@ -209,7 +209,7 @@ impl Source {
                         Some(Ok(Reply::End)) => return None,
                         Some(Ok(other)) => Err(unexpected(other)),
                         Some(Err(e)) => Err(e),
-                        None => Err(Failure(format!(
+                        None => Err(Failure::msg(format!(
                             "the recorder stopped before it sent all of run {run}'s facts: run the command again (the archive is then read directly)",
                             run = run_id
                         ))),
@@ -224,8 +224,8 @@ impl Source {
 
 fn unexpected(reply: Reply) -> Failure {
     match reply {
-        Reply::Error { message, .. } => Failure(message),
-        other => Failure(format!(
+        Reply::Error { message, .. } => Failure::msg(message),
+        other => Failure::msg(format!(
             "the recorder answered something unexpected: {other:?}"
         )),
     }
@@ -243,12 +243,10 @@ impl Iterator for Replies {
         let mut line = String::new();
         match self.lines.read_line(&mut line) {
             Ok(0) => None,
-            Ok(_) => {
-                Some(serde_json::from_str(&line).map_err(|e| {
-                    Failure(format!("the recorder sent a line reel cannot read: {e}"))
-                }))
-            }
-            Err(e) => Some(Err(Failure(format!(
+            Ok(_) => Some(serde_json::from_str(&line).map_err(|e| {
+                Failure::msg(format!("the recorder sent a line reel cannot read: {e}"))
+            })),
+            Err(e) => Some(Err(Failure::msg(format!(
                 "reading from the recorder failed: {e}"
             )))),
         }

@@ -90,7 +90,7 @@ pub fn resolve_run(source: &Source, run: &str) -> Result<RunRecord, Failure> {
                 .join(", ")
         )
     };
-    Err(Failure(format!(
+    Err(Failure::msg(format!(
         "no run \"{run}\" in {}: {hint}",
         source.dir().display()
     )))
@@ -118,7 +118,7 @@ pub fn newest_run(source: &Source, running_first: bool) -> Result<String, Failur
         .next()
         .map(|r| r.run_id)
         .ok_or_else(|| {
-            Failure(format!(
+            Failure::msg(format!(
                 "the archive {} has no runs yet",
                 source.dir().display()
             ))

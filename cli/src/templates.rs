@@ -32,22 +32,22 @@ impl TemplateArgs {
         let mut t = ProgressTemplates::default();
         if let Some(path) = &self.templates {
             let text = std::fs::read_to_string(path).map_err(|e| {
-                Failure(format!(
+                Failure::msg(format!(
                     "--templates {}: cannot read it: {e}; give a JSON file of template key to text",
                     path.display()
                 ))
             })?;
             t.set_json(&text)
-                .map_err(|e| Failure(format!("--templates {}: {e}", path.display())))?;
+                .map_err(|e| Failure::msg(format!("--templates {}: {e}", path.display())))?;
         }
         for arg in &self.template {
             let Some((key, text)) = arg.split_once('=') else {
-                return Err(Failure(format!(
+                return Err(Failure::msg(format!(
                     "--template {arg:?}: expected KEY=TEXT, e.g. --template 'tool.progress={{tool}}: {{message}}'"
                 )));
             };
             t.set(key, text)
-                .map_err(|e| Failure(format!("--template {arg:?}: {e}")))?;
+                .map_err(|e| Failure::msg(format!("--template {arg:?}: {e}")))?;
         }
         Ok(t)
     }

@@ -35,7 +35,7 @@ pub fn run(dir: &Path, args: ExportArgs) -> Result<ExitCode, Failure> {
         tape.write(JsonSafe::new(io::stdout().lock()))?;
     } else {
         let file = File::create(output)
-            .map_err(|e| Failure(format!("cannot write {}: {e}", output.display())))?;
+            .map_err(|e| Failure::msg(format!("cannot write {}: {e}", output.display())))?;
         tape.write(BufWriter::new(file))?;
         eprintln!(
             "exported run {} ({} facts, {} artifacts) to {}",

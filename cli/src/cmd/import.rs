@@ -22,10 +22,10 @@ pub struct ImportArgs {
 /// Imports the tape; a refusal names the tape's line.
 pub fn run(dir: &Path, args: ImportArgs) -> Result<ExitCode, Failure> {
     let file = &args.file;
-    let f =
-        File::open(file).map_err(|e| Failure(format!("cannot read {}: {e}", file.display())))?;
+    let f = File::open(file)
+        .map_err(|e| Failure::msg(format!("cannot read {}: {e}", file.display())))?;
     let (tape, lines) = Tape::read_with_lines(BufReader::new(f))
-        .map_err(|e| Failure(format!("{}: {e}", file.display())))?;
+        .map_err(|e| Failure::msg(format!("{}: {e}", file.display())))?;
     if !tape.digest_matches() {
         eprintln!(
             "reel: warning: {}: the facts differ from what was recorded (facts_sha256 does not match): the tape was edited",
@@ -35,7 +35,7 @@ pub fn run(dir: &Path, args: ImportArgs) -> Result<ExitCode, Failure> {
     let archive = Archive::open(dir, ArchiveConfig::default())?;
     let record = tape
         .import_with_lines(&archive, &lines)
-        .map_err(|e| Failure(format!("{}: {e}", file.display())))?;
+        .map_err(|e| Failure::msg(format!("{}: {e}", file.display())))?;
     archive.flush()?;
     println!(
         "imported {} ({} facts, {}) into {}",

@@ -58,7 +58,7 @@ pub fn run(dir: &Path, args: ShowArgs, text: TextRenderer) -> Result<ExitCode, F
     if let Some(path) = &args.html {
         let record = resolve_run(&source, &run_id)?;
         let file = File::create(path)
-            .map_err(|e| Failure(format!("cannot write {}: {e}", path.display())))?;
+            .map_err(|e| Failure::msg(format!("cannot write {}: {e}", path.display())))?;
         let page = HtmlWriter::start(BufWriter::new(file), &record)?.with_templates(text.templates);
         let streamed = stream(&source, &run_id, &filter, false, page)?;
         let t = &streamed.timeline;
