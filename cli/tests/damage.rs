@@ -30,6 +30,9 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
+/// One way of damaging sled's `conf`, named.
+type Damage = (&'static str, fn(&Path));
+
 #[test]
 fn a_damaged_store_is_damage_with_exit_code_2() {
     let tmp = tempfile::tempdir().unwrap();
@@ -44,7 +47,7 @@ fn a_damaged_store_is_damage_with_exit_code_2() {
 
     // sled's `conf` damaged in three ways: bytes overwritten, cut short,
     // emptied. sled refuses to open each; reel must call it damage.
-    let damages: [(&str, fn(&Path)); 3] = [
+    let damages: [Damage; 3] = [
         ("overwritten", |conf| {
             let mut bytes = std::fs::read(conf).unwrap();
             for b in bytes.iter_mut().skip(4).take(8) {
