@@ -68,6 +68,8 @@ mod block;
 mod error;
 mod fingerprint;
 mod follow;
+#[doc(hidden)]
+pub mod fuzzing;
 mod import;
 mod keys;
 mod list;

@@ -1,0 +1,8 @@
+//! A stored block (both versions: plain and lz4) on arbitrary bytes:
+//! header, checksum, declared sizes, decompression, the facts.
+#![no_main]
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let _ = reel_archive::fuzzing::decode_block(data);
+});
