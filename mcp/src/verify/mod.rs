@@ -1,0 +1,362 @@
+//! `reel mcp verify`: re-drive a recorded session's `tools/call` requests
+//! against a live MCP server over stdio, and compare each answer with the
+//! recorded one using reel's matcher.
+//!
+//! Issue 14: "It replays every recorded `tools/call` request against a new
+//! build of a server, in any language, answering its elicitations from the
+//! tape. It reports per call with reel's matcher (the same one-line
+//! divergences), takes the same ignore rules, and exits non-zero on
+//! divergence."
+//!
+//! The client is a plain newline-delimited JSON-RPC client ([`LineClient`]),
+//! not an SDK: it sends the recorded requests byte for byte as the record
+//! has them (arguments exactly, no schema checks of its own) and sees the
+//! server's answers unchanged. Each answer becomes the `call.ended` it
+//! would be recorded as (a result is `ok` with the whole `CallToolResult`,
+//! a JSON-RPC error is `json-rpc error CODE: MESSAGE`), and is compared
+//! with the recorded `call.ended` by [`diff_kinds`] with the ignore rules
+//! (durations and invocation ids are not compared).
+
+use std::collections::VecDeque;
+use std::process::Stdio;
+
+use reel::fact::{CallEnded, CallOutcome, ElicitOutcome, FactKind};
+use reel_replayer::matching::{diff_kinds, show, FieldDiff, IgnoreRule};
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+
+use crate::cassette::session::{Event, Interaction, Session};
+
+/// A newline-delimited JSON-RPC client of an MCP server started as a
+/// child process (stdio transport). Server requests met while waiting for
+/// a response go to the answerer passed to [`LineClient::request`].
+#[derive(Debug)]
+pub struct LineClient {
+    child: Child,
+    stdin: ChildStdin,
+    lines: Lines<BufReader<ChildStdout>>,
+    next_id: u64,
+}
+
+/// What the server sent while a request was waiting: notifications.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Received {
+    /// The notifications, in order (`{"method", "params"}`).
+    pub notifications: Vec<Value>,
+}
+
+impl LineClient {
+    /// Starts `program` with `args`, its stdin and stdout piped (its stderr
+    /// is this process's).
+    pub fn spawn(program: &str, args: &[String]) -> std::io::Result<LineClient> {
+        let mut child = Command::new(program)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()?;
+        let stdin = child.stdin.take().ok_or_else(|| std::io::Error::other("no stdin"))?;
+        let stdout = child.stdout.take().ok_or_else(|| std::io::Error::other("no stdout"))?;
+        Ok(LineClient {
+            child,
+            stdin,
+            lines: BufReader::new(stdout).lines(),
+            next_id: 1,
+        })
+    }
+
+    async fn send(&mut self, message: &Value) -> std::io::Result<()> {
+        let mut line = serde_json::to_vec(message)?;
+        line.push(b'\n');
+        self.stdin.write_all(&line).await?;
+        self.stdin.flush().await
+    }
+
+    /// Sends a notification.
+    pub async fn notify(&mut self, method: &str, params: Value) -> std::io::Result<()> {
+        self.send(&json!({"jsonrpc": "2.0", "method": method, "params": params}))
+            .await
+    }
+
+    /// Sends a request and waits for its response: `Ok(result)` or
+    /// `Err(error object)`. Requests from the server meanwhile are answered
+    /// by `answer(method, params)` (a result, or an error object).
+    pub async fn request(
+        &mut self,
+        method: &str,
+        params: Value,
+        answer: &mut (dyn FnMut(&str, &Value) -> Result<Value, Value> + Send),
+    ) -> std::io::Result<(Result<Value, Value>, Received)> {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .await?;
+        let mut received = Received::default();
+        loop {
+            let Some(line) = self.lines.next_line().await? else {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    format!("the server closed its output before answering {method}"),
+                ));
+            };
+            let Ok(msg) = serde_json::from_str::<Value>(&line) else {
+                continue;
+            };
+            let method_of = msg.get("method").and_then(Value::as_str).map(str::to_owned);
+            match (method_of, msg.get("id")) {
+                (Some(m), Some(rid)) => {
+                    let reply = match answer(&m, msg.get("params").unwrap_or(&Value::Null)) {
+                        Ok(result) => json!({"jsonrpc": "2.0", "id": rid, "result": result}),
+                        Err(error) => json!({"jsonrpc": "2.0", "id": rid, "error": error}),
+                    };
+                    self.send(&reply).await?;
+                }
+                (Some(m), None) => received
+                    .notifications
+                    .push(json!({"method": m, "params": msg.get("params").cloned().unwrap_or(Value::Null)})),
+                (None, Some(rid)) if rid == &json!(id) => {
+                    let response = match msg.get("error") {
+                        Some(e) => Err(e.clone()),
+                        None => Ok(msg.get("result").cloned().unwrap_or(Value::Null)),
+                    };
+                    return Ok((response, received));
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Closes the server's stdin and waits for it to exit.
+    pub async fn close(mut self) -> std::io::Result<()> {
+        drop(self.stdin);
+        let _ = self.child.wait().await?;
+        Ok(())
+    }
+}
+
+/// The default `initialize` params when the record has none.
+fn default_initialize() -> Value {
+    json!({
+        "protocolVersion": "2025-11-25",
+        "capabilities": {"elicitation": {}},
+        "clientInfo": {"name": "reel-mcp-verify", "version": env!("CARGO_PKG_VERSION")},
+    })
+}
+
+/// The outcome a JSON-RPC response is recorded as.
+pub fn outcome_of(response: &Result<Value, Value>) -> CallOutcome {
+    match response {
+        Ok(result) => CallOutcome::Ok {
+            result: result.clone(),
+        },
+        Err(e) => CallOutcome::Error {
+            error: format!(
+                "json-rpc error {}: {}",
+                e.get("code").map(Value::to_string).unwrap_or_default(),
+                e.get("message").and_then(Value::as_str).unwrap_or_default()
+            ),
+        },
+    }
+}
+
+/// An elicitation answer as MCP's `ElicitResult`.
+fn elicit_result(outcome: &ElicitOutcome) -> Value {
+    match outcome {
+        ElicitOutcome::Accept { content } => json!({"action": "accept", "content": content}),
+        ElicitOutcome::Decline => json!({"action": "decline"}),
+        _ => json!({"action": "cancel"}),
+    }
+}
+
+/// How one recorded call went against the live server.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallCheck {
+    /// The recorded call's id.
+    pub call_id: String,
+    /// The tool.
+    pub tool: String,
+    /// Every differing field of the result (empty: matched).
+    pub diff: Vec<FieldDiff>,
+    /// One line: `matched`, or the first divergence.
+    pub line: String,
+}
+
+/// The whole verification.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VerifyReport {
+    /// Where the session came from.
+    pub source: String,
+    /// One check per recorded `tools/call`, in recorded order.
+    pub calls: Vec<CallCheck>,
+}
+
+impl VerifyReport {
+    /// True when every call matched.
+    pub fn is_match(&self) -> bool {
+        self.calls.iter().all(|c| c.diff.is_empty())
+    }
+}
+
+impl std::fmt::Display for VerifyReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for c in &self.calls {
+            writeln!(f, "{}", c.line)?;
+        }
+        let diverged = self.calls.iter().filter(|c| !c.diff.is_empty()).count();
+        if diverged == 0 {
+            write!(f, "all {} calls matched ({})", self.calls.len(), self.source)
+        } else {
+            write!(
+                f,
+                "{diverged} of {} calls diverged ({})",
+                self.calls.len(),
+                self.source
+            )
+        }
+    }
+}
+
+/// Why verification could not run (bad input or a server that does not
+/// start: exit code 2).
+#[derive(Debug)]
+pub struct VerifyError(pub String);
+
+impl std::fmt::Display for VerifyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for VerifyError {}
+
+fn check(call: &Interaction, got: CallOutcome, ignore: &[IgnoreRule]) -> CallCheck {
+    let ended = |outcome| {
+        FactKind::CallEnded(CallEnded {
+            outcome,
+            duration_ns: 0,
+            invocation_id: None,
+        })
+    };
+    let expected = call.outcome.clone().unwrap_or(CallOutcome::Aborted {
+        reason: Some("the record ends before the call's answer".into()),
+    });
+    let diff = diff_kinds(&ended(expected), &ended(got), ignore);
+    let at = match call.ended_seq {
+        Some(seq) => format!("call {} `{}`, result (seq {seq})", call.call_id, call.tool),
+        None => format!("call {} `{}`, result", call.call_id, call.tool),
+    };
+    let line = match diff.first() {
+        None => format!("call {} `{}`: matched", call.call_id, call.tool),
+        Some(d) => format!(
+            "{at}, {}: expected {}, got {}",
+            d.path,
+            show(&d.expected),
+            show(&d.actual)
+        ),
+    };
+    CallCheck {
+        call_id: call.call_id.clone(),
+        tool: call.tool.clone(),
+        diff,
+        line,
+    }
+}
+
+/// Starts `program args` and re-drives every recorded `tools/call` of
+/// `session` against it, in order: `initialize` with the recorded params
+/// (and `notifications/initialized`), then each call with its recorded
+/// arguments and a progress token, its elicitations answered with the
+/// recorded answers in order (none left: `cancel`).
+pub async fn verify(
+    session: &Session,
+    program: &str,
+    args: &[String],
+    ignore: &[IgnoreRule],
+) -> Result<VerifyReport, VerifyError> {
+    let mut client = LineClient::spawn(program, args)
+        .map_err(|e| VerifyError(format!("cannot start {program}: {e}")))?;
+    let params = session.initialize_params.clone().unwrap_or_else(default_initialize);
+    let mut refuse = |m: &str, _: &Value| -> Result<Value, Value> { answer_plain(m) };
+    let (init, _) = client
+        .request("initialize", params, &mut refuse)
+        .await
+        .map_err(|e| VerifyError(format!("{program} did not answer initialize: {e}")))?;
+    if let Err(e) = init {
+        return Err(VerifyError(format!("{program} refused initialize: {e}")));
+    }
+    client
+        .notify("notifications/initialized", json!({}))
+        .await
+        .map_err(|e| VerifyError(format!("{program} stopped reading: {e}")))?;
+    let mut calls = Vec::new();
+    let mut dead: Option<String> = None;
+    for (n, call) in session.calls.iter().enumerate() {
+        if let Some(why) = &dead {
+            calls.push(CallCheck {
+                call_id: call.call_id.clone(),
+                tool: call.tool.clone(),
+                diff: vec![FieldDiff {
+                    path: "call".into(),
+                    expected: Some(json!("an answer")),
+                    actual: None,
+                }],
+                line: format!("call {} `{}`: not answered: {why}", call.call_id, call.tool),
+            });
+            continue;
+        }
+        let mut answers: VecDeque<ElicitOutcome> = call
+            .events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Elicit { answer, .. } => Some(answer.clone().unwrap_or(ElicitOutcome::Cancel)),
+                _ => None,
+            })
+            .collect();
+        let mut answer = |m: &str, _: &Value| -> Result<Value, Value> {
+            if m == "elicitation/create" {
+                Ok(elicit_result(&answers.pop_front().unwrap_or(ElicitOutcome::Cancel)))
+            } else {
+                answer_plain(m)
+            }
+        };
+        let params = json!({
+            "name": call.tool,
+            "arguments": call.args,
+            "_meta": {"progressToken": format!("reel-verify-{n}")},
+        });
+        match client.request("tools/call", params, &mut answer).await {
+            Ok((response, _)) => calls.push(check(call, outcome_of(&response), ignore)),
+            Err(e) => {
+                let why = e.to_string();
+                calls.push(CallCheck {
+                    call_id: call.call_id.clone(),
+                    tool: call.tool.clone(),
+                    diff: vec![FieldDiff {
+                        path: "call".into(),
+                        expected: Some(json!("an answer")),
+                        actual: None,
+                    }],
+                    line: format!("call {} `{}`: not answered: {why}", call.call_id, call.tool),
+                });
+                dead = Some(why);
+            }
+        }
+    }
+    let _ = client.close().await;
+    Ok(VerifyReport {
+        source: session.source.clone(),
+        calls,
+    })
+}
+
+/// Answers for server requests other than elicitation: `ping` and
+/// `roots/list` are answered, anything else is method-not-found.
+fn answer_plain(method: &str) -> Result<Value, Value> {
+    match method {
+        "ping" => Ok(json!({})),
+        "roots/list" => Ok(json!({"roots": []})),
+        other => Err(json!({"code": -32601, "message": format!("reel verify does not answer {other}")})),
+    }
+}
