@@ -40,7 +40,11 @@ pub struct ArgDiff {
 
 impl std::fmt::Display for ArgDiff {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let at = if self.pointer.is_empty() { "/" } else { &self.pointer };
+        let at = if self.pointer.is_empty() {
+            "/"
+        } else {
+            &self.pointer
+        };
         write!(
             f,
             "{at}: expected {}, got {}",
@@ -74,18 +78,36 @@ pub fn diff_args(expected: &Value, got: &Value, ignored: &[String]) -> Vec<ArgDi
     out
 }
 
-fn walk(at: &str, e: Option<&Value>, g: Option<&Value>, ignored: &[String], out: &mut Vec<ArgDiff>) {
+fn walk(
+    at: &str,
+    e: Option<&Value>,
+    g: Option<&Value>,
+    ignored: &[String],
+    out: &mut Vec<ArgDiff>,
+) {
     if ignored.iter().any(|p| p == at) {
         return;
     }
     match (e, g) {
         (Some(Value::Object(em)), Some(Value::Object(gm))) => {
             for (k, ev) in em {
-                walk(&format!("{at}/{}", escape_token(k)), Some(ev), gm.get(k), ignored, out);
+                walk(
+                    &format!("{at}/{}", escape_token(k)),
+                    Some(ev),
+                    gm.get(k),
+                    ignored,
+                    out,
+                );
             }
             for (k, gv) in gm {
                 if !em.contains_key(k) {
-                    walk(&format!("{at}/{}", escape_token(k)), None, Some(gv), ignored, out);
+                    walk(
+                        &format!("{at}/{}", escape_token(k)),
+                        None,
+                        Some(gv),
+                        ignored,
+                        out,
+                    );
                 }
             }
         }
@@ -125,7 +147,13 @@ pub enum Match {
 /// answered (`used`). Among identical recorded calls the first unanswered
 /// one in recorded order answers; there is no first-in, first-out guess
 /// across different arguments.
-pub fn find(calls: &[Interaction], used: &[bool], tool: &str, args: &Value, ignored: &[String]) -> Match {
+pub fn find(
+    calls: &[Interaction],
+    used: &[bool],
+    tool: &str,
+    args: &Value,
+    ignored: &[String],
+) -> Match {
     let mut best: Option<(usize, Vec<ArgDiff>)> = None;
     let mut exhausted: Option<usize> = None;
     for (i, call) in calls.iter().enumerate() {
@@ -215,8 +243,21 @@ mod tests {
             call("c1", "add", json!({"a": 1, "b": 9, "c": 9})),
             call("c2", "add", json!({"a": 2, "b": 3, "c": 0})),
         ];
-        let m = find(&calls, &[false, false], "add", &json!({"a": 2, "b": 4, "c": 0}), &[]);
-        let Match::Miss { closest, first, message } = m else { panic!("{m:?}") };
+        let m = find(
+            &calls,
+            &[false, false],
+            "add",
+            &json!({"a": 2, "b": 4, "c": 0}),
+            &[],
+        );
+        let Match::Miss {
+            closest,
+            first,
+            message,
+        } = m
+        else {
+            panic!("{m:?}")
+        };
         assert_eq!(closest, Some(1));
         assert_eq!(first.unwrap().pointer, "/b");
         assert!(message.contains("closest is call c2 `add`"), "{message}");
@@ -226,9 +267,16 @@ mod tests {
     #[test]
     fn identical_calls_answer_in_recorded_order_then_miss() {
         let calls = [call("c1", "next", json!({})), call("c2", "next", json!({}))];
-        assert_eq!(find(&calls, &[false, false], "next", &json!({}), &[]), Match::Hit(0));
-        assert_eq!(find(&calls, &[true, false], "next", &json!({}), &[]), Match::Hit(1));
-        let Match::Miss { message, .. } = find(&calls, &[true, true], "next", &json!({}), &[]) else {
+        assert_eq!(
+            find(&calls, &[false, false], "next", &json!({}), &[]),
+            Match::Hit(0)
+        );
+        assert_eq!(
+            find(&calls, &[true, false], "next", &json!({}), &[]),
+            Match::Hit(1)
+        );
+        let Match::Miss { message, .. } = find(&calls, &[true, true], "next", &json!({}), &[])
+        else {
             panic!()
         };
         assert!(message.contains("all already answered"), "{message}");
@@ -240,9 +288,24 @@ mod tests {
         let rules = [parse_ignore("call.started:/args/nonce").unwrap()];
         let ignored = arg_ignores(&rules);
         assert_eq!(ignored, vec!["/nonce".to_string()]);
-        assert_eq!(find(&calls, &[false], "search", &json!({"q": "x", "nonce": 7}), &ignored), Match::Hit(0));
-        let Match::Miss { message, .. } = find(&calls, &[false], "serch", &json!({}), &ignored) else { panic!() };
-        assert!(message.contains("nearest recorded tool is `search`"), "{message}");
+        assert_eq!(
+            find(
+                &calls,
+                &[false],
+                "search",
+                &json!({"q": "x", "nonce": 7}),
+                &ignored
+            ),
+            Match::Hit(0)
+        );
+        let Match::Miss { message, .. } = find(&calls, &[false], "serch", &json!({}), &ignored)
+        else {
+            panic!()
+        };
+        assert!(
+            message.contains("nearest recorded tool is `search`"),
+            "{message}"
+        );
         assert!(parse_ignore("nonce").is_err());
     }
 }

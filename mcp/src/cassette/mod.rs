@@ -38,14 +38,14 @@ use rmcp::model::{
     InitializeRequestParams, InitializeResult, ListToolsResult, LoggingMessageNotification,
     LoggingMessageNotificationParam, PaginatedRequestParams, ProgressNotification,
     ProgressNotificationParam, ProtocolVersion, ServerCapabilities, ServerConfig,
-    ServerNotification,
+    ServerNotification, SetLevelRequestParams,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ServerHandler, ServiceExt};
 use serde_json::{json, Value};
 
 use crate::serve::ServeError;
-pub use matching::{Match, parse_ignore};
+pub use matching::{parse_ignore, Match};
 pub use session::{Event, Interaction, LoadError, Session};
 
 /// The MCP server of a recorded session. Cheap to clone; each connection
@@ -151,6 +151,15 @@ impl ServerHandler for Cassette {
         self.negotiate_initialize(&request)
     }
 
+    async fn set_level(
+        &self,
+        _request: SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        // Recorded messages are replayed as recorded, whatever the level.
+        Ok(())
+    }
+
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
@@ -158,7 +167,10 @@ impl ServerHandler for Cassette {
     ) -> Result<ListToolsResult, ErrorData> {
         match &self.session.tools_list {
             Some(v) => serde_json::from_value(v.clone()).map_err(|e| {
-                ErrorData::internal_error(format!("reel mock: the recorded tools/list does not read: {e}"), None)
+                ErrorData::internal_error(
+                    format!("reel mock: the recorded tools/list does not read: {e}"),
+                    None,
+                )
             }),
             None => Err(ErrorData::internal_error(
                 "reel mock: the record has no tools/list answer",
@@ -176,7 +188,11 @@ impl ServerHandler for Cassette {
         let args = Value::Object(request.arguments.clone().unwrap_or_default());
         let index = match self.take(&tool, &args) {
             Match::Hit(i) => i,
-            Match::Miss { closest, first, message } => {
+            Match::Miss {
+                closest,
+                first,
+                message,
+            } => {
                 let data = json!({
                     "closest": closest.map(|i| {
                         let c = &self.session.calls[i];
@@ -203,23 +219,35 @@ impl ServerHandler for Cassette {
                             m
                         }
                     };
-                    params.insert("progressToken".into(), serde_json::to_value(token).unwrap_or(Value::Null));
+                    params.insert(
+                        "progressToken".into(),
+                        serde_json::to_value(token).unwrap_or(Value::Null),
+                    );
                     if !params.get("progress").is_some_and(Value::is_number) {
                         params.insert("progress".into(), json!(0));
                     }
-                    if let Ok(p) = serde_json::from_value::<ProgressNotificationParam>(Value::Object(params)) {
+                    if let Ok(p) =
+                        serde_json::from_value::<ProgressNotificationParam>(Value::Object(params))
+                    {
                         let _ = context
                             .peer
-                            .send_notification(ServerNotification::ProgressNotification(ProgressNotification::new(p)))
+                            .send_notification(ServerNotification::ProgressNotification(
+                                ProgressNotification::new(p),
+                            ))
                             .await;
                     }
                 }
-                Event::Log { level, logger, data } => {
+                Event::Log {
+                    level,
+                    logger,
+                    data,
+                } => {
                     let mut params = json!({"level": level, "data": data});
                     if let Some(l) = logger {
                         params["logger"] = json!(l);
                     }
-                    if let Ok(p) = serde_json::from_value::<LoggingMessageNotificationParam>(params) {
+                    if let Ok(p) = serde_json::from_value::<LoggingMessageNotificationParam>(params)
+                    {
                         let _ = context
                             .peer
                             .send_notification(ServerNotification::LoggingMessageNotification(
@@ -235,7 +263,9 @@ impl ServerHandler for Cassette {
                             question.url.clone().unwrap_or_default(),
                             question.elicitation_id.clone().unwrap_or_default(),
                         ),
-                        ElicitMode::Form => Elicitation::form(question.message.clone(), question.schema.clone()),
+                        ElicitMode::Form => {
+                            Elicitation::form(question.message.clone(), question.schema.clone())
+                        }
                     };
                     let params = crate::serve::convert::elicit_params(&q)
                         .map_err(|e| ErrorData::internal_error(e, None))?;
@@ -244,14 +274,19 @@ impl ServerHandler for Cassette {
             }
         }
         match &call.outcome {
-            Some(CallOutcome::Ok { result }) => serde_json::from_value::<CallToolResult>(result.clone())
-                .map(CallToolResponse::from)
-                .map_err(|e| {
-                    ErrorData::internal_error(
-                        format!("reel mock: call {} recorded a result that is not a CallToolResult: {e}", call.call_id),
-                        None,
-                    )
-                }),
+            Some(CallOutcome::Ok { result }) => serde_json::from_value::<CallToolResult>(
+                result.clone(),
+            )
+            .map(CallToolResponse::from)
+            .map_err(|e| {
+                ErrorData::internal_error(
+                    format!(
+                        "reel mock: call {} recorded a result that is not a CallToolResult: {e}",
+                        call.call_id
+                    ),
+                    None,
+                )
+            }),
             Some(CallOutcome::Error { error }) => Err(recorded_error(error)),
             Some(CallOutcome::Aborted { reason }) => Err(ErrorData::internal_error(
                 format!(
@@ -262,7 +297,10 @@ impl ServerHandler for Cassette {
                 None,
             )),
             None => Err(ErrorData::internal_error(
-                format!("reel mock: the record of call {} ends before its answer", call.call_id),
+                format!(
+                    "reel mock: the record of call {} ends before its answer",
+                    call.call_id
+                ),
                 None,
             )),
         }

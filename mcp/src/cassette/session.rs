@@ -106,8 +106,12 @@ impl Session {
                 archive.display()
             )));
         }
-        let opened = Archive::open(archive, ArchiveConfig::default())
-            .map_err(|e| LoadError(format!("cannot open the archive {}: {e}", archive.display())))?;
+        let opened = Archive::open(archive, ArchiveConfig::default()).map_err(|e| {
+            LoadError(format!(
+                "cannot open the archive {}: {e}",
+                archive.display()
+            ))
+        })?;
         let tape = Tape::export(&opened, what).map_err(|e| {
             LoadError(format!(
                 "{what} is neither a tape file nor a run in {}: {e}",
@@ -183,7 +187,9 @@ impl Session {
                         Slot::Call(i) => {
                             let call = &mut session.calls[*i];
                             match other {
-                                FactKind::Progress(p) => call.events.push(Event::Progress(p.payload)),
+                                FactKind::Progress(p) => {
+                                    call.events.push(Event::Progress(p.payload))
+                                }
                                 FactKind::Log(l) => call.events.push(Event::Log {
                                     level: l.level,
                                     logger: l.logger,
@@ -194,11 +200,10 @@ impl Session {
                                     answer: None,
                                 }),
                                 FactKind::ElicitAnswered(a) => {
-                                    if let Some(Event::Elicit { answer, .. }) = call
-                                        .events
-                                        .iter_mut()
-                                        .rev()
-                                        .find(|e| matches!(e, Event::Elicit { answer: None, .. }))
+                                    if let Some(Event::Elicit { answer, .. }) =
+                                        call.events.iter_mut().rev().find(|e| {
+                                            matches!(e, Event::Elicit { answer: None, .. })
+                                        })
                                     {
                                         *answer = Some(a.outcome);
                                     }
@@ -214,7 +219,10 @@ impl Session {
                 }
             }
         }
-        if session.calls.is_empty() && session.initialize_result.is_none() && session.tools_list.is_none() {
+        if session.calls.is_empty()
+            && session.initialize_result.is_none()
+            && session.tools_list.is_none()
+        {
             return Err(LoadError(format!(
                 "{} holds no MCP session (no `{INITIALIZE}`, `{TOOLS_LIST}` or tool calls)",
                 session.source

@@ -57,8 +57,14 @@ impl LineClient {
             .stderr(Stdio::inherit())
             .kill_on_drop(true)
             .spawn()?;
-        let stdin = child.stdin.take().ok_or_else(|| std::io::Error::other("no stdin"))?;
-        let stdout = child.stdout.take().ok_or_else(|| std::io::Error::other("no stdout"))?;
+        let stdin = child
+            .stdin
+            .take()
+            .ok_or_else(|| std::io::Error::other("no stdin"))?;
+        let stdout = child
+            .stdout
+            .take()
+            .ok_or_else(|| std::io::Error::other("no stdout"))?;
         Ok(LineClient {
             child,
             stdin,
@@ -206,7 +212,12 @@ impl std::fmt::Display for VerifyReport {
         }
         let diverged = self.calls.iter().filter(|c| !c.diff.is_empty()).count();
         if diverged == 0 {
-            write!(f, "all {} calls matched ({})", self.calls.len(), self.source)
+            write!(
+                f,
+                "all {} calls matched ({})",
+                self.calls.len(),
+                self.source
+            )
         } else {
             write!(
                 f,
@@ -277,7 +288,10 @@ pub async fn verify(
 ) -> Result<VerifyReport, VerifyError> {
     let mut client = LineClient::spawn(program, args)
         .map_err(|e| VerifyError(format!("cannot start {program}: {e}")))?;
-    let params = session.initialize_params.clone().unwrap_or_else(default_initialize);
+    let params = session
+        .initialize_params
+        .clone()
+        .unwrap_or_else(default_initialize);
     let mut refuse = |m: &str, _: &Value| -> Result<Value, Value> { answer_plain(m) };
     let (init, _) = client
         .request("initialize", params, &mut refuse)
@@ -310,13 +324,17 @@ pub async fn verify(
             .events
             .iter()
             .filter_map(|e| match e {
-                Event::Elicit { answer, .. } => Some(answer.clone().unwrap_or(ElicitOutcome::Cancel)),
+                Event::Elicit { answer, .. } => {
+                    Some(answer.clone().unwrap_or(ElicitOutcome::Cancel))
+                }
                 _ => None,
             })
             .collect();
         let mut answer = |m: &str, _: &Value| -> Result<Value, Value> {
             if m == "elicitation/create" {
-                Ok(elicit_result(&answers.pop_front().unwrap_or(ElicitOutcome::Cancel)))
+                Ok(elicit_result(
+                    &answers.pop_front().unwrap_or(ElicitOutcome::Cancel),
+                ))
             } else {
                 answer_plain(m)
             }
@@ -357,6 +375,8 @@ fn answer_plain(method: &str) -> Result<Value, Value> {
     match method {
         "ping" => Ok(json!({})),
         "roots/list" => Ok(json!({"roots": []})),
-        other => Err(json!({"code": -32601, "message": format!("reel verify does not answer {other}")})),
+        other => {
+            Err(json!({"code": -32601, "message": format!("reel verify does not answer {other}")}))
+        }
     }
 }

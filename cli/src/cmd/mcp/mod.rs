@@ -42,7 +42,10 @@ pub fn run(dir: &Path, command: McpCommand) -> Result<ExitCode, Failure> {
 
 /// Parses `--ignore` rules; a bad one is bad input.
 fn ignore_rules(texts: &[String]) -> Result<Vec<IgnoreRule>, String> {
-    texts.iter().map(|t| reel_mcp::cassette::parse_ignore(t)).collect()
+    texts
+        .iter()
+        .map(|t| reel_mcp::cassette::parse_ignore(t))
+        .collect()
 }
 
 /// Bad input: said on standard error, exit code 2.

@@ -40,14 +40,17 @@ pub fn run(dir: &Path, args: VerifyArgs) -> Result<ExitCode, Failure> {
         .command
         .split_first()
         .ok_or_else(|| Failure("no server command after `--`".into()))?;
-    let report = super::super::runtime()?.block_on(reel_mcp::verify::verify(
-        &session, program, rest, &ignore,
-    ));
+    let report = super::super::runtime()?
+        .block_on(reel_mcp::verify::verify(&session, program, rest, &ignore));
     match report {
         Err(e) => Ok(super::bad_input(&e.to_string())),
         Ok(report) => {
             let mut out = std::io::stdout().lock();
-            writeln!(out, "{}", escape(&report.to_string()))?;
+            // One line per call, each escaped (a server's text is not
+            // trusted with the terminal).
+            for line in report.to_string().lines() {
+                writeln!(out, "{}", escape(line))?;
+            }
             Ok(if report.is_match() {
                 ExitCode::SUCCESS
             } else {
