@@ -3,8 +3,9 @@ mcp 2.x) that `reel mcp verify` is checked against (mcp_cassette.rs).
 
     python3 fastmcp_verify_server.py
 
-With REEL_TEST_BREAK=add set, `add` is off by one: the behaviour changed on
-purpose, which verify must name.
+With REEL_TEST_BREAK=add set, `add` is off by one; with
+REEL_TEST_BREAK=count, `count`'s progress messages say more: a behaviour
+changed on purpose, which verify must name.
 """
 
 import os
@@ -30,7 +31,8 @@ def add(a: int, b: int) -> int:
 async def count(steps: int, ctx: Context) -> str:
     """Counts, reporting progress and logging each step."""
     for i in range(1, steps + 1):
-        await ctx.report_progress(i, steps, f"step {i}")
+        message = f"step {i} of {steps}" if BROKEN == "count" else f"step {i}"
+        await ctx.report_progress(i, steps, message)
         await ctx.info(f"counted {i}")
     return f"counted to {steps}"
 

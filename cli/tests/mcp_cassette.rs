@@ -476,6 +476,24 @@ fn verify_passes_an_unchanged_server_and_names_a_changed_behaviour() {
     );
     assert_eq!(lines[2], "call c5 `confirm`: matched");
     assert!(lines[3].starts_with("1 of 3 calls diverged"), "{stdout}");
+    insta::assert_snapshot!("verify_changed_add", stdout.replace(tape, "[TAPE]"));
+
+    // A changed progress message: named at the recorded progress fact.
+    let progress = reel(
+        &d,
+        &["mcp", "verify", tape, "--", "python3", server],
+        &[("REEL_TEST_BREAK", "count")],
+    );
+    let stdout = String::from_utf8_lossy(&progress.stdout);
+    assert_eq!(progress.status.code(), Some(1), "{stdout}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(
+        lines[0].starts_with("call c3 `count`, message 1 (seq ")
+            && lines[0]
+                .ends_with(r#"), progress.payload.message: expected "step 1", got "step 1 of 2""#),
+        "{stdout}"
+    );
+    assert_eq!(lines[1], "call c4 `add`: matched");
 
     // The changed field ignored: the rest still matches.
     let ignored = reel(

@@ -232,6 +232,7 @@ mod tests {
             tool: tool.into(),
             args,
             events: vec![],
+            event_seqs: vec![],
             outcome: None,
             ended_seq: None,
         }

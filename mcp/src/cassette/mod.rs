@@ -207,9 +207,11 @@ impl ServerHandler for Cassette {
         };
         let call = &self.session.calls[index];
         let token = context.meta.get_progress_token();
+        let mut reports = 0u64;
         for event in &call.events {
             match event {
                 Event::Progress(payload) => {
+                    reports += 1;
                     let Some(token) = &token else { continue };
                     let mut params = match payload {
                         Value::Object(m) => m.clone(),
@@ -224,7 +226,8 @@ impl ServerHandler for Cassette {
                         serde_json::to_value(token).unwrap_or(Value::Null),
                     );
                     if !params.get("progress").is_some_and(Value::is_number) {
-                        params.insert("progress".into(), json!(0));
+                        // As `serve` does: the number of reports so far.
+                        params.insert("progress".into(), json!(reports));
                     }
                     if let Ok(p) =
                         serde_json::from_value::<ProgressNotificationParam>(Value::Object(params))
@@ -274,19 +277,19 @@ impl ServerHandler for Cassette {
             }
         }
         match &call.outcome {
-            Some(CallOutcome::Ok { result }) => serde_json::from_value::<CallToolResult>(
-                result.clone(),
-            )
-            .map(CallToolResponse::from)
-            .map_err(|e| {
-                ErrorData::internal_error(
-                    format!(
+            Some(CallOutcome::Ok { result }) => {
+                serde_json::from_value::<CallToolResult>(result.clone())
+                    .map(CallToolResponse::from)
+                    .map_err(|e| {
+                        ErrorData::internal_error(
+                            format!(
                         "reel mock: call {} recorded a result that is not a CallToolResult: {e}",
                         call.call_id
                     ),
-                    None,
-                )
-            }),
+                            None,
+                        )
+                    })
+            }
             Some(CallOutcome::Error { error }) => Err(recorded_error(error)),
             Some(CallOutcome::Aborted { reason }) => Err(ErrorData::internal_error(
                 format!(

@@ -64,6 +64,8 @@ pub struct Interaction {
     pub args: Value,
     /// Progress, log and elicitation messages, in recorded order.
     pub events: Vec<Event>,
+    /// The seq of each event's fact (an elicitation's question).
+    pub event_seqs: Vec<u64>,
     /// How the call ended (`None`: the record ends before it did).
     pub outcome: Option<CallOutcome>,
     /// The seq of the call's `call.ended`, when recorded.
@@ -160,6 +162,7 @@ impl Session {
                                 c.args
                             },
                             events: Vec::new(),
+                            event_seqs: Vec::new(),
                             outcome: None,
                             ended_seq: None,
                         });
@@ -186,6 +189,14 @@ impl Session {
                         }
                         Slot::Call(i) => {
                             let call = &mut session.calls[*i];
+                            if matches!(
+                                other,
+                                FactKind::Progress(_)
+                                    | FactKind::Log(_)
+                                    | FactKind::ElicitRequested(_)
+                            ) {
+                                call.event_seqs.push(fact.seq);
+                            }
                             match other {
                                 FactKind::Progress(p) => {
                                     call.events.push(Event::Progress(p.payload))

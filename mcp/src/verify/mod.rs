@@ -15,12 +15,16 @@
 //! would be recorded as (a result is `ok` with the whole `CallToolResult`,
 //! a JSON-RPC error is `json-rpc error CODE: MESSAGE`), and is compared
 //! with the recorded `call.ended` by [`diff_kinds`] with the ignore rules
-//! (durations and invocation ids are not compared).
+//! (durations and invocation ids are not compared). Before it, the
+//! `notifications/progress` and `notifications/message` the server sent
+//! during the call are compared in order with the recorded `progress` and
+//! `log` facts (as those facts: `progress.payload.message`,
+//! `log.data`, ...; a progress count is not compared).
 
 use std::collections::VecDeque;
 use std::process::Stdio;
 
-use reel::fact::{CallEnded, CallOutcome, ElicitOutcome, FactKind};
+use reel::fact::{CallEnded, CallOutcome, ElicitOutcome, FactKind, Level, Log, Progress};
 use reel_replayer::matching::{diff_kinds, show, FieldDiff, IgnoreRule};
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
@@ -242,7 +246,151 @@ impl std::fmt::Display for VerifyError {
 
 impl std::error::Error for VerifyError {}
 
-fn check(call: &Interaction, got: CallOutcome, ignore: &[IgnoreRule]) -> CallCheck {
+/// The notifications a call's recorded events say the server sends, as
+/// facts: progress (count by position), log (delivered).
+fn expected_messages(call: &Interaction) -> Vec<(Option<u64>, FactKind)> {
+    let mut out = Vec::new();
+    for (event, seq) in call.events.iter().zip(
+        call.event_seqs
+            .iter()
+            .map(|s| Some(*s))
+            .chain(std::iter::repeat(None)),
+    ) {
+        let kind = match event {
+            Event::Progress(payload) => FactKind::Progress(Progress {
+                payload: numbers_as_floats(payload.clone()),
+                count: 0,
+            }),
+            Event::Log {
+                level,
+                logger,
+                data,
+            } => FactKind::Log(Log {
+                level: *level,
+                logger: logger.clone(),
+                subflow: None,
+                data: data.clone(),
+                delivered: true,
+            }),
+            Event::Elicit { .. } => continue,
+        };
+        out.push((seq, kind));
+    }
+    out
+}
+
+/// The notifications the live server sent during a call, as facts.
+fn received_messages(received: &Received) -> Vec<FactKind> {
+    let mut out = Vec::new();
+    for note in &received.notifications {
+        let mut params = note["params"].clone();
+        match note["method"].as_str() {
+            Some("notifications/progress") => {
+                if let Value::Object(m) = &mut params {
+                    m.remove("progressToken");
+                    m.remove("_meta");
+                }
+                out.push(FactKind::Progress(Progress {
+                    payload: numbers_as_floats(params),
+                    count: 0,
+                }));
+            }
+            Some("notifications/message") => {
+                let Ok(level) = serde_json::from_value::<Level>(params["level"].clone()) else {
+                    continue;
+                };
+                out.push(FactKind::Log(Log {
+                    level,
+                    logger: params["logger"].as_str().map(str::to_owned),
+                    subflow: None,
+                    data: params.get("data").cloned().unwrap_or(Value::Null),
+                    delivered: true,
+                }));
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// MCP's `progress` and `total` are numbers: `1` and `1.0` are one value.
+fn numbers_as_floats(mut payload: Value) -> Value {
+    for key in ["progress", "total"] {
+        if let Some(n) = payload.get(key).and_then(Value::as_f64) {
+            payload[key] = json!(n);
+        }
+    }
+    payload
+}
+
+fn kind_name(kind: &FactKind) -> String {
+    kind.name().to_owned()
+}
+
+fn check(
+    call: &Interaction,
+    received: &Received,
+    got: CallOutcome,
+    ignore: &[IgnoreRule],
+) -> CallCheck {
+    let name = format!("call {} `{}`", call.call_id, call.tool);
+    let at_seq = |seq: Option<u64>| match seq {
+        Some(seq) => format!(" (seq {seq})"),
+        None => String::new(),
+    };
+    let divergence = |diff: Vec<FieldDiff>, line: String| CallCheck {
+        call_id: call.call_id.clone(),
+        tool: call.tool.clone(),
+        diff,
+        line,
+    };
+    // The messages first, in order: they came before the answer.
+    let expected = expected_messages(call);
+    let actual = received_messages(received);
+    for i in 0..expected.len().max(actual.len()) {
+        let n = i + 1;
+        match (expected.get(i), actual.get(i)) {
+            (Some((seq, e)), Some(a)) => {
+                let diff = diff_kinds(e, a, ignore);
+                if let Some(d) = diff.first() {
+                    let line = format!(
+                        "{name}, message {n}{}, {}: expected {}, got {}",
+                        at_seq(*seq),
+                        d.path,
+                        show(&d.expected),
+                        show(&d.actual)
+                    );
+                    return divergence(diff, line);
+                }
+            }
+            (Some((seq, e)), None) => {
+                let line = format!(
+                    "{name}, message {n}{}: the record has {} here, the server sent nothing more",
+                    at_seq(*seq),
+                    kind_name(e)
+                );
+                let diff = vec![FieldDiff {
+                    path: "fact".into(),
+                    expected: Some(kind_name(e).into()),
+                    actual: None,
+                }];
+                return divergence(diff, line);
+            }
+            (None, Some(a)) => {
+                let line = format!(
+                    "{name}, message {n}: the server sent {} the record does not have",
+                    kind_name(a)
+                );
+                let diff = vec![FieldDiff {
+                    path: "fact".into(),
+                    expected: None,
+                    actual: Some(kind_name(a).into()),
+                }];
+                return divergence(diff, line);
+            }
+            (None, None) => {}
+        }
+    }
     let ended = |outcome| {
         FactKind::CallEnded(CallEnded {
             outcome,
@@ -250,29 +398,21 @@ fn check(call: &Interaction, got: CallOutcome, ignore: &[IgnoreRule]) -> CallChe
             invocation_id: None,
         })
     };
-    let expected = call.outcome.clone().unwrap_or(CallOutcome::Aborted {
+    let recorded = call.outcome.clone().unwrap_or(CallOutcome::Aborted {
         reason: Some("the record ends before the call's answer".into()),
     });
-    let diff = diff_kinds(&ended(expected), &ended(got), ignore);
-    let at = match call.ended_seq {
-        Some(seq) => format!("call {} `{}`, result (seq {seq})", call.call_id, call.tool),
-        None => format!("call {} `{}`, result", call.call_id, call.tool),
-    };
+    let diff = diff_kinds(&ended(recorded), &ended(got), ignore);
     let line = match diff.first() {
-        None => format!("call {} `{}`: matched", call.call_id, call.tool),
+        None => format!("{name}: matched"),
         Some(d) => format!(
-            "{at}, {}: expected {}, got {}",
+            "{name}, result{}, {}: expected {}, got {}",
+            at_seq(call.ended_seq),
             d.path,
             show(&d.expected),
             show(&d.actual)
         ),
     };
-    CallCheck {
-        call_id: call.call_id.clone(),
-        tool: call.tool.clone(),
-        diff,
-        line,
-    }
+    divergence(diff, line)
 }
 
 /// Starts `program args` and re-drives every recorded `tools/call` of
@@ -345,7 +485,9 @@ pub async fn verify(
             "_meta": {"progressToken": format!("reel-verify-{n}")},
         });
         match client.request("tools/call", params, &mut answer).await {
-            Ok((response, _)) => calls.push(check(call, outcome_of(&response), ignore)),
+            Ok((response, received)) => {
+                calls.push(check(call, &received, outcome_of(&response), ignore))
+            }
             Err(e) => {
                 let why = e.to_string();
                 calls.push(CallCheck {
