@@ -417,7 +417,9 @@ fn check(
 
 /// Starts `program args` and re-drives every recorded `tools/call` of
 /// `session` against it, in order: `initialize` with the recorded params
-/// (and `notifications/initialized`), then each call with its recorded
+/// (a record without `mcp:initialize`, as 2026-07-28 sessions are, gets a
+/// 2025-11-25 handshake with the elicitation capability) and
+/// `notifications/initialized`, then each call with its recorded
 /// arguments and a progress token, its elicitations answered with the
 /// recorded answers in order (none left: `cancel`).
 pub async fn verify(
