@@ -107,6 +107,12 @@ enum Command {
     ///
     /// Example: reel stats --json
     Stats(cmd::stats::StatsArgs),
+    /// MCP sessions: serve a recorded one back, or verify a live server
+    /// against one.
+    ///
+    /// Example: reel mcp verify session.tape.jsonl -- python3 server.py
+    #[command(subcommand)]
+    Mcp(cmd::mcp::McpCommand),
 }
 
 /// Prints the libraries' `tracing` warnings on standard error, as
@@ -147,6 +153,7 @@ fn main() -> ExitCode {
         Command::Import(args) => cmd::import::run(dir, args),
         Command::Verify(args) => cmd::verify::run(dir, args),
         Command::Stats(args) => cmd::stats::run(dir, args),
+        Command::Mcp(command) => cmd::mcp::run(dir, command),
     };
     match result {
         Ok(code) => code,

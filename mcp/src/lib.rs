@@ -9,6 +9,10 @@
 //! `elicitation/create` (2025-11-25) or an input-required round (MRTR,
 //! 2026-07-28), and `notifications/cancelled` cancels the call.
 //!
+//! [`cassette`] serves a recorded MCP session back as an MCP server
+//! (`reel mcp mock`), and [`verify`] re-drives its calls against a live
+//! server (`reel mcp verify`).
+//!
 //! ```no_run
 //! use reel::context::{ToolContext, ToolError};
 //! use reel::spec::ToolSpec;
@@ -30,4 +34,6 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod cassette;
 pub mod serve;
+pub mod verify;

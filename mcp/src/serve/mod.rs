@@ -78,7 +78,7 @@
 // that message, and 2025-11-25 clients rely on it.
 #![allow(deprecated)]
 
-mod convert;
+pub(crate) mod convert;
 mod elicit;
 mod http;
 mod mrtr;

@@ -1,0 +1,55 @@
+//! `reel mcp …`: MCP sessions — a recorded one served back (`mock`),
+//! re-driven against a live server (`verify`).
+
+pub mod mock;
+pub mod verify;
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use clap::Subcommand;
+use reel_replayer::matching::IgnoreRule;
+use reel_viewer::render::terminal::escape;
+
+use crate::failure::Failure;
+
+/// The `reel mcp` verbs.
+#[derive(Subcommand, Debug)]
+pub enum McpCommand {
+    /// Serve a recorded MCP session (a tape or a run) as an MCP server on
+    /// stdio, for client tests.
+    ///
+    /// Calls match strictly (tool name plus arguments); a miss is a
+    /// JSON-RPC error naming the closest recorded call and the first field
+    /// that differs.
+    /// Example: reel mcp mock session.tape.jsonl --ignore /args/request_id
+    Mock(mock::MockArgs),
+    /// Re-drive a recorded session's tool calls against a live MCP server
+    /// (started over stdio) and compare each answer with the record.
+    ///
+    /// Exits 0 when every call matched, 1 on a divergence, 2 on bad input.
+    /// Example: reel mcp verify session.tape.jsonl -- python3 server.py
+    Verify(verify::VerifyArgs),
+}
+
+/// Runs an `mcp` verb.
+pub fn run(dir: &Path, command: McpCommand) -> Result<ExitCode, Failure> {
+    match command {
+        McpCommand::Mock(args) => mock::run(dir, args),
+        McpCommand::Verify(args) => verify::run(dir, args),
+    }
+}
+
+/// Parses `--ignore` rules; a bad one is bad input.
+fn ignore_rules(texts: &[String]) -> Result<Vec<IgnoreRule>, String> {
+    texts
+        .iter()
+        .map(|t| reel_mcp::cassette::parse_ignore(t))
+        .collect()
+}
+
+/// Bad input: said on standard error, exit code 2.
+fn bad_input(message: &str) -> ExitCode {
+    eprintln!("reel: {}", escape(message));
+    ExitCode::from(2)
+}

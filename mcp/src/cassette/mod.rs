@@ -1,0 +1,311 @@
+//! `reel mcp mock`: a recorded MCP session served back as an MCP server,
+//! for client tests (a cassette).
+//!
+//! Issue 14: "Matching is strict: tool name plus args, with the replayer's
+//! ignore rules by JSON pointer. Progress, log and elicitation messages are
+//! replayed in their recorded order. A miss is a JSON-RPC error that names
+//! the closest recorded call and the first field that differs. Never a
+//! first-in, first-out guess."
+//!
+//! - `initialize` answers the recorded server info, capabilities and
+//!   instructions (the protocol version is negotiated as rmcp does);
+//!   `tools/list` answers the recorded list.
+//! - A `tools/call` is answered by the first unanswered recorded call of
+//!   that tool whose arguments equal the request's (ignored pointers
+//!   aside). Its progress goes to the request's `progressToken` (none: not
+//!   sent), its log messages as `notifications/message`, its questions as
+//!   `elicitation/create` (the client's answer is awaited, not compared),
+//!   in recorded order; then the recorded result. A recorded JSON-RPC
+//!   error (`json-rpc error CODE: MESSAGE`) is answered as that error.
+//! - A miss is JSON-RPC error `-32602` whose message names the closest
+//!   recorded call (same tool, fewest differing fields; else the nearest
+//!   tool name) and the first differing field as a JSON pointer into the
+//!   arguments, expected vs got; its `data` carries the same as JSON.
+
+#![allow(deprecated)]
+
+pub mod matching;
+pub mod session;
+
+use std::borrow::Cow;
+use std::sync::{Arc, Mutex};
+
+use reel::context::Elicitation;
+use reel::fact::{CallOutcome, ElicitMode};
+use reel_replayer::matching::IgnoreRule;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ErrorCode, ErrorData,
+    InitializeRequestParams, InitializeResult, ListToolsResult, LoggingMessageNotification,
+    LoggingMessageNotificationParam, PaginatedRequestParams, ProgressNotification,
+    ProgressNotificationParam, ProtocolVersion, ServerCapabilities, ServerConfig,
+    ServerNotification, SetLevelRequestParams,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use rmcp::{ServerHandler, ServiceExt};
+use serde_json::{json, Value};
+
+use crate::serve::ServeError;
+pub use matching::{parse_ignore, Match};
+pub use session::{Event, Interaction, LoadError, Session};
+
+/// The MCP server of a recorded session. Cheap to clone; each connection
+/// shares which recorded calls were answered.
+#[derive(Clone)]
+pub struct Cassette {
+    session: Arc<Session>,
+    ignored: Arc<Vec<String>>,
+    used: Arc<Mutex<Vec<bool>>>,
+}
+
+impl std::fmt::Debug for Cassette {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cassette")
+            .field("source", &self.session.source)
+            .field("calls", &self.session.calls.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Cassette {
+    /// Serves `session`, matching arguments with the `ignore` rules (those
+    /// for `call.started` under `/args`).
+    pub fn new(session: Session, ignore: &[IgnoreRule]) -> Cassette {
+        let n = session.calls.len();
+        Cassette {
+            session: Arc::new(session),
+            ignored: Arc::new(matching::arg_ignores(ignore)),
+            used: Arc::new(Mutex::new(vec![false; n])),
+        }
+    }
+
+    /// The session served.
+    pub fn session(&self) -> &Session {
+        &self.session
+    }
+
+    /// Serves one client on standard input and output until it closes.
+    pub async fn serve_stdio(self) -> Result<(), ServeError> {
+        self.serve_io(tokio::io::stdin(), tokio::io::stdout()).await
+    }
+
+    /// Serves one client on a byte stream pair (newline-delimited JSON-RPC).
+    pub async fn serve_io<R, W>(self, read: R, write: W) -> Result<(), ServeError>
+    where
+        R: tokio::io::AsyncRead + Send + Unpin + 'static,
+        W: tokio::io::AsyncWrite + Send + Unpin + 'static,
+    {
+        let running = self
+            .serve((read, write))
+            .await
+            .map_err(|e| ServeError::Init(e.to_string()))?;
+        running
+            .waiting()
+            .await
+            .map_err(|e| ServeError::Init(e.to_string()))?;
+        Ok(())
+    }
+
+    fn take(&self, tool: &str, args: &Value) -> Match {
+        let mut used = self.used.lock().unwrap_or_else(|p| p.into_inner());
+        let m = matching::find(&self.session.calls, &used, tool, args, &self.ignored);
+        if let Match::Hit(i) = m {
+            used[i] = true;
+        }
+        m
+    }
+}
+
+fn recorded_error(text: &str) -> ErrorData {
+    // `json-rpc error CODE: MESSAGE`, as the recording shape writes it.
+    if let Some(rest) = text.strip_prefix("json-rpc error ") {
+        if let Some((code, message)) = rest.split_once(": ") {
+            if let Ok(code) = code.parse::<i32>() {
+                return ErrorData::new(ErrorCode(code), message.to_owned(), None);
+            }
+        }
+    }
+    ErrorData::internal_error(text.to_owned(), None)
+}
+
+impl ServerHandler for Cassette {
+    fn get_info(&self) -> ServerConfig {
+        self.session
+            .initialize_result
+            .clone()
+            .and_then(|v| serde_json::from_value::<InitializeResult>(v).ok())
+            .unwrap_or_else(|| {
+                ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            })
+    }
+
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        Cow::Borrowed(ProtocolVersion::KNOWN_VERSIONS)
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        context.peer.set_peer_info(request.clone());
+        self.negotiate_initialize(&request)
+    }
+
+    async fn set_level(
+        &self,
+        _request: SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        // Recorded messages are replayed as recorded, whatever the level.
+        Ok(())
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        match &self.session.tools_list {
+            Some(v) => serde_json::from_value(v.clone()).map_err(|e| {
+                ErrorData::internal_error(
+                    format!("reel mock: the recorded tools/list does not read: {e}"),
+                    None,
+                )
+            }),
+            None => Err(ErrorData::internal_error(
+                "reel mock: the record has no tools/list answer",
+                None,
+            )),
+        }
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let tool = request.name.to_string();
+        let args = Value::Object(request.arguments.clone().unwrap_or_default());
+        let index = match self.take(&tool, &args) {
+            Match::Hit(i) => i,
+            Match::Miss {
+                closest,
+                first,
+                message,
+            } => {
+                let data = json!({
+                    "closest": closest.map(|i| {
+                        let c = &self.session.calls[i];
+                        json!({"call_id": c.call_id, "tool": c.tool, "args": c.args})
+                    }),
+                    "pointer": first.as_ref().map(|d| d.pointer.clone()),
+                    "expected": first.as_ref().and_then(|d| d.expected.clone()),
+                    "got": first.as_ref().and_then(|d| d.got.clone()),
+                });
+                return Err(ErrorData::invalid_params(message, Some(data)));
+            }
+        };
+        let call = &self.session.calls[index];
+        let token = context.meta.get_progress_token();
+        let mut reports = 0u64;
+        for event in &call.events {
+            match event {
+                Event::Progress(payload) => {
+                    reports += 1;
+                    let Some(token) = &token else { continue };
+                    let mut params = match payload {
+                        Value::Object(m) => m.clone(),
+                        other => {
+                            let mut m = serde_json::Map::new();
+                            m.insert("message".into(), Value::String(other.to_string()));
+                            m
+                        }
+                    };
+                    params.insert(
+                        "progressToken".into(),
+                        serde_json::to_value(token).unwrap_or(Value::Null),
+                    );
+                    if !params.get("progress").is_some_and(Value::is_number) {
+                        // As `serve` does: the number of reports so far.
+                        params.insert("progress".into(), json!(reports));
+                    }
+                    if let Ok(p) =
+                        serde_json::from_value::<ProgressNotificationParam>(Value::Object(params))
+                    {
+                        let _ = context
+                            .peer
+                            .send_notification(ServerNotification::ProgressNotification(
+                                ProgressNotification::new(p),
+                            ))
+                            .await;
+                    }
+                }
+                Event::Log {
+                    level,
+                    logger,
+                    data,
+                } => {
+                    let mut params = json!({"level": level, "data": data});
+                    if let Some(l) = logger {
+                        params["logger"] = json!(l);
+                    }
+                    if let Ok(p) = serde_json::from_value::<LoggingMessageNotificationParam>(params)
+                    {
+                        let _ = context
+                            .peer
+                            .send_notification(ServerNotification::LoggingMessageNotification(
+                                LoggingMessageNotification::new(p),
+                            ))
+                            .await;
+                    }
+                }
+                Event::Elicit { question, .. } => {
+                    let q = match question.mode {
+                        ElicitMode::Url => Elicitation::url(
+                            question.message.clone(),
+                            question.url.clone().unwrap_or_default(),
+                            question.elicitation_id.clone().unwrap_or_default(),
+                        ),
+                        ElicitMode::Form => {
+                            Elicitation::form(question.message.clone(), question.schema.clone())
+                        }
+                    };
+                    let params = crate::serve::convert::elicit_params(&q)
+                        .map_err(|e| ErrorData::internal_error(e, None))?;
+                    let _ = context.peer.create_elicitation(params).await;
+                }
+            }
+        }
+        match &call.outcome {
+            Some(CallOutcome::Ok { result }) => {
+                serde_json::from_value::<CallToolResult>(result.clone())
+                    .map(CallToolResponse::from)
+                    .map_err(|e| {
+                        ErrorData::internal_error(
+                            format!(
+                        "reel mock: call {} recorded a result that is not a CallToolResult: {e}",
+                        call.call_id
+                    ),
+                            None,
+                        )
+                    })
+            }
+            Some(CallOutcome::Error { error }) => Err(recorded_error(error)),
+            Some(CallOutcome::Aborted { reason }) => Err(ErrorData::internal_error(
+                format!(
+                    "reel mock: call {} was aborted when recorded ({})",
+                    call.call_id,
+                    reason.as_deref().unwrap_or("no reason")
+                ),
+                None,
+            )),
+            None => Err(ErrorData::internal_error(
+                format!(
+                    "reel mock: the record of call {} ends before its answer",
+                    call.call_id
+                ),
+                None,
+            )),
+        }
+    }
+}

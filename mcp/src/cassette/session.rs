@@ -1,0 +1,244 @@
+//! A proxied MCP session loaded from a tape or an archive run, as the
+//! recording shape has it (README, "MCP servers and clients"): one run,
+//! `mcp:initialize` and `mcp:tools/list` calls once, then one call per
+//! `tools/call` whose progress, log and elicitation facts are filed under it.
+
+use std::collections::HashMap;
+use std::io::BufReader;
+use std::path::Path;
+
+use reel::fact::{CallOutcome, ElicitOutcome, ElicitRequested, FactKind, Level};
+use reel::tape::Tape;
+use reel_archive::{Archive, ArchiveConfig, TapeExt};
+use reel_replayer::matching::resolve_refs;
+use serde_json::Value;
+
+/// Tool name of the recorded `initialize` exchange.
+pub const INITIALIZE: &str = "mcp:initialize";
+/// Tool name of the recorded `tools/list` exchange.
+pub const TOOLS_LIST: &str = "mcp:tools/list";
+
+/// Why a session could not be loaded (bad input: exit code 2).
+#[derive(Debug)]
+pub struct LoadError(pub String);
+
+impl std::fmt::Display for LoadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for LoadError {}
+
+/// A message the server sent during a call, in recorded order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// `notifications/progress`: the params without `progressToken`.
+    Progress(Value),
+    /// `notifications/message`.
+    Log {
+        /// The level.
+        level: Level,
+        /// The logger name, when set.
+        logger: Option<String>,
+        /// The data.
+        data: Value,
+    },
+    /// `elicitation/create`, with the client's recorded answer.
+    Elicit {
+        /// The question.
+        question: ElicitRequested,
+        /// The answer as recorded (`None`: the record has none).
+        answer: Option<ElicitOutcome>,
+    },
+}
+
+/// One recorded `tools/call`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Interaction {
+    /// The call's id in the record.
+    pub call_id: String,
+    /// The MCP tool name.
+    pub tool: String,
+    /// The request's `arguments` (`{}` when absent).
+    pub args: Value,
+    /// Progress, log and elicitation messages, in recorded order.
+    pub events: Vec<Event>,
+    /// The seq of each event's fact (an elicitation's question).
+    pub event_seqs: Vec<u64>,
+    /// How the call ended (`None`: the record ends before it did).
+    pub outcome: Option<CallOutcome>,
+    /// The seq of the call's `call.ended`, when recorded.
+    pub ended_seq: Option<u64>,
+}
+
+/// A recorded MCP session: the protocol exchanges and the tool calls in
+/// start order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Session {
+    /// Where it came from (a tape path, or `run ID in DIR`).
+    pub source: String,
+    /// The run's id.
+    pub run_id: String,
+    /// The client's `initialize` params, as recorded.
+    pub initialize_params: Option<Value>,
+    /// The server's `initialize` result, as recorded.
+    pub initialize_result: Option<Value>,
+    /// The server's `tools/list` result, as recorded.
+    pub tools_list: Option<Value>,
+    /// Every recorded `tools/call`, in start order.
+    pub calls: Vec<Interaction>,
+}
+
+impl Session {
+    /// Loads `what`: a tape file when such a file exists, else a run id in
+    /// the archive at `archive`.
+    pub fn load(what: &str, archive: &Path) -> Result<Session, LoadError> {
+        let path = Path::new(what);
+        if path.is_file() {
+            let file = std::fs::File::open(path)
+                .map_err(|e| LoadError(format!("cannot read {what}: {e}")))?;
+            let tape = Tape::read(BufReader::new(file))
+                .map_err(|e| LoadError(format!("{what} is not a tape: {e}")))?;
+            return Session::from_tape(&tape, what.to_owned());
+        }
+        if !archive.is_dir() {
+            return Err(LoadError(format!(
+                "{what} is neither a tape file nor a run (no archive at {})",
+                archive.display()
+            )));
+        }
+        let opened = Archive::open(archive, ArchiveConfig::default()).map_err(|e| {
+            LoadError(format!(
+                "cannot open the archive {}: {e}",
+                archive.display()
+            ))
+        })?;
+        let tape = Tape::export(&opened, what).map_err(|e| {
+            LoadError(format!(
+                "{what} is neither a tape file nor a run in {}: {e}",
+                archive.display()
+            ))
+        })?;
+        Session::from_tape(&tape, format!("run {what} in {}", archive.display()))
+    }
+
+    /// The session a tape holds. Large payloads kept as artifacts are put
+    /// back in place.
+    pub fn from_tape(tape: &Tape, source: String) -> Result<Session, LoadError> {
+        let artifacts: HashMap<String, Vec<u8>> = tape.artifacts.iter().cloned().collect();
+        let mut session = Session {
+            source,
+            run_id: tape.header.run.run_id.clone(),
+            initialize_params: None,
+            initialize_result: None,
+            tools_list: None,
+            calls: Vec::new(),
+        };
+        // call id -> what it is: an exchange name, or an index into calls.
+        enum Slot {
+            Exchange(String, Value),
+            Call(usize),
+        }
+        let mut slots: HashMap<String, Slot> = HashMap::new();
+        for fact in &tape.facts {
+            let mut kind = fact.kind.clone();
+            resolve_refs(&mut kind, &artifacts);
+            match kind {
+                FactKind::CallStarted(c) => {
+                    if c.parent_call.is_some() {
+                        continue;
+                    }
+                    if c.tool_name == INITIALIZE || c.tool_name == TOOLS_LIST {
+                        slots.insert(c.call_id, Slot::Exchange(c.tool_name, c.args));
+                    } else {
+                        slots.insert(c.call_id.clone(), Slot::Call(session.calls.len()));
+                        session.calls.push(Interaction {
+                            call_id: c.call_id,
+                            tool: c.tool_name,
+                            args: if c.args.is_null() {
+                                Value::Object(Default::default())
+                            } else {
+                                c.args
+                            },
+                            events: Vec::new(),
+                            event_seqs: Vec::new(),
+                            outcome: None,
+                            ended_seq: None,
+                        });
+                    }
+                }
+                other => {
+                    let Some(slot) = fact.call.as_ref().and_then(|id| slots.get(id)) else {
+                        continue;
+                    };
+                    match slot {
+                        Slot::Exchange(name, args) => {
+                            if let FactKind::CallEnded(e) = other {
+                                let result = match e.outcome {
+                                    CallOutcome::Ok { result } => Some(result),
+                                    _ => None,
+                                };
+                                if name == INITIALIZE {
+                                    session.initialize_params = Some(args.clone());
+                                    session.initialize_result = result;
+                                } else {
+                                    session.tools_list = result;
+                                }
+                            }
+                        }
+                        Slot::Call(i) => {
+                            let call = &mut session.calls[*i];
+                            if matches!(
+                                other,
+                                FactKind::Progress(_)
+                                    | FactKind::Log(_)
+                                    | FactKind::ElicitRequested(_)
+                            ) {
+                                call.event_seqs.push(fact.seq);
+                            }
+                            match other {
+                                FactKind::Progress(p) => {
+                                    call.events.push(Event::Progress(p.payload))
+                                }
+                                FactKind::Log(l) => call.events.push(Event::Log {
+                                    level: l.level,
+                                    logger: l.logger,
+                                    data: l.data,
+                                }),
+                                FactKind::ElicitRequested(q) => call.events.push(Event::Elicit {
+                                    question: q,
+                                    answer: None,
+                                }),
+                                FactKind::ElicitAnswered(a) => {
+                                    if let Some(Event::Elicit { answer, .. }) =
+                                        call.events.iter_mut().rev().find(|e| {
+                                            matches!(e, Event::Elicit { answer: None, .. })
+                                        })
+                                    {
+                                        *answer = Some(a.outcome);
+                                    }
+                                }
+                                FactKind::CallEnded(e) => {
+                                    call.outcome = Some(e.outcome);
+                                    call.ended_seq = Some(fact.seq);
+                                }
+                                _ => {}
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        if session.calls.is_empty()
+            && session.initialize_result.is_none()
+            && session.tools_list.is_none()
+        {
+            return Err(LoadError(format!(
+                "{} holds no MCP session (no `{INITIALIZE}`, `{TOOLS_LIST}` or tool calls)",
+                session.source
+            )));
+        }
+        Ok(session)
+    }
+}
