@@ -39,7 +39,7 @@ pub fn run(dir: &Path, args: VerifyArgs) -> Result<ExitCode, Failure> {
     let (program, rest) = args
         .command
         .split_first()
-        .ok_or_else(|| Failure("no server command after `--`".into()))?;
+        .ok_or_else(|| Failure::msg("no server command after `--`"))?;
     let report = super::super::runtime()?
         .block_on(reel_mcp::verify::verify(&session, program, rest, &ignore));
     match report {
