@@ -107,6 +107,13 @@ enum Command {
     ///
     /// Example: reel stats --json
     Stats(cmd::stats::StatsArgs),
+    /// MCP sessions: record one through a proxy in front of any server.
+    ///
+    /// Example: reel mcp record --archive ./reel-archive -- python3 server.py
+    Mcp {
+        #[command(subcommand)]
+        command: cmd::mcp::McpCommand,
+    },
 }
 
 /// Prints the libraries' `tracing` warnings on standard error, as
@@ -147,6 +154,7 @@ fn main() -> ExitCode {
         Command::Import(args) => cmd::import::run(dir, args),
         Command::Verify(args) => cmd::verify::run(dir, args),
         Command::Stats(args) => cmd::stats::run(dir, args),
+        Command::Mcp { command } => cmd::mcp::run(dir, command),
     };
     match result {
         Ok(code) => code,

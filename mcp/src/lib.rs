@@ -30,4 +30,5 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod proxy;
 pub mod serve;

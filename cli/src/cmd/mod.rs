@@ -8,6 +8,7 @@ pub mod diff;
 pub mod export;
 pub mod import;
 pub mod lsp;
+pub mod mcp;
 pub mod runs;
 pub mod show;
 pub mod stats;
