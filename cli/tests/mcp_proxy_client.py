@@ -108,6 +108,8 @@ async def everything(client, obs, secret):
     r = {}
     r["echo"] = await call(client, "echo", {"message": f"token {secret}"})
     r["add"] = await call(client, "get-sum", {"a": 2, "b": 40})
+    # The server's environment holds PLANTED_TOKEN: only --secret-env keeps it out.
+    r["env"] = await call(client, "get-env", {})
     r["long"] = await call(
         client, "trigger-long-running-operation", {"duration": 1, "steps": 2}, meta={"progressToken": "long-1"}
     )
