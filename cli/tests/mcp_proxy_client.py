@@ -8,7 +8,10 @@ the two reports.
 SCENARIO is `fastmcp` (fastmcp_server.py) or `everything`
 (@modelcontextprotocol/server-everything). SECRET is planted in a tool's
 arguments; the environment variable PLANTED_TOKEN (holding the same value)
-is passed on to the command. Prints one JSON report on standard output.
+is passed on to the command. MCP_MODE is the client's mode: `legacy` (the
+initialize handshake, 2025-11-25; the default) or a protocol version it
+adopts without a handshake (`2026-07-28`). Prints one JSON report on
+standard output.
 """
 
 import json
@@ -124,7 +127,7 @@ async def main():
     obs = Observer()
     async with Client(
         server,
-        mode="legacy",
+        mode=os.environ.get("MCP_MODE", "legacy"),
         client_info=types.Implementation(name="reel-proxy-test", version="1.0.0"),
         message_handler=obs.on_message,
         logging_callback=obs.on_log,

@@ -46,7 +46,19 @@ fn require_python() {
 
 /// The client's report of one session with `server` (a command line).
 fn session(scenario: &str, dir: &Path, server: &[&str]) -> Value {
+    session_in("legacy", scenario, dir, server)
+}
+
+/// [`session`] in a client mode (`legacy` or `2026-07-28`).
+fn session_in(mode: &str, scenario: &str, dir: &Path, server: &[&str]) -> Value {
+    client_run(mode, scenario, dir, server).0
+}
+
+/// The client's report and its standard error (where the server's, and
+/// so the proxy's, standard error goes).
+fn client_run(mode: &str, scenario: &str, dir: &Path, server: &[&str]) -> (Value, String) {
     let out = Command::new("python3")
+        .env("MCP_MODE", mode)
         .arg(tests_dir().join("mcp_proxy_client.py"))
         .arg(scenario)
         .arg(SECRET)
@@ -63,13 +75,19 @@ fn session(scenario: &str, dir: &Path, server: &[&str]) -> Value {
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_str(stdout.lines().last().unwrap_or_default())
-        .unwrap_or_else(|e| panic!("the client's report is not JSON ({e}): {stdout}"))
+    let report = serde_json::from_str(stdout.lines().last().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("the client's report is not JSON ({e}): {stdout}"));
+    (report, String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
 /// The same session through `reel mcp record`; returns the report and the
 /// archive.
 fn proxied(scenario: &str, dir: &Path, server: &[&str]) -> (Value, PathBuf) {
+    proxied_in("legacy", scenario, dir, server)
+}
+
+/// [`proxied`] in a client mode.
+fn proxied_in(mode: &str, scenario: &str, dir: &Path, server: &[&str]) -> (Value, PathBuf) {
     let archive = dir.join("archive");
     let mut cmd = vec![
         REEL,
@@ -82,7 +100,7 @@ fn proxied(scenario: &str, dir: &Path, server: &[&str]) -> (Value, PathBuf) {
         "--",
     ];
     cmd.extend_from_slice(server);
-    (session(scenario, dir, &cmd), archive)
+    (session_in(mode, scenario, dir, &cmd), archive)
 }
 
 fn reel(archive: &Path, args: &[&str]) -> Value {
@@ -319,6 +337,83 @@ fn proxy_records_a_fastmcp_session_exactly() {
     assert!(!echo.1.to_string().contains(SECRET));
     assert_eq!(calls_of(&shown, "echo").len(), 2);
     assert_secret_absent(&archive);
+}
+
+/// Protocol 2026-07-28: no initialize (so no `mcp:initialize`), and the
+/// Python server cannot elicit over stdio there, so `confirm` answers a
+/// JSON-RPC error, which ends its call with that error.
+#[test]
+fn proxy_records_a_2026_07_28_session_and_json_rpc_errors() {
+    require_python();
+    let server = tests_dir().join("fastmcp_server.py");
+    let server = ["python3", server.to_str().unwrap()];
+    let dir = tempfile::tempdir().unwrap();
+    let mode = "2026-07-28";
+    let direct = session_in(mode, "fastmcp", dir.path(), &server);
+    let (through, archive) = proxied_in(mode, "fastmcp", dir.path(), &server);
+    assert_eq!(
+        through, direct,
+        "the client saw something else through the proxy"
+    );
+    assert_eq!(direct["protocol"], mode);
+    let error = &direct["confirm"][0]["json_rpc_error"];
+    assert!(error.is_object(), "the server refuses to elicit: {direct}");
+
+    let shown = only_run(&archive);
+    assert!(calls_of(&shown, "mcp:initialize").is_empty());
+    assert_eq!(calls_of(&shown, "mcp:tools/list").len(), 1);
+    let confirm = &calls_of(&shown, "confirm")[0].0;
+    let outcome = ended(&shown, confirm);
+    assert_eq!(outcome["status"], "error", "{outcome}");
+    assert_eq!(
+        outcome["error"]
+            .as_str()
+            .or(outcome["error"]["message"].as_str()),
+        Some(
+            format!(
+                "json-rpc error {}: {}",
+                error["code"],
+                error["message"].as_str().unwrap()
+            )
+            .as_str()
+        ),
+        "{outcome}"
+    );
+    assert_eq!(
+        of_call(&shown, &calls_of(&shown, "count")[0].0, "progress").len(),
+        3
+    );
+    assert_secret_absent(&archive);
+}
+
+/// The proxy's own failure (an archive it cannot open) never breaks the
+/// session: the client gets the same answers, and the operator is told.
+#[test]
+fn an_archive_that_cannot_be_opened_does_not_break_the_session() {
+    require_python();
+    let server = tests_dir().join("fastmcp_server.py");
+    let server = ["python3", server.to_str().unwrap()];
+    let dir = tempfile::tempdir().unwrap();
+    let direct = session("fastmcp", dir.path(), &server);
+    // A file where the archive directory should be.
+    let blocked = dir.path().join("archive");
+    std::fs::write(&blocked, b"not a directory").unwrap();
+    let mut cmd = vec![
+        REEL,
+        "--archive",
+        blocked.to_str().unwrap(),
+        "mcp",
+        "record",
+        "--",
+    ];
+    cmd.extend_from_slice(&server);
+    let (through, stderr) = client_run("legacy", "fastmcp", dir.path(), &cmd);
+    assert_eq!(through, direct);
+    assert!(
+        stderr.contains("reel: the MCP session is not recorded: cannot open the archive"),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read(&blocked).unwrap(), b"not a directory");
 }
 
 /// `@modelcontextprotocol/server-everything`, installed with npm into the

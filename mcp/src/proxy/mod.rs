@@ -189,7 +189,7 @@ impl StdioProxy {
         let exit = child.wait().await.ok();
         router.close().await;
         if let Some(run) = run {
-            if let Err(e) = run.end(status.clone()).await {
+            if let Err(e) = run.end(status).await {
                 tracing::warn!("the MCP session's run did not end cleanly: {e}");
             }
         }
