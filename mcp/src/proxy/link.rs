@@ -73,8 +73,9 @@ struct State {
     /// Server requests (elicitations) waiting for the client's response.
     asked: HashMap<String, oneshot::Sender<Value>>,
     tasks: Vec<JoinHandle<()>>,
-    /// Responses seen before the request they answer: each line is
-    /// forwarded before it is seen, so an answer can overtake its
+    /// Responses (by id) and progress notifications (by
+    /// [`progress_key`]) seen before the request they belong to: each line
+    /// is forwarded before it is seen, so an answer can overtake its
     /// question here. The newest [`EARLY`] are kept.
     early: VecDeque<(Dir, String, Value)>,
 }
@@ -119,6 +120,11 @@ pub(super) struct Router {
 
 fn key(id: &Value) -> String {
     id.to_string()
+}
+
+/// Where progress on `token` that overtook its request is kept.
+fn progress_key(token: &Value) -> String {
+    format!("progress {}", key(token))
 }
 
 impl Router {
@@ -211,9 +217,10 @@ impl Router {
                 let Some(token) = params.remove("progressToken") else {
                     return;
                 };
-                let state = self.state();
+                let mut state = self.state();
                 let Some(id) = state.tokens.get(&key(&token)) else {
-                    return;
+                    // Maybe the request it reports on is not seen yet.
+                    return state.keep_early(dir, progress_key(&token), Value::Object(params));
                 };
                 if let Some((_, p)) = state.pending.iter().find(|(k, _)| k == id) {
                     let _ = p.events.send(Event::Progress(Value::Object(params)));
@@ -352,6 +359,12 @@ impl Router {
                 .await;
         });
         state.tasks.push(task);
+        if let Some(token) = &token {
+            while let Some(params) = state.early(Dir::ServerToClient, &format!("progress {token}"))
+            {
+                let _ = events.send(Event::Progress(params));
+            }
+        }
         if let Some(response) = state.early(Dir::ServerToClient, &key(id)) {
             if let Some(token) = &token {
                 state.tokens.remove(token);
