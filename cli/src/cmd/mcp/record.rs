@@ -29,7 +29,7 @@ pub struct RecordArgs {
 pub fn run(dir: &Path, args: RecordArgs) -> Result<ExitCode, Failure> {
     let mut command = args.command.into_iter();
     let Some(program) = command.next() else {
-        return Err(Failure("name the server's command after `--`".into()));
+        return Err(Failure::msg("name the server's command after `--`"));
     };
     let mut proxy = reel_mcp::proxy::StdioProxy::new(program, command);
     for name in &args.secret_env {
@@ -81,7 +81,7 @@ pub fn run(dir: &Path, args: RecordArgs) -> Result<ExitCode, Failure> {
     // A blocking read of standard input may still be waiting: do not wait
     // for it.
     rt.shutdown_background();
-    let outcome = outcome.map_err(|e| Failure(format!("cannot start the MCP server: {e}")))?;
+    let outcome = outcome.map_err(|e| Failure::msg(format!("cannot start the MCP server: {e}")))?;
     if let Some(id) = &outcome.run_id {
         eprintln!(
             "reel: recorded MCP session {} into {}",
