@@ -107,10 +107,10 @@ enum Command {
     ///
     /// Example: reel stats --json
     Stats(cmd::stats::StatsArgs),
-    /// MCP sessions: serve a recorded one back, or verify a live server
-    /// against one.
+    /// MCP sessions: record one through a proxy in front of any server,
+    /// serve a recorded one back, or verify a live server against one.
     ///
-    /// Example: reel mcp verify session.tape.jsonl -- python3 server.py
+    /// Example: reel mcp record --archive ./reel-archive -- python3 server.py
     #[command(subcommand)]
     Mcp(cmd::mcp::McpCommand),
 }

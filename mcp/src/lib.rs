@@ -35,5 +35,6 @@
 #![warn(missing_docs)]
 
 pub mod cassette;
+pub mod proxy;
 pub mod serve;
 pub mod verify;

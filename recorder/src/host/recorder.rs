@@ -185,6 +185,10 @@ impl Recorder {
                 closed: AtomicBool::new(false),
             }),
         };
+        // Known secrets reach the writer before the first fact they scrub.
+        for secret in start.secrets {
+            self.inner.queue.secret(&run.inner.id, secret);
+        }
         run.emit(
             None,
             FactKind::RunStarted(RunStarted {

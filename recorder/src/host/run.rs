@@ -29,6 +29,7 @@ pub struct RunStart {
     pub(super) identity: Option<Identity>,
     pub(super) labels: BTreeMap<String, String>,
     pub(super) teardown_scopes: Option<Vec<TeardownScope>>,
+    pub(super) secrets: Vec<Secret>,
 }
 
 impl RunStart {
@@ -40,7 +41,19 @@ impl RunStart {
             identity: None,
             labels: BTreeMap::new(),
             teardown_scopes: None,
+            secrets: Vec::new(),
         }
+    }
+
+    /// A value known to be secret (a token the host holds, say): scrubbed
+    /// by value from every fact of the run, its `run.started` included,
+    /// as a resolved credential's value is. Kept in memory only, and
+    /// forgotten when the run ends. An empty value is ignored.
+    pub fn secret(mut self, secret: Secret) -> RunStart {
+        if !secret.expose().is_empty() {
+            self.secrets.push(secret);
+        }
+        self
     }
 
     /// Binds the run to a hosting session (caller data, not identity).

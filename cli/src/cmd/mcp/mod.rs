@@ -1,7 +1,10 @@
-//! `reel mcp …`: MCP sessions — a recorded one served back (`mock`),
-//! re-driven against a live server (`verify`).
+//! `reel mcp …`: MCP traffic into and out of reel archives: a session
+//! recorded through a proxy (`record`), a recorded one served back
+//! (`mock`), re-driven against a live server (`verify`). One module per
+//! subcommand.
 
 pub mod mock;
+pub mod record;
 pub mod verify;
 
 use std::path::Path;
@@ -16,6 +19,14 @@ use crate::failure::Failure;
 /// The `reel mcp` verbs.
 #[derive(Subcommand, Debug)]
 pub enum McpCommand {
+    /// Record an MCP server's session: a proxy on stdio between the client
+    /// and the server it starts.
+    ///
+    /// Every message passes through unchanged; the session is one run whose
+    /// tools/call requests are calls (with their progress, log,
+    /// elicitation and cancellation), plus initialize and tools/list.
+    /// Example: reel mcp record --secret-env GITHUB_TOKEN -- npx -y @modelcontextprotocol/server-everything
+    Record(record::RecordArgs),
     /// Serve a recorded MCP session (a tape or a run) as an MCP server on
     /// stdio, for client tests.
     ///
@@ -35,6 +46,7 @@ pub enum McpCommand {
 /// Runs an `mcp` verb.
 pub fn run(dir: &Path, command: McpCommand) -> Result<ExitCode, Failure> {
     match command {
+        McpCommand::Record(args) => record::run(dir, args),
         McpCommand::Mock(args) => mock::run(dir, args),
         McpCommand::Verify(args) => verify::run(dir, args),
     }

@@ -1,0 +1,523 @@
+//! Linking the messages of a proxied session to the calls they belong to,
+//! and filing them through each call's context.
+
+use std::collections::{HashMap, VecDeque};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+
+use reel::context::{ElicitAnswer, Elicitation, ToolContext, ToolError};
+use reel::fact::{ClientInfo, ElicitOutcome, Level};
+use reel_recorder::{Canceller, Elicitor, LogListener, Run};
+use serde_json::{json, Map, Value};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+/// Which way a line goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Dir {
+    ClientToServer,
+    ServerToClient,
+}
+
+impl Dir {
+    pub(super) fn source(self) -> &'static str {
+        match self {
+            Dir::ClientToServer => "client",
+            Dir::ServerToClient => "server",
+        }
+    }
+
+    pub(super) fn sink(self) -> &'static str {
+        match self {
+            Dir::ClientToServer => "server",
+            Dir::ServerToClient => "client",
+        }
+    }
+}
+
+/// What happens to a call, in the order the proxy saw it.
+enum Event {
+    Progress(Value),
+    Log {
+        level: Level,
+        logger: Option<String>,
+        data: Value,
+    },
+    Elicit {
+        question: Elicitation,
+        answer: oneshot::Receiver<Value>,
+    },
+    /// The server's response: its `result`, or its `error` object.
+    Done(Result<Value, Value>),
+}
+
+/// A client request being recorded as a call.
+struct Pending {
+    events: mpsc::UnboundedSender<Event>,
+    canceller: Canceller,
+    /// A `tools/call` (log messages and elicitations go to these).
+    tool_call: bool,
+    token: Option<String>,
+}
+
+#[derive(Default)]
+struct State {
+    client: Option<ClientInfo>,
+    initialized: bool,
+    listed: bool,
+    /// Client requests in flight, by id (as JSON text), oldest first.
+    pending: Vec<(String, Pending)>,
+    /// progressToken (as JSON text) -> request id.
+    tokens: HashMap<String, String>,
+    /// Server requests (elicitations) waiting for the client's response.
+    asked: HashMap<String, oneshot::Sender<Value>>,
+    tasks: Vec<JoinHandle<()>>,
+    /// Responses (by id) and progress notifications (by
+    /// [`progress_key`]) seen before the request they belong to: each line
+    /// is forwarded before it is seen, so an answer can overtake its
+    /// question here. The newest [`EARLY`] are kept.
+    early: VecDeque<(Dir, String, Value)>,
+}
+
+/// How many responses that overtook their request are kept.
+const EARLY: usize = 256;
+
+impl State {
+    fn early(&mut self, dir: Dir, id: &str) -> Option<Value> {
+        let i = self
+            .early
+            .iter()
+            .position(|(d, k, _)| *d == dir && k == id)?;
+        self.early.remove(i).map(|(_, _, m)| m)
+    }
+
+    fn keep_early(&mut self, dir: Dir, id: String, m: Value) {
+        if self.early.len() == EARLY {
+            self.early.pop_front();
+        }
+        self.early.push_back((dir, id, m));
+    }
+}
+
+/// The server's response message as a call's end.
+fn done(mut m: Value) -> Event {
+    let obj = m.as_object_mut();
+    match obj {
+        Some(obj) => match obj.remove("error") {
+            Some(error) => Event::Done(Err(error)),
+            None => Event::Done(Ok(obj.remove("result").unwrap_or(Value::Null))),
+        },
+        None => Event::Done(Ok(Value::Null)),
+    }
+}
+
+/// The session's recording side: sees a copy of every line.
+pub(super) struct Router {
+    run: Option<Run>,
+    state: Mutex<State>,
+}
+
+fn key(id: &Value) -> String {
+    id.to_string()
+}
+
+/// Where progress on `token` that overtook its request is kept.
+fn progress_key(token: &Value) -> String {
+    format!("progress {}", key(token))
+}
+
+impl Router {
+    pub(super) fn new(run: Option<Run>) -> Router {
+        Router {
+            run,
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Records what one line says (after it was forwarded). Never fails:
+    /// a line that is not JSON-RPC is reported and otherwise ignored.
+    pub(super) fn observe(&self, dir: Dir, line: &[u8]) {
+        if self.run.is_none() {
+            return;
+        }
+        let text = line.trim_ascii();
+        if text.is_empty() {
+            return;
+        }
+        let message: Value = match serde_json::from_slice(text) {
+            Ok(m) => m,
+            Err(e) => {
+                tracing::warn!(
+                    "a line from the {} is not JSON ({e}): forwarded, not recorded",
+                    dir.source()
+                );
+                return;
+            }
+        };
+        match message {
+            Value::Array(batch) => batch.into_iter().for_each(|m| self.message(dir, m)),
+            m => self.message(dir, m),
+        }
+    }
+
+    fn message(&self, dir: Dir, mut m: Value) {
+        let Some(obj) = m.as_object_mut() else {
+            return tracing::warn!(
+                "a message from the {} is not an object: not recorded",
+                dir.source()
+            );
+        };
+        let method = obj.get("method").and_then(Value::as_str).map(str::to_owned);
+        let id = obj.get("id").cloned();
+        let params = obj.remove("params");
+        match (dir, method.as_deref(), id) {
+            (Dir::ClientToServer, Some(method), Some(id)) => self.request(method, &id, params),
+            (Dir::ClientToServer, Some("notifications/cancelled"), None) => {
+                let params = params.unwrap_or(Value::Null);
+                let Some(id) = params.get("requestId") else {
+                    return;
+                };
+                let reason = params.get("reason").and_then(Value::as_str);
+                if let Some((_, p)) = self.state().pending.iter().find(|(k, _)| *k == key(id)) {
+                    p.canceller.cancel(reason);
+                }
+            }
+            (Dir::ClientToServer, None, Some(id)) => {
+                // The client's response to a server request (an elicitation).
+                let mut state = self.state();
+                match state.asked.remove(&key(&id)) {
+                    Some(tx) => {
+                        let _ = tx.send(m);
+                    }
+                    None => state.keep_early(dir, key(&id), m),
+                }
+            }
+            (Dir::ServerToClient, None, Some(id)) => {
+                let mut state = self.state();
+                match state.pending.iter().position(|(k, _)| *k == key(&id)) {
+                    Some(i) => {
+                        let (_, p) = state.pending.remove(i);
+                        if let Some(token) = &p.token {
+                            state.tokens.remove(token);
+                        }
+                        let _ = p.events.send(done(m));
+                    }
+                    None => state.keep_early(dir, key(&id), m),
+                }
+            }
+            (Dir::ServerToClient, Some("notifications/progress"), None) => {
+                let Some(Value::Object(mut params)) = params else {
+                    return;
+                };
+                let Some(token) = params.remove("progressToken") else {
+                    return;
+                };
+                let mut state = self.state();
+                let Some(id) = state.tokens.get(&key(&token)) else {
+                    // Maybe the request it reports on is not seen yet.
+                    return state.keep_early(dir, progress_key(&token), Value::Object(params));
+                };
+                if let Some((_, p)) = state.pending.iter().find(|(k, _)| k == id) {
+                    let _ = p.events.send(Event::Progress(Value::Object(params)));
+                }
+            }
+            (Dir::ServerToClient, Some("notifications/message"), None) => {
+                let params = params.unwrap_or(Value::Null);
+                let level = params
+                    .get("level")
+                    .and_then(Value::as_str)
+                    .map_or(Level::Info, level_of);
+                let logger = params
+                    .get("logger")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned);
+                let data = params.get("data").cloned().unwrap_or(Value::Null);
+                if let Some(p) = self.state().pending.iter().rev().find(|(_, p)| p.tool_call) {
+                    let _ = p.1.events.send(Event::Log {
+                        level,
+                        logger,
+                        data,
+                    });
+                }
+            }
+            (Dir::ServerToClient, Some("elicitation/create"), Some(id)) => {
+                let params = params.unwrap_or(Value::Null);
+                let text = |k: &str| params.get(k).and_then(Value::as_str).unwrap_or_default();
+                let question = if text("mode") == "url" {
+                    Elicitation::url(text("message"), text("url"), text("elicitationId"))
+                } else {
+                    Elicitation::form(
+                        text("message"),
+                        params
+                            .get("requestedSchema")
+                            .cloned()
+                            .unwrap_or_else(|| json!({})),
+                    )
+                };
+                let mut state = self.state();
+                let Some(events) = state
+                    .pending
+                    .iter()
+                    .rev()
+                    .find(|(_, p)| p.tool_call)
+                    .map(|(_, p)| p.events.clone())
+                else {
+                    return;
+                };
+                let (tx, answer) = oneshot::channel();
+                match state.early(Dir::ClientToServer, &key(&id)) {
+                    Some(response) => {
+                        let _ = tx.send(response);
+                    }
+                    None => {
+                        state.asked.insert(key(&id), tx);
+                    }
+                }
+                let _ = events.send(Event::Elicit { question, answer });
+            }
+            _ => {}
+        }
+    }
+
+    /// A client request: `initialize`, the first `tools/list` and every
+    /// `tools/call` become calls.
+    fn request(&self, method: &str, id: &Value, params: Option<Value>) {
+        let mut state = self.state();
+        let (name, args, tool_call) = match method {
+            "initialize" if !state.initialized => {
+                state.initialized = true;
+                let params = params.unwrap_or_else(|| json!({}));
+                state.client = params.get("clientInfo").map(|c| ClientInfo {
+                    name: c
+                        .get("name")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned(),
+                    version: c.get("version").and_then(Value::as_str).map(str::to_owned),
+                    title: c.get("title").and_then(Value::as_str).map(str::to_owned),
+                });
+                ("mcp:initialize".to_owned(), params, false)
+            }
+            "tools/list" if !state.listed => {
+                state.listed = true;
+                (
+                    "mcp:tools/list".to_owned(),
+                    params.unwrap_or_else(|| json!({})),
+                    false,
+                )
+            }
+            "tools/call" => {
+                let mut params = match params {
+                    Some(Value::Object(p)) => p,
+                    _ => Map::new(),
+                };
+                let Some(name) = params
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+                else {
+                    return tracing::warn!("a tools/call without a tool name: not recorded");
+                };
+                let token = params
+                    .get("_meta")
+                    .and_then(|m| m.get("progressToken"))
+                    .map(key);
+                let args = params.remove("arguments").unwrap_or_else(|| json!({}));
+                if let Some(token) = token {
+                    state.tokens.insert(token, key(id));
+                }
+                (name, args, true)
+            }
+            _ => return,
+        };
+        let Some(run) = &self.run else { return };
+        let token = state
+            .tokens
+            .iter()
+            .find(|(_, v)| **v == key(id))
+            .map(|(t, _)| t.clone());
+        let elicitor = Arc::new(ProxyElicitor::default());
+        let mut call = run.call(&name, args).protocol("mcp");
+        if let Some(client) = &state.client {
+            call = call.client_info(client.clone());
+        }
+        if tool_call {
+            call = call
+                .elicitor(elicitor.clone())
+                .listener(Arc::new(Forwarded));
+        }
+        let canceller = call.canceller();
+        let (events, rx) = mpsc::unbounded_channel();
+        let task = tokio::spawn(async move {
+            let _ = call
+                .invoke(move |ctx, _args: Value| follow(ctx, rx, elicitor))
+                .await;
+        });
+        state.tasks.push(task);
+        if let Some(token) = &token {
+            while let Some(params) = state.early(Dir::ServerToClient, &format!("progress {token}"))
+            {
+                let _ = events.send(Event::Progress(params));
+            }
+        }
+        if let Some(response) = state.early(Dir::ServerToClient, &key(id)) {
+            if let Some(token) = &token {
+                state.tokens.remove(token);
+            }
+            let _ = events.send(done(response));
+            return;
+        }
+        state.pending.push((
+            key(id),
+            Pending {
+                events,
+                canceller,
+                tool_call,
+                token,
+            },
+        ));
+    }
+
+    /// The session is over: calls still waiting end (no answer came), and
+    /// every call's facts are filed.
+    pub(super) async fn close(&self) {
+        let tasks = {
+            let mut state = self.state();
+            state.pending.clear();
+            state.asked.clear();
+            std::mem::take(&mut state.tasks)
+        };
+        for task in tasks {
+            let _ = task.await;
+        }
+    }
+}
+
+fn level_of(level: &str) -> Level {
+    match level {
+        "emergency" => Level::Emergency,
+        "alert" => Level::Alert,
+        "critical" => Level::Critical,
+        "error" => Level::Error,
+        "warning" => Level::Warning,
+        "notice" => Level::Notice,
+        "debug" => Level::Debug,
+        _ => Level::Info,
+    }
+}
+
+/// The body of a proxied call: files what the proxy saw of it through its
+/// context until the server's response (its result), a cancellation from
+/// the client, or the end of the session.
+async fn follow(
+    ctx: ToolContext,
+    mut events: mpsc::UnboundedReceiver<Event>,
+    elicitor: Arc<ProxyElicitor>,
+) -> Result<Value, ToolError> {
+    loop {
+        let event = tokio::select! {
+            biased;
+            event = events.recv() => event,
+            _ = ctx.cancelled() => {
+                ctx.check_cancel()?;
+                continue;
+            }
+        };
+        match event {
+            None => {
+                return Err(ToolError::msg(
+                    "the MCP session ended before the server answered",
+                ))
+            }
+            Some(Event::Progress(payload)) => ctx.progress(payload),
+            Some(Event::Log {
+                level,
+                logger,
+                data,
+            }) => {
+                if let Some(logger) = logger {
+                    ctx.set_logger(logger);
+                }
+                ctx.log(level, data);
+            }
+            Some(Event::Elicit { question, answer }) => {
+                elicitor
+                    .waiting
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push_back(answer);
+                // The answer (or its failure) is recorded by the context.
+                let _ = ctx.elicit(question).await;
+            }
+            Some(Event::Done(Ok(result))) => return Ok(result),
+            Some(Event::Done(Err(error))) => return Err(ToolError::msg(rpc_error(&error))),
+        }
+    }
+}
+
+fn rpc_error(error: &Value) -> String {
+    format!(
+        "json-rpc error {}: {}",
+        error.get("code").map(Value::to_string).unwrap_or_default(),
+        error
+            .get("message")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+    )
+}
+
+/// Answers a proxied call's elicitation with the client's response to it.
+#[derive(Default)]
+struct ProxyElicitor {
+    waiting: Mutex<VecDeque<oneshot::Receiver<Value>>>,
+}
+
+impl Elicitor for ProxyElicitor {
+    fn elicit<'a>(
+        &'a self,
+        _question: &'a Elicitation,
+    ) -> Pin<Box<dyn Future<Output = Result<ElicitAnswer, String>> + Send + 'a>> {
+        let next = self
+            .waiting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .pop_front();
+        Box::pin(async move {
+            let response = next
+                .ok_or("no elicitation is waiting")?
+                .await
+                .map_err(|_| "the session ended before the client answered".to_owned())?;
+            if let Some(error) = response.get("error") {
+                return Err(rpc_error(error));
+            }
+            let result = response.get("result").cloned().unwrap_or(Value::Null);
+            let outcome = match result.get("action").and_then(Value::as_str) {
+                Some("accept") => ElicitOutcome::Accept {
+                    content: result.get("content").cloned().unwrap_or_else(|| json!({})),
+                },
+                Some("decline") => ElicitOutcome::Decline,
+                Some("cancel") => ElicitOutcome::Cancel,
+                other => return Err(format!("the client answered with action {other:?}")),
+            };
+            Ok(ElicitAnswer {
+                outcome,
+                validation_errors: Vec::new(),
+                pre_resolved: false,
+            })
+        })
+    }
+}
+
+/// The proxy forwarded every log message to the client before filing it.
+struct Forwarded;
+
+impl LogListener for Forwarded {
+    fn deliver(&self, _call_id: &str, _level: Level, _data: &Value) -> bool {
+        true
+    }
+}

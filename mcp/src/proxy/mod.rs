@@ -1,0 +1,236 @@
+//! A recording proxy for any MCP server (`reel mcp record -- CMD ARGS...`).
+//!
+//! [`StdioProxy`] starts the server command and sits on stdio between the
+//! client (the proxy's own standard input and output) and the server (the
+//! child's). Every newline-delimited JSON-RPC line passes through
+//! unchanged: each line is forwarded first, then a copy is parsed and
+//! recorded, so recording never delays nor alters the traffic. The
+//! server's standard error is the proxy's.
+//!
+//! ## How a proxied session is recorded
+//!
+//! One client connection is one run (`mcp-` and 32 random hex digits,
+//! labels `mcp.transport` = `stdio` and `mcp.command` = the server's
+//! command line), whose tool calls are calls: a tape is one stream, and a
+//! cassette (`reel mcp mock`) and a regression check (`reel mcp verify`)
+//! need the whole session in one tape, in order.
+//!
+//! - `initialize` is the call `mcp:initialize` (args: the client's params,
+//!   result: the server's), the first `tools/list` the call
+//!   `mcp:tools/list` (args: its params or `{}`): recorded once per session,
+//!   so a tape knows what the server offered.
+//! - Each `tools/call` is a call of the MCP tool's name, protocol `mcp`,
+//!   with the client's `clientInfo`; its args are the request's
+//!   `arguments` exactly (`{}` when absent), its result the whole
+//!   `CallToolResult` the server sent. A JSON-RPC error response ends it
+//!   with the error `json-rpc error <code>: <message>`.
+//! - What belongs to a call is filed through its context, as ordinary
+//!   facts: `notifications/progress` (linked by `progressToken`) is a
+//!   `progress` fact of the params without the token;
+//!   `notifications/message` a `log` fact (level, logger, data);
+//!   `elicitation/create` an `elicit.requested` answered by the client's
+//!   response to that request (accept, decline, cancel; a JSON-RPC error is
+//!   outcome `error`); the client's `notifications/cancelled` (linked by
+//!   `requestId`) a `cancel.requested`, which ends the call cancelled.
+//!   On stdio a server's log message and elicitation carry no request id:
+//!   they belong to the call in flight, the newest one when several are.
+//! - Redaction is the recorder's: secret-named keys everywhere, and the
+//!   values given to [`StdioProxy::secret`] scrubbed from every fact.
+//! - The run ends `completed` when the client closes the connection,
+//!   `failed` when the server went away first, `cancelled` when the
+//!   proxy was stopped.
+//!
+//! The proxy's own failures never break the session: an archive that
+//! cannot be opened, a run that cannot start, a line that is not JSON are
+//! reported through `tracing` (the operator's standard error) and the
+//! traffic still flows.
+
+mod link;
+
+use std::ffi::OsString;
+use std::future::Future;
+use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
+
+use reel::context::Secret;
+use reel::fact::RunStatus;
+use reel_recorder::{Recorder, RunStart};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::process::Command;
+
+use link::{Dir, Router};
+
+/// What a proxied session came to.
+#[derive(Debug)]
+pub struct ProxyOutcome {
+    /// The run recorded, when one could be started.
+    pub run_id: Option<String>,
+    /// How the run ended.
+    pub status: RunStatus,
+    /// How the server exited (`None` when it could not be waited for).
+    pub exit: Option<ExitStatus>,
+}
+
+/// A recording proxy in front of an MCP server started on stdio.
+#[derive(Debug, Clone)]
+pub struct StdioProxy {
+    program: OsString,
+    args: Vec<OsString>,
+    secrets: Vec<Secret>,
+}
+
+impl StdioProxy {
+    /// A proxy in front of `program` started with `args`.
+    pub fn new(
+        program: impl Into<OsString>,
+        args: impl IntoIterator<Item = impl Into<OsString>>,
+    ) -> StdioProxy {
+        StdioProxy {
+            program: program.into(),
+            args: args.into_iter().map(Into::into).collect(),
+            secrets: Vec::new(),
+        }
+    }
+
+    /// A value scrubbed from every fact of the session (a token the
+    /// server is given in its environment, say).
+    pub fn secret(mut self, secret: Secret) -> StdioProxy {
+        self.secrets.push(secret);
+        self
+    }
+
+    /// The server's command line, as the run's `mcp.command` label has it.
+    pub fn command_line(&self) -> String {
+        std::iter::once(&self.program)
+            .chain(&self.args)
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    /// Starts the server and carries one client session between
+    /// `client_in`/`client_out` and the server until the client closes
+    /// `client_in` (then the server's stdin is closed and the server
+    /// waited for), the server closes its stdout, or `stop` resolves (then
+    /// the server is killed). Records into `recorder` when given; never
+    /// fails because of recording. Fails only when the server cannot be
+    /// started.
+    pub async fn run<R, W>(
+        self,
+        recorder: Option<&Recorder>,
+        client_in: R,
+        client_out: W,
+        stop: impl Future<Output = ()>,
+    ) -> std::io::Result<ProxyOutcome>
+    where
+        R: AsyncRead + Unpin + Send + 'static,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
+        let mut child = Command::new(&self.program)
+            .args(&self.args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()?;
+        let (Some(child_in), Some(child_out)) = (child.stdin.take(), child.stdout.take()) else {
+            return Err(std::io::Error::other("the server's stdio is not piped"));
+        };
+        let run = match recorder {
+            None => None,
+            Some(recorder) => {
+                let mut start = RunStart::new(format!("mcp-{:032x}", rand::random::<u128>()))
+                    .label("mcp.transport", "stdio")
+                    .label("mcp.command", self.command_line());
+                for secret in &self.secrets {
+                    start = start.secret(secret.clone());
+                }
+                match recorder.start_run(start).await {
+                    Ok(run) => Some(run),
+                    Err(e) => {
+                        tracing::warn!("the MCP session is not recorded: {e}");
+                        None
+                    }
+                }
+            }
+        };
+        let run_id = run.as_ref().map(|r| r.id().to_owned());
+        let router = Arc::new(Router::new(run.clone()));
+        let mut up = tokio::spawn(pump(
+            client_in,
+            child_in,
+            Dir::ClientToServer,
+            router.clone(),
+        ));
+        let mut down = tokio::spawn(pump(
+            child_out,
+            client_out,
+            Dir::ServerToClient,
+            router.clone(),
+        ));
+        tokio::pin!(stop);
+        let status = tokio::select! {
+            _ = &mut up => {
+                // The client is done: the server's stdin is closed (the
+                // pump dropped it); let the server finish writing and exit.
+                let _ = (&mut down).await;
+                RunStatus::Completed
+            }
+            _ = &mut down => {
+                up.abort();
+                RunStatus::Failed
+            }
+            _ = &mut stop => {
+                up.abort();
+                let _ = child.start_kill();
+                let _ = (&mut down).await;
+                RunStatus::Cancelled
+            }
+        };
+        let exit = child.wait().await.ok();
+        router.close().await;
+        if let Some(run) = run {
+            if let Err(e) = run.end(status).await {
+                tracing::warn!("the MCP session's run did not end cleanly: {e}");
+            }
+        }
+        Ok(ProxyOutcome {
+            run_id,
+            status,
+            exit,
+        })
+    }
+}
+
+/// Copies `read` to `write` line by line, each line forwarded (and
+/// flushed) before the router sees a copy. Ends at end of input or when
+/// the other side no longer takes lines; dropping `write` closes it.
+async fn pump<R, W>(read: R, mut write: W, dir: Dir, router: Arc<Router>)
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let mut read = BufReader::new(read);
+    let mut line = Vec::with_capacity(4096);
+    loop {
+        line.clear();
+        match read.read_until(b'\n', &mut line).await {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!("reading the {} failed: {e}", dir.source());
+                break;
+            }
+        }
+        if let Err(e) = async {
+            write.write_all(&line).await?;
+            write.flush().await
+        }
+        .await
+        {
+            tracing::warn!("forwarding to the {} failed: {e}", dir.sink());
+            break;
+        }
+        router.observe(dir, &line);
+    }
+    let _ = write.shutdown().await;
+}

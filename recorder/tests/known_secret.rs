@@ -1,0 +1,86 @@
+//! `RunStart::secret`: a value the host knows is secret is scrubbed from
+//! every fact of the run, its `run.started` (labels) included, and reaches
+//! no file of the archive.
+
+use reel::context::{Secret, ToolContext, ToolError};
+use reel::fact::{FactKind, RunStatus};
+use reel_archive::FingerprintKey;
+use reel_recorder::{Recorder, RecorderConfig, RunStart};
+use serde_json::{json, Value};
+
+const TOKEN: &str = "ghp_known0secret0value0for0the0run0123456";
+
+async fn echo(ctx: ToolContext, args: Value) -> Result<Value, ToolError> {
+    ctx.progress(json!({ "message": format!("using {TOKEN}") }));
+    Ok(args)
+}
+
+fn files_holding(dir: &std::path::Path, needle: &[u8]) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if std::fs::read(&path)
+                .unwrap()
+                .windows(needle.len())
+                .any(|w| w == needle)
+            {
+                found.push(path);
+            }
+        }
+    }
+    found
+}
+
+#[tokio::test]
+async fn a_known_secret_is_scrubbed_from_every_fact_of_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = RecorderConfig {
+        fingerprint_key: FingerprintKey::Key([5; 32]),
+        serve_live: false,
+        ..RecorderConfig::default()
+    };
+    let recorder = Recorder::open(dir.path(), config).await.unwrap();
+    let run = recorder
+        .start_run(
+            RunStart::new("known-secret")
+                .label("command", format!("server --token {TOKEN}"))
+                .secret(Secret::new(TOKEN)),
+        )
+        .await
+        .unwrap();
+    let out = run
+        .call("echo", json!({ "note": TOKEN }))
+        .invoke(echo)
+        .await
+        .unwrap();
+    assert_eq!(
+        out,
+        json!({ "note": TOKEN }),
+        "the tool itself sees the value"
+    );
+    run.end(RunStatus::Completed).await.unwrap();
+    let archive = recorder.archive().clone();
+    recorder.shutdown().await.unwrap();
+
+    let mut labels = None;
+    let mut shown = String::new();
+    for fact in archive.facts("known-secret", ..).unwrap() {
+        let fact = fact.unwrap();
+        if let FactKind::RunStarted(s) = &fact.kind {
+            labels = Some(s.labels.clone());
+        }
+        shown.push_str(&serde_json::to_string(&fact).unwrap());
+    }
+    assert_eq!(labels.unwrap()["command"], "server --token [REDACTED]");
+    assert!(!shown.contains(TOKEN), "{shown}");
+    assert!(shown.contains(r#""note":"[REDACTED]""#), "{shown}");
+    drop(archive);
+    assert_eq!(
+        files_holding(dir.path(), TOKEN.as_bytes()),
+        Vec::<std::path::PathBuf>::new()
+    );
+}
