@@ -46,7 +46,10 @@ impl TraceParent {
         if version != "00" || trace.len() != 32 || span.len() != 16 || flags.len() != 2 {
             return None;
         }
-        let lower = |s: &str| s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+        let lower = |s: &str| {
+            s.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        };
         if !lower(trace) || !lower(span) || !lower(flags) {
             return None;
         }
@@ -125,7 +128,7 @@ fn nanos(at: i64) -> u64 {
 /// One call's span while its facts are read.
 struct CallSpan {
     span: Span,
-    started_at: i64,
+    started: u64,
     tool: String,
     ended: bool,
 }
@@ -137,16 +140,19 @@ struct CallSpan {
 /// `traceparent` label (recorded from MCP `_meta`, or given by the host)
 /// puts the spans into the caller's trace under the caller's span.
 ///
-/// Times are the recorded ones: a span starts at its first fact's `at`
-/// and ends at its `call.ended` (or `run.ended`); an unended span ends at
-/// its last fact. Event times are the run's start `at` plus the fact's
-/// monotonic `offset`, so they keep the recorded order and distances.
+/// Times are the recorded ones: the stream's first fact's `at` (wall
+/// clock) plus each fact's monotonic `offset` from it, so spans and events
+/// keep the recorded order and distances even if the wall clock stepped.
+/// A call's span starts at its `call.started` and lasts its recorded
+/// `duration_ns`; the run's ends at `run.ended`; a span that never ended
+/// ends at the stream's last fact.
 pub fn stream_spans(record: &RunRecord, facts: &[Fact], options: &Options) -> Vec<Span> {
     let key = record.run_id.as_str();
     let outside = record.outside_run.is_some();
     let base_at = facts.first().map_or(record.started_at, |f| f.at);
     let base_offset = facts.first().map_or(0, |f| f.offset);
-    let time = |f: &Fact| nanos(base_at.saturating_add(f.offset.saturating_sub(base_offset) as i64));
+    let time =
+        |f: &Fact| nanos(base_at.saturating_add(f.offset.saturating_sub(base_offset) as i64));
 
     let mut run_span: Option<Span> = None;
     let mut calls: BTreeMap<String, CallSpan> = BTreeMap::new();
@@ -155,13 +161,19 @@ pub fn stream_spans(record: &RunRecord, facts: &[Fact], options: &Options) -> Ve
     let mut trace_id = derived_trace_id(key).to_vec();
     let mut run_parent: Vec<u8> = Vec::new();
     let mut trace_state = String::new();
+    let mut run_session: Option<String> = None;
 
     for fact in facts {
         let t = time(fact);
         last_time = last_time.max(t);
         match (&fact.kind, &fact.call) {
             (FactKind::RunStarted(r), _) => {
-                if let Some(tp) = r.labels.get("traceparent").and_then(|v| TraceParent::parse(v)) {
+                run_session = r.session_id.clone();
+                if let Some(tp) = r
+                    .labels
+                    .get("traceparent")
+                    .and_then(|v| TraceParent::parse(v))
+                {
                     trace_id = tp.trace_id.to_vec();
                     run_parent = tp.span_id.to_vec();
                     trace_state = r.labels.get("tracestate").cloned().unwrap_or_default();
@@ -169,12 +181,19 @@ pub fn stream_spans(record: &RunRecord, facts: &[Fact], options: &Options) -> Ve
                 let mut attributes = vec![
                     s("gen_ai.operation.name", "invoke_agent"),
                     s("reel.run.id", r.run_id.clone()),
-                    s("reel.producer", format!("{} {}", r.producer.name, r.producer.version)),
+                    s(
+                        "reel.producer",
+                        format!("{} {}", r.producer.name, r.producer.version),
+                    ),
                 ];
                 if let Some(c) = r.identity.as_ref().and_then(|i| i.conversation.clone()) {
                     attributes.push(s("gen_ai.conversation.id", c));
                 }
-                identity_attributes(&mut attributes, r.identity.as_ref(), r.session_id.as_deref());
+                identity_attributes(
+                    &mut attributes,
+                    r.identity.as_ref(),
+                    r.session_id.as_deref(),
+                );
                 for (k, v) in &r.labels {
                     if k != "traceparent" && k != "tracestate" {
                         attributes.push(s(&format!("reel.label.{k}"), v.clone()));
@@ -187,7 +206,7 @@ pub fn stream_spans(record: &RunRecord, facts: &[Fact], options: &Options) -> Ve
                     parent_span_id: run_parent.clone(),
                     name: "invoke_agent".into(),
                     kind: SpanKind::Internal as i32,
-                    start_time_unix_nano: nanos(fact.at),
+                    start_time_unix_nano: t,
                     attributes,
                     ..Default::default()
                 });
@@ -195,7 +214,8 @@ pub fn stream_spans(record: &RunRecord, facts: &[Fact], options: &Options) -> Ve
             (FactKind::RunEnded(e), _) => {
                 if let Some(span) = run_span.as_mut() {
                     span.end_time_unix_nano = t;
-                    span.attributes.push(s("reel.run.status", e.status.as_str()));
+                    span.attributes
+                        .push(s("reel.run.status", e.status.as_str()));
                     span.status = Some(match e.status {
                         reel::fact::RunStatus::Completed => Status {
                             code: StatusCode::Ok as i32,
@@ -215,7 +235,11 @@ pub fn stream_spans(record: &RunRecord, facts: &[Fact], options: &Options) -> Ve
                 let (parent, state) = match (&c.parent_call, &c.outside_run) {
                     (Some(p), _) => (derived_span_id(key, Some(p)).to_vec(), trace_state.clone()),
                     (None, Some(o)) => {
-                        match o.labels.get("traceparent").and_then(|v| TraceParent::parse(v)) {
+                        match o
+                            .labels
+                            .get("traceparent")
+                            .and_then(|v| TraceParent::parse(v))
+                        {
                             Some(tp) => {
                                 trace_id = tp.trace_id.to_vec();
                                 (
@@ -239,8 +263,8 @@ pub fn stream_spans(record: &RunRecord, facts: &[Fact], options: &Options) -> Ve
                     parent_span_id: parent,
                     name: format!("execute_tool {}", c.tool_name),
                     kind: SpanKind::Internal as i32,
-                    start_time_unix_nano: nanos(fact.at),
-                    attributes: call_attributes(c, options),
+                    start_time_unix_nano: t,
+                    attributes: call_attributes(c, run_session.as_deref(), options),
                     ..Default::default()
                 };
                 order.push(call.clone());
@@ -248,7 +272,7 @@ pub fn stream_spans(record: &RunRecord, facts: &[Fact], options: &Options) -> Ve
                     call.clone(),
                     CallSpan {
                         span,
-                        started_at: fact.at,
+                        started: t,
                         tool: c.tool_name.clone(),
                         ended: false,
                     },
@@ -260,7 +284,7 @@ pub fn stream_spans(record: &RunRecord, facts: &[Fact], options: &Options) -> Ve
                     // The recorded duration from the recorded start; the
                     // fact's own offset when the duration is absent.
                     let end = if e.duration_ns > 0 {
-                        nanos(cs.started_at).saturating_add(e.duration_ns)
+                        cs.started.saturating_add(e.duration_ns)
                     } else {
                         time(fact)
                     };
@@ -281,7 +305,11 @@ pub fn stream_spans(record: &RunRecord, facts: &[Fact], options: &Options) -> Ve
                             a.push(s("error.type", "tool_error"));
                             cs.span.status = Some(Status {
                                 code: StatusCode::Error as i32,
-                                message: if options.content { error.clone() } else { String::new() },
+                                message: if options.content {
+                                    error.clone()
+                                } else {
+                                    String::new()
+                                },
                             });
                         }
                         CallOutcome::Aborted { .. } => {
@@ -295,7 +323,14 @@ pub fn stream_spans(record: &RunRecord, facts: &[Fact], options: &Options) -> Ve
                 }
             }
             (kind, call) => {
-                let event = fact_event(kind, t, call.as_deref().and_then(|c| calls.get(c)).map(|c| c.tool.as_str()), options);
+                let event = fact_event(
+                    kind,
+                    t,
+                    call.as_deref()
+                        .and_then(|c| calls.get(c))
+                        .map(|c| c.tool.as_str()),
+                    options,
+                );
                 let Some(event) = event else { continue };
                 let target = match call.as_deref().and_then(|c| calls.get_mut(c)) {
                     Some(cs) => Some(&mut cs.span),
@@ -312,7 +347,8 @@ pub fn stream_spans(record: &RunRecord, facts: &[Fact], options: &Options) -> Ve
     if let Some(mut span) = run_span {
         if span.end_time_unix_nano == 0 {
             span.end_time_unix_nano = last_time;
-            span.attributes.push(s("reel.run.status", record.state.as_str()));
+            span.attributes
+                .push(s("reel.run.status", record.state.as_str()));
         }
         out.push(span);
     }
@@ -345,11 +381,16 @@ fn identity_attributes(
     }
 }
 
-fn call_attributes(c: &CallStarted, options: &Options) -> Vec<KeyValue> {
+/// A call's attributes; `run_session` is the session of the run the call
+/// is in (a call outside any run names its own).
+fn call_attributes(c: &CallStarted, run_session: Option<&str>, options: &Options) -> Vec<KeyValue> {
     let mut a = vec![
         s("gen_ai.operation.name", "execute_tool"),
         s("gen_ai.tool.name", c.tool_name.clone()),
-        s("gen_ai.tool.call.id", c.invocation_id.clone().unwrap_or_else(|| c.call_id.clone())),
+        s(
+            "gen_ai.tool.call.id",
+            c.invocation_id.clone().unwrap_or_else(|| c.call_id.clone()),
+        ),
         s("gen_ai.tool.type", "function"),
         s("reel.call.id", c.call_id.clone()),
     ];
@@ -368,7 +409,10 @@ fn call_attributes(c: &CallStarted, options: &Options) -> Vec<KeyValue> {
     if let Some(ci) = &c.client_info {
         a.push(s("reel.client.name", ci.name.clone()));
     }
-    let session = c.outside_run.as_ref().and_then(|o| o.session_id.clone());
+    let session = match &c.outside_run {
+        Some(o) => o.session_id.clone(),
+        None => run_session.map(str::to_owned),
+    };
     if let Some(o) = &c.outside_run {
         a.push(s("reel.outside_run.key", o.key.clone()));
         identity_attributes(&mut a, o.identity.as_ref(), None);
@@ -379,7 +423,11 @@ fn call_attributes(c: &CallStarted, options: &Options) -> Vec<KeyValue> {
             a.push(s("mcp.session.id", session.clone()));
         }
         // The JSON-RPC request id, when the host recorded one as a label.
-        if let Some(id) = c.outside_run.as_ref().and_then(|o| o.labels.get("jsonrpc.request.id")) {
+        if let Some(id) = c
+            .outside_run
+            .as_ref()
+            .and_then(|o| o.labels.get("jsonrpc.request.id"))
+        {
             a.push(s("jsonrpc.request.id", id.clone()));
         }
     } else if let Some(p) = &c.protocol {
@@ -425,12 +473,10 @@ fn fact_event(kind: &FactKind, t: u64, tool: Option<&str>, options: &Options) ->
             a.push(s("reel.credential.reason", f.reason.clone()));
         }
         FactKind::ArtifactPut(f) => artifact_meta(&mut a, &f.meta),
-        FactKind::ArtifactGet(f) => {
-            a.push(s("reel.artifact.id", f.id.clone()));
-            if let Some(m) = &f.meta {
-                artifact_meta(&mut a, m);
-            }
-        }
+        FactKind::ArtifactGet(f) => match &f.meta {
+            Some(m) => artifact_meta(&mut a, m),
+            None => a.push(s("reel.artifact.id", f.id.clone())),
+        },
         FactKind::ArtifactRefused(f) => {
             a.push(s("reel.artifact.op", f.op.as_str()));
             a.push(s("reel.artifact.reason", f.reason.clone()));
@@ -463,7 +509,10 @@ fn fact_event(kind: &FactKind, t: u64, tool: Option<&str>, options: &Options) ->
         FactKind::ElicitAnswered(f) => {
             a.push(s("reel.elicit.outcome", f.outcome.as_str()));
             if !f.validation_errors.is_empty() {
-                a.push(int("reel.elicit.validation_errors", f.validation_errors.len() as i64));
+                a.push(int(
+                    "reel.elicit.validation_errors",
+                    f.validation_errors.len() as i64,
+                ));
             }
             if c {
                 if let ElicitOutcome::Accept { content } = &f.outcome {

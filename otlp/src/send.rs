@@ -139,12 +139,10 @@ async fn send_async(
         }
         Protocol::Http => {
             let url = traces_url(endpoint);
-            let uri: http::Uri = url
-                .parse()
-                .map_err(|e| ExportError::Endpoint {
-                    endpoint: endpoint.to_owned(),
-                    detail: format!("{e}"),
-                })?;
+            let uri: http::Uri = url.parse().map_err(|e| ExportError::Endpoint {
+                endpoint: endpoint.to_owned(),
+                detail: format!("{e}"),
+            })?;
             let body = Full::new(Bytes::from(request.encode_to_vec()));
             let post = http::Request::post(uri)
                 .header(http::header::CONTENT_TYPE, "application/x-protobuf")

@@ -114,7 +114,10 @@ fn otlp(dir: &Path, endpoint: &str, args: ExportArgs) -> Result<ExitCode, Failur
     } else {
         for run in &args.runs {
             let record = resolve_run(&source, run)?;
-            let keep = args.tenant.as_deref().is_none_or(|t| record.tenant() == Some(t))
+            let keep = args
+                .tenant
+                .as_deref()
+                .is_none_or(|t| record.tenant() == Some(t))
                 && args.status.is_none_or(|s| record.state == s)
                 && args.since.is_none_or(|t| record.started_at >= t);
             if keep {
