@@ -582,3 +582,173 @@ fn artifact_meta(a: &mut Vec<KeyValue>, m: &reel::fact::ArtifactMeta) {
     a.push(int("reel.artifact.size", m.size as i64));
     a.push(s("reel.artifact.media_type", m.media_type.clone()));
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reel::fact::{CallEnded, CallMode, OutsideRun, Producer, RunEnded, RunStarted, RunStatus};
+    use serde_json::json;
+
+    #[test]
+    fn traceparent_parses_only_the_w3c_form() {
+        let tp = TraceParent::parse("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+            .expect("valid");
+        assert_eq!(hex::encode(tp.trace_id), "4bf92f3577b34da6a3ce929d0e0e4736");
+        assert_eq!(hex::encode(tp.span_id), "00f067aa0ba902b7");
+        assert_eq!(tp.flags, 1);
+        for bad in [
+            "",
+            "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+            "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e473-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902bz-01",
+        ] {
+            assert_eq!(TraceParent::parse(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn derived_ids_are_stable_and_keep_streams_and_calls_apart() {
+        assert_eq!(derived_trace_id("run-1"), derived_trace_id("run-1"));
+        assert_ne!(derived_trace_id("run-1"), derived_trace_id("run-2"));
+        let run = derived_span_id("run-1", None);
+        let c1 = derived_span_id("run-1", Some("c1"));
+        assert_eq!(c1, derived_span_id("run-1", Some("c1")));
+        assert_ne!(run, c1);
+        // Call ids repeat across runs ("c1"); their spans do not.
+        assert_ne!(c1, derived_span_id("run-2", Some("c1")));
+        // Length-prefixed parts: no collision by moving a boundary.
+        assert_ne!(
+            derived_span_id("ab", Some("c")),
+            derived_span_id("a", Some("bc"))
+        );
+    }
+
+    fn fact(seq: u64, offset: u64, call: Option<&str>, kind: FactKind) -> Fact {
+        Fact {
+            seq,
+            at: 1_000_000_000 + offset as i64 + 7, // a wall clock that drifts from the offsets
+            offset,
+            call: call.map(str::to_owned),
+            kind,
+        }
+    }
+
+    fn started(call: &str, parent: Option<&str>, outside: Option<OutsideRun>) -> FactKind {
+        FactKind::CallStarted(CallStarted {
+            call_id: call.into(),
+            tool_name: "t".into(),
+            tool_id: None,
+            parent_call: parent.map(str::to_owned),
+            iteration: 0,
+            invocation_id: None,
+            mode: CallMode::Async,
+            protocol: None,
+            platform: None,
+            client_info: None,
+            args: json!({ "q": "needle" }),
+            wanted: None,
+            attached: None,
+            spec: None,
+            dispatch_tools: None,
+            outside_run: outside.map(Box::new),
+        })
+    }
+
+    fn ended(duration_ns: u64) -> FactKind {
+        FactKind::CallEnded(CallEnded {
+            outcome: CallOutcome::Ok {
+                result: json!("haystack"),
+            },
+            duration_ns,
+            invocation_id: None,
+        })
+    }
+
+    fn producer() -> Producer {
+        Producer {
+            name: "test".into(),
+            version: "0".into(),
+        }
+    }
+
+    #[test]
+    fn a_run_is_the_parent_of_its_calls_and_a_dispatch_of_its_child() {
+        let facts = vec![
+            fact(
+                0,
+                0,
+                None,
+                FactKind::RunStarted(RunStarted {
+                    run_id: "r".into(),
+                    session_id: None,
+                    identity: None,
+                    producer: producer(),
+                    labels: Default::default(),
+                    teardown_scopes: vec![],
+                }),
+            ),
+            fact(1, 10, Some("c1"), started("c1", None, None)),
+            fact(2, 20, Some("c2"), started("c2", Some("c1"), None)),
+            fact(3, 30, Some("c2"), ended(10)),
+            fact(4, 40, Some("c1"), ended(30)),
+            fact(
+                5,
+                50,
+                None,
+                FactKind::RunEnded(RunEnded {
+                    status: RunStatus::Completed,
+                }),
+            ),
+        ];
+        let record = RunRecord::from_first(&facts[0]).unwrap();
+        let spans = stream_spans(&record, &facts, &Options::default());
+        let [run, c1, c2] = &spans[..] else {
+            panic!("{spans:?}")
+        };
+        assert_eq!(run.name, "invoke_agent");
+        assert!(run.parent_span_id.is_empty());
+        assert_eq!(c1.parent_span_id, run.span_id);
+        assert_eq!(c2.parent_span_id, c1.span_id);
+        assert!(spans.iter().all(|s| s.trace_id == derived_trace_id("r")));
+        // The first fact's `at`, then offsets: 1e9 + 10 .. + 30 for c1.
+        assert_eq!(
+            (c1.start_time_unix_nano, c1.end_time_unix_nano),
+            (1_000_000_017, 1_000_000_047)
+        );
+        assert_eq!(run.end_time_unix_nano, 1_000_000_057);
+        let keys: Vec<&str> = c1.attributes.iter().map(|a| a.key.as_str()).collect();
+        assert!(!keys.contains(&"gen_ai.tool.call.arguments"), "{keys:?}");
+        assert!(!keys.contains(&"gen_ai.tool.call.result"), "{keys:?}");
+
+        let with = stream_spans(&record, &facts, &Options { content: true });
+        let keys: Vec<&str> = with[1].attributes.iter().map(|a| a.key.as_str()).collect();
+        assert!(keys.contains(&"gen_ai.tool.call.arguments"), "{keys:?}");
+        assert!(keys.contains(&"gen_ai.tool.call.result"), "{keys:?}");
+    }
+
+    #[test]
+    fn a_call_outside_any_run_is_its_own_root() {
+        let outside = OutsideRun {
+            key: "call-k".into(),
+            session_id: Some("s".into()),
+            identity: None,
+            producer: producer(),
+            labels: Default::default(),
+            teardown_scopes: vec![],
+        };
+        let facts = vec![
+            fact(0, 0, Some("c1"), started("c1", None, Some(outside))),
+            fact(1, 5, Some("c1"), ended(5)),
+        ];
+        let record = RunRecord::from_first(&facts[0]).unwrap();
+        let spans = stream_spans(&record, &facts, &Options::default());
+        assert_eq!(spans.len(), 1);
+        assert!(spans[0].parent_span_id.is_empty(), "no invoke_agent parent");
+        assert_eq!(spans[0].trace_id, derived_trace_id(&record.run_id));
+        assert_eq!(spans[0].name, "execute_tool t");
+    }
+}

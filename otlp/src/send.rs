@@ -191,3 +191,33 @@ fn error_chain(e: &dyn std::error::Error) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_http_url_is_the_base_endpoint_plus_v1_traces() {
+        assert_eq!(traces_url("http://c:4318"), "http://c:4318/v1/traces");
+        assert_eq!(traces_url("http://c:4318/"), "http://c:4318/v1/traces");
+        assert_eq!(
+            traces_url("http://c:4318/v1/traces"),
+            "http://c:4318/v1/traces"
+        );
+        assert_eq!(traces_url("http://c/otlp"), "http://c/otlp/v1/traces");
+    }
+
+    #[test]
+    fn a_tls_endpoint_is_refused_by_name_before_anything_is_sent() {
+        let err = send(
+            "https://c:4318",
+            Protocol::Http,
+            &ExportTraceServiceRequest::default(),
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "https://c:4318 is not a usable OTLP endpoint: use an http:// URL (TLS is not supported)"
+        );
+    }
+}
