@@ -21,6 +21,8 @@
 //! assert!(TraceParent::parse("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01").is_some());
 //! ```
 
+#![warn(missing_docs)]
+
 pub mod map;
 pub mod send;
 

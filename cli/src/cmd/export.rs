@@ -89,8 +89,11 @@ pub fn run(dir: &Path, args: ExportArgs) -> Result<ExitCode, Failure> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// How many runs one OTLP request carries.
+const RUNS_PER_REQUEST: usize = 64;
+
 /// `reel export --otlp`: the named runs, or every run the filters match
-/// (oldest first), in one request.
+/// (oldest first), [`RUNS_PER_REQUEST`] runs a request.
 fn otlp(dir: &Path, endpoint: &str, args: ExportArgs) -> Result<ExitCode, Failure> {
     let source = Source::open(dir)?;
     let mut ids = Vec::new();
@@ -133,19 +136,34 @@ fn otlp(dir: &Path, endpoint: &str, args: ExportArgs) -> Result<ExitCode, Failur
     let options = Options {
         content: args.content,
     };
-    let request = reel_otlp::archive_request(&archive, &ids, &options)?;
-    let spans: usize = request
-        .resource_spans
-        .iter()
-        .flat_map(|r| &r.scope_spans)
-        .map(|s| s.spans.len())
-        .sum();
     let protocol = if args.grpc {
         Protocol::Grpc
     } else {
         Protocol::Http
     };
-    reel_otlp::send(endpoint, protocol, &request)?;
+    // One request per batch of runs, so a large export stays under
+    // collectors' message limits (gRPC's default is 4 MiB).
+    let mut spans = 0;
+    for (i, batch) in ids.chunks(RUNS_PER_REQUEST).enumerate() {
+        let request = reel_otlp::archive_request(&archive, batch, &options)?;
+        let n: usize = request
+            .resource_spans
+            .iter()
+            .flat_map(|r| &r.scope_spans)
+            .map(|s| s.spans.len())
+            .sum();
+        reel_otlp::send(endpoint, protocol, &request).map_err(|e| {
+            if i == 0 {
+                Failure(e.to_string())
+            } else {
+                Failure(format!(
+                    "{e} (the first {} runs, {spans} spans, were sent; exporting again sends the same ids)",
+                    i * RUNS_PER_REQUEST
+                ))
+            }
+        })?;
+        spans += n;
+    }
     eprintln!(
         "exported {} runs ({spans} spans) to {}",
         ids.len(),
