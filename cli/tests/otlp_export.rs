@@ -625,3 +625,100 @@ fn a_recorded_traceparent_is_honoured_and_no_secret_reaches_the_receiver() {
     reel_ok(&config, &["--archive", a, "export", "--otlp", &http, &key]);
     assert_eq!(ids(&spans(&rx.http_got.take())), ids(&got));
 }
+
+/// Records `n` calls outside any run (each its own stream, each a dispatch
+/// of a child) through a recorder whose store exports live to `endpoint`;
+/// returns their keys once the recorder is shut down and the exporter has
+/// handled every batch.
+fn record_live(archive: &Path, endpoint: &str, n: usize) -> Vec<String> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let store = Archive::open(
+            archive,
+            ArchiveConfig {
+                fingerprint_key: FingerprintKey::Key([5; 32]),
+                ..ArchiveConfig::default()
+            },
+        )
+        .unwrap();
+        let (live, handle) = reel_otlp::LiveExport::new(
+            store.clone(),
+            endpoint,
+            reel_otlp::Protocol::Http,
+            reel_otlp::Options::default(),
+        );
+        let recorder = Recorder::with_store(
+            store,
+            Arc::new(live),
+            RecorderConfig {
+                fingerprint_key: FingerprintKey::Key([5; 32]),
+                serve_live: false,
+                ..RecorderConfig::default()
+            },
+        )
+        .unwrap();
+        let tools = Tools::new().register("step", |ctx: ToolContext, args: Value| async move {
+            ctx.progress(json!({ "message": "stepping" }));
+            Ok::<_, ToolError>(args)
+        });
+        let mut keys = Vec::new();
+        for i in 0..n {
+            let call = recorder
+                .call_from(Caller::new().session("s"), "step", json!({ "i": i }))
+                .unwrap();
+            keys.push(call.key().to_owned());
+            call.invoke_tool(&tools).await.unwrap();
+        }
+        recorder.shutdown().await.unwrap();
+        handle.wait_idle();
+        keys
+    })
+}
+
+#[test]
+fn live_export_sends_each_span_as_it_ends_and_a_down_collector_loses_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let config = tmp.path().join("config");
+    let rx = receivers();
+    let http = format!("http://{}", rx.http);
+
+    // Collector up: each call's span arrives live, as `reel export
+    // --otlp` of the archive would send it, in a request of its own.
+    let up = tmp.path().join("up");
+    let keys = record_live(&up, &http, 3);
+    let live = rx.http_got.take();
+    assert_eq!(live.len(), 3, "one request per ended call");
+    let live_spans = spans(&live);
+    let mut args = vec!["--archive", up.to_str().unwrap(), "export", "--otlp", &http];
+    args.extend(keys.iter().map(String::as_str));
+    reel_ok(&config, &args);
+    let archived = spans(&rx.http_got.take());
+    assert_eq!(live_spans, archived, "the live spans are the archive's");
+
+    // Collector down: the recording completes all the same, and the
+    // archive delivers every span afterwards.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let down = tmp.path().join("down");
+    let keys = record_live(&down, &format!("http://127.0.0.1:{port}"), 3);
+    assert!(rx.http_got.take().is_empty());
+    let mut args = vec![
+        "--archive",
+        down.to_str().unwrap(),
+        "export",
+        "--otlp",
+        &http,
+    ];
+    args.extend(keys.iter().map(String::as_str));
+    reel_ok(&config, &args);
+    let later = spans(&rx.http_got.take());
+    assert_eq!(later.len(), 3);
+    assert!(later.iter().all(|s| s.name == "execute_tool step"));
+}

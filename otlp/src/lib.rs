@@ -7,6 +7,8 @@
 //! - [`map`]: the mapping, a pure function of a run's record and facts.
 //! - [`stream_request`] / [`archive_request`]: an `ExportTraceServiceRequest`
 //!   of whole streams, from facts in hand or from an [`Archive`].
+//! - [`LiveExport`]: a `Store` wrapper that sends each call's span when the
+//!   call ends, off the tools' threads and the writer's.
 //! - [`send`]: the request to a collector, protobuf over HTTP
 //!   (`POST /v1/traces`) or gRPC.
 //!
@@ -23,6 +25,7 @@
 
 #![warn(missing_docs)]
 
+pub mod live;
 pub mod map;
 pub mod send;
 
@@ -34,6 +37,7 @@ use reel::fact::Fact;
 use reel::run::RunRecord;
 use reel_archive::{Archive, ArchiveError};
 
+pub use live::{LiveExport, LiveHandle};
 pub use map::{derived_span_id, derived_trace_id, stream_spans, Options, TraceParent};
 pub use opentelemetry_proto;
 pub use send::{send, ExportError, Protocol};
