@@ -731,6 +731,52 @@ mod tests {
     }
 
     #[test]
+    fn a_run_labelled_with_a_traceparent_joins_the_callers_trace() {
+        let labels = [(
+            "traceparent".to_owned(),
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".to_owned(),
+        )]
+        .into_iter()
+        .collect();
+        let facts = vec![
+            fact(
+                0,
+                0,
+                None,
+                FactKind::RunStarted(RunStarted {
+                    run_id: "r".into(),
+                    session_id: None,
+                    identity: None,
+                    producer: producer(),
+                    labels,
+                    teardown_scopes: vec![],
+                }),
+            ),
+            fact(1, 10, Some("c1"), started("c1", None, None)),
+            fact(2, 20, Some("c1"), ended(10)),
+        ];
+        let record = RunRecord::from_first(&facts[0]).unwrap();
+        let spans = stream_spans(&record, &facts, &Options::default());
+        let [run, c1] = &spans[..] else {
+            panic!("{spans:?}")
+        };
+        assert_eq!(
+            hex::encode(&run.trace_id),
+            "4bf92f3577b34da6a3ce929d0e0e4736"
+        );
+        assert_eq!(hex::encode(&run.parent_span_id), "00f067aa0ba902b7");
+        assert_eq!(c1.trace_id, run.trace_id);
+        assert_eq!(c1.parent_span_id, run.span_id);
+        // The label is the trace context, not an attribute.
+        assert!(run
+            .attributes
+            .iter()
+            .all(|a| !a.key.contains("traceparent")));
+        // An unended run ends at its last fact.
+        assert_eq!(run.end_time_unix_nano, 1_000_000_027);
+    }
+
+    #[test]
     fn a_call_outside_any_run_is_its_own_root() {
         let outside = OutsideRun {
             key: "call-k".into(),
