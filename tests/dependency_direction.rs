@@ -10,6 +10,7 @@
 //! reel-recorder   -> reel, reel-archive
 //! reel-replayer   -> reel, reel-archive   (replay reads records; it never records)
 //! reel-mcp        -> reel, reel-archive, reel-recorder, reel-replayer
+//! reel-otlp       -> reel, reel-archive, reel-viewer  (spans of records; the viewer's display rule)
 //! reel-cli        -> anything but reel-bench (the `reel` binary, at the top)
 //! reel-bench      -> anything
 //! ```
@@ -34,6 +35,7 @@ const RULES: &[(&str, Option<&[&str]>)] = &[
         "reel-mcp",
         Some(&["reel", "reel-archive", "reel-recorder", "reel-replayer"]),
     ),
+    ("reel-otlp", Some(&["reel", "reel-archive", "reel-viewer"])),
     (
         "reel-cli",
         Some(&[
@@ -43,6 +45,7 @@ const RULES: &[(&str, Option<&[&str]>)] = &[
             "reel-replayer",
             "reel-viewer",
             "reel-mcp",
+            "reel-otlp",
         ]),
     ),
     ("reel-bench", None),
@@ -138,12 +141,15 @@ fn the_rules_catch_a_wrong_edge() {
     edges.insert("reel".to_owned(), vec!["reel-viewer".into()]);
     edges.insert("reel-cli".to_owned(), vec!["reel-bench".into()]);
     edges.insert("reel-new".to_owned(), vec![]);
+    // The exporter reads records; it never records.
+    edges.insert("reel-otlp".to_owned(), vec!["reel-recorder".into()]);
     assert_eq!(
         violations(&edges),
         [
             "reel depends on reel-viewer, which the direction forbids (allowed: [])",
-            "reel-cli depends on reel-bench, which the direction forbids (allowed: [\"reel\", \"reel-archive\", \"reel-recorder\", \"reel-replayer\", \"reel-viewer\", \"reel-mcp\"])",
+            "reel-cli depends on reel-bench, which the direction forbids (allowed: [\"reel\", \"reel-archive\", \"reel-recorder\", \"reel-replayer\", \"reel-viewer\", \"reel-mcp\", \"reel-otlp\"])",
             "reel-new has no rule: add its direction to ARCHITECTURE.md and to RULES here",
+            "reel-otlp depends on reel-recorder, which the direction forbids (allowed: [\"reel\", \"reel-archive\", \"reel-viewer\"])",
             "reel-viewer depends on reel-archive, which the direction forbids (allowed: [\"reel\"])",
         ]
     );

@@ -1,4 +1,5 @@
-//! `reel export`: one run as a tape (JSON Lines).
+//! `reel export`: one run as a tape (JSON Lines), or runs as OpenTelemetry
+//! spans to an OTLP collector (`--otlp`).
 
 use std::fs::File;
 use std::io::{self, BufWriter};
@@ -7,9 +8,12 @@ use std::process::ExitCode;
 
 use clap::Args;
 use reel::tape::Tape;
-use reel_archive::TapeExt;
+use reel::RunState;
+use reel_archive::{RunFilter, TapeExt};
+use reel_otlp::{Options, Protocol};
 use reel_viewer::render::terminal::{escape, JsonSafe};
 
+use crate::cmd::runs::parse_time;
 use crate::failure::{shown, Failure};
 use crate::source::Source;
 use crate::stream::resolve_run;
@@ -17,16 +21,51 @@ use crate::stream::resolve_run;
 /// `reel export`'s arguments.
 #[derive(Args, Debug)]
 pub struct ExportArgs {
-    /// The run to export.
-    run: String,
+    /// The run to export as a tape; with `--otlp`, the runs (or keys of
+    /// calls outside any run) to export, else every run the filters match.
+    runs: Vec<String>,
     /// The tape file to write ("-" for standard output).
-    #[arg(short, long)]
-    output: PathBuf,
+    #[arg(short, long, conflicts_with = "otlp")]
+    output: Option<PathBuf>,
+    /// Send the runs as OpenTelemetry GenAI spans to this OTLP endpoint
+    /// (protobuf over HTTP to ENDPOINT/v1/traces; gRPC with --grpc), e.g.
+    /// http://localhost:4318.
+    #[arg(long, value_name = "ENDPOINT")]
+    otlp: Option<String>,
+    /// With --otlp: only runs started at or after this time (RFC 3339 or an age: 2h).
+    #[arg(long, value_parser = parse_time, requires = "otlp")]
+    since: Option<i64>,
+    /// With --otlp: only runs of this tenant.
+    #[arg(long, requires = "otlp")]
+    tenant: Option<String>,
+    /// With --otlp: only runs in this state.
+    #[arg(long, requires = "otlp")]
+    status: Option<RunState>,
+    /// With --otlp: export content too (arguments, results, payloads; as
+    /// recorded, redacted). Off by default.
+    #[arg(long, requires = "otlp")]
+    content: bool,
+    /// With --otlp: OTLP/gRPC instead of protobuf over HTTP.
+    #[arg(long, requires = "otlp")]
+    grpc: bool,
 }
 
-/// Writes the tape (it needs the archive itself, not a live socket).
+/// Writes the tape, or sends the spans (either needs the archive itself,
+/// not a live socket).
 pub fn run(dir: &Path, args: ExportArgs) -> Result<ExitCode, Failure> {
-    let (run, output) = (&args.run, &args.output);
+    if let Some(endpoint) = args.otlp.clone() {
+        return otlp(dir, &endpoint, args);
+    }
+    let [run] = &args.runs[..] else {
+        return Err(Failure::msg(
+            "name one run to export as a tape (several runs go to an OTLP collector: --otlp ENDPOINT)",
+        ));
+    };
+    let Some(output) = &args.output else {
+        return Err(Failure::msg(
+            "say where the tape goes (-o FILE, or -o - for standard output), or send spans with --otlp ENDPOINT",
+        ));
+    };
     let source = Source::open(dir)?;
     resolve_run(&source, run)?;
     let archive = source.local("export")?;
@@ -45,5 +84,88 @@ pub fn run(dir: &Path, args: ExportArgs) -> Result<ExitCode, Failure> {
             shown(output)
         );
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// How many runs one OTLP request carries.
+const RUNS_PER_REQUEST: usize = 64;
+
+/// `reel export --otlp`: the named runs, or every run the filters match
+/// (oldest first), [`RUNS_PER_REQUEST`] runs a request.
+fn otlp(dir: &Path, endpoint: &str, args: ExportArgs) -> Result<ExitCode, Failure> {
+    let source = Source::open(dir)?;
+    let mut ids = Vec::new();
+    if args.runs.is_empty() {
+        let mut filter = RunFilter {
+            tenant: args.tenant.clone(),
+            status: args.status,
+            since: args.since,
+            limit: Some(1000),
+            ..RunFilter::default()
+        };
+        loop {
+            let page = source.list_runs(&filter)?;
+            ids.extend(page.runs.into_iter().map(|r| r.run_id));
+            match page.next {
+                Some(next) => filter.cursor = Some(next),
+                None => break,
+            }
+        }
+        ids.reverse();
+    } else {
+        for run in &args.runs {
+            let record = resolve_run(&source, run)?;
+            let keep = args
+                .tenant
+                .as_deref()
+                .is_none_or(|t| record.tenant() == Some(t))
+                && args.status.is_none_or(|s| record.state == s)
+                && args.since.is_none_or(|t| record.started_at >= t);
+            if keep {
+                ids.push(record.run_id);
+            }
+        }
+    }
+    if ids.is_empty() {
+        eprintln!("no runs match: nothing sent to {}", escape(endpoint));
+        return Ok(ExitCode::SUCCESS);
+    }
+    let archive = source.local("export --otlp")?;
+    let options = Options {
+        content: args.content,
+    };
+    let protocol = if args.grpc {
+        Protocol::Grpc
+    } else {
+        Protocol::Http
+    };
+    // One request per batch of runs, so a large export stays under
+    // collectors' message limits (gRPC's default is 4 MiB).
+    let mut spans = 0;
+    for (i, batch) in ids.chunks(RUNS_PER_REQUEST).enumerate() {
+        let request = reel_otlp::archive_request(&archive, batch, &options)?;
+        let n: usize = request
+            .resource_spans
+            .iter()
+            .flat_map(|r| &r.scope_spans)
+            .map(|s| s.spans.len())
+            .sum();
+        reel_otlp::send(endpoint, protocol, &request).map_err(|e| {
+            if i == 0 {
+                Failure::msg(e.to_string())
+            } else {
+                Failure::msg(format!(
+                    "{e} (the first {} runs, {spans} spans, were sent; exporting again sends the same ids)",
+                    i * RUNS_PER_REQUEST
+                ))
+            }
+        })?;
+        spans += n;
+    }
+    eprintln!(
+        "exported {} runs ({spans} spans) to {}",
+        ids.len(),
+        escape(endpoint)
+    );
     Ok(ExitCode::SUCCESS)
 }

@@ -43,7 +43,7 @@ pub struct RunsArgs {
     json: bool,
 }
 
-fn parse_time(s: &str) -> Result<i64, String> {
+pub(crate) fn parse_time(s: &str) -> Result<i64, String> {
     if let Ok(t) = humantime::parse_rfc3339_weak(s) {
         return Ok(nanos(t));
     }

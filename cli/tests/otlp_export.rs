@@ -1,0 +1,724 @@
+//! `reel export --otlp`, end to end: the real `reel` binary sends the
+//! committed demo tapes' runs (imported into a temporary archive) to an
+//! in-process OTLP receiver, over protobuf/HTTP (a hyper server decoding
+//! `ExportTraceServiceRequest` at `POST /v1/traces`) and over gRPC (a
+//! tonic `TraceServiceServer` from `opentelemetry-proto`), both bound to
+//! 127.0.0.1:0. The received spans are snapshotted as a tree (names,
+//! kinds, status, attributes, events, relative times); ids are stable
+//! across exports; a recorded `traceparent` puts a call into the caller's
+//! trace; and no planted secret, nor any argument or result byte without
+//! `--content`, reaches the receiver.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Command, Output};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use prost::Message;
+use reel::context::{ToolContext, ToolError};
+use reel::fact::Level;
+use reel::tape::Tape;
+use reel::tools::Tools;
+use reel_archive::{Archive, ArchiveConfig, FingerprintKey, TapeExt};
+use reel_otlp::opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
+    TraceService, TraceServiceServer,
+};
+use reel_otlp::opentelemetry_proto::tonic::collector::trace::v1::{
+    ExportTraceServiceRequest, ExportTraceServiceResponse,
+};
+use reel_otlp::opentelemetry_proto::tonic::common::v1::{any_value, KeyValue};
+use reel_otlp::opentelemetry_proto::tonic::trace::v1::span::SpanKind;
+use reel_otlp::opentelemetry_proto::tonic::trace::v1::Span;
+use reel_recorder::{Caller, MemoryVault, Recorder, RecorderConfig};
+use serde_json::{json, Value};
+use tokio::net::TcpListener;
+
+/// What a receiver got: each request's bytes as they arrived.
+#[derive(Clone, Default)]
+struct Received(Arc<Mutex<Vec<Vec<u8>>>>);
+
+impl Received {
+    fn take(&self) -> Vec<Vec<u8>> {
+        std::mem::take(&mut *self.0.lock().unwrap())
+    }
+    fn push(&self, bytes: Vec<u8>) {
+        self.0.lock().unwrap().push(bytes);
+    }
+}
+
+/// The gRPC receiver: `TraceService/Export` keeps the request's encoding.
+struct Grpc(Received);
+
+#[tonic::async_trait]
+impl TraceService for Grpc {
+    async fn export(
+        &self,
+        request: tonic::Request<ExportTraceServiceRequest>,
+    ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
+        self.0.push(request.into_inner().encode_to_vec());
+        Ok(tonic::Response::new(ExportTraceServiceResponse::default()))
+    }
+}
+
+/// The receivers, served on a runtime of their own while the test runs
+/// the binary.
+struct Receivers {
+    _runtime: tokio::runtime::Runtime,
+    http: SocketAddr,
+    grpc: SocketAddr,
+    http_got: Received,
+    grpc_got: Received,
+}
+
+fn receivers() -> Receivers {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (http_got, grpc_got) = (Received::default(), Received::default());
+    let (http, grpc) = runtime.block_on(async {
+        let http_listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let grpc_listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let (http, grpc) = (
+            http_listener.local_addr().unwrap(),
+            grpc_listener.local_addr().unwrap(),
+        );
+        let got = http_got.clone();
+        tokio::spawn(async move {
+            loop {
+                let (stream, _) = http_listener.accept().await.unwrap();
+                let got = got.clone();
+                tokio::spawn(async move {
+                    let service = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                        let got = got.clone();
+                        async move {
+                            let ok = req.method() == hyper::Method::POST
+                                && req.uri().path() == "/v1/traces"
+                                && req.headers().get("content-type").map(|v| v.as_bytes())
+                                    == Some(b"application/x-protobuf");
+                            let body = req.into_body().collect().await.unwrap().to_bytes();
+                            let decodes = ExportTraceServiceRequest::decode(body.clone()).is_ok();
+                            let status = if ok && decodes { 200 } else { 400 };
+                            if status == 200 {
+                                got.push(body.to_vec());
+                            }
+                            let answer = ExportTraceServiceResponse::default().encode_to_vec();
+                            Ok::<_, std::convert::Infallible>(
+                                hyper::Response::builder()
+                                    .status(status)
+                                    .header("content-type", "application/x-protobuf")
+                                    .body(Full::new(Bytes::from(answer)))
+                                    .unwrap(),
+                            )
+                        }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        let incoming = tokio_stream_of(grpc_listener);
+        let server = TraceServiceServer::new(Grpc(grpc_got.clone()));
+        tokio::spawn(async move {
+            tonic::transport::Server::builder()
+                .add_service(server)
+                .serve_with_incoming(incoming)
+                .await
+                .unwrap();
+        });
+        (http, grpc)
+    });
+    Receivers {
+        _runtime: runtime,
+        http,
+        grpc,
+        http_got,
+        grpc_got,
+    }
+}
+
+/// A listener as the stream of connections tonic serves.
+fn tokio_stream_of(
+    listener: TcpListener,
+) -> impl futures::Stream<Item = std::io::Result<tokio::net::TcpStream>> {
+    futures::stream::unfold(listener, |l| async move {
+        let next = l.accept().await.map(|(s, _)| s);
+        Some((next, l))
+    })
+}
+
+fn reel(config: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_reel"))
+        .args(["--color", "never"])
+        .args(args)
+        .env_remove("REEL_ARCHIVE")
+        .env_remove("REEL_FINGERPRINT_KEY")
+        .env_remove("NO_COLOR")
+        .env("REEL_CONFIG_DIR", config)
+        .output()
+        .expect("the reel binary runs")
+}
+
+fn reel_ok(config: &Path, args: &[&str]) -> String {
+    let out = reel(config, args);
+    assert!(
+        out.status.success(),
+        "reel {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stderr).unwrap()
+}
+
+/// A temporary archive holding the committed demo tapes, imported in name
+/// order.
+fn demo_archive(dir: &Path) {
+    let archive = Archive::open(
+        dir,
+        ArchiveConfig {
+            fingerprint_key: FingerprintKey::Key([5; 32]),
+            ..ArchiveConfig::default()
+        },
+    )
+    .unwrap();
+    let tapes = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/tapes");
+    let mut names: Vec<_> = std::fs::read_dir(&tapes)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().ends_with(".tape.jsonl"))
+        .collect();
+    names.sort();
+    assert_eq!(names.len(), 5, "{names:?}");
+    for path in names {
+        let text = std::fs::read_to_string(&path).unwrap();
+        Tape::read(text.as_bytes())
+            .unwrap()
+            .import(&archive)
+            .unwrap();
+    }
+}
+
+fn spans(requests: &[Vec<u8>]) -> Vec<Span> {
+    requests
+        .iter()
+        .flat_map(|bytes| {
+            ExportTraceServiceRequest::decode(&bytes[..])
+                .unwrap()
+                .resource_spans
+        })
+        .flat_map(|r| r.scope_spans)
+        .flat_map(|s| s.spans)
+        .collect()
+}
+
+fn value(kv: &KeyValue) -> String {
+    match kv.value.as_ref().and_then(|v| v.value.as_ref()) {
+        Some(any_value::Value::StringValue(s)) => format!("{s:?}"),
+        Some(any_value::Value::IntValue(i)) => i.to_string(),
+        Some(any_value::Value::BoolValue(b)) => b.to_string(),
+        other => format!("{other:?}"),
+    }
+}
+
+/// The spans as a tree per trace: children under their parent, in start
+/// order; times relative to the trace's first span. A parent outside the
+/// export (the caller's span) is named.
+fn render(spans: &[Span]) -> String {
+    let mut traces: BTreeMap<Vec<u8>, Vec<&Span>> = BTreeMap::new();
+    for s in spans {
+        traces.entry(s.trace_id.clone()).or_default().push(s);
+    }
+    let mut traces: Vec<_> = traces.into_values().collect();
+    for t in &mut traces {
+        t.sort_by_key(|s| (s.start_time_unix_nano, s.name.clone()));
+    }
+    traces.sort_by_key(|t| t[0].start_time_unix_nano);
+    let mut out = String::new();
+    for t in traces {
+        let base = t[0].start_time_unix_nano;
+        writeln!(out, "trace {}", hex(&t[0].trace_id)).unwrap();
+        let ids: Vec<&Vec<u8>> = t.iter().map(|s| &s.span_id).collect();
+        for root in t.iter().filter(|s| !ids.contains(&&s.parent_span_id)) {
+            tree(&mut out, root, &t, base, 1);
+        }
+    }
+    out
+}
+
+fn tree(out: &mut String, span: &Span, all: &[&Span], base: u64, depth: usize) {
+    let pad = "  ".repeat(depth);
+    let status = span
+        .status
+        .as_ref()
+        .map(|s| {
+            format!(
+                "{}{}",
+                code(s.code),
+                if s.message.is_empty() {
+                    String::new()
+                } else {
+                    format!(" {:?}", s.message)
+                }
+            )
+        })
+        .unwrap_or_else(|| "UNSET".into());
+    writeln!(
+        out,
+        "{pad}{:?} span {} kind {} status {status} +{}..+{}{}",
+        span.name,
+        hex(&span.span_id),
+        SpanKind::try_from(span.kind).map_or("?", |k| k.as_str_name()),
+        span.start_time_unix_nano - base,
+        span.end_time_unix_nano - base,
+        if depth == 1 && !span.parent_span_id.is_empty() {
+            format!(" parent {} (the caller's)", hex(&span.parent_span_id))
+        } else {
+            String::new()
+        }
+    )
+    .unwrap();
+    for a in &span.attributes {
+        writeln!(out, "{pad}  @{} = {}", a.key, value(a)).unwrap();
+    }
+    for e in &span.events {
+        let attrs: Vec<String> = e
+            .attributes
+            .iter()
+            .map(|a| format!("{}={}", a.key, value(a)))
+            .collect();
+        writeln!(
+            out,
+            "{pad}  event {} +{} {}",
+            e.name,
+            e.time_unix_nano - base,
+            attrs.join(" ")
+        )
+        .unwrap();
+    }
+    let mut children: Vec<&&Span> = all
+        .iter()
+        .filter(|s| s.parent_span_id == span.span_id)
+        .collect();
+    children.sort_by_key(|s| s.start_time_unix_nano);
+    for c in children {
+        tree(out, c, all, base, depth + 1);
+    }
+}
+
+fn code(c: i32) -> &'static str {
+    match c {
+        0 => "UNSET",
+        1 => "OK",
+        2 => "ERROR",
+        _ => "?",
+    }
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn ids(spans: &[Span]) -> Vec<(String, String, String, String)> {
+    let mut v: Vec<_> = spans
+        .iter()
+        .map(|s| {
+            (
+                s.name.clone(),
+                hex(&s.trace_id),
+                hex(&s.span_id),
+                hex(&s.parent_span_id),
+            )
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn the_demo_runs_arrive_as_genai_span_trees_over_http_and_grpc() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (archive, config) = (tmp.path().join("archive"), tmp.path().join("config"));
+    demo_archive(&archive);
+    let a = archive.to_str().unwrap();
+    let rx = receivers();
+
+    let http = format!("http://{}", rx.http);
+    let said = reel_ok(&config, &["--archive", a, "export", "--otlp", &http]);
+    assert_eq!(said, format!("exported 5 runs (12 spans) to {http}\n"));
+    let first = rx.http_got.take();
+    assert_eq!(first.len(), 1, "one request");
+    let first_spans = spans(&first);
+    insta::assert_snapshot!("demo_spans", render(&first_spans));
+
+    // Exporting again gives the same ids; gRPC carries the same spans.
+    reel_ok(&config, &["--archive", a, "export", "--otlp", &http]);
+    let again = spans(&rx.http_got.take());
+    assert_eq!(ids(&again), ids(&first_spans));
+    assert_eq!(again, first_spans, "the same spans, byte for byte");
+
+    let grpc = format!("http://{}", rx.grpc);
+    reel_ok(
+        &config,
+        &["--archive", a, "export", "--otlp", &grpc, "--grpc"],
+    );
+    let over_grpc = spans(&rx.grpc_got.take());
+    assert_eq!(over_grpc, first_spans);
+
+    // Named runs and filters choose what is sent.
+    reel_ok(
+        &config,
+        &[
+            "--archive",
+            a,
+            "export",
+            "--otlp",
+            &http,
+            "demo-deploy",
+            "demo-search",
+        ],
+    );
+    let named = spans(&rx.http_got.take());
+    assert_eq!(named.iter().filter(|s| s.name == "invoke_agent").count(), 2);
+    reel_ok(
+        &config,
+        &[
+            "--archive",
+            a,
+            "export",
+            "--otlp",
+            &http,
+            "--status",
+            "failed",
+        ],
+    );
+    let failed = spans(&rx.http_got.take());
+    let runs: Vec<String> = failed
+        .iter()
+        .filter(|s| s.name == "invoke_agent")
+        .flat_map(|s| {
+            s.attributes
+                .iter()
+                .filter(|a| a.key == "reel.run.id")
+                .map(value)
+        })
+        .collect();
+    assert_eq!(runs, ["\"demo-deploy-failed\""]);
+
+    // Without --content no argument or result reaches the receiver; with
+    // it they do (the check can fail).
+    let raw: Vec<u8> = first.concat();
+    for needle in [
+        "billing",
+        "gen_ai.tool.call.arguments",
+        "gen_ai.tool.call.result",
+    ] {
+        assert!(
+            !contains(&raw, needle.as_bytes()),
+            "{needle} exported without --content"
+        );
+    }
+    reel_ok(
+        &config,
+        &["--archive", a, "export", "--otlp", &http, "--content"],
+    );
+    let with_content = rx.http_got.take().concat();
+    for needle in [
+        "billing",
+        "gen_ai.tool.call.arguments",
+        "gen_ai.tool.call.result",
+    ] {
+        assert!(
+            contains(&with_content, needle.as_bytes()),
+            "{needle} missing with --content"
+        );
+    }
+}
+
+#[test]
+fn an_unreachable_collector_is_named_and_exits_1() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (archive, config) = (tmp.path().join("archive"), tmp.path().join("config"));
+    demo_archive(&archive);
+    // A port nobody listens on: bound, then closed.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let endpoint = format!("http://127.0.0.1:{port}");
+    for extra in [&[][..], &["--grpc"][..]] {
+        let mut args = vec![
+            "--archive",
+            archive.to_str().unwrap(),
+            "export",
+            "--otlp",
+            &endpoint,
+        ];
+        args.extend(extra);
+        let out = reel(&config, &args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&format!("cannot reach the OTLP collector at {endpoint}")),
+            "{args:?}: {err}"
+        );
+    }
+    let out = reel(
+        &config,
+        &[
+            "--archive",
+            archive.to_str().unwrap(),
+            "export",
+            "--otlp",
+            "https://collector.invalid",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("https://collector.invalid is not a usable OTLP endpoint"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+const PARENT: &str = "00f067aa0ba902b7";
+const SECRET: &str = "ghp_otlpCanarySecret93QX";
+const ARG: &str = "argument-canary-71Z";
+
+/// Records one call outside any run, as an MCP host does: the caller's
+/// `traceparent` and `tracestate` as labels, a session, a credential whose
+/// secret the tool tries to leak into its result and log, and an argument
+/// canary in its args, progress and result.
+fn record_outside_call(archive: &Path) -> String {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let recorder = Recorder::open(
+            archive,
+            RecorderConfig {
+                fingerprint_key: FingerprintKey::Key([5; 32]),
+                serve_live: false,
+                ..RecorderConfig::default()
+            },
+        )
+        .await
+        .unwrap();
+        let tools = Tools::new().register("lookup", |ctx: ToolContext, args: Value| async move {
+            let c = ctx.credential("github").await?;
+            let secret = c.secret().expose().to_owned();
+            ctx.progress(json!({ "message": "looking", "echo": args["query"] }));
+            ctx.log(
+                Level::Info,
+                json!({ "token": secret.clone(), "q": args["query"] }),
+            );
+            Ok::<_, ToolError>(json!({ "found": args["query"], "leak": secret }))
+        });
+        let caller = Caller::new()
+            .session("mcp-session-9")
+            .label("traceparent", format!("00-{TRACE}-{PARENT}-01"))
+            .label("tracestate", "vendor=1");
+        let call = recorder
+            .call_from(caller, "lookup", json!({ "query": ARG }))
+            .unwrap()
+            .protocol("mcp")
+            .credentials(Arc::new(MemoryVault::new().with("github", SECRET)));
+        let key = call.key().to_owned();
+        call.invoke_tool(&tools).await.unwrap();
+        recorder.shutdown().await.unwrap();
+        key
+    })
+}
+
+#[test]
+fn a_recorded_traceparent_is_honoured_and_no_secret_reaches_the_receiver() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (archive, config) = (tmp.path().join("archive"), tmp.path().join("config"));
+    let key = record_outside_call(&archive);
+    let a = archive.to_str().unwrap();
+    let rx = receivers();
+    let http = format!("http://{}", rx.http);
+
+    reel_ok(&config, &["--archive", a, "export", "--otlp", &http, &key]);
+    let plain = rx.http_got.take();
+    let got = spans(&plain);
+    assert_eq!(got.len(), 1, "a call outside any run is one span: {got:?}");
+    let span = &got[0];
+    assert_eq!(span.name, "execute_tool lookup");
+    assert_eq!(hex(&span.trace_id), TRACE, "the caller's trace");
+    assert_eq!(
+        hex(&span.parent_span_id),
+        PARENT,
+        "the caller's span is the parent"
+    );
+    assert_eq!(span.trace_state, "vendor=1");
+    let attr = |k: &str| {
+        span.attributes
+            .iter()
+            .find(|a| a.key == k)
+            .map(value)
+            .unwrap_or_else(|| panic!("no {k} in {:?}", span.attributes))
+    };
+    assert_eq!(attr("gen_ai.operation.name"), "\"execute_tool\"");
+    assert_eq!(attr("mcp.method.name"), "\"tools/call\"");
+    assert_eq!(attr("mcp.session.id"), "\"mcp-session-9\"");
+    let events: Vec<&str> = span.events.iter().map(|e| e.name.as_str()).collect();
+    assert_eq!(
+        events,
+        [
+            "credential.requested",
+            "credential.resolved",
+            "progress",
+            "log"
+        ]
+    );
+    let fingerprint = span.events[1]
+        .attributes
+        .iter()
+        .find(|a| a.key == "reel.credential.fingerprint")
+        .map(value)
+        .unwrap();
+    assert!(fingerprint.starts_with("\"hmac-sha256:"), "{fingerprint}");
+
+    // Without --content: neither the secret nor the argument canary.
+    let raw = plain.concat();
+    assert!(
+        !contains(&raw, SECRET.as_bytes()),
+        "the secret was exported"
+    );
+    assert!(
+        !contains(&raw, ARG.as_bytes()),
+        "an argument was exported without --content"
+    );
+
+    // With --content: the (redacted) content arrives, the secret never.
+    reel_ok(
+        &config,
+        &["--archive", a, "export", "--otlp", &http, "--content", &key],
+    );
+    let raw = rx.http_got.take().concat();
+    assert!(
+        contains(&raw, ARG.as_bytes()),
+        "--content exports the arguments"
+    );
+    assert!(
+        !contains(&raw, SECRET.as_bytes()),
+        "the secret was exported with --content"
+    );
+
+    // Twice, the same ids.
+    reel_ok(&config, &["--archive", a, "export", "--otlp", &http, &key]);
+    assert_eq!(ids(&spans(&rx.http_got.take())), ids(&got));
+}
+
+/// Records `n` calls outside any run (each its own stream, each a dispatch
+/// of a child) through a recorder whose store exports live to `endpoint`;
+/// returns their keys once the recorder is shut down and the exporter has
+/// handled every batch.
+fn record_live(archive: &Path, endpoint: &str, n: usize) -> Vec<String> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let store = Archive::open(
+            archive,
+            ArchiveConfig {
+                fingerprint_key: FingerprintKey::Key([5; 32]),
+                ..ArchiveConfig::default()
+            },
+        )
+        .unwrap();
+        let (live, handle) = reel_otlp::LiveExport::new(
+            store.clone(),
+            endpoint,
+            reel_otlp::Protocol::Http,
+            reel_otlp::Options::default(),
+        );
+        let recorder = Recorder::with_store(
+            store,
+            Arc::new(live),
+            RecorderConfig {
+                fingerprint_key: FingerprintKey::Key([5; 32]),
+                serve_live: false,
+                ..RecorderConfig::default()
+            },
+        )
+        .unwrap();
+        let tools = Tools::new().register("step", |ctx: ToolContext, args: Value| async move {
+            ctx.progress(json!({ "message": "stepping" }));
+            Ok::<_, ToolError>(args)
+        });
+        let mut keys = Vec::new();
+        for i in 0..n {
+            let call = recorder
+                .call_from(Caller::new().session("s"), "step", json!({ "i": i }))
+                .unwrap();
+            keys.push(call.key().to_owned());
+            call.invoke_tool(&tools).await.unwrap();
+        }
+        recorder.shutdown().await.unwrap();
+        handle.wait_idle();
+        keys
+    })
+}
+
+#[test]
+fn live_export_sends_each_span_as_it_ends_and_a_down_collector_loses_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let config = tmp.path().join("config");
+    let rx = receivers();
+    let http = format!("http://{}", rx.http);
+
+    // Collector up: each call's span arrives live, as `reel export
+    // --otlp` of the archive would send it, in a request of its own.
+    let up = tmp.path().join("up");
+    let keys = record_live(&up, &http, 3);
+    let live = rx.http_got.take();
+    assert_eq!(live.len(), 3, "one request per ended call");
+    let live_spans = spans(&live);
+    let mut args = vec!["--archive", up.to_str().unwrap(), "export", "--otlp", &http];
+    args.extend(keys.iter().map(String::as_str));
+    reel_ok(&config, &args);
+    let archived = spans(&rx.http_got.take());
+    assert_eq!(live_spans, archived, "the live spans are the archive's");
+
+    // Collector down: the recording completes all the same, and the
+    // archive delivers every span afterwards.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let down = tmp.path().join("down");
+    let keys = record_live(&down, &format!("http://127.0.0.1:{port}"), 3);
+    assert!(rx.http_got.take().is_empty());
+    let mut args = vec![
+        "--archive",
+        down.to_str().unwrap(),
+        "export",
+        "--otlp",
+        &http,
+    ];
+    args.extend(keys.iter().map(String::as_str));
+    reel_ok(&config, &args);
+    let later = spans(&rx.http_got.take());
+    assert_eq!(later.len(), 3);
+    assert!(later.iter().all(|s| s.name == "execute_tool step"));
+}

@@ -1,0 +1,195 @@
+//! Live export: each call's span sent when the call ends, while the run
+//! is still being recorded.
+//!
+//! [`LiveExport`] wraps the recorder's [`Store`] (the write pipeline's
+//! seam: `Recorder::with_store`). After a batch is stored it hands the
+//! stored facts (numbered, timed, redacted: what the archive holds) to an
+//! exporter thread over an unbounded channel, so neither the tools nor
+//! the recorder's writer ever wait on a collector. The exporter keeps each
+//! open stream's facts, builds a call's span with the same mapping as
+//! `reel export --otlp` when its `call.ended` arrives (the run's span at
+//! `run.ended`), and sends it. A collector that is down or refuses costs
+//! only a `tracing` warning: the facts are in the archive, and `reel export
+//! --otlp` later delivers every span with the same ids.
+
+use std::collections::HashMap;
+use std::sync::mpsc;
+use std::sync::{Arc, Condvar, Mutex};
+
+use reel::fact::{Fact, FactKind};
+use reel::run::RunRecord;
+use reel_archive::{Store, StoreError};
+
+use crate::map::{derived_span_id, stream_spans, Options};
+use crate::send::{send, Protocol};
+
+/// What the exporter thread has left to do: batches queued, not yet
+/// handled.
+#[derive(Default)]
+struct Backlog {
+    queued: Mutex<u64>,
+    idle: Condvar,
+}
+
+/// Waits for the exporter thread; see [`LiveExport::new`].
+#[derive(Clone)]
+pub struct LiveHandle {
+    backlog: Arc<Backlog>,
+}
+
+impl LiveHandle {
+    /// Blocks until every batch stored so far has been handled (its spans
+    /// sent, or given up on). For tests and orderly shutdowns; the
+    /// recording never calls it.
+    pub fn wait_idle(&self) {
+        let mut queued = self
+            .backlog
+            .queued
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        while *queued > 0 {
+            queued = self
+                .backlog
+                .idle
+                .wait(queued)
+                .unwrap_or_else(|p| p.into_inner());
+        }
+    }
+}
+
+/// A [`Store`] that stores into `inner` and exports each ended call's span
+/// live. Pass it to `Recorder::with_store`.
+pub struct LiveExport<S: Store> {
+    inner: S,
+    queue: mpsc::Sender<(String, Vec<Fact>)>,
+    backlog: Arc<Backlog>,
+}
+
+impl<S: Store> LiveExport<S> {
+    /// Stores into `inner`, and sends spans to `endpoint` over `protocol`
+    /// from a thread of its own (which ends when the store is dropped).
+    pub fn new(
+        inner: S,
+        endpoint: impl Into<String>,
+        protocol: Protocol,
+        options: Options,
+    ) -> (LiveExport<S>, LiveHandle) {
+        let (queue, batches) = mpsc::channel::<(String, Vec<Fact>)>();
+        let backlog = Arc::new(Backlog::default());
+        let endpoint = endpoint.into();
+        let done = backlog.clone();
+        std::thread::Builder::new()
+            .name("reel-otlp-live".into())
+            .spawn(move || {
+                let mut streams: HashMap<String, Vec<Fact>> = HashMap::new();
+                for (stream, facts) in batches {
+                    handle(&mut streams, &stream, facts, &endpoint, protocol, &options);
+                    let mut queued = done.queued.lock().unwrap_or_else(|p| p.into_inner());
+                    *queued -= 1;
+                    if *queued == 0 {
+                        done.idle.notify_all();
+                    }
+                }
+            })
+            .expect("the OS starts a thread");
+        let handle = LiveHandle {
+            backlog: backlog.clone(),
+        };
+        (
+            LiveExport {
+                inner,
+                queue,
+                backlog,
+            },
+            handle,
+        )
+    }
+}
+
+/// One stored batch: kept with its stream's facts, and every call (or run)
+/// that ended in it exported.
+fn handle(
+    streams: &mut HashMap<String, Vec<Fact>>,
+    stream: &str,
+    batch: Vec<Fact>,
+    endpoint: &str,
+    protocol: Protocol,
+    options: &Options,
+) {
+    let ended: Vec<Option<String>> = batch
+        .iter()
+        .filter_map(|f| match &f.kind {
+            FactKind::CallEnded(_) => Some(f.call.clone()),
+            FactKind::RunEnded(_) => Some(None),
+            _ => None,
+        })
+        .collect();
+    let facts = streams.entry(stream.to_owned()).or_default();
+    facts.extend(batch);
+    if ended.is_empty() {
+        return;
+    }
+    let Some(mut record) = facts.first().and_then(RunRecord::from_first) else {
+        return;
+    };
+    for f in &facts[1..] {
+        record.observe(f);
+    }
+    let wanted: Vec<[u8; 8]> = ended
+        .iter()
+        .map(|call| derived_span_id(&record.run_id, call.as_deref()))
+        .collect();
+    let spans: Vec<_> = stream_spans(&record, facts, options)
+        .into_iter()
+        .filter(|s| {
+            // A span under a caller's traceparent keeps its derived span id.
+            wanted.iter().any(|w| s.span_id == w[..])
+        })
+        .collect();
+    let stream_over = facts.last().is_some_and(|f| {
+        reel::rules::ends_stream(record.outside_run.as_deref(), f.call.as_deref(), &f.kind)
+    });
+    // An ended call's own facts are no longer needed; the run's, its
+    // start's and open calls' are.
+    let done: Vec<&str> = ended.iter().flatten().map(String::as_str).collect();
+    facts.retain(|f| f.seq == 0 || !f.call.as_deref().is_some_and(|c| done.contains(&c)));
+    if stream_over {
+        streams.remove(stream);
+    }
+    if spans.is_empty() {
+        return;
+    }
+    if let Err(e) = send(endpoint, protocol, &crate::request(spans)) {
+        tracing::warn!(
+            "reel-otlp: live export of {stream} failed ({e}); its spans are in the archive: `reel export --otlp` sends them"
+        );
+    }
+}
+
+impl<S: Store> Store for LiveExport<S> {
+    fn append_batch(&self, stream: &str, facts: Vec<Fact>) -> Result<(), StoreError> {
+        let copy = facts.clone();
+        self.inner.append_batch(stream, facts)?;
+        let mut queued = self
+            .backlog
+            .queued
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if self.queue.send((stream.to_owned(), copy)).is_ok() {
+            *queued += 1;
+        }
+        Ok(())
+    }
+
+    fn put_artifact(&self, bytes: &[u8]) -> Result<String, StoreError> {
+        self.inner.put_artifact(bytes)
+    }
+
+    fn flush(&self) -> Result<(), StoreError> {
+        self.inner.flush()
+    }
+
+    fn close_stream(&self, stream: &str) -> Result<(), StoreError> {
+        self.inner.close_stream(stream)
+    }
+}

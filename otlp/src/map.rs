@@ -1,0 +1,800 @@
+//! The mapping: one recorded stream (a run, or a call outside any run)
+//! and its facts to OTLP spans, following the OpenTelemetry GenAI
+//! semantic conventions (see the crate's README for the version).
+
+use std::collections::BTreeMap;
+
+use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, KeyValue};
+use opentelemetry_proto::tonic::trace::v1::span::{Event, SpanKind};
+use opentelemetry_proto::tonic::trace::v1::{status::StatusCode, Span, Status};
+use reel::fact::{
+    CallOutcome, CallStarted, EffectOutcome, ElicitOutcome, Fact, FactKind, TeardownOutcome,
+};
+use reel::run::RunRecord;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+/// What the mapping exports beside the spans' shape.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Options {
+    /// Export content: a call's arguments and result, progress payloads,
+    /// log data, elicitation answers, effect requests and outcomes, call
+    /// outputs. Off by default; when on it is the recorded (already
+    /// redacted) data, never more.
+    pub content: bool,
+}
+
+/// A W3C `traceparent` (`00-<32 hex trace id>-<16 hex span id>-<2 hex
+/// flags>`), parsed. All-zero ids and other versions than `00` are refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TraceParent {
+    /// The caller's trace id.
+    pub trace_id: [u8; 16],
+    /// The caller's span: the parent of the spans reel exports.
+    pub span_id: [u8; 8],
+    /// The trace flags.
+    pub flags: u8,
+}
+
+impl TraceParent {
+    /// Parses a `traceparent` header value; `None` when it is malformed.
+    pub fn parse(value: &str) -> Option<TraceParent> {
+        let parts: Vec<&str> = value.trim().split('-').collect();
+        let [version, trace, span, flags] = parts[..] else {
+            return None;
+        };
+        if version != "00" || trace.len() != 32 || span.len() != 16 || flags.len() != 2 {
+            return None;
+        }
+        let lower = |s: &str| {
+            s.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        };
+        if !lower(trace) || !lower(span) || !lower(flags) {
+            return None;
+        }
+        let mut trace_id = [0u8; 16];
+        let mut span_id = [0u8; 8];
+        hex::decode_to_slice(trace, &mut trace_id).ok()?;
+        hex::decode_to_slice(span, &mut span_id).ok()?;
+        let flags = u8::from_str_radix(flags, 16).ok()?;
+        if trace_id == [0; 16] || span_id == [0; 8] {
+            return None;
+        }
+        Some(TraceParent {
+            trace_id,
+            span_id,
+            flags,
+        })
+    }
+}
+
+fn digest(parts: &[&str]) -> [u8; 32] {
+    let mut h = Sha256::new();
+    for p in parts {
+        // Length-prefixed, so ("ab", "c") and ("a", "bc") differ.
+        h.update((p.len() as u64).to_be_bytes());
+        h.update(p.as_bytes());
+    }
+    h.finalize().into()
+}
+
+/// The trace id reel derives for a stream (the archive's key of a run, or
+/// of a call outside any run): the first 16 bytes of a SHA-256 of it, so
+/// exporting twice gives the same id.
+pub fn derived_trace_id(stream_key: &str) -> [u8; 16] {
+    let d = digest(&["reel.trace", stream_key]);
+    d[..16].try_into().expect("16 bytes")
+}
+
+/// The span id reel derives for a call of a stream (`call`) or for the
+/// run itself (`None`): the first 8 bytes of a SHA-256 of them.
+pub fn derived_span_id(stream_key: &str, call: Option<&str>) -> [u8; 8] {
+    let d = match call {
+        Some(call) => digest(&["reel.span.call", stream_key, call]),
+        None => digest(&["reel.span.run", stream_key]),
+    };
+    d[..8].try_into().expect("8 bytes")
+}
+
+fn kv(key: &str, value: any_value::Value) -> KeyValue {
+    KeyValue {
+        key: key.to_owned(),
+        value: Some(AnyValue { value: Some(value) }),
+        ..Default::default()
+    }
+}
+
+fn s(key: &str, value: impl Into<String>) -> KeyValue {
+    kv(key, any_value::Value::StringValue(value.into()))
+}
+
+fn int(key: &str, value: i64) -> KeyValue {
+    kv(key, any_value::Value::IntValue(value))
+}
+
+fn boolean(key: &str, value: bool) -> KeyValue {
+    kv(key, any_value::Value::BoolValue(value))
+}
+
+fn json(key: &str, value: &Value) -> KeyValue {
+    s(key, value.to_string())
+}
+
+fn nanos(at: i64) -> u64 {
+    u64::try_from(at).unwrap_or(0)
+}
+
+/// One call's span while its facts are read.
+struct CallSpan {
+    span: Span,
+    started: u64,
+    tool: String,
+    ended: bool,
+}
+
+/// The spans of one stream: for a run, an `invoke_agent` span and one
+/// `execute_tool {gen_ai.tool.name}` span per call (nested dispatch as
+/// child spans); for a call outside any run, its `execute_tool` span
+/// alone, the root of its own trace. Facts become span events. A
+/// `traceparent` label (recorded from MCP `_meta`, or given by the host)
+/// puts the spans into the caller's trace under the caller's span.
+///
+/// Times are the recorded ones: the stream's first fact's `at` (wall
+/// clock) plus each fact's monotonic `offset` from it, so spans and events
+/// keep the recorded order and distances even if the wall clock stepped.
+/// A call's span starts at its `call.started` and lasts its recorded
+/// `duration_ns`; the run's ends at `run.ended`; a span that never ended
+/// ends at the stream's last fact.
+pub fn stream_spans(record: &RunRecord, facts: &[Fact], options: &Options) -> Vec<Span> {
+    let key = record.run_id.as_str();
+    let outside = record.outside_run.is_some();
+    let base_at = facts.first().map_or(record.started_at, |f| f.at);
+    let base_offset = facts.first().map_or(0, |f| f.offset);
+    let time =
+        |f: &Fact| nanos(base_at.saturating_add(f.offset.saturating_sub(base_offset) as i64));
+
+    let mut run_span: Option<Span> = None;
+    let mut calls: BTreeMap<String, CallSpan> = BTreeMap::new();
+    let mut order: Vec<String> = Vec::new();
+    let mut last_time = nanos(base_at);
+    let mut trace_id = derived_trace_id(key).to_vec();
+    let mut run_parent: Vec<u8> = Vec::new();
+    let mut trace_state = String::new();
+    let mut run_session: Option<String> = None;
+
+    for fact in facts {
+        let t = time(fact);
+        last_time = last_time.max(t);
+        match (&fact.kind, &fact.call) {
+            (FactKind::RunStarted(r), _) => {
+                run_session = r.session_id.clone();
+                if let Some(tp) = r
+                    .labels
+                    .get("traceparent")
+                    .and_then(|v| TraceParent::parse(v))
+                {
+                    trace_id = tp.trace_id.to_vec();
+                    run_parent = tp.span_id.to_vec();
+                    trace_state = r.labels.get("tracestate").cloned().unwrap_or_default();
+                }
+                let mut attributes = vec![
+                    s("gen_ai.operation.name", "invoke_agent"),
+                    s("reel.run.id", r.run_id.clone()),
+                    s(
+                        "reel.producer",
+                        format!("{} {}", r.producer.name, r.producer.version),
+                    ),
+                ];
+                if let Some(c) = r.identity.as_ref().and_then(|i| i.conversation.clone()) {
+                    attributes.push(s("gen_ai.conversation.id", c));
+                }
+                identity_attributes(
+                    &mut attributes,
+                    r.identity.as_ref(),
+                    r.session_id.as_deref(),
+                );
+                for (k, v) in &r.labels {
+                    if k != "traceparent" && k != "tracestate" {
+                        attributes.push(s(&format!("reel.label.{k}"), v.clone()));
+                    }
+                }
+                run_span = Some(Span {
+                    trace_id: trace_id.clone(),
+                    span_id: derived_span_id(key, None).to_vec(),
+                    trace_state: trace_state.clone(),
+                    parent_span_id: run_parent.clone(),
+                    name: "invoke_agent".into(),
+                    kind: SpanKind::Internal as i32,
+                    start_time_unix_nano: t,
+                    attributes,
+                    ..Default::default()
+                });
+            }
+            (FactKind::RunEnded(e), _) => {
+                if let Some(span) = run_span.as_mut() {
+                    span.end_time_unix_nano = t;
+                    span.attributes
+                        .push(s("reel.run.status", e.status.as_str()));
+                    span.status = Some(match e.status {
+                        reel::fact::RunStatus::Completed => Status {
+                            code: StatusCode::Ok as i32,
+                            message: String::new(),
+                        },
+                        other => Status {
+                            code: StatusCode::Error as i32,
+                            message: format!("run {other}"),
+                        },
+                    });
+                    if e.status != reel::fact::RunStatus::Completed {
+                        span.attributes.push(s("error.type", e.status.as_str()));
+                    }
+                }
+            }
+            (FactKind::CallStarted(c), Some(call)) => {
+                let (parent, state) = match (&c.parent_call, &c.outside_run) {
+                    (Some(p), _) => (derived_span_id(key, Some(p)).to_vec(), trace_state.clone()),
+                    (None, Some(o)) => {
+                        match o
+                            .labels
+                            .get("traceparent")
+                            .and_then(|v| TraceParent::parse(v))
+                        {
+                            Some(tp) => {
+                                trace_id = tp.trace_id.to_vec();
+                                (
+                                    tp.span_id.to_vec(),
+                                    o.labels.get("tracestate").cloned().unwrap_or_default(),
+                                )
+                            }
+                            None => (Vec::new(), String::new()),
+                        }
+                    }
+                    (None, None) if outside => (Vec::new(), String::new()),
+                    (None, None) => (derived_span_id(key, None).to_vec(), trace_state.clone()),
+                };
+                if c.outside_run.is_some() {
+                    trace_state = state.clone();
+                }
+                let span = Span {
+                    trace_id: trace_id.clone(),
+                    span_id: derived_span_id(key, Some(call)).to_vec(),
+                    trace_state: state,
+                    parent_span_id: parent,
+                    name: format!("execute_tool {}", c.tool_name),
+                    kind: SpanKind::Internal as i32,
+                    start_time_unix_nano: t,
+                    attributes: call_attributes(c, run_session.as_deref(), options),
+                    ..Default::default()
+                };
+                order.push(call.clone());
+                calls.insert(
+                    call.clone(),
+                    CallSpan {
+                        span,
+                        started: t,
+                        tool: c.tool_name.clone(),
+                        ended: false,
+                    },
+                );
+            }
+            (FactKind::CallEnded(e), Some(call)) => {
+                if let Some(cs) = calls.get_mut(call) {
+                    cs.ended = true;
+                    // The recorded duration from the recorded start; the
+                    // fact's own offset when the duration is absent.
+                    let end = if e.duration_ns > 0 {
+                        cs.started.saturating_add(e.duration_ns)
+                    } else {
+                        time(fact)
+                    };
+                    cs.span.end_time_unix_nano = end.max(cs.span.start_time_unix_nano);
+                    let a = &mut cs.span.attributes;
+                    a.push(s("reel.call.status", e.status().as_str()));
+                    match &e.outcome {
+                        CallOutcome::Ok { result } => {
+                            if options.content {
+                                a.push(json("gen_ai.tool.call.result", result));
+                            }
+                            cs.span.status = Some(Status {
+                                code: StatusCode::Ok as i32,
+                                message: String::new(),
+                            });
+                        }
+                        CallOutcome::Error { error } => {
+                            a.push(s("error.type", "tool_error"));
+                            cs.span.status = Some(Status {
+                                code: StatusCode::Error as i32,
+                                message: if options.content {
+                                    error.clone()
+                                } else {
+                                    String::new()
+                                },
+                            });
+                        }
+                        CallOutcome::Aborted { .. } => {
+                            a.push(s("error.type", "cancelled"));
+                            cs.span.status = Some(Status {
+                                code: StatusCode::Error as i32,
+                                message: "cancelled".into(),
+                            });
+                        }
+                    }
+                }
+            }
+            (kind, call) => {
+                let event = fact_event(
+                    kind,
+                    t,
+                    call.as_deref()
+                        .and_then(|c| calls.get(c))
+                        .map(|c| c.tool.as_str()),
+                    options,
+                );
+                let Some(event) = event else { continue };
+                let target = match call.as_deref().and_then(|c| calls.get_mut(c)) {
+                    Some(cs) => Some(&mut cs.span),
+                    None => run_span.as_mut(),
+                };
+                if let Some(span) = target {
+                    span.events.push(event);
+                }
+            }
+        }
+    }
+
+    let mut out = Vec::new();
+    if let Some(mut span) = run_span {
+        if span.end_time_unix_nano == 0 {
+            span.end_time_unix_nano = last_time;
+            span.attributes
+                .push(s("reel.run.status", record.state.as_str()));
+        }
+        out.push(span);
+    }
+    for call in order {
+        let mut cs = calls.remove(&call).expect("ordered calls are kept");
+        if !cs.ended {
+            cs.span.end_time_unix_nano = last_time.max(cs.span.start_time_unix_nano);
+            cs.span.attributes.push(s("reel.call.status", "unended"));
+        }
+        out.push(cs.span);
+    }
+    out
+}
+
+fn identity_attributes(
+    attributes: &mut Vec<KeyValue>,
+    identity: Option<&reel::fact::Identity>,
+    session: Option<&str>,
+) {
+    if let Some(i) = identity {
+        if let Some(t) = &i.tenant {
+            attributes.push(s("reel.tenant", t.clone()));
+        }
+        if let Some(p) = &i.principal {
+            attributes.push(s("reel.principal", p.clone()));
+        }
+    }
+    if let Some(session) = session {
+        attributes.push(s("reel.session.id", session));
+    }
+}
+
+/// A call's attributes; `run_session` is the session of the run the call
+/// is in (a call outside any run names its own).
+fn call_attributes(c: &CallStarted, run_session: Option<&str>, options: &Options) -> Vec<KeyValue> {
+    let mut a = vec![
+        s("gen_ai.operation.name", "execute_tool"),
+        s("gen_ai.tool.name", c.tool_name.clone()),
+        s(
+            "gen_ai.tool.call.id",
+            c.invocation_id.clone().unwrap_or_else(|| c.call_id.clone()),
+        ),
+        s("gen_ai.tool.type", "function"),
+        s("reel.call.id", c.call_id.clone()),
+    ];
+    if let Some(d) = c.spec.as_ref().and_then(|s| s.description.clone()) {
+        a.push(s("gen_ai.tool.description", d));
+    }
+    if let Some(p) = &c.parent_call {
+        a.push(s("reel.call.parent", p.clone()));
+    }
+    if c.iteration > 0 {
+        a.push(int("reel.call.iteration", i64::from(c.iteration)));
+    }
+    if let Some(p) = &c.platform {
+        a.push(s("reel.platform", p.clone()));
+    }
+    if let Some(ci) = &c.client_info {
+        a.push(s("reel.client.name", ci.name.clone()));
+    }
+    let session = match &c.outside_run {
+        Some(o) => o.session_id.clone(),
+        None => run_session.map(str::to_owned),
+    };
+    if let Some(o) = &c.outside_run {
+        a.push(s("reel.outside_run.key", o.key.clone()));
+        identity_attributes(&mut a, o.identity.as_ref(), None);
+    }
+    if c.protocol.as_deref() == Some("mcp") {
+        a.push(s("mcp.method.name", "tools/call"));
+        if let Some(session) = &session {
+            a.push(s("mcp.session.id", session.clone()));
+        }
+        // The JSON-RPC request id, when the host recorded one as a label.
+        if let Some(id) = c
+            .outside_run
+            .as_ref()
+            .and_then(|o| o.labels.get("jsonrpc.request.id"))
+        {
+            a.push(s("jsonrpc.request.id", id.clone()));
+        }
+    } else if let Some(p) = &c.protocol {
+        a.push(s("reel.protocol", p.clone()));
+    }
+    if options.content {
+        a.push(json("gen_ai.tool.call.arguments", &c.args));
+    }
+    a
+}
+
+fn event(name: &str, t: u64, attributes: Vec<KeyValue>) -> Event {
+    Event {
+        time_unix_nano: t,
+        name: name.into(),
+        attributes,
+        dropped_attributes_count: 0,
+    }
+}
+
+/// The span event of one fact other than the span boundaries; `None` for
+/// facts no trace viewer needs (clock and random reads).
+fn fact_event(kind: &FactKind, t: u64, tool: Option<&str>, options: &Options) -> Option<Event> {
+    let c = options.content;
+    let name = kind.name();
+    let mut a = Vec::new();
+    match kind {
+        FactKind::CredentialRequested(f) => {
+            a.push(s("reel.credential.need", f.need.clone()));
+            a.push(s("reel.credential.mode", f.mode.as_str()));
+        }
+        FactKind::CredentialResolved(f) => {
+            a.push(s("reel.credential.need", f.need.clone()));
+            a.push(s("reel.credential.mode", f.mode.as_str()));
+            a.push(s("reel.credential.fingerprint", f.fingerprint.0.clone()));
+        }
+        FactKind::CredentialFailed(f) => {
+            a.push(s("reel.credential.need", f.need.clone()));
+            a.push(s("reel.credential.reason", f.reason.clone()));
+        }
+        FactKind::CredentialRefused(f) => {
+            a.push(s("reel.credential.need", f.need.clone()));
+            a.push(s("reel.credential.reason", f.reason.clone()));
+        }
+        FactKind::ArtifactPut(f) => artifact_meta(&mut a, &f.meta),
+        FactKind::ArtifactGet(f) => match &f.meta {
+            Some(m) => artifact_meta(&mut a, m),
+            None => a.push(s("reel.artifact.id", f.id.clone())),
+        },
+        FactKind::ArtifactRefused(f) => {
+            a.push(s("reel.artifact.op", f.op.as_str()));
+            a.push(s("reel.artifact.reason", f.reason.clone()));
+        }
+        FactKind::Progress(f) => {
+            a.push(int("reel.progress.count", f.count as i64));
+            a.push(s(
+                "reel.progress.line",
+                reel_viewer::display::progress_line(tool.unwrap_or("?"), &f.payload, f.count),
+            ));
+            if c {
+                a.push(json("reel.progress.payload", &f.payload));
+            }
+        }
+        FactKind::Log(f) => {
+            a.push(s("log.level", f.level.as_str()));
+            if let Some(l) = &f.logger {
+                a.push(s("reel.log.logger", l.clone()));
+            }
+            if c {
+                a.push(json("reel.log.data", &f.data));
+            }
+        }
+        FactKind::ElicitRequested(f) => {
+            a.push(s("reel.elicit.mode", f.mode.as_str()));
+            if c {
+                a.push(s("reel.elicit.message", f.message.clone()));
+            }
+        }
+        FactKind::ElicitAnswered(f) => {
+            a.push(s("reel.elicit.outcome", f.outcome.as_str()));
+            if !f.validation_errors.is_empty() {
+                a.push(int(
+                    "reel.elicit.validation_errors",
+                    f.validation_errors.len() as i64,
+                ));
+            }
+            if c {
+                if let ElicitOutcome::Accept { content } = &f.outcome {
+                    a.push(json("reel.elicit.content", content));
+                }
+            }
+        }
+        FactKind::ElicitRefused(f) => {
+            a.push(s("reel.elicit.mode", f.mode.as_str()));
+            a.push(s("reel.elicit.reason", f.reason.clone()));
+        }
+        FactKind::TeardownRegistered(f) => {
+            a.push(s("reel.teardown.scope", f.scope.as_str()));
+            a.push(boolean("reel.teardown.first", f.first));
+        }
+        FactKind::TeardownRefused(f) => {
+            a.push(s("reel.teardown.scope", f.scope.as_str()));
+            a.push(s("reel.teardown.reason", f.reason.clone()));
+        }
+        FactKind::TeardownRan(f) => {
+            a.push(s("reel.teardown.scope", f.scope.as_str()));
+            a.push(s("reel.teardown.outcome", f.outcome.as_str()));
+            a.push(int("reel.teardown.duration_ns", f.duration_ns as i64));
+            if let (true, TeardownOutcome::Error { message }) = (c, &f.outcome) {
+                a.push(s("reel.teardown.error", message.clone()));
+            }
+        }
+        FactKind::Effect(f) => {
+            a.push(s("reel.effect.name", f.name.clone()));
+            a.push(s(
+                "reel.effect.outcome",
+                match f.outcome {
+                    EffectOutcome::Ok(_) => "ok",
+                    EffectOutcome::Err(_) => "error",
+                },
+            ));
+            if c {
+                a.push(json("reel.effect.request", &f.request));
+            }
+        }
+        FactKind::CancelRequested(f) => {
+            if let Some(r) = &f.reason {
+                a.push(s("reel.cancel.reason", r.clone()));
+            }
+        }
+        FactKind::CallOutput(f) => {
+            if let Some(stage) = &f.stage {
+                a.push(s("reel.output.stage", stage.clone()));
+            }
+            if c {
+                a.push(json("reel.output.value", &f.value));
+            }
+        }
+        FactKind::Clock(_) | FactKind::Random(_) => return None,
+        FactKind::Unknown { .. } => {}
+        FactKind::RunStarted(_)
+        | FactKind::RunEnded(_)
+        | FactKind::CallStarted(_)
+        | FactKind::CallEnded(_) => return None,
+    }
+    Some(event(name, t, a))
+}
+
+fn artifact_meta(a: &mut Vec<KeyValue>, m: &reel::fact::ArtifactMeta) {
+    a.push(s("reel.artifact.id", m.id.clone()));
+    a.push(s("reel.artifact.digest", m.digest.clone()));
+    a.push(int("reel.artifact.size", m.size as i64));
+    a.push(s("reel.artifact.media_type", m.media_type.clone()));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reel::fact::{CallEnded, CallMode, OutsideRun, Producer, RunEnded, RunStarted, RunStatus};
+    use serde_json::json;
+
+    #[test]
+    fn traceparent_parses_only_the_w3c_form() {
+        let tp = TraceParent::parse("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+            .expect("valid");
+        assert_eq!(hex::encode(tp.trace_id), "4bf92f3577b34da6a3ce929d0e0e4736");
+        assert_eq!(hex::encode(tp.span_id), "00f067aa0ba902b7");
+        assert_eq!(tp.flags, 1);
+        for bad in [
+            "",
+            "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+            "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e473-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902bz-01",
+        ] {
+            assert_eq!(TraceParent::parse(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn derived_ids_are_stable_and_keep_streams_and_calls_apart() {
+        assert_eq!(derived_trace_id("run-1"), derived_trace_id("run-1"));
+        assert_ne!(derived_trace_id("run-1"), derived_trace_id("run-2"));
+        let run = derived_span_id("run-1", None);
+        let c1 = derived_span_id("run-1", Some("c1"));
+        assert_eq!(c1, derived_span_id("run-1", Some("c1")));
+        assert_ne!(run, c1);
+        // Call ids repeat across runs ("c1"); their spans do not.
+        assert_ne!(c1, derived_span_id("run-2", Some("c1")));
+        // Length-prefixed parts: no collision by moving a boundary.
+        assert_ne!(
+            derived_span_id("ab", Some("c")),
+            derived_span_id("a", Some("bc"))
+        );
+    }
+
+    fn fact(seq: u64, offset: u64, call: Option<&str>, kind: FactKind) -> Fact {
+        Fact {
+            seq,
+            at: 1_000_000_000 + offset as i64 + 7, // a wall clock that drifts from the offsets
+            offset,
+            call: call.map(str::to_owned),
+            kind,
+        }
+    }
+
+    fn started(call: &str, parent: Option<&str>, outside: Option<OutsideRun>) -> FactKind {
+        FactKind::CallStarted(CallStarted {
+            call_id: call.into(),
+            tool_name: "t".into(),
+            tool_id: None,
+            parent_call: parent.map(str::to_owned),
+            iteration: 0,
+            invocation_id: None,
+            mode: CallMode::Async,
+            protocol: None,
+            platform: None,
+            client_info: None,
+            args: json!({ "q": "needle" }),
+            wanted: None,
+            attached: None,
+            spec: None,
+            dispatch_tools: None,
+            outside_run: outside.map(Box::new),
+        })
+    }
+
+    fn ended(duration_ns: u64) -> FactKind {
+        FactKind::CallEnded(CallEnded {
+            outcome: CallOutcome::Ok {
+                result: json!("haystack"),
+            },
+            duration_ns,
+            invocation_id: None,
+        })
+    }
+
+    fn producer() -> Producer {
+        Producer {
+            name: "test".into(),
+            version: "0".into(),
+        }
+    }
+
+    #[test]
+    fn a_run_is_the_parent_of_its_calls_and_a_dispatch_of_its_child() {
+        let facts = vec![
+            fact(
+                0,
+                0,
+                None,
+                FactKind::RunStarted(RunStarted {
+                    run_id: "r".into(),
+                    session_id: None,
+                    identity: None,
+                    producer: producer(),
+                    labels: Default::default(),
+                    teardown_scopes: vec![],
+                }),
+            ),
+            fact(1, 10, Some("c1"), started("c1", None, None)),
+            fact(2, 20, Some("c2"), started("c2", Some("c1"), None)),
+            fact(3, 30, Some("c2"), ended(10)),
+            fact(4, 40, Some("c1"), ended(30)),
+            fact(
+                5,
+                50,
+                None,
+                FactKind::RunEnded(RunEnded {
+                    status: RunStatus::Completed,
+                }),
+            ),
+        ];
+        let record = RunRecord::from_first(&facts[0]).unwrap();
+        let spans = stream_spans(&record, &facts, &Options::default());
+        let [run, c1, c2] = &spans[..] else {
+            panic!("{spans:?}")
+        };
+        assert_eq!(run.name, "invoke_agent");
+        assert!(run.parent_span_id.is_empty());
+        assert_eq!(c1.parent_span_id, run.span_id);
+        assert_eq!(c2.parent_span_id, c1.span_id);
+        assert!(spans.iter().all(|s| s.trace_id == derived_trace_id("r")));
+        // The first fact's `at`, then offsets: 1e9 + 10 .. + 30 for c1.
+        assert_eq!(
+            (c1.start_time_unix_nano, c1.end_time_unix_nano),
+            (1_000_000_017, 1_000_000_047)
+        );
+        assert_eq!(run.end_time_unix_nano, 1_000_000_057);
+        let keys: Vec<&str> = c1.attributes.iter().map(|a| a.key.as_str()).collect();
+        assert!(!keys.contains(&"gen_ai.tool.call.arguments"), "{keys:?}");
+        assert!(!keys.contains(&"gen_ai.tool.call.result"), "{keys:?}");
+
+        let with = stream_spans(&record, &facts, &Options { content: true });
+        let keys: Vec<&str> = with[1].attributes.iter().map(|a| a.key.as_str()).collect();
+        assert!(keys.contains(&"gen_ai.tool.call.arguments"), "{keys:?}");
+        assert!(keys.contains(&"gen_ai.tool.call.result"), "{keys:?}");
+    }
+
+    #[test]
+    fn a_run_labelled_with_a_traceparent_joins_the_callers_trace() {
+        let labels = [(
+            "traceparent".to_owned(),
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".to_owned(),
+        )]
+        .into_iter()
+        .collect();
+        let facts = vec![
+            fact(
+                0,
+                0,
+                None,
+                FactKind::RunStarted(RunStarted {
+                    run_id: "r".into(),
+                    session_id: None,
+                    identity: None,
+                    producer: producer(),
+                    labels,
+                    teardown_scopes: vec![],
+                }),
+            ),
+            fact(1, 10, Some("c1"), started("c1", None, None)),
+            fact(2, 20, Some("c1"), ended(10)),
+        ];
+        let record = RunRecord::from_first(&facts[0]).unwrap();
+        let spans = stream_spans(&record, &facts, &Options::default());
+        let [run, c1] = &spans[..] else {
+            panic!("{spans:?}")
+        };
+        assert_eq!(
+            hex::encode(&run.trace_id),
+            "4bf92f3577b34da6a3ce929d0e0e4736"
+        );
+        assert_eq!(hex::encode(&run.parent_span_id), "00f067aa0ba902b7");
+        assert_eq!(c1.trace_id, run.trace_id);
+        assert_eq!(c1.parent_span_id, run.span_id);
+        // The label is the trace context, not an attribute.
+        assert!(run
+            .attributes
+            .iter()
+            .all(|a| !a.key.contains("traceparent")));
+        // An unended run ends at its last fact.
+        assert_eq!(run.end_time_unix_nano, 1_000_000_027);
+    }
+
+    #[test]
+    fn a_call_outside_any_run_is_its_own_root() {
+        let outside = OutsideRun {
+            key: "call-k".into(),
+            session_id: Some("s".into()),
+            identity: None,
+            producer: producer(),
+            labels: Default::default(),
+            teardown_scopes: vec![],
+        };
+        let facts = vec![
+            fact(0, 0, Some("c1"), started("c1", None, Some(outside))),
+            fact(1, 5, Some("c1"), ended(5)),
+        ];
+        let record = RunRecord::from_first(&facts[0]).unwrap();
+        let spans = stream_spans(&record, &facts, &Options::default());
+        assert_eq!(spans.len(), 1);
+        assert!(spans[0].parent_span_id.is_empty(), "no invoke_agent parent");
+        assert_eq!(spans[0].trace_id, derived_trace_id(&record.run_id));
+        assert_eq!(spans[0].name, "execute_tool t");
+    }
+}
