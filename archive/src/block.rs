@@ -215,7 +215,10 @@ pub(crate) fn fact_at(payload: &[u8], pos: usize) -> Result<(Fact, usize), Strin
 /// Decodes the facts of a checked block and checks their seqs run from
 /// `first_seq` without a gap.
 pub(crate) fn decode_facts(block: &OpenedBlock<'_>, first_seq: u64) -> Result<Vec<Fact>, String> {
-    let mut facts = Vec::with_capacity(block.count as usize);
+    // The header's count is not trusted with an allocation: each fact takes
+    // at least its 4-byte length and 1 byte, so the payload bounds it
+    // (fuzzing found a block declaring 4 billion facts).
+    let mut facts = Vec::with_capacity((block.count as usize).min(block.payload.len() / 5));
     let mut rest = &block.payload[..];
     while !rest.is_empty() {
         if rest.len() < 4 {
@@ -249,6 +252,30 @@ pub(crate) fn decode_facts(block: &OpenedBlock<'_>, first_seq: u64) -> Result<Ve
 
 #[cfg(test)]
 mod tests {
+
+    /// Found by `fuzz/run.sh` (target `block`): a sealed block whose header
+    /// declares far more facts than its payload holds is damage, reported,
+    /// never an allocation of the declared count.
+    #[test]
+    fn a_declared_count_is_not_trusted_with_an_allocation() {
+        let mut payload = Vec::new();
+        let fact = reel::fact::Fact {
+            seq: 0,
+            at: 0,
+            offset: 0,
+            call: None,
+            kind: reel::fact::FactKind::RunEnded(reel::fact::RunEnded {
+                status: reel::fact::RunStatus::Completed,
+            }),
+        };
+        push_fact(&mut payload, &fact).unwrap();
+        for count in [u32::MAX, 1 << 30, 2] {
+            let (value, _) = seal(count, &[0; 32], &payload);
+            let opened = open(&value).expect("the checksum holds");
+            let err = decode_facts(&opened, 0).expect_err("the count does not match");
+            assert!(err.contains("count") || err.contains("fact"), "{err}");
+        }
+    }
     use proptest::prelude::*;
     use proptest::test_runner::{FileFailurePersistence, RngAlgorithm};
     use serde_json::json;

@@ -24,6 +24,14 @@ impl Failure {
             code: 1,
         }
     }
+
+    /// Damage to what is stored (exit code 2).
+    pub fn damaged(message: impl Into<String>) -> Failure {
+        Failure {
+            message: message.into(),
+            code: 2,
+        }
+    }
 }
 
 impl<E: std::fmt::Display + 'static> From<E> for Failure {

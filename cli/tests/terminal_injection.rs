@@ -659,14 +659,15 @@ fn damage_reports_escape_the_run_they_name() {
     let out = evil.both(&["show", &a], 2);
     assert!(out.stdout.contains("damaged: could not be read"), "{out:?}");
     shows_evil(&out.stdout, 1, "show of a damaged run");
-    let out = evil.both(&["diff", &b, &a], 1);
+    // Damage exits 2 from every verb that meets it.
+    let out = evil.both(&["diff", &b, &a], 2);
     assert!(
         out.stderr.starts_with(&format!(
             "reel: run run-a{EVIL_SHOWN}: facts #0..=18 are damaged"
         )),
         "{out:?}"
     );
-    let out = evil.both(&["export", &a, "-o", "-"], 1);
+    let out = evil.both(&["export", &a, "-o", "-"], 2);
     assert!(out.stderr.starts_with("reel: "), "{out:?}");
 
     let verify = evil.reel(false, &["verify", "--json"]);

@@ -65,7 +65,7 @@ fn collect_facts(source: &Source, run_id: &str) -> Result<Vec<Fact>, Failure> {
         match item? {
             Item::Fact(f) => facts.push(f),
             Item::Gap(gap) => {
-                return Err(Failure::msg(format!(
+                return Err(Failure::damaged(format!(
                     "run {run_id}: facts #{}..{} are damaged ({}): cannot diff a run with a gap",
                     gap.first,
                     gap.last.map(|l| format!("={l}")).unwrap_or_default(),
