@@ -477,6 +477,17 @@ fn check_archive(s: &Scenario) {
         whoami.started()["outside_run"]["labels"]["traceparent"],
         TRACEPARENT
     );
+    // And the JSON-RPC request id, for trace tools: every call has its own.
+    let ids: std::collections::BTreeSet<String> = streams
+        .iter()
+        .map(|s| {
+            s.started()["outside_run"]["labels"]["jsonrpc.request.id"]
+                .as_str()
+                .expect("every served call records its request id")
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(ids.len(), streams.len(), "{ids:?}");
 
     // Elicitations: asked and answered, one each.
     let answers: Vec<Value> = streams[6..9]

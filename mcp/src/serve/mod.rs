@@ -266,6 +266,13 @@ impl ReelServer {
                 caller = caller.label(key, v.clone());
             }
         }
+        // The JSON-RPC request id, for trace tools (`jsonrpc.request.id`
+        // in OpenTelemetry's MCP conventions).
+        let id = match &ctx.id {
+            rmcp::model::NumberOrString::Number(n) => n.to_string(),
+            rmcp::model::NumberOrString::String(s) => s.to_string(),
+        };
+        caller = caller.label("jsonrpc.request.id", id);
         let client = ctx.client_info().map(|i| ClientInfo {
             name: i.name,
             version: Some(i.version).filter(|v| !v.is_empty()),
