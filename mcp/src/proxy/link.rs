@@ -74,9 +74,10 @@ struct State {
     asked: HashMap<String, oneshot::Sender<Value>>,
     tasks: Vec<JoinHandle<()>>,
     /// Responses (by id) and progress notifications (by
-    /// [`progress_key`]) seen before the request they belong to: each line
-    /// is forwarded before it is seen, so an answer can overtake its
-    /// question here. The newest [`EARLY`] are kept.
+    /// [`progress_key`]) seen before the request they belong to (lines are
+    /// linked before they are forwarded, so this is rare: a message in a
+    /// batch, or one whose call's task has not taken its question yet).
+    /// The newest [`EARLY`] are kept.
     early: VecDeque<(Dir, String, Value)>,
 }
 

@@ -3,9 +3,10 @@
 //! [`StdioProxy`] starts the server command and sits on stdio between the
 //! client (the proxy's own standard input and output) and the server (the
 //! child's). Every newline-delimited JSON-RPC line passes through
-//! unchanged: each line is forwarded first, then a copy is parsed and
-//! recorded, so recording never delays nor alters the traffic. The
-//! server's standard error is the proxy's.
+//! unchanged: each line is parsed and linked to its call (synchronously,
+//! no await), then forwarded, so a message is known before the other side
+//! can answer it; recording never alters the traffic, and what it costs a
+//! line is one parse. The server's standard error is the proxy's.
 //!
 //! ## How a proxied session is recorded
 //!
@@ -201,9 +202,13 @@ impl StdioProxy {
     }
 }
 
-/// Copies `read` to `write` line by line, each line forwarded (and
-/// flushed) before the router sees a copy. Ends at end of input or when
-/// the other side no longer takes lines; dropping `write` closes it.
+/// Copies `read` to `write` line by line: the router sees each line (a
+/// parse and a few channel sends, no await) just before it is forwarded
+/// and flushed unchanged, so a message is always linked before the other
+/// side can answer it (a server's elicitation can come back before a
+/// forward-then-parse proxy has seen the `tools/call` it belongs to: CI's
+/// load showed it). Ends at end of input or when the other side no longer
+/// takes lines; dropping `write` closes it.
 async fn pump<R, W>(read: R, mut write: W, dir: Dir, router: Arc<Router>)
 where
     R: AsyncRead + Unpin,
@@ -221,6 +226,7 @@ where
                 break;
             }
         }
+        router.observe(dir, &line);
         if let Err(e) = async {
             write.write_all(&line).await?;
             write.flush().await
@@ -230,7 +236,6 @@ where
             tracing::warn!("forwarding to the {} failed: {e}", dir.sink());
             break;
         }
-        router.observe(dir, &line);
     }
     let _ = write.shutdown().await;
 }
