@@ -232,26 +232,17 @@ pub fn run_started(run_id: impl Into<String>) -> impl Strategy<Value = RunStarte
         )
 }
 
-/// The head of a call outside any run, stored under `key`.
+/// The head of a call outside any run, stored under `key`: what a
+/// `run.started` says, said of the call.
 pub fn outside_run(key: impl Into<String>) -> impl Strategy<Value = OutsideRun> {
-    let key = key.into();
-    (
-        opt_string(),
-        opt_identity(),
-        (unicode_string(), unicode_string()),
-        btree_map(unicode_string(), unicode_string(), 0..3),
-        vec(teardown_scope(), 0..4),
-    )
-        .prop_map(
-            move |(session_id, identity, (name, version), labels, teardown_scopes)| OutsideRun {
-                key: key.clone(),
-                session_id,
-                identity,
-                producer: Producer { name, version },
-                labels,
-                teardown_scopes,
-            },
-        )
+    run_started(key).prop_map(|r| OutsideRun {
+        key: r.run_id,
+        session_id: r.session_id,
+        identity: r.identity,
+        producer: r.producer,
+        labels: r.labels,
+        teardown_scopes: r.teardown_scopes,
+    })
 }
 
 fn opt_bool() -> impl Strategy<Value = Option<bool>> {

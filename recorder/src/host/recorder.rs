@@ -3,8 +3,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use reel::context::*;
@@ -17,7 +16,6 @@ use crate::writer::Queue;
 
 use super::call::CallBuilder;
 use super::lock;
-use super::run::RunInner;
 use super::run::{Caller, Run, RunStart};
 use super::teardown::Teardowns;
 use super::RecorderError;
@@ -171,20 +169,14 @@ impl Recorder {
             }
             s
         });
-        let run = Run {
-            inner: Arc::new(RunInner {
-                rec: self.inner.clone(),
-                id: Arc::from(id.as_str()),
-                outside: None,
-                session_id: start.session_id.clone(),
-                identity: start.identity.clone(),
-                teardown_scopes: teardown_scopes.clone(),
-                next_call: AtomicU64::new(1),
-                teardowns: Mutex::new(Teardowns::default()),
-                ended: AtomicBool::new(false),
-                closed: AtomicBool::new(false),
-            }),
-        };
+        let run = Run::open(
+            self.inner.clone(),
+            &id,
+            false,
+            start.session_id.clone(),
+            start.identity.clone(),
+            teardown_scopes.clone(),
+        );
         // Known secrets reach the writer before the first fact they scrub.
         for secret in start.secrets {
             self.inner.queue.secret(&run.inner.id, secret);
@@ -242,20 +234,14 @@ impl Recorder {
         args: impl Serialize,
     ) -> CallBuilder {
         let key = format!("call-{:032x}", rand::random::<u128>());
-        let stream = Run {
-            inner: Arc::new(RunInner {
-                rec: self.inner.clone(),
-                id: Arc::from(key.as_str()),
-                outside: Some(OnceLock::new()),
-                session_id: caller.session_id.clone(),
-                identity: caller.identity.clone(),
-                teardown_scopes: vec![TeardownScope::Call],
-                next_call: AtomicU64::new(1),
-                teardowns: Mutex::new(Teardowns::default()),
-                ended: AtomicBool::new(false),
-                closed: AtomicBool::new(false),
-            }),
-        };
+        let stream = Run::open(
+            self.inner.clone(),
+            &key,
+            true,
+            caller.session_id.clone(),
+            caller.identity.clone(),
+            vec![TeardownScope::Call],
+        );
         let mut builder = stream.call(tool, args);
         builder.outside = Some(caller);
         builder

@@ -148,6 +148,34 @@ pub(super) struct RunInner {
     pub(super) closed: AtomicBool,
 }
 
+impl Run {
+    /// A stream of the recorder `rec`, kept under `id`, before its first
+    /// fact: a run (`outside` false), or a call outside any run.
+    pub(super) fn open(
+        rec: Arc<RecorderInner>,
+        id: &str,
+        outside: bool,
+        session_id: Option<String>,
+        identity: Option<Identity>,
+        teardown_scopes: Vec<TeardownScope>,
+    ) -> Run {
+        Run {
+            inner: Arc::new(RunInner {
+                rec,
+                id: Arc::from(id),
+                outside: outside.then(OnceLock::new),
+                session_id,
+                identity,
+                teardown_scopes,
+                next_call: AtomicU64::new(1),
+                teardowns: Mutex::new(Teardowns::default()),
+                ended: AtomicBool::new(false),
+                closed: AtomicBool::new(false),
+            }),
+        }
+    }
+}
+
 impl std::fmt::Debug for Run {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Run")
