@@ -65,6 +65,7 @@
 //!   facts around it still read.
 
 mod block;
+mod durable;
 mod error;
 mod fingerprint;
 mod follow;
@@ -138,6 +139,8 @@ struct Inner {
     /// The format the archive is stamped with (raised to
     /// [`FORMAT_VERSION`] before this reel's first write).
     format: std::sync::atomic::AtomicU32,
+    /// What makes a flush durable beyond sled's own (see `durable`).
+    durable: durable::Durable,
 }
 
 pub(crate) struct Trees {

@@ -125,8 +125,10 @@ impl Archive {
             by_status: tree(keys::T_BY_STATUS)?,
         };
         let (appended, _) = tokio::sync::watch::channel(0);
+        let durable = crate::durable::Durable::new(&dir);
         let archive = Archive {
             inner: Arc::new(Inner {
+                durable,
                 dir,
                 db,
                 trees,

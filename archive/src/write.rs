@@ -285,18 +285,20 @@ impl Archive {
         Ok(format!("sha256:{}", hex::encode(digest)))
     }
 
-    /// Makes everything appended so far durable. Returns the bytes flushed.
+    /// Makes everything appended so far durable: sled's flush, then what
+    /// it leaves unsynced (its blob files, the log's size, the device's
+    /// cache; see `durable.rs`). Returns the bytes flushed.
     pub fn flush(&self) -> Result<usize> {
-        self.inner.db.flush().map_err(|e| self.storage(e))
+        let n = self.inner.db.flush().map_err(|e| self.storage(e))?;
+        self.sync_files()?;
+        Ok(n)
     }
 
-    /// [`Archive::flush`] for async code.
-    pub async fn flush_async(&self) -> Result<usize> {
+    fn sync_files(&self) -> Result<()> {
         self.inner
-            .db
-            .flush_async()
-            .await
-            .map_err(|e| self.storage(e))
+            .durable
+            .sync()
+            .map_err(|e| self.storage(sled::Error::Io(e)))
     }
 }
 

@@ -127,6 +127,64 @@ pub fn plain(path: &Path, shape: Shape) -> io::Result<Recorded> {
     })
 }
 
+/// How the baselines of the fair rows write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Commit {
+    /// The same group commit reel's concurrent calls get: the n-th batch of
+    /// every run is written, then one fsync (the record, fair row).
+    Grouped,
+    /// Every batch lz4-compressed, as reel stores blocks, and written with
+    /// no fsync at all: what the CPU and the disk allow (the record, the
+    /// limit row).
+    NoSync,
+}
+
+/// The same facts as [`plain`], built the same way and encoded with
+/// [`reel_archive::encode_fact`], written under `commit`. Timed from
+/// building the first fact until the last write (and fsync) returns.
+pub fn plain_committed(path: &Path, shape: Shape, commit: Commit) -> io::Result<Recorded> {
+    let started = Instant::now();
+    let mut runs: Vec<Vec<Vec<u8>>> = Vec::with_capacity(shape.runs);
+    let mut failure = None;
+    for r in 0..shape.runs {
+        let mut batches = Vec::with_capacity(shape.calls + 2);
+        workload::run_facts(r, &shape, |batch| {
+            let mut buf = Vec::with_capacity(batch.len() * 48);
+            for fact in batch {
+                let at = buf.len();
+                buf.extend_from_slice(&[0; 4]);
+                if let Err(e) = encode_fact(fact, &mut buf) {
+                    failure = Some(io::Error::other(e));
+                    return;
+                }
+                let len = (buf.len() - at - 4) as u32;
+                buf[at..at + 4].copy_from_slice(&len.to_le_bytes());
+            }
+            if commit == Commit::NoSync {
+                buf = lz4_flex::block::compress_prepend_size(&buf);
+            }
+            batches.push(buf);
+        });
+        runs.push(batches);
+    }
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    let mut file = File::create(path)?;
+    for g in 0..shape.calls + 2 {
+        for run in &runs {
+            file.write_all(&run[g])?;
+        }
+        if commit == Commit::Grouped {
+            file.sync_data()?;
+        }
+    }
+    Ok(Recorded {
+        facts: shape.facts(),
+        elapsed: started.elapsed(),
+    })
+}
+
 /// The same workload through `tracing`: one span per call (run id, call id,
 /// tool), one event per fact, a `tracing_subscriber::fmt().json()` layer
 /// writing through `tracing_appender::non_blocking` (lossless, so that no

@@ -15,8 +15,9 @@ fn every_row_runs_at_tiny_sizes() {
             "row {key} is missing from the summary; log:\n{log}"
         );
     }
-    // progress has a median and a p99 row.
-    assert_eq!(rows.len(), ROWS.len() + 1, "{log}");
+    // progress and latency have a median (p50) and a p99 row; replay has
+    // replay() alone and end to end.
+    assert_eq!(rows.len(), ROWS.len() + 3, "{log}");
     for r in &rows {
         for (name, v) in [
             ("reel", r.reel),
