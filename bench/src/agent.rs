@@ -431,3 +431,23 @@ pub fn call_bytes() -> io::Result<usize> {
     }
     Ok(bytes.len())
 }
+
+/// The agent workload's blocks as the recorder would seal them (see
+/// [`crate::record::workload_blocks`]); the big results inline.
+pub fn workload_blocks(shape: AgentShape) -> io::Result<Vec<Vec<u8>>> {
+    let mut blocks = Vec::new();
+    for r in 0..shape.runs {
+        for batch in run_batches(r, &shape) {
+            let mut buf = Vec::new();
+            for fact in &batch {
+                let at = buf.len();
+                buf.extend_from_slice(&[0; 4]);
+                encode_fact(fact, &mut buf).map_err(io::Error::other)?;
+                let len = (buf.len() - at - 4) as u32;
+                buf[at..at + 4].copy_from_slice(&len.to_le_bytes());
+            }
+            blocks.push(buf);
+        }
+    }
+    Ok(blocks)
+}

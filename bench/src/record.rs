@@ -329,3 +329,90 @@ pub fn disk_usage(path: &Path) -> io::Result<(u64, u64)> {
         Ok((meta.blocks() * 512, meta.len()))
     }
 }
+
+/// One codec's figures over the same blocks.
+#[derive(Debug, Clone)]
+pub struct Codec {
+    /// The codec and its level.
+    pub name: &'static str,
+    /// Compressed bytes over all blocks.
+    pub bytes: usize,
+    /// Time to compress them all.
+    pub compress: Duration,
+    /// Time to decompress them all.
+    pub decompress: Duration,
+}
+
+/// The blocks the recorder seals for `shape` (each call's facts, encoded
+/// with [`encode_fact`] and length-prefixed: a block's payload before
+/// compression), compressed one by one with lz4 (what the archive uses)
+/// and zstd at levels 1 and 3. Returns the uncompressed total and each
+/// codec's figures.
+pub fn compression_survey(blocks: &[Vec<u8>]) -> io::Result<(usize, Vec<Codec>)> {
+    let raw: usize = blocks.iter().map(Vec::len).sum();
+    let mut out = Vec::new();
+    // lz4_flex, as block.rs stores blocks.
+    let t = Instant::now();
+    let packed: Vec<Vec<u8>> = blocks
+        .iter()
+        .map(|b| lz4_flex::block::compress_prepend_size(b))
+        .collect();
+    let compress = t.elapsed();
+    let t = Instant::now();
+    for p in &packed {
+        black_box(lz4_flex::block::decompress_size_prepended(p).map_err(io::Error::other)?);
+    }
+    out.push(Codec {
+        name: "lz4 (lz4_flex)",
+        bytes: packed.iter().map(Vec::len).sum(),
+        compress,
+        decompress: t.elapsed(),
+    });
+    for (name, level) in [("zstd -1", 1), ("zstd -3", 3)] {
+        let t = Instant::now();
+        let mut packed = Vec::with_capacity(blocks.len());
+        for b in blocks {
+            packed.push(zstd::bulk::compress(b, level)?);
+        }
+        let compress = t.elapsed();
+        let t = Instant::now();
+        for (p, b) in packed.iter().zip(blocks) {
+            black_box(zstd::bulk::decompress(p, b.len())?);
+        }
+        out.push(Codec {
+            name,
+            bytes: packed.iter().map(Vec::len).sum(),
+            compress,
+            decompress: t.elapsed(),
+        });
+    }
+    Ok((raw, out))
+}
+
+/// The workload's blocks as the recorder would seal them: for each run,
+/// run.started, each call's facts, run.ended, encoded with [`encode_fact`]
+/// and length-prefixed.
+pub fn workload_blocks(shape: Shape) -> io::Result<Vec<Vec<u8>>> {
+    let mut blocks = Vec::new();
+    let mut failure = None;
+    for r in 0..shape.runs {
+        workload::run_facts(r, &shape, |batch| {
+            let mut buf = Vec::new();
+            for fact in batch {
+                let at = buf.len();
+                buf.extend_from_slice(&[0; 4]);
+                if let Err(e) = encode_fact(fact, &mut buf) {
+                    failure = Some(io::Error::other(e));
+                    return;
+                }
+                let len = (buf.len() - at - 4) as u32;
+                buf[at..at + 4].copy_from_slice(&len.to_le_bytes());
+            }
+            blocks.push(buf);
+        });
+    }
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(blocks),
+    }
+}
