@@ -161,6 +161,21 @@ impl Session {
     }
 }
 
+/// Where in the call's facts the host facts a replay puts back into the
+/// timeline are (`cancel.requested`, `teardown.ran`: the host facts but the
+/// call's start and end), found once per call instead of on every filed fact.
+fn host_positions(call: &RecordedCall) -> Vec<usize> {
+    call.facts
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| {
+            is_host_fact(&f.kind)
+                && !matches!(f.kind, FactKind::CallStarted(_) | FactKind::CallEnded(_))
+        })
+        .map(|(i, _)| i)
+        .collect()
+}
+
 /// Facts the host files (not matched against the tool's facts).
 fn is_host_fact(kind: &FactKind) -> bool {
     matches!(
@@ -199,6 +214,10 @@ fn served_result(call: &RecordedCall) -> Result<Value, ToolError> {
 /// the recorded result compares with the replayed one.
 fn resolved_call(call: &RecordedCall, artifacts: &HashMap<String, Vec<u8>>) -> RecordedCall {
     let mut call = call.clone();
+    if artifacts.is_empty() {
+        // Nothing was stored as an artifact: nothing to put back.
+        return call;
+    }
     let mut started = FactKind::CallStarted(call.started.clone());
     resolve_refs(&mut started, artifacts);
     if let FactKind::CallStarted(s) = started {
@@ -219,7 +238,9 @@ fn replay_call<'a>(
 ) -> BoxFuture<'a, Result<Value, ToolError>> {
     Box::pin(async move {
         let rec = &session.recording;
-        let call = &resolved_call(call, &rec.artifacts);
+        // Shared with the call's backend, not copied into it.
+        let resolved = Arc::new(resolved_call(call, &rec.artifacts));
+        let call: &RecordedCall = &resolved;
         let started = call.started.clone();
         let order = call.started_seq;
         let call_id = started.call_id.clone();
@@ -375,7 +396,8 @@ fn replay_call<'a>(
 
         let backend = Arc::new(ReplayBackend {
             session: session.clone(),
-            call: call.clone(),
+            host: host_positions(call),
+            call: resolved.clone(),
             expected,
             cancel: cancel.clone(),
             cancel_point,

@@ -26,7 +26,10 @@ pub(super) struct CallState {
 
 pub(super) struct ReplayBackend {
     pub(super) session: Arc<Session>,
-    pub(super) call: RecordedCall,
+    pub(super) call: Arc<RecordedCall>,
+    /// Positions in `call.facts` of the host facts put back into the
+    /// timeline (see `host_positions`).
+    pub(super) host: Vec<usize>,
     pub(super) expected: Vec<Fact>,
     pub(super) cancel: CancelHandle,
     /// (tool facts filed, children ended, reason).
@@ -114,10 +117,7 @@ impl ReplayBackend {
 
     /// Recorded host facts of this call (not call.started / call.ended).
     fn host_facts(&self) -> impl Iterator<Item = &Fact> {
-        self.call.facts.iter().filter(|f| {
-            is_host_fact(&f.kind)
-                && !matches!(f.kind, FactKind::CallStarted(_) | FactKind::CallEnded(_))
-        })
+        self.host.iter().map(|&i| &self.call.facts[i])
     }
 
     /// Puts recorded host facts with a seq below `before` into the timeline.
@@ -263,16 +263,9 @@ impl ReplayBackend {
         let (at, offset) = recorded
             .or(self.expected.last())
             .map_or((0, 0), |f| (f.at, f.offset));
-        {
-            let mut out = self.session.lock_out();
-            if let Some(rec) = recorded {
-                self.host_facts_before(&mut st, &mut out, rec.seq);
-            }
-            out.push_fact(at, offset, Some(&self.call.started.call_id), kind.clone());
-            if recorded.is_some() {
-                out.matched += 1;
-            }
-        }
+        // Compared first, then moved into the output: the fact is never
+        // copied (a copy of every replayed fact was most of replay's
+        // allocations).
         if !self.session.options.results_only {
             match recorded {
                 // Equal facts (the common case) need no diff; a recorded
@@ -308,6 +301,16 @@ impl ReplayBackend {
                     );
                     self.note(&mut st, d);
                 }
+            }
+        }
+        {
+            let mut out = self.session.lock_out();
+            if let Some(rec) = recorded {
+                self.host_facts_before(&mut st, &mut out, rec.seq);
+            }
+            out.push_fact(at, offset, Some(&self.call.started.call_id), kind);
+            if recorded.is_some() {
+                out.matched += 1;
             }
         }
         let emitted = st.emitted;
