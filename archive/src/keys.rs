@@ -14,6 +14,8 @@
 //! | `by_tenant`  | len u16 BE ++ tenant ++ started ++ ordinal      | empty                  |
 //! | `by_tool`    | len u16 BE ++ tool ++ started ++ ordinal        | empty                  |
 //! | `by_status`  | state u8 ++ started ++ ordinal                  | empty                  |
+//! | `salvaged`   | ordinal u64 BE                                  | seqs salvage lost      |
+//! | `pruned`     | ordinal u64 BE                                  | tombstone of a run     |
 //!
 //! `started` is the run's start time (i64 unix nanos) with its sign bit
 //! flipped, so that byte order is time order. A listing cursor is the hex
@@ -32,6 +34,10 @@ pub(crate) const T_BY_TIME: &str = "by_time";
 pub(crate) const T_BY_TENANT: &str = "by_tenant";
 pub(crate) const T_BY_TOOL: &str = "by_tool";
 pub(crate) const T_BY_STATUS: &str = "by_status";
+/// Runs `reel salvage` recovered with facts lost: which seqs (see `salvage`).
+pub(crate) const T_SALVAGED: &str = "salvaged";
+/// Tombstones of pruned runs (see `prune`).
+pub(crate) const T_PRUNED: &str = "pruned";
 
 pub(crate) const META_FORMAT: &[u8] = b"format";
 /// Where older reels kept the fingerprint key; removed on open (the key

@@ -123,6 +123,8 @@ impl Archive {
             by_tenant: tree(keys::T_BY_TENANT)?,
             by_tool: tree(keys::T_BY_TOOL)?,
             by_status: tree(keys::T_BY_STATUS)?,
+            salvaged: tree(keys::T_SALVAGED)?,
+            pruned: tree(keys::T_PRUNED)?,
         };
         let (appended, _) = tokio::sync::watch::channel(0);
         let archive = Archive {
@@ -137,6 +139,7 @@ impl Archive {
             }),
         };
         archive.recover()?;
+        archive.finish_prunes()?;
         Ok(archive)
     }
 
