@@ -312,3 +312,138 @@ fn salvage_recovers_only_what_was_recorded_whatever_the_damage() {
     );
     assert!(sled_refused > 0, "some damage makes sled refuse the store");
 }
+
+/// Flips the byte at `offset` of every copy of `value` in every file of
+/// `dir`; returns how many copies there were.
+fn damage_every_copy(dir: &Path, value: &[u8], offset: usize) -> usize {
+    let mut copies = 0;
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for entry in std::fs::read_dir(&d).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                todo.push(path);
+                continue;
+            }
+            let mut bytes = std::fs::read(&path).unwrap();
+            let hits: Vec<usize> = bytes
+                .windows(value.len())
+                .enumerate()
+                .filter(|(_, w)| *w == value)
+                .map(|(i, _)| i)
+                .collect();
+            for i in &hits {
+                bytes[i + offset] ^= 0x10;
+            }
+            if !hits.is_empty() {
+                copies += hits.len();
+                std::fs::write(&path, bytes).unwrap();
+            }
+        }
+    }
+    copies
+}
+
+/// The stored block of the big-artifact run that holds its step 10 (seq
+/// 11), read through sled.
+fn block_of_step_10(dir: &Path) -> Vec<u8> {
+    let db = sled::open(dir).expect("sled opens the original");
+    let events = db.open_tree("events").expect("events");
+    let value = events
+        .iter()
+        .values()
+        .map(|v| v.expect("reads").to_vec())
+        .find(|v| v.windows(6).any(|w| w == b"\xa4step\x0a"))
+        .expect("the block of step 10");
+    drop(db);
+    let started = std::time::Instant::now();
+    while sled::open(dir).is_err() && started.elapsed().as_secs() < 5 {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    value
+}
+
+/// A block lost in every copy, its header intact: the run is recovered on
+/// both sides of it, its chain marked broken at exactly that seq; reading
+/// the run shows the gap as salvage's, and `verify` lists it as a known
+/// loss, not as damage. With the header's digest damaged too, nothing
+/// links the rest to the run: the run is recovered up to the loss
+/// (incomplete) and the rest is reported as unplaced blocks.
+#[test]
+fn a_lost_block_breaks_the_chain_where_it_was_and_nowhere_else() {
+    let tmp = tempfile::tempdir().unwrap();
+    let original = tmp.path().join("original");
+    let (recorded, _) = record(&original);
+    let block = block_of_step_10(&original);
+    let run_facts = recorded.keys().filter(|(r, _)| r == "big-artifact").count() as u64;
+
+    // The payload damaged, the header intact.
+    let copy = tmp.path().join("payload");
+    copy_dir(&original, &copy);
+    std::fs::write(copy.join("conf"), b"").unwrap();
+    assert!(damage_every_copy(&copy, &block, 80) > 0);
+    let into = tmp.path().join("payload-salvaged");
+    let report = salvage(&copy, &into, config()).expect("salvage");
+    assert!(report.sled_refused.is_some());
+    let run = report
+        .runs
+        .iter()
+        .find(|r| r.run_id == "big-artifact")
+        .expect("recovered");
+    assert_eq!(
+        run.lost,
+        [reel_archive::LostSeqs {
+            first: 11,
+            last: 11
+        }]
+    );
+    assert_eq!(run.facts, run_facts - 1);
+    assert_eq!(run.state, reel::run::RunState::Completed);
+    assert_eq!(report.runs_broken, 1);
+    assert_eq!(report.facts_lost, 1);
+    let fresh = Archive::open(&into, config()).expect("opens");
+    let verified = fresh.verify().expect("verify");
+    assert!(verified.is_ok(), "{:?}", verified.problems);
+    assert_eq!(
+        verified.known_losses.len(),
+        1,
+        "{:?}",
+        verified.known_losses
+    );
+    assert_eq!(verified.known_losses[0].seqs, Some((11, Some(11))));
+    let gaps: Vec<_> = fresh
+        .facts("big-artifact", ..)
+        .unwrap()
+        .filter_map(|f| f.err())
+        .collect();
+    assert_eq!(gaps.len(), 1);
+    let gap = gaps[0].gap().expect("a gap");
+    assert_eq!((gap.first, gap.last), (11, Some(11)));
+    assert!(gap.detail.contains("reel salvage"), "{}", gap.detail);
+    drop(fresh);
+
+    // The header's own digest damaged too.
+    let copy = tmp.path().join("header");
+    copy_dir(&original, &copy);
+    std::fs::write(copy.join("conf"), b"").unwrap();
+    assert!(damage_every_copy(&copy, &block, 80) > 0);
+    let mut broken_header = block.clone();
+    broken_header[80] ^= 0x10;
+    assert!(damage_every_copy(&copy, &broken_header, 40) > 0);
+    let into = tmp.path().join("header-salvaged");
+    let report = salvage(&copy, &into, config()).expect("salvage");
+    let run = report
+        .runs
+        .iter()
+        .find(|r| r.run_id == "big-artifact")
+        .expect("recovered");
+    assert_eq!(
+        (run.facts, run.state),
+        (11, reel::run::RunState::Incomplete)
+    );
+    assert!(run.lost.is_empty());
+    assert_eq!(report.blocks_unplaced, run_facts - 12);
+    let fresh = Archive::open(&into, config()).expect("opens");
+    let verified = fresh.verify().expect("verify");
+    assert!(verified.is_ok(), "{:?}", verified.problems);
+}
