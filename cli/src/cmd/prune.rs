@@ -12,8 +12,9 @@ use reel_viewer::render::terminal::{escape, JsonSafe};
 
 use crate::failure::Failure;
 
-/// A pause before each deletion, in milliseconds: for the crash tests,
-/// which kill a prune midway.
+/// A pause before each deletion, in milliseconds, each announced on
+/// standard error (`prune step N`): for the crash tests, which kill a prune
+/// right after a given step. Not documented to users.
 const PAUSE_ENV: &str = "REEL_PRUNE_PAUSE_MS";
 
 /// `reel prune`'s arguments.
@@ -64,12 +65,15 @@ pub fn run(dir: &Path, args: PruneArgs) -> Result<ExitCode, Failure> {
         bar.set_prefix(if args.dry_run { "counting" } else { "pruning" });
         bar
     });
+    let mut steps = 0u64;
     let report = archive.prune(&filter, args.dry_run, &mut |done, total| {
         if let Some(bar) = &bar {
             bar.set_length(total);
             bar.set_position(done);
         }
         if let Some(p) = pause {
+            steps += 1;
+            eprintln!("prune step {steps}");
             std::thread::sleep(p);
         }
     })?;
