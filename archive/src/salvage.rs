@@ -120,6 +120,8 @@ struct Pool {
     artifacts: HashMap<Digest, Vec<u8>>,
     /// Run ids of sled's readable records, by ordinal.
     records: BTreeMap<u64, String>,
+    /// The archive's format stamp, when sled read it.
+    format: Option<u32>,
     /// The raw bytes of every file of the damaged archive.
     files: Vec<Vec<u8>>,
 }
@@ -187,6 +189,15 @@ pub fn salvage(from: &Path, into: &Path, config: ArchiveConfig) -> Result<Salvag
         sled_refused: read_with_sled(from, &mut pool),
         ..SalvageReport::default()
     };
+    // A newer reel's archive is not damaged: its blocks are of a version
+    // this reel does not know, and would all be reported lost.
+    if let Some(found) = pool.format.filter(|&f| f > crate::FORMAT_VERSION) {
+        return Err(ArchiveError::NewerFormat {
+            dir: from.to_path_buf(),
+            found,
+            supported: crate::FORMAT_VERSION,
+        });
+    }
     for path in files_of(from) {
         if let Ok(bytes) = std::fs::read(&path) {
             scan_blocks(&bytes, &mut pool);
@@ -269,6 +280,7 @@ fn read_with_sled(from: &Path, pool: &mut Pool) -> Option<String> {
             }
             pool.artifacts.extend(found.artifacts);
             pool.records.extend(found.records);
+            pool.format = found.format;
             refused
         }
         Err(_) => Some("sled panicked while reading the store".into()),
@@ -284,6 +296,12 @@ fn sled_into(dir: &Path, pool: &mut Pool) -> Option<String> {
     let mut note = |e: sled::Error| {
         refused.get_or_insert_with(|| format!("sled opened the store but failed reading it: {e}"));
     };
+    if let Ok(Some(v)) = db
+        .open_tree(keys::T_META)
+        .and_then(|m| m.get(keys::META_FORMAT))
+    {
+        pool.format = keys::format_from(&v);
+    }
     match db.open_tree(keys::T_RUNS) {
         Ok(runs) => {
             for item in runs.iter() {
