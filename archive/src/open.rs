@@ -281,7 +281,8 @@ mod tests {
                 block::push_fact(&mut payload, f).unwrap();
             }
             let mut plain = vec![block::BLOCK_PLAIN];
-            plain.extend_from_slice(&(facts.len() as u32).to_be_bytes());
+            // The count, as the block held it.
+            plain.extend_from_slice(&value[1..5]);
             plain.extend_from_slice(&prev);
             plain.extend_from_slice(&[0; 32]);
             plain.extend_from_slice(&payload);

@@ -52,8 +52,7 @@ pub struct PruneReport {
     pub artifacts_kept: Option<String>,
 }
 
-/// A pruned run's tombstone: version 1, pending flag, pruned at, started
-/// at, run id.
+/// A pruned run's tombstone (stored by `keys::tombstone_value`).
 struct Tombstone {
     pending: bool,
     pruned_at: i64,
@@ -63,22 +62,16 @@ struct Tombstone {
 
 impl Tombstone {
     fn encode(&self) -> Vec<u8> {
-        let mut out = vec![1u8, u8::from(self.pending)];
-        out.extend_from_slice(&self.pruned_at.to_be_bytes());
-        out.extend_from_slice(&self.started_at.to_be_bytes());
-        out.extend_from_slice(self.run_id.as_bytes());
-        out
+        keys::tombstone_value(self.pending, self.pruned_at, self.started_at, &self.run_id)
     }
 
     fn decode(bytes: &[u8]) -> Option<Tombstone> {
-        if bytes.len() < 18 || bytes[0] != 1 {
-            return None;
-        }
+        let (pending, pruned_at, started_at, run_id) = keys::tombstone_from(bytes)?;
         Some(Tombstone {
-            pending: bytes[1] != 0,
-            pruned_at: i64::from_be_bytes(bytes[2..10].try_into().ok()?),
-            started_at: i64::from_be_bytes(bytes[10..18].try_into().ok()?),
-            run_id: String::from_utf8_lossy(&bytes[18..]).into_owned(),
+            pending,
+            pruned_at,
+            started_at,
+            run_id,
         })
     }
 }

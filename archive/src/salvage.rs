@@ -122,6 +122,9 @@ struct Pool {
     records: BTreeMap<u64, String>,
     /// The archive's format stamp, when sled read it.
     format: Option<u32>,
+    /// Runs pruned from the archive (sled's tombstones): copies of their
+    /// blocks may still lie in sled's files, and are not brought back.
+    pruned: HashSet<String>,
     /// The raw bytes of every file of the damaged archive.
     files: Vec<Vec<u8>>,
 }
@@ -281,6 +284,7 @@ fn read_with_sled(from: &Path, pool: &mut Pool) -> Option<String> {
             pool.artifacts.extend(found.artifacts);
             pool.records.extend(found.records);
             pool.format = found.format;
+            pool.pruned = found.pruned;
             refused
         }
         Err(_) => Some("sled panicked while reading the store".into()),
@@ -301,6 +305,13 @@ fn sled_into(dir: &Path, pool: &mut Pool) -> Option<String> {
         .and_then(|m| m.get(keys::META_FORMAT))
     {
         pool.format = keys::format_from(&v);
+    }
+    if let Ok(pruned) = db.open_tree(keys::T_PRUNED) {
+        for (_, v) in pruned.iter().flatten() {
+            if let Some((_, _, _, run_id)) = keys::tombstone_from(&v) {
+                pool.pruned.insert(run_id);
+            }
+        }
     }
     match db.open_tree(keys::T_RUNS) {
         Ok(runs) => {
@@ -587,7 +598,7 @@ fn reassemble<'a>(pool: &'a Pool, report: &mut SalvageReport) -> Vec<Reassembled
     let led_to: HashSet<&Digest> = pool
         .blocks
         .iter()
-        .filter_map(|(_, f)| next(&block::digest_of(&f.value), f.end()).map(|(d, _)| *d))
+        .filter_map(|(d, f)| next(d, f.end()).map(|(d, _)| *d))
         .collect();
     let mut segments: Vec<Vec<(Digest, &Found)>> = Vec::new();
     let mut starts: Vec<(&Digest, &Found)> = pool
@@ -620,6 +631,8 @@ fn reassemble<'a>(pool: &'a Pool, report: &mut SalvageReport) -> Vec<Reassembled
             .then(|| RunRecord::from_first(&head.facts[0]))
             .flatten();
         match record {
+            // A pruned run's blocks, still in sled's files: gone on purpose.
+            Some(r) if pool.pruned.contains(&r.run_id) => {}
             Some(r) if !runs.iter().any(|(id, _)| *id == r.run_id) => runs.push((
                 r.run_id,
                 Reassembled {
@@ -706,6 +719,10 @@ fn bridges(files: &[Vec<u8>], from: &Digest) -> HashSet<Digest> {
     reached
 }
 
+fn lost_pairs(lost: &[LostSeqs]) -> Vec<(u64, u64)> {
+    lost.iter().map(|l| (l.first, l.last)).collect()
+}
+
 impl Archive {
     /// Writes one reassembled run into this (fresh) archive: its blocks as
     /// they were stored, its record derived from its facts, its index
@@ -731,7 +748,10 @@ impl Archive {
         }
         if !run.lost.is_empty() {
             t.salvaged
-                .insert(keys::run_key(ordinal), encode_lost(&run.lost))
+                .insert(
+                    keys::run_key(ordinal),
+                    keys::lost_value(&lost_pairs(&run.lost)),
+                )
                 .map_err(s)?;
         }
         t.runs
@@ -759,32 +779,13 @@ impl Archive {
             .salvaged
             .get(keys::run_key(ordinal))
             .map_err(|e| self.storage(e))?
-            .map(|v| decode_lost(&v))
-            .unwrap_or_default())
-    }
-}
-
-/// The stored form of a run's lost seqs: version 1, then (first, last)
-/// pairs of u64 BE.
-fn encode_lost(lost: &[LostSeqs]) -> Vec<u8> {
-    let mut out = vec![1u8];
-    for l in lost {
-        out.extend_from_slice(&l.first.to_be_bytes());
-        out.extend_from_slice(&l.last.to_be_bytes());
-    }
-    out
-}
-
-fn decode_lost(bytes: &[u8]) -> Vec<LostSeqs> {
-    match bytes.split_first() {
-        Some((1, rest)) => rest
-            .chunks_exact(16)
-            .map(|c| LostSeqs {
-                first: u64::from_be_bytes(c[..8].try_into().expect("8 bytes")),
-                last: u64::from_be_bytes(c[8..].try_into().expect("8 bytes")),
+            .map(|v| {
+                keys::lost_from(&v)
+                    .into_iter()
+                    .map(|(first, last)| LostSeqs { first, last })
+                    .collect()
             })
-            .collect(),
-        _ => Vec::new(),
+            .unwrap_or_default())
     }
 }
 
@@ -806,7 +807,7 @@ mod tests {
             );
             assert_eq!(varint_at(&bytes, 0), Some((want, enc.len())));
         }
-        let lost = [LostSeqs { first: 3, last: 9 }];
-        assert_eq!(decode_lost(&encode_lost(&lost)), lost);
+        let lost = [(3, 9), (12, 12)];
+        assert_eq!(keys::lost_from(&keys::lost_value(&lost)), lost);
     }
 }
