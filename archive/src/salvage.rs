@@ -433,6 +433,27 @@ fn varints_before(bytes: &[u8], at: usize) -> impl Iterator<Item = u64> + '_ {
     })
 }
 
+/// `n` as sled writes a length.
+fn varint_bytes(n: u64) -> Vec<u8> {
+    if n <= 240 {
+        vec![n as u8]
+    } else if n <= 2287 {
+        vec![((n - 240) / 256 + 241) as u8, ((n - 240) % 256) as u8]
+    } else if n <= 67823 {
+        vec![249, ((n - 2288) / 256) as u8, ((n - 2288) % 256) as u8]
+    } else {
+        // 250 + k - 4: the value in k - 1 little-endian bytes.
+        let le = n.to_le_bytes();
+        let k = (1..=8)
+            .find(|&k| k == 8 || n >> (8 * k) == 0)
+            .unwrap_or(8)
+            .max(3);
+        let mut out = vec![(247 + k) as u8];
+        out.extend_from_slice(&le[..k]);
+        out
+    }
+}
+
 /// The sled varint starting at `at`: (value, bytes it takes).
 fn varint_at(bytes: &[u8], at: usize) -> Option<(u64, usize)> {
     let b = bytes.get(at..)?;
@@ -467,7 +488,8 @@ fn scan_blocks(bytes: &[u8], pool: &mut Pool) {
             break;
         };
         let count = u32::from_be_bytes([header[1], header[2], header[3], header[4]]);
-        if count == 0 {
+        // Each fact takes at least 5 bytes of what is left of the file.
+        if count == 0 || count as usize > (bytes.len() - at) / 5 {
             continue;
         }
         for len in varints_before(bytes, at) {
@@ -549,15 +571,18 @@ fn find_artifacts(pool: &Pool, wanted: &HashMap<Digest, Option<u64>>) -> HashMap
                     }
                 }
             }
-            // A value of the size the facts give.
+            // A value of the size the facts give, after that size as sled
+            // writes it.
             if hit.is_none() {
-                if let Some(size) = size.and_then(|s| usize::try_from(s).ok()) {
-                    for at in 1..bytes.len() {
-                        if !varints_before(bytes, at).any(|l| l == size as u64) {
-                            continue;
-                        }
-                        if let Some(v) = bytes.get(at..at.saturating_add(size)) {
-                            if v.len() == size && Sha256::digest(v)[..] == digest[..] {
+                if let Some(size) = *size {
+                    let length = varint_bytes(size);
+                    for i in memchr::memmem::find_iter(bytes, &length) {
+                        let at = i + length.len();
+                        let v = usize::try_from(size)
+                            .ok()
+                            .and_then(|n| bytes.get(at..at.checked_add(n)?));
+                        if let Some(v) = v {
+                            if Sha256::digest(v)[..] == digest[..] {
                                 hit = Some(v.to_vec());
                                 break;
                             }
@@ -806,6 +831,7 @@ mod tests {
                 "{want}"
             );
             assert_eq!(varint_at(&bytes, 0), Some((want, enc.len())));
+            assert_eq!(varint_bytes(want), enc);
         }
         let lost = [(3, 9), (12, 12)];
         assert_eq!(keys::lost_from(&keys::lost_value(&lost)), lost);
