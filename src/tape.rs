@@ -134,6 +134,18 @@ pub fn parse_line(line_no: usize, text: &str) -> Result<TapeLine, TapeError> {
             Some(FORMAT) => serde_json::from_value(value)
                 .map(TapeLine::Header)
                 .map_err(|e| TapeError::at(line_no, format!("the header does not fit {FORMAT}: {e}"))),
+            // A later version of the tape format: a newer reel wrote it.
+            Some(other)
+                if other
+                    .strip_prefix("reel.tape.v")
+                    .and_then(|v| v.parse::<u32>().ok())
+                    .is_some_and(|v| v > 1) =>
+            {
+                Err(TapeError::at(
+                    line_no,
+                    format!("tape format {other:?} was written by a newer reel and is not supported by this reel (it reads {FORMAT}): upgrade reel"),
+                ))
+            }
             Some(other) if other.starts_with("reel.tape.") => Err(TapeError::at(
                 line_no,
                 format!("tape format {other:?} is not supported by this reel (reads {FORMAT}): upgrade reel"),

@@ -23,8 +23,8 @@ pub enum ArchiveError {
     /// (a flipped byte, a truncated file). Not a version problem.
     #[error(
         "archive {dir} is damaged on disk: {detail}; nothing was changed: keep a copy of the \
-         directory as it is, then restore the archive from a backup, or re-import its runs from \
-         tapes (`reel import`)"
+         directory as it is, then recover every intact run into a fresh archive with \
+         `reel salvage {dir} --into NEW`, or restore the archive from a backup"
     )]
     Damaged {
         /// The archive directory.

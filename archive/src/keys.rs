@@ -14,6 +14,8 @@
 //! | `by_tenant`  | len u16 BE ++ tenant ++ started ++ ordinal      | empty                  |
 //! | `by_tool`    | len u16 BE ++ tool ++ started ++ ordinal        | empty                  |
 //! | `by_status`  | state u8 ++ started ++ ordinal                  | empty                  |
+//! | `salvaged`   | ordinal u64 BE                                  | seqs salvage lost      |
+//! | `pruned`     | ordinal u64 BE                                  | tombstone of a run     |
 //!
 //! `started` is the run's start time (i64 unix nanos) with its sign bit
 //! flipped, so that byte order is time order. A listing cursor is the hex
@@ -32,11 +34,66 @@ pub(crate) const T_BY_TIME: &str = "by_time";
 pub(crate) const T_BY_TENANT: &str = "by_tenant";
 pub(crate) const T_BY_TOOL: &str = "by_tool";
 pub(crate) const T_BY_STATUS: &str = "by_status";
+/// Runs `reel salvage` recovered with facts lost: which seqs (see `salvage`).
+pub(crate) const T_SALVAGED: &str = "salvaged";
+/// Tombstones of pruned runs (see `prune`).
+pub(crate) const T_PRUNED: &str = "pruned";
 
 pub(crate) const META_FORMAT: &[u8] = b"format";
 /// Where older reels kept the fingerprint key; removed on open (the key
 /// now lives outside the archive).
 pub(crate) const META_KEY: &[u8] = b"key";
+
+/// The value of a `salvaged` entry: version 1, then the lost seqs as
+/// (first, last) pairs of u64 BE.
+pub(crate) fn lost_value(lost: &[(u64, u64)]) -> Vec<u8> {
+    let mut out = vec![1u8];
+    for (first, last) in lost {
+        out.extend_from_slice(&first.to_be_bytes());
+        out.extend_from_slice(&last.to_be_bytes());
+    }
+    out
+}
+
+/// Reads a `salvaged` entry; empty when it is damaged.
+pub(crate) fn lost_from(bytes: &[u8]) -> Vec<(u64, u64)> {
+    match bytes.split_first() {
+        Some((1, rest)) => rest
+            .chunks_exact(16)
+            .filter_map(|c| Some((u64_from(&c[..8])?, u64_from(&c[8..])?)))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The value of a `pruned` entry (a tombstone): version 1, pending flag
+/// u8, pruned at i64 BE, started at i64 BE, run id (UTF-8).
+pub(crate) fn tombstone_value(
+    pending: bool,
+    pruned_at: i64,
+    started_at: i64,
+    run_id: &str,
+) -> Vec<u8> {
+    let mut out = vec![1u8, u8::from(pending)];
+    out.extend_from_slice(&pruned_at.to_be_bytes());
+    out.extend_from_slice(&started_at.to_be_bytes());
+    out.extend_from_slice(run_id.as_bytes());
+    out
+}
+
+/// Reads a tombstone: (pending, pruned at, started at, run id); `None`
+/// when it is damaged.
+pub(crate) fn tombstone_from(bytes: &[u8]) -> Option<(bool, i64, i64, String)> {
+    if bytes.len() < 18 || bytes[0] != 1 {
+        return None;
+    }
+    Some((
+        bytes[1] != 0,
+        u64_from(&bytes[2..10])? as i64,
+        u64_from(&bytes[10..18])? as i64,
+        String::from_utf8_lossy(&bytes[18..]).into_owned(),
+    ))
+}
 
 /// The stored value of the `format` marker.
 pub(crate) fn format_value(version: u32) -> [u8; 4] {

@@ -76,9 +76,11 @@ mod keys;
 mod list;
 pub mod live;
 mod open;
+mod prune;
 mod read;
 mod record;
 mod recover;
+mod salvage;
 mod stats;
 mod store;
 pub mod tape;
@@ -100,10 +102,12 @@ pub use error::{ArchiveError, Result};
 pub use fingerprint::{FingerprintKey, CONFIG_DIR_ENV, KEY_ENV, KEY_FILE};
 pub use list::{Cursor, DamagedRun, RunFilter, RunPage};
 pub use open::ArchiveConfig;
+pub use prune::{PruneFilter, PruneReport};
 pub use read::Facts;
 pub use reel::codec::{decode_fact, encode_fact, parse_digest, Digest};
 pub use reel::gap::Gap;
 pub use reel::rules::{Rule, StreamRules, Violation};
+pub use salvage::{salvage, LostSeqs, SalvageReport, SalvagedRun};
 pub use stats::ArchiveStats;
 pub use store::{Store, StoreError};
 pub use tape::TapeExt;
@@ -153,6 +157,8 @@ pub(crate) struct Trees {
     pub by_tenant: sled::Tree,
     pub by_tool: sled::Tree,
     pub by_status: sled::Tree,
+    pub salvaged: sled::Tree,
+    pub pruned: sled::Tree,
 }
 
 /// A run this process is writing.

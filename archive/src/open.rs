@@ -123,6 +123,8 @@ impl Archive {
             by_tenant: tree(keys::T_BY_TENANT)?,
             by_tool: tree(keys::T_BY_TOOL)?,
             by_status: tree(keys::T_BY_STATUS)?,
+            salvaged: tree(keys::T_SALVAGED)?,
+            pruned: tree(keys::T_PRUNED)?,
         };
         let (appended, _) = tokio::sync::watch::channel(0);
         let durable = crate::durable::Durable::new(&dir);
@@ -139,6 +141,7 @@ impl Archive {
             }),
         };
         archive.recover()?;
+        archive.finish_prunes()?;
         Ok(archive)
     }
 
@@ -208,6 +211,117 @@ fn open_error(dir: &Path, e: sled::Error) -> ArchiveError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An archive as reel format 1 wrote it (every block plain, version
+    /// 1, the hash chain over those bytes; stamped 1) reads and verifies,
+    /// and keeps its stamp while only read.
+    #[test]
+    fn a_format_1_archive_with_only_version_1_blocks_reads() {
+        use crate::block;
+        use reel::fact::{FactKind, NewFact, Producer, Progress, RunEnded, RunStarted, RunStatus};
+        let dir = tempfile::tempdir().expect("tempdir");
+        let config = || ArchiveConfig {
+            fingerprint_key: FingerprintKey::Key([1; 32]),
+            ..ArchiveConfig::default()
+        };
+        let archive = Archive::open(dir.path(), config()).expect("open");
+        let fact = |kind| NewFact {
+            at: 1,
+            offset: 0,
+            call: None,
+            kind,
+        };
+        let progress = |i: u64| {
+            fact(FactKind::Progress(Progress {
+                payload: serde_json::json!({"message": format!("step {i} of 300"), "done": i}),
+                count: i + 1,
+            }))
+        };
+        let mut first = vec![fact(FactKind::RunStarted(RunStarted {
+            run_id: "old".into(),
+            session_id: None,
+            identity: None,
+            producer: Producer {
+                name: "format-1".into(),
+                version: "0".into(),
+            },
+            labels: Default::default(),
+            teardown_scopes: vec![],
+        }))];
+        first.extend((0..100).map(progress));
+        archive.append("old", first).expect("append");
+        archive
+            .append("old", (100..200).map(progress).collect())
+            .expect("append");
+        archive
+            .append(
+                "old",
+                vec![fact(FactKind::RunEnded(RunEnded {
+                    status: RunStatus::Completed,
+                }))],
+            )
+            .expect("append");
+        let want: Vec<_> = archive
+            .facts("old", ..)
+            .unwrap()
+            .map(|f| f.unwrap())
+            .collect();
+        // Rewrite every block as format 1 wrote it: plain, chained anew.
+        let t = archive.trees();
+        let blocks: Vec<_> = t.events.iter().map(|kv| kv.unwrap()).collect();
+        assert!(
+            blocks.iter().any(|(_, v)| v[0] == block::BLOCK_LZ4),
+            "some block is compressed"
+        );
+        let mut prev = [0u8; 32];
+        for (key, value) in blocks {
+            let (_, seq) = keys::split_event_key(&key).unwrap();
+            let opened = block::open(&value).unwrap();
+            let facts = block::decode_facts(&opened, seq).unwrap();
+            let mut payload = Vec::new();
+            for f in &facts {
+                block::push_fact(&mut payload, f).unwrap();
+            }
+            let mut plain = vec![block::BLOCK_PLAIN];
+            // The count, as the block held it.
+            plain.extend_from_slice(&value[1..5]);
+            plain.extend_from_slice(&prev);
+            plain.extend_from_slice(&[0; 32]);
+            plain.extend_from_slice(&payload);
+            let digest = block::digest_of(&plain);
+            plain[37..block::HEADER_LEN].copy_from_slice(&digest);
+            prev = digest;
+            t.events.insert(key, plain).unwrap();
+        }
+        t.meta
+            .insert(keys::META_FORMAT, &keys::format_value(1))
+            .unwrap();
+        archive.flush().unwrap();
+        drop(archive);
+        let archive = loop {
+            match Archive::open(dir.path(), config()) {
+                Err(ArchiveError::Locked { .. }) => {
+                    std::thread::sleep(std::time::Duration::from_millis(20))
+                }
+                other => break other.expect("a format-1 archive opens"),
+            }
+        };
+        assert_eq!(archive.format_version(), 1);
+        assert!(archive
+            .trees()
+            .events
+            .iter()
+            .all(|kv| kv.unwrap().1[0] == block::BLOCK_PLAIN));
+        let got: Vec<_> = archive
+            .facts("old", ..)
+            .unwrap()
+            .map(|f| f.unwrap())
+            .collect();
+        assert_eq!(got, want);
+        let report = archive.verify().expect("verify");
+        assert!(report.is_ok(), "{:?}", report.problems);
+        assert_eq!(archive.format_version(), 1);
+    }
 
     /// What sled reports of damage is damage (exit code 2 in `reel`),
     /// never "not an archive this version can read".

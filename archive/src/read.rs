@@ -261,12 +261,20 @@ impl Facts {
 
     /// Seqs `first..=last` that no block holds.
     fn missing(&self, first: u64, last: u64) -> ArchiveError {
+        let salvaged = self
+            .archive
+            .salvage_lost(self.ordinal)
+            .is_ok_and(|lost| lost.iter().any(|l| l.first <= first && last <= l.last));
         ArchiveError::Corrupt {
             run_id: self.run_id.clone(),
             gap: Gap {
                 first,
                 last: Some(last),
-                detail: "no block holds these facts (a block is missing)".into(),
+                detail: if salvaged {
+                    "lost to damage before `reel salvage` recovered this run".into()
+                } else {
+                    "no block holds these facts (a block is missing)".into()
+                },
             },
         }
     }

@@ -49,6 +49,14 @@ pub struct VerifyReport {
     pub artifacts: u64,
     /// Everything wrong; empty when the archive is sound.
     pub problems: Vec<Problem>,
+    /// Facts the archive knows it lost, which are not damage: the seqs
+    /// `reel salvage` could not recover, recorded beside the run it
+    /// recovered.
+    #[serde(default)]
+    pub known_losses: Vec<Problem>,
+    /// Runs `reel prune` deleted (their tombstones), which are not damage.
+    #[serde(default)]
+    pub pruned: u64,
 }
 
 impl VerifyReport {
@@ -130,6 +138,7 @@ impl Archive {
         }
 
         self.verify_indexes(&records, &mut report)?;
+        report.pruned = self.pruned_runs()?;
 
         for item in t.artifacts.iter() {
             let (key, value) = item.map_err(s)?;
@@ -172,6 +181,8 @@ impl Archive {
         // The last block decoded, so `expect_seq` is the number of facts.
         let mut tail_known = true;
         let mut decoded = 0u64;
+        // Seqs salvage recorded as lost: a gap there is known, not damage.
+        let known_lost = self.salvage_lost(ordinal)?;
         let blocks: Vec<_> = self
             .trees()
             .events
@@ -193,7 +204,17 @@ impl Archive {
             let last_guess = next_first
                 .map(|n| n.saturating_sub(1))
                 .or_else(|| record.facts.checked_sub(1).filter(|&l| l >= first));
-            if first != expect_seq {
+            let known = first > expect_seq
+                && known_lost
+                    .iter()
+                    .any(|l| l.first == expect_seq && l.last + 1 == first);
+            if known {
+                report.known_losses.push(problem(
+                    run.clone(),
+                    Some((expect_seq, Some(first - 1))),
+                    "lost to damage before `reel salvage` recovered this run",
+                ));
+            } else if first != expect_seq {
                 complete = false;
                 report.problems.push(problem(
                     run.clone(),
@@ -206,7 +227,7 @@ impl Archive {
             // The header's own digest, even if the payload is damaged, so a
             // single flipped byte does not also break the next link.
             let (header_prev, header_digest) = block::header_digests(value);
-            if let (Some(p), Some(want)) = (header_prev, prev_digests) {
+            if let (Some(p), Some(want), false) = (header_prev, prev_digests, known) {
                 if !want.contains(&p) {
                     report.problems.push(problem(
                         run.clone(),

@@ -103,6 +103,18 @@ enum Command {
     ///
     /// Example: reel verify --archive ./reel-archive
     Verify(cmd::verify::VerifyArgs),
+    /// Recover every intact block and artifact of a damaged archive into a
+    /// fresh one, even when the store no longer opens.
+    ///
+    /// Reports what was recovered and what was lost; exits 2 when something
+    /// was lost, 0 when nothing was.
+    /// Example: reel salvage ./reel-archive --into ./reel-archive-salvaged
+    Salvage(cmd::salvage::SalvageArgs),
+    /// Delete old runs, with their blocks, records, index entries and the
+    /// artifacts no remaining run refers to.
+    ///
+    /// Example: reel prune --older-than 30d --tenant acme --dry-run
+    Prune(cmd::prune::PruneArgs),
     /// Figures about the archive: runs, facts, bytes on disk.
     ///
     /// Example: reel stats --json
@@ -153,6 +165,8 @@ fn main() -> ExitCode {
         Command::Import(args) => cmd::import::run(dir, args),
         Command::Verify(args) => cmd::verify::run(dir, args),
         Command::Stats(args) => cmd::stats::run(dir, args),
+        Command::Salvage(args) => cmd::salvage::run(args),
+        Command::Prune(args) => cmd::prune::run(dir, args),
         Command::Mcp(command) => cmd::mcp::run(dir, command),
     };
     match result {

@@ -89,7 +89,7 @@ fn a_damaged_store_is_damage_with_exit_code_2() {
                 "conf {how}, reel {verb:?}: {stderr}"
             );
             assert!(
-                stderr.contains("is damaged on disk"),
+                stderr.contains("is damaged on disk") && stderr.contains("reel salvage"),
                 "conf {how}, reel {verb:?}: {stderr}"
             );
             assert!(

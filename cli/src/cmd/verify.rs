@@ -31,6 +31,24 @@ pub fn run(dir: &Path, args: VerifyArgs) -> Result<ExitCode, Failure> {
             "checked {} runs, {} blocks, {} facts, {} artifacts",
             report.runs, report.blocks, report.facts, report.artifacts
         )?;
+        if report.pruned > 0 {
+            writeln!(
+                out,
+                "{} runs were pruned (`reel prune`): not damage",
+                report.pruned
+            )?;
+        }
+        if !report.known_losses.is_empty() {
+            let n = report.known_losses.len();
+            writeln!(
+                out,
+                "{n} known {} (facts `reel salvage` could not recover; not damage):",
+                if n == 1 { "loss" } else { "losses" }
+            )?;
+            for p in &report.known_losses {
+                writeln!(out, "  {}", escape(&p.to_string()))?;
+            }
+        }
         if report.is_ok() {
             writeln!(out, "ok: no problem found")?;
         } else {
