@@ -82,6 +82,7 @@ mod stats;
 mod store;
 pub mod tape;
 mod verify;
+pub mod wire;
 mod write;
 
 use std::collections::HashMap;
