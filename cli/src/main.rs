@@ -101,8 +101,16 @@ enum Command {
     Import(cmd::import::ImportArgs),
     /// Check every block, hash chain, seq and index of the archive.
     ///
+    /// With --nats URLS, also check the archive (a projection made by
+    /// `reel sync`) against the cluster's stream.
     /// Example: reel verify --archive ./reel-archive
     Verify(cmd::verify::VerifyArgs),
+    /// Project a NATS JetStream cluster's runs into the archive
+    /// (incremental: a later sync resumes where this one stopped; each
+    /// run's hash chain is checked as it lands).
+    ///
+    /// Example: reel sync --nats nats://10.0.0.1:4222,nats://10.0.0.2:4222 --archive ./fleet
+    Sync(cmd::sync::SyncArgs),
     /// Figures about the archive: runs, facts, bytes on disk.
     ///
     /// Example: reel stats --json
@@ -153,6 +161,7 @@ fn main() -> ExitCode {
         Command::Import(args) => cmd::import::run(dir, args),
         Command::Verify(args) => cmd::verify::run(dir, args),
         Command::Stats(args) => cmd::stats::run(dir, args),
+        Command::Sync(args) => cmd::sync::run(dir, args),
         Command::Mcp(command) => cmd::mcp::run(dir, command),
     };
     match result {

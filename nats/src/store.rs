@@ -508,60 +508,22 @@ impl Cluster {
         let js = jetstream::ContextBuilder::new()
             .timeout(config.ack_timeout)
             .build(client);
-        let fail = |what: &'static str, e: &dyn std::fmt::Display| NatsError::Cluster {
-            urls: shown.clone(),
-            what,
-            detail: e.to_string(),
+        // A node down or a leader election makes the first requests time
+        // out: setting up waits as a call would (the offline policy).
+        let budget = match config.offline {
+            OfflinePolicy::Wait(d) => d,
+            OfflinePolicy::Fail => Duration::ZERO,
         };
-        let stream = js
-            .get_or_create_stream(stream::Config {
-                name: config.stream.clone(),
-                subjects: vec![format!("{}.>", config.subject_prefix)],
-                num_replicas: config.replicas,
-                storage: stream::StorageType::File,
-                duplicate_window: Duration::from_secs(120),
-                allow_direct: true,
-                ..Default::default()
-            })
-            .await
-            .map_err(|e| fail("creating the stream", &e))?;
-        let runs = match js.get_key_value(&config.runs_bucket).await {
-            Ok(kv) => kv,
-            Err(_) => match js
-                .create_key_value(kv::Config {
-                    bucket: config.runs_bucket.clone(),
-                    history: 1,
-                    num_replicas: config.replicas,
-                    storage: stream::StorageType::File,
-                    ..Default::default()
-                })
-                .await
-            {
-                Ok(kv) => kv,
-                // Created meanwhile by another host.
-                Err(e) => js
-                    .get_key_value(&config.runs_bucket)
-                    .await
-                    .map_err(|_| fail("creating the run bucket", &e))?,
-            },
-        };
-        let artifacts = match js.get_object_store(&config.artifacts_bucket).await {
-            Ok(o) => o,
-            Err(_) => match js
-                .create_object_store(object_store::Config {
-                    bucket: config.artifacts_bucket.clone(),
-                    num_replicas: config.replicas,
-                    storage: stream::StorageType::File,
-                    ..Default::default()
-                })
-                .await
-            {
-                Ok(o) => o,
-                Err(e) => js
-                    .get_object_store(&config.artifacts_bucket)
-                    .await
-                    .map_err(|_| fail("creating the artifact bucket", &e))?,
-            },
+        let start = Instant::now();
+        let (stream, runs, artifacts) = loop {
+            match setup(&js, &config).await {
+                Ok(handles) => break handles,
+                Err(e) if start.elapsed() < budget => {
+                    tracing::warn!("reel-nats: {e}; trying again");
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                }
+                Err(e) => return Err(e),
+            }
         };
         Ok(Cluster {
             config,
@@ -579,6 +541,70 @@ impl Cluster {
             detail: e.to_string(),
         }
     }
+}
+
+/// Gets (or creates) the stream and the buckets.
+async fn setup(
+    js: &jetstream::Context,
+    config: &NatsConfig,
+) -> Result<(stream::Stream, kv::Store, object_store::ObjectStore), NatsError> {
+    let shown = config.shown();
+    let fail = |what: &'static str, e: &dyn std::fmt::Display| NatsError::Cluster {
+        urls: shown.clone(),
+        what,
+        detail: e.to_string(),
+    };
+    let stream = js
+        .get_or_create_stream(stream::Config {
+            name: config.stream.clone(),
+            subjects: vec![format!("{}.>", config.subject_prefix)],
+            num_replicas: config.replicas,
+            storage: stream::StorageType::File,
+            duplicate_window: Duration::from_secs(120),
+            allow_direct: true,
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| fail("creating the stream", &e))?;
+    let runs = match js.get_key_value(&config.runs_bucket).await {
+        Ok(kv) => kv,
+        Err(_) => match js
+            .create_key_value(kv::Config {
+                bucket: config.runs_bucket.clone(),
+                history: 1,
+                num_replicas: config.replicas,
+                storage: stream::StorageType::File,
+                ..Default::default()
+            })
+            .await
+        {
+            Ok(kv) => kv,
+            // Created meanwhile by another host.
+            Err(e) => js
+                .get_key_value(&config.runs_bucket)
+                .await
+                .map_err(|_| fail("creating the run bucket", &e))?,
+        },
+    };
+    let artifacts = match js.get_object_store(&config.artifacts_bucket).await {
+        Ok(o) => o,
+        Err(_) => match js
+            .create_object_store(object_store::Config {
+                bucket: config.artifacts_bucket.clone(),
+                num_replicas: config.replicas,
+                storage: stream::StorageType::File,
+                ..Default::default()
+            })
+            .await
+        {
+            Ok(o) => o,
+            Err(e) => js
+                .get_object_store(&config.artifacts_bucket)
+                .await
+                .map_err(|_| fail("creating the artifact bucket", &e))?,
+        },
+    };
+    Ok((stream, runs, artifacts))
 }
 
 impl Store for NatsStore {

@@ -40,9 +40,11 @@ pub struct SyncReport {
 }
 
 /// Projects the cluster's stream into `archive`, up to the stream's last
-/// message when the sync began, through the durable consumer `consumer`
-/// (one per projection: it remembers how far the projection got, so a
-/// restarted sync resumes there).
+/// message when the sync began, through a durable consumer (named
+/// `consumer`, or by default `reel-sync-<id>` after the projection's own
+/// id, kept beside its database: one consumer per projection, which
+/// remembers how far the projection got, so a restarted sync resumes
+/// there).
 ///
 /// Each block is checked as it lands: its checksum, its link to the
 /// stream's previous block (the hash chain), the seqs and the stream rules
@@ -55,7 +57,7 @@ pub struct SyncReport {
 pub fn sync(
     config: &NatsConfig,
     archive: &Archive,
-    consumer: &str,
+    consumer: Option<&str>,
 ) -> Result<SyncReport, NatsError> {
     let rt = runtime(config)?;
     rt.block_on(sync_async(config, archive, consumer))
@@ -76,11 +78,39 @@ fn state_path(archive: &Archive) -> PathBuf {
     archive.dir().join(STATE_FILE)
 }
 
-fn load_heads(archive: &Archive) -> Result<HashMap<String, Digest>, NatsError> {
+/// The projection's state: its own id (naming its durable consumer) and
+/// the chain heads.
+struct State {
+    id: String,
+    heads: HashMap<String, (u64, Digest)>,
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct StoredState {
+    id: String,
+    heads: BTreeMap<String, (u64, String)>,
+}
+
+fn new_id(archive: &Archive) -> String {
+    let seed = format!(
+        "{:?}{}{}",
+        std::time::SystemTime::now(),
+        std::process::id(),
+        archive.dir().display()
+    );
+    hex::encode(&Sha256::digest(seed.as_bytes())[..8])
+}
+
+fn load_state(archive: &Archive) -> Result<State, NatsError> {
     let path = state_path(archive);
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(HashMap::new()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(State {
+                id: new_id(archive),
+                heads: HashMap::new(),
+            })
+        }
         Err(e) => return Err(NatsError::Projection(format!("{}: {e}", path.display()))),
     };
     let damaged = |detail: String| {
@@ -89,19 +119,34 @@ fn load_heads(archive: &Archive) -> Result<HashMap<String, Digest>, NatsError> {
             path.display()
         ))
     };
-    let map: BTreeMap<String, String> =
-        serde_json::from_str(&text).map_err(|e| damaged(e.to_string()))?;
-    map.into_iter()
-        .map(|(k, v)| {
+    let stored: StoredState = serde_json::from_str(&text).map_err(|e| damaged(e.to_string()))?;
+    if stored.id.is_empty() || !stored.id.bytes().all(|b| b.is_ascii_alphanumeric()) {
+        return Err(damaged("the projection's id is not alphanumeric".into()));
+    }
+    let heads = stored
+        .heads
+        .into_iter()
+        .map(|(k, (seq, v))| {
             let d = reel_archive::parse_digest(&format!("sha256:{v}"))
                 .ok_or_else(|| damaged(format!("the head of {k:?} is not a digest")))?;
-            Ok((k, d))
+            Ok((k, (seq, d)))
         })
-        .collect()
+        .collect::<Result<_, NatsError>>()?;
+    Ok(State {
+        id: stored.id,
+        heads,
+    })
 }
 
-fn save_heads(archive: &Archive, heads: &HashMap<String, Digest>) -> Result<(), NatsError> {
-    let map: BTreeMap<&String, String> = heads.iter().map(|(k, v)| (k, hex::encode(v))).collect();
+fn save_state(archive: &Archive, state: &State) -> Result<(), NatsError> {
+    let map = StoredState {
+        id: state.id.clone(),
+        heads: state
+            .heads
+            .iter()
+            .map(|(k, (seq, d))| (k.clone(), (*seq, hex::encode(d))))
+            .collect(),
+    };
     let path = state_path(archive);
     let tmp = path.with_extension("json.tmp");
     let write = || -> std::io::Result<()> {
@@ -116,11 +161,16 @@ fn save_heads(archive: &Archive, heads: &HashMap<String, Digest>) -> Result<(), 
 async fn sync_async(
     config: &NatsConfig,
     archive: &Archive,
-    consumer_name: &str,
+    consumer: Option<&str>,
 ) -> Result<SyncReport, NatsError> {
     let mut cluster = Cluster::connect(config.clone()).await?;
     let mut report = SyncReport::default();
-    let mut heads = load_heads(archive)?;
+    let mut state = load_state(archive)?;
+    let consumer_name = match consumer {
+        Some(name) => name.to_owned(),
+        None => format!("reel-sync-{}", state.id),
+    };
+    let consumer_name = consumer_name.as_str();
     let info = cluster.stream.info().await.map(|i| i.state.last_sequence);
     let last = info.map_err(|e| cluster.error("reading the stream's state", e))?;
     let consumer: jetstream::consumer::PullConsumer = cluster
@@ -137,6 +187,8 @@ async fn sync_async(
         )
         .await
         .map_err(|e| cluster.error("creating the projection's consumer", e))?;
+    // The id is kept from the first sync on, with its consumer.
+    save_state(archive, &state)?;
     let mut next: HashMap<String, u64> = HashMap::new();
     let mut touched = std::collections::HashSet::new();
     let mut seen = consumer_floor(&consumer).await;
@@ -164,7 +216,7 @@ async fn sync_async(
             };
             land(
                 archive,
-                &mut heads,
+                &mut state.heads,
                 &mut next,
                 &stream,
                 &subject,
@@ -187,7 +239,7 @@ async fn sync_async(
         archive
             .flush()
             .map_err(|e| NatsError::Projection(e.to_string()))?;
-        save_heads(archive, &heads)?;
+        save_state(archive, &state)?;
         msg.double_ack()
             .await
             .map_err(|e| cluster.error("acknowledging the projected blocks", e))?;
@@ -216,7 +268,7 @@ async fn pending(consumer: &jetstream::consumer::PullConsumer) -> u64 {
 #[allow(clippy::too_many_arguments)]
 fn land(
     archive: &Archive,
-    heads: &mut HashMap<String, Digest>,
+    heads: &mut HashMap<String, (u64, Digest)>,
     next: &mut HashMap<String, u64>,
     stream: &str,
     subject: &str,
@@ -242,40 +294,44 @@ fn land(
             Err(e) => return Err(damage(e.to_string())),
         },
     };
-    let want_prev = if first == 0 {
-        Some([0; 32])
+    // The chain's head as the projection knows it: the seq the next block
+    // starts at, and the digest that block must name as its previous.
+    let head = if first == 0 {
+        Some((0, [0; 32]))
     } else {
         heads.get(stream).copied()
     };
-    match want_prev {
-        Some(p) if p == block.prev => {}
-        Some(_) => {
-            return Err(damage(format!(
-                "the block's previous digest does not match the block before it (hash chain broken at seq {first})"
-            )))
-        }
-        None if end <= have => {}
-        None => {
-            return Err(damage(format!(
-                "the projection does not know the block before seq {first}; remove the projection's directory and sync again"
-            )))
-        }
-    }
+    let links = head == Some((first, block.prev));
     if end <= have {
+        // Landed before (a redelivery, or another consumer's): the chain
+        // was checked then; a head left behind by a crash catches up.
         report.already += 1;
+        if links {
+            heads.insert(stream.to_owned(), (end, block.digest));
+        }
     } else if first == have {
+        if !links {
+            return Err(damage(match head {
+                Some((at, _)) if at == first => format!(
+                    "the block's previous digest does not match the block before it (hash chain broken at seq {first})"
+                ),
+                _ => format!(
+                    "the projection does not know the block before seq {first}; remove the projection's directory and sync again"
+                ),
+            }));
+        }
         let n = block.facts.len() as u64;
         archive
             .append_projected(stream, block.facts)
             .map_err(|e| damage(e.to_string()))?;
         report.facts += n;
+        heads.insert(stream.to_owned(), (end, block.digest));
     } else {
         return Err(damage(format!(
             "the block holds seqs {first}..{end} where the projection stands at {have}"
         )));
     }
     next.insert(stream.to_owned(), have.max(end));
-    heads.insert(stream.to_owned(), block.digest);
     Ok(())
 }
 

@@ -400,7 +400,7 @@ fn node_and_recorder_die(cluster: &mut ClusterUnderTest, projection: &Path) -> S
     assert_eq!(r.ended().len(), (RECORDERS - 1) * 3);
 
     let archive = open_projection(projection);
-    let report = reel_nats::sync(&config(cluster), &archive, "projection").unwrap();
+    let report = reel_nats::sync(&config(cluster), &archive, None).unwrap();
     println!("sync: {report:?}");
     assert_eq!(report.already, 0, "no block is in the stream twice");
     check_projection(cluster, &archive, &r.returned(), &r.ended());
@@ -490,7 +490,7 @@ fn retry_after_timeout(cluster: &ClusterUnderTest) {
 
     let dir = tempfile::tempdir().unwrap();
     let archive = open_projection(dir.path());
-    let report = reel_nats::sync(&config_of(cluster), &archive, "retry-check").unwrap();
+    let report = reel_nats::sync(&config_of(cluster), &archive, None).unwrap();
     assert_eq!(report.already, 0, "the retried block is in the stream once");
     let facts: Vec<_> = archive
         .facts("retry-0", ..)
@@ -562,7 +562,7 @@ fn offline_and_back(cluster: &mut ClusterUnderTest) {
 
     let dir = tempfile::tempdir().unwrap();
     let archive = open_projection(dir.path());
-    reel_nats::sync(&config(cluster), &archive, "offline-check").unwrap();
+    reel_nats::sync(&config(cluster), &archive, None).unwrap();
     let ended = BTreeSet::from(["offline-0".to_owned()]);
     let returned = BTreeSet::from([("offline-0".to_owned(), call_id)]);
     check_projection(cluster, &archive, &returned, &ended);
@@ -571,7 +571,7 @@ fn offline_and_back(cluster: &mut ClusterUnderTest) {
 fn resume(cluster: &ClusterUnderTest, projection: &Path, killed: &str) {
     let archive = open_projection(projection);
     let before = archive.run_ids().count();
-    let report = reel_nats::sync(&config(cluster), &archive, "projection").unwrap();
+    let report = reel_nats::sync(&config(cluster), &archive, None).unwrap();
     println!("second sync: {report:?}");
     // Only what came after the first sync: the retry, offline and failed runs.
     assert!(report.messages > 0 && report.facts > 0);
@@ -580,6 +580,6 @@ fn resume(cluster: &ClusterUnderTest, projection: &Path, killed: &str) {
     assert_eq!(archive.run(killed).unwrap().state, RunState::Incomplete);
     let against = reel_nats::verify_projection(&config(cluster), &archive).unwrap();
     assert!(against.is_ok(), "{against:?}");
-    let again = reel_nats::sync(&config(cluster), &archive, "projection").unwrap();
+    let again = reel_nats::sync(&config(cluster), &archive, None).unwrap();
     assert_eq!(again.messages, 0, "a caught-up projection reads nothing");
 }

@@ -12,6 +12,7 @@ pub mod mcp;
 pub mod runs;
 pub mod show;
 pub mod stats;
+pub mod sync;
 pub mod tail;
 pub mod verify;
 
