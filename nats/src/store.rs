@@ -64,6 +64,10 @@ struct StreamState {
     record: RunRecord,
     outside: bool,
     ended: bool,
+    /// The block in flight: its ack's stream sequence.
+    pending: Option<tokio::task::JoinHandle<Result<u64, NatsError>>>,
+    /// Why the stream takes nothing more, after a block failed.
+    broken: Option<String>,
 }
 
 /// Records into a NATS JetStream cluster: see the crate docs for the
@@ -93,8 +97,14 @@ struct StreamState {
 /// recorder's writer), not from inside an async task.
 pub struct NatsStore {
     rt: Option<tokio::runtime::Runtime>,
-    cluster: Arc<Cluster>,
+    shared: Shared,
     streams: Mutex<HashMap<String, StreamState>>,
+}
+
+/// What the store's tasks share.
+#[derive(Clone)]
+struct Shared {
+    cluster: Arc<Cluster>,
     /// Tells this store's claims from another writer's.
     writer: String,
     counters: Arc<Counters>,
@@ -103,7 +113,7 @@ pub struct NatsStore {
 impl std::fmt::Debug for NatsStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("NatsStore")
-            .field("urls", &self.cluster.config.shown())
+            .field("urls", &self.shared.cluster.config.shown())
             .finish_non_exhaustive()
     }
 }
@@ -148,45 +158,76 @@ impl NatsStore {
         nonce.copy_from_slice(&Sha256::digest(seed.as_bytes())[..16]);
         Ok(NatsStore {
             rt: Some(rt),
-            cluster: Arc::new(cluster),
+            shared: Shared {
+                cluster: Arc::new(cluster),
+                writer: hex::encode(nonce),
+                counters: Arc::default(),
+            },
             streams: Mutex::new(HashMap::new()),
-            writer: hex::encode(nonce),
-            counters: Arc::default(),
         })
     }
 
     /// What the store did so far.
     pub fn stats(&self) -> StoreStats {
         StoreStats {
-            blocks: self.counters.blocks.load(Ordering::Relaxed),
-            retries: self.counters.retries.load(Ordering::Relaxed),
-            duplicates: self.counters.duplicates.load(Ordering::Relaxed),
+            blocks: self.shared.counters.blocks.load(Ordering::Relaxed),
+            retries: self.shared.counters.retries.load(Ordering::Relaxed),
+            duplicates: self.shared.counters.duplicates.load(Ordering::Relaxed),
         }
     }
 
     /// The configuration the store runs with.
     pub fn config(&self) -> &NatsConfig {
-        &self.cluster.config
+        &self.shared.cluster.config
     }
 
     fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
-        self.rt
-            .as_ref()
-            .expect("the runtime lives as long as the store")
-            .block_on(f)
+        self.runtime().block_on(f)
     }
 
     /// Whether a run id (or outside call key) is claimed in the cluster.
     pub fn is_taken(&self, stream: &str, outside: bool) -> Result<bool, NatsError> {
         let key = kv_key(stream, outside);
         self.block_on(async {
-            self.cluster
+            self.shared
+                .cluster
                 .runs
                 .entry(key)
                 .await
                 .map(|e| e.is_some_and(|e| e.operation == kv::Operation::Put))
-                .map_err(|e| self.cluster.error("reading the run claims", e))
+                .map_err(|e| self.shared.cluster.error("reading the run claims", e))
         })
+    }
+
+    fn runtime(&self) -> &tokio::runtime::Runtime {
+        self.rt
+            .as_ref()
+            .expect("the runtime lives as long as the store")
+    }
+
+    /// Waits for the stream's block in flight, if any: its ack gives the
+    /// subject's last sequence. A failed block breaks the stream: every
+    /// later batch of it is refused.
+    fn settle(&self, state: &mut StreamState) -> Result<(), NatsError> {
+        if let Some(task) = state.pending.take() {
+            match self.block_on(task) {
+                Ok(Ok(seq)) => state.last = seq,
+                Ok(Err(e)) => {
+                    state.broken = Some(e.to_string());
+                    return Err(e);
+                }
+                Err(e) => state.broken = Some(format!("the publishing task failed: {e}")),
+            }
+        }
+        match &state.broken {
+            None => Ok(()),
+            Some(why) => Err(NatsError::Refused {
+                stream: state.record.run_id.clone(),
+                detail: format!(
+                    "an earlier block of this stream was not stored ({why}); nothing more of it is"
+                ),
+            }),
+        }
     }
 
     fn append(&self, stream: &str, facts: Vec<Fact>) -> Result<(), NatsError> {
@@ -209,7 +250,7 @@ impl NatsStore {
                 stream.to_owned(),
                 StreamState {
                     subject: subject_of(
-                        &self.cluster.config.subject_prefix,
+                        &self.shared.cluster.config.subject_prefix,
                         record.tenant(),
                         stream,
                         outside,
@@ -220,10 +261,13 @@ impl NatsStore {
                     record,
                     outside,
                     ended: false,
+                    pending: None,
+                    broken: None,
                 },
             );
         }
         let state = streams.get_mut(stream).expect("inserted above");
+        self.settle(state)?;
         // Checked whole before anything is published.
         let mut rules = state.rules.clone();
         for (i, fact) in facts.iter().enumerate() {
@@ -233,15 +277,12 @@ impl NatsStore {
                 ))
             })?;
         }
-        if fresh {
-            let claimed = self.block_on(self.claim(stream, state.outside, &state.subject));
-            if let Err(e) = claimed {
-                streams.remove(stream);
-                return Err(e);
-            }
-        }
         let token = subject_token(stream);
-        for chunk in chunks(&facts) {
+        for (k, chunk) in chunks(&facts).into_iter().enumerate() {
+            // The subject's last sequence is the previous block's ack.
+            if k > 0 {
+                self.settle(state)?;
+            }
             let (block, digest) = reel_archive::wire::seal_block(chunk, &state.head)
                 .map_err(|e| refused(format!("a fact does not encode: {e}")))?;
             let mut headers = HeaderMap::new();
@@ -253,9 +294,21 @@ impl NatsStore {
                 NATS_EXPECTED_LAST_SUBJECT_SEQUENCE,
                 state.last.to_string().as_str(),
             );
-            let seq = self.block_on(self.publish(stream, &state.subject, headers, block.into()))?;
+            // Published by a task of the store's runtime: the writer goes
+            // on to the next stream's batch meanwhile, and its flush (or
+            // this stream's next batch) waits for the ack.
+            let shared = self.shared.clone();
+            let (name, subject, outside) =
+                (stream.to_owned(), state.subject.clone(), state.outside);
+            let claim = fresh && k == 0;
+            let task = async move {
+                if claim {
+                    shared.claim(&name, outside, &subject).await?;
+                }
+                shared.publish(&name, &subject, headers, block.into()).await
+            };
+            state.pending = Some(self.runtime().spawn(task));
             state.head = digest;
-            state.last = seq;
             for fact in chunk {
                 state.record.observe(fact);
             }
@@ -269,7 +322,9 @@ impl NatsStore {
         });
         Ok(())
     }
+}
 
+impl Shared {
     /// Claims a new stream in the KV bucket: `create` fails when the key
     /// exists, and a claim this writer made itself (a retry after a lost
     /// ack) is told apart by its writer id.
@@ -374,7 +429,7 @@ impl NatsStore {
         stream: &str,
         start: Instant,
         attempt: u32,
-        error: &dyn std::fmt::Display,
+        error: &(dyn std::fmt::Display + Sync),
     ) -> Result<(), NatsError> {
         let waited = start.elapsed();
         let budget = match self.cluster.config.offline {
@@ -621,21 +676,34 @@ impl Store for NatsStore {
     }
 
     fn put_artifact(&self, bytes: &[u8]) -> Result<String, StoreError> {
-        self.block_on(self.put_artifact_async(bytes)).map_err(other)
+        self.block_on(self.shared.put_artifact_async(bytes))
+            .map_err(other)
     }
 
-    /// Every append returned after its ack: nothing is pending.
+    /// Waits for the ack of every block in flight (their publishes went
+    /// out concurrently, one per stream).
     fn flush(&self) -> Result<(), StoreError> {
-        Ok(())
+        let mut streams = lock(&self.streams);
+        let mut first = None;
+        for state in streams.values_mut() {
+            if let Err(e) = self.settle(state) {
+                first.get_or_insert(e);
+            }
+        }
+        match first {
+            None => Ok(()),
+            Some(e) => Err(other(e)),
+        }
     }
 
     fn close_stream(&self, stream: &str) -> Result<(), StoreError> {
-        let Some(state) = lock(&self.streams).remove(stream) else {
+        let Some(mut state) = lock(&self.streams).remove(stream) else {
             return Ok(());
         };
+        self.settle(&mut state).map_err(other)?;
         // The facts are durable already; a record that does not make it is
         // an index entry short, said as a warning, not a lost fact.
-        if let Err(e) = self.block_on(self.store_record(stream, &state)) {
+        if let Err(e) = self.block_on(self.shared.store_record(stream, &state)) {
             tracing::warn!("reel-nats: the run record of {stream:?} was not stored: {e}");
         }
         Ok(())

@@ -173,20 +173,36 @@ async fn sync_async(
     let consumer_name = consumer_name.as_str();
     let info = cluster.stream.info().await.map(|i| i.state.last_sequence);
     let last = info.map_err(|e| cluster.error("reading the stream's state", e))?;
-    let consumer: jetstream::consumer::PullConsumer = cluster
-        .stream
-        .get_or_create_consumer(
-            consumer_name,
-            pull::Config {
-                durable_name: Some(consumer_name.to_owned()),
-                ack_policy: AckPolicy::All,
-                deliver_policy: DeliverPolicy::All,
-                filter_subject: format!("{}.>", config.subject_prefix),
-                ..Default::default()
-            },
-        )
-        .await
-        .map_err(|e| cluster.error("creating the projection's consumer", e))?;
+    // Right after a node or the cluster restarts, the consumer's leader may
+    // still be elected: waited out as the store waits (the offline policy).
+    let budget = match config.offline {
+        crate::OfflinePolicy::Wait(d) => d,
+        crate::OfflinePolicy::Fail => Duration::ZERO,
+    };
+    let start = std::time::Instant::now();
+    let consumer: jetstream::consumer::PullConsumer = loop {
+        let made = cluster
+            .stream
+            .get_or_create_consumer(
+                consumer_name,
+                pull::Config {
+                    durable_name: Some(consumer_name.to_owned()),
+                    ack_policy: AckPolicy::All,
+                    deliver_policy: DeliverPolicy::All,
+                    filter_subject: format!("{}.>", config.subject_prefix),
+                    ..Default::default()
+                },
+            )
+            .await;
+        match made {
+            Ok(c) => break c,
+            Err(e) if start.elapsed() < budget => {
+                tracing::warn!("reel-nats: creating the projection's consumer: {e}; trying again");
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            Err(e) => return Err(cluster.error("creating the projection's consumer", e)),
+        }
+    };
     // The id is kept from the first sync on, with its consumer.
     save_state(archive, &state)?;
     let mut next: HashMap<String, u64> = HashMap::new();
