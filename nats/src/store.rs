@@ -68,6 +68,8 @@ struct StreamState {
     pending: Option<tokio::task::JoinHandle<Result<u64, NatsError>>>,
     /// Why the stream takes nothing more, after a block failed.
     broken: Option<String>,
+    /// The writer is done with it: its record is stored at the next flush.
+    closed: bool,
 }
 
 /// Records into a NATS JetStream cluster: see the crate docs for the
@@ -263,6 +265,7 @@ impl NatsStore {
                     ended: false,
                     pending: None,
                     broken: None,
+                    closed: false,
                 },
             );
         }
@@ -690,21 +693,40 @@ impl Store for NatsStore {
                 first.get_or_insert(e);
             }
         }
+        let closed: Vec<String> = streams
+            .iter()
+            .filter(|(_, s)| s.closed && s.broken.is_none())
+            .map(|(k, _)| k.clone())
+            .collect();
+        let mut records = Vec::new();
+        for name in closed {
+            let state = streams.remove(&name).expect("listed above");
+            let shared = self.shared.clone();
+            records.push(self.runtime().spawn(async move {
+                // The facts are durable already; a record that does not
+                // make it is an index entry short, said as a warning, not
+                // a lost fact.
+                if let Err(e) = shared.store_record(&name, &state).await {
+                    tracing::warn!("reel-nats: the run record of {name:?} was not stored: {e}");
+                }
+            }));
+        }
+        streams.retain(|_, s| !(s.closed && s.broken.is_some()));
+        for task in records {
+            let _ = self.block_on(task);
+        }
         match first {
             None => Ok(()),
             Some(e) => Err(other(e)),
         }
     }
 
+    /// The stream's record goes to the KV bucket at the next flush, once
+    /// its last block is acknowledged (with every other closed stream's,
+    /// concurrently).
     fn close_stream(&self, stream: &str) -> Result<(), StoreError> {
-        let Some(mut state) = lock(&self.streams).remove(stream) else {
-            return Ok(());
-        };
-        self.settle(&mut state).map_err(other)?;
-        // The facts are durable already; a record that does not make it is
-        // an index entry short, said as a warning, not a lost fact.
-        if let Err(e) = self.block_on(self.shared.store_record(stream, &state)) {
-            tracing::warn!("reel-nats: the run record of {stream:?} was not stored: {e}");
+        if let Some(state) = lock(&self.streams).get_mut(stream) {
+            state.closed = true;
         }
         Ok(())
     }
