@@ -24,6 +24,8 @@
 //! digest, so the hash chain of a run runs through the stream exactly as it
 //! runs through an archive.
 
+#![warn(missing_docs)]
+
 mod config;
 mod error;
 mod store;
