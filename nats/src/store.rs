@@ -274,11 +274,16 @@ impl NatsStore {
         // Checked whole before anything is published.
         let mut rules = state.rules.clone();
         for (i, fact) in facts.iter().enumerate() {
-            rules.check(fact).map_err(|v| {
-                refused(format!(
+            if let Err(v) = rules.check(fact) {
+                // A refused first batch leaves no stream behind (nor a
+                // claim: none was made).
+                if fresh {
+                    streams.remove(stream);
+                }
+                return Err(refused(format!(
                     "fact {i} of the batch breaks a stream rule: {v}; nothing of the batch was stored"
-                ))
-            })?;
+                )));
+            }
         }
         let token = subject_token(stream);
         for (k, chunk) in chunks(&facts).into_iter().enumerate() {

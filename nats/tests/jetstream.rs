@@ -462,9 +462,21 @@ fn retry_after_timeout(cluster: &ClusterUnderTest) {
     config.ack_timeout = Duration::from_millis(300);
     config.offline = OfflinePolicy::Wait(GUARD);
     let store = Arc::new(NatsStore::connect(config).unwrap());
+    // A batch that breaks the stream rules is refused whole, and leaves
+    // nothing behind: the same stream starts right afterwards.
+    let late = reel::fact::Fact {
+        seq: 5,
+        ..started("retry-0")
+    };
+    let refused = store
+        .append_batch("retry-0", vec![late])
+        .unwrap_err()
+        .to_string();
+    assert!(refused.contains("breaks a stream rule"), "{refused}");
     store
         .append_batch("retry-0", vec![started("retry-0")])
         .unwrap();
+    store.flush().unwrap();
     cluster.signal_all("STOP");
     let writer = {
         let store = store.clone();
@@ -518,6 +530,7 @@ fn offline_and_back(cluster: &mut ClusterUnderTest) {
     failing
         .append_batch("offline-fail", vec![started("offline-fail")])
         .unwrap();
+    failing.flush().unwrap();
 
     // The default policy, through a recorder: the call waits.
     let store = Arc::new(NatsStore::connect(config(cluster)).unwrap());
