@@ -87,10 +87,13 @@ struct StreamState {
 /// - **Idempotent retries:** every publish carries `Nats-Msg-Id` = the
 ///   stream's token and the block's first seq, so a retry of a block the
 ///   server has is acknowledged as a duplicate, never stored twice.
-/// - **Durability:** `append_batch` returns once the block's publish is
-///   acknowledged by the R3 stream (a majority of its replicas has it;
-///   with `sync_interval: always`, on their disks), so a call's result,
-///   handed back after the writer's flush, is never ahead of its facts.
+/// - **Durability:** `append_batch` publishes the block from a task of
+///   the store's runtime (one block in flight per subject: the next waits
+///   for its ack, which gives the expected sequence; different runs go out
+///   concurrently), and `flush` returns once every block is acknowledged
+///   by the R3 stream (a majority of its replicas has it; with
+///   `sync_interval: always`, on their disks), so a call's result, handed
+///   back after the writer's flush, is never ahead of its facts.
 /// - **Offline:** see [`OfflinePolicy`]. The client reconnects on its own
 ///   (backoff capped at 1 s); each call's wait is bounded by the policy.
 ///
