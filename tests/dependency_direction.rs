@@ -9,6 +9,7 @@
 //! reel-viewer     -> reel                 (the library: timelines, renderers, LSP)
 //! reel-recorder   -> reel, reel-archive
 //! reel-replayer   -> reel, reel-archive   (replay reads records; it never records)
+//! reel-nats       -> reel, reel-archive   (the JetStream store and its projection; beside the recorder, not under it)
 //! reel-mcp        -> reel, reel-archive, reel-recorder, reel-replayer
 //! reel-otlp       -> reel, reel-archive, reel-viewer  (spans of records; the viewer's display rule)
 //! reel-cli        -> anything but reel-bench (the `reel` binary, at the top)
@@ -31,6 +32,7 @@ const RULES: &[(&str, Option<&[&str]>)] = &[
     ("reel-viewer", Some(&["reel"])),
     ("reel-recorder", Some(&["reel", "reel-archive"])),
     ("reel-replayer", Some(&["reel", "reel-archive"])),
+    ("reel-nats", Some(&["reel", "reel-archive"])),
     (
         "reel-mcp",
         Some(&["reel", "reel-archive", "reel-recorder", "reel-replayer"]),
@@ -46,6 +48,7 @@ const RULES: &[(&str, Option<&[&str]>)] = &[
             "reel-viewer",
             "reel-mcp",
             "reel-otlp",
+            "reel-nats",
         ]),
     ),
     ("reel-bench", None),
@@ -147,7 +150,7 @@ fn the_rules_catch_a_wrong_edge() {
         violations(&edges),
         [
             "reel depends on reel-viewer, which the direction forbids (allowed: [])",
-            "reel-cli depends on reel-bench, which the direction forbids (allowed: [\"reel\", \"reel-archive\", \"reel-recorder\", \"reel-replayer\", \"reel-viewer\", \"reel-mcp\", \"reel-otlp\"])",
+            "reel-cli depends on reel-bench, which the direction forbids (allowed: [\"reel\", \"reel-archive\", \"reel-recorder\", \"reel-replayer\", \"reel-viewer\", \"reel-mcp\", \"reel-otlp\", \"reel-nats\"])",
             "reel-new has no rule: add its direction to ARCHITECTURE.md and to RULES here",
             "reel-otlp depends on reel-recorder, which the direction forbids (allowed: [\"reel\", \"reel-archive\", \"reel-viewer\"])",
             "reel-viewer depends on reel-archive, which the direction forbids (allowed: [\"reel\"])",
@@ -176,14 +179,67 @@ fn the_production_binary_links_no_test_dependencies() {
     assert!(linked.iter().any(|c| c == "reel-replayer"), "{tree}");
     let bad: Vec<&str> = tree
         .lines()
-        .filter(|line| {
-            TEST_CRATES.contains(&crate_of(line).as_str())
-                || line.starts_with("tokio feature \"test-util\"")
-        })
+        .filter(|line| TEST_CRATES.contains(&crate_of(line).as_str()))
         .collect();
     assert!(
         bad.is_empty(),
         "the production `reel` binary links test dependencies:\n{}",
         bad.join("\n")
     );
+    let enablers = test_util_enablers();
+    assert!(
+        !enablers.is_empty(),
+        "no crate turns tokio's test-util on any more: drop TEST_UTIL_ENABLERS"
+    );
+    let bad: Vec<&String> = enablers
+        .iter()
+        .filter(|c| !TEST_UTIL_ENABLERS.contains(&c.as_str()))
+        .collect();
+    assert!(
+        bad.is_empty(),
+        "tokio's \"test-util\" (a paused clock) is turned on in the production `reel` binary by: {bad:?}"
+    );
+}
+
+/// Crates that may turn tokio's `test-util` feature on in the production
+/// binary: `tryhard` (async-nats's retry helper, a dependency of its
+/// JetStream API) turns it on unconditionally. The feature only adds the
+/// clock-pausing API; nothing in reel or async-nats pauses the clock.
+const TEST_UTIL_ENABLERS: &[&str] = &["tryhard"];
+
+/// The crates whose dependency on tokio turns `test-util` on, from the
+/// inverted feature tree of `reel-cli`.
+fn test_util_enablers() -> Vec<String> {
+    let mut c = cargo();
+    c.args([
+        "tree",
+        "-p",
+        "reel-cli",
+        "-e",
+        "normal,features",
+        "-i",
+        "tokio",
+        "--prefix",
+        "depth",
+    ]);
+    let tree = run(c);
+    let depth_of = |line: &str| -> (usize, String) {
+        let digits: String = line.chars().take_while(char::is_ascii_digit).collect();
+        (digits.parse().unwrap_or(0), line[digits.len()..].to_owned())
+    };
+    let lines: Vec<(usize, String)> = tree.lines().map(depth_of).collect();
+    let mut out = Vec::new();
+    for (i, (depth, text)) in lines.iter().enumerate() {
+        if text.starts_with("tokio feature \"test-util\"") && !text.ends_with("(*)") {
+            for (d, t) in &lines[i + 1..] {
+                if d <= depth {
+                    break;
+                }
+                if *d == depth + 1 {
+                    out.push(t.split(' ').next().unwrap_or("").to_owned());
+                }
+            }
+        }
+    }
+    out
 }

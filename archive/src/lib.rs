@@ -85,6 +85,7 @@ mod stats;
 mod store;
 pub mod tape;
 mod verify;
+pub mod wire;
 mod write;
 
 use std::collections::HashMap;

@@ -38,6 +38,73 @@ impl Archive {
         })
     }
 
+    /// Appends facts of a stream projected from another store (`reel
+    /// sync`): as [`Archive::append_numbered`], except that a stored run
+    /// left [`RunState::Incomplete`] (an earlier projection stopped while
+    /// the run was still being recorded elsewhere, or its recorder died) is
+    /// taken up again where it stands: its next seq, and its hash chain from
+    /// its last stored block.
+    pub fn append_projected(&self, run_id: &str, facts: Vec<Fact>) -> Result<std::ops::Range<u64>> {
+        self.reopen_incomplete(run_id)?;
+        self.append_numbered(run_id, facts)
+    }
+
+    /// Makes a stored incomplete run live again (see
+    /// [`Archive::append_projected`]); anything else is left as it is.
+    fn reopen_incomplete(&self, run_id: &str) -> Result<()> {
+        let s = |e| self.storage(e);
+        let mut live = lock(&self.inner.live);
+        if live.contains_key(run_id) {
+            return Ok(());
+        }
+        let t = self.trees();
+        // Damage is left for `append`'s own refusal (and `verify`) to report.
+        let Some(ordinal) = t
+            .run_ids
+            .get(run_id)
+            .map_err(s)?
+            .and_then(|o| keys::ordinal_from(&o))
+        else {
+            return Ok(());
+        };
+        let Some(before) = t
+            .runs
+            .get(keys::run_key(ordinal))
+            .map_err(s)?
+            .and_then(|bytes| decode_record(&bytes).ok())
+        else {
+            return Ok(());
+        };
+        if before.state != RunState::Incomplete {
+            return Ok(());
+        }
+        let head = match t
+            .events
+            .scan_prefix(keys::events_prefix(ordinal))
+            .next_back()
+        {
+            None => [0; 32],
+            Some(Err(e)) => return Err(s(e)),
+            Some(Ok((_, value))) => match block::header_digests(&value).1 {
+                Some(d) => d,
+                None => return Ok(()),
+            },
+        };
+        let mut record = before.clone();
+        record.state = RunState::Running;
+        self.store_record(ordinal, &before, &record)?;
+        live.insert(
+            run_id.to_owned(),
+            Arc::new(Mutex::new(LiveRun {
+                ordinal,
+                seq: Sequencer::resume(record.facts),
+                record,
+                head,
+            })),
+        );
+        Ok(())
+    }
+
     fn append_with(
         &self,
         run_id: &str,

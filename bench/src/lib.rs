@@ -27,6 +27,7 @@
 //! | `progress` | one `ctx.progress(payload)` inside a recorded call, payloads built beforehand | `tokio::sync::mpsc` unbounded `send` of the same payloads, a thread draining them |
 //! | `list` | `list_runs` (tenant + status, limit 50) over 100,000 runs | the same over 1,000 runs |
 //! | `replay` | facts matched per second by `reel_replayer::replay` over the loaded recording, and end to end (`Tape::read` + `Recording` + `replay`) | `Tape::read` of the same tape |
+//! | `nats` (with `--nats URLS`) | the `record` workload into a JetStream cluster through `reel_nats::NatsStore`, call-boundary durability (each block's ack from the R3 stream), facts/s until `shutdown` returns | the very blocks reel published, read back untimed, published raw with `async-nats` to an R3 stream, each ack awaited before the run's next block, runs concurrent |
 //!
 //! ```no_run
 //! let rows = reel_bench::run(&reel_bench::Options::new(reel_bench::Sizes::smoke()), &mut std::io::stderr()).unwrap();
@@ -36,6 +37,7 @@
 
 pub mod agent;
 pub mod list;
+pub mod nats;
 pub mod progress;
 pub mod record;
 pub mod replay;
@@ -62,6 +64,7 @@ pub const ROWS: &[&str] = &[
     "bytes",
     "list",
     "replay",
+    "nats",
 ];
 
 /// How big each workload is.
@@ -154,6 +157,9 @@ pub struct Options {
     pub workers: usize,
     /// Keep the temporary archives and files (to look at them afterwards).
     pub keep: bool,
+    /// The JetStream cluster of the `nats` row (comma-separated client
+    /// URLs); without it the row is not run.
+    pub nats: Option<String>,
 }
 
 impl Options {
@@ -165,6 +171,7 @@ impl Options {
             dir: None,
             workers: 2,
             keep: false,
+            nats: None,
         }
     }
 
@@ -916,6 +923,35 @@ pub fn run(opts: &Options, log: &mut dyn Write) -> io::Result<Vec<Row>> {
             "Tape::read",
             Unit::FactsPerSec,
             Target::AtLeast(0.6),
+        ));
+    }
+    if let (Some(urls), true) = (&opts.nats, opts.wants("nats")) {
+        let mut pairs = Pairs::default();
+        // Run ids unique to this bench run: the cluster keeps every run.
+        let nonce = workload::unix_nanos();
+        for round in 0..rounds {
+            let tag = format!("bench{nonce}r{round}");
+            // Reel first in every round (not alternating): the raw side
+            // publishes the very blocks reel has just published.
+            let published = nats::reel(urls, &tag, s.shape, opts.workers.max(1))?;
+            let raw = nats::raw(urls, &tag, &published, opts.workers.max(1))?;
+            writeln!(
+                log,
+                "  nats round {round}: reel {} ({} facts in {:.3} s), raw async-nats {} ({} facts)",
+                Unit::FactsPerSec.show(published.recorded.rate()),
+                published.recorded.facts,
+                published.recorded.elapsed.as_secs_f64(),
+                Unit::FactsPerSec.show(raw.rate()),
+                raw.facts,
+            )?;
+            pairs.push(published.recorded.rate(), raw.rate());
+        }
+        rows.push(pairs.row(
+            "nats",
+            "nats: facts/s into a 3-node JetStream cluster (R3), call-boundary durability",
+            "raw async-nats publishes of the same blocks, same acks",
+            Unit::FactsPerSec,
+            Target::AtLeast(0.75),
         ));
     }
     Ok(rows)

@@ -2,12 +2,20 @@
 //! produced and its figures are positive and finite. Timing ratios are
 //! never asserted here (benchmarks, never timed tests).
 
+#[path = "../../nats/tests/cluster/mod.rs"]
+mod cluster;
+
 use reel_bench::{run, summary_table, Options, Sizes, Target, ROWS};
 
 #[test]
 fn every_row_runs_at_tiny_sizes() {
     let mut log = Vec::new();
-    let rows = run(&Options::new(Sizes::smoke()), &mut log).expect("the suite runs");
+    // The nats row records into a real 3-node cluster on loopback.
+    let cluster = cluster::ClusterUnderTest::start();
+    drop(cluster.ready());
+    let mut opts = Options::new(Sizes::smoke());
+    opts.nats = Some(cluster.urls());
+    let rows = run(&opts, &mut log).expect("the suite runs");
     let log = String::from_utf8(log).expect("the log is UTF-8");
     for key in ROWS {
         assert!(

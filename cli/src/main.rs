@@ -101,6 +101,8 @@ enum Command {
     Import(cmd::import::ImportArgs),
     /// Check every block, hash chain, seq and index of the archive.
     ///
+    /// With --nats URLS, also check the archive (a projection made by
+    /// `reel sync`) against the cluster's stream.
     /// Example: reel verify --archive ./reel-archive
     Verify(cmd::verify::VerifyArgs),
     /// Recover every intact block and artifact of a damaged archive into a
@@ -115,6 +117,12 @@ enum Command {
     ///
     /// Example: reel prune --older-than 30d --tenant acme --dry-run
     Prune(cmd::prune::PruneArgs),
+    /// Project a NATS JetStream cluster's runs into the archive
+    /// (incremental: a later sync resumes where this one stopped; each
+    /// run's hash chain is checked as it lands).
+    ///
+    /// Example: reel sync --nats nats://10.0.0.1:4222,nats://10.0.0.2:4222 --archive ./fleet
+    Sync(cmd::sync::SyncArgs),
     /// Figures about the archive: runs, facts, bytes on disk.
     ///
     /// Example: reel stats --json
@@ -167,6 +175,7 @@ fn main() -> ExitCode {
         Command::Stats(args) => cmd::stats::run(dir, args),
         Command::Salvage(args) => cmd::salvage::run(args),
         Command::Prune(args) => cmd::prune::run(dir, args),
+        Command::Sync(args) => cmd::sync::run(dir, args),
         Command::Mcp(command) => cmd::mcp::run(dir, command),
     };
     match result {

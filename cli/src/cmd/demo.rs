@@ -24,6 +24,12 @@ pub struct DemoArgs {
     /// Pause between live hops, in milliseconds.
     #[arg(long, default_value_t = 100)]
     live_pause_ms: u64,
+    /// Record into this NATS JetStream cluster (comma-separated client
+    /// URLs) instead of the archive: the archive is then the cluster's
+    /// projection, synced before (so that demo run ids already taken in the
+    /// cluster get a suffix) and after (to show the first run).
+    #[arg(long, env = reel_nats::NATS_ENV)]
+    nats: Option<String>,
     #[command(flatten)]
     templates: TemplateArgs,
 }
@@ -32,8 +38,30 @@ pub struct DemoArgs {
 pub fn run(dir: &Path, args: DemoArgs, text: TextRenderer) -> Result<ExitCode, Failure> {
     let text = text.with_templates(args.templates.load()?);
     let rt = super::runtime()?;
+    // Into the cluster: the store and the projection are opened, and the
+    // projection synced, outside the runtime (both drive their own).
+    let cluster = match &args.nats {
+        Some(urls) => {
+            if args.live_hops.is_some() {
+                return Err(Failure::msg(
+                    "--live-hops serves the local archive live; it does not go with --nats (follow the cluster with reel sync)",
+                ));
+            }
+            let config = super::sync::nats_config(urls)?;
+            let archive = super::sync::open_projection(dir)?;
+            reel_nats::sync(&config, &archive, None)?;
+            let store = reel_nats::NatsStore::connect(config.clone())?;
+            Some((config, archive, std::sync::Arc::new(store)))
+        }
+        None => None,
+    };
     let (archive, ids) = rt.block_on(async {
-        let recorder = Recorder::open(dir, RecorderConfig::default()).await?;
+        let recorder = match &cluster {
+            Some((_, archive, store)) => {
+                Recorder::with_store(archive.clone(), store.clone(), RecorderConfig::default())?
+            }
+            None => Recorder::open(dir, RecorderConfig::default()).await?,
+        };
         let ids = reel_recorder::demo::record(&recorder).await?;
         if let Some(hops) = args.live_hops {
             eprintln!(
@@ -47,6 +75,9 @@ pub fn run(dir: &Path, args: DemoArgs, text: TextRenderer) -> Result<ExitCode, F
         recorder.shutdown().await?;
         Ok::<_, Failure>((archive, ids))
     })?;
+    if let Some((config, archive, _)) = &cluster {
+        reel_nats::sync(config, archive, None)?;
+    }
     let mut out = io::stdout().lock();
     writeln!(
         out,

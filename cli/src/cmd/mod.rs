@@ -14,6 +14,7 @@ pub mod runs;
 pub mod salvage;
 pub mod show;
 pub mod stats;
+pub mod sync;
 pub mod tail;
 pub mod verify;
 

@@ -15,13 +15,38 @@ pub struct VerifyArgs {
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
+    /// Also check the archive, a projection made by `reel sync`, against
+    /// this NATS cluster's stream (comma-separated client URLs): every
+    /// run's last block there is in the projection, fact for fact.
+    #[arg(long)]
+    nats: Option<String>,
 }
 
 /// Verifies the archive; exits 2 when a problem is found.
 pub fn run(dir: &Path, args: VerifyArgs) -> Result<ExitCode, Failure> {
     let archive = super::open_existing(dir, "verify")?;
     let report = archive.verify()?;
+    let against = match &args.nats {
+        Some(urls) => Some(reel_nats::verify_projection(
+            &super::sync::nats_config(urls)?,
+            &archive,
+        )?),
+        None => None,
+    };
     let mut out = io::stdout().lock();
+    let stream_ok = against.as_ref().is_none_or(|a| a.is_ok());
+    if let Some(a) = &against {
+        if !args.json {
+            writeln!(
+                out,
+                "against the cluster: {} of {} runs up to date",
+                a.matching, a.streams
+            )?;
+            for p in &a.problems {
+                writeln!(out, "  {}", escape(p))?;
+            }
+        }
+    }
     if args.json {
         serde_json::to_writer_pretty(JsonSafe::new(&mut out), &report)?;
         writeln!(out)?;
@@ -59,7 +84,7 @@ pub fn run(dir: &Path, args: VerifyArgs) -> Result<ExitCode, Failure> {
             }
         }
     }
-    Ok(if report.is_ok() {
+    Ok(if report.is_ok() && stream_ok {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(2)

@@ -1,0 +1,177 @@
+//! The `nats` row: recording into a JetStream cluster with call-boundary
+//! durability (reel's [`NatsStore`] under the recorder), against raw
+//! `async-nats` publishes of the same bytes (the very blocks reel
+//! published, read back from the stream untimed) with the same acks (each
+//! publish's ack awaited before the run's next, the runs concurrent).
+
+use std::io;
+use std::sync::Arc;
+use std::time::Instant;
+
+use async_nats::jetstream::{self, stream};
+use reel::fact::RunStatus;
+use reel_archive::{Archive, ArchiveConfig};
+use reel_nats::{NatsConfig, NatsStore};
+use reel_recorder::{Recorder, RunStart};
+
+use crate::record::{recorder_config, Recorded};
+use crate::workload::{self, Shape};
+
+/// What one reel round published: the stream sequences it took.
+pub struct Published {
+    /// The recording's figures.
+    pub recorded: Recorded,
+    /// Stream sequences of its blocks: `first..=last`.
+    pub first: u64,
+    /// See `first`.
+    pub last: u64,
+}
+
+fn runtime(workers: usize) -> io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_all()
+        .build()
+}
+
+async fn connect(urls: &str) -> io::Result<async_nats::Client> {
+    let addrs: Vec<async_nats::ServerAddr> = urls
+        .split(',')
+        .map(|u| u.trim().parse())
+        .collect::<Result<_, _>>()?;
+    async_nats::connect(addrs).await.map_err(io::Error::other)
+}
+
+async fn last_seq(urls: &str) -> io::Result<u64> {
+    let client = connect(urls).await?;
+    let js = jetstream::new(client);
+    let mut s = js.get_stream("REEL").await.map_err(io::Error::other)?;
+    Ok(s.info()
+        .await
+        .map_err(io::Error::other)?
+        .state
+        .last_sequence)
+}
+
+/// Records the workload into the cluster at `urls` (run ids prefixed with
+/// `tag`, unique per round: the cluster keeps every run), timed from the
+/// first `start_run` until `shutdown` returns.
+pub fn reel(urls: &str, tag: &str, shape: Shape, workers: usize) -> io::Result<Published> {
+    let store = Arc::new(
+        NatsStore::connect(NatsConfig::from_urls(urls).map_err(io::Error::other)?)
+            .map_err(io::Error::other)?,
+    );
+    let scratch = tempfile::tempdir()?;
+    let archive =
+        Archive::open(scratch.path(), ArchiveConfig::default()).map_err(io::Error::other)?;
+    let rt = runtime(workers)?;
+    rt.block_on(async {
+        let before = last_seq(urls).await?;
+        let recorder = Recorder::with_store(archive, store.clone(), recorder_config())
+            .map_err(io::Error::other)?;
+        let started = Instant::now();
+        let mut tasks = Vec::with_capacity(shape.runs);
+        for r in 0..shape.runs {
+            let recorder = recorder.clone();
+            let id = format!("{tag}-{}", workload::run_id(r));
+            tasks.push(tokio::spawn(async move {
+                let run = recorder
+                    .start_run(RunStart::new(id))
+                    .await
+                    .map_err(io::Error::other)?;
+                for c in 0..shape.calls {
+                    run.call(workload::TOOL, workload::args(r, c, shape.progress))
+                        .invoke(workload::busy)
+                        .await
+                        .map_err(|e| io::Error::other(e.to_string()))?;
+                }
+                run.end(RunStatus::Completed)
+                    .await
+                    .map_err(io::Error::other)
+            }));
+        }
+        for task in tasks {
+            task.await.map_err(io::Error::other)??;
+        }
+        recorder.shutdown().await.map_err(io::Error::other)?;
+        let elapsed = started.elapsed();
+        let last = last_seq(urls).await?;
+        Ok(Published {
+            recorded: Recorded {
+                facts: shape.facts(),
+                elapsed,
+            },
+            first: before + 1,
+            last,
+        })
+    })
+}
+
+/// Publishes the blocks of `published` again, raw, to a bench stream of
+/// the same configuration (R3, file storage), subject by subject as reel
+/// did: each run's blocks in order, each ack awaited before the next, the
+/// runs concurrent. Timed from the first publish to the last ack.
+pub fn raw(urls: &str, tag: &str, published: &Published, workers: usize) -> io::Result<Recorded> {
+    let rt = runtime(workers)?;
+    rt.block_on(async {
+        let js = jetstream::new(connect(urls).await?);
+        let source = js.get_stream("REEL").await.map_err(io::Error::other)?;
+        js.get_or_create_stream(stream::Config {
+            name: "REELBENCH".into(),
+            subjects: vec!["reelbench.>".into()],
+            num_replicas: 3,
+            storage: stream::StorageType::File,
+            duplicate_window: std::time::Duration::from_secs(120),
+            ..Default::default()
+        })
+        .await
+        .map_err(io::Error::other)?;
+        // The same bytes, read back untimed, grouped by run in order.
+        let mut by_subject: Vec<(String, Vec<bytes::Bytes>)> = Vec::new();
+        for seq in published.first..=published.last {
+            let msg = source
+                .get_raw_message(seq)
+                .await
+                .map_err(io::Error::other)?;
+            // Only the blocks (not the KV and object buckets' messages,
+            // which live in their own streams anyway).
+            let subject = format!("reelbench.{tag}.{}", msg.subject);
+            match by_subject.iter_mut().find(|(s, _)| *s == subject) {
+                Some((_, v)) => v.push(msg.payload),
+                None => by_subject.push((subject, vec![msg.payload])),
+            }
+        }
+        let facts: usize = by_subject
+            .iter()
+            .flat_map(|(_, v)| v)
+            .map(|b| reel_archive::wire::open_block(b).map_or(0, |b| b.facts.len()))
+            .sum();
+        let started = Instant::now();
+        let mut tasks = Vec::new();
+        for (subject, blocks) in by_subject {
+            let js = js.clone();
+            tasks.push(tokio::spawn(async move {
+                for (i, block) in blocks.into_iter().enumerate() {
+                    let mut headers = async_nats::HeaderMap::new();
+                    headers.insert(
+                        async_nats::header::NATS_MESSAGE_ID,
+                        format!("{subject}:{i}").as_str(),
+                    );
+                    js.publish_with_headers(subject.clone(), headers, block)
+                        .await
+                        .map_err(io::Error::other)?
+                        .await
+                        .map_err(io::Error::other)?;
+                }
+                Ok::<_, io::Error>(())
+            }));
+        }
+        for t in tasks {
+            t.await.map_err(io::Error::other)??;
+        }
+        Ok(Recorded {
+            facts,
+            elapsed: started.elapsed(),
+        })
+    })
+}

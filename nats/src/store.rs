@@ -1,0 +1,741 @@
+//! [`NatsStore`]: the write pipeline's store over JetStream.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_nats::header::{NATS_EXPECTED_LAST_SUBJECT_SEQUENCE, NATS_MESSAGE_ID};
+use async_nats::jetstream::{self, context::PublishErrorKind, kv, object_store, stream};
+use async_nats::HeaderMap;
+use bytes::Bytes;
+use sha2::{Digest as _, Sha256};
+
+use reel::fact::{Fact, FactKind};
+use reel::rules::StreamRules;
+use reel::run::RunRecord;
+use reel_archive::{Digest, Store, StoreError};
+
+use crate::config::{NatsConfig, OfflinePolicy};
+use crate::subject::{kv_key, subject_of, subject_token};
+use crate::NatsError;
+
+/// The largest block one message carries (the server's default
+/// `max_payload` is 1 MiB); a larger batch goes as several blocks, each
+/// its own message, chained.
+const MAX_BLOCK: usize = 512 * 1024;
+
+/// What a store did, for tests and the host's diagnostics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StoreStats {
+    /// Blocks the cluster acknowledged.
+    pub blocks: u64,
+    /// Publishes sent again after a failed or timed-out attempt.
+    pub retries: u64,
+    /// Acks the server marked duplicate (a retry of a block it had).
+    pub duplicates: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    blocks: AtomicU64,
+    retries: AtomicU64,
+    duplicates: AtomicU64,
+}
+
+/// The cluster handles, shared by the store's calls.
+pub(crate) struct Cluster {
+    pub(crate) config: NatsConfig,
+    pub(crate) js: jetstream::Context,
+    pub(crate) stream: stream::Stream,
+    pub(crate) runs: kv::Store,
+    pub(crate) artifacts: object_store::ObjectStore,
+}
+
+/// One stream this store writes.
+struct StreamState {
+    subject: String,
+    /// The digest of the stream's last block (its chain's head).
+    head: Digest,
+    /// The stream sequence of the subject's last message (0: none yet):
+    /// the next publish expects it (optimistic append).
+    last: u64,
+    rules: StreamRules,
+    record: RunRecord,
+    outside: bool,
+    ended: bool,
+    /// The block in flight: its ack's stream sequence.
+    pending: Option<tokio::task::JoinHandle<Result<u64, NatsError>>>,
+    /// Why the stream takes nothing more, after a block failed.
+    broken: Option<String>,
+    /// The writer is done with it: its record is stored at the next flush.
+    closed: bool,
+}
+
+/// Records into a NATS JetStream cluster: see the crate docs for the
+/// layout.
+///
+/// - **Same blocks, same chain:** each batch is sealed as the archive
+///   seals it ([`reel_archive::wire::seal_block`]), chained to the
+///   stream's previous block, and published as one message to the
+///   stream's subject.
+/// - **One writer per run:** a new stream is claimed in the KV bucket
+///   (`create`, which fails when the key exists), and every publish
+///   carries `Nats-Expected-Last-Subject-Sequence` (the subject's last
+///   sequence this writer saw), so a second writer of a run gets
+///   [`NatsError::Conflict`] and the two never interleave.
+/// - **Idempotent retries:** every publish carries `Nats-Msg-Id` = the
+///   stream's token and the block's first seq, so a retry of a block the
+///   server has is acknowledged as a duplicate, never stored twice.
+/// - **Durability:** `append_batch` publishes the block from a task of
+///   the store's runtime (one block in flight per subject: the next waits
+///   for its ack, which gives the expected sequence; different runs go out
+///   concurrently), and `flush` returns once every block is acknowledged
+///   by the R3 stream (a majority of its replicas has it; with
+///   `sync_interval: always`, on their disks), so a call's result, handed
+///   back after the writer's flush, is never ahead of its facts.
+/// - **Offline:** see [`OfflinePolicy`]. The client reconnects on its own
+///   (backoff capped at 1 s); each call's wait is bounded by the policy.
+///
+/// Blocking: the store drives async-nats on a runtime of its own (one
+/// worker thread), so it must be called from a plain thread (the
+/// recorder's writer), not from inside an async task.
+pub struct NatsStore {
+    rt: Option<tokio::runtime::Runtime>,
+    shared: Shared,
+    streams: Mutex<HashMap<String, StreamState>>,
+}
+
+/// What the store's tasks share.
+#[derive(Clone)]
+struct Shared {
+    cluster: Arc<Cluster>,
+    /// Tells this store's claims from another writer's.
+    writer: String,
+    counters: Arc<Counters>,
+}
+
+impl std::fmt::Debug for NatsStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NatsStore")
+            .field("urls", &self.shared.cluster.config.shown())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for NatsStore {
+    fn drop(&mut self) {
+        // Dropped wherever the last handle goes, perhaps inside a host's
+        // async task, where a blocking runtime shutdown would panic.
+        if let Some(rt) = self.rt.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn other(e: NatsError) -> StoreError {
+    StoreError::Other(Box::new(e))
+}
+
+impl NatsStore {
+    /// Connects to the cluster and makes sure the stream and the buckets
+    /// exist (creating them with `config.replicas` replicas).
+    pub fn connect(config: NatsConfig) -> Result<NatsStore, NatsError> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("reel-nats")
+            .enable_all()
+            .build()
+            .map_err(|e| NatsError::Cluster {
+                urls: config.shown(),
+                what: "starting the client's runtime",
+                detail: e.to_string(),
+            })?;
+        let cluster = rt.block_on(Cluster::connect(config))?;
+        let mut nonce = [0u8; 16];
+        // A fresh claim id per store: time and address are enough to tell
+        // two writers apart (it is no secret).
+        let seed = format!("{:?}{:p}{}", Instant::now(), &nonce, std::process::id());
+        nonce.copy_from_slice(&Sha256::digest(seed.as_bytes())[..16]);
+        Ok(NatsStore {
+            rt: Some(rt),
+            shared: Shared {
+                cluster: Arc::new(cluster),
+                writer: hex::encode(nonce),
+                counters: Arc::default(),
+            },
+            streams: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// What the store did so far.
+    pub fn stats(&self) -> StoreStats {
+        StoreStats {
+            blocks: self.shared.counters.blocks.load(Ordering::Relaxed),
+            retries: self.shared.counters.retries.load(Ordering::Relaxed),
+            duplicates: self.shared.counters.duplicates.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The configuration the store runs with.
+    pub fn config(&self) -> &NatsConfig {
+        &self.shared.cluster.config
+    }
+
+    fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
+        self.runtime().block_on(f)
+    }
+
+    /// Whether a run id (or outside call key) is claimed in the cluster.
+    pub fn is_taken(&self, stream: &str, outside: bool) -> Result<bool, NatsError> {
+        let key = kv_key(stream, outside);
+        self.block_on(async {
+            self.shared
+                .cluster
+                .runs
+                .entry(key)
+                .await
+                .map(|e| e.is_some_and(|e| e.operation == kv::Operation::Put))
+                .map_err(|e| self.shared.cluster.error("reading the run claims", e))
+        })
+    }
+
+    fn runtime(&self) -> &tokio::runtime::Runtime {
+        self.rt
+            .as_ref()
+            .expect("the runtime lives as long as the store")
+    }
+
+    /// Waits for the stream's block in flight, if any: its ack gives the
+    /// subject's last sequence. A failed block breaks the stream: every
+    /// later batch of it is refused.
+    fn settle(&self, state: &mut StreamState) -> Result<(), NatsError> {
+        if let Some(task) = state.pending.take() {
+            match self.block_on(task) {
+                Ok(Ok(seq)) => state.last = seq,
+                Ok(Err(e)) => {
+                    state.broken = Some(e.to_string());
+                    return Err(e);
+                }
+                Err(e) => state.broken = Some(format!("the publishing task failed: {e}")),
+            }
+        }
+        match &state.broken {
+            None => Ok(()),
+            Some(why) => Err(NatsError::Refused {
+                stream: state.record.run_id.clone(),
+                detail: format!(
+                    "an earlier block of this stream was not stored ({why}); nothing more of it is"
+                ),
+            }),
+        }
+    }
+
+    fn append(&self, stream: &str, facts: Vec<Fact>) -> Result<(), NatsError> {
+        let refused = |detail: String| NatsError::Refused {
+            stream: stream.into(),
+            detail,
+        };
+        let mut streams = lock(&self.streams);
+        let fresh = !streams.contains_key(stream);
+        if fresh {
+            let first = &facts[0];
+            let record = RunRecord::from_first(first).ok_or_else(|| {
+                refused(format!(
+                    "a new stream must begin with run.started or the call.started of a call outside any run, not {}",
+                    first.kind.name()
+                ))
+            })?;
+            let outside = record.outside_run.is_some();
+            streams.insert(
+                stream.to_owned(),
+                StreamState {
+                    subject: subject_of(
+                        &self.shared.cluster.config.subject_prefix,
+                        record.tenant(),
+                        stream,
+                        outside,
+                    ),
+                    head: [0; 32],
+                    last: 0,
+                    rules: StreamRules::new(stream),
+                    record,
+                    outside,
+                    ended: false,
+                    pending: None,
+                    broken: None,
+                    closed: false,
+                },
+            );
+        }
+        let state = streams.get_mut(stream).expect("inserted above");
+        self.settle(state)?;
+        // Checked whole before anything is published.
+        let mut rules = state.rules.clone();
+        for (i, fact) in facts.iter().enumerate() {
+            if let Err(v) = rules.check(fact) {
+                // A refused first batch leaves no stream behind (nor a
+                // claim: none was made).
+                if fresh {
+                    streams.remove(stream);
+                }
+                return Err(refused(format!(
+                    "fact {i} of the batch breaks a stream rule: {v}; nothing of the batch was stored"
+                )));
+            }
+        }
+        let token = subject_token(stream);
+        for (k, chunk) in chunks(&facts).into_iter().enumerate() {
+            // The subject's last sequence is the previous block's ack.
+            if k > 0 {
+                self.settle(state)?;
+            }
+            let (block, digest) = reel_archive::wire::seal_block(chunk, &state.head)
+                .map_err(|e| refused(format!("a fact does not encode: {e}")))?;
+            let mut headers = HeaderMap::new();
+            headers.insert(
+                NATS_MESSAGE_ID,
+                format!("{token}:{}", chunk[0].seq).as_str(),
+            );
+            headers.insert(
+                NATS_EXPECTED_LAST_SUBJECT_SEQUENCE,
+                state.last.to_string().as_str(),
+            );
+            // Published by a task of the store's runtime: the writer goes
+            // on to the next stream's batch meanwhile, and its flush (or
+            // this stream's next batch) waits for the ack.
+            let shared = self.shared.clone();
+            let (name, subject, outside) =
+                (stream.to_owned(), state.subject.clone(), state.outside);
+            let claim = fresh && k == 0;
+            let task = async move {
+                if claim {
+                    shared.claim(&name, outside, &subject).await?;
+                }
+                shared.publish(&name, &subject, headers, block.into()).await
+            };
+            state.pending = Some(self.runtime().spawn(task));
+            state.head = digest;
+            for fact in chunk {
+                state.record.observe(fact);
+            }
+        }
+        state.rules = rules;
+        state.ended |= facts.iter().any(|f| {
+            matches!(f.kind, FactKind::RunEnded(_))
+                || (state.outside
+                    && matches!(f.kind, FactKind::CallEnded(_))
+                    && f.call.as_deref() == state.record.outside_run.as_deref())
+        });
+        Ok(())
+    }
+}
+
+impl Shared {
+    /// Claims a new stream in the KV bucket: `create` fails when the key
+    /// exists, and a claim this writer made itself (a retry after a lost
+    /// ack) is told apart by its writer id.
+    async fn claim(&self, stream: &str, outside: bool, subject: &str) -> Result<(), NatsError> {
+        let key = kv_key(stream, outside);
+        let value = serde_json::json!({ "writer": self.writer, "subject": subject }).to_string();
+        let value = Bytes::from(value);
+        let start = Instant::now();
+        let mut attempt = 0u32;
+        loop {
+            attempt += 1;
+            match self.cluster.runs.create(&key, value.clone()).await {
+                Ok(_) => return Ok(()),
+                Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => {
+                    let entry = self.cluster.runs.get(&key).await.ok().flatten();
+                    if entry.as_deref() == Some(&value[..]) {
+                        return Ok(());
+                    }
+                    return Err(NatsError::Conflict {
+                        stream: stream.into(),
+                        detail: "its id is claimed in the cluster's run bucket".into(),
+                    });
+                }
+                Err(e) => self.wait_or_fail(stream, start, attempt, &e).await?,
+            }
+        }
+    }
+
+    /// Publishes one block and waits for its ack, retrying (same message
+    /// id) under the offline policy; returns the message's stream sequence.
+    async fn publish(
+        &self,
+        stream: &str,
+        subject: &str,
+        headers: HeaderMap,
+        payload: Bytes,
+    ) -> Result<u64, NatsError> {
+        let start = Instant::now();
+        let mut attempt = 0u32;
+        loop {
+            attempt += 1;
+            let sent = async {
+                self.cluster
+                    .js
+                    .publish_with_headers(subject.to_owned(), headers.clone(), payload.clone())
+                    .await?
+                    .await
+            }
+            .await;
+            match sent {
+                Ok(ack) => {
+                    self.counters.blocks.fetch_add(1, Ordering::Relaxed);
+                    if ack.duplicate {
+                        self.counters.duplicates.fetch_add(1, Ordering::Relaxed);
+                    }
+                    if attempt > 1 {
+                        tracing::info!(
+                            stream,
+                            attempt,
+                            "reel-nats: the cluster acknowledged the block again"
+                        );
+                    }
+                    return Ok(ack.sequence);
+                }
+                Err(e) if e.kind() == PublishErrorKind::WrongLastSequence => {
+                    // After a lost ack, an earlier attempt of this very
+                    // block may be the subject's last message: that is ours.
+                    if attempt > 1 {
+                        if let Some(seq) = self.landed(subject, &headers).await {
+                            self.counters.blocks.fetch_add(1, Ordering::Relaxed);
+                            self.counters.duplicates.fetch_add(1, Ordering::Relaxed);
+                            return Ok(seq);
+                        }
+                    }
+                    return Err(NatsError::Conflict {
+                        stream: stream.into(),
+                        detail: format!("the subject {subject} moved on under this writer: {e}"),
+                    });
+                }
+                Err(e) => self.wait_or_fail(stream, start, attempt, &e).await?,
+            }
+        }
+    }
+
+    /// The sequence of the subject's last message when it carries the
+    /// message id in `headers`.
+    async fn landed(&self, subject: &str, headers: &HeaderMap) -> Option<u64> {
+        let want = headers.get(NATS_MESSAGE_ID)?;
+        let last = self
+            .cluster
+            .stream
+            .get_last_raw_message_by_subject(subject)
+            .await
+            .ok()?;
+        (last.headers.get(NATS_MESSAGE_ID) == Some(want)).then_some(last.sequence)
+    }
+
+    /// After a failed attempt: waits before the next one, or fails when the
+    /// offline policy's wait has run out. Tells the host either way.
+    async fn wait_or_fail(
+        &self,
+        stream: &str,
+        start: Instant,
+        attempt: u32,
+        error: &(dyn std::fmt::Display + Sync),
+    ) -> Result<(), NatsError> {
+        let waited = start.elapsed();
+        let budget = match self.cluster.config.offline {
+            OfflinePolicy::Wait(d) => d,
+            OfflinePolicy::Fail => Duration::ZERO,
+        };
+        if waited >= budget {
+            let e = NatsError::Offline {
+                stream: stream.into(),
+                waited_ms: waited.as_millis() as u64,
+                detail: error.to_string(),
+            };
+            tracing::error!("reel-nats: {e}");
+            return Err(e);
+        }
+        if attempt == 1 {
+            tracing::warn!(
+                stream,
+                urls = %self.cluster.config.shown(),
+                "reel-nats: the cluster did not take a block ({error}); retrying for up to {} ms, calls wait meanwhile",
+                budget.as_millis()
+            );
+        }
+        self.counters.retries.fetch_add(1, Ordering::Relaxed);
+        let pause = Duration::from_millis(50u64 << attempt.min(4)).min(budget - waited);
+        tokio::time::sleep(pause).await;
+        Ok(())
+    }
+
+    async fn put_artifact_async(&self, bytes: &[u8]) -> Result<String, NatsError> {
+        let hex = hex::encode(Sha256::digest(bytes));
+        let start = Instant::now();
+        let mut attempt = 0u32;
+        loop {
+            attempt += 1;
+            if self.cluster.artifacts.info(&hex).await.is_ok() {
+                return Ok(format!("sha256:{hex}"));
+            }
+            match self
+                .cluster
+                .artifacts
+                .put(hex.as_str(), &mut &bytes[..])
+                .await
+            {
+                Ok(_) => return Ok(format!("sha256:{hex}")),
+                Err(e) => self.wait_or_fail("artifacts", start, attempt, &e).await?,
+            }
+        }
+    }
+
+    /// Stores the stream's final record in the KV bucket (the index a
+    /// listing reads); its claim stays: the id stays taken.
+    async fn store_record(&self, stream: &str, state: &StreamState) -> Result<(), NatsError> {
+        let key = kv_key(stream, state.outside);
+        let value = serde_json::json!({
+            "writer": self.writer,
+            "subject": state.subject,
+            "record": state.record,
+        })
+        .to_string();
+        let start = Instant::now();
+        let mut attempt = 0u32;
+        loop {
+            attempt += 1;
+            match self.cluster.runs.put(&key, value.clone().into()).await {
+                Ok(_) => return Ok(()),
+                Err(e) => self.wait_or_fail(stream, start, attempt, &e).await?,
+            }
+        }
+    }
+}
+
+/// Splits a batch into chunks whose blocks stay under [`MAX_BLOCK`]
+/// (estimated from the facts' encodings; one fact is always one chunk).
+fn chunks(facts: &[Fact]) -> Vec<&[Fact]> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut size = 0;
+    for (i, fact) in facts.iter().enumerate() {
+        let mut buf = Vec::new();
+        let len = reel_archive::encode_fact(fact, &mut buf).map_or(0, |_| buf.len() + 4);
+        if i > start && size + len > MAX_BLOCK {
+            out.push(&facts[start..i]);
+            start = i;
+            size = 0;
+        }
+        size += len;
+    }
+    if start < facts.len() {
+        out.push(&facts[start..]);
+    }
+    out
+}
+
+impl Cluster {
+    pub(crate) async fn connect(config: NatsConfig) -> Result<Cluster, NatsError> {
+        let shown = config.shown();
+        let addrs: Vec<async_nats::ServerAddr> = config
+            .urls
+            .iter()
+            .map(|u| u.parse())
+            .collect::<Result<_, _>>()
+            .map_err(|e: std::io::Error| NatsError::BadUrls {
+                urls: shown.clone(),
+                detail: e.to_string(),
+            })?;
+        let events_urls = shown.clone();
+        let client = async_nats::ConnectOptions::new()
+            .name("reel")
+            .connection_timeout(Duration::from_secs(5))
+            .max_reconnects(None)
+            .reconnect_delay_callback(|n| Duration::from_millis((50 * n as u64).min(1000)))
+            .event_callback(move |event| {
+                let urls = events_urls.clone();
+                async move {
+                    match event {
+                        async_nats::Event::Connected => {
+                            tracing::info!(%urls, "reel-nats: connected to the cluster")
+                        }
+                        event => tracing::warn!(%urls, "reel-nats: {event}"),
+                    }
+                }
+            })
+            .connect(addrs)
+            .await
+            .map_err(|e| NatsError::Cluster {
+                urls: shown.clone(),
+                what: "connecting",
+                detail: e.to_string(),
+            })?;
+        let js = jetstream::ContextBuilder::new()
+            .timeout(config.ack_timeout)
+            .build(client);
+        // A node down or a leader election makes the first requests time
+        // out: setting up waits as a call would (the offline policy).
+        let budget = match config.offline {
+            OfflinePolicy::Wait(d) => d,
+            OfflinePolicy::Fail => Duration::ZERO,
+        };
+        let start = Instant::now();
+        let (stream, runs, artifacts) = loop {
+            match setup(&js, &config).await {
+                Ok(handles) => break handles,
+                Err(e) if start.elapsed() < budget => {
+                    tracing::warn!("reel-nats: {e}; trying again");
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        Ok(Cluster {
+            config,
+            js,
+            stream,
+            runs,
+            artifacts,
+        })
+    }
+
+    pub(crate) fn error(&self, what: &'static str, e: impl std::fmt::Display) -> NatsError {
+        NatsError::Cluster {
+            urls: self.config.shown(),
+            what,
+            detail: e.to_string(),
+        }
+    }
+}
+
+/// Gets (or creates) the stream and the buckets.
+async fn setup(
+    js: &jetstream::Context,
+    config: &NatsConfig,
+) -> Result<(stream::Stream, kv::Store, object_store::ObjectStore), NatsError> {
+    let shown = config.shown();
+    let fail = |what: &'static str, e: &dyn std::fmt::Display| NatsError::Cluster {
+        urls: shown.clone(),
+        what,
+        detail: e.to_string(),
+    };
+    let stream = js
+        .get_or_create_stream(stream::Config {
+            name: config.stream.clone(),
+            subjects: vec![format!("{}.>", config.subject_prefix)],
+            num_replicas: config.replicas,
+            storage: stream::StorageType::File,
+            duplicate_window: Duration::from_secs(120),
+            allow_direct: true,
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| fail("creating the stream", &e))?;
+    let runs = match js.get_key_value(&config.runs_bucket).await {
+        Ok(kv) => kv,
+        Err(_) => match js
+            .create_key_value(kv::Config {
+                bucket: config.runs_bucket.clone(),
+                history: 1,
+                num_replicas: config.replicas,
+                storage: stream::StorageType::File,
+                ..Default::default()
+            })
+            .await
+        {
+            Ok(kv) => kv,
+            // Created meanwhile by another host.
+            Err(e) => js
+                .get_key_value(&config.runs_bucket)
+                .await
+                .map_err(|_| fail("creating the run bucket", &e))?,
+        },
+    };
+    let artifacts = match js.get_object_store(&config.artifacts_bucket).await {
+        Ok(o) => o,
+        Err(_) => match js
+            .create_object_store(object_store::Config {
+                bucket: config.artifacts_bucket.clone(),
+                num_replicas: config.replicas,
+                storage: stream::StorageType::File,
+                ..Default::default()
+            })
+            .await
+        {
+            Ok(o) => o,
+            Err(e) => js
+                .get_object_store(&config.artifacts_bucket)
+                .await
+                .map_err(|_| fail("creating the artifact bucket", &e))?,
+        },
+    };
+    Ok((stream, runs, artifacts))
+}
+
+impl Store for NatsStore {
+    fn append_batch(&self, stream: &str, facts: Vec<Fact>) -> Result<(), StoreError> {
+        if facts.is_empty() {
+            return Ok(());
+        }
+        if lock(&self.streams).get(stream).is_some_and(|s| s.ended) {
+            return Err(StoreError::StreamClosed {
+                stream: stream.into(),
+            });
+        }
+        self.append(stream, facts).map_err(other)
+    }
+
+    fn put_artifact(&self, bytes: &[u8]) -> Result<String, StoreError> {
+        self.block_on(self.shared.put_artifact_async(bytes))
+            .map_err(other)
+    }
+
+    /// Waits for the ack of every block in flight (their publishes went
+    /// out concurrently, one per stream).
+    fn flush(&self) -> Result<(), StoreError> {
+        let mut streams = lock(&self.streams);
+        let mut first = None;
+        for state in streams.values_mut() {
+            if let Err(e) = self.settle(state) {
+                first.get_or_insert(e);
+            }
+        }
+        let closed: Vec<String> = streams
+            .iter()
+            .filter(|(_, s)| s.closed && s.broken.is_none())
+            .map(|(k, _)| k.clone())
+            .collect();
+        let mut records = Vec::new();
+        for name in closed {
+            let state = streams.remove(&name).expect("listed above");
+            let shared = self.shared.clone();
+            records.push(self.runtime().spawn(async move {
+                // The facts are durable already; a record that does not
+                // make it is an index entry short, said as a warning, not
+                // a lost fact.
+                if let Err(e) = shared.store_record(&name, &state).await {
+                    tracing::warn!("reel-nats: the run record of {name:?} was not stored: {e}");
+                }
+            }));
+        }
+        streams.retain(|_, s| !(s.closed && s.broken.is_some()));
+        for task in records {
+            let _ = self.block_on(task);
+        }
+        match first {
+            None => Ok(()),
+            Some(e) => Err(other(e)),
+        }
+    }
+
+    /// The stream's record goes to the KV bucket at the next flush, once
+    /// its last block is acknowledged (with every other closed stream's,
+    /// concurrently).
+    fn close_stream(&self, stream: &str) -> Result<(), StoreError> {
+        if let Some(state) = lock(&self.streams).get_mut(stream) {
+            state.closed = true;
+        }
+        Ok(())
+    }
+}

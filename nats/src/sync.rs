@@ -1,0 +1,506 @@
+//! The projection: the cluster's stream into a local archive (`reel sync`),
+//! and its check against the stream (`reel verify --nats`).
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use async_nats::jetstream;
+use async_nats::jetstream::consumer::{pull, AckPolicy, DeliverPolicy};
+use futures::StreamExt as _;
+use sha2::{Digest as _, Sha256};
+use tokio::io::AsyncReadExt as _;
+
+use reel_archive::wire::open_block;
+use reel_archive::{Archive, ArchiveError, Digest};
+
+use crate::store::Cluster;
+use crate::subject::stream_of_subject;
+use crate::{NatsConfig, NatsError};
+
+/// The projection's own state, beside the archive's database: the head of
+/// each stream's chain as the stream holds it (the archive seals its own
+/// blocks), so a block delivered after a restart is checked against the
+/// block before it.
+const STATE_FILE: &str = "nats-sync.json";
+
+/// What one [`sync`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SyncReport {
+    /// Messages read from the stream.
+    pub messages: u64,
+    /// Facts appended to the archive.
+    pub facts: u64,
+    /// Blocks already in the archive (delivered again after a restart).
+    pub already: u64,
+    /// Artifacts copied into the archive.
+    pub artifacts: u64,
+    /// Streams touched.
+    pub streams: u64,
+}
+
+/// Projects the cluster's stream into `archive`, up to the stream's last
+/// message when the sync began, through a durable consumer (named
+/// `consumer`, or by default `reel-sync-<id>` after the projection's own
+/// id, kept beside its database: one consumer per projection, which
+/// remembers how far the projection got, so a restarted sync resumes
+/// there).
+///
+/// Each block is checked as it lands: its checksum, its link to the
+/// stream's previous block (the hash chain), the seqs and the stream rules
+/// (the archive's own append checks). A block the archive has already (a
+/// redelivery after a crash between the archive's flush and the
+/// consumer's ack) is recognised by its seqs and skipped, so a sync is
+/// idempotent. Damage stops the sync with [`NatsError::Projection`]
+/// naming the subject and the stream sequence; nothing after it is
+/// acknowledged.
+pub fn sync(
+    config: &NatsConfig,
+    archive: &Archive,
+    consumer: Option<&str>,
+) -> Result<SyncReport, NatsError> {
+    let rt = runtime(config)?;
+    rt.block_on(sync_async(config, archive, consumer))
+}
+
+pub(crate) fn runtime(config: &NatsConfig) -> Result<tokio::runtime::Runtime, NatsError> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| NatsError::Cluster {
+            urls: config.shown(),
+            what: "starting the client's runtime",
+            detail: e.to_string(),
+        })
+}
+
+fn state_path(archive: &Archive) -> PathBuf {
+    archive.dir().join(STATE_FILE)
+}
+
+/// The projection's state: its own id (naming its durable consumer) and
+/// the chain heads.
+struct State {
+    id: String,
+    heads: HashMap<String, (u64, Digest)>,
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct StoredState {
+    id: String,
+    heads: BTreeMap<String, (u64, String)>,
+}
+
+fn new_id(archive: &Archive) -> String {
+    let seed = format!(
+        "{:?}{}{}",
+        std::time::SystemTime::now(),
+        std::process::id(),
+        archive.dir().display()
+    );
+    hex::encode(&Sha256::digest(seed.as_bytes())[..8])
+}
+
+fn load_state(archive: &Archive) -> Result<State, NatsError> {
+    let path = state_path(archive);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(State {
+                id: new_id(archive),
+                heads: HashMap::new(),
+            })
+        }
+        Err(e) => return Err(NatsError::Projection(format!("{}: {e}", path.display()))),
+    };
+    let damaged = |detail: String| {
+        NatsError::Projection(format!(
+            "{}: {detail}; remove the projection's directory and sync again",
+            path.display()
+        ))
+    };
+    let stored: StoredState = serde_json::from_str(&text).map_err(|e| damaged(e.to_string()))?;
+    if stored.id.is_empty() || !stored.id.bytes().all(|b| b.is_ascii_alphanumeric()) {
+        return Err(damaged("the projection's id is not alphanumeric".into()));
+    }
+    let heads = stored
+        .heads
+        .into_iter()
+        .map(|(k, (seq, v))| {
+            let d = reel_archive::parse_digest(&format!("sha256:{v}"))
+                .ok_or_else(|| damaged(format!("the head of {k:?} is not a digest")))?;
+            Ok((k, (seq, d)))
+        })
+        .collect::<Result<_, NatsError>>()?;
+    Ok(State {
+        id: stored.id,
+        heads,
+    })
+}
+
+fn save_state(archive: &Archive, state: &State) -> Result<(), NatsError> {
+    let map = StoredState {
+        id: state.id.clone(),
+        heads: state
+            .heads
+            .iter()
+            .map(|(k, (seq, d))| (k.clone(), (*seq, hex::encode(d))))
+            .collect(),
+    };
+    let path = state_path(archive);
+    let tmp = path.with_extension("json.tmp");
+    let write = || -> std::io::Result<()> {
+        let f = std::fs::File::create(&tmp)?;
+        serde_json::to_writer(&f, &map)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, &path)
+    };
+    write().map_err(|e| NatsError::Projection(format!("{}: {e}", path.display())))
+}
+
+async fn sync_async(
+    config: &NatsConfig,
+    archive: &Archive,
+    consumer: Option<&str>,
+) -> Result<SyncReport, NatsError> {
+    let mut cluster = Cluster::connect(config.clone()).await?;
+    let mut report = SyncReport::default();
+    let mut state = load_state(archive)?;
+    let consumer_name = match consumer {
+        Some(name) => name.to_owned(),
+        None => format!("reel-sync-{}", state.id),
+    };
+    let consumer_name = consumer_name.as_str();
+    let info = cluster.stream.info().await.map(|i| i.state.last_sequence);
+    let last = info.map_err(|e| cluster.error("reading the stream's state", e))?;
+    // Right after a node or the cluster restarts, the consumer's leader may
+    // still be elected: waited out as the store waits (the offline policy).
+    let budget = match config.offline {
+        crate::OfflinePolicy::Wait(d) => d,
+        crate::OfflinePolicy::Fail => Duration::ZERO,
+    };
+    let start = std::time::Instant::now();
+    let consumer: jetstream::consumer::PullConsumer = loop {
+        let made = cluster
+            .stream
+            .get_or_create_consumer(
+                consumer_name,
+                pull::Config {
+                    durable_name: Some(consumer_name.to_owned()),
+                    ack_policy: AckPolicy::All,
+                    deliver_policy: DeliverPolicy::All,
+                    filter_subject: format!("{}.>", config.subject_prefix),
+                    ..Default::default()
+                },
+            )
+            .await;
+        match made {
+            Ok(c) => break c,
+            Err(e) if start.elapsed() < budget => {
+                tracing::warn!("reel-nats: creating the projection's consumer: {e}; trying again");
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            Err(e) => return Err(cluster.error("creating the projection's consumer", e)),
+        }
+    };
+    // The id is kept from the first sync on, with its consumer.
+    save_state(archive, &state)?;
+    let mut next: HashMap<String, u64> = HashMap::new();
+    let mut touched = std::collections::HashSet::new();
+    let mut seen = consumer_floor(&consumer).await;
+    while seen < last {
+        let mut batch = consumer
+            .fetch()
+            .max_messages(256)
+            .expires(Duration::from_secs(2))
+            .messages()
+            .await
+            .map_err(|e| cluster.error("fetching from the stream", e))?;
+        let mut last_msg = None;
+        while let Some(msg) = batch.next().await {
+            let msg = msg.map_err(|e| cluster.error("fetching from the stream", e))?;
+            let seq = msg.info().map(|i| i.stream_sequence).unwrap_or(0);
+            report.messages += 1;
+            let subject = msg.subject.to_string();
+            let Some((stream, _)) = stream_of_subject(&config.subject_prefix, &subject) else {
+                tracing::warn!(
+                    "reel-nats: sync skips message {seq} on {subject}: not a reel stream's subject"
+                );
+                seen = seen.max(seq);
+                last_msg = Some(msg);
+                continue;
+            };
+            land(
+                archive,
+                &mut state.heads,
+                &mut next,
+                &stream,
+                &subject,
+                seq,
+                &msg.payload,
+                &mut report,
+            )?;
+            touched.insert(stream);
+            seen = seen.max(seq);
+            last_msg = Some(msg);
+        }
+        let Some(msg) = last_msg else {
+            // Nothing came within the wait: the consumer may have caught up
+            // with a stream that lost its last messages (limits).
+            if consumer_floor(&consumer).await >= last || pending(&consumer).await == 0 {
+                break;
+            }
+            continue;
+        };
+        archive
+            .flush()
+            .map_err(|e| NatsError::Projection(e.to_string()))?;
+        save_state(archive, &state)?;
+        msg.double_ack()
+            .await
+            .map_err(|e| cluster.error("acknowledging the projected blocks", e))?;
+    }
+    report.artifacts = copy_artifacts(&mut cluster, archive).await?;
+    archive
+        .flush()
+        .map_err(|e| NatsError::Projection(e.to_string()))?;
+    report.streams = touched.len() as u64;
+    Ok(report)
+}
+
+async fn consumer_floor(consumer: &jetstream::consumer::PullConsumer) -> u64 {
+    let mut c = consumer.clone();
+    c.info()
+        .await
+        .map(|i| i.ack_floor.stream_sequence)
+        .unwrap_or(0)
+}
+
+async fn pending(consumer: &jetstream::consumer::PullConsumer) -> u64 {
+    let mut c = consumer.clone();
+    c.info().await.map(|i| i.num_pending).unwrap_or(0)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn land(
+    archive: &Archive,
+    heads: &mut HashMap<String, (u64, Digest)>,
+    next: &mut HashMap<String, u64>,
+    stream: &str,
+    subject: &str,
+    seq: u64,
+    payload: &[u8],
+    report: &mut SyncReport,
+) -> Result<(), NatsError> {
+    let damage = |detail: String| {
+        NatsError::Projection(format!(
+            "stream message {seq} ({subject}, run {stream:?}): {detail}"
+        ))
+    };
+    let block = open_block(payload).map_err(|e| damage(format!("damaged block: {e}")))?;
+    let Some(first) = block.facts.first().map(|f| f.seq) else {
+        return Err(damage("empty block".into()));
+    };
+    let end = first + block.facts.len() as u64;
+    let have = match next.get(stream) {
+        Some(n) => *n,
+        None => match archive.run(stream) {
+            Ok(r) => r.facts,
+            Err(ArchiveError::UnknownRun { .. }) => 0,
+            Err(e) => return Err(damage(e.to_string())),
+        },
+    };
+    // The chain's head as the projection knows it: the seq the next block
+    // starts at, and the digest that block must name as its previous.
+    let head = if first == 0 {
+        Some((0, [0; 32]))
+    } else {
+        heads.get(stream).copied()
+    };
+    let links = head == Some((first, block.prev));
+    if end <= have {
+        // Landed before (a redelivery, or another consumer's): the chain
+        // was checked then; a head left behind by a crash catches up.
+        report.already += 1;
+        if links {
+            heads.insert(stream.to_owned(), (end, block.digest));
+        }
+    } else if first == have {
+        if !links {
+            return Err(damage(match head {
+                Some((at, _)) if at == first => format!(
+                    "the block's previous digest does not match the block before it (hash chain broken at seq {first})"
+                ),
+                _ => format!(
+                    "the projection does not know the block before seq {first}; remove the projection's directory and sync again"
+                ),
+            }));
+        }
+        let n = block.facts.len() as u64;
+        archive
+            .append_projected(stream, block.facts)
+            .map_err(|e| damage(e.to_string()))?;
+        report.facts += n;
+        heads.insert(stream.to_owned(), (end, block.digest));
+    } else {
+        return Err(damage(format!(
+            "the block holds seqs {first}..{end} where the projection stands at {have}"
+        )));
+    }
+    next.insert(stream.to_owned(), have.max(end));
+    Ok(())
+}
+
+async fn copy_artifacts(cluster: &mut Cluster, archive: &Archive) -> Result<u64, NatsError> {
+    let mut list = cluster
+        .artifacts
+        .list()
+        .await
+        .map_err(|e| cluster.error("listing the artifacts", e))?;
+    let mut copied = 0;
+    let mut names = Vec::new();
+    while let Some(info) = list.next().await {
+        let info = info.map_err(|e| cluster.error("listing the artifacts", e))?;
+        if !info.deleted {
+            names.push(info.name);
+        }
+    }
+    for name in names {
+        let digest = format!("sha256:{name}");
+        if archive
+            .artifact(&digest)
+            .map_err(|e| NatsError::Projection(e.to_string()))?
+            .is_some()
+        {
+            continue;
+        }
+        let mut object = cluster
+            .artifacts
+            .get(&name)
+            .await
+            .map_err(|e| cluster.error("reading an artifact", e))?;
+        let mut bytes = Vec::new();
+        object
+            .read_to_end(&mut bytes)
+            .await
+            .map_err(|e| cluster.error("reading an artifact", e))?;
+        if hex::encode(Sha256::digest(&bytes)) != name {
+            return Err(NatsError::Projection(format!(
+                "artifact {digest}: its bytes do not have that digest"
+            )));
+        }
+        archive
+            .put_artifact(&bytes)
+            .map_err(|e| NatsError::Projection(e.to_string()))?;
+        copied += 1;
+    }
+    Ok(copied)
+}
+
+/// What [`verify_projection`] found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct VerifyProjection {
+    /// Streams the cluster holds.
+    pub streams: u64,
+    /// Streams whose last block's facts the projection holds, identical.
+    pub matching: u64,
+    /// What differs, one line each (a stream behind, a fact that differs,
+    /// the archive's own damage).
+    pub problems: Vec<String>,
+}
+
+impl VerifyProjection {
+    /// True when the projection holds every stream up to its last block.
+    pub fn is_ok(&self) -> bool {
+        self.problems.is_empty()
+    }
+}
+
+/// Checks the projection in `archive` against the cluster's stream: every
+/// subject's last block is in the projection, fact for fact, and the
+/// archive's own chains verify.
+pub fn verify_projection(
+    config: &NatsConfig,
+    archive: &Archive,
+) -> Result<VerifyProjection, NatsError> {
+    let rt = runtime(config)?;
+    rt.block_on(async {
+        let cluster = Cluster::connect(config.clone()).await?;
+        let mut out = VerifyProjection::default();
+        let mut subjects = Vec::new();
+        {
+            let mut info = cluster
+                .stream
+                .info_with_subjects(format!("{}.>", config.subject_prefix))
+                .await
+                .map_err(|e| cluster.error("listing the stream's subjects", e))?;
+            while let Some(s) = info.next().await {
+                let (subject, _) =
+                    s.map_err(|e| cluster.error("listing the stream's subjects", e))?;
+                subjects.push(subject);
+            }
+        }
+        subjects.sort();
+        for subject in subjects {
+            let Some((stream, _)) = stream_of_subject(&config.subject_prefix, &subject) else {
+                continue;
+            };
+            out.streams += 1;
+            let msg = cluster
+                .stream
+                .get_last_raw_message_by_subject(&subject)
+                .await
+                .map_err(|e| cluster.error("reading a subject's last block", e))?;
+            let block = match open_block(&msg.payload) {
+                Ok(b) => b,
+                Err(e) => {
+                    out.problems.push(format!(
+                        "{stream:?}: the stream's last block is damaged: {e}"
+                    ));
+                    continue;
+                }
+            };
+            let Some(first) = block.facts.first().map(|f| f.seq) else {
+                continue;
+            };
+            let end = first + block.facts.len() as u64;
+            let have: Result<Vec<_>, _> = match archive.facts(&stream, first..end) {
+                Ok(f) => f.collect(),
+                Err(e) => Err(e),
+            };
+            match have {
+                Ok(have) if have.len() as u64 == end - first => {
+                    let same = have.iter().zip(&block.facts).all(|(a, b)| {
+                        let (mut x, mut y) = (Vec::new(), Vec::new());
+                        reel_archive::encode_fact(a, &mut x).is_ok()
+                            && reel_archive::encode_fact(b, &mut y).is_ok()
+                            && x == y
+                    });
+                    if same {
+                        out.matching += 1;
+                    } else {
+                        out.problems.push(format!(
+                            "{stream:?}: facts {first}..{end} differ from the stream's"
+                        ));
+                    }
+                }
+                Ok(have) => out.problems.push(format!(
+                    "{stream:?}: the projection holds {} of facts {first}..{end}: run `reel sync`",
+                    have.len()
+                )),
+                Err(e) => out.problems.push(format!(
+                    "{stream:?}: not in the projection ({e}): run `reel sync`"
+                )),
+            }
+        }
+        let report = archive
+            .verify()
+            .map_err(|e| NatsError::Projection(e.to_string()))?;
+        if !report.is_ok() {
+            out.problems.push(format!(
+                "the projection's archive does not verify: {report:?}"
+            ));
+        }
+        Ok(out)
+    })
+}

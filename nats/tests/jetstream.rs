@@ -1,0 +1,600 @@
+//! Recording into a real 3-node JetStream cluster on loopback, and
+//! projecting it into a local archive. One cluster for every scenario (in
+//! this order, sharing one stream, each with its own run ids):
+//!
+//! 1. **A conflict:** two recorder processes start the same run id; the
+//!    second gets a clear conflict error, the first's run is whole.
+//! 2. **A node dies, a recorder dies:** 8 recorder processes record
+//!    concurrently into the R3 stream; a node is SIGKILLed mid-run and
+//!    restarted; one recorder process is SIGKILLed mid-run. Every call
+//!    whose result was returned is in the projection, every chain
+//!    verifies, no fact is there twice, and the killed recorder's run is
+//!    incomplete, not corrupt.
+//! 3. **A retry:** every node is stopped (SIGSTOP) while a block is in
+//!    flight, so its ack times out and it is published again; the block is
+//!    stored once.
+//! 4. **Offline and back:** every node is killed; a call waits (the
+//!    default policy) and returns once the cluster is back, its facts in
+//!    the stream; a store under the fail policy fails with a clear error.
+//! 5. **Resume:** a second sync into the same projection reads only what
+//!    is new; a third reads nothing.
+//!
+//! Nothing here asserts on time: waits are for events (lines from the
+//! recorders, a store's retry count), each with a generous guard that
+//! fails with the nodes' logs instead of hanging.
+
+mod cluster;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
+
+use reel::context::{ToolContext, ToolError};
+use reel::fact::{FactKind, RunStatus};
+use reel::run::RunState;
+use reel_archive::{Archive, ArchiveConfig, FingerprintKey, Store};
+use reel_nats::{NatsConfig, NatsStore, OfflinePolicy};
+use reel_recorder::{Durability, Recorder, RecorderConfig, RunStart};
+use serde_json::{json, Value};
+
+use cluster::ClusterUnderTest;
+
+const CHILD_ENV: &str = "REEL_NATS_TEST_CHILD";
+/// Every host of a fleet shares the fingerprint key (here: a fixed one).
+const KEY: &str = "4242424242424242424242424242424242424242424242424242424242424242";
+/// The guard on any one wait: far above what any step takes.
+const GUARD: Duration = Duration::from_secs(120);
+const RECORDERS: usize = 8;
+
+fn main() {
+    if std::env::var_os(CHILD_ENV).is_some() {
+        child();
+        return;
+    }
+    let config_dir = tempfile::tempdir().unwrap();
+    // SAFETY: set before any thread of this process starts.
+    unsafe { std::env::set_var(reel_archive::CONFIG_DIR_ENV, config_dir.path()) };
+    let mut cluster = ClusterUnderTest::start();
+    drop(cluster.ready());
+    println!("cluster ready at {}", cluster.urls());
+    let projection = tempfile::tempdir().unwrap();
+
+    conflict(&cluster);
+    println!("ok: a conflict of two writers of one run");
+    let killed_run = node_and_recorder_die(&mut cluster, projection.path());
+    println!("ok: a node dies, a recorder dies");
+    retry_after_timeout(&cluster);
+    println!("ok: a retried publish after a timeout does not duplicate");
+    offline_and_back(&mut cluster);
+    println!("ok: offline and back");
+    resume(&cluster, projection.path(), &killed_run);
+    println!("ok: resume");
+}
+
+// ---------------------------------------------------------------------------
+// Recorder processes
+// ---------------------------------------------------------------------------
+
+fn say(line: &str) {
+    let mut out = std::io::stdout().lock();
+    if writeln!(out, "{line}").and_then(|_| out.flush()).is_err() {
+        std::process::exit(0);
+    }
+}
+
+async fn stepper(ctx: ToolContext, args: Value) -> Result<Value, ToolError> {
+    let n = args["steps"].as_u64().unwrap_or(3);
+    for i in 0..n {
+        ctx.progress(json!({ "step": i }));
+    }
+    Ok(json!({ "steps": n }))
+}
+
+fn env(name: &str) -> String {
+    std::env::var(name).unwrap_or_default()
+}
+
+fn recorder_config() -> RecorderConfig {
+    RecorderConfig {
+        durability: Durability::CallBoundary,
+        fingerprint_key: FingerprintKey::from_hex(KEY).unwrap(),
+        serve_live: false,
+        ..RecorderConfig::default()
+    }
+}
+
+/// A recorder process: records `RUNS` runs of `CALLS` calls each, under
+/// run ids `<PREFIX>-<i>`, saying each call whose result it got back. With
+/// `HOLD`, it waits for a line on stdin after its first call.
+fn child() {
+    let urls = env("REEL_NATS");
+    let prefix = env("REEL_CHILD_PREFIX");
+    let runs: usize = env("REEL_CHILD_RUNS").parse().unwrap();
+    let calls: usize = env("REEL_CHILD_CALLS").parse().unwrap();
+    let hold = !env("REEL_CHILD_HOLD").is_empty();
+    let scratch = tempfile::tempdir().unwrap();
+    let config = NatsConfig::from_urls(&urls).unwrap();
+    let store = Arc::new(NatsStore::connect(config).unwrap());
+    let archive = Archive::open(
+        scratch.path(),
+        ArchiveConfig {
+            fingerprint_key: FingerprintKey::from_hex(KEY).unwrap(),
+            ..ArchiveConfig::default()
+        },
+    )
+    .unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async move {
+        let recorder = Recorder::with_store(archive, store, recorder_config()).unwrap();
+        for r in 0..runs {
+            let id = format!("{prefix}-{r}");
+            let run = match recorder.start_run(RunStart::new(id.clone())).await {
+                Ok(run) => run,
+                Err(e) => {
+                    say(&format!("error {e}"));
+                    std::process::exit(3);
+                }
+            };
+            say(&format!("started {id}"));
+            for c in 0..calls {
+                let call = run.call("stepper", json!({ "steps": 1 + c % 4 }));
+                let call_id = call.id().to_owned();
+                call.invoke(stepper).await.unwrap();
+                say(&format!("returned {id} {call_id}"));
+                if hold && r == 0 && c == 0 {
+                    say("holding");
+                    let mut line = String::new();
+                    std::io::stdin().read_line(&mut line).unwrap();
+                }
+            }
+            run.end(RunStatus::Completed).await.unwrap();
+            say(&format!("ended {id}"));
+        }
+        recorder.shutdown().await.unwrap();
+    });
+}
+
+struct Recorders {
+    children: Vec<(
+        Child,
+        Option<ChildStdin>,
+        Option<std::thread::JoinHandle<()>>,
+    )>,
+    rx: mpsc::Receiver<(usize, String)>,
+    tx: mpsc::Sender<(usize, String)>,
+    /// Every line said, by child.
+    lines: Vec<Vec<String>>,
+}
+
+impl Recorders {
+    fn new() -> Recorders {
+        let (tx, rx) = mpsc::channel();
+        Recorders {
+            children: Vec::new(),
+            rx,
+            tx,
+            lines: Vec::new(),
+        }
+    }
+
+    fn spawn(&mut self, urls: &str, prefix: &str, runs: usize, calls: usize, hold: bool) -> usize {
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .env(CHILD_ENV, "1")
+            .env("REEL_NATS", urls)
+            .env("REEL_CHILD_PREFIX", prefix)
+            .env("REEL_CHILD_RUNS", runs.to_string())
+            .env("REEL_CHILD_CALLS", calls.to_string())
+            .env("REEL_CHILD_HOLD", if hold { "1" } else { "" })
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let index = self.children.len();
+        let out = child.stdout.take().unwrap();
+        let tx = self.tx.clone();
+        let reader = std::thread::spawn(move || {
+            for line in BufReader::new(out).lines() {
+                let Ok(line) = line else { break };
+                if tx.send((index, line)).is_err() {
+                    break;
+                }
+            }
+        });
+        let stdin = child.stdin.take();
+        self.children.push((child, stdin, Some(reader)));
+        self.lines.push(Vec::new());
+        index
+    }
+
+    /// Waits for the next line of any child.
+    fn next(&mut self, cluster: &ClusterUnderTest) -> (usize, String) {
+        let (i, line) = self
+            .rx
+            .recv_timeout(GUARD)
+            .unwrap_or_else(|_| panic!("no recorder said anything\n{}", cluster.logs()));
+        self.lines[i].push(line.clone());
+        (i, line)
+    }
+
+    /// Waits until `until` holds of the lines said so far.
+    fn wait(&mut self, cluster: &ClusterUnderTest, until: impl Fn(&Recorders) -> bool) {
+        while !until(self) {
+            self.next(cluster);
+        }
+    }
+
+    fn count(&self, prefix: &str) -> usize {
+        self.lines
+            .iter()
+            .flatten()
+            .filter(|l| l.starts_with(prefix))
+            .count()
+    }
+
+    /// Waits for child `i` to exit; returns whether it succeeded. Its
+    /// remaining lines are kept.
+    fn finish(&mut self, i: usize) -> bool {
+        drop(self.children[i].1.take());
+        let ok = self.children[i].0.wait().unwrap().success();
+        // The reader thread ends with the pipe: then all it read is sent.
+        if let Some(reader) = self.children[i].2.take() {
+            reader.join().unwrap();
+        }
+        while let Ok((j, line)) = self.rx.try_recv() {
+            self.lines[j].push(line);
+        }
+        ok
+    }
+
+    /// (run, call) of every call whose result was returned.
+    fn returned(&self) -> BTreeSet<(String, String)> {
+        self.lines
+            .iter()
+            .flatten()
+            .filter_map(|l| {
+                let mut p = l.strip_prefix("returned ")?.split(' ');
+                Some((p.next()?.to_owned(), p.next()?.to_owned()))
+            })
+            .collect()
+    }
+
+    fn ended(&self) -> BTreeSet<String> {
+        self.lines
+            .iter()
+            .flatten()
+            .filter_map(|l| Some(l.strip_prefix("ended ")?.to_owned()))
+            .collect()
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Checks on a projection
+// ---------------------------------------------------------------------------
+
+fn open_projection(dir: &Path) -> Archive {
+    Archive::open(
+        dir,
+        ArchiveConfig {
+            fingerprint_key: FingerprintKey::from_hex(KEY).unwrap(),
+            ..ArchiveConfig::default()
+        },
+    )
+    .unwrap()
+}
+
+fn config(cluster: &ClusterUnderTest) -> NatsConfig {
+    NatsConfig::from_urls(&cluster.urls()).unwrap()
+}
+
+/// Every returned call's `call.ended` is in the projection, every ended
+/// run is completed there, and the projection matches the stream.
+fn check_projection(
+    cluster: &ClusterUnderTest,
+    archive: &Archive,
+    returned: &BTreeSet<(String, String)>,
+    ended: &BTreeSet<String>,
+) {
+    let mut ended_calls: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for run in returned.iter().map(|(r, _)| r).collect::<BTreeSet<_>>() {
+        let facts: Vec<_> = archive
+            .facts(run, ..)
+            .unwrap_or_else(|e| panic!("run {run} is not in the projection: {e}"))
+            .collect::<Result<_, _>>()
+            .unwrap();
+        for (i, f) in facts.iter().enumerate() {
+            assert_eq!(f.seq, i as u64, "run {run}: seqs are gapless, none twice");
+            if let FactKind::CallEnded(_) = f.kind {
+                let call = f.call.clone().unwrap();
+                assert!(
+                    ended_calls
+                        .entry(run.clone())
+                        .or_default()
+                        .insert(call.clone()),
+                    "run {run}: call {call} ended twice"
+                );
+            }
+        }
+    }
+    for (run, call) in returned {
+        assert!(
+            ended_calls.get(run).is_some_and(|c| c.contains(call)),
+            "run {run}: the returned call {call} is not in the projection"
+        );
+    }
+    for run in ended {
+        assert_eq!(
+            archive.run(run).unwrap().state,
+            RunState::Completed,
+            "{run}"
+        );
+    }
+    let report = archive.verify().unwrap();
+    assert!(report.is_ok(), "the projection verifies: {report:?}");
+    let against = reel_nats::verify_projection(&config(cluster), archive).unwrap();
+    assert!(
+        against.is_ok(),
+        "the projection matches the stream: {against:?}"
+    );
+    assert!(against.matching > 0);
+}
+
+// ---------------------------------------------------------------------------
+// Scenarios
+// ---------------------------------------------------------------------------
+
+fn conflict(cluster: &ClusterUnderTest) {
+    let urls = cluster.urls();
+    let mut r = Recorders::new();
+    let a = r.spawn(&urls, "dup", 1, 3, true);
+    r.wait(cluster, |r| r.lines[a].iter().any(|l| l == "holding"));
+    let b = r.spawn(&urls, "dup", 1, 3, false);
+    assert!(!r.finish(b), "the second writer of run dup-0 fails");
+    let said = r.lines[b].join("\n");
+    assert!(
+        said.contains("error") && said.contains("\"dup-0\" is being written by another recorder"),
+        "the second writer is told why: {said}"
+    );
+    // The first writer goes on undisturbed.
+    writeln!(r.children[a].1.as_mut().unwrap()).unwrap();
+    assert!(r.finish(a), "the first writer of run dup-0 completes");
+    assert_eq!(r.ended(), BTreeSet::from(["dup-0".to_owned()]));
+}
+
+/// Returns the id of the run whose recorder was killed.
+fn node_and_recorder_die(cluster: &mut ClusterUnderTest, projection: &Path) -> String {
+    let urls = cluster.urls();
+    let mut r = Recorders::new();
+    // Recorder 0 records one long run and is killed part way.
+    let doomed = r.spawn(&urls, "doomed", 1, 100_000, false);
+    for p in 1..RECORDERS {
+        r.spawn(&urls, &format!("fleet{p}"), 3, 6, false);
+    }
+    let before = RECORDERS * 2;
+    r.wait(cluster, |r| r.count("returned") >= before);
+    cluster.kill_node(1);
+    println!(
+        "node n2 killed after {} returned calls",
+        r.count("returned")
+    );
+    // The fleet goes on with two nodes of three.
+    let during = r.count("returned") + RECORDERS * 2;
+    r.wait(cluster, |r| r.count("returned") >= during);
+    cluster.start_node(1);
+    println!(
+        "node n2 restarted after {} returned calls",
+        r.count("returned")
+    );
+    r.wait(cluster, |r| r.count("returned doomed-0") >= 20);
+    r.children[doomed].0.kill().unwrap();
+    assert!(!r.finish(doomed));
+    for p in 1..RECORDERS {
+        assert!(r.finish(p), "recorder {p} completes: {:?}", r.lines[p]);
+    }
+    assert_eq!(r.ended().len(), (RECORDERS - 1) * 3);
+
+    let archive = open_projection(projection);
+    let report = reel_nats::sync(&config(cluster), &archive, None).unwrap();
+    println!("sync: {report:?}");
+    assert_eq!(report.already, 0, "no block is in the stream twice");
+    check_projection(cluster, &archive, &r.returned(), &r.ended());
+    drop(archive);
+    // Reopened, the killed recorder's run is incomplete, not corrupt.
+    let archive = open_projection(projection);
+    assert_eq!(archive.run("doomed-0").unwrap().state, RunState::Incomplete);
+    assert!(archive.verify().unwrap().is_ok());
+    "doomed-0".into()
+}
+
+fn started(run: &str) -> reel::fact::Fact {
+    reel::fact::Fact {
+        seq: 0,
+        at: 1,
+        offset: 0,
+        call: None,
+        kind: FactKind::RunStarted(reel::fact::RunStarted {
+            run_id: run.into(),
+            session_id: None,
+            identity: None,
+            producer: reel::fact::Producer {
+                name: "test".into(),
+                version: "1".into(),
+            },
+            labels: Default::default(),
+            teardown_scopes: vec![],
+        }),
+    }
+}
+
+fn progress(seq: u64) -> reel::fact::Fact {
+    reel::fact::Fact {
+        seq,
+        at: 2,
+        offset: 1,
+        call: None,
+        kind: FactKind::Progress(reel::fact::Progress {
+            payload: json!({ "seq": seq }),
+            count: seq,
+        }),
+    }
+}
+
+fn wait_for(cluster: &ClusterUnderTest, what: &str, until: impl Fn() -> bool) {
+    let start = std::time::Instant::now();
+    while !until() {
+        assert!(
+            start.elapsed() < GUARD,
+            "{what} never happened\n{}",
+            cluster.logs()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn retry_after_timeout(cluster: &ClusterUnderTest) {
+    let mut config = config(cluster);
+    config.ack_timeout = Duration::from_millis(300);
+    config.offline = OfflinePolicy::Wait(GUARD);
+    let store = Arc::new(NatsStore::connect(config).unwrap());
+    // A batch that breaks the stream rules is refused whole, and leaves
+    // nothing behind: the same stream starts right afterwards.
+    let late = reel::fact::Fact {
+        seq: 5,
+        ..started("retry-0")
+    };
+    let refused = store
+        .append_batch("retry-0", vec![late])
+        .unwrap_err()
+        .to_string();
+    assert!(refused.contains("breaks a stream rule"), "{refused}");
+    store
+        .append_batch("retry-0", vec![started("retry-0")])
+        .unwrap();
+    store.flush().unwrap();
+    cluster.signal_all("STOP");
+    let writer = {
+        let store = store.clone();
+        std::thread::spawn(move || {
+            store.append_batch("retry-0", vec![progress(1), progress(2)])?;
+            store.flush()
+        })
+    };
+    // The block is in flight, unacknowledged: it times out and goes again.
+    wait_for(cluster, "a retry", || store.stats().retries >= 2);
+    cluster.signal_all("CONT");
+    writer.join().unwrap().unwrap();
+    // Which attempt's ack comes back (the original's, a duplicate's) is
+    // the server's business; that the block is stored once is ours.
+    println!("retry: {:?}", store.stats());
+    let end = reel::fact::Fact {
+        kind: FactKind::RunEnded(reel::fact::RunEnded {
+            status: RunStatus::Completed,
+        }),
+        ..progress(3)
+    };
+    store.append_batch("retry-0", vec![end]).unwrap();
+    store.close_stream("retry-0").unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let archive = open_projection(dir.path());
+    let report = reel_nats::sync(&config_of(cluster), &archive, None).unwrap();
+    assert_eq!(report.already, 0, "the retried block is in the stream once");
+    let facts: Vec<_> = archive
+        .facts("retry-0", ..)
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(
+        facts.iter().map(|f| f.seq).collect::<Vec<_>>(),
+        vec![0, 1, 2, 3]
+    );
+    assert_eq!(archive.run("retry-0").unwrap().state, RunState::Completed);
+}
+
+fn config_of(cluster: &ClusterUnderTest) -> NatsConfig {
+    config(cluster)
+}
+
+fn offline_and_back(cluster: &mut ClusterUnderTest) {
+    // The fail policy: a store that fails as soon as an ack times out.
+    let mut failing = config(cluster);
+    failing.offline = OfflinePolicy::Fail;
+    failing.ack_timeout = Duration::from_millis(500);
+    let failing = NatsStore::connect(failing).unwrap();
+    failing
+        .append_batch("offline-fail", vec![started("offline-fail")])
+        .unwrap();
+    failing.flush().unwrap();
+
+    // The default policy, through a recorder: the call waits.
+    let store = Arc::new(NatsStore::connect(config(cluster)).unwrap());
+    assert_eq!(store.config().offline, OfflinePolicy::default());
+    let scratch = tempfile::tempdir().unwrap();
+    let archive = open_projection(scratch.path());
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let recorder = rt.block_on(async {
+        Recorder::with_store(archive, store.clone(), recorder_config()).unwrap()
+    });
+    let run = rt
+        .block_on(recorder.start_run(RunStart::new("offline-0")))
+        .unwrap();
+    for i in 0..3 {
+        cluster.kill_node(i);
+    }
+    let err = failing
+        .append_batch("offline-fail", vec![progress(1)])
+        .and_then(|()| failing.flush())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("did not acknowledge"),
+        "the fail policy fails, saying why: {err}"
+    );
+    let call = run.call("stepper", json!({ "steps": 2 }));
+    let call_id = call.id().to_owned();
+    let pending = rt.spawn(call.invoke(stepper));
+    wait_for(cluster, "the call's block waiting", || {
+        store.stats().retries >= 1
+    });
+    assert!(!pending.is_finished(), "the call waits for the cluster");
+    for i in 0..3 {
+        cluster.start_node(i);
+    }
+    let result = rt.block_on(pending).unwrap().unwrap();
+    assert_eq!(result, json!({ "steps": 2 }));
+    rt.block_on(run.end(RunStatus::Completed)).unwrap();
+    rt.block_on(recorder.shutdown()).unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let archive = open_projection(dir.path());
+    reel_nats::sync(&config(cluster), &archive, None).unwrap();
+    let ended = BTreeSet::from(["offline-0".to_owned()]);
+    let returned = BTreeSet::from([("offline-0".to_owned(), call_id)]);
+    check_projection(cluster, &archive, &returned, &ended);
+}
+
+fn resume(cluster: &ClusterUnderTest, projection: &Path, killed: &str) {
+    let archive = open_projection(projection);
+    let before = archive.run_ids().count();
+    let report = reel_nats::sync(&config(cluster), &archive, None).unwrap();
+    println!("second sync: {report:?}");
+    // Only what came after the first sync: the retry, offline and failed runs.
+    assert!(report.messages > 0 && report.facts > 0);
+    assert_eq!(report.already, 0);
+    assert_eq!(archive.run_ids().count(), before + 3);
+    assert_eq!(archive.run(killed).unwrap().state, RunState::Incomplete);
+    let against = reel_nats::verify_projection(&config(cluster), &archive).unwrap();
+    assert!(against.is_ok(), "{against:?}");
+    let again = reel_nats::sync(&config(cluster), &archive, None).unwrap();
+    assert_eq!(again.messages, 0, "a caught-up projection reads nothing");
+}
