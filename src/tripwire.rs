@@ -8,7 +8,8 @@
 //! host declared secret) in the raw form and in the encodings a tool or a
 //! library may have put it in:
 //!
-//! - `json`: JSON-escaped (serde's escaping, and with `/` as `\/`);
+//! - `json`: JSON-escaped (serde's escaping, and with `/` as `\/`), and
+//!   an escaped form escaped again (JSON text inside a JSON string);
 //! - `debug`: Rust `{:?}`-escaped;
 //! - `percent`: percent-encoded (every byte but the unreserved ones, hex in
 //!   upper or lower case; also with a space as `+`);
@@ -203,6 +204,17 @@ impl Tripwire {
             debug[1..debug.len() - 1].as_bytes().to_vec(),
             Encoding::Debug,
         ));
+        // An escaped form inside JSON text (a JSON body logged as a
+        // string, exported as a JSON attribute) is escaped again.
+        let escaped: Vec<Vec<u8>> = new[1..].iter().map(|(p, _)| p.clone()).collect();
+        for once in escaped {
+            if let Ok(twice) = serde_json::to_string(&String::from_utf8_lossy(&once)) {
+                new.push((
+                    twice[1..twice.len() - 1].as_bytes().to_vec(),
+                    Encoding::Json,
+                ));
+            }
+        }
         for (upper, plus) in [(true, false), (false, false), (true, true), (false, true)] {
             new.push((percent(b, upper, plus), Encoding::Percent));
         }

@@ -45,7 +45,10 @@ fn forms(s: &str) -> Vec<(&'static str, String)> {
         ("base64", STANDARD.encode(s)),
         ("base64url", URL_SAFE_NO_PAD.encode(s)),
         ("basic-auth", STANDARD.encode(format!("bob:{s}"))),
-        ("base64-in-a-body", STANDARD.encode(format!("{{\"x\":\"{s}\"}}"))),
+        (
+            "base64-in-a-body",
+            STANDARD.encode(format!("{{\"x\":\"{s}\"}}")),
+        ),
     ]
 }
 
@@ -55,7 +58,10 @@ fn contains(hay: &[u8], needle: &[u8]) -> bool {
 
 fn assert_no_form(bytes: &[u8], what: &str) {
     for (name, form) in forms(LEAKED) {
-        assert!(!contains(bytes, form.as_bytes()), "the {name} form is in {what}");
+        assert!(
+            !contains(bytes, form.as_bytes()),
+            "the {name} form is in {what}"
+        );
         let mid = form.len() / 2;
         assert!(
             !contains(bytes, form[mid - 6..mid + 6].as_bytes()),
@@ -65,10 +71,15 @@ fn assert_no_form(bytes: &[u8], what: &str) {
 }
 
 async fn leaky(ctx: ToolContext, _: Value) -> Result<Value, ToolError> {
-    let all: serde_json::Map<String, Value> =
-        forms(LEAKED).into_iter().map(|(n, f)| (n.to_owned(), json!(f))).collect();
+    let all: serde_json::Map<String, Value> = forms(LEAKED)
+        .into_iter()
+        .map(|(n, f)| (n.to_owned(), json!(f)))
+        .collect();
     ctx.progress(json!({ "message": format!("auth {}", all["basic-auth"]), "all": all }));
-    ctx.log(Level::Info, json!({ "message": format!("sent {}", all["percent"]) }));
+    ctx.log(
+        Level::Info,
+        json!({ "message": format!("sent {}", all["percent"]) }),
+    );
     Ok(json!({ "echo": all }))
 }
 
@@ -89,7 +100,10 @@ fn record(dir: &Path) {
         };
         let recorder = Recorder::open(dir, config).await.unwrap();
         let run = recorder.start_run(RunStart::new("leaky")).await.unwrap();
-        run.call("leaky", json!({ "q": 1 })).invoke(leaky).await.unwrap();
+        run.call("leaky", json!({ "q": 1 }))
+            .invoke(leaky)
+            .await
+            .unwrap();
         run.end(RunStatus::Completed).await.unwrap();
         recorder.shutdown().await.unwrap();
     });
@@ -120,7 +134,10 @@ fn a_secret_declared_at_export_leaves_in_no_encoding() {
     assert!(!contains(&out.stderr, LEAKED.as_bytes()));
     let bytes = std::fs::read(&tape_path).unwrap();
     assert_no_form(&bytes, "the tape");
-    assert!(contains(&bytes, b"\"step\"") || contains(&bytes, b"auth "), "the tool's facts are there");
+    assert!(
+        contains(&bytes, b"\"step\"") || contains(&bytes, b"auth "),
+        "the tool's facts are there"
+    );
     let tape = Tape::read(&bytes[..]).unwrap();
     let tripped: Vec<_> = tape
         .facts
@@ -137,7 +154,10 @@ fn a_secret_declared_at_export_leaves_in_no_encoding() {
         ("call.ended", "/data/outcome/result/echo/basic-auth"),
     ] {
         assert!(
-            tripped.iter().any(|t| t.fact == fact && t.field == field && t.point == "tape" && t.rule == "export"),
+            tripped.iter().any(|t| t.fact == fact
+                && t.field == field
+                && t.point == "tape"
+                && t.rule == "export"),
             "{fact} {field} not named: {tripped:#?}"
         );
     }
@@ -165,7 +185,11 @@ fn a_secret_declared_at_export_leaves_in_no_encoding() {
     .unwrap();
     let options = reel_otlp::Options { content: true };
     let mut request = reel_otlp::archive_request(&archive, &["leaky".into()], &options).unwrap();
-    assert!(contains(&request.encode_to_vec(), LEAKED.as_bytes()), "the leak is in the spans");
+    let before = request.encode_to_vec();
+    assert!(
+        contains(&before, STANDARD.encode(LEAKED).as_bytes()),
+        "the leak is in the spans"
+    );
     let mut wire = Tripwire::new();
     wire.add(LEAKED);
     let hits = reel_otlp::guard_request(&mut request, &wire, "export");
@@ -189,9 +213,11 @@ fn a_secret_declared_at_export_leaves_in_no_encoding() {
         .collect();
     assert_eq!(events.len(), hits);
     assert!(
-        events.iter().any(|e| e.contains("reel.redaction.point=otlp")
-            && e.contains("reel.redaction.span=execute_tool leaky")
-            && e.contains("reel.redaction.rule=export")),
+        events
+            .iter()
+            .any(|e| e.contains("reel.redaction.point=otlp")
+                && e.contains("reel.redaction.span=execute_tool leaky")
+                && e.contains("reel.redaction.rule=export")),
         "{events:#?}"
     );
 }
