@@ -1040,7 +1040,8 @@ pub struct RedactionTripped {
     pub encoding: String,
     /// Which rule missed it: `known-values` (the redactor's scrub of
     /// known secret values) for a value the run resolved or the host
-    /// declared, `export` for a value declared only at export.
+    /// declared, `declared-at-export` for a value the host declared only
+    /// at export (no rule could have known it).
     pub rule: String,
 }
 

@@ -21,7 +21,7 @@ pub trait TapeExt: Sized {
     /// the values `wire` holds (the host's declared secrets, e.g. `reel
     /// export --secret-env`) are scrubbed from the tape in every encoding,
     /// each hit named by a `redaction.tripped` fact (point `tape`, rule
-    /// `export`). The tape, and how many tripped facts it gained.
+    /// `declared-at-export`). The tape, and how many tripped facts it gained.
     fn export_guarded(
         archive: &Archive,
         run_id: &str,
@@ -68,7 +68,7 @@ impl TapeExt for Tape {
         wire: &Tripwire,
     ) -> Result<(Tape, usize), ArchiveError> {
         let mut tape = Tape::export(archive, run_id)?;
-        let tripped = wire.guard_tape(&mut tape, "tape", "export");
+        let tripped = wire.guard_tape(&mut tape, "tape", "declared-at-export");
         Ok((tape, tripped))
     }
 

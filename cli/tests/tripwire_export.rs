@@ -3,7 +3,7 @@
 //! the host at export (`reel export --secret-env NAME`, and
 //! `reel_otlp::guard_request` with the same tripwire). No form reaches the
 //! tape or the OTLP payload; the tape names each hit with a
-//! `redaction.tripped` fact (point `tape`, rule `export`) and still imports
+//! `redaction.tripped` fact (point `tape`, rule `declared-at-export`) and still imports
 //! and verifies; each span hit gains a `redaction.tripped` event.
 
 use std::path::Path;
@@ -157,10 +157,35 @@ fn a_secret_declared_at_export_leaves_in_no_encoding() {
             tripped.iter().any(|t| t.fact == fact
                 && t.field == field
                 && t.point == "tape"
-                && t.rule == "export"),
+                && t.rule == "declared-at-export"),
             "{fact} {field} not named: {tripped:#?}"
         );
     }
+    // How `reel show` words them (and a drop), as an operator reads them.
+    let text = reel_viewer::render::text::TextRenderer::new(false);
+    let mut lines: Vec<String> = tape
+        .facts
+        .iter()
+        .filter(|f| matches!(f.kind, FactKind::RedactionTripped(_)))
+        .map(|f| format!("{:<18} {}", f.kind.name(), text.detail_text(f, "leaky")))
+        .collect();
+    let dropped = reel::fact::Fact {
+        seq: 0,
+        at: 0,
+        offset: 0,
+        call: Some("c1".into()),
+        kind: FactKind::ProgressDropped(reel::fact::ProgressDropped { count: 4096 }),
+    };
+    lines.push(format!(
+        "{:<18} {}",
+        dropped.kind.name(),
+        text.detail_text(&dropped, "leaky")
+    ));
+    let mut settings = insta::Settings::clone_current();
+    settings.set_snapshot_path(concat!(env!("CARGO_MANIFEST_DIR"), "/../snapshots"));
+    settings.set_prepend_module_to_snapshot(true);
+    settings.bind(|| insta::assert_snapshot!("tripped_and_dropped_details", lines.join("\n")));
+
     // Still a tape that imports (its seqs renumbered) and verifies.
     let fresh = Archive::open(
         tmp.path().join("fresh"),
@@ -192,7 +217,7 @@ fn a_secret_declared_at_export_leaves_in_no_encoding() {
     );
     let mut wire = Tripwire::new();
     wire.add(LEAKED);
-    let hits = reel_otlp::guard_request(&mut request, &wire, "export");
+    let hits = reel_otlp::guard_request(&mut request, &wire, "declared-at-export");
     assert!(hits >= 3, "{hits}");
     assert_no_form(&request.encode_to_vec(), "the OTLP payload");
     let events: Vec<String> = request.resource_spans[0].scope_spans[0]
@@ -217,7 +242,7 @@ fn a_secret_declared_at_export_leaves_in_no_encoding() {
             .iter()
             .any(|e| e.contains("reel.redaction.point=otlp")
                 && e.contains("reel.redaction.span=execute_tool leaky")
-                && e.contains("reel.redaction.rule=export")),
+                && e.contains("reel.redaction.rule=declared-at-export")),
         "{events:#?}"
     );
 }

@@ -177,7 +177,7 @@ fn otlp(dir: &Path, endpoint: &str, args: ExportArgs) -> Result<ExitCode, Failur
     let wire = tripwire(&args.secret_env);
     for (i, batch) in ids.chunks(RUNS_PER_REQUEST).enumerate() {
         let mut request = reel_otlp::archive_request(&archive, batch, &options)?;
-        let tripped = reel_otlp::guard_request(&mut request, &wire, "export");
+        let tripped = reel_otlp::guard_request(&mut request, &wire, "declared-at-export");
         if tripped > 0 {
             eprintln!(
                 "reel: a --secret-env value was in the spans: scrubbed ({tripped} fields, each named by a redaction.tripped event)"

@@ -104,8 +104,8 @@ impl TextRenderer {
             FactKind::RedactionTripped(t) => (
                 RED,
                 format!(
-                    "a secret ({}) got past redaction ({}) into {} {} at {}: scrubbed",
-                    t.encoding, t.rule, t.point, t.fact, t.field
+                    "{}: a secret ({}) in {} {} was scrubbed (missed by: {})",
+                    t.point, t.encoding, t.fact, t.field, t.rule
                 ),
             ),
             FactKind::Log(l) => {
