@@ -14,7 +14,7 @@ use reel_bench::{run, summary_table, Options, Sizes, ROWS};
 
 const USAGE: &str = "usage: reel-bench [--smoke] [--row NAME]... [--rounds N] [--dir DIR] [--keep]
   --smoke      tiny sizes (seconds; what the smoke test runs)
-  --row NAME   run only this row (repeatable): record, progress, tracing, timeline, bytes, list, replay
+  --row NAME   run only this row (repeatable): record, tripwire, progress, tracing, timeline, bytes, list, replay
   --rounds N   rounds per row (default 9; at least 5 for figures worth quoting)
   --dir DIR    where the temporary archives and files go (default: the system's temp dir)
   --keep       keep those archives and files (their paths are printed)";
