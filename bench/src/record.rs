@@ -75,10 +75,7 @@ pub async fn reel_with(
                     "bench-declared-secret-{r:04}-Zq81xx"
                 )));
             }
-            let run = recorder
-                .start_run(start)
-                .await
-                .map_err(io::Error::other)?;
+            let run = recorder.start_run(start).await.map_err(io::Error::other)?;
             for c in 0..shape.calls {
                 run.call(workload::TOOL, workload::args(r, c, shape.progress))
                     .invoke(workload::busy)
