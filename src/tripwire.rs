@@ -19,10 +19,10 @@
 //!   middle of an encoded JSON body are found: for each alignment only the
 //!   characters that depend on the secret's bytes alone are searched.
 //!
-//! All patterns are searched at once (Aho-Corasick) over the fact's stored
-//! encoding (the named MessagePack of [`crate::codec`], in which every
-//! string is its raw UTF-8 bytes), so a fact that holds no secret costs one
-//! encode and one scan. A hit is scrubbed: every string (and object key) of
+//! All patterns are searched at once (Aho-Corasick) over every string of
+//! the fact (every string, map key and byte string its serialization
+//! holds, gathered into one buffer), so a fact that holds no secret costs
+//! one walk and one scan. A hit is scrubbed: every string (and object key) of
 //! the fact is searched and each match replaced by [`MARKER`]; the caller
 //! records a `redaction.tripped` fact naming the point, the fact's kind,
 //! the field (a JSON pointer, built from scrubbed keys) and the encoding,
@@ -55,6 +55,8 @@ use crate::fact::{Fact, FactKind, NewFact, RedactionTripped};
 use crate::redact::MARKER;
 use crate::rules::ends_stream;
 use crate::tape::Tape;
+
+mod strings;
 
 /// The shortest value the tripwire searches for, in bytes.
 pub const MIN_LEN: usize = 8;
@@ -321,20 +323,16 @@ impl Tripwire {
         }
     }
 
-    /// Checks one fact: encodes it into `buf` (reused between calls) and
-    /// scans the bytes; on a hit, scrubs every string of the fact. The
+    /// Checks one fact: gathers its strings into `buf` (reused between
+    /// calls) and scans them; on a hit, scrubs every string of the fact. The
     /// fields hit, or nothing when the fact is clean.
     pub fn check_fact(&self, fact: &mut Fact, buf: &mut Vec<u8>) -> Vec<Hit> {
         if self.is_empty() {
             return Vec::new();
         }
         buf.clear();
-        let clean = match crate::codec::encode_fact(fact, buf) {
-            Ok(()) => self.scan(buf).is_none(),
-            // Not encodable: searched field by field below.
-            Err(_) => false,
-        };
-        if clean {
+        strings::gather(&*fact, buf);
+        if self.scan(buf).is_none() {
             return Vec::new();
         }
         let mut hits = Vec::new();
