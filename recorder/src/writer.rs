@@ -217,15 +217,23 @@ impl Queue {
     /// `reel::fact::ProgressDropped`).
     #[inline]
     pub(crate) fn progress(&self, call: u64, payload: Value) -> bool {
-        if !self.progress_room() {
+        // One read-modify-write of the count, as filing took before the
+        // bound (a load first would take the writer's cache line twice):
+        // the count before it says whether there is room.
+        if self.in_flight.fetch_add(1, Ordering::Relaxed) >= self.progress_bound {
+            self.in_flight.fetch_sub(1, Ordering::Relaxed);
             return false;
         }
         let tick = self.tick();
-        self.file(Msg::Progress {
+        let msg = Msg::Progress {
             call,
             tick,
             payload,
-        });
+        };
+        if !self.send(msg) {
+            self.in_flight.fetch_sub(1, Ordering::Relaxed);
+            self.set_failure(WriteError::FiledAfterShutdown);
+        }
         true
     }
 
