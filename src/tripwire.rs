@@ -142,7 +142,7 @@ fn base64_core(engine: &impl base64::Engine, b: &[u8], k: usize) -> Vec<u8> {
     let skip = [0, 2, 3][k];
     // The last char mixes in the bits of what follows, unless the secret
     // ends on a group boundary.
-    let cut = usize::from(padded.len() % 3 != 0);
+    let cut = usize::from(!padded.len().is_multiple_of(3));
     if text.len() < skip + cut {
         return Vec::new();
     }
@@ -203,7 +203,7 @@ impl Tripwire {
         }
         let debug = format!("{secret:?}");
         new.push((
-            debug[1..debug.len() - 1].as_bytes().to_vec(),
+            debug.as_bytes()[1..debug.len() - 1].to_vec(),
             Encoding::Debug,
         ));
         // An escaped form inside JSON text (a JSON body logged as a
@@ -212,7 +212,7 @@ impl Tripwire {
         for once in escaped {
             if let Ok(twice) = serde_json::to_string(&String::from_utf8_lossy(&once)) {
                 new.push((
-                    twice[1..twice.len() - 1].as_bytes().to_vec(),
+                    twice.as_bytes()[1..twice.len() - 1].to_vec(),
                     Encoding::Json,
                 ));
             }

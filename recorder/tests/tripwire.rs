@@ -83,7 +83,7 @@ fn needles(s: &str) -> Vec<(String, Vec<u8>)> {
             let mid = form.len() / 2;
             out.push((
                 format!("{name} (middle)"),
-                form[mid - 8..mid + 8].as_bytes().to_vec(),
+                form.as_bytes()[mid - 8..mid + 8].to_vec(),
             ));
         }
         out.push((name.to_owned(), form.into_bytes()));
