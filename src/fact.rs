@@ -189,6 +189,12 @@ fact_kinds! {
     ArtifactRefused(ArtifactRefused) = "artifact.refused",
     /// The tool reported progress.
     Progress(Progress) = "progress",
+    /// Progress reports the recorder dropped (its queue was full): how
+    /// many, where they would have been.
+    ProgressDropped(ProgressDropped) = "progress.dropped",
+    /// The last line of redaction caught a secret on its way out: where,
+    /// and which rule missed it (never the value).
+    RedactionTripped(RedactionTripped) = "redaction.tripped",
     /// The tool logged or notified.
     Log(Log) = "log",
     /// The tool asked the user a question.
@@ -1003,6 +1009,40 @@ pub struct Clock {
 pub struct Random {
     /// The value drawn.
     pub value: u64,
+}
+
+/// `progress.dropped`: `count` progress reports of the call were dropped
+/// here, in call order, because the recorder's queue was full (seed 000:
+/// "with nothing listening it is a no-op that drops the report"). The
+/// dropped reports are counted: the call's next report's `count` follows
+/// them, so a count says how many reports the tool made.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProgressDropped {
+    /// How many reports were dropped in a row.
+    pub count: u64,
+}
+
+/// `redaction.tripped`: the tripwire (`reel::tripwire`) found a secret
+/// value, raw or encoded, in bytes about to leave the process, and
+/// scrubbed it. It names where and how, never the value nor a digest of it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RedactionTripped {
+    /// Where the bytes were going: `archive`, `tape` or `otlp`.
+    pub point: String,
+    /// The kind of the fact it was found in (`call.ended`, ...), or the
+    /// span's name for `otlp`.
+    pub fact: String,
+    /// The field it was found in, as a JSON pointer into the fact's
+    /// envelope (`/data/outcome/result/note`).
+    pub field: String,
+    /// How the value was encoded: `raw`, `json`, `debug`, `percent`,
+    /// `base64`, `base64url`.
+    pub encoding: String,
+    /// Which rule missed it: `known-values` (the redactor's scrub of
+    /// known secret values) for a value the run resolved or the host
+    /// declared, `declared-at-export` for a value the host declared only
+    /// at export (no rule could have known it).
+    pub rule: String,
 }
 
 /// `cancel.requested`.

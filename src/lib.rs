@@ -56,6 +56,7 @@ pub mod spec;
 pub mod strategy;
 pub mod tape;
 pub mod tools;
+pub mod tripwire;
 
 pub use fact::{Fact, FactKind, NewFact};
 pub use run::{RunRecord, RunState};

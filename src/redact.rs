@@ -524,6 +524,21 @@ fn walk_fields(kind: &mut FactKind, f: &mut impl Fields) {
             f.text(reason);
         }
         FactKind::Progress(Progress { payload, count: _ }) => f.json(payload),
+        FactKind::ProgressDropped(ProgressDropped { count: _ }) => {}
+        // Written by the tripwire itself: names and a pointer, no value.
+        FactKind::RedactionTripped(RedactionTripped {
+            point,
+            fact,
+            field,
+            encoding,
+            rule,
+        }) => {
+            f.text(point);
+            f.text(fact);
+            f.text(field);
+            f.text(encoding);
+            f.text(rule);
+        }
         FactKind::Log(Log {
             level: _,
             logger,

@@ -29,6 +29,13 @@ use crate::fact::{Fact, FactKind, NewFact};
 ///     kind: FactKind::Progress(Progress { payload: "p".into(), count }) };
 /// let FactKind::Progress(p) = seq.number(report(0)).kind else { unreachable!() };
 /// assert_eq!(p.count, 3);
+///
+/// // Dropped reports are counted: the next report says how many came before.
+/// use reel::fact::ProgressDropped;
+/// seq.number(NewFact { at: 0, offset: 0, call: Some("c1".into()),
+///     kind: FactKind::ProgressDropped(ProgressDropped { count: 10 }) });
+/// let FactKind::Progress(p) = seq.number(report(0)).kind else { unreachable!() };
+/// assert_eq!(p.count, 14);
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Sequencer {
@@ -59,14 +66,23 @@ impl Sequencer {
     /// (`count` 0, as the context files it) its call's next count. A
     /// progress report that carries a count keeps it, and later reports of
     /// its call count on from it.
+    ///
+    /// A `progress.dropped` fact counts its dropped reports: the call's
+    /// next report counts on after them.
     pub fn number(&mut self, mut fact: NewFact) -> Fact {
-        if let FactKind::Progress(p) = &mut fact.kind {
-            let call = fact.call.as_deref().unwrap_or_default();
-            if p.count == 0 {
-                p.count = self.progress(call);
-            } else {
-                self.saw_progress(call, p.count);
+        match &mut fact.kind {
+            FactKind::Progress(p) => {
+                let call = fact.call.as_deref().unwrap_or_default();
+                if p.count == 0 {
+                    p.count = self.progress(call);
+                } else {
+                    self.saw_progress(call, p.count);
+                }
             }
+            FactKind::ProgressDropped(d) => {
+                self.dropped(fact.call.as_deref().unwrap_or_default(), d.count)
+            }
+            _ => {}
         }
         let seq = self.next_seq;
         self.next_seq += 1;
@@ -78,9 +94,21 @@ impl Sequencer {
     /// progress report's call counts on from its count.
     pub fn observe(&mut self, fact: &Fact) {
         self.next_seq = self.next_seq.max(fact.seq.saturating_add(1));
-        if let FactKind::Progress(p) = &fact.kind {
-            self.saw_progress(fact.call.as_deref().unwrap_or_default(), p.count);
+        match &fact.kind {
+            FactKind::Progress(p) => {
+                self.saw_progress(fact.call.as_deref().unwrap_or_default(), p.count)
+            }
+            FactKind::ProgressDropped(d) => {
+                self.dropped(fact.call.as_deref().unwrap_or_default(), d.count)
+            }
+            _ => {}
         }
+    }
+
+    /// `count` reports of `call` were dropped: they are counted.
+    fn dropped(&mut self, call: &str, count: u64) {
+        let n = self.progress.entry(call.to_owned()).or_insert(0);
+        *n = n.saturating_add(count);
     }
 
     /// Sets the next seq back (or on) to `next_seq`: a batch numbered from

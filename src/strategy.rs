@@ -426,6 +426,23 @@ pub fn fact_kind() -> impl Strategy<Value = FactKind> {
         run_started_any().prop_map(FactKind::RunStarted),
         call_started().prop_map(FactKind::CallStarted),
         opt_string().prop_map(|reason| FactKind::CancelRequested(CancelRequested { reason })),
+        (1..=u64::MAX).prop_map(|count| FactKind::ProgressDropped(ProgressDropped { count })),
+        (
+            any::<String>(),
+            any::<String>(),
+            any::<String>(),
+            any::<String>(),
+            any::<String>()
+        )
+            .prop_map(|(point, fact, field, encoding, rule)| {
+                FactKind::RedactionTripped(RedactionTripped {
+                    point,
+                    fact,
+                    field,
+                    encoding,
+                    rule,
+                })
+            }),
         (json_value(), opt_string(), opt_string()).prop_map(|(value, stage, note)| {
             FactKind::CallOutput(CallOutput { value, stage, note })
         }),
@@ -634,6 +651,8 @@ fn every_variant_has_a_strategy(kind: &FactKind) {
         | FactKind::ArtifactGet(_)
         | FactKind::ArtifactRefused(_)
         | FactKind::Progress(_)
+        | FactKind::ProgressDropped(_)
+        | FactKind::RedactionTripped(_)
         | FactKind::Log(_)
         | FactKind::ElicitRequested(_)
         | FactKind::ElicitAnswered(_)

@@ -378,6 +378,14 @@ fn one_of_each_kind() -> Vec<Fact> {
             payload: json!({"message": "Hop 3 of 12 ✈️", "pct": 0.25}),
             count: 3,
         }),
+        FactKind::ProgressDropped(ProgressDropped { count: 4096 }),
+        FactKind::RedactionTripped(RedactionTripped {
+            point: "archive".into(),
+            fact: "progress".into(),
+            field: "/data/payload/message".into(),
+            encoding: "base64".into(),
+            rule: "known-values".into(),
+        }),
         FactKind::Log(Log {
             level: Level::Notice,
             logger: Some("search".into()),

@@ -7,6 +7,7 @@
 use reel::fact::Fact;
 use reel::run::RunRecord;
 use reel::tape::{referenced_digests, Tape, TapeError, TapeLines};
+use reel::tripwire::Tripwire;
 
 use crate::{Archive, ArchiveError};
 
@@ -15,6 +16,17 @@ pub trait TapeExt: Sized {
     /// Exports one stream (a run, or a call outside any run) of `archive`,
     /// with the artifacts its facts refer to.
     fn export(archive: &Archive, run_id: &str) -> Result<Tape, ArchiveError>;
+
+    /// [`TapeExt::export`] through the tripwire ([`Tripwire::guard_tape`]):
+    /// the values `wire` holds (the host's declared secrets, e.g. `reel
+    /// export --secret-env`) are scrubbed from the tape in every encoding,
+    /// each hit named by a `redaction.tripped` fact (point `tape`, rule
+    /// `declared-at-export`). The tape, and how many tripped facts it gained.
+    fn export_guarded(
+        archive: &Archive,
+        run_id: &str,
+        wire: &Tripwire,
+    ) -> Result<(Tape, usize), ArchiveError>;
 
     /// Imports the tape into `archive`, all or nothing (see
     /// [`Archive::import_run_with_artifacts`]): the run, its facts keeping
@@ -48,6 +60,16 @@ impl TapeExt for Tape {
             }
         }
         Ok(Tape::new(run, facts, artifacts))
+    }
+
+    fn export_guarded(
+        archive: &Archive,
+        run_id: &str,
+        wire: &Tripwire,
+    ) -> Result<(Tape, usize), ArchiveError> {
+        let mut tape = Tape::export(archive, run_id)?;
+        let tripped = wire.guard_tape(&mut tape, "tape", "declared-at-export");
+        Ok((tape, tripped))
     }
 
     fn import(&self, archive: &Archive) -> Result<RunRecord, TapeError> {

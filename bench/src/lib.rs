@@ -48,6 +48,7 @@ use std::io::{self, Write};
 use std::path::PathBuf;
 use std::time::Duration;
 
+use reel_recorder::RecorderConfig;
 use workload::Shape;
 
 /// The names of the rows, in the order of DESIGN.md's budget (also what
@@ -56,6 +57,7 @@ pub const ROWS: &[&str] = &[
     "record",
     "record-fair",
     "record-limit",
+    "tripwire",
     "agent",
     "latency",
     "progress",
@@ -748,6 +750,50 @@ pub fn run(opts: &Options, log: &mut dyn Write) -> io::Result<Vec<Row>> {
                 )?;
             }
         }
+    }
+
+    // ---- tripwire --------------------------------------------------------
+    if opts.wants("tripwire") {
+        let shape = s.shape;
+        writeln!(
+            log,
+            "\n[tripwire] the record row's workload ({} facts) with a declared secret per run: \
+             the tripwire on (the default) vs off, alternating",
+            shape.facts()
+        )?;
+        let mut wire = Pairs::default();
+        for round in 0..rounds {
+            let (mut on, mut off) = (0.0, 0.0);
+            for side in [round % 2, 1 - round % 2] {
+                let dir = tmp("reel-bench-tripwire-")?;
+                let config = RecorderConfig {
+                    tripwire: side == 0,
+                    ..record::recorder_config()
+                };
+                let (r, _) = rt.block_on(record::reel_with(dir.path(), shape, config, true))?;
+                if side == 0 {
+                    on = r.rate();
+                } else {
+                    off = r.rate();
+                }
+            }
+            wire.push(on, off);
+            writeln!(
+                log,
+                "  round {}: tripwire on {}, off {} (ratio {:.3})",
+                round + 1,
+                Unit::FactsPerSec.show(on),
+                Unit::FactsPerSec.show(off),
+                on / off
+            )?;
+        }
+        rows.push(wire.row(
+            "tripwire",
+            "tripwire: record facts/s with the tripwire on (a declared secret per run)",
+            "the same, tripwire off",
+            Unit::FactsPerSec,
+            Target::AtLeast(0.9),
+        ));
     }
 
     // ---- progress ----------------------------------------------------------

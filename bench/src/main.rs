@@ -14,8 +14,8 @@ use reel_bench::{run, summary_table, Options, Sizes, ROWS};
 
 const USAGE: &str = "usage: reel-bench [--smoke] [--row NAME]... [--rounds N] [--dir DIR] [--keep]
   --smoke      tiny sizes (seconds; what the smoke test runs)
-  --row NAME   run only this row (repeatable): record, record-fair, record-limit, agent, latency,
-               progress, tracing, timeline, bytes, list, replay, nats
+  --row NAME   run only this row (repeatable): record, record-fair, record-limit, tripwire, agent,
+               latency, progress, tracing, timeline, bytes, list, replay, nats
   --nats URLS  the JetStream cluster of the nats row (comma-separated client URLs; without it the row is not run)
   --rounds N   rounds per row (default 9; at least 5 for figures worth quoting)
   --dir DIR    where the temporary archives and files go (default: the system's temp dir)

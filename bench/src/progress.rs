@@ -191,7 +191,15 @@ fn payloads(n: usize) -> Vec<Value> {
 /// tool yields every [`workload::YIELD_EVERY`] reports (untimed), as a tool
 /// awaiting something would. The writer thread drains the queue meanwhile.
 pub async fn reel(dir: &Path, n: usize, clock: Clock) -> io::Result<Costs> {
-    let recorder = Recorder::open(dir, recorder_config())
+    // The row prices a report that is queued: the burst (`n` reports,
+    // yielding but never awaiting room) stays under the progress bound.
+    // Over it a report is dropped instead, and the tool's thread frees its
+    // payload (the storm case of `recorder/tests/progress_storm.rs`).
+    let config = reel_recorder::RecorderConfig {
+        progress_bound: n + 1,
+        ..recorder_config()
+    };
+    let recorder = Recorder::open(dir, config)
         .await
         .map_err(io::Error::other)?;
     let run = recorder

@@ -50,18 +50,32 @@ pub fn recorder_config() -> RecorderConfig {
 /// `shape.calls` times in a row. Timed until `shutdown` returns. The archive
 /// is returned open (for the read rows).
 pub async fn reel(dir: &Path, shape: Shape) -> io::Result<(Recorded, Archive)> {
+    reel_with(dir, shape, recorder_config(), false).await
+}
+
+/// [`reel`] with `config`, and, when `declare` is set, a declared secret
+/// per run ([`RunStart::secret`]), so that redaction's known-value scrub
+/// and the tripwire have a value to look for (the tripwire row).
+pub async fn reel_with(
+    dir: &Path,
+    shape: Shape,
+    config: RecorderConfig,
+    declare: bool,
+) -> io::Result<(Recorded, Archive)> {
     let archive = Archive::open(dir, ArchiveConfig::default()).map_err(io::Error::other)?;
-    let recorder =
-        Recorder::with_archive(archive.clone(), recorder_config()).map_err(io::Error::other)?;
+    let recorder = Recorder::with_archive(archive.clone(), config).map_err(io::Error::other)?;
     let started = Instant::now();
     let mut tasks = Vec::with_capacity(shape.runs);
     for r in 0..shape.runs {
         let recorder = recorder.clone();
         tasks.push(tokio::spawn(async move {
-            let run = recorder
-                .start_run(RunStart::new(workload::run_id(r)))
-                .await
-                .map_err(io::Error::other)?;
+            let mut start = RunStart::new(workload::run_id(r));
+            if declare {
+                start = start.secret(reel::context::Secret::new(format!(
+                    "bench-declared-secret-{r:04}-Zq81xx"
+                )));
+            }
+            let run = recorder.start_run(start).await.map_err(io::Error::other)?;
             for c in 0..shape.calls {
                 run.call(workload::TOOL, workload::args(r, c, shape.progress))
                     .invoke(workload::busy)

@@ -35,6 +35,7 @@ use opentelemetry_proto::tonic::resource::v1::Resource;
 use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
 use reel::fact::Fact;
 use reel::run::RunRecord;
+use reel::tripwire::{Encoding, Tripwire};
 use reel_archive::{Archive, ArchiveError};
 
 pub use live::{LiveExport, LiveHandle};
@@ -113,4 +114,125 @@ pub fn archive_request(
         spans.extend(stream_spans(&record, &facts, options));
     }
     Ok(request(spans))
+}
+
+/// The tripwire over a request about to be sent ([`reel::tripwire`]): its
+/// protobuf bytes are searched for every value `wire` holds, raw and
+/// encoded; on a hit, every string of every span (name, attributes,
+/// events, links, nested values) is scrubbed, and the span gains a
+/// `redaction.tripped` event per field hit, with `reel.redaction.point`
+/// (`otlp`), `reel.redaction.span` (the span's name),
+/// `reel.redaction.field`, `reel.redaction.encoding` and
+/// `reel.redaction.rule` (`rule`), never the value. How many fields were
+/// hit.
+pub fn guard_request(
+    request: &mut ExportTraceServiceRequest,
+    wire: &Tripwire,
+    rule: &str,
+) -> usize {
+    use prost::Message as _;
+    if wire.is_empty() || wire.scan(&request.encode_to_vec()).is_none() {
+        return 0;
+    }
+    let mut total = 0;
+    for rs in &mut request.resource_spans {
+        if let Some(resource) = &mut rs.resource {
+            let mut hits = Vec::new();
+            scrub_attributes(wire, &mut resource.attributes, "resource", &mut hits);
+            total += hits.len();
+        }
+        for ss in &mut rs.scope_spans {
+            for span in &mut ss.spans {
+                let mut hits: Vec<(String, Encoding)> = Vec::new();
+                if let Some(e) = wire.scrub_str(&mut span.name) {
+                    hits.push(("name".into(), e));
+                }
+                scrub_attributes(wire, &mut span.attributes, "attributes", &mut hits);
+                for (i, event) in span.events.iter_mut().enumerate() {
+                    if let Some(e) = wire.scrub_str(&mut event.name) {
+                        hits.push((format!("events/{i}/name"), e));
+                    }
+                    let at = format!("events/{i}/attributes");
+                    scrub_attributes(wire, &mut event.attributes, &at, &mut hits);
+                }
+                for (i, link) in span.links.iter_mut().enumerate() {
+                    let at = format!("links/{i}/attributes");
+                    scrub_attributes(wire, &mut link.attributes, &at, &mut hits);
+                }
+                if let Some(status) = &mut span.status {
+                    if let Some(e) = wire.scrub_str(&mut status.message) {
+                        hits.push(("status/message".into(), e));
+                    }
+                }
+                total += hits.len();
+                for (field, encoding) in hits {
+                    let string = |k: &str, v: &str| KeyValue {
+                        key: k.into(),
+                        value: Some(AnyValue {
+                            value: Some(any_value::Value::StringValue(v.into())),
+                        }),
+                        ..Default::default()
+                    };
+                    span.events
+                        .push(opentelemetry_proto::tonic::trace::v1::span::Event {
+                            time_unix_nano: span.start_time_unix_nano,
+                            name: "redaction.tripped".into(),
+                            attributes: vec![
+                                string("reel.redaction.point", "otlp"),
+                                string("reel.redaction.span", &span.name),
+                                string("reel.redaction.field", &field),
+                                string("reel.redaction.encoding", encoding.as_str()),
+                                string("reel.redaction.rule", rule),
+                            ],
+                            dropped_attributes_count: 0,
+                        });
+                }
+            }
+        }
+    }
+    if total > 0 {
+        tracing::warn!("reel-otlp: a secret was found in spans about to be exported, and scrubbed ({total} fields; see their redaction.tripped events)");
+    }
+    total
+}
+
+fn scrub_attributes(
+    wire: &Tripwire,
+    attributes: &mut [KeyValue],
+    at: &str,
+    hits: &mut Vec<(String, Encoding)>,
+) {
+    for kv in attributes {
+        if let Some(e) = wire.scrub_str(&mut kv.key) {
+            hits.push((format!("{at}/{}", kv.key), e));
+        }
+        let here = format!("{at}/{}", kv.key);
+        if let Some(value) = &mut kv.value {
+            scrub_any(wire, value, &here, hits);
+        }
+    }
+}
+
+fn scrub_any(wire: &Tripwire, value: &mut AnyValue, at: &str, hits: &mut Vec<(String, Encoding)>) {
+    match &mut value.value {
+        Some(any_value::Value::StringValue(s)) => {
+            if let Some(e) = wire.scrub_str(s) {
+                hits.push((at.to_owned(), e));
+            }
+        }
+        Some(any_value::Value::BytesValue(b)) => {
+            if let Some(e) = wire.scan(b) {
+                b.clear();
+                b.extend_from_slice(reel::redact::MARKER.as_bytes());
+                hits.push((at.to_owned(), e));
+            }
+        }
+        Some(any_value::Value::ArrayValue(a)) => {
+            for (i, v) in a.values.iter_mut().enumerate() {
+                scrub_any(wire, v, &format!("{at}/{i}"), hits);
+            }
+        }
+        Some(any_value::Value::KvlistValue(kv)) => scrub_attributes(wire, &mut kv.values, at, hits),
+        _ => {}
+    }
 }

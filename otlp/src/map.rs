@@ -491,6 +491,14 @@ fn fact_event(kind: &FactKind, t: u64, tool: Option<&str>, options: &Options) ->
                 a.push(json("reel.progress.payload", &f.payload));
             }
         }
+        FactKind::ProgressDropped(f) => a.push(int("reel.progress.dropped", f.count as i64)),
+        FactKind::RedactionTripped(f) => {
+            a.push(s("reel.redaction.point", f.point.clone()));
+            a.push(s("reel.redaction.fact", f.fact.clone()));
+            a.push(s("reel.redaction.field", f.field.clone()));
+            a.push(s("reel.redaction.encoding", f.encoding.clone()));
+            a.push(s("reel.redaction.rule", f.rule.clone()));
+        }
         FactKind::Log(f) => {
             a.push(s("log.level", f.level.as_str()));
             if let Some(l) = &f.logger {

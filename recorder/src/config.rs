@@ -29,6 +29,18 @@ pub struct RecorderConfig {
     /// How many facts may wait for the writer before a tool's await points
     /// wait for room (backpressure; `progress` itself never waits).
     pub queue_bound: usize,
+    /// How many facts may wait for the writer before a progress report is
+    /// dropped instead of queued (`progress` never waits, so this is what
+    /// bounds its memory; seed 000: "with nothing listening it is a no-op
+    /// that drops the report"). The drops are recorded, in call order, as
+    /// `progress.dropped { count }`. Every other fact is kept.
+    pub progress_bound: usize,
+    /// The tripwire ([`reel::tripwire`]): every block is searched, before
+    /// it is appended, for the run's resolved credentials and declared
+    /// secrets in raw and encoded forms; a hit is scrubbed and recorded as
+    /// `redaction.tripped`. On by default; the bench turns it off to
+    /// price it.
+    pub tripwire: bool,
     /// Extra key names to redact, beside reel's defaults (password, token,
     /// secret, authorization, api_key, ...).
     pub redact_keys: Vec<String>,
@@ -59,6 +71,8 @@ impl Default for RecorderConfig {
         RecorderConfig {
             durability: Durability::default(),
             queue_bound: 65_536,
+            progress_bound: 65_536,
+            tripwire: true,
             redact_keys: Vec::new(),
             inline_limit: 256 * 1024,
             content_logging: false,

@@ -28,6 +28,7 @@ use reel::fact::{FactKind, NewFact, Progress};
 use reel::redact::{spill_large, KnownSecrets, Redactor};
 use reel::rules::{ends_stream, LateFact};
 use reel::sequence::Sequencer;
+use reel::tripwire::Tripwire;
 use reel_archive::{Store, StoreError};
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot, Notify};
@@ -125,6 +126,8 @@ pub(crate) struct Queue {
     in_flight: Arc<AtomicUsize>,
     room: Arc<Notify>,
     bound: usize,
+    /// Over this many facts in flight, a progress report is dropped.
+    progress_bound: usize,
     thread: Mutex<Option<JoinHandle<()>>>,
     failure: Arc<Mutex<Option<WriteError>>>,
 }
@@ -150,6 +153,8 @@ impl Queue {
             in_flight: in_flight.clone(),
             room: room.clone(),
             redactor: Redactor::new(&config.redact_keys),
+            tripwire: config.tripwire,
+            buf: Vec::new(),
             inline_limit: config.inline_limit,
             flush_every_batch: config.durability == Durability::EveryFact,
             failure: failure.clone(),
@@ -164,6 +169,7 @@ impl Queue {
             in_flight,
             room,
             bound: config.queue_bound.max(1),
+            progress_bound: config.progress_bound.max(1),
             thread: Mutex::new(Some(thread)),
             failure,
         })
@@ -205,15 +211,36 @@ impl Queue {
     }
 
     /// Files a progress report of the call opened as `call`, made now
-    /// (like [`Queue::fact`]; the writer numbers it).
+    /// (like [`Queue::fact`]; the writer numbers it). False when the
+    /// report was dropped instead: more than the progress bound of facts
+    /// wait for the writer (the caller counts it; see
+    /// `reel::fact::ProgressDropped`).
     #[inline]
-    pub(crate) fn progress(&self, call: u64, payload: Value) {
+    pub(crate) fn progress(&self, call: u64, payload: Value) -> bool {
+        // One read-modify-write of the count, as filing took before the
+        // bound (a load first would take the writer's cache line twice):
+        // the count before it says whether there is room.
+        if self.in_flight.fetch_add(1, Ordering::Relaxed) >= self.progress_bound {
+            self.in_flight.fetch_sub(1, Ordering::Relaxed);
+            return false;
+        }
         let tick = self.tick();
-        self.file(Msg::Progress {
+        let msg = Msg::Progress {
             call,
             tick,
             payload,
-        });
+        };
+        if !self.send(msg) {
+            self.in_flight.fetch_sub(1, Ordering::Relaxed);
+            self.set_failure(WriteError::FiledAfterShutdown);
+        }
+        true
+    }
+
+    /// Whether a progress report filed now would be queued.
+    #[inline]
+    pub(crate) fn progress_room(&self) -> bool {
+        self.in_flight.load(Ordering::Relaxed) < self.progress_bound
     }
 
     fn file(&self, msg: Msg) {
@@ -302,6 +329,10 @@ struct Writer {
     in_flight: Arc<AtomicUsize>,
     room: Arc<Notify>,
     redactor: Redactor,
+    /// Whether blocks go through the tripwire.
+    tripwire: bool,
+    /// The tripwire's encoding buffer, reused.
+    buf: Vec<u8>,
     inline_limit: usize,
     flush_every_batch: bool,
     failure: Arc<Mutex<Option<WriteError>>>,
@@ -320,6 +351,9 @@ struct RunState {
     /// Secret values to scrub from the run's facts (memory only): resolved
     /// credentials, and values learned from secret-named keys of its facts.
     secrets: KnownSecrets,
+    /// The run's resolved credentials and declared secrets, in raw and
+    /// encoded forms: the last check of every block (memory only).
+    wire: Tripwire,
     /// Keys of the run's calls in [`Writer::calls`].
     calls: Vec<u64>,
     /// For a call outside any run: its call id, whose `call.ended` is the
@@ -422,7 +456,11 @@ impl Writer {
                         self.calls.insert(key, CallSlot { run, call });
                     }
                     Msg::Secret { run, secret } => {
-                        self.runs.entry(run).or_default().secrets.add(secret)
+                        let state = self.runs.entry(run).or_default();
+                        if self.tripwire {
+                            state.wire.add(secret.expose());
+                        }
+                        state.secrets.add(secret)
                     }
                     Msg::Artifact { bytes } => {
                         if let Err(e) = self.store.put_artifact(&bytes) {
@@ -554,6 +592,21 @@ impl Writer {
                 });
                 continue;
             };
+            // The tripwire, after redaction and the cut, before numbering:
+            // a hit is scrubbed and filed as `redaction.tripped`.
+            if state.wire.guard_batch(
+                "archive",
+                "known-values",
+                state.outside.as_deref(),
+                &mut facts,
+                &mut self.buf,
+            ) > 0
+            {
+                tracing::warn!(
+                    run = %run,
+                    "reel-recorder: run {run}: a secret got past redaction and was scrubbed (see its redaction.tripped facts)"
+                );
+            }
             // Numbered here, after the late facts are cut: the one numberer.
             let first = state.seq.next_seq();
             let numbered = state.seq.number_all(facts);

@@ -184,6 +184,8 @@ fn is_host_fact(kind: &FactKind) -> bool {
             | FactKind::CallEnded(_)
             | FactKind::CancelRequested(_)
             | FactKind::TeardownRan(_)
+            // Filed by the recorder's tripwire, not by the tool.
+            | FactKind::RedactionTripped(_)
     )
 }
 
@@ -410,6 +412,7 @@ fn replay_call<'a>(
                 next_child: 0,
                 children_done: 0,
                 progress: reel::sequence::Sequencer::new(),
+                dropping: 0,
             }),
         });
         backend.maybe_cancel(0);

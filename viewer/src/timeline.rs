@@ -481,6 +481,14 @@ impl TimelineBuilder {
                     }
                 }
             }
+            // Reports the recorder dropped are counted (the next report's
+            // count includes them; trailing drops have no next report).
+            FactKind::ProgressDropped(d) => {
+                if let Some(i) = call_idx {
+                    let node = &mut self.t().calls[i];
+                    node.progress = node.progress.saturating_add(d.count);
+                }
+            }
             FactKind::CredentialResolved(c) => self.t().credentials.push(CredentialEntry {
                 seq: fact.seq,
                 call: fact.call.clone(),

@@ -607,6 +607,26 @@ fn the_stored_progress_count_survives_a_gap() {
     );
 }
 
+/// Reports the recorder dropped (`progress.dropped`) are counted: the
+/// report after them carries the count, and drops after the last report
+/// add to the call's count.
+#[test]
+fn dropped_reports_are_counted() {
+    let dropped = |count| in_call("c1", FactKind::ProgressDropped(ProgressDropped { count }));
+    let t = build(vec![
+        started(),
+        call("c1", "walk"),
+        generic_progress("c1", 1),
+        dropped(10),
+        generic_progress("c1", 12),
+        dropped(5),
+        ended("c1", 9),
+        run_ended(RunStatus::Completed),
+    ]);
+    assert_eq!(t.call("c1").expect("c1").progress, 17);
+    assert!(t.anomalies.is_empty(), "{:?}", t.anomalies);
+}
+
 fn generic_progress(call: &str, count: u64) -> Step {
     in_call(
         call,

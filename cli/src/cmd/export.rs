@@ -8,6 +8,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 use reel::tape::Tape;
+use reel::tripwire::Tripwire;
 use reel::RunState;
 use reel_archive::{RunFilter, TapeExt};
 use reel_otlp::{Options, Protocol};
@@ -48,6 +49,32 @@ pub struct ExportArgs {
     /// With --otlp: OTLP/gRPC instead of protobuf over HTTP.
     #[arg(long, requires = "otlp")]
     grpc: bool,
+    /// An environment variable whose value is secret (repeatable): the
+    /// tape or the spans are searched for it, raw and encoded (JSON,
+    /// Debug, percent, base64), and each hit is scrubbed and named by a
+    /// `redaction.tripped` fact (a span event with --otlp).
+    #[arg(long = "secret-env", value_name = "NAME")]
+    secret_env: Vec<String>,
+}
+
+/// The tripwire over the values of the `--secret-env` variables.
+fn tripwire(names: &[String]) -> Tripwire {
+    let mut wire = Tripwire::new();
+    for name in names {
+        match std::env::var(name) {
+            Ok(value) if value.len() < reel::tripwire::MIN_LEN => eprintln!(
+                "reel: --secret-env {}: the value is shorter than {} bytes: not searched for",
+                escape(name),
+                reel::tripwire::MIN_LEN
+            ),
+            Ok(value) => wire.add(&value),
+            Err(_) => eprintln!(
+                "reel: --secret-env {}: the variable is not set (nothing to scrub)",
+                escape(name)
+            ),
+        }
+    }
+    wire
 }
 
 /// Writes the tape, or sends the spans (either needs the archive itself,
@@ -69,7 +96,12 @@ pub fn run(dir: &Path, args: ExportArgs) -> Result<ExitCode, Failure> {
     let source = Source::open(dir)?;
     resolve_run(&source, run)?;
     let archive = source.local("export")?;
-    let tape = Tape::export(&archive, run)?;
+    let (tape, tripped) = Tape::export_guarded(&archive, run, &tripwire(&args.secret_env))?;
+    if tripped > 0 {
+        eprintln!(
+            "reel: a --secret-env value was in the run: scrubbed from the tape ({tripped} redaction.tripped facts)"
+        );
+    }
     if output == Path::new("-") {
         tape.write(JsonSafe::new(io::stdout().lock()))?;
     } else {
@@ -142,8 +174,15 @@ fn otlp(dir: &Path, endpoint: &str, args: ExportArgs) -> Result<ExitCode, Failur
     // One request per batch of runs, so a large export stays under
     // collectors' message limits (gRPC's default is 4 MiB).
     let mut spans = 0;
+    let wire = tripwire(&args.secret_env);
     for (i, batch) in ids.chunks(RUNS_PER_REQUEST).enumerate() {
-        let request = reel_otlp::archive_request(&archive, batch, &options)?;
+        let mut request = reel_otlp::archive_request(&archive, batch, &options)?;
+        let tripped = reel_otlp::guard_request(&mut request, &wire, "declared-at-export");
+        if tripped > 0 {
+            eprintln!(
+                "reel: a --secret-env value was in the spans: scrubbed ({tripped} fields, each named by a redaction.tripped event)"
+            );
+        }
         let n: usize = request
             .resource_spans
             .iter()

@@ -1,7 +1,7 @@
 //! `LiveBackend`: the live answers to one call's context (providers,
 //! clock, randomness, effects run once, cleanups held per scope).
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -33,12 +33,17 @@ pub(super) struct LiveBackend {
     pub(super) services: Services,
     pub(super) teardowns: Mutex<Teardowns>,
     pub(super) cancel: CancelHandle,
+    /// Progress reports dropped since the call's last filed fact (the
+    /// queue was over its progress bound): filed as `progress.dropped`
+    /// before the call's next fact, so the record keeps call order.
+    pub(super) dropped: AtomicU64,
 }
 
 impl LiveBackend {
     /// Runs the call's cleanups, files `call.ended` and waits for
     /// durability as configured.
     pub(super) async fn finish(&self, started_at: Instant, result: &Result<Value, ToolError>) {
+        self.file_dropped();
         let teardowns = std::mem::take(&mut *lock(&self.teardowns));
         self.run
             .run_teardowns(Some(&self.call_id), TeardownScope::Call, teardowns)
@@ -82,6 +87,21 @@ impl LiveBackend {
         }
     }
 
+    /// Files `progress.dropped` for the reports dropped since the call's
+    /// last filed fact, if any.
+    fn file_dropped(&self) {
+        if self.dropped.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        let count = self.dropped.swap(0, Ordering::Relaxed);
+        if count > 0 {
+            self.run.emit(
+                Some(&self.call_id),
+                FactKind::ProgressDropped(ProgressDropped { count }),
+            );
+        }
+    }
+
     /// The artifact scope of the run, composed (see [`artifact_scope`]):
     /// never the bare caller identity, which would let runs without one, or
     /// with the same one in different sessions, read each other's.
@@ -102,13 +122,27 @@ impl CallBackend for LiveBackend {
             // payload, under the call's key: no allocation, no lock (see
             // `Msg::Progress`); the writer's sequencer numbers it. A
             // listener, when attached, sees the report first.
+            // Over the queue's progress bound the report is dropped and
+            // counted; the count is filed before the call's next fact.
             FactKind::Progress(Progress { payload, .. }) => {
                 if let Some(listener) = &self.providers.progress {
                     listener.progress(&self.call_id, &payload);
                 }
-                self.run.emit_progress(self.progress_key, payload)
+                if self.dropped.load(Ordering::Relaxed) != 0 {
+                    if !self.run.progress_room() {
+                        self.dropped.fetch_add(1, Ordering::Relaxed);
+                        return;
+                    }
+                    self.file_dropped();
+                }
+                if !self.run.emit_progress(self.progress_key, payload) {
+                    self.dropped.fetch_add(1, Ordering::Relaxed);
+                }
             }
-            kind => self.run.emit(Some(&self.call_id), kind),
+            kind => {
+                self.file_dropped();
+                self.run.emit(Some(&self.call_id), kind)
+            }
         }
     }
 

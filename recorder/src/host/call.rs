@@ -373,6 +373,7 @@ impl CallBuilder {
             providers: self.providers,
             services: services.clone(),
             teardowns: Mutex::new(Teardowns::default()),
+            dropped: Default::default(),
             cancel: self.cancel.clone(),
         });
         // Declared wants are resolved before call.started is filed: it

@@ -233,11 +233,19 @@ impl Run {
     /// Files a progress report of the call opened as `call` (see
     /// [`crate::writer::Queue::open_call`]): [`Run::emit`] for the hot path,
     /// numbered and built by the writer.
-    pub(super) fn emit_progress(&self, call: u64, payload: Value) {
+    /// False when the report was dropped (the queue is over its progress
+    /// bound): the caller counts it for `progress.dropped`.
+    pub(super) fn emit_progress(&self, call: u64, payload: Value) -> bool {
         if self.inner.closed.load(Ordering::SeqCst) {
-            return self.late("progress");
+            self.late("progress");
+            return true;
         }
-        self.inner.rec.queue.progress(call, payload);
+        self.inner.rec.queue.progress(call, payload)
+    }
+
+    /// Whether a progress report filed now would be queued.
+    pub(super) fn progress_room(&self) -> bool {
+        self.inner.rec.queue.progress_room()
     }
 
     /// A fact filed after the stream's end: not recorded, reported.

@@ -22,6 +22,9 @@ pub(super) struct CallState {
     pub(super) children_done: usize,
     /// Numbers the call's progress reports (the one numberer).
     pub(super) progress: reel::sequence::Sequencer,
+    /// Replayed progress reports still to swallow: the record's
+    /// `progress.dropped` says the recorder dropped this many here.
+    pub(super) dropping: u64,
 }
 
 pub(super) struct ReplayBackend {
@@ -325,6 +328,22 @@ impl CallBackend for ReplayBackend {
         // Numbered in filing order, as the recorder's writer numbers.
         if let FactKind::Progress(p) = &mut kind {
             p.count = st.progress.progress("");
+            // The recorder dropped reports here (its queue was full): the
+            // record holds `progress.dropped { count }` in their place. The
+            // replayed reports in that place are swallowed, counted, and
+            // the fact is filed once, as recorded; the next report's count
+            // follows them, as the recorded one does.
+            if st.dropping > 0 {
+                st.dropping -= 1;
+                return;
+            }
+            if let Some(FactKind::ProgressDropped(d)) =
+                self.expected.get(st.emitted).map(|f| &f.kind)
+            {
+                let d = d.clone();
+                st.dropping = d.count.saturating_sub(1);
+                return self.file(st, FactKind::ProgressDropped(d));
+            }
         }
         self.file(st, kind);
     }

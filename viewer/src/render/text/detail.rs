@@ -93,6 +93,21 @@ impl TextRenderer {
                 ),
             ),
             FactKind::Progress(p) => (plain, self.templates.line(tool, &p.payload, p.count)),
+            FactKind::ProgressDropped(d) => (
+                YELLOW,
+                format!(
+                    "{} progress report{} dropped (the recorder's queue was full)",
+                    d.count,
+                    if d.count == 1 { "" } else { "s" }
+                ),
+            ),
+            FactKind::RedactionTripped(t) => (
+                RED,
+                format!(
+                    "{}: a secret ({}) in {} {} was scrubbed (missed by: {})",
+                    t.point, t.encoding, t.fact, t.field, t.rule
+                ),
+            ),
             FactKind::Log(l) => {
                 let mut d = name(&l.level);
                 if let Some(s) = &l.subflow {

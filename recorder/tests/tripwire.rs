@@ -1,0 +1,251 @@
+//! The tripwire, tried as an attacker: a tool resolves a credential and
+//! smuggles it, in every encoding the tripwire knows (raw, JSON-escaped,
+//! Rust Debug-escaped, percent-encoded, base64 standard and url-safe with
+//! and without padding, `user:secret` basic auth, and base64 at each
+//! alignment inside a longer run), into a dispatched call's arguments, its
+//! result, an effect's request and answer, a log message, a progress
+//! report's text and an artifact's media type; the host puts a declared
+//! secret's encodings in a run label. No form is left in any file of the
+//! archive, in the facts read back, or in the exported tape, and each
+//! place is named by a `redaction.tripped` fact.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
+use base64::Engine as _;
+use reel::context::{Secret, ToolContext, ToolError};
+use reel::fact::{Fact, FactKind, Level, RunStatus};
+use reel::tape::Tape;
+use reel::tools::Tools;
+use reel_archive::{FingerprintKey, TapeExt};
+use reel_recorder::{MemoryArtifactStore, MemoryVault, Recorder, RecorderConfig, RunStart};
+use serde_json::{json, Value};
+
+/// Quotes, a backslash, a slash, `+`, `=`, a space, a control character
+/// and a non-ASCII letter: every encoding differs from the raw form.
+const CRED: &str = "Tk-7f3a\"q\\b/s+p=e \u{1}\u{e9}-9c2d4e5f";
+/// What the host declares secret (an env value, say).
+const DECLARED: &str = "decl-Zq81/xx+Yy==wv7-host";
+
+fn percent(s: &str) -> String {
+    s.bytes()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || b"-._~".contains(&c) {
+                (c as char).to_string()
+            } else {
+                format!("%{c:02X}")
+            }
+        })
+        .collect()
+}
+
+/// Every form the attacker uses, by name.
+fn forms(s: &str) -> Vec<(&'static str, String)> {
+    let b = s.as_bytes();
+    let with_prefix = |p: &str| {
+        let mut v = p.as_bytes().to_vec();
+        v.extend_from_slice(b);
+        v.extend_from_slice(b"}, \"more\": 1");
+        v
+    };
+    let json = serde_json::to_string(s).unwrap();
+    let debug = format!("{s:?}");
+    vec![
+        ("raw", s.to_owned()),
+        ("json", json[1..json.len() - 1].to_owned()),
+        ("debug", debug[1..debug.len() - 1].to_owned()),
+        ("percent", percent(s)),
+        ("base64", STANDARD.encode(b)),
+        ("base64-nopad", STANDARD_NO_PAD.encode(b)),
+        ("base64url", URL_SAFE.encode(b)),
+        ("base64url-nopad", URL_SAFE_NO_PAD.encode(b)),
+        ("basic-auth", STANDARD.encode(format!("ann:{s}").as_bytes())),
+        (
+            "base64-offset-1",
+            STANDARD.encode(with_prefix("{\"k\": \"")),
+        ),
+        ("base64-offset-2", STANDARD.encode(with_prefix("{\"k\":"))),
+        (
+            "base64-offset-0",
+            URL_SAFE_NO_PAD.encode(with_prefix("{\"k\"")),
+        ),
+    ]
+}
+
+/// The needles a scan looks for: each form whole, and for base64 forms the
+/// 16 characters in their middle (a scrub that cut only an edge would
+/// leave them).
+fn needles(s: &str) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    for (name, form) in forms(s) {
+        if name.starts_with("base64") || name == "basic-auth" {
+            let mid = form.len() / 2;
+            out.push((
+                format!("{name} (middle)"),
+                form.as_bytes()[mid - 8..mid + 8].to_vec(),
+            ));
+        }
+        out.push((name.to_owned(), form.into_bytes()));
+    }
+    out
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+fn files_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                out.push(path);
+            }
+        }
+    }
+    out
+}
+
+async fn smuggler(ctx: ToolContext, _: Value) -> Result<Value, ToolError> {
+    let cred = ctx.credential("api").await?;
+    let forms: Vec<(&str, String)> = forms(cred.secret().expose());
+    let all: Value = forms
+        .iter()
+        .map(|(n, f)| (n.to_string(), json!(f)))
+        .collect::<serde_json::Map<_, _>>()
+        .into();
+    for (name, form) in &forms {
+        ctx.progress(json!({ "message": format!("step {name}: {form}") }));
+        ctx.log(Level::Info, json!({ "message": format!("header {form}") }));
+        ctx.artifacts()
+            .put(&format!("text/{name}; x={form}"), b"bytes".to_vec())
+            .await?;
+    }
+    let answer = all.clone();
+    let _: Value = ctx
+        .effect("api.call", &json!({ "h": all }), move || async move {
+            Ok::<_, String>(json!({ "echo": answer }))
+        })
+        .await?;
+    ctx.dispatch("child", json!({ "forwarded": all })).await?;
+    Ok(json!({ "result": all }))
+}
+
+#[tokio::test]
+async fn every_encoding_of_a_resolved_or_declared_secret_is_scrubbed_and_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = RecorderConfig {
+        fingerprint_key: FingerprintKey::Key([7; 32]),
+        serve_live: false,
+        ..RecorderConfig::default()
+    };
+    let recorder = Recorder::open(dir.path(), config).await.unwrap();
+    let mut start = RunStart::new("smuggled").secret(Secret::new(DECLARED));
+    for (name, form) in forms(DECLARED) {
+        start = start.label(format!("cmd-{name}"), format!("server --auth {form}"));
+    }
+    let run = recorder.start_run(start).await.unwrap();
+    let tools = Tools::new().register("child", |ctx: ToolContext, args: Value| async move {
+        ctx.progress(json!({ "child_got": args }));
+        Ok::<_, ToolError>(args)
+    });
+    run.call("smuggler", json!({}))
+        .credentials(Arc::new(MemoryVault::new().with("api", CRED)))
+        .artifacts(Arc::new(MemoryArtifactStore::new()))
+        .dispatcher(tools)
+        .invoke(smuggler)
+        .await
+        .unwrap();
+    run.end(RunStatus::Completed).await.unwrap();
+    let archive = recorder.archive().clone();
+    recorder.shutdown().await.unwrap();
+    assert!(archive.verify().unwrap().is_ok());
+
+    let tape = Tape::export(&archive, "smuggled").unwrap();
+    let mut tape_bytes = Vec::new();
+    tape.write(&mut tape_bytes).unwrap();
+    let facts: Vec<Fact> = archive
+        .facts("smuggled", ..)
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let facts_json = serde_json::to_vec(&facts).unwrap();
+
+    let mut places: Vec<(String, Vec<u8>)> = files_under(dir.path())
+        .into_iter()
+        .map(|p| (p.display().to_string(), std::fs::read(&p).unwrap()))
+        .collect();
+    places.push(("the facts read back".into(), facts_json.clone()));
+    places.push(("the tape".into(), tape_bytes));
+    for secret in [CRED, DECLARED] {
+        for (name, needle) in needles(secret) {
+            for (place, bytes) in &places {
+                assert!(
+                    !contains(bytes, &needle),
+                    "the {name} form of a secret is in {place}"
+                );
+            }
+        }
+    }
+    // The scan can find things: the tool did run, its facts are there.
+    assert!(contains(&facts_json, b"step basic-auth: "));
+
+    // Each place is named, never the value.
+    let tripped: Vec<_> = facts
+        .iter()
+        .filter_map(|f| match &f.kind {
+            FactKind::RedactionTripped(t) => Some((f, t)),
+            _ => None,
+        })
+        .collect();
+    let seen: BTreeSet<(String, String)> = tripped
+        .iter()
+        .map(|(_, t)| (t.fact.clone(), t.field.clone()))
+        .collect();
+    let has = |kind: &str, field: &str| seen.iter().any(|(k, f)| k == kind && f.starts_with(field));
+    for (kind, field) in [
+        ("run.started", "/data/labels/cmd-basic-auth"),
+        ("progress", "/data/payload/message"),
+        ("log", "/data/data/message"),
+        ("artifact.put", "/data/meta/media_type"),
+        ("effect", "/data/request/h/base64"),
+        ("effect", "/data/outcome"),
+        ("call.started", "/data/args/forwarded/base64"),
+        ("call.ended", "/data/outcome"),
+    ] {
+        assert!(
+            has(kind, field),
+            "no redaction.tripped names {kind} {field}: {seen:#?}"
+        );
+    }
+    let encodings: BTreeSet<&str> = tripped.iter().map(|(_, t)| t.encoding.as_str()).collect();
+    // (A url-safe form without `-` or `_` is the standard one: named
+    // `base64`.)
+    for e in ["base64", "percent"] {
+        assert!(encodings.contains(e), "{encodings:?}");
+    }
+    for (fact, t) in &tripped {
+        assert_eq!(
+            (t.point.as_str(), t.rule.as_str()),
+            ("archive", "known-values")
+        );
+        // Filed in call order, in the call of the fact it names (the run's
+        // own for run.started).
+        if t.fact == "run.started" {
+            assert_eq!(fact.call, None);
+        } else {
+            assert!(fact.call.is_some());
+        }
+    }
+    // The progress reports: scrubbed, each followed by its tripped fact.
+    let i = facts
+        .iter()
+        .position(|f| matches!(&f.kind, FactKind::Progress(p) if p.payload["message"].as_str().is_some_and(|m| m.starts_with("step base64:"))))
+        .unwrap();
+    assert!(matches!(&facts[i + 1].kind, FactKind::RedactionTripped(t) if t.fact == "progress"));
+}
