@@ -6,7 +6,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
-use reel::context::{ElicitAnswer, Elicitation, ToolContext, ToolError};
+use reel::context::{ElicitAnswer, Elicitation, Platform, ToolContext, ToolError};
 use reel::fact::{ClientInfo, ElicitOutcome, Level};
 use reel_recorder::{Canceller, Elicitor, LogListener, Run};
 use serde_json::{json, Map, Value};
@@ -15,7 +15,7 @@ use tokio::task::JoinHandle;
 
 /// Which way a line goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Dir {
+pub(crate) enum Dir {
     ClientToServer,
     ServerToClient,
 }
@@ -184,9 +184,7 @@ impl Router {
                     return;
                 };
                 let reason = params.get("reason").and_then(Value::as_str);
-                if let Some((_, p)) = self.state().pending.iter().find(|(k, _)| *k == key(id)) {
-                    p.canceller.cancel(reason);
-                }
+                self.cancel(id, reason);
             }
             (Dir::ClientToServer, None, Some(id)) => {
                 // The client's response to a server request (an elicitation).
@@ -285,26 +283,35 @@ impl Router {
         }
     }
 
+    /// Cancels the call of the client's request `id`, if it is in flight.
+    fn cancel(&self, id: &Value, reason: Option<&str>) {
+        if let Some((_, p)) = self.state().pending.iter().find(|(k, _)| *k == key(id)) {
+            p.canceller.cancel(reason);
+        }
+    }
+
+    /// The client gave up on its request `id` without a message (on
+    /// 2026-07-28 over HTTP: it closed the response stream).
+    pub(super) fn cancel_request(&self, id: &Value, reason: &str) {
+        self.cancel(id, Some(reason));
+    }
+
     /// A client request: `initialize`, the first `tools/list` and every
     /// `tools/call` become calls.
     fn request(&self, method: &str, id: &Value, params: Option<Value>) {
         let mut state = self.state();
+        let mut client = None;
         let (name, args, tool_call) = match method {
             "initialize" if !state.initialized => {
                 state.initialized = true;
                 let params = params.unwrap_or_else(|| json!({}));
-                state.client = params.get("clientInfo").map(|c| ClientInfo {
-                    name: c
-                        .get("name")
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .to_owned(),
-                    version: c.get("version").and_then(Value::as_str).map(str::to_owned),
-                    title: c.get("title").and_then(Value::as_str).map(str::to_owned),
-                });
+                state.client = params.get("clientInfo").map(client_info);
                 ("mcp:initialize".to_owned(), params, false)
             }
-            "tools/list" if !state.listed => {
+            // The first listing, and every further page of one.
+            "tools/list"
+                if !state.listed || params.as_ref().is_some_and(|p| p.get("cursor").is_some()) =>
+            {
                 state.listed = true;
                 (
                     "mcp:tools/list".to_owned(),
@@ -324,10 +331,13 @@ impl Router {
                 else {
                     return tracing::warn!("a tools/call without a tool name: not recorded");
                 };
-                let token = params
-                    .get("_meta")
-                    .and_then(|m| m.get("progressToken"))
-                    .map(key);
+                let meta = params.get("_meta");
+                let token = meta.and_then(|m| m.get("progressToken")).map(key);
+                // 2026-07-28: the client names itself in each request's
+                // `_meta` (there is no initialize).
+                if let Some(c) = meta.and_then(|m| m.get(CLIENT_INFO)) {
+                    client = Some(client_info(c));
+                }
                 let args = params.remove("arguments").unwrap_or_else(|| json!({}));
                 if let Some(token) = token {
                     state.tokens.insert(token, key(id));
@@ -344,8 +354,11 @@ impl Router {
             .map(|(t, _)| t.clone());
         let elicitor = Arc::new(ProxyElicitor::default());
         let mut call = run.call(&name, args).protocol("mcp");
-        if let Some(client) = &state.client {
-            call = call.client_info(client.clone());
+        let client = client.or_else(|| state.client.clone());
+        if let Some(client) = client {
+            call = call
+                .platform(Platform::detect(Some(&client)))
+                .client_info(client);
         }
         if tool_call {
             call = call
@@ -399,6 +412,19 @@ impl Router {
     }
 }
 
+/// The `_meta` key of a 2026-07-28 request's client identity.
+const CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
+
+/// An MCP `Implementation` object as the recorded client.
+fn client_info(c: &Value) -> ClientInfo {
+    let text = |k: &str| c.get(k).and_then(Value::as_str).map(str::to_owned);
+    ClientInfo {
+        name: text("name").unwrap_or_default(),
+        version: text("version"),
+        title: text("title"),
+    }
+}
+
 fn level_of(level: &str) -> Level {
     match level {
         "emergency" => Level::Emergency,
@@ -431,9 +457,11 @@ async fn follow(
         };
         match event {
             None => {
+                // A cancelled call whose session then ended is cancelled.
+                ctx.check_cancel()?;
                 return Err(ToolError::msg(
                     "the MCP session ended before the server answered",
-                ))
+                ));
             }
             Some(Event::Progress(payload)) => ctx.progress(payload),
             Some(Event::Log {
