@@ -35,6 +35,8 @@
 #![warn(missing_docs)]
 
 pub mod cassette;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod proxy;
 pub mod serve;
 pub mod verify;

@@ -35,7 +35,7 @@
 #![allow(deprecated)]
 
 pub mod matching;
-mod rounds;
+pub(crate) mod rounds;
 pub mod session;
 
 use std::borrow::Cow;

@@ -42,7 +42,7 @@ struct Waiting {
 
 /// The mock's suspended replays and its sealing key.
 #[derive(Clone)]
-pub(super) struct Rounds {
+pub(crate) struct Rounds {
     key: Arc<[u8; 32]>,
     waiting: Arc<Mutex<HashMap<usize, Waiting>>>,
 }
@@ -55,7 +55,7 @@ fn refused(why: &str) -> ErrorData {
 }
 
 impl Rounds {
-    pub(super) fn new() -> Rounds {
+    pub(crate) fn new() -> Rounds {
         Rounds {
             key: Arc::new(rand::random()),
             waiting: Arc::default(),
@@ -129,7 +129,7 @@ impl Rounds {
     /// call, the event its replay resumes at, and the round. The client's
     /// answer must be there (it is not compared with the record: the
     /// record's answer is what the recorded result followed).
-    pub(super) fn resume(
+    pub(crate) fn resume(
         &self,
         sealed: &str,
         tool: &str,

@@ -368,13 +368,13 @@ fn forwarded_headers(from: &HeaderMap) -> HeaderMap {
 
 /// The JSON-RPC messages of a request body: the requests' ids, whether one
 /// is `initialize`, whether one says 2026-07-28 or later in its `_meta`.
-struct Requests {
+pub(crate) struct Requests {
     ids: Vec<Value>,
     initialize: bool,
     modern: bool,
 }
 
-fn requests(body: &[u8]) -> Requests {
+pub(crate) fn requests(body: &[u8]) -> Requests {
     let mut out = Requests {
         ids: Vec::new(),
         initialize: false,
@@ -698,7 +698,7 @@ impl Body for Observed {
 
 /// A server-sent events parser: the data of each complete event.
 #[derive(Default)]
-struct Sse {
+pub(crate) struct Sse {
     line: Vec<u8>,
     data: Vec<u8>,
     has_data: bool,
@@ -706,7 +706,7 @@ struct Sse {
 
 impl Sse {
     /// Feeds a chunk; returns the data of the events it completed.
-    fn feed(&mut self, chunk: &[u8]) -> Vec<Vec<u8>> {
+    pub(crate) fn feed(&mut self, chunk: &[u8]) -> Vec<Vec<u8>> {
         let mut events = Vec::new();
         for &b in chunk {
             if b != b'\n' {

@@ -114,7 +114,7 @@ fn done(mut m: Value) -> Event {
 }
 
 /// The session's recording side: sees a copy of every line.
-pub(super) struct Router {
+pub(crate) struct Router {
     run: Option<Run>,
     state: Mutex<State>,
 }
@@ -129,7 +129,7 @@ fn progress_key(token: &Value) -> String {
 }
 
 impl Router {
-    pub(super) fn new(run: Option<Run>) -> Router {
+    pub(crate) fn new(run: Option<Run>) -> Router {
         Router {
             run,
             state: Mutex::new(State::default()),
@@ -142,7 +142,7 @@ impl Router {
 
     /// Records what one line says (after it was forwarded). Never fails:
     /// a line that is not JSON-RPC is reported and otherwise ignored.
-    pub(super) fn observe(&self, dir: Dir, line: &[u8]) {
+    pub(crate) fn observe(&self, dir: Dir, line: &[u8]) {
         if self.run.is_none() {
             return;
         }
@@ -399,7 +399,7 @@ impl Router {
 
     /// The session is over: calls still waiting end (no answer came), and
     /// every call's facts are filed.
-    pub(super) async fn close(&self) {
+    pub(crate) async fn close(&self) {
         let tasks = {
             let mut state = self.state();
             state.pending.clear();

@@ -49,8 +49,8 @@
 //! reported through `tracing` (the operator's standard error) and the
 //! traffic still flows.
 
-mod http;
-mod link;
+pub(crate) mod http;
+pub(crate) mod link;
 
 pub use http::{BoundHttpProxy, HttpOutcome, HttpProxy};
 
