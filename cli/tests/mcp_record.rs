@@ -796,7 +796,8 @@ fn a_server_that_never_exits_is_killed_after_the_grace() {
 
 /// Every page of a `tools/list` (cursor pagination) is recorded, not only
 /// the first; on 2026-07-28 a call's client identity (and so its
-/// platform) comes from the request's `_meta`.
+/// platform) comes from the request's `_meta`, and a call's input-required
+/// rounds are one call with its elicitation.
 #[test]
 fn every_tools_list_page_and_the_meta_client_are_recorded() {
     use std::io::{BufRead, Write};
@@ -824,6 +825,12 @@ fn every_tools_list_page_and_the_meta_client_are_recorded() {
         serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta}}),
         serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"cursor": "page-2", "_meta": meta}}),
         serde_json::json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "first", "arguments": {"n": 1}, "_meta": meta}}),
+        serde_json::json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "confirm", "arguments": {"x": 1}, "_meta": meta}}),
+        serde_json::json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {
+            "name": "confirm", "arguments": {"x": 1}, "_meta": meta,
+            "requestState": "state-1",
+            "inputResponses": {"ask": {"action": "accept", "content": {"ok": true}}},
+        }}),
     ];
     let mut answers = Vec::new();
     for request in &requests {
@@ -860,4 +867,32 @@ fn every_tools_list_page_and_the_meta_client_are_recorded() {
     assert_eq!(start["client_info"]["name"], "claude-code");
     assert_eq!(start["client_info"]["version"], "2.1.0");
     assert_eq!(start["platform"], "claude");
+
+    // Multi round-trip (2026-07-28): both rounds are one call, whose
+    // question is the input request and whose answer came with the next
+    // round.
+    assert_eq!(answers[3]["result"]["resultType"], "input_required");
+    assert_eq!(
+        answers[4]["result"]["content"][0]["text"],
+        "answered accept"
+    );
+    let confirms = calls_of(&shown, "confirm");
+    assert_eq!(
+        confirms.len(),
+        1,
+        "one call across the rounds: {confirms:?}"
+    );
+    let confirm = &confirms[0].0;
+    let asked = of_call(&shown, confirm, "elicit.requested");
+    assert_eq!(asked.len(), 1);
+    assert_eq!(asked[0]["data"]["message"], "Really?");
+    let answered = of_call(&shown, confirm, "elicit.answered");
+    assert_eq!(answered[0]["data"]["outcome"]["outcome"], "accept");
+    assert_eq!(
+        answered[0]["data"]["outcome"]["content"],
+        serde_json::json!({"ok": true})
+    );
+    let outcome = ended(&shown, confirm);
+    assert_eq!(outcome["status"], "ok", "{outcome}");
+    assert_eq!(outcome["result"]["content"][0]["text"], "answered accept");
 }

@@ -73,12 +73,25 @@ struct State {
     /// Server requests (elicitations) waiting for the client's response.
     asked: HashMap<String, oneshot::Sender<Value>>,
     tasks: Vec<JoinHandle<()>>,
+    /// Calls suspended at an input-required round (2026-07-28), by the
+    /// `requestState` the client will echo.
+    rounds: HashMap<String, Round>,
     /// Responses (by id) and progress notifications (by
     /// [`progress_key`]) seen before the request they belong to (lines are
     /// linked before they are forwarded, so this is rare: a message in a
     /// batch, or one whose call's task has not taken its question yet).
     /// The newest [`EARLY`] are kept.
     early: VecDeque<(Dir, String, Value)>,
+}
+
+/// A call whose `tools/call` was answered input-required: its questions
+/// wait for the client's next round.
+struct Round {
+    events: mpsc::UnboundedSender<Event>,
+    canceller: Canceller,
+    /// The `inputRequests` keys of its elicitations, with where each
+    /// answer goes.
+    answers: Vec<(String, oneshot::Sender<Value>)>,
 }
 
 /// How many responses that overtook their request are kept.
@@ -204,7 +217,7 @@ impl Router {
                         if let Some(token) = &p.token {
                             state.tokens.remove(token);
                         }
-                        let _ = p.events.send(done(m));
+                        finish(&mut state, p, m);
                     }
                     None => state.keep_early(dir, key(&id), m),
                 }
@@ -245,19 +258,7 @@ impl Router {
                 }
             }
             (Dir::ServerToClient, Some("elicitation/create"), Some(id)) => {
-                let params = params.unwrap_or(Value::Null);
-                let text = |k: &str| params.get(k).and_then(Value::as_str).unwrap_or_default();
-                let question = if text("mode") == "url" {
-                    Elicitation::url(text("message"), text("url"), text("elicitationId"))
-                } else {
-                    Elicitation::form(
-                        text("message"),
-                        params
-                            .get("requestedSchema")
-                            .cloned()
-                            .unwrap_or_else(|| json!({})),
-                    )
-                };
+                let question = question_of(params.as_ref());
                 let mut state = self.state();
                 let Some(events) = state
                     .pending
@@ -338,10 +339,43 @@ impl Router {
                 if let Some(c) = meta.and_then(|m| m.get(CLIENT_INFO)) {
                     client = Some(client_info(c));
                 }
-                let args = params.remove("arguments").unwrap_or_else(|| json!({}));
-                if let Some(token) = token {
-                    state.tokens.insert(token, key(id));
+                if let Some(token) = &token {
+                    state.tokens.insert(token.clone(), key(id));
                 }
+                // The next round of a call suspended at an input-required
+                // round: the same call goes on, its questions answered.
+                let round = params
+                    .get("requestState")
+                    .and_then(Value::as_str)
+                    .and_then(|s| state.rounds.remove(s));
+                if let Some(round) = round {
+                    let responses = params.get("inputResponses");
+                    for (k, answer) in round.answers {
+                        let response = match responses.and_then(|r| r.get(&k)) {
+                            Some(r) => json!({ "result": r }),
+                            None => json!({ "error": {
+                                "code": -32602,
+                                "message": format!("the next round carried no answer to {k:?}"),
+                            }}),
+                        };
+                        let _ = answer.send(response);
+                    }
+                    let pending = Pending {
+                        events: round.events,
+                        canceller: round.canceller,
+                        tool_call: true,
+                        token: token.clone(),
+                    };
+                    if let Some(response) = state.early(Dir::ServerToClient, &key(id)) {
+                        if let Some(token) = &token {
+                            state.tokens.remove(token);
+                        }
+                        return finish(&mut state, pending, response);
+                    }
+                    state.pending.push((key(id), pending));
+                    return;
+                }
+                let args = params.remove("arguments").unwrap_or_else(|| json!({}));
                 (name, args, true)
             }
             _ => return,
@@ -379,22 +413,19 @@ impl Router {
                 let _ = events.send(Event::Progress(params));
             }
         }
+        let pending = Pending {
+            events,
+            canceller,
+            tool_call,
+            token,
+        };
         if let Some(response) = state.early(Dir::ServerToClient, &key(id)) {
-            if let Some(token) = &token {
+            if let Some(token) = &pending.token {
                 state.tokens.remove(token);
             }
-            let _ = events.send(done(response));
-            return;
+            return finish(&mut state, pending, response);
         }
-        state.pending.push((
-            key(id),
-            Pending {
-                events,
-                canceller,
-                tool_call,
-                token,
-            },
-        ));
+        state.pending.push((key(id), pending));
     }
 
     /// The session is over: calls still waiting end (no answer came), and
@@ -404,11 +435,72 @@ impl Router {
             let mut state = self.state();
             state.pending.clear();
             state.asked.clear();
+            state.rounds.clear();
             std::mem::take(&mut state.tasks)
         };
         for task in tasks {
             let _ = task.await;
         }
+    }
+}
+
+/// The server's answer to a client request: the call's end, or (a
+/// `tools/call` answered `resultType: "input_required"` with a
+/// `requestState`, 2026-07-28) its elicitations, the call kept for the
+/// client's next round. Other input requests (sampling, roots) are not
+/// recorded.
+fn finish(state: &mut State, p: Pending, m: Value) {
+    let result = m.get("result");
+    let state_key = result
+        .filter(|r| r.get("resultType").and_then(Value::as_str) == Some("input_required"))
+        .and_then(|r| r.get("requestState"))
+        .and_then(Value::as_str);
+    let (Some(result), Some(state_key), true) = (result, state_key, p.tool_call) else {
+        let _ = p.events.send(done(m));
+        return;
+    };
+    let mut answers = Vec::new();
+    if let Some(Value::Object(requests)) = result.get("inputRequests") {
+        for (k, request) in requests {
+            if request.get("method").and_then(Value::as_str) != Some("elicitation/create") {
+                continue;
+            }
+            let (tx, answer) = oneshot::channel();
+            answers.push((k.clone(), tx));
+            let _ = p.events.send(Event::Elicit {
+                question: question_of(request.get("params")),
+                answer,
+            });
+        }
+    }
+    state.rounds.insert(
+        state_key.to_owned(),
+        Round {
+            events: p.events,
+            canceller: p.canceller,
+            answers,
+        },
+    );
+}
+
+/// An `elicitation/create`'s params as the question recorded.
+fn question_of(params: Option<&Value>) -> Elicitation {
+    let text = |k: &str| {
+        params
+            .and_then(|p| p.get(k))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+    };
+    if text("mode") == "url" {
+        Elicitation::url(text("message"), text("url"), text("elicitationId"))
+    } else {
+        Elicitation::form(
+            text("message"),
+            params
+                .and_then(|p| p.get("requestedSchema"))
+                .cloned()
+                .unwrap_or_else(|| json!({})),
+        )
     }
 }
 

@@ -33,6 +33,11 @@
 //!   response to that request (accept, decline, cancel; a JSON-RPC error is
 //!   outcome `error`); the client's `notifications/cancelled` (linked by
 //!   `requestId`) a `cancel.requested`, which ends the call cancelled.
+//!   On 2026-07-28 a `tools/call` answered `resultType: "input_required"`
+//!   stays one call across its rounds: each `elicitation/create` of its
+//!   `inputRequests` is an `elicit.requested`, answered from the
+//!   `inputResponses` of the client's next round (the one echoing its
+//!   `requestState`), whose response goes on the same call.
 //!   On stdio a server's log message and elicitation carry no request id:
 //!   they belong to the call in flight, the newest one when several are.
 //! - Redaction is the recorder's: secret-named keys everywhere, and the
