@@ -896,3 +896,35 @@ fn every_tools_list_page_and_the_meta_client_are_recorded() {
     assert_eq!(outcome["status"], "ok", "{outcome}");
     assert_eq!(outcome["result"]["content"][0]["text"], "answered accept");
 }
+
+/// A bad `--upstream` is bad input (exit 2) naming the flag and what to
+/// give instead.
+#[test]
+fn a_bad_upstream_is_bad_input() {
+    let dir = tempfile::tempdir().unwrap();
+    for (url, says) in [
+        ("https://mcp.test/mcp", "https is not supported"),
+        ("mcp.test:8000", "not an http:// URL"),
+    ] {
+        let out = Command::new(REEL)
+            .arg("--archive")
+            .arg(dir.path().join("archive"))
+            .args([
+                "mcp",
+                "record",
+                "--listen",
+                "127.0.0.1:0",
+                "--upstream",
+                url,
+            ])
+            .env("REEL_CONFIG_DIR", dir.path().join("config"))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(
+            stderr.contains("--upstream") && stderr.contains(says),
+            "{stderr}"
+        );
+    }
+}

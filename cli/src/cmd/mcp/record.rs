@@ -100,7 +100,11 @@ fn run_http(
     upstream: &str,
     secrets: Vec<Secret>,
 ) -> Result<ExitCode, Failure> {
-    let mut proxy = reel_mcp::proxy::HttpProxy::new(upstream).map_err(Failure::msg)?;
+    let mut proxy = match reel_mcp::proxy::HttpProxy::new(upstream) {
+        Ok(p) => p,
+        // Bad input: exit code 2, as the other `mcp` verbs.
+        Err(e) => return Ok(super::bad_input(&e)),
+    };
     for secret in secrets {
         proxy = proxy.secret(secret);
     }
