@@ -658,17 +658,21 @@ impl Body for Observed {
                         }
                         Err(frame) => frame,
                     };
-                    if let (Kind::Json(buf), Ok(trailers)) = (&mut this.kind, frame.into_trailers())
-                    {
-                        let data = std::mem::take(buf);
-                        if let Some(r) = this.router() {
-                            r.observe(Dir::ServerToClient, &data);
-                        }
-                        this.trailers = Some(trailers);
-                        return Poll::Ready(Some(Ok(Frame::data(Bytes::from(data)))));
+                    let Kind::Json(buf) = &mut this.kind else {
+                        // Trailers of a body passed through as it comes.
+                        return Poll::Ready(Some(Ok(frame)));
+                    };
+                    let Ok(trailers) = frame.into_trailers() else {
+                        continue;
+                    };
+                    // A JSON body's data goes out (linked) before its
+                    // trailers.
+                    let data = std::mem::take(buf);
+                    if let Some(r) = this.router() {
+                        r.observe(Dir::ServerToClient, &data);
                     }
-                    // Trailers of a body passed through as it came.
-                    continue;
+                    this.trailers = Some(trailers);
+                    return Poll::Ready(Some(Ok(Frame::data(Bytes::from(data)))));
                 }
                 Some(Err(e)) => {
                     this.close(false);
