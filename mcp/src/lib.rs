@@ -35,6 +35,7 @@
 #![warn(missing_docs)]
 
 pub mod cassette;
+#[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod proxy;
