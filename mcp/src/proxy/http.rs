@@ -23,8 +23,10 @@
 //!   stateless server gives none) are self-contained exchanges: they go
 //!   into one run for the proxy's lifetime, ended `completed` when the
 //!   proxy stops, each exchange's messages linked within that exchange
-//!   (two clients may both number their requests from 1). Each
-//!   `tools/list` of such an exchange is recorded.
+//!   (two clients may both number their requests from 1), but for a
+//!   call's input-required rounds, which are one call across exchanges
+//!   (by the echoed `requestState`). Each `tools/list` of such an
+//!   exchange is recorded.
 //! - On 2026-07-28 a client cancels by closing the response stream: a
 //!   stream closed before its `tools/call` was answered files
 //!   `cancel.requested` on that call (a 2025-11-25 client's closed stream
@@ -57,7 +59,7 @@ use tokio::net::TcpListener;
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
-use super::link::{Dir, Router};
+use super::link::{end_rounds, Dir, Rounds, Router};
 
 /// The header naming a streamable HTTP session.
 const SESSION: &str = "mcp-session-id";
@@ -173,6 +175,7 @@ impl BoundHttpProxy {
             proxy: self.proxy,
             sessions: tokio::sync::Mutex::new(HashMap::new()),
             sessionless: tokio::sync::OnceCell::new(),
+            rounds: Rounds::default(),
             run_ids: Mutex::new(Vec::new()),
             closing: Mutex::new(Vec::new()),
         });
@@ -205,6 +208,8 @@ impl BoundHttpProxy {
         }
         ct.cancel();
         while connections.join_next().await.is_some() {}
+        // No next round will come for a suspended call.
+        end_rounds(&shared.rounds);
         // Every exchange's body is dropped now: its calls are filed.
         let closing = std::mem::take(&mut *lock(&shared.closing));
         for task in closing {
@@ -241,6 +246,9 @@ struct Shared {
     sessions: tokio::sync::Mutex<HashMap<String, Arc<Session>>>,
     /// The run of requests without a session, started with the first.
     sessionless: tokio::sync::OnceCell<Option<Run>>,
+    /// Its calls suspended at input-required rounds (2026-07-28): the
+    /// next round is another exchange.
+    rounds: Rounds,
     run_ids: Mutex<Vec<String>>,
     /// Exchanges' routers being closed (their calls filed).
     closing: Mutex<Vec<JoinHandle<()>>>,
@@ -312,7 +320,7 @@ impl Shared {
             .get_or_init(|| self.start_run(None))
             .await
             .clone()?;
-        Some(Arc::new(Router::new(Some(run))))
+        Some(Arc::new(Router::sharing(Some(run), self.rounds.clone())))
     }
 
     fn upstream_uri(&self, original: &Uri, endpoint: bool) -> Uri {

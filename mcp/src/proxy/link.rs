@@ -73,9 +73,6 @@ struct State {
     /// Server requests (elicitations) waiting for the client's response.
     asked: HashMap<String, oneshot::Sender<Value>>,
     tasks: Vec<JoinHandle<()>>,
-    /// Calls suspended at an input-required round (2026-07-28), by the
-    /// `requestState` the client will echo.
-    rounds: HashMap<String, Round>,
     /// Responses (by id) and progress notifications (by
     /// [`progress_key`]) seen before the request they belong to (lines are
     /// linked before they are forwarded, so this is rare: a message in a
@@ -84,9 +81,15 @@ struct State {
     early: VecDeque<(Dir, String, Value)>,
 }
 
+/// Calls suspended at an input-required round (2026-07-28), by the
+/// `requestState` the client will echo. Shared by the routers of one
+/// run's sessionless HTTP exchanges: a call's next round comes in another
+/// exchange.
+pub(crate) type Rounds = Arc<Mutex<HashMap<String, Round>>>;
+
 /// A call whose `tools/call` was answered input-required: its questions
 /// wait for the client's next round.
-struct Round {
+pub(crate) struct Round {
     events: mpsc::UnboundedSender<Event>,
     canceller: Canceller,
     /// The `inputRequests` keys of its elicitations, with where each
@@ -130,6 +133,9 @@ fn done(mut m: Value) -> Event {
 pub(crate) struct Router {
     run: Option<Run>,
     state: Mutex<State>,
+    rounds: Rounds,
+    /// The rounds are this router's alone (cleared when it closes).
+    own_rounds: bool,
 }
 
 fn key(id: &Value) -> String {
@@ -146,6 +152,20 @@ impl Router {
         Router {
             run,
             state: Mutex::new(State::default()),
+            rounds: Rounds::default(),
+            own_rounds: true,
+        }
+    }
+
+    /// A router whose suspended calls are kept in `rounds`, shared with
+    /// other routers of the run (whoever shares them ends them, with
+    /// [`end_rounds`]).
+    pub(crate) fn sharing(run: Option<Run>, rounds: Rounds) -> Router {
+        Router {
+            run,
+            state: Mutex::new(State::default()),
+            rounds,
+            own_rounds: false,
         }
     }
 
@@ -217,7 +237,7 @@ impl Router {
                         if let Some(token) = &p.token {
                             state.tokens.remove(token);
                         }
-                        finish(&mut state, p, m);
+                        finish(&self.rounds, p, m);
                     }
                     None => state.keep_early(dir, key(&id), m),
                 }
@@ -347,7 +367,7 @@ impl Router {
                 let round = params
                     .get("requestState")
                     .and_then(Value::as_str)
-                    .and_then(|s| state.rounds.remove(s));
+                    .and_then(|s| lock(&self.rounds).remove(s));
                 if let Some(round) = round {
                     let responses = params.get("inputResponses");
                     for (k, answer) in round.answers {
@@ -370,7 +390,7 @@ impl Router {
                         if let Some(token) = &token {
                             state.tokens.remove(token);
                         }
-                        return finish(&mut state, pending, response);
+                        return finish(&self.rounds, pending, response);
                     }
                     state.pending.push((key(id), pending));
                     return;
@@ -423,7 +443,7 @@ impl Router {
             if let Some(token) = &pending.token {
                 state.tokens.remove(token);
             }
-            return finish(&mut state, pending, response);
+            return finish(&self.rounds, pending, response);
         }
         state.pending.push((key(id), pending));
     }
@@ -435,7 +455,9 @@ impl Router {
             let mut state = self.state();
             state.pending.clear();
             state.asked.clear();
-            state.rounds.clear();
+            if self.own_rounds {
+                lock(&self.rounds).clear();
+            }
             std::mem::take(&mut state.tasks)
         };
         for task in tasks {
@@ -449,7 +471,7 @@ impl Router {
 /// `requestState`, 2026-07-28) its elicitations, the call kept for the
 /// client's next round. Other input requests (sampling, roots) are not
 /// recorded.
-fn finish(state: &mut State, p: Pending, m: Value) {
+fn finish(rounds: &Rounds, p: Pending, m: Value) {
     let result = m.get("result");
     let state_key = result
         .filter(|r| r.get("resultType").and_then(Value::as_str) == Some("input_required"))
@@ -473,7 +495,7 @@ fn finish(state: &mut State, p: Pending, m: Value) {
             });
         }
     }
-    state.rounds.insert(
+    lock(rounds).insert(
         state_key.to_owned(),
         Round {
             events: p.events,
@@ -481,6 +503,15 @@ fn finish(state: &mut State, p: Pending, m: Value) {
             answers,
         },
     );
+}
+
+/// Ends the calls suspended in `rounds` (no next round will come).
+pub(crate) fn end_rounds(rounds: &Rounds) {
+    lock(rounds).clear();
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// An `elicitation/create`'s params as the question recorded.
