@@ -12,7 +12,11 @@ seconds="${FUZZ_SECONDS:-60}"
 # The committed seeds (fuzz/seeds/) are made from the demo tapes; remake
 # them after the tapes change: cargo run --bin make-corpus
 [ -d seeds ] || cargo run --quiet --bin make-corpus
-targets=(tape fact block record live lsp)
+# seeds/mcp/ are MCP sessions captured with capture_mcp.py (the client
+# cli/tests/mcp_proxy_client.py in front of cli/tests/fastmcp_server.py and
+# @modelcontextprotocol/server-everything; rounds-2026-07-28: written lines
+# in front of cli/tests/paging_server.py), not made by make-corpus.
+targets=(tape fact block record live lsp mcp)
 for t in "${targets[@]}"; do
   # New inputs go to corpus/ (not committed); the committed seeds/ stay.
   mkdir -p "corpus/$t"

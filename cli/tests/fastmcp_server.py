@@ -3,8 +3,12 @@
 `reel mcp record` (mcp_record.rs): tools that report progress, log,
 elicit, fail, and one that waits until it is cancelled.
 
-    python3 fastmcp_server.py
+    python3 fastmcp_server.py            # on stdio
+    python3 fastmcp_server.py http PORT  # streamable HTTP, 127.0.0.1:PORT/mcp
 """
+
+import os
+import sys
 
 import anyio
 from pydantic import BaseModel
@@ -50,6 +54,13 @@ def echo(text: str, note: str = "") -> dict:
 
 
 @server.tool()
+def token() -> str:
+    """Returns the PLANTED_TOKEN of the server's environment (a secret the
+    proxy must keep out of the archive)."""
+    return f"the token is {os.environ.get('PLANTED_TOKEN', '')}"
+
+
+@server.tool()
 def fail(reason: str) -> str:
     """Always fails."""
     raise ValueError(f"failed on purpose: {reason}")
@@ -64,4 +75,7 @@ async def wait(ctx: Context) -> str:
 
 
 if __name__ == "__main__":
-    server.run("stdio")
+    if sys.argv[1:2] == ["http"]:
+        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    else:
+        server.run("stdio")

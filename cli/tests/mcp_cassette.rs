@@ -210,6 +210,20 @@ fn record_mock_session(d: &Dirs) -> String {
             })
             .await
             .unwrap();
+        // A second question, for the rounds a 2026-07-28 client drives by hand.
+        call("confirm", json!({"action": "rollback"}))
+            .elicitor(Arc::new(ScriptedElicitor::new([ElicitOutcome::Accept {
+                content: json!({"confirmed": false}),
+            }])))
+            .invoke(|ctx: ToolContext, _: Value| async move {
+                let schema = json!({"type": "object", "properties": {"confirmed": {"type": "boolean"}}});
+                ctx.elicit(Elicitation::form("Really roll back?", schema))
+                    .await
+                    .map_err(ToolError::msg)?;
+                Ok::<_, ToolError>(text_result("rollback: done", None))
+            })
+            .await
+            .unwrap();
         run.end(RunStatus::Completed).await.unwrap();
         recorder.shutdown().await.unwrap();
     });
@@ -217,16 +231,15 @@ fn record_mock_session(d: &Dirs) -> String {
     run_id
 }
 
-#[test]
-fn the_mock_answers_the_python_client_from_the_tape() {
-    require_python();
-    let d = dirs();
-    record_mock_session(&d);
+/// The Python client's report of a session with `reel mcp mock TAPE`, in
+/// a client mode (`legacy` or `2026-07-28`).
+fn mock_report(d: &Dirs, mode: &str) -> Value {
     let out = Command::new("python3")
         .arg(tests_dir().join("mcp_mock_client.py"))
         .arg(env!("CARGO_BIN_EXE_reel"))
         .arg(&d.tape)
         .env("REEL_CONFIG_DIR", &d.config)
+        .env("MCP_MODE", mode)
         .output()
         .unwrap();
     assert!(
@@ -234,8 +247,59 @@ fn the_mock_answers_the_python_client_from_the_tape() {
         "the Python client failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    serde_json::from_slice(&out.stdout).unwrap()
+}
 
+/// On 2026-07-28 the recorded elicitation is an input-required round (its
+/// `requestState` sealed by the mock): the Python client answers it, the
+/// next round resumes the replay, and the recorded result follows.
+/// Matching and misses are as on 2025-11-25.
+#[test]
+fn the_mock_replays_an_elicitation_as_input_required_rounds_on_2026_07_28() {
+    require_python();
+    let d = dirs();
+    record_mock_session(&d);
+    let report = mock_report(&d, "2026-07-28");
+    assert_eq!(report["protocol"], "2026-07-28");
+    assert_eq!(report["confirm"]["text"], json!(["deploy: done"]));
+    assert_eq!(report["questions"].as_array().unwrap().len(), 1, "{report}");
+    assert_eq!(report["questions"][0]["message"], "Really deploy?");
+    assert_eq!(
+        report["questions"][0]["requestedSchema"]["properties"]["confirmed"]["type"],
+        "boolean"
+    );
+    assert_eq!(
+        report["add"],
+        json!({"isError": false, "text": ["5"], "structured": {"result": 5}})
+    );
+    assert_eq!(report["next"], json!([["1"], ["2"]]));
+    assert_eq!(report["changed"]["data"]["pointer"], "/b");
+
+    // The rounds by hand: the first is input-required with a sealed state;
+    // a forged state is refused; the genuine one with the answer gives the
+    // recorded result; the same state again is refused.
+    let rounds = &report["rounds"];
+    assert_eq!(rounds["first"]["resultType"], "input_required", "{rounds}");
+    assert_eq!(rounds["first"]["message"], "Really roll back?");
+    assert_eq!(rounds["forged"]["code"], -32602, "{rounds}");
+    assert!(
+        rounds["forged"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("seal does not hold"),
+        "{rounds}"
+    );
+    assert_eq!(rounds["final"]["text"], json!(["rollback: done"]));
+    assert_eq!(rounds["replayed"]["code"], -32602, "{rounds}");
+}
+
+#[test]
+fn the_mock_answers_the_python_client_from_the_tape() {
+    require_python();
+    let d = dirs();
+    record_mock_session(&d);
+    let report = mock_report(&d, "legacy");
+    assert_eq!(report["protocol"], "2025-11-25");
     assert_eq!(report["server"]["name"], "recorded-server");
     assert_eq!(report["server"]["version"], "1.2.3");
     assert_eq!(report["tools"], json!(["add", "count", "next", "confirm"]));
@@ -548,7 +612,7 @@ fn verify_drives_the_mock_and_bad_input_exits_2() {
         "{stdout}{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(stdout.contains("all 6 calls matched"), "{stdout}");
+    assert!(stdout.contains("all 7 calls matched"), "{stdout}");
 
     let missing = reel(&d, &["mcp", "verify", "no-such-run", "--", "true"], &[]);
     assert_eq!(missing.status.code(), Some(2));

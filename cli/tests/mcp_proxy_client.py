@@ -4,9 +4,11 @@ against the server directly and once through the proxy; the test compares
 the two reports.
 
     python3 mcp_proxy_client.py SCENARIO SECRET CMD ARGS...
+    python3 mcp_proxy_client.py SCENARIO SECRET http://HOST:PORT/mcp
 
 SCENARIO is `fastmcp` (fastmcp_server.py) or `everything`
-(@modelcontextprotocol/server-everything). SECRET is planted in a tool's
+(@modelcontextprotocol/server-everything); a URL instead of a command
+line is a streamable HTTP endpoint. SECRET is planted in a tool's
 arguments; the environment variable PLANTED_TOKEN (holding the same value)
 is passed on to the command. MCP_MODE is the client's mode: `legacy` (the
 initialize handshake, 2025-11-25; the default) or a protocol version it
@@ -101,6 +103,8 @@ async def fastmcp(client, obs, secret):
         await call(client, "confirm", {"action": "delete"}),
     ]
     r["echo"] = await call(client, "echo", {"text": f"use {secret} here", "note": secret})
+    # The server's environment holds PLANTED_TOKEN: only --secret-env keeps it out.
+    r["token"] = await call(client, "token", {})
     r["fail"] = await call(client, "fail", {"reason": "test"})
     r["cancel"] = await cancel_after_progress(client, obs, "wait", {}, "wait-1")
     r["after_cancel"] = await call(client, "echo", {"text": "after"})
@@ -123,7 +127,10 @@ async def everything(client, obs, secret):
 async def main():
     scenario, secret, command, *args = sys.argv[1:]
     env = {k: os.environ[k] for k in ("PATH", "HOME", "REEL_CONFIG_DIR", "PLANTED_TOKEN") if k in os.environ}
-    server = StdioServerParameters(command=command, args=args, env=env)
+    if command.startswith("http://"):
+        server = command
+    else:
+        server = StdioServerParameters(command=command, args=args, env=env)
     obs = Observer()
     async with Client(
         server,

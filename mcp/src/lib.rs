@@ -35,6 +35,9 @@
 #![warn(missing_docs)]
 
 pub mod cassette;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod proxy;
 pub mod serve;
 pub mod verify;

@@ -195,6 +195,12 @@ async def scenario(client, obs):
     report["race"] = await cancel_while_waiting(client, obs, "race-1", {"ms": 1})
     # A call after the cancellations: the server has seen them.
     report["after_cancel"] = result(await client.call_tool("echo", {"after": "cancel"}))
+    # The completion of the URL question. Over streamable HTTP it rides the
+    # session's standalone stream (rmcp routes only progress to a request's
+    # own), so it is collected here, calls after `sign_in`, as the logs are.
+    report["elicit_complete"] = [
+        n for n in obs.notifications if n.get("method") == "notifications/elicitation/complete"
+    ]
     return report
 
 

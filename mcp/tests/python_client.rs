@@ -329,6 +329,21 @@ fn check(s: Scenario) {
         r["sign_in"]["text"][0],
         "{\"outcome\":\"accept\",\"content\":null}"
     );
+    // 2025-11-25: the accepted URL question's completion reaches the
+    // client (once); 2026-07-28 has no such message (a round's answer is
+    // the completion).
+    let completions = r["elicit_complete"].as_array().unwrap();
+    if s.modern {
+        assert!(completions.is_empty(), "{completions:?}");
+    } else {
+        assert_eq!(
+            completions,
+            &[
+                json!({"method": "notifications/elicitation/complete", "params": {"elicitationId": "el-c1"}})
+            ],
+            "{completions:?}"
+        );
+    }
 
     // Errors: a tool's error and a rejected input are isError results; an
     // unknown tool is a JSON-RPC error.
@@ -637,4 +652,142 @@ fn streamable_http_2025_11_25() {
 #[test]
 fn streamable_http_2026_07_28() {
     check(over_http("2026-07-28"));
+}
+
+/// The recording proxy over streamable HTTP in front of the example
+/// server, driven by the Python client on 2026-07-28: each call's
+/// input-required rounds come in separate exchanges (no sessions), and
+/// are recorded as one call with its question and answer. The client
+/// sees through the proxy what it sees without it.
+#[test]
+fn the_http_proxy_records_input_required_rounds_as_one_call() {
+    require_python();
+    let dir = tempfile::tempdir().unwrap();
+    let archive = dir.path().join("archive");
+    let mut server = Command::new(SERVER)
+        .args([
+            "--archive",
+            archive.to_str().unwrap(),
+            "--http",
+            "127.0.0.1:0",
+        ])
+        .env("REEL_CONFIG_DIR", dir.path().join("config"))
+        .env("REEL_FINGERPRINT_KEY", KEY_HEX)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut url = String::new();
+    BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut url)
+        .unwrap();
+    let url = url.trim().to_owned();
+
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let proxied = dir.path().join("proxied");
+    let recorder = rt
+        .block_on(reel_recorder::Recorder::open(
+            &proxied,
+            reel_recorder::RecorderConfig {
+                fingerprint_key: FingerprintKey::Key([7; 32]),
+                ..reel_recorder::RecorderConfig::default()
+            },
+        ))
+        .unwrap();
+    let bound = rt
+        .block_on(
+            reel_mcp::proxy::HttpProxy::new(&url)
+                .unwrap()
+                .bind("127.0.0.1:0".parse().unwrap()),
+        )
+        .unwrap();
+    let proxy_url = bound.url();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = rt.spawn({
+        let recorder = recorder.clone();
+        async move {
+            bound
+                .run(Some(&recorder), async {
+                    let _ = stopped.await;
+                })
+                .await
+        }
+    });
+    let out = client(dir.path())
+        .args(["http", &proxy_url, "2026-07-28"])
+        .output()
+        .unwrap();
+    let _ = stop.send(());
+    let outcome = rt.block_on(running).unwrap().unwrap();
+    rt.block_on(recorder.shutdown()).unwrap();
+    drop(server.stdin.take());
+    assert!(server.wait().unwrap().success());
+    let report = report_of(out);
+    assert_eq!(report["protocol"], "2026-07-28");
+    assert_eq!(outcome.run_ids.len(), 1, "one sessionless run");
+
+    let proxied = open(&proxied);
+    let stream = proxied
+        .facts(&outcome.run_ids[0], ..)
+        .unwrap()
+        .map(|f| serde_json::to_value(f.unwrap()).unwrap())
+        .collect::<Vec<Value>>();
+    let of = |call: &Value, kind: &str| -> Vec<Value> {
+        stream
+            .iter()
+            .filter(|f| f["call"] == *call && f["kind"] == kind)
+            .map(|f| f["data"].clone())
+            .collect()
+    };
+    let starts: Vec<&Value> = stream
+        .iter()
+        .filter(|f| f["kind"] == "call.started" && f["data"]["tool_name"] == "confirm")
+        .collect();
+    // The three confirmations the client answered: one call each, across
+    // both rounds, with its question and the client's answer.
+    let mut outcomes = Vec::new();
+    for i in 0..3 {
+        let action = format!("deploy {i}");
+        let calls: Vec<&&Value> = starts
+            .iter()
+            .filter(|f| f["data"]["args"]["action"] == action.as_str())
+            .collect();
+        assert_eq!(calls.len(), 1, "{action}: one call across its rounds");
+        let call = &calls[0]["call"];
+        assert_eq!(of(call, "elicit.requested").len(), 1, "{action}");
+        let answered = of(call, "elicit.answered");
+        assert_eq!(answered.len(), 1, "{action}");
+        outcomes.push(answered[0]["outcome"]["outcome"].clone());
+        let ended = of(call, "call.ended");
+        assert_eq!(ended[0]["outcome"]["status"], "ok", "{action}: {ended:?}");
+        assert_eq!(
+            ended[0]["outcome"]["result"]["content"][0]["text"], report["confirm"][i]["text"][0],
+            "{action}"
+        );
+    }
+    assert_eq!(outcomes, ["accept", "decline", "cancel"]);
+    // By hand: the genuine state continued the first round's call; the
+    // forged and the replayed states (refused by the server) are calls of
+    // their own, ended with the server's error.
+    let by_hand: Vec<&&Value> = starts
+        .iter()
+        .filter(|f| f["data"]["args"]["action"] == "rotate keys")
+        .collect();
+    assert_eq!(by_hand.len(), 3, "{by_hand:?}");
+    let statuses: Vec<Value> = by_hand
+        .iter()
+        .map(|f| of(&f["call"], "call.ended")[0]["outcome"]["status"].clone())
+        .collect();
+    assert_eq!(statuses, ["ok", "error", "error"]);
+    assert_eq!(of(&by_hand[0]["call"], "elicit.answered").len(), 1);
+
+    // Through the proxy the client saw, and the server recorded, all that
+    // the direct HTTP test asserts.
+    check(Scenario {
+        report,
+        _dir: dir,
+        archive,
+        http: true,
+        modern: true,
+    });
 }

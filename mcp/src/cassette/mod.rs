@@ -17,6 +17,16 @@
 //!   `elicitation/create` (the client's answer is awaited, not compared),
 //!   in recorded order; then the recorded result. A recorded JSON-RPC
 //!   error (`json-rpc error CODE: MESSAGE`) is answered as that error.
+//! - On 2026-07-28 (no server-to-client requests) a recorded question is
+//!   an input-required round instead: the `tools/call` is answered with
+//!   `resultType: "input_required"`, the question in `inputRequests` and a
+//!   `requestState` sealed with the mock's own HMAC key (drawn at random
+//!   when it starts; see `rounds.rs`); the client's next round, with the
+//!   state and an answer, resumes the replay after the question. A state
+//!   whose seal does not hold, of another tool or round, or used already
+//!   is refused (`-32602`). A recorded result or listing without
+//!   `resultType` gets `complete`, as that version requires.
+//! - `tools/list` with a `cursor` answers the recorded page of that cursor.
 //! - A miss is JSON-RPC error `-32602` whose message names the closest
 //!   recorded call (same tool, fewest differing fields; else the nearest
 //!   tool name) and the first differing field as a JSON pointer into the
@@ -25,6 +35,7 @@
 #![allow(deprecated)]
 
 pub mod matching;
+pub(crate) mod rounds;
 pub mod session;
 
 use std::borrow::Cow;
@@ -37,7 +48,7 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ErrorCode, ErrorData,
     InitializeRequestParams, InitializeResult, ListToolsResult, LoggingMessageNotification,
     LoggingMessageNotificationParam, PaginatedRequestParams, ProgressNotification,
-    ProgressNotificationParam, ProtocolVersion, ServerCapabilities, ServerConfig,
+    ProgressNotificationParam, ProtocolVersion, ResultType, ServerCapabilities, ServerConfig,
     ServerNotification, SetLevelRequestParams,
 };
 use rmcp::service::{RequestContext, RoleServer};
@@ -55,6 +66,7 @@ pub struct Cassette {
     session: Arc<Session>,
     ignored: Arc<Vec<String>>,
     used: Arc<Mutex<Vec<bool>>>,
+    rounds: rounds::Rounds,
 }
 
 impl std::fmt::Debug for Cassette {
@@ -75,6 +87,7 @@ impl Cassette {
             session: Arc::new(session),
             ignored: Arc::new(matching::arg_ignores(ignore)),
             used: Arc::new(Mutex::new(vec![false; n])),
+            rounds: rounds::Rounds::new(),
         }
     }
 
@@ -162,16 +175,41 @@ impl ServerHandler for Cassette {
 
     async fn list_tools(
         &self,
-        _request: Option<PaginatedRequestParams>,
+        request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        match &self.session.tools_list {
-            Some(v) => serde_json::from_value(v.clone()).map_err(|e| {
-                ErrorData::internal_error(
-                    format!("reel mock: the recorded tools/list does not read: {e}"),
-                    None,
-                )
-            }),
+        let cursor = request.and_then(|r| r.cursor);
+        let page = match &cursor {
+            None => self.session.tools_list.as_ref(),
+            Some(c) => match self
+                .session
+                .tools_list_pages
+                .iter()
+                .find(|(k, _)| k.as_deref() == Some(c.as_str()))
+            {
+                Some((_, page)) => Some(page),
+                None => {
+                    return Err(ErrorData::invalid_params(
+                        format!("reel mock: no tools/list page was recorded for cursor {c:?}"),
+                        None,
+                    ))
+                }
+            },
+        };
+        match page {
+            Some(v) => serde_json::from_value::<ListToolsResult>(v.clone())
+                .map(|mut list| {
+                    // 2026-07-28 requires `resultType` (a 2025-11-25
+                    // recording has none); rmcp drops it for older peers.
+                    list.result_type.get_or_insert(ResultType::COMPLETE);
+                    list
+                })
+                .map_err(|e| {
+                    ErrorData::internal_error(
+                        format!("reel mock: the recorded tools/list does not read: {e}"),
+                        None,
+                    )
+                }),
             None => Err(ErrorData::internal_error(
                 "reel mock: the record has no tools/list answer",
                 None,
@@ -186,6 +224,16 @@ impl ServerHandler for Cassette {
     ) -> Result<CallToolResponse, ErrorData> {
         let tool = request.name.to_string();
         let args = Value::Object(request.arguments.clone().unwrap_or_default());
+        let modern = context
+            .protocol_version()
+            .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str());
+        if let Some(sealed) = &request.request_state {
+            // The next round of a call suspended at a question.
+            let (index, from, round) =
+                self.rounds
+                    .resume(sealed, &tool, request.input_responses.as_ref())?;
+            return self.replay(index, from, round, modern, &context).await;
+        }
         let index = match self.take(&tool, &args) {
             Match::Hit(i) => i,
             Match::Miss {
@@ -205,10 +253,30 @@ impl ServerHandler for Cassette {
                 return Err(ErrorData::invalid_params(message, Some(data)));
             }
         };
+        self.replay(index, 0, 0, modern, &context).await
+    }
+}
+
+impl Cassette {
+    /// Replays recorded call `index` from its event `from` on: progress and
+    /// log messages, questions (`elicitation/create`; on 2026-07-28 an
+    /// input-required round, after which the client's next round resumes
+    /// here), then the recorded answer.
+    async fn replay(
+        &self,
+        index: usize,
+        from: usize,
+        round: u32,
+        modern: bool,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
         let call = &self.session.calls[index];
         let token = context.meta.get_progress_token();
-        let mut reports = 0u64;
-        for event in &call.events {
+        let mut reports = call.events[..from.min(call.events.len())]
+            .iter()
+            .filter(|e| matches!(e, Event::Progress(_)))
+            .count() as u64;
+        for (at, event) in call.events.iter().enumerate().skip(from) {
             match event {
                 Event::Progress(payload) => {
                     reports += 1;
@@ -272,6 +340,12 @@ impl ServerHandler for Cassette {
                     };
                     let params = crate::serve::convert::elicit_params(&q)
                         .map_err(|e| ErrorData::internal_error(e, None))?;
+                    if modern {
+                        return Ok(self
+                            .rounds
+                            .suspend(index, &call.tool, round + 1, at + 1, params)
+                            .into());
+                    }
                     let _ = context.peer.create_elicitation(params).await;
                 }
             }
@@ -279,7 +353,10 @@ impl ServerHandler for Cassette {
         match &call.outcome {
             Some(CallOutcome::Ok { result }) => {
                 serde_json::from_value::<CallToolResult>(result.clone())
-                    .map(CallToolResponse::from)
+                    .map(|mut r| {
+                        r.result_type.get_or_insert(ResultType::COMPLETE);
+                        CallToolResponse::from(r)
+                    })
                     .map_err(|e| {
                         ErrorData::internal_error(
                             format!(

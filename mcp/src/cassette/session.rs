@@ -84,8 +84,11 @@ pub struct Session {
     pub initialize_params: Option<Value>,
     /// The server's `initialize` result, as recorded.
     pub initialize_result: Option<Value>,
-    /// The server's `tools/list` result, as recorded.
+    /// The server's first `tools/list` result (no cursor), as recorded.
     pub tools_list: Option<Value>,
+    /// Every recorded `tools/list` page: the request's `cursor` (`None`
+    /// for the first page) and the server's result, in recorded order.
+    pub tools_list_pages: Vec<(Option<String>, Value)>,
     /// Every recorded `tools/call`, in start order.
     pub calls: Vec<Interaction>,
 }
@@ -133,6 +136,7 @@ impl Session {
             initialize_params: None,
             initialize_result: None,
             tools_list: None,
+            tools_list_pages: Vec::new(),
             calls: Vec::new(),
         };
         // call id -> what it is: an exchange name, or an index into calls.
@@ -182,8 +186,15 @@ impl Session {
                                 if name == INITIALIZE {
                                     session.initialize_params = Some(args.clone());
                                     session.initialize_result = result;
-                                } else {
-                                    session.tools_list = result;
+                                } else if let Some(result) = result {
+                                    let cursor = args
+                                        .get("cursor")
+                                        .and_then(Value::as_str)
+                                        .map(str::to_owned);
+                                    if cursor.is_none() && session.tools_list.is_none() {
+                                        session.tools_list = Some(result.clone());
+                                    }
+                                    session.tools_list_pages.push((cursor, result));
                                 }
                             }
                         }

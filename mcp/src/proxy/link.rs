@@ -6,7 +6,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
-use reel::context::{ElicitAnswer, Elicitation, ToolContext, ToolError};
+use reel::context::{ElicitAnswer, Elicitation, Platform, ToolContext, ToolError};
 use reel::fact::{ClientInfo, ElicitOutcome, Level};
 use reel_recorder::{Canceller, Elicitor, LogListener, Run};
 use serde_json::{json, Map, Value};
@@ -15,7 +15,7 @@ use tokio::task::JoinHandle;
 
 /// Which way a line goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Dir {
+pub(crate) enum Dir {
     ClientToServer,
     ServerToClient,
 }
@@ -81,6 +81,22 @@ struct State {
     early: VecDeque<(Dir, String, Value)>,
 }
 
+/// Calls suspended at an input-required round (2026-07-28), by the
+/// `requestState` the client will echo. Shared by the routers of one
+/// run's sessionless HTTP exchanges: a call's next round comes in another
+/// exchange.
+pub(crate) type Rounds = Arc<Mutex<HashMap<String, Round>>>;
+
+/// A call whose `tools/call` was answered input-required: its questions
+/// wait for the client's next round.
+pub(crate) struct Round {
+    events: mpsc::UnboundedSender<Event>,
+    canceller: Canceller,
+    /// The `inputRequests` keys of its elicitations, with where each
+    /// answer goes.
+    answers: Vec<(String, oneshot::Sender<Value>)>,
+}
+
 /// How many responses that overtook their request are kept.
 const EARLY: usize = 256;
 
@@ -114,9 +130,12 @@ fn done(mut m: Value) -> Event {
 }
 
 /// The session's recording side: sees a copy of every line.
-pub(super) struct Router {
+pub(crate) struct Router {
     run: Option<Run>,
     state: Mutex<State>,
+    rounds: Rounds,
+    /// The rounds are this router's alone (cleared when it closes).
+    own_rounds: bool,
 }
 
 fn key(id: &Value) -> String {
@@ -129,10 +148,24 @@ fn progress_key(token: &Value) -> String {
 }
 
 impl Router {
-    pub(super) fn new(run: Option<Run>) -> Router {
+    pub(crate) fn new(run: Option<Run>) -> Router {
         Router {
             run,
             state: Mutex::new(State::default()),
+            rounds: Rounds::default(),
+            own_rounds: true,
+        }
+    }
+
+    /// A router whose suspended calls are kept in `rounds`, shared with
+    /// other routers of the run (whoever shares them ends them, with
+    /// [`end_rounds`]).
+    pub(crate) fn sharing(run: Option<Run>, rounds: Rounds) -> Router {
+        Router {
+            run,
+            state: Mutex::new(State::default()),
+            rounds,
+            own_rounds: false,
         }
     }
 
@@ -142,7 +175,7 @@ impl Router {
 
     /// Records what one line says (after it was forwarded). Never fails:
     /// a line that is not JSON-RPC is reported and otherwise ignored.
-    pub(super) fn observe(&self, dir: Dir, line: &[u8]) {
+    pub(crate) fn observe(&self, dir: Dir, line: &[u8]) {
         if self.run.is_none() {
             return;
         }
@@ -184,9 +217,7 @@ impl Router {
                     return;
                 };
                 let reason = params.get("reason").and_then(Value::as_str);
-                if let Some((_, p)) = self.state().pending.iter().find(|(k, _)| *k == key(id)) {
-                    p.canceller.cancel(reason);
-                }
+                self.cancel(id, reason);
             }
             (Dir::ClientToServer, None, Some(id)) => {
                 // The client's response to a server request (an elicitation).
@@ -206,7 +237,7 @@ impl Router {
                         if let Some(token) = &p.token {
                             state.tokens.remove(token);
                         }
-                        let _ = p.events.send(done(m));
+                        finish(&self.rounds, p, m);
                     }
                     None => state.keep_early(dir, key(&id), m),
                 }
@@ -247,19 +278,7 @@ impl Router {
                 }
             }
             (Dir::ServerToClient, Some("elicitation/create"), Some(id)) => {
-                let params = params.unwrap_or(Value::Null);
-                let text = |k: &str| params.get(k).and_then(Value::as_str).unwrap_or_default();
-                let question = if text("mode") == "url" {
-                    Elicitation::url(text("message"), text("url"), text("elicitationId"))
-                } else {
-                    Elicitation::form(
-                        text("message"),
-                        params
-                            .get("requestedSchema")
-                            .cloned()
-                            .unwrap_or_else(|| json!({})),
-                    )
-                };
+                let question = question_of(params.as_ref());
                 let mut state = self.state();
                 let Some(events) = state
                     .pending
@@ -285,26 +304,35 @@ impl Router {
         }
     }
 
+    /// Cancels the call of the client's request `id`, if it is in flight.
+    fn cancel(&self, id: &Value, reason: Option<&str>) {
+        if let Some((_, p)) = self.state().pending.iter().find(|(k, _)| *k == key(id)) {
+            p.canceller.cancel(reason);
+        }
+    }
+
+    /// The client gave up on its request `id` without a message (on
+    /// 2026-07-28 over HTTP: it closed the response stream).
+    pub(super) fn cancel_request(&self, id: &Value, reason: &str) {
+        self.cancel(id, Some(reason));
+    }
+
     /// A client request: `initialize`, the first `tools/list` and every
     /// `tools/call` become calls.
     fn request(&self, method: &str, id: &Value, params: Option<Value>) {
         let mut state = self.state();
+        let mut client = None;
         let (name, args, tool_call) = match method {
             "initialize" if !state.initialized => {
                 state.initialized = true;
                 let params = params.unwrap_or_else(|| json!({}));
-                state.client = params.get("clientInfo").map(|c| ClientInfo {
-                    name: c
-                        .get("name")
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .to_owned(),
-                    version: c.get("version").and_then(Value::as_str).map(str::to_owned),
-                    title: c.get("title").and_then(Value::as_str).map(str::to_owned),
-                });
+                state.client = params.get("clientInfo").map(client_info);
                 ("mcp:initialize".to_owned(), params, false)
             }
-            "tools/list" if !state.listed => {
+            // The first listing, and every further page of one.
+            "tools/list"
+                if !state.listed || params.as_ref().is_some_and(|p| p.get("cursor").is_some()) =>
+            {
                 state.listed = true;
                 (
                     "mcp:tools/list".to_owned(),
@@ -324,14 +352,50 @@ impl Router {
                 else {
                     return tracing::warn!("a tools/call without a tool name: not recorded");
                 };
-                let token = params
-                    .get("_meta")
-                    .and_then(|m| m.get("progressToken"))
-                    .map(key);
-                let args = params.remove("arguments").unwrap_or_else(|| json!({}));
-                if let Some(token) = token {
-                    state.tokens.insert(token, key(id));
+                let meta = params.get("_meta");
+                let token = meta.and_then(|m| m.get("progressToken")).map(key);
+                // 2026-07-28: the client names itself in each request's
+                // `_meta` (there is no initialize).
+                if let Some(c) = meta.and_then(|m| m.get(CLIENT_INFO)) {
+                    client = Some(client_info(c));
                 }
+                if let Some(token) = &token {
+                    state.tokens.insert(token.clone(), key(id));
+                }
+                // The next round of a call suspended at an input-required
+                // round: the same call goes on, its questions answered.
+                let round = params
+                    .get("requestState")
+                    .and_then(Value::as_str)
+                    .and_then(|s| lock(&self.rounds).remove(s));
+                if let Some(round) = round {
+                    let responses = params.get("inputResponses");
+                    for (k, answer) in round.answers {
+                        let response = match responses.and_then(|r| r.get(&k)) {
+                            Some(r) => json!({ "result": r }),
+                            None => json!({ "error": {
+                                "code": -32602,
+                                "message": format!("the next round carried no answer to {k:?}"),
+                            }}),
+                        };
+                        let _ = answer.send(response);
+                    }
+                    let pending = Pending {
+                        events: round.events,
+                        canceller: round.canceller,
+                        tool_call: true,
+                        token: token.clone(),
+                    };
+                    if let Some(response) = state.early(Dir::ServerToClient, &key(id)) {
+                        if let Some(token) = &token {
+                            state.tokens.remove(token);
+                        }
+                        return finish(&self.rounds, pending, response);
+                    }
+                    state.pending.push((key(id), pending));
+                    return;
+                }
+                let args = params.remove("arguments").unwrap_or_else(|| json!({}));
                 (name, args, true)
             }
             _ => return,
@@ -344,8 +408,11 @@ impl Router {
             .map(|(t, _)| t.clone());
         let elicitor = Arc::new(ProxyElicitor::default());
         let mut call = run.call(&name, args).protocol("mcp");
-        if let Some(client) = &state.client {
-            call = call.client_info(client.clone());
+        let client = client.or_else(|| state.client.clone());
+        if let Some(client) = client {
+            call = call
+                .platform(Platform::detect(Some(&client)))
+                .client_info(client);
         }
         if tool_call {
             call = call
@@ -366,36 +433,118 @@ impl Router {
                 let _ = events.send(Event::Progress(params));
             }
         }
+        let pending = Pending {
+            events,
+            canceller,
+            tool_call,
+            token,
+        };
         if let Some(response) = state.early(Dir::ServerToClient, &key(id)) {
-            if let Some(token) = &token {
+            if let Some(token) = &pending.token {
                 state.tokens.remove(token);
             }
-            let _ = events.send(done(response));
-            return;
+            return finish(&self.rounds, pending, response);
         }
-        state.pending.push((
-            key(id),
-            Pending {
-                events,
-                canceller,
-                tool_call,
-                token,
-            },
-        ));
+        state.pending.push((key(id), pending));
     }
 
     /// The session is over: calls still waiting end (no answer came), and
     /// every call's facts are filed.
-    pub(super) async fn close(&self) {
+    pub(crate) async fn close(&self) {
         let tasks = {
             let mut state = self.state();
             state.pending.clear();
             state.asked.clear();
+            if self.own_rounds {
+                lock(&self.rounds).clear();
+            }
             std::mem::take(&mut state.tasks)
         };
         for task in tasks {
             let _ = task.await;
         }
+    }
+}
+
+/// The server's answer to a client request: the call's end, or (a
+/// `tools/call` answered `resultType: "input_required"` with a
+/// `requestState`, 2026-07-28) its elicitations, the call kept for the
+/// client's next round. Other input requests (sampling, roots) are not
+/// recorded.
+fn finish(rounds: &Rounds, p: Pending, m: Value) {
+    let result = m.get("result");
+    let state_key = result
+        .filter(|r| r.get("resultType").and_then(Value::as_str) == Some("input_required"))
+        .and_then(|r| r.get("requestState"))
+        .and_then(Value::as_str);
+    let (Some(result), Some(state_key), true) = (result, state_key, p.tool_call) else {
+        let _ = p.events.send(done(m));
+        return;
+    };
+    let mut answers = Vec::new();
+    if let Some(Value::Object(requests)) = result.get("inputRequests") {
+        for (k, request) in requests {
+            if request.get("method").and_then(Value::as_str) != Some("elicitation/create") {
+                continue;
+            }
+            let (tx, answer) = oneshot::channel();
+            answers.push((k.clone(), tx));
+            let _ = p.events.send(Event::Elicit {
+                question: question_of(request.get("params")),
+                answer,
+            });
+        }
+    }
+    lock(rounds).insert(
+        state_key.to_owned(),
+        Round {
+            events: p.events,
+            canceller: p.canceller,
+            answers,
+        },
+    );
+}
+
+/// Ends the calls suspended in `rounds` (no next round will come).
+pub(crate) fn end_rounds(rounds: &Rounds) {
+    lock(rounds).clear();
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// An `elicitation/create`'s params as the question recorded.
+fn question_of(params: Option<&Value>) -> Elicitation {
+    let text = |k: &str| {
+        params
+            .and_then(|p| p.get(k))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+    };
+    if text("mode") == "url" {
+        Elicitation::url(text("message"), text("url"), text("elicitationId"))
+    } else {
+        Elicitation::form(
+            text("message"),
+            params
+                .and_then(|p| p.get("requestedSchema"))
+                .cloned()
+                .unwrap_or_else(|| json!({})),
+        )
+    }
+}
+
+/// The `_meta` key of a 2026-07-28 request's client identity.
+const CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
+
+/// An MCP `Implementation` object as the recorded client.
+fn client_info(c: &Value) -> ClientInfo {
+    let text = |k: &str| c.get(k).and_then(Value::as_str).map(str::to_owned);
+    ClientInfo {
+        name: text("name").unwrap_or_default(),
+        version: text("version"),
+        title: text("title"),
     }
 }
 
@@ -431,9 +580,11 @@ async fn follow(
         };
         match event {
             None => {
+                // A cancelled call whose session then ended is cancelled.
+                ctx.check_cancel()?;
                 return Err(ToolError::msg(
                     "the MCP session ended before the server answered",
-                ))
+                ));
             }
             Some(Event::Progress(payload)) => ctx.progress(payload),
             Some(Event::Log {

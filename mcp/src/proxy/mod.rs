@@ -33,25 +33,37 @@
 //!   response to that request (accept, decline, cancel; a JSON-RPC error is
 //!   outcome `error`); the client's `notifications/cancelled` (linked by
 //!   `requestId`) a `cancel.requested`, which ends the call cancelled.
+//!   On 2026-07-28 a `tools/call` answered `resultType: "input_required"`
+//!   stays one call across its rounds: each `elicitation/create` of its
+//!   `inputRequests` is an `elicit.requested`, answered from the
+//!   `inputResponses` of the client's next round (the one echoing its
+//!   `requestState`), whose response goes on the same call.
 //!   On stdio a server's log message and elicitation carry no request id:
 //!   they belong to the call in flight, the newest one when several are.
 //! - Redaction is the recorder's: secret-named keys everywhere, and the
 //!   values given to [`StdioProxy::secret`] scrubbed from every fact.
 //! - The run ends `completed` when the client closes the connection,
 //!   `failed` when the server went away first, `cancelled` when the
-//!   proxy was stopped.
+//!   proxy was stopped. Once the session is over the server's stdin is
+//!   closed and it gets [`EXIT_GRACE`] (or [`StdioProxy::exit_grace`]) to
+//!   exit; a server still running then is killed
+//!   ([`ProxyOutcome::killed`]).
 //!
 //! The proxy's own failures never break the session: an archive that
 //! cannot be opened, a run that cannot start, a line that is not JSON are
 //! reported through `tracing` (the operator's standard error) and the
 //! traffic still flows.
 
-mod link;
+pub(crate) mod http;
+pub(crate) mod link;
+
+pub use http::{BoundHttpProxy, HttpOutcome, HttpProxy};
 
 use std::ffi::OsString;
 use std::future::Future;
 use std::process::{ExitStatus, Stdio};
 use std::sync::Arc;
+use std::time::Duration;
 
 use reel::context::Secret;
 use reel::fact::RunStatus;
@@ -70,6 +82,10 @@ pub struct ProxyOutcome {
     pub status: RunStatus,
     /// How the server exited (`None` when it could not be waited for).
     pub exit: Option<ExitStatus>,
+    /// The server had not exited within the grace
+    /// ([`StdioProxy::exit_grace`]) after its input was closed, and was
+    /// killed.
+    pub killed: bool,
 }
 
 /// A recording proxy in front of an MCP server started on stdio.
@@ -78,7 +94,12 @@ pub struct StdioProxy {
     program: OsString,
     args: Vec<OsString>,
     secrets: Vec<Secret>,
+    exit_grace: Duration,
 }
+
+/// How long a server may take to exit after its input was closed, unless
+/// [`StdioProxy::exit_grace`] says otherwise.
+pub const EXIT_GRACE: Duration = Duration::from_secs(5);
 
 impl StdioProxy {
     /// A proxy in front of `program` started with `args`.
@@ -90,7 +111,16 @@ impl StdioProxy {
             program: program.into(),
             args: args.into_iter().map(Into::into).collect(),
             secrets: Vec::new(),
+            exit_grace: EXIT_GRACE,
         }
+    }
+
+    /// How long the server may take to exit once the session is over
+    /// (its standard input closed) before it is killed; [`EXIT_GRACE`]
+    /// unless set.
+    pub fn exit_grace(mut self, grace: Duration) -> StdioProxy {
+        self.exit_grace = grace;
+        self
     }
 
     /// A value scrubbed from every fact of the session (a token the
@@ -170,24 +200,38 @@ impl StdioProxy {
         ));
         tokio::pin!(stop);
         let status = tokio::select! {
-            _ = &mut up => {
-                // The client is done: the server's stdin is closed (the
-                // pump dropped it); let the server finish writing and exit.
-                let _ = (&mut down).await;
-                RunStatus::Completed
-            }
+            // The client is done: the server's stdin is closed (the pump
+            // dropped it).
+            _ = &mut up => RunStatus::Completed,
             _ = &mut down => {
+                // Aborting the pump drops (closes) the server's stdin.
                 up.abort();
                 RunStatus::Failed
             }
             _ = &mut stop => {
                 up.abort();
                 let _ = child.start_kill();
-                let _ = (&mut down).await;
                 RunStatus::Cancelled
             }
         };
-        let exit = child.wait().await.ok();
+        // Let the server finish writing and exit, within the grace; then
+        // it is killed.
+        let mut killed = false;
+        let exit = match tokio::time::timeout(self.exit_grace, async {
+            let _ = (&mut down).await;
+            child.wait().await
+        })
+        .await
+        {
+            Ok(exit) => exit.ok(),
+            Err(_) => {
+                killed = true;
+                let _ = child.start_kill();
+                let exit = child.wait().await.ok();
+                let _ = down.await;
+                exit
+            }
+        };
         router.close().await;
         if let Some(run) = run {
             if let Err(e) = run.end(status).await {
@@ -198,6 +242,7 @@ impl StdioProxy {
             run_id,
             status,
             exit,
+            killed,
         })
     }
 }

@@ -1,13 +1,21 @@
 //! Elicitors that ask the MCP client.
 
 use reel::context::{BoxFuture, ElicitAnswer, Elicitation};
+use reel::fact::{ElicitMode, ElicitOutcome};
 use reel_recorder::Elicitor;
+use rmcp::model::{CustomNotification, ServerNotification};
 use rmcp::service::{Peer, RoleServer};
+use serde_json::json;
 use tokio::sync::{mpsc, oneshot};
 
 use super::convert;
 
-/// Asks with `elicitation/create` (2025-11-25). Awaited on the request's
+/// The notification that a URL-mode elicitation's interaction completed.
+const ELICITATION_COMPLETE: &str = "notifications/elicitation/complete";
+
+/// Asks with `elicitation/create` (2025-11-25); after an accepted URL-mode
+/// question, sends `notifications/elicitation/complete` with its
+/// `elicitationId`. Awaited on the request's
 /// own task, so that over streamable HTTP the question rides the
 /// request's response stream.
 pub(crate) struct PeerElicitor {
@@ -32,7 +40,30 @@ impl Elicitor for PeerElicitor {
                 .create_elicitation(params)
                 .await
                 .map_err(|e| format!("elicitation/create failed: {e}"))?;
-            Ok(convert::answer(result))
+            let answer = convert::answer(result);
+            if let (ElicitMode::Url, Some(id), ElicitOutcome::Accept { .. }) =
+                (question.mode, &question.elicitation_id, &answer.outcome)
+            {
+                // MCP 2025-11-25: "servers SHOULD send a
+                // notifications/elicitation/complete notification when an
+                // out-of-band interaction started by URL mode elicitation
+                // is completed". The tool has the answer it waited for:
+                // the interaction is complete. On stdio the client hears so
+                // before the call's result; over streamable HTTP it rides
+                // the session's standalone stream (rmcp routes only
+                // progress to a request's own). A client that cannot take
+                // it changes nothing for the call.
+                let _ = self
+                    .peer
+                    .send_notification(ServerNotification::CustomNotification(
+                        CustomNotification::new(
+                            ELICITATION_COMPLETE,
+                            Some(json!({ "elicitationId": id })),
+                        ),
+                    ))
+                    .await;
+            }
+            Ok(answer)
         })
     }
 }

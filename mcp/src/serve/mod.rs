@@ -51,7 +51,9 @@
 //!   (form mode with `requestedSchema`; url mode with `url` and
 //!   `elicitationId`); `accept`, `decline` and `cancel` are reel's
 //!   [`ElicitOutcome`](reel::fact::ElicitOutcome)s, a transport error is
-//!   outcome `error`. A client that declared no elicitation capability gets
+//!   outcome `error`. An accepted URL-mode question is followed by
+//!   `notifications/elicitation/complete` with its `elicitationId` (the
+//!   tool has what it waited for). A client that declared no elicitation capability gets
 //!   no elicitor: the tool's question is refused (`elicit.refused`). On
 //!   2026-07-28 the call's answer is an input-required result instead (see
 //!   *Multi round-trip requests* below).

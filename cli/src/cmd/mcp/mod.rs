@@ -20,12 +20,14 @@ use crate::failure::Failure;
 #[derive(Subcommand, Debug)]
 pub enum McpCommand {
     /// Record an MCP server's session: a proxy on stdio between the client
-    /// and the server it starts.
+    /// and the server it starts, or over streamable HTTP in front of a
+    /// server's endpoint (--listen ADDR --upstream URL).
     ///
     /// Every message passes through unchanged; the session is one run whose
     /// tools/call requests are calls (with their progress, log,
     /// elicitation and cancellation), plus initialize and tools/list.
     /// Example: reel mcp record --secret-env GITHUB_TOKEN -- npx -y @modelcontextprotocol/server-everything
+    /// Example: reel mcp record --listen 127.0.0.1:8765 --upstream http://127.0.0.1:8000/mcp
     Record(record::RecordArgs),
     /// Serve a recorded MCP session (a tape or a run) as an MCP server on
     /// stdio, for client tests.

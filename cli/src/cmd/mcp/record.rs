@@ -1,5 +1,7 @@
 //! `reel mcp record -- CMD ARGS...`: a recording proxy in front of any MCP
-//! server on stdio ([`reel_mcp::proxy::StdioProxy`]).
+//! server on stdio ([`reel_mcp::proxy::StdioProxy`]); `reel mcp record
+//! --listen ADDR --upstream URL`: the same over streamable HTTP
+//! ([`reel_mcp::proxy::HttpProxy`]).
 
 use std::ffi::OsString;
 use std::path::Path;
@@ -20,68 +22,165 @@ pub struct RecordArgs {
     /// value is scrubbed from every recorded fact.
     #[arg(long = "secret-env", value_name = "NAME")]
     secret_env: Vec<String>,
+    /// Proxy streamable HTTP instead of stdio: listen at this address
+    /// (e.g. 127.0.0.1:8765; port 0 picks one) with `--upstream`.
+    #[arg(
+        long,
+        value_name = "ADDR",
+        requires = "upstream",
+        conflicts_with = "command"
+    )]
+    listen: Option<std::net::SocketAddr>,
+    /// The MCP server's streamable HTTP endpoint (an http:// URL) that
+    /// `--listen` proxies.
+    #[arg(long, value_name = "URL", requires = "listen")]
+    upstream: Option<String>,
+    /// Seconds the server may take to exit after the client hung up (its
+    /// stdin closed) before it is killed.
+    #[arg(long, value_name = "SECS", default_value_t = 5.0)]
+    exit_grace: f64,
     /// The server's command and its arguments (after `--`).
-    #[arg(required = true, last = true, value_name = "CMD")]
+    #[arg(required_unless_present = "listen", last = true, value_name = "CMD")]
     command: Vec<OsString>,
+}
+
+/// The values of `--secret-env`, each named variable's.
+fn secrets(names: &[String]) -> Vec<Secret> {
+    names
+        .iter()
+        .filter_map(|name| match std::env::var(name) {
+            Ok(value) => Some(Secret::new(value)),
+            Err(_) => {
+                eprintln!(
+                    "reel: --secret-env {}: the variable is not set (nothing to scrub)",
+                    escape(name)
+                );
+                None
+            }
+        })
+        .collect()
+}
+
+/// Opens the archive; the traffic flows even when it cannot be.
+async fn open_recorder(dir: &Path) -> Option<Recorder> {
+    match Recorder::open(dir, RecorderConfig::default()).await {
+        Ok(r) => Some(r),
+        Err(e) => {
+            eprintln!(
+                "reel: the MCP session is not recorded: cannot open the archive {}: {}",
+                shown(dir),
+                escape(&e.to_string())
+            );
+            None
+        }
+    }
+}
+
+async fn close_recorder(recorder: Option<Recorder>) {
+    if let Some(recorder) = recorder {
+        if let Err(e) = recorder.shutdown().await {
+            eprintln!(
+                "reel: recording the MCP session failed: {}",
+                escape(&e.to_string())
+            );
+        }
+    }
+}
+
+async fn ctrl_c() {
+    if tokio::signal::ctrl_c().await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// `--listen ADDR --upstream URL`: serves until interrupted (Ctrl-C).
+fn run_http(
+    dir: &Path,
+    listen: std::net::SocketAddr,
+    upstream: &str,
+    secrets: Vec<Secret>,
+) -> Result<ExitCode, Failure> {
+    let mut proxy = match reel_mcp::proxy::HttpProxy::new(upstream) {
+        Ok(p) => p,
+        // Bad input: exit code 2, as the other `mcp` verbs.
+        Err(e) => return Ok(super::bad_input(&e)),
+    };
+    for secret in secrets {
+        proxy = proxy.secret(secret);
+    }
+    let shown_upstream = proxy.upstream_shown();
+    let rt = super::super::runtime()?;
+    let outcome = rt.block_on(async {
+        let bound = proxy
+            .bind(listen)
+            .await
+            .map_err(|e| Failure::msg(format!("cannot listen at {listen}: {e}")))?;
+        let recorder = open_recorder(dir).await;
+        eprintln!(
+            "reel: recording MCP traffic to {} at {} (Ctrl-C stops)",
+            escape(&shown_upstream),
+            bound.url()
+        );
+        let outcome = bound.run(recorder.as_ref(), ctrl_c()).await;
+        close_recorder(recorder).await;
+        outcome.map_err(|e| Failure::msg(format!("the MCP proxy failed: {e}")))
+    })?;
+    rt.shutdown_background();
+    for id in &outcome.run_ids {
+        eprintln!(
+            "reel: recorded MCP session {} into {}",
+            escape(id),
+            shown(dir)
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Proxies one session; exits as the server did when it failed.
 pub fn run(dir: &Path, args: RecordArgs) -> Result<ExitCode, Failure> {
+    let secrets = secrets(&args.secret_env);
+    if let (Some(listen), Some(upstream)) = (args.listen, &args.upstream) {
+        return run_http(dir, listen, upstream, secrets);
+    }
     let mut command = args.command.into_iter();
     let Some(program) = command.next() else {
         return Err(Failure::msg("name the server's command after `--`"));
     };
-    let mut proxy = reel_mcp::proxy::StdioProxy::new(program, command);
-    for name in &args.secret_env {
-        match std::env::var(name) {
-            Ok(value) => proxy = proxy.secret(Secret::new(value)),
-            Err(_) => eprintln!(
-                "reel: --secret-env {}: the variable is not set (nothing to scrub)",
-                escape(name)
-            ),
-        }
+    let grace = std::time::Duration::try_from_secs_f64(args.exit_grace).map_err(|_| {
+        Failure::msg(format!(
+            "--exit-grace {}: give a number of seconds, 0 or more",
+            args.exit_grace
+        ))
+    })?;
+    let mut proxy = reel_mcp::proxy::StdioProxy::new(program, command).exit_grace(grace);
+    for secret in secrets {
+        proxy = proxy.secret(secret);
     }
     let rt = super::super::runtime()?;
     let outcome = rt.block_on(async {
         // The traffic flows even when nothing can be recorded.
-        let recorder = match Recorder::open(dir, RecorderConfig::default()).await {
-            Ok(r) => Some(r),
-            Err(e) => {
-                eprintln!(
-                    "reel: the MCP session is not recorded: cannot open the archive {}: {}",
-                    shown(dir),
-                    escape(&e.to_string())
-                );
-                None
-            }
-        };
-        let stop = async {
-            if tokio::signal::ctrl_c().await.is_err() {
-                std::future::pending::<()>().await;
-            }
-        };
+        let recorder = open_recorder(dir).await;
         let outcome = proxy
             .run(
                 recorder.as_ref(),
                 tokio::io::stdin(),
                 tokio::io::stdout(),
-                stop,
+                ctrl_c(),
             )
             .await;
-        if let Some(recorder) = recorder {
-            if let Err(e) = recorder.shutdown().await {
-                eprintln!(
-                    "reel: recording the MCP session failed: {}",
-                    escape(&e.to_string())
-                );
-            }
-        }
+        close_recorder(recorder).await;
         outcome
     });
     // A blocking read of standard input may still be waiting: do not wait
     // for it.
     rt.shutdown_background();
     let outcome = outcome.map_err(|e| Failure::msg(format!("cannot start the MCP server: {e}")))?;
+    if outcome.killed {
+        eprintln!(
+            "reel: the MCP server had not exited {} s after the session ended (its stdin closed): killed it",
+            args.exit_grace
+        );
+    }
     if let Some(id) = &outcome.run_id {
         eprintln!(
             "reel: recorded MCP session {} into {}",

@@ -1,0 +1,782 @@
+//! The recording proxy over streamable HTTP (`reel mcp record --listen
+//! ADDR --upstream URL`).
+//!
+//! [`HttpProxy`] is a reverse proxy in front of one MCP server's
+//! streamable HTTP endpoint. Every request and response passes through
+//! unchanged (headers too, but the hop-by-hop ones and `Host`, which
+//! names the upstream), `Mcp-Session-Id` included; an SSE response
+//! (`text/event-stream`) is streamed through chunk by chunk, each event
+//! linked to its call before the chunk that completes it is forwarded; a
+//! JSON response is linked whole, then forwarded. Requests to other paths
+//! of the upstream's origin (OAuth metadata, say) are forwarded and not
+//! recorded.
+//!
+//! ## How the traffic is recorded
+//!
+//! - A 2025-11-25 session (the `Mcp-Session-Id` its `initialize` response
+//!   named) is one run, recorded exactly as a stdio session is (see
+//!   [`super`]), labels `mcp.transport` = `streamable-http`,
+//!   `mcp.upstream` (the URL without its query) and `mcp.session`. The
+//!   client's `DELETE` ends it `completed`; a session still open when the
+//!   proxy stops ends `cancelled`.
+//! - Requests without a session (protocol 2026-07-28 has none; a
+//!   stateless server gives none) are self-contained exchanges: they go
+//!   into one run for the proxy's lifetime, ended `completed` when the
+//!   proxy stops, each exchange's messages linked within that exchange
+//!   (two clients may both number their requests from 1), but for a
+//!   call's input-required rounds, which are one call across exchanges
+//!   (by the echoed `requestState`). Each `tools/list` of such an
+//!   exchange is recorded.
+//! - On 2026-07-28 a client cancels by closing the response stream: a
+//!   stream closed before its `tools/call` was answered files
+//!   `cancel.requested` on that call (a 2025-11-25 client's closed stream
+//!   is no cancellation: it sends `notifications/cancelled`).
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http::{
+    header, HeaderMap, HeaderName, HeaderValue, Method, Request, Response, StatusCode, Uri,
+};
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Body, Frame, Incoming, SizeHint};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto::Builder;
+use reel::context::Secret;
+use reel::fact::RunStatus;
+use reel_recorder::{Recorder, Run, RunStart};
+use serde_json::Value;
+use tokio::net::TcpListener;
+use tokio::task::{JoinHandle, JoinSet};
+use tokio_util::sync::CancellationToken;
+
+use super::link::{end_rounds, Dir, Rounds, Router};
+
+/// The header naming a streamable HTTP session.
+const SESSION: &str = "mcp-session-id";
+/// The header naming the protocol version of a request.
+const VERSION: &str = "mcp-protocol-version";
+/// The first protocol version whose clients cancel by closing the stream.
+const MODERN: &str = "2026-07-28";
+
+/// A recording proxy in front of an MCP server's streamable HTTP endpoint.
+#[derive(Debug, Clone)]
+pub struct HttpProxy {
+    upstream: Uri,
+    secrets: Vec<Secret>,
+}
+
+/// What an HTTP proxy recorded, once stopped.
+#[derive(Debug)]
+pub struct HttpOutcome {
+    /// The runs recorded, in the order they started.
+    pub run_ids: Vec<String>,
+}
+
+impl HttpProxy {
+    /// A proxy in front of the endpoint `upstream` (an `http://` URL).
+    /// `Err` says what is wrong with the URL.
+    pub fn new(upstream: &str) -> Result<HttpProxy, String> {
+        let uri: Uri = upstream
+            .parse()
+            .map_err(|e| format!("--upstream {upstream:?} is not a URL ({e})"))?;
+        match uri.scheme_str() {
+            Some("http") => {}
+            Some("https") => {
+                return Err(format!(
+                    "--upstream {upstream:?}: https is not supported; proxy a plain http endpoint \
+                     (a TLS terminator can sit in front of it)"
+                ))
+            }
+            _ => {
+                return Err(format!(
+                    "--upstream {upstream:?} is not an http:// URL (say http://HOST:PORT/mcp)"
+                ))
+            }
+        }
+        if uri.authority().is_none() {
+            return Err(format!("--upstream {upstream:?} names no host"));
+        }
+        Ok(HttpProxy {
+            upstream: uri,
+            secrets: Vec::new(),
+        })
+    }
+
+    /// A value scrubbed from every fact of every session.
+    pub fn secret(mut self, secret: Secret) -> HttpProxy {
+        self.secrets.push(secret);
+        self
+    }
+
+    /// The upstream endpoint without its query (a token may ride there),
+    /// as the runs' `mcp.upstream` label has it.
+    pub fn upstream_shown(&self) -> String {
+        format!(
+            "http://{}{}",
+            self.upstream
+                .authority()
+                .map(|a| a.as_str().rsplit('@').next().unwrap_or_default())
+                .unwrap_or_default(),
+            self.upstream.path()
+        )
+    }
+
+    /// Binds the proxy's listener at `addr` (port 0 picks one).
+    pub async fn bind(self, addr: SocketAddr) -> std::io::Result<BoundHttpProxy> {
+        let listener = TcpListener::bind(addr).await?;
+        let addr = listener.local_addr()?;
+        Ok(BoundHttpProxy {
+            proxy: self,
+            listener,
+            addr,
+        })
+    }
+}
+
+/// A bound [`HttpProxy`]; [`BoundHttpProxy::run`] serves it.
+#[derive(Debug)]
+pub struct BoundHttpProxy {
+    proxy: HttpProxy,
+    listener: TcpListener,
+    addr: SocketAddr,
+}
+
+impl BoundHttpProxy {
+    /// The address bound.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The endpoint clients connect to: this address, the upstream's path.
+    pub fn url(&self) -> String {
+        format!("http://{}{}", self.addr, self.proxy.upstream.path())
+    }
+
+    /// Serves until `stop` resolves, recording into `recorder` when given
+    /// (never failing because of recording); then ends every run.
+    pub async fn run(
+        self,
+        recorder: Option<&Recorder>,
+        stop: impl Future<Output = ()>,
+    ) -> std::io::Result<HttpOutcome> {
+        let shared = Arc::new(Shared {
+            client: Client::builder(TokioExecutor::new()).build_http(),
+            recorder: recorder.cloned(),
+            proxy: self.proxy,
+            sessions: tokio::sync::Mutex::new(HashMap::new()),
+            sessionless: tokio::sync::OnceCell::new(),
+            rounds: Rounds::default(),
+            run_ids: Mutex::new(Vec::new()),
+            closing: Mutex::new(Vec::new()),
+        });
+        let ct = CancellationToken::new();
+        let mut connections = JoinSet::new();
+        tokio::pin!(stop);
+        loop {
+            let stream = tokio::select! {
+                _ = &mut stop => break,
+                accepted = self.listener.accept() => match accepted {
+                    Ok((stream, _)) => stream,
+                    Err(e) => {
+                        tracing::warn!("accepting a connection failed: {e}");
+                        continue;
+                    }
+                },
+            };
+            let shared = shared.clone();
+            let stop = ct.child_token();
+            connections.spawn(async move {
+                let service = hyper::service::service_fn(move |req| handle(shared.clone(), req));
+                let conn = Builder::new(TokioExecutor::new())
+                    .serve_connection(TokioIo::new(stream), service)
+                    .into_owned();
+                tokio::select! {
+                    _ = conn => {}
+                    _ = stop.cancelled() => {}
+                }
+            });
+        }
+        ct.cancel();
+        while connections.join_next().await.is_some() {}
+        // No next round will come for a suspended call.
+        end_rounds(&shared.rounds);
+        // Every exchange's body is dropped now: its calls are filed.
+        let closing = std::mem::take(&mut *lock(&shared.closing));
+        for task in closing {
+            let _ = task.await;
+        }
+        let sessions: Vec<Arc<Session>> = shared
+            .sessions
+            .lock()
+            .await
+            .drain()
+            .map(|(_, s)| s)
+            .collect();
+        for session in sessions {
+            session.end(RunStatus::Cancelled).await;
+        }
+        if let Some(Some(run)) = shared.sessionless.get() {
+            if let Err(e) = run.end(RunStatus::Completed).await {
+                tracing::warn!("the sessionless MCP run did not end cleanly: {e}");
+            }
+        }
+        let run_ids = std::mem::take(&mut *lock(&shared.run_ids));
+        Ok(HttpOutcome { run_ids })
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+struct Shared {
+    proxy: HttpProxy,
+    client: Client<HttpConnector, Full<Bytes>>,
+    recorder: Option<Recorder>,
+    sessions: tokio::sync::Mutex<HashMap<String, Arc<Session>>>,
+    /// The run of requests without a session, started with the first.
+    sessionless: tokio::sync::OnceCell<Option<Run>>,
+    /// Its calls suspended at input-required rounds (2026-07-28): the
+    /// next round is another exchange.
+    rounds: Rounds,
+    run_ids: Mutex<Vec<String>>,
+    /// Exchanges' routers being closed (their calls filed).
+    closing: Mutex<Vec<JoinHandle<()>>>,
+}
+
+/// One 2025-11-25 session: its run and its router.
+struct Session {
+    run: Option<Run>,
+    router: Arc<Router>,
+}
+
+impl Session {
+    async fn end(&self, status: RunStatus) {
+        self.router.close().await;
+        if let Some(run) = &self.run {
+            if let Err(e) = run.end(status).await {
+                tracing::warn!("the MCP session's run did not end cleanly: {e}");
+            }
+        }
+    }
+}
+
+impl Shared {
+    /// Starts a run; `None` (and the operator told) when it cannot be.
+    async fn start_run(&self, session: Option<&str>) -> Option<Run> {
+        let recorder = self.recorder.as_ref()?;
+        let mut start = RunStart::new(format!("mcp-{:032x}", rand::random::<u128>()))
+            .label("mcp.transport", "streamable-http")
+            .label("mcp.upstream", self.proxy.upstream_shown());
+        if let Some(session) = session {
+            start = start.label("mcp.session", session);
+        }
+        for secret in &self.proxy.secrets {
+            start = start.secret(secret.clone());
+        }
+        match recorder.start_run(start).await {
+            Ok(run) => {
+                lock(&self.run_ids).push(run.id().to_owned());
+                Some(run)
+            }
+            Err(e) => {
+                tracing::warn!("the MCP session is not recorded: {e}");
+                None
+            }
+        }
+    }
+
+    /// The session `id`'s record, started when first seen.
+    async fn session(&self, id: &str) -> Option<Arc<Session>> {
+        self.recorder.as_ref()?;
+        let mut sessions = self.sessions.lock().await;
+        if let Some(s) = sessions.get(id) {
+            return Some(s.clone());
+        }
+        let run = self.start_run(Some(id)).await;
+        let session = Arc::new(Session {
+            router: Arc::new(Router::new(run.clone())),
+            run,
+        });
+        sessions.insert(id.to_owned(), session.clone());
+        Some(session)
+    }
+
+    /// A router for one sessionless exchange, in the sessionless run.
+    async fn exchange(&self) -> Option<Arc<Router>> {
+        self.recorder.as_ref()?;
+        let run = self
+            .sessionless
+            .get_or_init(|| self.start_run(None))
+            .await
+            .clone()?;
+        Some(Arc::new(Router::sharing(Some(run), self.rounds.clone())))
+    }
+
+    fn upstream_uri(&self, original: &Uri, endpoint: bool) -> Uri {
+        let path = if endpoint {
+            self.proxy.upstream.path_and_query().cloned()
+        } else {
+            original.path_and_query().cloned()
+        };
+        let mut parts = http::uri::Parts::default();
+        parts.scheme = self.proxy.upstream.scheme().cloned();
+        parts.authority = self.proxy.upstream.authority().cloned();
+        parts.path_and_query = path.or_else(|| Some(http::uri::PathAndQuery::from_static("/")));
+        Uri::from_parts(parts).unwrap_or_else(|_| self.proxy.upstream.clone())
+    }
+}
+
+type ProxyBody = BoxBody<Bytes, hyper::Error>;
+
+fn plain(status: StatusCode, text: String) -> Response<ProxyBody> {
+    let mut response = Response::new(Full::new(Bytes::from(text)).map_err(|e| match e {}).boxed());
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+}
+
+/// Headers that belong to one hop, never forwarded.
+fn hop_by_hop(name: &HeaderName) -> bool {
+    matches!(
+        name.as_str(),
+        "connection"
+            | "keep-alive"
+            | "proxy-connection"
+            | "proxy-authorization"
+            | "transfer-encoding"
+            | "te"
+            | "trailer"
+            | "upgrade"
+    )
+}
+
+fn forwarded_headers(from: &HeaderMap) -> HeaderMap {
+    let mut headers = HeaderMap::with_capacity(from.len());
+    for (name, value) in from {
+        if !hop_by_hop(name) && name != header::HOST {
+            headers.append(name.clone(), value.clone());
+        }
+    }
+    headers
+}
+
+/// The JSON-RPC messages of a request body: the requests' ids, whether one
+/// is `initialize`, whether one says 2026-07-28 or later in its `_meta`.
+pub(crate) struct Requests {
+    ids: Vec<Value>,
+    initialize: bool,
+    modern: bool,
+}
+
+pub(crate) fn requests(body: &[u8]) -> Requests {
+    let mut out = Requests {
+        ids: Vec::new(),
+        initialize: false,
+        modern: false,
+    };
+    let Ok(message) = serde_json::from_slice::<Value>(body) else {
+        return out;
+    };
+    let messages = match message {
+        Value::Array(batch) => batch,
+        m => vec![m],
+    };
+    for m in &messages {
+        let Some(method) = m.get("method").and_then(Value::as_str) else {
+            continue;
+        };
+        if let Some(id) = m.get("id") {
+            out.ids.push(id.clone());
+        }
+        out.initialize |= method == "initialize";
+        out.modern |= m
+            .pointer("/params/_meta/io.modelcontextprotocol~1protocolVersion")
+            .and_then(Value::as_str)
+            .is_some_and(|v| v >= MODERN);
+    }
+    out
+}
+
+async fn handle(
+    shared: Arc<Shared>,
+    req: Request<Incoming>,
+) -> Result<Response<ProxyBody>, Infallible> {
+    let (parts, body) = req.into_parts();
+    let endpoint = parts.uri.path() == shared.proxy.upstream.path();
+    let body = match body.collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(e) => {
+            return Ok(plain(
+                StatusCode::BAD_REQUEST,
+                format!("reel mcp record: the request body could not be read: {e}\n"),
+            ))
+        }
+    };
+    let session_id = parts
+        .headers
+        .get(SESSION)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let recording = endpoint && shared.recorder.is_some();
+    let seen = if recording && parts.method == Method::POST {
+        requests(&body)
+    } else {
+        Requests {
+            ids: Vec::new(),
+            initialize: false,
+            modern: false,
+        }
+    };
+    let modern = seen.modern
+        || parts
+            .headers
+            .get(VERSION)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v >= MODERN);
+
+    // The router is known before forwarding, but for a session's
+    // `initialize`, whose session the response names.
+    let mut session = None;
+    let mut router = None;
+    let mut exchange = false;
+    if recording {
+        match &session_id {
+            Some(id) => {
+                session = shared.session(id).await;
+                router = session.as_ref().map(|s| s.router.clone());
+            }
+            None if seen.initialize => {}
+            None if parts.method == Method::POST => {
+                router = shared.exchange().await;
+                exchange = true;
+            }
+            None => {}
+        }
+    }
+    let observed_early = router.is_some();
+    if let Some(router) = &router {
+        if parts.method == Method::POST {
+            router.observe(Dir::ClientToServer, &body);
+        }
+    }
+
+    let mut upstream = Request::new(Full::new(body.clone()));
+    *upstream.method_mut() = parts.method.clone();
+    *upstream.uri_mut() = shared.upstream_uri(&parts.uri, endpoint);
+    *upstream.headers_mut() = forwarded_headers(&parts.headers);
+    if let Some(authority) = shared.proxy.upstream.authority() {
+        if let Ok(host) =
+            HeaderValue::from_str(authority.as_str().rsplit('@').next().unwrap_or_default())
+        {
+            upstream.headers_mut().insert(header::HOST, host);
+        }
+    }
+    let response = match shared.client.request(upstream).await {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::warn!(
+                "the upstream MCP server {} did not answer: {e}",
+                shared.proxy.upstream_shown()
+            );
+            if let Some(router) = router.filter(|_| exchange) {
+                close_later(&shared, router);
+            }
+            return Ok(plain(
+                StatusCode::BAD_GATEWAY,
+                format!(
+                    "reel mcp record: the upstream MCP server {} did not answer: {e}\n",
+                    shared.proxy.upstream_shown()
+                ),
+            ));
+        }
+    };
+    let (mut head, upstream_body) = response.into_parts();
+    head.headers = forwarded_headers(&head.headers);
+
+    if recording && router.is_none() && seen.initialize {
+        // A new session: the one the response names, else a sessionless
+        // exchange (a stateless server).
+        let named = head
+            .headers
+            .get(SESSION)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        match named {
+            Some(id) => {
+                session = shared.session(&id).await;
+                router = session.as_ref().map(|s| s.router.clone());
+            }
+            None => {
+                router = shared.exchange().await;
+                exchange = true;
+            }
+        }
+    }
+    if let (Some(router), false) = (&router, observed_early) {
+        router.observe(Dir::ClientToServer, &body);
+    }
+
+    if parts.method == Method::DELETE && head.status.is_success() {
+        if let Some(id) = &session_id {
+            let ended = shared.sessions.lock().await.remove(id);
+            if let Some(s) = ended {
+                s.end(RunStatus::Completed).await;
+            }
+        }
+    }
+
+    let kind = match head
+        .headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+    {
+        _ if router.is_none() => Kind::Raw,
+        Some(t) if t.starts_with("text/event-stream") => Kind::Sse(Sse::default()),
+        Some(t) if t.starts_with("application/json") => Kind::Json(Vec::new()),
+        _ => Kind::Raw,
+    };
+    let router_of = router.clone();
+    let on_close = router.map(|router| {
+        let shared = shared.clone();
+        let ids = seen.ids;
+        Box::new(move |complete: bool| {
+            if !complete && modern {
+                for id in &ids {
+                    router.cancel_request(id, "the client closed the response stream");
+                }
+            }
+            if exchange {
+                close_later(&shared, router);
+            }
+        }) as Box<dyn FnOnce(bool) + Send + Sync>
+    });
+    let body = Observed {
+        inner: upstream_body,
+        kind,
+        trailers: None,
+        on_close,
+        router_of,
+    };
+    drop(session);
+    Ok(Response::from_parts(head, body.boxed()))
+}
+
+/// Closes an exchange's router (its calls end and are filed) on its own
+/// task; the proxy's stop waits for it.
+fn close_later(shared: &Arc<Shared>, router: Arc<Router>) {
+    let Ok(rt) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    let task = rt.spawn(async move { router.close().await });
+    let mut closing = lock(&shared.closing);
+    closing.retain(|t| !t.is_finished());
+    closing.push(task);
+}
+
+/// How a response body is observed.
+enum Kind {
+    /// Passed through unseen.
+    Raw,
+    /// Server-sent events: each event's data is a message.
+    Sse(Sse),
+    /// One JSON message (or batch), linked whole before it goes out.
+    Json(Vec<u8>),
+}
+
+/// A response body passed through unchanged while its messages are linked.
+struct Observed {
+    inner: Incoming,
+    kind: Kind,
+    /// Trailers held while a JSON body's data goes out first.
+    trailers: Option<HeaderMap>,
+    /// Called once: `true` at the body's end, `false` when it was dropped
+    /// (the client closed the stream) or failed before.
+    on_close: Option<Box<dyn FnOnce(bool) + Send + Sync>>,
+    router_of: Option<Arc<Router>>,
+}
+
+impl Observed {
+    fn close(&mut self, complete: bool) {
+        if let Some(f) = self.on_close.take() {
+            f(complete);
+        }
+    }
+
+    fn router(&self) -> Option<&Router> {
+        self.router_of.as_deref()
+    }
+}
+
+impl Drop for Observed {
+    fn drop(&mut self) {
+        self.close(false);
+    }
+}
+
+impl Body for Observed {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        let this = &mut *self;
+        if let Some(trailers) = this.trailers.take() {
+            return Poll::Ready(Some(Ok(Frame::trailers(trailers))));
+        }
+        loop {
+            let frame = match Pin::new(&mut this.inner).poll_frame(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(frame) => frame,
+            };
+            match frame {
+                Some(Ok(frame)) => {
+                    let frame = match frame.into_data() {
+                        Ok(data) => {
+                            match &mut this.kind {
+                                Kind::Raw => {}
+                                Kind::Sse(sse) => {
+                                    for event in sse.feed(&data) {
+                                        if let Some(r) = this.router() {
+                                            r.observe(Dir::ServerToClient, &event);
+                                        }
+                                    }
+                                }
+                                Kind::Json(buf) => {
+                                    buf.extend_from_slice(&data);
+                                    continue;
+                                }
+                            }
+                            return Poll::Ready(Some(Ok(Frame::data(data))));
+                        }
+                        Err(frame) => frame,
+                    };
+                    let Kind::Json(buf) = &mut this.kind else {
+                        // Trailers of a body passed through as it comes.
+                        return Poll::Ready(Some(Ok(frame)));
+                    };
+                    let Ok(trailers) = frame.into_trailers() else {
+                        continue;
+                    };
+                    // A JSON body's data goes out (linked) before its
+                    // trailers.
+                    let data = std::mem::take(buf);
+                    if let Some(r) = this.router() {
+                        r.observe(Dir::ServerToClient, &data);
+                    }
+                    this.trailers = Some(trailers);
+                    return Poll::Ready(Some(Ok(Frame::data(Bytes::from(data)))));
+                }
+                Some(Err(e)) => {
+                    this.close(false);
+                    return Poll::Ready(Some(Err(e)));
+                }
+                None => {
+                    if let Kind::Json(buf) = &mut this.kind {
+                        if !buf.is_empty() {
+                            let data = std::mem::take(buf);
+                            if let Some(r) = this.router() {
+                                r.observe(Dir::ServerToClient, &data);
+                            }
+                            return Poll::Ready(Some(Ok(Frame::data(Bytes::from(data)))));
+                        }
+                    }
+                    this.close(true);
+                    return Poll::Ready(None);
+                }
+            }
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// A server-sent events parser: the data of each complete event.
+#[derive(Default)]
+pub(crate) struct Sse {
+    line: Vec<u8>,
+    data: Vec<u8>,
+    has_data: bool,
+}
+
+impl Sse {
+    /// Feeds a chunk; returns the data of the events it completed.
+    pub(crate) fn feed(&mut self, chunk: &[u8]) -> Vec<Vec<u8>> {
+        let mut events = Vec::new();
+        for &b in chunk {
+            if b != b'\n' {
+                self.line.push(b);
+                continue;
+            }
+            let mut line = std::mem::take(&mut self.line);
+            if line.last() == Some(&b'\r') {
+                line.pop();
+            }
+            if line.is_empty() {
+                if self.has_data {
+                    events.push(std::mem::take(&mut self.data));
+                    self.has_data = false;
+                }
+                continue;
+            }
+            if let Some(value) = line.strip_prefix(b"data") {
+                let value = match value {
+                    [b':', b' ', rest @ ..] | [b':', rest @ ..] => rest,
+                    [] => &[][..],
+                    _ => continue,
+                };
+                if self.has_data {
+                    self.data.push(b'\n');
+                }
+                self.data.extend_from_slice(value);
+                self.has_data = true;
+            }
+        }
+        events
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sse_events_split_across_chunks_are_whole() {
+        let mut sse = Sse::default();
+        assert!(sse.feed(b"id: 1\nevent: message\ndata: {\"a\"").is_empty());
+        assert!(sse.feed(b":1}\r\n").is_empty());
+        assert_eq!(
+            sse.feed(b"\r\n: ping\n\ndata:x\ndata: y\n\n"),
+            vec![b"{\"a\":1}".to_vec(), b"x\ny".to_vec()]
+        );
+        // A priming event with no data is no message.
+        assert!(sse.feed(b"id: 7\nretry: 100\n\n").is_empty());
+    }
+
+    #[test]
+    fn an_upstream_url_is_checked_and_shown_without_its_query() {
+        let p = HttpProxy::new("http://127.0.0.1:8000/mcp?token=abc").unwrap();
+        assert_eq!(p.upstream_shown(), "http://127.0.0.1:8000/mcp");
+        assert!(HttpProxy::new("https://example.invalid/mcp")
+            .unwrap_err()
+            .contains("https is not supported"));
+        assert!(HttpProxy::new("localhost:8000").is_err());
+    }
+}
