@@ -334,9 +334,16 @@ pub fn disk_usage(path: &Path) -> io::Result<(u64, u64)> {
     if meta.is_dir() {
         let mut total = (0, 0);
         for entry in std::fs::read_dir(path)? {
-            let (a, b) = disk_usage(&entry?.path())?;
-            total.0 += a;
-            total.1 += b;
+            // sled may still be collecting a blob file it listed a moment
+            // ago: a file gone since takes no space.
+            match disk_usage(&entry?.path()) {
+                Ok((a, b)) => {
+                    total.0 += a;
+                    total.1 += b;
+                }
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
         }
         Ok(total)
     } else {
