@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use reel::context::{ToolContext, ToolError};
 use reel::fact::*;
 use reel::Fact;
-use reel_archive::{encode_fact, Archive, ArchiveConfig};
+use reel_archive::{Archive, ArchiveConfig};
 use reel_recorder::{Recorder, RunStart};
 use serde_json::{json, Value};
 
@@ -243,20 +243,7 @@ pub fn run_batches(r: usize, shape: &AgentShape) -> Vec<Vec<Fact>> {
         f
     };
     let mut batches = Vec::with_capacity(shape.calls + 2);
-    batches.push(vec![fact(
-        None,
-        FactKind::RunStarted(RunStarted {
-            run_id: run_id(r),
-            session_id: None,
-            identity: None,
-            producer: Producer {
-                name: "reel-recorder".into(),
-                version: env!("CARGO_PKG_VERSION").into(),
-            },
-            labels: Default::default(),
-            teardown_scopes: vec![TeardownScope::Call, TeardownScope::Run],
-        }),
-    )]);
+    batches.push(vec![fact(None, crate::workload::run_started(run_id(r)))]);
     for c in 0..shape.calls {
         let call_id = format!("c{}", c + 1);
         let id = Some(call_id.as_str());
@@ -265,24 +252,7 @@ pub fn run_batches(r: usize, shape: &AgentShape) -> Vec<Vec<Fact>> {
         let mut batch = Vec::with_capacity(AgentShape::FACTS_PER_CALL);
         batch.push(fact(
             id,
-            FactKind::CallStarted(CallStarted {
-                call_id: call_id.clone(),
-                tool_name: TOOL.into(),
-                tool_id: None,
-                parent_call: None,
-                iteration: 0,
-                invocation_id: None,
-                mode: CallMode::Async,
-                protocol: None,
-                platform: None,
-                client_info: None,
-                args: args(r, c, big),
-                wanted: None,
-                attached: Some(Attached::default()),
-                spec: None,
-                dispatch_tools: None,
-                outside_run: None,
-            }),
+            crate::workload::call_started(&call_id, TOOL, args(r, c, big)),
         ));
         for e in 0..3 {
             batch.push(fact(
@@ -426,9 +396,7 @@ pub fn call_bytes() -> io::Result<usize> {
         },
     )[1];
     let mut bytes = Vec::new();
-    for fact in batch {
-        encode_fact(fact, &mut bytes).map_err(io::Error::other)?;
-    }
+    crate::workload::encode_batch(batch, &mut bytes)?;
     Ok(bytes.len())
 }
 
@@ -439,13 +407,7 @@ pub fn workload_blocks(shape: AgentShape) -> io::Result<Vec<Vec<u8>>> {
     for r in 0..shape.runs {
         for batch in run_batches(r, &shape) {
             let mut buf = Vec::new();
-            for fact in &batch {
-                let at = buf.len();
-                buf.extend_from_slice(&[0; 4]);
-                encode_fact(fact, &mut buf).map_err(io::Error::other)?;
-                let len = (buf.len() - at - 4) as u32;
-                buf[at..at + 4].copy_from_slice(&len.to_le_bytes());
-            }
+            crate::workload::encode_batch(&batch, &mut buf)?;
             blocks.push(buf);
         }
     }

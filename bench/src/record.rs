@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use reel::fact::RunStatus;
-use reel_archive::{decode_fact, encode_fact};
+use reel_archive::decode_fact;
 use reel_archive::{Archive, ArchiveConfig};
 use reel_recorder::{Durability, Recorder, RecorderConfig, RunStart};
 use reel_viewer::timeline::TimelineBuilder;
@@ -117,15 +117,9 @@ pub fn plain(path: &Path, shape: Shape) -> io::Result<Recorded> {
                 return;
             }
             buf.clear();
-            for fact in batch {
-                let at = buf.len();
-                buf.extend_from_slice(&[0; 4]);
-                if let Err(e) = encode_fact(fact, &mut buf) {
-                    failure = Some(io::Error::other(e));
-                    return;
-                }
-                let len = (buf.len() - at - 4) as u32;
-                buf[at..at + 4].copy_from_slice(&len.to_le_bytes());
+            if let Err(e) = workload::encode_batch(batch, &mut buf) {
+                failure = Some(e);
+                return;
             }
             if let Err(e) = file.write_all(&buf).and_then(|()| file.sync_data()) {
                 failure = Some(e);
@@ -164,15 +158,9 @@ pub fn plain_committed(path: &Path, shape: Shape, commit: Commit) -> io::Result<
         let mut batches = Vec::with_capacity(shape.calls + 2);
         workload::run_facts(r, &shape, |batch| {
             let mut buf = Vec::with_capacity(batch.len() * 48);
-            for fact in batch {
-                let at = buf.len();
-                buf.extend_from_slice(&[0; 4]);
-                if let Err(e) = encode_fact(fact, &mut buf) {
-                    failure = Some(io::Error::other(e));
-                    return;
-                }
-                let len = (buf.len() - at - 4) as u32;
-                buf[at..at + 4].copy_from_slice(&len.to_le_bytes());
+            if let Err(e) = workload::encode_batch(batch, &mut buf) {
+                failure = Some(e);
+                return;
             }
             if commit == Commit::NoSync {
                 buf = lz4_flex::block::compress_prepend_size(&buf);
@@ -365,7 +353,7 @@ pub struct Codec {
 }
 
 /// The blocks the recorder seals for `shape` (each call's facts, encoded
-/// with [`encode_fact`] and length-prefixed: a block's payload before
+/// with [`reel_archive::encode_fact`] and length-prefixed: a block's payload before
 /// compression), compressed one by one with lz4 (what the archive uses)
 /// and zstd at levels 1 and 3. Returns the uncompressed total and each
 /// codec's figures.
@@ -419,15 +407,9 @@ pub fn workload_blocks(shape: Shape) -> io::Result<Vec<Vec<u8>>> {
     for r in 0..shape.runs {
         workload::run_facts(r, &shape, |batch| {
             let mut buf = Vec::new();
-            for fact in batch {
-                let at = buf.len();
-                buf.extend_from_slice(&[0; 4]);
-                if let Err(e) = encode_fact(fact, &mut buf) {
-                    failure = Some(io::Error::other(e));
-                    return;
-                }
-                let len = (buf.len() - at - 4) as u32;
-                buf[at..at + 4].copy_from_slice(&len.to_le_bytes());
+            if let Err(e) = workload::encode_batch(batch, &mut buf) {
+                failure = Some(e);
+                return;
             }
             blocks.push(buf);
         });

@@ -93,21 +93,7 @@ pub fn run_facts(r: usize, shape: &Shape, mut sink: impl FnMut(&[Fact])) {
         });
         seq += 1;
     };
-    fact(
-        &mut batch,
-        None,
-        FactKind::RunStarted(RunStarted {
-            run_id: run_id(r),
-            session_id: None,
-            identity: None,
-            producer: Producer {
-                name: "reel-recorder".into(),
-                version: env!("CARGO_PKG_VERSION").into(),
-            },
-            labels: Default::default(),
-            teardown_scopes: vec![TeardownScope::Call, TeardownScope::Run],
-        }),
-    );
+    fact(&mut batch, None, run_started(run_id(r)));
     sink(&batch);
     batch.clear();
     for c in 0..shape.calls {
@@ -116,24 +102,7 @@ pub fn run_facts(r: usize, shape: &Shape, mut sink: impl FnMut(&[Fact])) {
         fact(
             &mut batch,
             Some(&call_id),
-            FactKind::CallStarted(CallStarted {
-                call_id: call_id.clone(),
-                tool_name: TOOL.into(),
-                tool_id: None,
-                parent_call: None,
-                iteration: 0,
-                invocation_id: None,
-                mode: CallMode::Async,
-                protocol: None,
-                platform: None,
-                client_info: None,
-                args: args(r, c, shape.progress),
-                wanted: None,
-                attached: Some(Attached::default()),
-                spec: None,
-                dispatch_tools: None,
-                outside_run: None,
-            }),
+            self::call_started(&call_id, TOOL, args(r, c, shape.progress)),
         );
         for i in 0..shape.progress {
             fact(
@@ -172,4 +141,57 @@ pub fn run_facts(r: usize, shape: &Shape, mut sink: impl FnMut(&[Fact])) {
 /// The id of run `r`.
 pub fn run_id(r: usize) -> String {
     format!("bench-{r}")
+}
+
+/// `run.started` of a run as the recorder files it for the benchmarks'
+/// runs (the baselines build the same facts by hand).
+pub fn run_started(run_id: String) -> FactKind {
+    FactKind::RunStarted(RunStarted {
+        run_id,
+        session_id: None,
+        identity: None,
+        producer: Producer {
+            name: "reel-recorder".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+        },
+        labels: Default::default(),
+        teardown_scopes: vec![TeardownScope::Call, TeardownScope::Run],
+    })
+}
+
+/// `call.started` of a top-level call of `tool` with `args`, as the
+/// recorder files it.
+pub fn call_started(call_id: &str, tool: &str, args: Value) -> FactKind {
+    FactKind::CallStarted(CallStarted {
+        call_id: call_id.into(),
+        tool_name: tool.into(),
+        tool_id: None,
+        parent_call: None,
+        iteration: 0,
+        invocation_id: None,
+        mode: CallMode::Async,
+        protocol: None,
+        platform: None,
+        client_info: None,
+        args,
+        wanted: None,
+        attached: Some(Attached::default()),
+        spec: None,
+        dispatch_tools: None,
+        outside_run: None,
+    })
+}
+
+/// Appends `facts` to `buf`, each encoded with
+/// [`reel_archive::encode_fact`] behind its `u32` little-endian length: the
+/// plain file's framing, and a block's payload before compression.
+pub fn encode_batch(facts: &[Fact], buf: &mut Vec<u8>) -> std::io::Result<()> {
+    for fact in facts {
+        let at = buf.len();
+        buf.extend_from_slice(&[0; 4]);
+        reel_archive::encode_fact(fact, buf).map_err(std::io::Error::other)?;
+        let len = (buf.len() - at - 4) as u32;
+        buf[at..at + 4].copy_from_slice(&len.to_le_bytes());
+    }
+    Ok(())
 }
