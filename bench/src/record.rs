@@ -399,7 +399,7 @@ pub fn compression_survey(blocks: &[Vec<u8>]) -> io::Result<(usize, Vec<Codec>)>
 }
 
 /// The workload's blocks as the recorder would seal them: for each run,
-/// run.started, each call's facts, run.ended, encoded with [`encode_fact`]
+/// run.started, each call's facts, run.ended, encoded with [`reel_archive::encode_fact`]
 /// and length-prefixed.
 pub fn workload_blocks(shape: Shape) -> io::Result<Vec<Vec<u8>>> {
     let mut blocks = Vec::new();
