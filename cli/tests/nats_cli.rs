@@ -2,16 +2,27 @@
 //! 3-node JetStream cluster on loopback (nats-server 2.15, installed by
 //! `.ci/run`): the demo records into the cluster while one node of three
 //! is down, a fresh projection is synced from the cluster, and every
-//! reader works on it.
+//! reader works on it; a following projection (`reel sync --follow`) lets
+//! `reel tail` follow a run live, as the cluster receives it.
 
 #[path = "../../nats/tests/cluster/mod.rs"]
 mod cluster;
 
+use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
 
 fn reel(config: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_reel"))
+    command(config, args)
+        .output()
+        .expect("the reel binary runs")
+}
+
+fn command(config: &Path, args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_reel"));
+    command
         .args(["--color", "never"])
         .args(args)
         .env_remove("REEL_ARCHIVE")
@@ -21,9 +32,22 @@ fn reel(config: &Path, args: &[&str]) -> Output {
             "REEL_FINGERPRINT_KEY",
             "1717171717171717171717171717171717171717171717171717171717171717",
         )
-        .env("REEL_CONFIG_DIR", config)
-        .output()
-        .expect("the reel binary runs")
+        .env("REEL_CONFIG_DIR", config);
+    command
+}
+
+/// Each line `child`'s stdout prints, sent as it arrives.
+fn lines_of(out: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
 }
 
 fn ok(out: &Output, what: &str) -> String {
@@ -38,7 +62,7 @@ fn ok(out: &Output, what: &str) -> String {
 }
 
 #[test]
-fn the_demo_records_into_the_cluster_with_a_node_down_and_sync_projects_it() {
+fn the_demo_records_into_the_cluster_with_a_node_down_sync_projects_it_and_tail_follows_it_live() {
     let config = tempfile::tempdir().unwrap();
     let mut cluster = cluster::ClusterUnderTest::start();
     drop(cluster.ready());
@@ -112,4 +136,134 @@ fn the_demo_records_into_the_cluster_with_a_node_down_and_sync_projects_it() {
         "a second reel sync",
     );
     assert!(out.starts_with("synced 0 blocks"), "{out}");
+
+    // A following projection, and `reel tail` on it while a slow run is
+    // recorded into the cluster.
+    let live = tempfile::tempdir().unwrap();
+    let live = live.path().join("live");
+    let live = live.to_str().unwrap();
+    let mut follower = command(
+        config.path(),
+        &["sync", "--follow", "--nats", &urls, "--archive", live],
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let said = lines_of(follower.stderr.take().unwrap());
+    let first = said
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the follower says it follows");
+    assert!(first.starts_with("following "), "{first}");
+    let hops = 12;
+    let mut demo = command(
+        config.path(),
+        &[
+            "demo",
+            "--nats",
+            &urls,
+            "--archive",
+            host,
+            "--live-hops",
+            &hops.to_string(),
+            "--live-pause-ms",
+            "250",
+        ],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+    // The run appears in the projection while it is recorded: `reel runs`
+    // reads it through the follower's live socket.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let runs = reel(config.path(), &["runs", "--archive", live]);
+        let text = String::from_utf8_lossy(&runs.stdout).to_string();
+        if runs.status.success() && text.contains("demo-live ") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the live run never reached the projection: {text}{}",
+            String::from_utf8_lossy(&runs.stderr)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let mut tail = command(config.path(), &["tail", "demo-live", "--archive", live])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let shown = lines_of(tail.stdout.take().unwrap());
+    let mut seen = Vec::new();
+    let mut while_recording = 0;
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        match shown.recv_timeout(Duration::from_millis(100)) {
+            Ok(line) => {
+                // A hop shown before the demo has ended is shown live.
+                if line.contains("Patrol hop") && demo.try_wait().unwrap().is_none() {
+                    while_recording += 1;
+                }
+                seen.push(line);
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                assert!(Instant::now() < deadline, "tail never ended: {seen:#?}");
+            }
+        }
+    }
+    let status = tail.wait().unwrap();
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut tail.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(
+        status.success(),
+        "reel tail: {status:?}\n{seen:#?}\n{stderr}"
+    );
+    assert!(demo.wait().unwrap().success(), "the live demo");
+    let text = seen.join("\n");
+    for hop in 1..=hops {
+        assert!(
+            text.contains(&format!("Patrol hop {hop} of {hops}")),
+            "hop {hop} missing from the tail: {text}"
+        );
+    }
+    assert!(
+        while_recording >= 2,
+        "tail showed {while_recording} hops while the run was recorded (it must follow, not wait for the end): {text}"
+    );
+    // The run's end is the last fact shown (the summary follows it).
+    let ended = seen.iter().position(|l| l.contains("run.ended completed"));
+    let last_hop = seen
+        .iter()
+        .position(|l| l.contains(&format!("Patrol hop {hops} of {hops}")));
+    assert!(
+        ended.is_some() && ended > last_hop,
+        "the tail shows the run's end after its last hop: {text}"
+    );
+    // Stopped, the follower has acknowledged what it landed: it exits 0,
+    // and the projection matches the cluster.
+    let pid = follower.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let out = follower.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "the follower on SIGTERM: {:?} {stdout}",
+        out.status
+    );
+    assert!(stdout.starts_with("synced "), "{stdout}");
+    let out = ok(
+        &reel(
+            config.path(),
+            &["verify", "--nats", &urls, "--archive", live],
+        ),
+        "reel verify --nats on the followed projection",
+    );
+    assert!(out.contains("ok: no problem found"), "{out}");
 }

@@ -60,8 +60,45 @@ pub fn sync(
     consumer: Option<&str>,
 ) -> Result<SyncReport, NatsError> {
     let rt = runtime(config)?;
-    rt.block_on(sync_async(config, archive, consumer))
+    rt.block_on(project(config, archive, consumer, None))
 }
+
+/// Projects the stream into `archive` as [`sync`] does, then keeps
+/// following it: each block is landed (checked, appended, flushed, and
+/// acknowledged to the durable consumer) within a fetch's wait of its
+/// publish, and the artifacts its facts refer to are copied as they land.
+/// Returns once `stop` completes (after the batch in hand is landed and
+/// acknowledged, so the next sync resumes right after it), with what was
+/// projected.
+///
+/// While following, an unreachable cluster is waited out (with a warning),
+/// not an error: the projection resumes when the cluster returns. Damage
+/// still stops it, as for [`sync`]. Runs on the caller's tokio runtime;
+/// whoever holds the archive meanwhile can serve it live
+/// (`reel_recorder::live::LiveServer`), which is how `reel tail` follows
+/// the stream through the projection.
+pub async fn follow(
+    config: &NatsConfig,
+    archive: &Archive,
+    consumer: Option<&str>,
+    stop: impl std::future::Future<Output = ()> + Send,
+) -> Result<SyncReport, NatsError> {
+    let stop: Stop<'_> = Box::pin(stop);
+    project(config, archive, consumer, Some(stop)).await
+}
+
+/// What ends a [`follow`].
+type Stop<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'a>>;
+
+/// How long a fetch waits for the stream's next block while following:
+/// the latency a live reader sees, and how long a stop can take.
+const FOLLOW_WAIT: Duration = Duration::from_millis(250);
+
+/// How many landed batches a referenced artifact may stay missing from the
+/// cluster's object store before the follower stops asking for it (a
+/// `sha256:` string in a fact that names no artifact), until the final
+/// full copy.
+const ARTIFACT_TRIES: u32 = 40;
 
 pub(crate) fn runtime(config: &NatsConfig) -> Result<tokio::runtime::Runtime, NatsError> {
     tokio::runtime::Builder::new_current_thread()
@@ -158,10 +195,11 @@ fn save_state(archive: &Archive, state: &State) -> Result<(), NatsError> {
     write().map_err(|e| NatsError::Projection(format!("{}: {e}", path.display())))
 }
 
-async fn sync_async(
+async fn project(
     config: &NatsConfig,
     archive: &Archive,
     consumer: Option<&str>,
+    mut stop: Option<Stop<'_>>,
 ) -> Result<SyncReport, NatsError> {
     let mut cluster = Cluster::connect(config.clone()).await?;
     let mut report = SyncReport::default();
@@ -208,17 +246,54 @@ async fn sync_async(
     let mut next: HashMap<String, u64> = HashMap::new();
     let mut touched = std::collections::HashSet::new();
     let mut seen = consumer_floor(&consumer).await;
-    while seen < last {
-        let mut batch = consumer
+    let following = stop.is_some();
+    // Artifacts the landed facts refer to that the archive lacks, with the
+    // batches they have been asked for (following only).
+    let mut wanted: HashMap<String, u32> = HashMap::new();
+    // Whether the follower said the cluster is unreachable (said again only
+    // after it answered).
+    let mut warned = false;
+    loop {
+        let done = match stop.as_mut() {
+            None => seen >= last,
+            Some(stop) => futures::FutureExt::now_or_never(stop.as_mut()).is_some(),
+        };
+        if done {
+            break;
+        }
+        let wait = if following {
+            FOLLOW_WAIT
+        } else {
+            Duration::from_secs(2)
+        };
+        let fetched = consumer
             .fetch()
             .max_messages(256)
-            .expires(Duration::from_secs(2))
+            .expires(wait)
             .messages()
-            .await
-            .map_err(|e| cluster.error("fetching from the stream", e))?;
+            .await;
+        let mut batch = match fetched {
+            Ok(b) => b,
+            Err(e) if following => {
+                unreachable_while_following(&e, &mut warned).await;
+                continue;
+            }
+            Err(e) => return Err(cluster.error("fetching from the stream", e)),
+        };
         let mut last_msg = None;
         while let Some(msg) = batch.next().await {
-            let msg = msg.map_err(|e| cluster.error("fetching from the stream", e))?;
+            let msg = match msg {
+                Ok(m) => m,
+                Err(e) if following => {
+                    unreachable_while_following(&e, &mut warned).await;
+                    break;
+                }
+                Err(e) => return Err(cluster.error("fetching from the stream", e)),
+            };
+            if warned {
+                tracing::warn!("reel-nats: following the stream again");
+                warned = false;
+            }
             let seq = msg.info().map(|i| i.stream_sequence).unwrap_or(0);
             report.messages += 1;
             let subject = msg.subject.to_string();
@@ -230,7 +305,7 @@ async fn sync_async(
                 last_msg = Some(msg);
                 continue;
             };
-            land(
+            let refers = land(
                 archive,
                 &mut state.heads,
                 &mut next,
@@ -240,11 +315,19 @@ async fn sync_async(
                 &msg.payload,
                 &mut report,
             )?;
+            if following {
+                for digest in refers {
+                    wanted.entry(digest).or_insert(0);
+                }
+            }
             touched.insert(stream);
             seen = seen.max(seq);
             last_msg = Some(msg);
         }
         let Some(msg) = last_msg else {
+            if following {
+                continue;
+            }
             // Nothing came within the wait: the consumer may have caught up
             // with a stream that lost its last messages (limits).
             if consumer_floor(&consumer).await >= last || pending(&consumer).await == 0 {
@@ -256,11 +339,18 @@ async fn sync_async(
             .flush()
             .map_err(|e| NatsError::Projection(e.to_string()))?;
         save_state(archive, &state)?;
-        msg.double_ack()
-            .await
-            .map_err(|e| cluster.error("acknowledging the projected blocks", e))?;
+        let acked = msg.double_ack().await;
+        match acked {
+            Ok(()) => {}
+            // Unacknowledged blocks are delivered again, and recognised.
+            Err(e) if following => unreachable_while_following(&e, &mut warned).await,
+            Err(e) => return Err(cluster.error("acknowledging the projected blocks", e)),
+        }
+        if !wanted.is_empty() {
+            report.artifacts += copy_wanted(&mut cluster, archive, &mut wanted).await?;
+        }
     }
-    report.artifacts = copy_artifacts(&mut cluster, archive).await?;
+    report.artifacts += copy_artifacts(&mut cluster, archive).await?;
     archive
         .flush()
         .map_err(|e| NatsError::Projection(e.to_string()))?;
@@ -291,7 +381,7 @@ fn land(
     seq: u64,
     payload: &[u8],
     report: &mut SyncReport,
-) -> Result<(), NatsError> {
+) -> Result<Vec<String>, NatsError> {
     let damage = |detail: String| {
         NatsError::Projection(format!(
             "stream message {seq} ({subject}, run {stream:?}): {detail}"
@@ -318,6 +408,7 @@ fn land(
         heads.get(stream).copied()
     };
     let links = head == Some((first, block.prev));
+    let mut refers = Vec::new();
     if end <= have {
         // Landed before (a redelivery, or another consumer's): the chain
         // was checked then; a head left behind by a crash catches up.
@@ -337,6 +428,9 @@ fn land(
             }));
         }
         let n = block.facts.len() as u64;
+        refers = reel::tape::referenced_digests(&block.facts)
+            .into_iter()
+            .collect();
         archive
             .append_projected(stream, block.facts)
             .map_err(|e| damage(e.to_string()))?;
@@ -348,7 +442,73 @@ fn land(
         )));
     }
     next.insert(stream.to_owned(), have.max(end));
-    Ok(())
+    Ok(refers)
+}
+
+/// Says (once per outage) that the cluster did not answer a follower, and
+/// waits a little before it asks again (the client reconnects meanwhile).
+async fn unreachable_while_following(e: &dyn std::fmt::Display, warned: &mut bool) {
+    if !*warned {
+        tracing::warn!("reel-nats: following the stream: {e}; waiting for the cluster");
+        *warned = true;
+    }
+    tokio::time::sleep(FOLLOW_WAIT).await;
+}
+
+/// Copies the artifacts in `wanted` that the cluster's object store has
+/// and the archive lacks; those it does not have yet stay wanted, for up
+/// to [`ARTIFACT_TRIES`] batches.
+async fn copy_wanted(
+    cluster: &mut Cluster,
+    archive: &Archive,
+    wanted: &mut HashMap<String, u32>,
+) -> Result<u64, NatsError> {
+    let mut copied = 0;
+    let digests: Vec<String> = wanted.keys().cloned().collect();
+    for digest in digests {
+        let have = archive
+            .artifact(&digest)
+            .map_err(|e| NatsError::Projection(e.to_string()))?
+            .is_some();
+        if have || copy_one(cluster, archive, &digest).await? {
+            copied += u64::from(!have);
+            wanted.remove(&digest);
+        } else if let Some(tries) = wanted.get_mut(&digest) {
+            *tries += 1;
+            if *tries >= ARTIFACT_TRIES {
+                wanted.remove(&digest);
+            }
+        }
+    }
+    Ok(copied)
+}
+
+/// Copies one artifact from the cluster's object store, checking its
+/// digest; false when the store does not have it (or did not answer).
+async fn copy_one(
+    cluster: &mut Cluster,
+    archive: &Archive,
+    digest: &str,
+) -> Result<bool, NatsError> {
+    let Some(name) = digest.strip_prefix("sha256:") else {
+        return Ok(false);
+    };
+    let Ok(mut object) = cluster.artifacts.get(name).await else {
+        return Ok(false);
+    };
+    let mut bytes = Vec::new();
+    if object.read_to_end(&mut bytes).await.is_err() {
+        return Ok(false);
+    }
+    if hex::encode(Sha256::digest(&bytes)) != name {
+        return Err(NatsError::Projection(format!(
+            "artifact {digest}: its bytes do not have that digest"
+        )));
+    }
+    archive
+        .put_artifact(&bytes)
+        .map_err(|e| NatsError::Projection(e.to_string()))?;
+    Ok(true)
 }
 
 async fn copy_artifacts(cluster: &mut Cluster, archive: &Archive) -> Result<u64, NatsError> {

@@ -47,7 +47,7 @@
 mod config;
 pub mod demo;
 mod host;
-mod live;
+pub mod live;
 mod providers;
 mod writer;
 

@@ -1,7 +1,11 @@
 //! Live inspection: the recorder serves reads of the archive it holds on a
 //! Unix socket inside the archive directory (owner-only), so that `reel
 //! runs`, `reel show` and `reel tail` work while it records. The protocol
-//! is [`reel::live`].
+//! is [`reel_archive::live`].
+//!
+//! A recorder starts its [`LiveServer`] itself (`RecorderConfig::serve_live`);
+//! any other process that holds an archive and keeps appending to it (`reel
+//! sync --follow`, projecting a cluster's stream) starts one the same way.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -15,7 +19,7 @@ use tokio::net::{UnixListener, UnixStream};
 use tokio::task::{JoinHandle, JoinSet};
 
 /// A running socket server; stops and removes the socket on drop.
-pub(crate) struct LiveServer {
+pub struct LiveServer {
     path: PathBuf,
     task: JoinHandle<()>,
     /// Connections being served.
@@ -26,7 +30,10 @@ impl LiveServer {
     /// Binds `<archive>/reel.sock` (replacing a stale one: this process holds
     /// the archive lock, so no other recorder serves it) and serves in the
     /// background on the current tokio runtime.
-    pub(crate) fn start(archive: Archive) -> std::io::Result<LiveServer> {
+    ///
+    /// # Errors
+    /// When the socket cannot be bound in the archive's directory.
+    pub fn start(archive: Archive) -> std::io::Result<LiveServer> {
         let path = archive.dir().join(SOCKET_NAME);
         let _ = std::fs::remove_file(&path);
         let listener = bind_private(&path)?;
@@ -54,7 +61,7 @@ impl LiveServer {
     /// connections being served up to `grace` to finish (a follower of an
     /// ended run gets its last facts and the end of the stream) before
     /// dropping them.
-    pub(crate) async fn stop(self, grace: Duration) {
+    pub async fn stop(self, grace: Duration) {
         self.task.abort();
         let _ = std::fs::remove_file(&self.path);
         let mut set =

@@ -42,11 +42,6 @@ pub fn run(dir: &Path, args: DemoArgs, text: TextRenderer) -> Result<ExitCode, F
     // projection synced, outside the runtime (both drive their own).
     let cluster = match &args.nats {
         Some(urls) => {
-            if args.live_hops.is_some() {
-                return Err(Failure::msg(
-                    "--live-hops serves the local archive live; it does not go with --nats (follow the cluster with reel sync)",
-                ));
-            }
             let config = super::sync::nats_config(urls)?;
             let archive = super::sync::open_projection(dir)?;
             reel_nats::sync(&config, &archive, None)?;
@@ -64,10 +59,18 @@ pub fn run(dir: &Path, args: DemoArgs, text: TextRenderer) -> Result<ExitCode, F
         };
         let ids = reel_recorder::demo::record(&recorder).await?;
         if let Some(hops) = args.live_hops {
-            eprintln!(
-                "recording a live run of {hops} hops; watch it with: reel tail --archive {}",
-                shown(dir)
-            );
+            match &args.nats {
+                // The facts go to the cluster: a following projection shows
+                // them as they land.
+                Some(_) => eprintln!(
+                    "recording a live run of {hops} hops into the cluster; watch it with: \
+                     reel sync --follow --nats URLS --archive PROJECTION, then reel tail --archive PROJECTION"
+                ),
+                None => eprintln!(
+                    "recording a live run of {hops} hops; watch it with: reel tail --archive {}",
+                    shown(dir)
+                ),
+            }
             let id = reel_recorder::demo::record_live(&recorder, hops, args.live_pause_ms).await?;
             eprintln!("recorded live run {}", escape(&id));
         }

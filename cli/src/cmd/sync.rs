@@ -22,6 +22,11 @@ pub struct SyncArgs {
     /// the first sync keeps beside the archive's database).
     #[arg(long)]
     consumer: Option<String>,
+    /// Keep following the stream after catching up, serving the projection
+    /// live (so `reel tail`, `runs` and `show` read it meanwhile), until
+    /// interrupted (Ctrl-C or SIGTERM).
+    #[arg(long)]
+    follow: bool,
 }
 
 /// The cluster named by `--nats` / `REEL_NATS`.
@@ -39,7 +44,11 @@ pub fn open_projection(dir: &Path) -> Result<Archive, Failure> {
 pub fn run(dir: &Path, args: SyncArgs) -> Result<ExitCode, Failure> {
     let config = nats_config(&args.nats)?;
     let archive = open_projection(dir)?;
-    let report = reel_nats::sync(&config, &archive, args.consumer.as_deref())?;
+    let report = if args.follow {
+        follow(&config, &archive, args.consumer.as_deref(), dir)?
+    } else {
+        reel_nats::sync(&config, &archive, args.consumer.as_deref())?
+    };
     writeln!(
         io::stdout().lock(),
         "synced {} blocks ({} facts, {} runs, {} artifacts) from {} into {}",
@@ -51,4 +60,48 @@ pub fn run(dir: &Path, args: SyncArgs) -> Result<ExitCode, Failure> {
         shown(dir)
     )?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--follow`: the projection served live while the stream is followed,
+/// until Ctrl-C or SIGTERM.
+fn follow(
+    config: &NatsConfig,
+    archive: &Archive,
+    consumer: Option<&str>,
+    dir: &Path,
+) -> Result<reel_nats::SyncReport, Failure> {
+    let rt = super::runtime()?;
+    rt.block_on(async {
+        let live = reel_recorder::live::LiveServer::start(archive.clone()).map_err(|e| {
+            Failure::msg(format!(
+                "cannot serve the projection live on {}: {e}",
+                shown(&dir.join(reel_archive::live::SOCKET_NAME))
+            ))
+        })?;
+        eprintln!(
+            "following {} into {}; stop with Ctrl-C",
+            config.shown(),
+            shown(dir)
+        );
+        let report = reel_nats::follow(config, archive, consumer, interrupted()).await;
+        // A follower of a run gets the last facts landed before it ends.
+        live.stop(std::time::Duration::from_secs(1)).await;
+        Ok(report?)
+    })
+}
+
+/// Completes on Ctrl-C (SIGINT) or SIGTERM.
+async fn interrupted() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
 }
