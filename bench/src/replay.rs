@@ -91,7 +91,8 @@ pub async fn replay_tape(bytes: &[u8], tools: &Tools) -> io::Result<Replayed> {
     let recording = Recording::from_tape("bench".into(), tape).map_err(io::Error::other)?;
     let load = started.elapsed();
     let started = Instant::now();
-    let report = replay(&recording, tools, &ReplayOptions::default()).await;
+    // Moved in, as a one-shot replay of a tape just read does.
+    let report = replay(recording, tools, &ReplayOptions::default()).await;
     let replay = started.elapsed();
     if !report.is_match() {
         return Err(io::Error::other(format!(

@@ -64,6 +64,6 @@ pub mod support;
 
 pub use recording::{Head, LoadError, RecordedCall, Recording};
 pub use replay::{
-    replay, CallReport, Divergence, DivergenceKind, ReplayOptions, ReplayReport, ResultCheck,
-    Verdict,
+    replay, CallReport, Divergence, DivergenceKind, ReplayInput, ReplayOptions, ReplayReport,
+    ResultCheck, Verdict,
 };

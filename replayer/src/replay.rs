@@ -72,16 +72,67 @@ impl ReplayOptions {
     }
 }
 
-/// Replays a recording against `tools`.
-pub async fn replay(recording: &Recording, tools: &Tools, options: &ReplayOptions) -> ReplayReport {
+/// A recording handed to [`replay`]: borrowed (copied into the replay
+/// once) or owned (moved in: nothing is copied, which is what a one-shot
+/// replay of a tape just read wants).
+#[derive(Debug)]
+pub enum ReplayInput<'a> {
+    /// Borrowed: the caller keeps the recording.
+    Borrowed(&'a Recording),
+    /// Owned: the replay takes it.
+    Owned(Recording),
+}
+
+impl<'a> From<&'a Recording> for ReplayInput<'a> {
+    fn from(recording: &'a Recording) -> Self {
+        ReplayInput::Borrowed(recording)
+    }
+}
+
+impl From<Recording> for ReplayInput<'_> {
+    fn from(recording: Recording) -> Self {
+        ReplayInput::Owned(recording)
+    }
+}
+
+impl ReplayInput<'_> {
+    fn into_owned(self) -> Recording {
+        match self {
+            ReplayInput::Borrowed(r) => r.clone(),
+            ReplayInput::Owned(r) => r,
+        }
+    }
+}
+
+/// Replays a recording against `tools`: `&recording` to keep it, or the
+/// recording itself to save copying it.
+pub async fn replay<'r>(
+    recording: impl Into<ReplayInput<'r>>,
+    tools: &Tools,
+    options: &ReplayOptions,
+) -> ReplayReport {
+    let mut recording = recording.into().into_owned();
+    // Each call once, shared by its backend and its parent's dispatch, with
+    // its payloads stored as artifacts put back in place.
+    let calls = std::mem::take(&mut recording.calls)
+        .into_iter()
+        .map(|(id, call)| (id, Arc::new(resolved_call(call, &recording.artifacts))))
+        .collect();
+    let out = Out {
+        // Every recorded fact has its replayed counterpart: one allocation.
+        facts: Vec::with_capacity(recording.facts.len()),
+        ..Out::default()
+    };
     let session = Arc::new(Session {
-        recording: recording.clone(),
+        recording,
+        calls,
         tools: tools.clone(),
         redactor: Redactor::new(&options.redact_keys),
         options: options.clone(),
-        out: Mutex::new(Out::default()),
+        out: Mutex::new(out),
         run_teardowns: Mutex::new(HashMap::new()),
     });
+    let recording = &session.recording;
     // Run-level facts before the first call (run.started) go first.
     {
         let mut out = session.lock_out();
@@ -89,15 +140,20 @@ pub async fn replay(recording: &Recording, tools: &Tools, options: &ReplayOption
             out.push_fact(f.at, f.offset, None, f.kind.clone());
         }
     }
-    for call in recording.top_level_calls() {
-        if options
-            .only_call
-            .as_deref()
-            .is_some_and(|only| only != call.started.call_id)
+    // Top-level calls (no parent), in start order.
+    for id in &recording.call_order {
+        let Some(call) = session.calls.get(id) else {
+            continue;
+        };
+        if call.started.parent_call.is_some()
+            || options
+                .only_call
+                .as_deref()
+                .is_some_and(|only| only != call.started.call_id)
         {
             continue;
         }
-        let _ = replay_call(&session, call, None, CancelHandle::new()).await;
+        let _ = replay_call(&session, call.clone(), None, CancelHandle::new()).await;
     }
     // Run-level facts after the calls began (run-scoped cleanups, run.ended).
     {
@@ -125,7 +181,10 @@ pub async fn replay(recording: &Recording, tools: &Tools, options: &ReplayOption
 }
 
 struct Session {
+    /// The recording, its calls taken out into `calls`.
     recording: Recording,
+    /// The recorded calls by id, resolved (see `resolved_call`).
+    calls: HashMap<String, Arc<RecordedCall>>,
     tools: Tools,
     redactor: Redactor,
     options: ReplayOptions,
@@ -214,8 +273,7 @@ fn served_result(call: &RecordedCall) -> Result<Value, ToolError> {
 /// The call with its payloads that were stored as artifacts (too large to
 /// keep inline) put back in place: the tool gets its recorded arguments, and
 /// the recorded result compares with the replayed one.
-fn resolved_call(call: &RecordedCall, artifacts: &HashMap<String, Vec<u8>>) -> RecordedCall {
-    let mut call = call.clone();
+fn resolved_call(mut call: RecordedCall, artifacts: &HashMap<String, Vec<u8>>) -> RecordedCall {
     if artifacts.is_empty() {
         // Nothing was stored as an artifact: nothing to put back.
         return call;
@@ -234,14 +292,14 @@ fn resolved_call(call: &RecordedCall, artifacts: &HashMap<String, Vec<u8>>) -> R
 /// Replays one call (and, through dispatch, its children).
 fn replay_call<'a>(
     session: &'a Arc<Session>,
-    call: &'a RecordedCall,
+    call: Arc<RecordedCall>,
     dispatched: Option<(&'a str, &'a Value)>,
     cancel: CancelHandle,
 ) -> BoxFuture<'a, Result<Value, ToolError>> {
     Box::pin(async move {
         let rec = &session.recording;
         // Shared with the call's backend, not copied into it.
-        let resolved = Arc::new(resolved_call(call, &rec.artifacts));
+        let resolved = call;
         let call: &RecordedCall = &resolved;
         let started = call.started.clone();
         let order = call.started_seq;
@@ -253,11 +311,14 @@ fn replay_call<'a>(
             Some(&call_id),
             FactKind::CallStarted(started.clone()),
         );
-        let expected: Vec<Fact> = call
+        // Where the facts the tool files are among the call's (the host's
+        // are matched apart): positions, not copies.
+        let expected: Vec<usize> = call
             .facts
             .iter()
-            .filter(|f| !is_host_fact(&f.kind))
-            .cloned()
+            .enumerate()
+            .filter(|(_, f)| !is_host_fact(&f.kind))
+            .map(|(i, _)| i)
             .collect();
         let mut report = CallReport {
             call_id: call_id.clone(),
@@ -311,7 +372,11 @@ fn replay_call<'a>(
             let mut stack = vec![call];
             while let Some(c) = stack.pop() {
                 subtree.insert(c.started.call_id.as_str());
-                stack.extend(c.children.iter().filter_map(|id| rec.calls.get(id)));
+                stack.extend(
+                    c.children
+                        .iter()
+                        .filter_map(|id| session.calls.get(id).map(|c| &**c)),
+                );
             }
             let mut out = session.lock_out();
             for f in rec.facts.iter().filter(|f| {
@@ -379,10 +444,13 @@ fn replay_call<'a>(
             .iter()
             .find_map(|f| match &f.kind {
                 FactKind::CancelRequested(c) if ended_seq.is_none_or(|e| f.seq < e) => Some((
-                    expected.iter().filter(|e| e.seq < f.seq).count(),
+                    expected
+                        .iter()
+                        .filter(|&&e| call.facts[e].seq < f.seq)
+                        .count(),
                     call.children
                         .iter()
-                        .filter_map(|id| rec.calls.get(id))
+                        .filter_map(|id| session.calls.get(id))
                         .filter(|child| child.started_seq < f.seq)
                         .count(),
                     c.reason.clone(),
@@ -400,7 +468,7 @@ fn replay_call<'a>(
             session: session.clone(),
             host: host_positions(call),
             call: resolved.clone(),
-            expected,
+            tool_facts: expected,
             cancel: cancel.clone(),
             cancel_point,
             state: Mutex::new(CallState {

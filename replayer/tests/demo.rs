@@ -1,5 +1,6 @@
 //! Every demo run, recorded into a real archive, replays with no divergence,
-//! from the archive and from its exported tape alike.
+//! from the archive and from its exported tape alike, borrowed or moved
+//! into the replay.
 
 use reel::tape::Tape;
 
@@ -37,6 +38,17 @@ async fn every_demo_run_replays_cleanly() {
         assert_eq!(
             again.calls, report.calls,
             "{id}: tape and archive replays differ"
+        );
+        // Moved into the replay instead of borrowed: the same report, fact
+        // for fact (dispatched children, artifacts and all).
+        let moved = replay(from_tape, &tools, &ReplayOptions::default()).await;
+        assert_eq!(
+            moved.calls, again.calls,
+            "{id}: a moved recording replays differently"
+        );
+        assert_eq!(
+            moved.facts, again.facts,
+            "{id}: a moved recording re-derives other facts"
         );
     }
 }

@@ -33,7 +33,9 @@ pub(super) struct ReplayBackend {
     /// Positions in `call.facts` of the host facts put back into the
     /// timeline (see `host_positions`).
     pub(super) host: Vec<usize>,
-    pub(super) expected: Vec<Fact>,
+    /// Positions in `call.facts` of the facts the tool files, in order
+    /// (see [`ReplayBackend::expected`]).
+    pub(super) tool_facts: Vec<usize>,
     pub(super) cancel: CancelHandle,
     /// (tool facts filed, children ended, reason).
     pub(super) cancel_point: Option<(usize, usize, Option<String>)>,
@@ -101,10 +103,15 @@ impl ReplayBackend {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The `i`th fact the record says the tool filed.
+    fn expected(&self, i: usize) -> Option<&Fact> {
+        self.tool_facts.get(i).map(|&at| &self.call.facts[at])
+    }
+
     /// The recorded fact at the current position.
     fn peek(&self) -> Option<&Fact> {
         let i = self.state().emitted;
-        self.expected.get(i)
+        self.expected(i)
     }
 
     pub(super) fn maybe_cancel(&self, emitted: usize) {
@@ -159,8 +166,7 @@ impl ReplayBackend {
             unreachable!("built above")
         };
         let results_only = self.session.options.results_only;
-        if st.emitted < self.expected.len() && !results_only {
-            let f = &self.expected[st.emitted];
+        if let (Some(f), false) = (self.expected(st.emitted), results_only) {
             let d = divergence(
                 &st.report,
                 DivergenceKind::MissingFact,
@@ -262,9 +268,9 @@ impl ReplayBackend {
             .redact_fact(&mut kind, &mut st.secrets);
         let i = st.emitted;
         st.emitted += 1;
-        let recorded = self.expected.get(i);
+        let recorded = self.expected(i);
         let (at, offset) = recorded
-            .or(self.expected.last())
+            .or_else(|| self.expected(self.tool_facts.len().checked_sub(1)?))
             .map_or((0, 0), |f| (f.at, f.offset));
         // Compared first, then moved into the output: the fact is never
         // copied (a copy of every replayed fact was most of replay's
@@ -337,9 +343,7 @@ impl CallBackend for ReplayBackend {
                 st.dropping -= 1;
                 return;
             }
-            if let Some(FactKind::ProgressDropped(d)) =
-                self.expected.get(st.emitted).map(|f| &f.kind)
-            {
+            if let Some(FactKind::ProgressDropped(d)) = self.expected(st.emitted).map(|f| &f.kind) {
                 let d = d.clone();
                 st.dropping = d.count.saturating_sub(1);
                 return self.file(st, FactKind::ProgressDropped(d));
@@ -498,8 +502,8 @@ impl CallBackend for ReplayBackend {
                 let mut st = self.state();
                 st.report.unrecorded_effects.push(name.to_owned());
                 let index = st.emitted + 1;
-                let seq = self.expected.get(st.emitted).map(|f| f.seq);
-                let expected = self.expected.get(st.emitted).map(|f| kind_json(&f.kind));
+                let seq = self.expected(st.emitted).map(|f| f.seq);
+                let expected = self.expected(st.emitted).map(|f| kind_json(&f.kind));
                 let actual = kind_json(&FactKind::Effect(Effect {
                     name: name.into(),
                     request: request.clone(),
@@ -623,9 +627,7 @@ impl CallBackend for ReplayBackend {
                 st.next_child += 1;
                 self.call.children.get(n).cloned()
             };
-            let Some(child) =
-                child_id.and_then(|id| self.session.recording.calls.get(&id).cloned())
-            else {
+            let Some(child) = child_id.and_then(|id| self.session.calls.get(&id).cloned()) else {
                 let mut st = self.state();
                 let index = st.emitted + 1;
                 let d = Divergence {
@@ -647,7 +649,7 @@ impl CallBackend for ReplayBackend {
             };
             let result = replay_call(
                 &self.session,
-                &child,
+                child,
                 Some((tool, &args)),
                 self.cancel.child(),
             )
