@@ -79,8 +79,8 @@ impl ReplayOptions {
 pub enum ReplayInput<'a> {
     /// Borrowed: the caller keeps the recording.
     Borrowed(&'a Recording),
-    /// Owned: the replay takes it.
-    Owned(Recording),
+    /// Owned: the replay takes it (boxed: a recording is large to move).
+    Owned(Box<Recording>),
 }
 
 impl<'a> From<&'a Recording> for ReplayInput<'a> {
@@ -91,7 +91,7 @@ impl<'a> From<&'a Recording> for ReplayInput<'a> {
 
 impl From<Recording> for ReplayInput<'_> {
     fn from(recording: Recording) -> Self {
-        ReplayInput::Owned(recording)
+        ReplayInput::Owned(Box::new(recording))
     }
 }
 
@@ -99,7 +99,7 @@ impl ReplayInput<'_> {
     fn into_owned(self) -> Recording {
         match self {
             ReplayInput::Borrowed(r) => r.clone(),
-            ReplayInput::Owned(r) => r,
+            ReplayInput::Owned(r) => *r,
         }
     }
 }
