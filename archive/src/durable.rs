@@ -16,6 +16,7 @@
 //! also writes its size and flushes the device's cache. Only then is a call
 //! told its facts are durable.
 
+use std::collections::HashMap;
 use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -25,10 +26,16 @@ pub(crate) struct Durable {
     /// sled's log file (`db`), opened for syncing only.
     log: Option<File>,
     blobs: PathBuf,
-    /// The highest blob file (sled names them by LSN, which only grows)
-    /// synced so far; 0 before the first sync, which syncs those already
-    /// there (a previous process may have died before syncing them).
-    synced: Mutex<u64>,
+    /// The blob files synced so far (sled names them by LSN), each with
+    /// its length when it was synced. sled writes a blob file once, from
+    /// the start, on the inserting thread; a flush may run while another
+    /// thread inserts (the recorder's writer appends during its flusher's
+    /// flush), so a blob file may be synced while it is still being
+    /// written: its length then grows past the one recorded here, and the
+    /// next sync syncs it again. Empty before the first sync, which syncs
+    /// those already there (a previous process may have died before
+    /// syncing them).
+    synced: Mutex<HashMap<u64, u64>>,
 }
 
 impl Durable {
@@ -38,7 +45,7 @@ impl Durable {
             // Read-only suffices: fsync(2) works on any descriptor.
             log: File::open(dir.join("db")).ok(),
             blobs: dir.join("blobs"),
-            synced: Mutex::new(0),
+            synced: Mutex::new(HashMap::new()),
         }
     }
 
@@ -47,7 +54,8 @@ impl Durable {
         // One sync at a time: a second flush waiting here finds the blobs
         // already synced and pays only the log's fdatasync.
         let mut synced = self.synced.lock().unwrap_or_else(|p| p.into_inner());
-        let mut newest = *synced;
+        let mut seen = Vec::new();
+        let mut new_names = false;
         match std::fs::read_dir(&self.blobs) {
             Ok(entries) => {
                 for entry in entries {
@@ -59,7 +67,17 @@ impl Durable {
                     else {
                         continue;
                     };
-                    if lsn <= *synced {
+                    seen.push(lsn);
+                    // The length before the sync: the sync covers at
+                    // least these bytes.
+                    let len = match entry.metadata() {
+                        Ok(m) => m.len(),
+                        // Collected by sled since it was listed.
+                        Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                        Err(e) => return Err(e),
+                    };
+                    let known = synced.get(&lsn).copied();
+                    if known == Some(len) {
                         continue;
                     }
                     match File::open(entry.path()) {
@@ -68,19 +86,24 @@ impl Durable {
                         Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
                         Err(e) => return Err(e),
                     }
-                    newest = newest.max(lsn);
+                    new_names |= known.is_none();
+                    synced.insert(lsn, len);
                 }
-                if newest > *synced {
+                if new_names {
                     File::open(&self.blobs)?.sync_all()?;
                 }
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(e),
         }
+        // Forget the files sled has collected.
+        if synced.len() > seen.len() {
+            let seen: std::collections::HashSet<u64> = seen.into_iter().collect();
+            synced.retain(|lsn, _| seen.contains(lsn));
+        }
         if let Some(log) = &self.log {
             log.sync_data()?;
         }
-        *synced = newest;
         Ok(())
     }
 }
@@ -90,8 +113,8 @@ mod tests {
     use crate::{Archive, ArchiveConfig, FingerprintKey};
 
     /// A value above sled's blob threshold lands in a file of its own; the
-    /// flush finds that file and syncs it (the bookkeeping moves past it),
-    /// and a second flush has nothing new to sync.
+    /// flush finds that file and syncs it (the bookkeeping records it at
+    /// its length), and a second flush has nothing new to sync.
     #[test]
     fn a_flush_syncs_the_blob_files_sled_leaves_unsynced() {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -111,9 +134,53 @@ mod tests {
             .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
             .collect();
         assert!(!blobs.is_empty(), "the 600 KiB value is a blob file");
-        let synced = *archive.inner.durable.synced.lock().expect("lock");
-        assert_eq!(synced, *blobs.iter().max().expect("one"), "{blobs:?}");
+        let synced = archive.inner.durable.synced.lock().expect("lock").clone();
+        let newest = *blobs.iter().max().expect("one");
+        let len = std::fs::metadata(dir.path().join("blobs").join(newest.to_string()))
+            .expect("the blob file")
+            .len();
+        assert_eq!(synced.get(&newest), Some(&len), "{blobs:?}");
         archive.flush().expect("a second flush");
         assert_eq!(*archive.inner.durable.synced.lock().expect("lock"), synced);
+    }
+
+    /// A blob file synced while sled was still writing it (a flush on the
+    /// recorder's flusher thread runs beside the writer's inserts) is
+    /// synced again once it has grown: its recorded length no longer
+    /// matches.
+    #[test]
+    fn a_blob_file_that_grew_since_its_sync_is_synced_again() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let archive = Archive::open(
+            dir.path(),
+            ArchiveConfig {
+                fingerprint_key: FingerprintKey::Key([1; 32]),
+                ..ArchiveConfig::default()
+            },
+        )
+        .expect("open");
+        let big: Vec<u8> = (0..600 * 1024u64).map(|i| (i * 7919 % 251) as u8).collect();
+        archive.put_artifact(&big).expect("put");
+        archive.flush().expect("flush");
+        let durable = &archive.inner.durable;
+        // As if the last sync had seen the newest blob file half written.
+        let newest = *durable
+            .synced
+            .lock()
+            .expect("lock")
+            .keys()
+            .max()
+            .expect("a blob");
+        durable.synced.lock().expect("lock").insert(newest, 10);
+        archive.flush().expect("a second flush");
+        let len = std::fs::metadata(dir.path().join("blobs").join(newest.to_string()))
+            .expect("the blob file")
+            .len();
+        assert!(len > 10);
+        assert_eq!(
+            durable.synced.lock().expect("lock").get(&newest),
+            Some(&len),
+            "synced again at its full length"
+        );
     }
 }

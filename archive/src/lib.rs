@@ -120,12 +120,13 @@ pub use verify::{Problem, VerifyReport};
 /// |---|---|
 /// | 1 | blocks of version 1 (plain), run records of version 1 |
 /// | 2 | blocks of version 2 (lz4-compressed when smaller) |
+/// | 3 | blocks of version 3 (a zstd frame when smaller); version 2 read, no longer written |
 ///
 /// Every new block or record version raises it. An archive stamped newer
 /// than this is refused on open ([`ArchiveError::NewerFormat`]), never read
 /// as damage. An older one is read as it is; its stamp is raised when this
 /// reel first writes a run into it (see [`Archive::open`]).
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
 
 /// An open archive. Cheap to clone; all clones share one database and one
 /// sequencer.

@@ -217,6 +217,20 @@ mod tests {
     /// and keeps its stamp while only read.
     #[test]
     fn a_format_1_archive_with_only_version_1_blocks_reads() {
+        an_old_archive_reads(1, crate::block::BLOCK_PLAIN);
+    }
+
+    /// The same for format 2: its blocks lz4-compressed (version 2), as
+    /// reel wrote them before zstd.
+    #[test]
+    fn a_format_2_archive_with_lz4_blocks_reads() {
+        an_old_archive_reads(2, crate::block::BLOCK_LZ4);
+    }
+
+    /// Writes a run, rewrites every block as reel format `format` wrote it
+    /// (block version `version`, chained anew), stamps `format`, and checks
+    /// the run reads back the same, verifies, and the stamp is kept.
+    fn an_old_archive_reads(format: u32, version: u8) {
         use crate::block;
         use reel::fact::{FactKind, NewFact, Producer, Progress, RunEnded, RunStarted, RunStatus};
         let dir = tempfile::tempdir().expect("tempdir");
@@ -266,11 +280,11 @@ mod tests {
             .unwrap()
             .map(|f| f.unwrap())
             .collect();
-        // Rewrite every block as format 1 wrote it: plain, chained anew.
+        // Rewrite every block as that format wrote it, chained anew.
         let t = archive.trees();
         let blocks: Vec<_> = t.events.iter().map(|kv| kv.unwrap()).collect();
         assert!(
-            blocks.iter().any(|(_, v)| v[0] == block::BLOCK_LZ4),
+            blocks.iter().any(|(_, v)| v[0] == block::BLOCK_ZSTD),
             "some block is compressed"
         );
         let mut prev = [0u8; 32];
@@ -282,19 +296,23 @@ mod tests {
             for f in &facts {
                 block::push_fact(&mut payload, f).unwrap();
             }
-            let mut plain = vec![block::BLOCK_PLAIN];
+            let mut plain = vec![version];
             // The count, as the block held it.
             plain.extend_from_slice(&value[1..5]);
             plain.extend_from_slice(&prev);
             plain.extend_from_slice(&[0; 32]);
-            plain.extend_from_slice(&payload);
+            if version == block::BLOCK_LZ4 {
+                plain.extend_from_slice(&lz4_flex::block::compress_prepend_size(&payload));
+            } else {
+                plain.extend_from_slice(&payload);
+            }
             let digest = block::digest_of(&plain);
             plain[37..block::HEADER_LEN].copy_from_slice(&digest);
             prev = digest;
             t.events.insert(key, plain).unwrap();
         }
         t.meta
-            .insert(keys::META_FORMAT, &keys::format_value(1))
+            .insert(keys::META_FORMAT, &keys::format_value(format))
             .unwrap();
         archive.flush().unwrap();
         drop(archive);
@@ -303,15 +321,15 @@ mod tests {
                 Err(ArchiveError::Locked { .. }) => {
                     std::thread::sleep(std::time::Duration::from_millis(20))
                 }
-                other => break other.expect("a format-1 archive opens"),
+                other => break other.expect("an old archive opens"),
             }
         };
-        assert_eq!(archive.format_version(), 1);
+        assert_eq!(archive.format_version(), format);
         assert!(archive
             .trees()
             .events
             .iter()
-            .all(|kv| kv.unwrap().1[0] == block::BLOCK_PLAIN));
+            .all(|kv| kv.unwrap().1[0] == version));
         let got: Vec<_> = archive
             .facts("old", ..)
             .unwrap()
@@ -320,7 +338,7 @@ mod tests {
         assert_eq!(got, want);
         let report = archive.verify().expect("verify");
         assert!(report.is_ok(), "{:?}", report.problems);
-        assert_eq!(archive.format_version(), 1);
+        assert_eq!(archive.format_version(), format);
     }
 
     /// What sled reports of damage is damage (exit code 2 in `reel`),

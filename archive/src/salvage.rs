@@ -481,7 +481,7 @@ fn varint_at(bytes: &[u8], at: usize) -> Option<(u64, usize)> {
 /// a sled length, a plausible fact count, and a digest that matches.
 fn scan_blocks(bytes: &[u8], pool: &mut Pool) {
     for at in 1..bytes.len() {
-        if bytes[at] != block::BLOCK_PLAIN && bytes[at] != block::BLOCK_LZ4 {
+        if !block::known_version(bytes[at]) {
             continue;
         }
         let Some(header) = bytes.get(at..at + block::HEADER_LEN) else {
@@ -722,7 +722,7 @@ fn bridges(files: &[Vec<u8>], from: &Digest) -> HashSet<Digest> {
                         Some(v) => bytes[v],
                         None => continue,
                     };
-                    if version != block::BLOCK_PLAIN && version != block::BLOCK_LZ4 {
+                    if !block::known_version(version) {
                         continue;
                     }
                     if let Some(own) = bytes

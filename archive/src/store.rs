@@ -61,6 +61,15 @@ pub trait Store: Send + Sync + 'static {
     fn flush(&self) -> Result<(), StoreError>;
     /// The writer is done with `stream`.
     fn close_stream(&self, stream: &str) -> Result<(), StoreError>;
+
+    /// Whether [`Store::flush`] may run on a thread of its own while the
+    /// writer goes on appending (false unless a store says so): a flush
+    /// must then make durable at least everything appended before it was
+    /// called, whatever is appended meanwhile. The writer then overlaps
+    /// the flush's device round trips with encoding the next drain.
+    fn flushes_concurrently(&self) -> bool {
+        false
+    }
 }
 
 impl Store for Archive {
@@ -81,5 +90,12 @@ impl Store for Archive {
     /// The archive closes a stream when it appends its end fact.
     fn close_stream(&self, _stream: &str) -> Result<(), StoreError> {
         Ok(())
+    }
+
+    /// sled's flush makes durable every write made before it was called,
+    /// and sled takes inserts from other threads meanwhile; the syncs that
+    /// follow it (`durable.rs`) take their own lock.
+    fn flushes_concurrently(&self) -> bool {
+        true
     }
 }

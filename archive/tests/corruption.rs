@@ -22,9 +22,12 @@ use reel_archive::{Archive, ArchiveConfig, ArchiveError, Problem, RunFilter};
 const HEADER_LEN: usize = 69;
 /// Block format version of a block stored plain.
 const BLOCK_PLAIN: u8 = 1;
-/// Block format version of a block stored lz4-compressed (what the recorded
-/// blocks of this file are: [`the_recorded_blocks_are_compressed`]).
+/// Block format version of a block stored lz4-compressed (archive format 2;
+/// still read: the damage cases below reseal blocks as version 2).
 const BLOCK_LZ4: u8 = 2;
+/// Block format version of a block stored as a zstd frame (what the
+/// recorded blocks of this file are: [`the_recorded_blocks_are_compressed`]).
+const BLOCK_ZSTD: u8 = 3;
 
 // ---------------------------------------------------------------------------
 // The recorded archive
@@ -279,6 +282,10 @@ fn plain_payload(value: &[u8]) -> Vec<u8> {
         BLOCK_PLAIN => stored.to_vec(),
         BLOCK_LZ4 => lz4_flex::block::decompress_size_prepended(stored)
             .expect("a recorded compressed block decompresses"),
+        BLOCK_ZSTD => {
+            let size = u32::from_le_bytes(stored[..4].try_into().expect("a size")) as usize;
+            zstd::bulk::decompress(&stored[4..], size).expect("a recorded zstd block decompresses")
+        }
         v => panic!("a recorded block has format version {v}"),
     }
 }
@@ -346,6 +353,27 @@ fn garbage_compressed_payload_alpha_last(db: &sled::Db) {
         let mut stored = (plain_payload(v).len() as u32).to_le_bytes().to_vec();
         stored.extend_from_slice(&[0xff; 40]);
         reseal(v, BLOCK_LZ4, &stored);
+    });
+}
+
+/// Alpha's last block resealed as a zstd block whose bytes are no zstd
+/// frame.
+fn garbage_zstd_payload_alpha_last(db: &sled::Db) {
+    edit_block(db, "alpha", 10, |v| {
+        let mut stored = (plain_payload(v).len() as u32).to_le_bytes().to_vec();
+        stored.extend_from_slice(&[0xff; 40]);
+        reseal(v, BLOCK_ZSTD, &stored);
+    });
+}
+
+/// Alpha's last block resealed as a zstd frame declaring one byte more
+/// than it holds.
+fn short_zstd_payload_alpha_last(db: &sled::Db) {
+    edit_block(db, "alpha", 10, |v| {
+        let plain = plain_payload(v);
+        let mut stored = (plain.len() as u32 + 1).to_le_bytes().to_vec();
+        stored.extend_from_slice(&zstd::bulk::compress(&plain, 1).expect("zstd"));
+        reseal(v, BLOCK_ZSTD, &stored);
     });
 }
 
@@ -570,6 +598,24 @@ const CASES: &[Case] = &[
         corrupt: garbage_compressed_payload_alpha_last,
         run: "alpha",
         problem: "block payload does not decompress",
+        seqs: Some((10, Some(12))),
+        also: &[],
+        read: Read::Corrupt(10, Some(12)),
+    },
+    Case {
+        name: "zstd payload that is no zstd frame (checksum resealed)",
+        corrupt: garbage_zstd_payload_alpha_last,
+        run: "alpha",
+        problem: "block payload does not decompress",
+        seqs: Some((10, Some(12))),
+        also: &[],
+        read: Read::Corrupt(10, Some(12)),
+    },
+    Case {
+        name: "zstd payload declaring more than it holds (checksum resealed)",
+        corrupt: short_zstd_payload_alpha_last,
+        run: "alpha",
+        problem: "block payload does not decompress: it declares",
         seqs: Some((10, Some(12))),
         also: &[],
         read: Read::Corrupt(10, Some(12)),
@@ -1126,7 +1172,7 @@ fn the_recorded_blocks_are_compressed() {
         .map(|v| v.expect("block")[0])
         .collect();
     assert_eq!(versions.len(), 10);
-    assert!(versions.iter().all(|&v| v == BLOCK_LZ4), "{versions:?}");
+    assert!(versions.iter().all(|&v| v == BLOCK_ZSTD), "{versions:?}");
 }
 
 /// A run whose blocks mix the formats (the last one stored plain, as an

@@ -73,8 +73,8 @@ fn stamp(dir: &Path, set: Option<u32>) -> u32 {
 }
 
 #[test]
-fn this_reel_stamps_format_2_for_block_format_2() {
-    assert_eq!(FORMAT_VERSION, 2);
+fn this_reel_stamps_format_3_for_block_format_3() {
+    assert_eq!(FORMAT_VERSION, 3);
     let dir = tempfile::tempdir().expect("tempdir");
     let archive = Archive::open(dir.path(), config()).expect("open");
     assert_eq!(archive.format_version(), FORMAT_VERSION);

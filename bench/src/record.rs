@@ -141,9 +141,9 @@ pub enum Commit {
     /// The same group commit reel's concurrent calls get: the n-th batch of
     /// every run is written, then one fsync (the record, fair row).
     Grouped,
-    /// Every batch lz4-compressed, as reel stores blocks, and written with
-    /// no fsync at all: what the CPU and the disk allow (the record, the
-    /// limit row).
+    /// Every batch compressed as reel stores blocks (zstd -1, one context
+    /// reused) and written with no fsync at all: what the CPU and the disk
+    /// allow (the record, the limit row).
     NoSync,
 }
 
@@ -154,6 +154,7 @@ pub fn plain_committed(path: &Path, shape: Shape, commit: Commit) -> io::Result<
     let started = Instant::now();
     let mut runs: Vec<Vec<Vec<u8>>> = Vec::with_capacity(shape.runs);
     let mut failure = None;
+    let mut cctx = zstd::bulk::Compressor::new(1)?;
     for r in 0..shape.runs {
         let mut batches = Vec::with_capacity(shape.calls + 2);
         workload::run_facts(r, &shape, |batch| {
@@ -163,7 +164,10 @@ pub fn plain_committed(path: &Path, shape: Shape, commit: Commit) -> io::Result<
                 return;
             }
             if commit == Commit::NoSync {
-                buf = lz4_flex::block::compress_prepend_size(&buf);
+                match cctx.compress(&buf) {
+                    Ok(packed) => buf = packed,
+                    Err(e) => failure = Some(e),
+                }
             }
             batches.push(buf);
         });
@@ -354,8 +358,8 @@ pub struct Codec {
 
 /// The blocks the recorder seals for `shape` (each call's facts, encoded
 /// with [`reel_archive::encode_fact`] and length-prefixed: a block's payload before
-/// compression), compressed one by one with lz4 (what the archive uses)
-/// and zstd at levels 1 and 3. Returns the uncompressed total and each
+/// compression), compressed one by one with lz4 (what archive format 2
+/// stored) and zstd at levels 1 (what format 3 stores) and 3. Returns the uncompressed total and each
 /// codec's figures.
 pub fn compression_survey(blocks: &[Vec<u8>]) -> io::Result<(usize, Vec<Codec>)> {
     let raw: usize = blocks.iter().map(Vec::len).sum();
@@ -377,16 +381,19 @@ pub fn compression_survey(blocks: &[Vec<u8>]) -> io::Result<(usize, Vec<Codec>)>
         compress,
         decompress: t.elapsed(),
     });
+    // zstd as block.rs stores blocks: one context per thread, reused.
     for (name, level) in [("zstd -1", 1), ("zstd -3", 3)] {
+        let mut cctx = zstd::bulk::Compressor::new(level)?;
+        let mut dctx = zstd::bulk::Decompressor::new()?;
         let t = Instant::now();
         let mut packed = Vec::with_capacity(blocks.len());
         for b in blocks {
-            packed.push(zstd::bulk::compress(b, level)?);
+            packed.push(cctx.compress(b)?);
         }
         let compress = t.elapsed();
         let t = Instant::now();
         for (p, b) in packed.iter().zip(blocks) {
-            black_box(zstd::bulk::decompress(p, b.len())?);
+            black_box(dctx.decompress(p, b.len())?);
         }
         out.push(Codec {
             name,
