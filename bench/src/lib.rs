@@ -983,9 +983,10 @@ pub fn run(opts: &Options, log: &mut dyn Write) -> io::Result<Vec<Row>> {
             let raw = nats::raw(urls, &tag, &published, opts.workers.max(1))?;
             writeln!(
                 log,
-                "  nats round {round}: reel {} ({} facts in {:.3} s), raw async-nats {} ({} facts)",
+                "  nats round {round}: reel {} ({} facts, {} blocks, in {:.3} s), raw async-nats {} ({} facts)",
                 Unit::FactsPerSec.show(published.recorded.rate()),
                 published.recorded.facts,
+                published.last + 1 - published.first,
                 published.recorded.elapsed.as_secs_f64(),
                 Unit::FactsPerSec.show(raw.rate()),
                 raw.facts,
@@ -995,7 +996,7 @@ pub fn run(opts: &Options, log: &mut dyn Write) -> io::Result<Vec<Row>> {
         rows.push(pairs.row(
             "nats",
             "nats: facts/s into a 3-node JetStream cluster (R3), call-boundary durability",
-            "raw async-nats publishes of the same blocks, same acks",
+            "raw async-nats publishes of the same blocks, same headers, same acks",
             Unit::FactsPerSec,
             Target::AtLeast(0.75),
         ));
