@@ -27,7 +27,7 @@
 //! | `progress` | one `ctx.progress(payload)` inside a recorded call, payloads built beforehand | `tokio::sync::mpsc` unbounded `send` of the same payloads, a thread draining them |
 //! | `list` | `list_runs` (tenant + status, limit 50) over 100,000 runs | the same over 1,000 runs |
 //! | `replay` | facts matched per second by `reel_replayer::replay` over the loaded recording, and end to end (`Tape::read` + `Recording` + `replay`) | `Tape::read` of the same tape |
-//! | `nats` (with `--nats URLS`) | the `record` workload into a JetStream cluster through `reel_nats::NatsStore`, call-boundary durability (each block's ack from the R3 stream), facts/s until `shutdown` returns | the very blocks reel published, read back untimed, published raw with `async-nats` to an R3 stream, each ack awaited before the run's next block, runs concurrent |
+//! | `nats` (with `--nats URLS`) | the `record` workload into a JetStream cluster through `reel_nats::NatsStore`, call-boundary durability (each block's ack from the R3 stream), facts/s until `shutdown` returns | the very blocks reel published, read back untimed, published raw with `async-nats` to an R3 stream with the same headers (message id, expected last subject sequence), each ack awaited before the run's next block, runs concurrent |
 //!
 //! ```no_run
 //! let rows = reel_bench::run(&reel_bench::Options::new(reel_bench::Sizes::smoke()), &mut std::io::stderr()).unwrap();
@@ -990,9 +990,10 @@ pub fn run(opts: &Options, log: &mut dyn Write) -> io::Result<Vec<Row>> {
             let raw = nats::raw(urls, &tag, &published, opts.workers.max(1))?;
             writeln!(
                 log,
-                "  nats round {round}: reel {} ({} facts in {:.3} s), raw async-nats {} ({} facts)",
+                "  nats round {round}: reel {} ({} facts, {} blocks, in {:.3} s), raw async-nats {} ({} facts)",
                 Unit::FactsPerSec.show(published.recorded.rate()),
                 published.recorded.facts,
+                published.last + 1 - published.first,
                 published.recorded.elapsed.as_secs_f64(),
                 Unit::FactsPerSec.show(raw.rate()),
                 raw.facts,
@@ -1002,7 +1003,7 @@ pub fn run(opts: &Options, log: &mut dyn Write) -> io::Result<Vec<Row>> {
         rows.push(pairs.row(
             "nats",
             "nats: facts/s into a 3-node JetStream cluster (R3), call-boundary durability",
-            "raw async-nats publishes of the same blocks, same acks",
+            "raw async-nats publishes of the same blocks, same headers, same acks",
             Unit::FactsPerSec,
             Target::AtLeast(0.75),
         ));

@@ -3,7 +3,7 @@
 /// Why the JetStream backend failed. Every message names what it was doing
 /// and what to do; none holds a credential (URLs are shown without their
 /// user info).
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum NatsError {
     /// The URL list is not one NATS clients take.
     #[error("REEL_NATS / --nats {urls:?}: {detail}; give a comma-separated list of the cluster's client URLs, e.g. nats://10.0.0.1:4222,nats://10.0.0.2:4222")]

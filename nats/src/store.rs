@@ -52,23 +52,39 @@ pub(crate) struct Cluster {
     pub(crate) artifacts: object_store::ObjectStore,
 }
 
-/// One stream this store writes.
-struct StreamState {
-    subject: String,
+/// Where a stream's chain stands once every block published so far is
+/// acknowledged.
+#[derive(Debug, Clone, Copy)]
+struct Head {
     /// The digest of the stream's last block (its chain's head).
-    head: Digest,
+    digest: Digest,
     /// The stream sequence of the subject's last message (0: none yet):
     /// the next publish expects it (optimistic append).
     last: u64,
+}
+
+/// The stream's chain of publishing tasks: each waits for the one before
+/// (its ack gives the expected sequence and its block the previous
+/// digest), so the writer never waits for an ack to hand over a batch.
+type Tail = tokio::task::JoinHandle<Result<Head, NatsError>>;
+
+/// One stream this store writes.
+struct StreamState {
+    subject: String,
+    /// The head once `tail` (if any) has settled.
+    head: Head,
     rules: StreamRules,
     record: RunRecord,
     outside: bool,
     ended: bool,
-    /// The block in flight: its ack's stream sequence.
-    pending: Option<tokio::task::JoinHandle<Result<u64, NatsError>>>,
-    /// Why the stream takes nothing more, after a block failed.
+    /// The last publishing task of the stream: it resolves to the head once
+    /// every block handed over so far is acknowledged.
+    tail: Option<Tail>,
+    /// Why the stream takes nothing more, after a block failed (the error
+    /// itself is reported once, by the append or flush that met it).
     broken: Option<String>,
-    /// The writer is done with it: its record is stored at the next flush.
+    /// The writer is done with it: its record is stored after its last
+    /// block, and it is forgotten at the next flush.
     closed: bool,
 }
 
@@ -87,18 +103,24 @@ struct StreamState {
 /// - **Idempotent retries:** every publish carries `Nats-Msg-Id` = the
 ///   stream's token and the block's first seq, so a retry of a block the
 ///   server has is acknowledged as a duplicate, never stored twice.
-/// - **Durability:** `append_batch` publishes the block from a task of
-///   the store's runtime (one block in flight per subject: the next waits
-///   for its ack, which gives the expected sequence; different runs go out
+/// - **Durability:** `append_batch` checks the batch against the stream
+///   rules and hands it to a task of the store's runtime, which seals it
+///   and publishes it (one block in flight per subject: a stream's next
+///   task waits for its previous block's ack, which gives the expected
+///   sequence, without the writer waiting; different runs go out
 ///   concurrently), and `flush` returns once every block is acknowledged
 ///   by the R3 stream (a majority of its replicas has it; with
 ///   `sync_interval: always`, on their disks), so a call's result, handed
 ///   back after the writer's flush, is never ahead of its facts.
+/// - **Failures stay with their stream:** a conflict or an expired
+///   offline wait breaks only the stream whose block it was: the error is
+///   returned once (by the append or flush that meets it), that stream's
+///   later batches are refused, and every other stream goes on.
 /// - **Offline:** see [`OfflinePolicy`]. The client reconnects on its own
 ///   (backoff capped at 1 s); each call's wait is bounded by the policy.
 ///
-/// Blocking: the store drives async-nats on a runtime of its own (one
-/// worker thread), so it must be called from a plain thread (the
+/// Blocking: the store drives async-nats on a runtime of its own (two
+/// worker threads: sealing a block and the connection's I/O overlap), so it must be called from a plain thread (the
 /// recorder's writer), not from inside an async task.
 pub struct NatsStore {
     rt: Option<tokio::runtime::Runtime>,
@@ -146,7 +168,7 @@ impl NatsStore {
     /// exist (creating them with `config.replicas` replicas).
     pub fn connect(config: NatsConfig) -> Result<NatsStore, NatsError> {
         let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
+            .worker_threads(2)
             .thread_name("reel-nats")
             .enable_all()
             .build()
@@ -210,29 +232,28 @@ impl NatsStore {
             .expect("the runtime lives as long as the store")
     }
 
-    /// Waits for the stream's block in flight, if any: its ack gives the
-    /// subject's last sequence. A failed block breaks the stream: every
-    /// later batch of it is refused.
-    fn settle(&self, state: &mut StreamState) -> Result<(), NatsError> {
-        if let Some(task) = state.pending.take() {
-            match self.block_on(task) {
-                Ok(Ok(seq)) => state.last = seq,
-                Ok(Err(e)) => {
-                    state.broken = Some(e.to_string());
-                    return Err(e);
-                }
-                Err(e) => state.broken = Some(format!("the publishing task failed: {e}")),
+    /// Takes the stream's tail when it has settled (or, with `wait`,
+    /// waits for it): its head becomes the stream's; an error breaks the
+    /// stream and is returned (once: the tail is gone afterwards).
+    fn settle(&self, state: &mut StreamState, wait: bool) -> Result<(), NatsError> {
+        let ready = state.tail.as_ref().is_some_and(|t| wait || t.is_finished());
+        if !ready {
+            return Ok(());
+        }
+        let tail = state.tail.take().expect("checked above");
+        let error = match self.block_on(tail) {
+            Ok(Ok(head)) => {
+                state.head = head;
+                return Ok(());
             }
-        }
-        match &state.broken {
-            None => Ok(()),
-            Some(why) => Err(NatsError::Refused {
+            Ok(Err(e)) => e,
+            Err(e) => NatsError::Refused {
                 stream: state.record.run_id.clone(),
-                detail: format!(
-                    "an earlier block of this stream was not stored ({why}); nothing more of it is"
-                ),
-            }),
-        }
+                detail: format!("the publishing task failed: {e}"),
+            },
+        };
+        state.broken = Some(error.to_string());
+        Err(error)
     }
 
     fn append(&self, stream: &str, facts: Vec<Fact>) -> Result<(), NatsError> {
@@ -260,20 +281,29 @@ impl NatsStore {
                         stream,
                         outside,
                     ),
-                    head: [0; 32],
-                    last: 0,
+                    head: Head {
+                        digest: [0; 32],
+                        last: 0,
+                    },
                     rules: StreamRules::new(stream),
                     record,
                     outside,
                     ended: false,
-                    pending: None,
+                    tail: None,
                     broken: None,
                     closed: false,
                 },
             );
         }
         let state = streams.get_mut(stream).expect("inserted above");
-        self.settle(state)?;
+        // A block that failed meanwhile is said now (without waiting for
+        // one in flight).
+        self.settle(state, false)?;
+        if let Some(why) = &state.broken {
+            return Err(refused(format!(
+                "an earlier block of this stream was not stored ({why}); nothing more of it is"
+            )));
+        }
         // Checked whole before anything is published.
         let mut rules = state.rules.clone();
         for (i, fact) in facts.iter().enumerate() {
@@ -288,41 +318,8 @@ impl NatsStore {
                 )));
             }
         }
-        let token = subject_token(stream);
-        for (k, chunk) in chunks(&facts).into_iter().enumerate() {
-            // The subject's last sequence is the previous block's ack.
-            if k > 0 {
-                self.settle(state)?;
-            }
-            let (block, digest) = reel_archive::wire::seal_block(chunk, &state.head)
-                .map_err(|e| refused(format!("a fact does not encode: {e}")))?;
-            let mut headers = HeaderMap::new();
-            headers.insert(
-                NATS_MESSAGE_ID,
-                format!("{token}:{}", chunk[0].seq).as_str(),
-            );
-            headers.insert(
-                NATS_EXPECTED_LAST_SUBJECT_SEQUENCE,
-                state.last.to_string().as_str(),
-            );
-            // Published by a task of the store's runtime: the writer goes
-            // on to the next stream's batch meanwhile, and its flush (or
-            // this stream's next batch) waits for the ack.
-            let shared = self.shared.clone();
-            let (name, subject, outside) =
-                (stream.to_owned(), state.subject.clone(), state.outside);
-            let claim = fresh && k == 0;
-            let task = async move {
-                if claim {
-                    shared.claim(&name, outside, &subject).await?;
-                }
-                shared.publish(&name, &subject, headers, block.into()).await
-            };
-            state.pending = Some(self.runtime().spawn(task));
-            state.head = digest;
-            for fact in chunk {
-                state.record.observe(fact);
-            }
+        for fact in &facts {
+            state.record.observe(fact);
         }
         state.rules = rules;
         state.ended |= facts.iter().any(|f| {
@@ -331,8 +328,72 @@ impl NatsStore {
                     && matches!(f.kind, FactKind::CallEnded(_))
                     && f.call.as_deref() == state.record.outside_run.as_deref())
         });
+        // Sealed, published and dropped by a task of the store's runtime:
+        // the writer goes on to the next stream's batch meanwhile, and its
+        // flush waits for the ack. The task waits for the stream's previous
+        // one: its ack is the subject's last sequence, its digest the chain.
+        let shared = self.shared.clone();
+        let (name, subject, outside) = (stream.to_owned(), state.subject.clone(), state.outside);
+        let prev = state.tail.take();
+        let head = state.head;
+        let task = async move {
+            let mut head = match prev {
+                Some(prev) => prev.await.map_err(|e| NatsError::Refused {
+                    stream: name.clone(),
+                    detail: format!("the publishing task failed: {e}"),
+                })??,
+                None => head,
+            };
+            if fresh {
+                shared.claim(&name, outside, &subject).await?;
+            }
+            let token = subject_token(&name);
+            for (block, digest, first) in seal_all(&name, &facts, &head.digest)? {
+                let mut headers = HeaderMap::new();
+                headers.insert(NATS_MESSAGE_ID, format!("{token}:{first}").as_str());
+                headers.insert(
+                    NATS_EXPECTED_LAST_SUBJECT_SEQUENCE,
+                    head.last.to_string().as_str(),
+                );
+                let last = shared
+                    .publish(&name, &subject, headers, block.into())
+                    .await?;
+                head = Head { digest, last };
+            }
+            drop(facts);
+            Ok(head)
+        };
+        state.tail = Some(self.runtime().spawn(task));
         Ok(())
     }
+}
+
+/// Seals a batch as one block, or, when that is over [`MAX_BLOCK`], as
+/// several chained ones: `(block, digest, first seq)` each.
+fn seal_all(
+    stream: &str,
+    facts: &[Fact],
+    prev: &Digest,
+) -> Result<Vec<(Vec<u8>, Digest, u64)>, NatsError> {
+    let seal = |chunk: &[Fact], prev: &Digest| {
+        reel_archive::wire::seal_block(chunk, prev).map_err(|e| NatsError::Refused {
+            stream: stream.into(),
+            detail: format!("a fact does not encode: {e}"),
+        })
+    };
+    // One encoding in the common case: the whole batch fits.
+    let (block, digest) = seal(facts, prev)?;
+    if block.len() <= MAX_BLOCK || facts.len() == 1 {
+        return Ok(vec![(block, digest, facts[0].seq)]);
+    }
+    let mut out = Vec::new();
+    let mut prev = *prev;
+    for chunk in chunks(facts) {
+        let (block, digest) = seal(chunk, &prev)?;
+        out.push((block, digest, chunk[0].seq));
+        prev = digest;
+    }
+    Ok(out)
 }
 
 impl Shared {
@@ -493,12 +554,18 @@ impl Shared {
 
     /// Stores the stream's final record in the KV bucket (the index a
     /// listing reads); its claim stays: the id stays taken.
-    async fn store_record(&self, stream: &str, state: &StreamState) -> Result<(), NatsError> {
-        let key = kv_key(stream, state.outside);
+    async fn store_record(
+        &self,
+        stream: &str,
+        outside: bool,
+        subject: &str,
+        record: &RunRecord,
+    ) -> Result<(), NatsError> {
+        let key = kv_key(stream, outside);
         let value = serde_json::json!({
             "writer": self.writer,
-            "subject": state.subject,
-            "record": state.record,
+            "subject": subject,
+            "record": record,
         })
         .to_string();
         let start = Instant::now();
@@ -691,51 +758,59 @@ impl Store for NatsStore {
             .map_err(other)
     }
 
-    /// Waits for the ack of every block in flight (their publishes went
-    /// out concurrently, one per stream).
+    /// Waits for the ack of every block handed over (their publishes went
+    /// out concurrently, one in flight per stream), and forgets the closed
+    /// streams. A stream whose block failed is reported here once (unless
+    /// its append did already); later flushes do not report it again.
     fn flush(&self) -> Result<(), StoreError> {
         let mut streams = lock(&self.streams);
         let mut first = None;
         for state in streams.values_mut() {
-            if let Err(e) = self.settle(state) {
+            if let Err(e) = self.settle(state, true) {
                 first.get_or_insert(e);
             }
         }
-        let closed: Vec<String> = streams
-            .iter()
-            .filter(|(_, s)| s.closed && s.broken.is_none())
-            .map(|(k, _)| k.clone())
-            .collect();
-        let mut records = Vec::new();
-        for name in closed {
-            let state = streams.remove(&name).expect("listed above");
-            let shared = self.shared.clone();
-            records.push(self.runtime().spawn(async move {
-                // The facts are durable already; a record that does not
-                // make it is an index entry short, said as a warning, not
-                // a lost fact.
-                if let Err(e) = shared.store_record(&name, &state).await {
-                    tracing::warn!("reel-nats: the run record of {name:?} was not stored: {e}");
-                }
-            }));
-        }
-        streams.retain(|_, s| !(s.closed && s.broken.is_some()));
-        for task in records {
-            let _ = self.block_on(task);
-        }
+        streams.retain(|_, s| !s.closed);
         match first {
             None => Ok(()),
             Some(e) => Err(other(e)),
         }
     }
 
-    /// The stream's record goes to the KV bucket at the next flush, once
-    /// its last block is acknowledged (with every other closed stream's,
-    /// concurrently).
+    /// The stream's record goes to the KV bucket once its last block is
+    /// acknowledged (chained after it, so other streams' acks are not
+    /// held up); the next flush waits for it.
     fn close_stream(&self, stream: &str) -> Result<(), StoreError> {
-        if let Some(state) = lock(&self.streams).get_mut(stream) {
-            state.closed = true;
+        let mut streams = lock(&self.streams);
+        let Some(state) = streams.get_mut(stream) else {
+            return Ok(());
+        };
+        state.closed = true;
+        if state.broken.is_some() {
+            return Ok(());
         }
+        let shared = self.shared.clone();
+        let (name, subject, outside) = (stream.to_owned(), state.subject.clone(), state.outside);
+        let record = state.record.clone();
+        let prev = state.tail.take();
+        let head = state.head;
+        let task = async move {
+            let head = match prev {
+                Some(prev) => prev.await.map_err(|e| NatsError::Refused {
+                    stream: name.clone(),
+                    detail: format!("the publishing task failed: {e}"),
+                })??,
+                None => head,
+            };
+            // The facts are durable already; a record that does not make
+            // it is an index entry short, said as a warning, not a lost
+            // fact.
+            if let Err(e) = shared.store_record(&name, outside, &subject, &record).await {
+                tracing::warn!("reel-nats: the run record of {name:?} was not stored: {e}");
+            }
+            Ok(head)
+        };
+        state.tail = Some(self.runtime().spawn(task));
         Ok(())
     }
 }

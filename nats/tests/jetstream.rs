@@ -365,6 +365,41 @@ fn conflict(cluster: &ClusterUnderTest) {
     writeln!(r.children[a].1.as_mut().unwrap()).unwrap();
     assert!(r.finish(a), "the first writer of run dup-0 completes");
     assert_eq!(r.ended(), BTreeSet::from(["dup-0".to_owned()]));
+
+    // In one store, a conflict fails the run concerned only: it is
+    // reported once, that run takes nothing more, and a run written
+    // alongside it goes on.
+    let store = NatsStore::connect(config(cluster)).unwrap();
+    store.append_batch("dup-0", vec![started("dup-0")]).unwrap();
+    store
+        .append_batch("solo-0", vec![started("solo-0")])
+        .unwrap();
+    let err = store.flush().unwrap_err().to_string();
+    assert!(
+        err.contains("\"dup-0\" is being written by another recorder"),
+        "{err}"
+    );
+    let refused = store
+        .append_batch("dup-0", vec![progress(1)])
+        .unwrap_err()
+        .to_string();
+    assert!(refused.contains("was not stored"), "{refused}");
+    let end = reel::fact::Fact {
+        kind: FactKind::RunEnded(reel::fact::RunEnded {
+            status: RunStatus::Completed,
+        }),
+        ..progress(2)
+    };
+    store
+        .append_batch("solo-0", vec![progress(1), end])
+        .unwrap();
+    store.close_stream("solo-0").unwrap();
+    store.flush().unwrap();
+    assert_eq!(
+        store.stats().blocks,
+        2,
+        "solo-0's two blocks, none of dup-0's"
+    );
 }
 
 /// Returns the id of the run whose recorder was killed.
