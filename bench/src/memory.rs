@@ -26,9 +26,10 @@
 //! - what is stored: sled 0.34 keeps the pages a process wrote resident
 //!   (as it keeps what it reads, see `cli/tests/stream.rs`), so the kept
 //!   reports cost about their stored size, the archive directory's
-//!   allocated size after the child ends ([`STORED_RESIDENT`] allows 1.5x;
-//!   measured 1.1-1.2x: 5,000,000 reports kept 550,000, 31 MB stored,
-//!   peak 93 MB; 20,000,000 kept 1,680,000, 101 MB stored, peak 162 MB).
+//!   allocated size after the child ends ([`STORED_RESIDENT`] allows 2x;
+//!   measured 1.1-1.5x: 5,000,000 reports kept 470,000-550,000, 27-31 MB
+//!   stored, peak 89-93 MB; 20,000,000 kept 1,680,000, 101 MB stored,
+//!   peak 162 MB).
 //!   That is the storage's cost of any fact written, not the storm's: the
 //!   queue's share does not grow with the number of reports.
 //!
@@ -53,8 +54,8 @@ pub const CHILD_ENV: &str = "REEL_BENCH_MEMORY_CHILD";
 pub const QUEUE_BYTES_PER_REPORT: u64 = 512;
 
 /// What sled keeps resident per stored byte written, as a fraction
-/// (numerator, denominator): 3/2.
-pub const STORED_RESIDENT: (u64, u64) = (3, 2);
+/// (numerator, denominator): 2/1.
+pub const STORED_RESIDENT: (u64, u64) = (2, 1);
 
 /// What the writer's drain may hold: 8,192 messages as pending facts with
 /// their call ids, payloads and encoding, at 1 KiB each.
