@@ -27,6 +27,8 @@
 //! | `progress` | one `ctx.progress(payload)` inside a recorded call, payloads built beforehand | `tokio::sync::mpsc` unbounded `send` of the same payloads, a thread draining them |
 //! | `list` | `list_runs` (tenant + status, limit 50) over 100,000 runs | the same over 1,000 runs |
 //! | `replay` | facts matched per second by `reel_replayer::replay` over the loaded recording, and end to end (`Tape::read` + `Recording` + `replay`) | `Tape::read` of the same tape |
+//! | `memory` | peak RSS (VmHWM, a child process) of a tool filing 5,000,000 progress reports without an await; target: under the bound [`memory`] derives from `progress_bound` | the same recorder and call filing none |
+//! | `viewer` | the real `reel` binary: `reel show` of a 1,000,000-fact run until its first line reaches the pipe (target: under 50 ms); `reel runs` on 100,000 runs of 40 facts, until it exits | `reel show` of a 100-fact run; `reel runs` on 100,000 runs of 4 facts |
 //! | `nats` (with `--nats URLS`) | the `record` workload into a JetStream cluster through `reel_nats::NatsStore`, call-boundary durability (each block's ack from the R3 stream), facts/s until `shutdown` returns | the very blocks reel published, read back untimed, published raw with `async-nats` to an R3 stream with the same headers (message id, expected last subject sequence), each ack awaited before the run's next block, runs concurrent |
 //!
 //! ```no_run
@@ -37,10 +39,12 @@
 
 pub mod agent;
 pub mod list;
+pub mod memory;
 pub mod nats;
 pub mod progress;
 pub mod record;
 pub mod replay;
+pub mod viewer;
 pub mod workload;
 
 use std::fmt;
@@ -67,6 +71,8 @@ pub const ROWS: &[&str] = &[
     "list",
     "replay",
     "nats",
+    "memory",
+    "viewer",
 ];
 
 /// How big each workload is.
@@ -92,6 +98,14 @@ pub struct Sizes {
     pub agent: agent::AgentShape,
     /// Calls timed one by one per round in the latency row.
     pub latency_calls: usize,
+    /// Progress reports the memory row's tool files without an await.
+    pub memory_reports: u64,
+    /// Facts of the run `reel show` shows in the viewer row.
+    pub show_facts: usize,
+    /// Runs in each archive `reel runs` lists in the viewer row.
+    pub runs_count: usize,
+    /// Progress reports per run in the viewer row's archive of many facts.
+    pub runs_progress: usize,
 }
 
 impl Sizes {
@@ -117,6 +131,10 @@ impl Sizes {
                 big_every: 20,
             },
             latency_calls: 200,
+            memory_reports: 5_000_000,
+            show_facts: 1_000_000,
+            runs_count: 100_000,
+            runs_progress: 36,
         }
     }
 
@@ -141,6 +159,10 @@ impl Sizes {
                 big_every: 4,
             },
             latency_calls: 5,
+            memory_reports: 20_000,
+            show_facts: 2_000,
+            runs_count: 200,
+            runs_progress: 36,
         }
     }
 }
@@ -191,6 +213,8 @@ pub enum Target {
     AtMost(f64),
     /// The ratio must lie within `1/x ..= x`.
     Within(f64),
+    /// Reel's own figure (in the row's unit) must be under this.
+    Under(f64),
     /// Reported only.
     Reported,
 }
@@ -201,6 +225,7 @@ impl fmt::Display for Target {
             Target::AtLeast(x) => write!(f, ">= {x}x"),
             Target::AtMost(x) => write!(f, "<= {x}x"),
             Target::Within(x) => write!(f, "within {x}x"),
+            Target::Under(x) => write!(f, "reel under {x}"),
             Target::Reported => f.write_str("reported"),
         }
     }
@@ -219,6 +244,8 @@ pub enum Unit {
     Millis,
     /// Microseconds.
     Micros,
+    /// Megabytes (10^6 bytes).
+    Megabytes,
 }
 
 impl Unit {
@@ -231,6 +258,7 @@ impl Unit {
             Unit::BytesPerFact => format!("{value:.1} B/fact"),
             Unit::Millis => format!("{value:.3} ms"),
             Unit::Micros => format!("{value:.0} us"),
+            Unit::Megabytes => format!("{value:.1} MB"),
         }
     }
 }
@@ -265,6 +293,7 @@ impl Row {
             Target::AtLeast(x) => Some(self.ratio >= x),
             Target::AtMost(x) => Some(self.ratio <= x),
             Target::Within(x) => Some(self.ratio <= x && self.ratio >= 1.0 / x),
+            Target::Under(x) => Some(self.reel < x),
             Target::Reported => None,
         }
     }
@@ -1008,6 +1037,12 @@ pub fn run(opts: &Options, log: &mut dyn Write) -> io::Result<Vec<Row>> {
             Target::AtLeast(0.75),
         ));
     }
+    if opts.wants("memory") {
+        rows.push(memory_row(s, rounds, &tmp, log)?);
+    }
+    if opts.wants("viewer") {
+        rows.extend(viewer_rows(s, rounds, &tmp, log)?);
+    }
     Ok(rows)
 }
 
@@ -1022,6 +1057,10 @@ pub fn summary_table(rows: &[Row]) -> String {
             Some(false) => "no",
             None => "n/a",
         };
+        let target = match r.target {
+            Target::Under(x) => format!("reel < {}", r.unit.show(x)),
+            t => t.to_string(),
+        };
         out.push_str(&format!(
             "| {} | {} | {} ({}) | {:.2}x | {} | {} |\n",
             r.what,
@@ -1029,9 +1068,215 @@ pub fn summary_table(rows: &[Row]) -> String {
             r.unit.show(r.baseline),
             r.baseline_is,
             r.ratio,
-            r.target,
+            target,
             holds
         ));
     }
     out
+}
+
+/// A fresh temporary directory named with this prefix (see [`run`]).
+type Tmp<'a> = &'a dyn Fn(&str) -> io::Result<tempfile::TempDir>;
+
+/// The `memory` row (see [`memory`]).
+fn memory_row(s: &Sizes, rounds: usize, tmp: Tmp<'_>, log: &mut dyn Write) -> io::Result<Row> {
+    let n = s.memory_reports;
+    let progress_bound = RecorderConfig::default().progress_bound;
+    writeln!(
+        log,
+        "\n[memory] a tool filing {n} progress reports without an await, each side in a child process \
+         (peak RSS = VmHWM, read when the recording has shut down); baseline: the same recorder and call \
+         filing no report; progress_bound {progress_bound}"
+    )?;
+    let mb = |b: u64| b as f64 / 1e6;
+    let bare = memory::measure(memory::Mode::Bare, n, tmp("reel-bench-memory-")?.path())?;
+    writeln!(
+        log,
+        "  (for information: the same loop with no recorder peaks at {:.1} MB)",
+        mb(bare.hwm)
+    )?;
+    let mut pairs = Pairs::default();
+    let mut stored = 0;
+    for round in 0..rounds {
+        let (mut storm, mut idle) = (None, None);
+        for side in [round % 2, 1 - round % 2] {
+            let dir = tmp("reel-bench-memory-")?;
+            if side == 0 {
+                storm = Some(memory::measure(memory::Mode::Storm, n, dir.path())?);
+            } else {
+                idle = Some(memory::measure(memory::Mode::Idle, 0, dir.path())?);
+            }
+        }
+        let (st, id) = (storm.expect("ran"), idle.expect("ran"));
+        if st.kept + st.dropped != n {
+            return Err(io::Error::other(format!(
+                "the record counts {} kept + {} dropped reports of {n}",
+                st.kept, st.dropped
+            )));
+        }
+        stored = stored.max(st.stored);
+        let bound = memory::bound(id.hwm, progress_bound, st.stored);
+        writeln!(
+            log,
+            "  round {}: storm peak {:.1} MB ({} reports kept, {} dropped, {:.1} MB stored); idle peak {:.1} MB; \
+             bound {:.1} MB ({})",
+            round + 1,
+            mb(st.hwm),
+            st.kept,
+            st.dropped,
+            mb(st.stored),
+            mb(id.hwm),
+            mb(bound),
+            if st.hwm < bound { "holds" } else { "over" }
+        )?;
+        pairs.push(mb(st.hwm), mb(id.hwm));
+    }
+    let idle = median(&pairs.base);
+    let bound = mb(memory::bound((idle * 1e6) as u64, progress_bound, stored));
+    writeln!(
+        log,
+        "  bound = idle peak {idle:.1} MB + progress_bound {progress_bound} x {} B (a queued report) \
+         + the writer's drain {:.1} MB + {}/{} x the bytes stored (sled keeps what it wrote resident; at most {:.1} MB here) = {bound:.1} MB",
+        memory::QUEUE_BYTES_PER_REPORT,
+        mb(memory::DRAIN_BYTES),
+        memory::STORED_RESIDENT.0,
+        memory::STORED_RESIDENT.1,
+        mb(stored),
+    )?;
+    Ok(pairs.row(
+        "memory",
+        &format!("memory: peak RSS of a tool filing {n} progress reports without an await"),
+        "the same call filing none",
+        Unit::Megabytes,
+        Target::Under(bound),
+    ))
+}
+
+/// The `viewer` rows (see [`viewer`]).
+fn viewer_rows(
+    s: &Sizes,
+    rounds: usize,
+    tmp: Tmp<'_>,
+    log: &mut dyn Write,
+) -> io::Result<Vec<Row>> {
+    let bin = viewer::reel_binary()?;
+    let config = tmp("reel-bench-viewer-config-")?;
+    let big_dir = tmp("reel-bench-show-big-")?;
+    let small_dir = tmp("reel-bench-show-small-")?;
+    let t = std::time::Instant::now();
+    let facts = viewer::build_run(big_dir.path(), "big", s.show_facts)?;
+    let small = viewer::build_run(small_dir.path(), "small", viewer::FACTS_PER_CALL)?;
+    let (stored, _) = record::disk_usage(big_dir.path())?;
+    writeln!(
+        log,
+        "\n[viewer] the real reel binary ({}, {}); `reel show` of a {facts}-fact run ({:.1} MB on disk; built in {:.1} s, untimed) \
+         until its first line reaches the pipe, vs the same of a {small}-fact run in an archive of its own; \
+         per round each side's fastest of {} spawns (alternating), then medians over rounds",
+        bin.path.display(),
+        bin.how,
+        stored as f64 / 1e6,
+        t.elapsed().as_secs_f64(),
+        viewer::SPAWNS
+    )?;
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let mut show = Pairs::default();
+    let mut first = String::new();
+    for round in 0..rounds {
+        // Each side's fastest of SPAWNS within the round: a process start
+        // on this shared machine waits for a core now and then.
+        let (mut b, mut sm, mut start) = (Duration::MAX, Duration::MAX, Duration::MAX);
+        for spawn in 0..viewer::SPAWNS {
+            for side in [(round + spawn) % 2, 1 - (round + spawn) % 2] {
+                if side == 0 {
+                    let (t, line) =
+                        viewer::show_first_line(&bin.path, big_dir.path(), config.path(), "big")?;
+                    (b, first) = (b.min(t), line);
+                } else {
+                    let (t, _) = viewer::show_first_line(
+                        &bin.path,
+                        small_dir.path(),
+                        config.path(),
+                        "small",
+                    )?;
+                    sm = sm.min(t);
+                }
+            }
+            start = start.min(viewer::version(&bin.path, config.path())?);
+        }
+        writeln!(
+            log,
+            "  round {}: first line after {:.1} ms ({facts} facts), {:.1} ms ({small} facts); `reel --version` {:.1} ms",
+            round + 1,
+            ms(b),
+            ms(sm),
+            ms(start)
+        )?;
+        show.push(ms(b), ms(sm));
+    }
+    writeln!(log, "  the first line: {first}")?;
+    let (whole, lines) = viewer::show_whole(&bin.path, big_dir.path(), config.path(), "big")?;
+    writeln!(
+        log,
+        "  (for information: the whole run, {lines} lines, in {:.2} s)",
+        whole.as_secs_f64()
+    )?;
+    drop(big_dir);
+
+    let n = s.runs_count;
+    let few_dir = tmp("reel-bench-runs-few-")?;
+    let many_dir = tmp("reel-bench-runs-many-")?;
+    let t = std::time::Instant::now();
+    drop(list::build(few_dir.path(), n)?);
+    drop(list::build_with(many_dir.path(), n, s.runs_progress)?);
+    let (few_b, _) = record::disk_usage(few_dir.path())?;
+    let (many_b, _) = record::disk_usage(many_dir.path())?;
+    let many_facts = 4 + s.runs_progress;
+    writeln!(
+        log,
+        "\n[viewer] `reel runs` (first page of 50) until it exits: {n} runs of {many_facts} facts ({:.1} MB on disk) \
+         vs {n} runs of 4 facts ({:.1} MB); built in {:.1} s (untimed)",
+        many_b as f64 / 1e6,
+        few_b as f64 / 1e6,
+        t.elapsed().as_secs_f64()
+    )?;
+    let mut runs = Pairs::default();
+    for round in 0..rounds {
+        let (mut m, mut f) = (Duration::MAX, Duration::MAX);
+        let (mut ml, mut fl) = (0, 0);
+        for spawn in 0..viewer::SPAWNS {
+            for side in [(round + spawn) % 2, 1 - (round + spawn) % 2] {
+                if side == 0 {
+                    let (t, lines) = viewer::runs(&bin.path, many_dir.path(), config.path())?;
+                    (m, ml) = (m.min(t), lines);
+                } else {
+                    let (t, lines) = viewer::runs(&bin.path, few_dir.path(), config.path())?;
+                    (f, fl) = (f.min(t), lines);
+                }
+            }
+        }
+        writeln!(
+            log,
+            "  round {}: {many_facts} facts per run {:.1} ms ({ml} lines), 4 facts per run {:.1} ms ({fl} lines)",
+            round + 1,
+            ms(m),
+            ms(f)
+        )?;
+        runs.push(ms(m), ms(f));
+    }
+    Ok(vec![
+        show.row(
+            "viewer",
+            &format!("viewer: `reel show` time to first line, {facts}-fact run"),
+            &format!("the same, {small}-fact run"),
+            Unit::Millis,
+            Target::Under(50.0),
+        ),
+        runs.row(
+            "viewer",
+            &format!("viewer: `reel runs` on {n} runs of {many_facts} facts, until exit"),
+            &format!("{n} runs of 4 facts"),
+            Unit::Millis,
+            Target::Within(1.25),
+        ),
+    ])
 }

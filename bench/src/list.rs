@@ -43,6 +43,12 @@ fn tenant(i: usize) -> String {
 /// (with a tenant), one call (started and ended) and run.ended, appended as
 /// one batch; runs start one second apart.
 pub fn build(dir: &Path, runs: usize) -> io::Result<Archive> {
+    build_with(dir, runs, 0)
+}
+
+/// [`build`], with `progress` progress reports in each run's call (between
+/// its start and its end, in the same batch): the same runs, more facts.
+pub fn build_with(dir: &Path, runs: usize, progress: usize) -> io::Result<Archive> {
     let archive = Archive::open(dir, ArchiveConfig::default()).map_err(io::Error::other)?;
     let base = 1_700_000_000_000_000_000i64;
     for i in 0..runs {
@@ -55,7 +61,7 @@ pub fn build(dir: &Path, runs: usize) -> io::Result<Archive> {
             kind,
         };
         let tool = TOOLS[i % TOOLS.len()];
-        let facts = vec![
+        let mut facts = vec![
             fact(
                 0,
                 None,
@@ -114,6 +120,17 @@ pub fn build(dir: &Path, runs: usize) -> io::Result<Archive> {
                 }),
             ),
         ];
+        let reports = (0..progress).map(|k| {
+            fact(
+                1_001 + k as u64,
+                Some("c1"),
+                FactKind::Progress(Progress {
+                    payload: json!({ "message": format!("step {k} of {progress}"), "done": k }),
+                    count: 0,
+                }),
+            )
+        });
+        facts.splice(2..2, reports);
         archive.append(&run_id, facts).map_err(io::Error::other)?;
     }
     archive.flush().map_err(io::Error::other)?;

@@ -15,13 +15,17 @@ use reel_bench::{run, summary_table, Options, Sizes, ROWS};
 const USAGE: &str = "usage: reel-bench [--smoke] [--row NAME]... [--rounds N] [--dir DIR] [--keep]
   --smoke      tiny sizes (seconds; what the smoke test runs)
   --row NAME   run only this row (repeatable): record, record-fair, record-limit, tripwire, agent,
-               latency, progress, tracing, timeline, bytes, list, replay, nats
+               latency, progress, tracing, timeline, bytes, list, replay, nats, memory, viewer
   --nats URLS  the JetStream cluster of the nats row (comma-separated client URLs; without it the row is not run)
   --rounds N   rounds per row (default 9; at least 5 for figures worth quoting)
   --dir DIR    where the temporary archives and files go (default: the system's temp dir)
   --keep       keep those archives and files (their paths are printed)";
 
 fn main() -> ExitCode {
+    // The memory row runs this binary again as its child.
+    if reel_bench::memory::child_main() {
+        return ExitCode::SUCCESS;
+    }
     let mut opts = Options::new(Sizes::full());
     let mut smoke = false;
     let mut rounds = None;

@@ -24,8 +24,8 @@ fn every_row_runs_at_tiny_sizes() {
         );
     }
     // progress and latency have a median (p50) and a p99 row; replay has
-    // replay() alone and end to end.
-    assert_eq!(rows.len(), ROWS.len() + 3, "{log}");
+    // replay() alone and end to end; viewer has `reel show` and `reel runs`.
+    assert_eq!(rows.len(), ROWS.len() + 4, "{log}");
     for r in &rows {
         for (name, v) in [
             ("reel", r.reel),
