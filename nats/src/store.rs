@@ -241,6 +241,10 @@ impl NatsStore {
             return Ok(());
         }
         let tail = state.tail.take().expect("checked above");
+        if state.broken.is_some() {
+            // Its failure was reported already (by the flush that met it).
+            return Ok(());
+        }
         let error = match self.block_on(tail) {
             Ok(Ok(head)) => {
                 state.head = head;
@@ -758,23 +762,75 @@ impl Store for NatsStore {
             .map_err(other)
     }
 
-    /// Waits for the ack of every block handed over (their publishes went
-    /// out concurrently, one in flight per stream), and forgets the closed
-    /// streams. A stream whose block failed is reported here once (unless
-    /// its append did already); later flushes do not report it again.
+    /// Waits for the ack of every block handed over before it was called
+    /// (their publishes went out concurrently, one in flight per stream),
+    /// without holding the streams meanwhile: each stream's tail is relayed
+    /// through a task that tells the flush when it settles, so the chain
+    /// stays whole for blocks appended during the flush, which it does not
+    /// wait for. Then forgets the closed streams that have settled. A
+    /// stream whose block failed is reported here once (unless its append
+    /// did already); later flushes do not report it again.
     fn flush(&self) -> Result<(), StoreError> {
-        let mut streams = lock(&self.streams);
-        let mut first = None;
-        for state in streams.values_mut() {
-            if let Err(e) = self.settle(state, true) {
-                first.get_or_insert(e);
+        let mut waits = Vec::new();
+        {
+            let mut streams = lock(&self.streams);
+            for (name, state) in streams.iter_mut() {
+                let Some(prev) = state.tail.take() else {
+                    continue;
+                };
+                let (tx, rx) = tokio::sync::oneshot::channel();
+                let stream = name.clone();
+                state.tail = Some(self.runtime().spawn(async move {
+                    let settled = prev.await.unwrap_or_else(|e| {
+                        Err(NatsError::Refused {
+                            stream,
+                            detail: format!("the publishing task failed: {e}"),
+                        })
+                    });
+                    let _ = tx.send(settled.clone().map(|_| ()));
+                    settled
+                }));
+                waits.push((name.clone(), rx));
             }
         }
-        streams.retain(|_, s| !s.closed);
+        let mut first = None;
+        let mut failed = Vec::new();
+        for (name, rx) in waits {
+            let error = match self.block_on(rx) {
+                Ok(Ok(())) => continue,
+                Ok(Err(e)) => e,
+                Err(_) => NatsError::Refused {
+                    stream: name.clone(),
+                    detail: "the publishing task was dropped".into(),
+                },
+            };
+            failed.push((name, error.to_string()));
+            first.get_or_insert(error);
+        }
+        let mut streams = lock(&self.streams);
+        for (name, why) in failed {
+            // Said by this flush: the stream takes nothing more, and its
+            // settled tail is not reported again (see `settle`).
+            if let Some(state) = streams.get_mut(&name) {
+                state.broken.get_or_insert(why);
+            }
+        }
+        for state in streams.values_mut() {
+            let _ = self.settle(state, false);
+        }
+        streams.retain(|_, s| !(s.closed && s.tail.is_none()));
+        drop(streams);
         match first {
             None => Ok(()),
             Some(e) => Err(other(e)),
         }
+    }
+
+    /// True: see [`NatsStore::flush`](Store::flush); the recorder's writer
+    /// then seals and hands over the next drain while a flush waits for
+    /// the cluster's acks.
+    fn flushes_concurrently(&self) -> bool {
+        true
     }
 
     /// The stream's record goes to the KV bucket once its last block is
