@@ -37,6 +37,7 @@
 
 pub mod agent;
 pub mod list;
+pub mod mcp;
 pub mod nats;
 pub mod progress;
 pub mod record;
@@ -67,6 +68,8 @@ pub const ROWS: &[&str] = &[
     "list",
     "replay",
     "nats",
+    "mcp-record",
+    "mcp-serve",
 ];
 
 /// How big each workload is.
@@ -92,6 +95,21 @@ pub struct Sizes {
     pub agent: agent::AgentShape,
     /// Calls timed one by one per round in the latency row.
     pub latency_calls: usize,
+    /// The MCP rows' workload.
+    pub mcp: McpShape,
+}
+
+/// The MCP rows' workload (per side per round).
+#[derive(Debug, Clone, Copy)]
+pub struct McpShape {
+    /// `tools/call`s one after the other (the latency figures, and the
+    /// `mcp-serve` row's sequential rate).
+    pub sequential: usize,
+    /// `tools/call`s with [`McpShape::inflight`] in flight (the
+    /// throughput figures).
+    pub concurrent: usize,
+    /// Calls in flight at once in the throughput figures.
+    pub inflight: usize,
 }
 
 impl Sizes {
@@ -117,6 +135,11 @@ impl Sizes {
                 big_every: 20,
             },
             latency_calls: 200,
+            mcp: McpShape {
+                sequential: 2_000,
+                concurrent: 4_000,
+                inflight: 8,
+            },
         }
     }
 
@@ -141,6 +164,11 @@ impl Sizes {
                 big_every: 4,
             },
             latency_calls: 5,
+            mcp: McpShape {
+                sequential: 10,
+                concurrent: 20,
+                inflight: 4,
+            },
         }
     }
 }
@@ -162,6 +190,13 @@ pub struct Options {
     /// The JetStream cluster of the `nats` row (comma-separated client
     /// URLs); without it the row is not run.
     pub nats: Option<String>,
+    /// The `reel-bench` binary the MCP rows spawn as their servers
+    /// (`--mcp-server`); this process's own executable when `None`.
+    pub bench_exe: Option<PathBuf>,
+    /// The `reel` binary whose `reel mcp record` the `mcp-record` row
+    /// measures; when `None`, `reel-bench --mcp-record` (the same library
+    /// entry point, [`mcp::proxy_main`]).
+    pub reel_exe: Option<PathBuf>,
 }
 
 impl Options {
@@ -174,6 +209,8 @@ impl Options {
             workers: 2,
             keep: false,
             nats: None,
+            bench_exe: None,
+            reel_exe: None,
         }
     }
 
@@ -219,6 +256,8 @@ pub enum Unit {
     Millis,
     /// Microseconds.
     Micros,
+    /// Calls per second.
+    CallsPerSec,
 }
 
 impl Unit {
@@ -231,6 +270,7 @@ impl Unit {
             Unit::BytesPerFact => format!("{value:.1} B/fact"),
             Unit::Millis => format!("{value:.3} ms"),
             Unit::Micros => format!("{value:.0} us"),
+            Unit::CallsPerSec => format!("{value:.0} calls/s"),
         }
     }
 }
@@ -1000,7 +1040,189 @@ pub fn run(opts: &Options, log: &mut dyn Write) -> io::Result<Vec<Row>> {
             Target::AtLeast(0.75),
         ));
     }
+    if opts.wants("mcp-record") || opts.wants("mcp-serve") {
+        let programs = mcp::Programs {
+            bench: match &opts.bench_exe {
+                Some(p) => p.clone(),
+                None => std::env::current_exe()?,
+            },
+            proxy: match &opts.reel_exe {
+                Some(p) => mcp::ProxyBin::Reel(p.clone()),
+                None => mcp::ProxyBin::InBench,
+            },
+            dir: tmp("reel-bench-mcp-")?.keep(),
+        };
+        let result = mcp_rows(opts, &rt, &programs, log, &mut rows);
+        if !opts.keep {
+            let _ = std::fs::remove_dir_all(&programs.dir);
+        }
+        result?;
+    }
     Ok(rows)
+}
+
+/// The `mcp-record` and `mcp-serve` rows (see [`mcp`]).
+fn mcp_rows(
+    opts: &Options,
+    rt: &tokio::runtime::Runtime,
+    programs: &mcp::Programs,
+    log: &mut dyn Write,
+    rows: &mut Vec<Row>,
+) -> io::Result<()> {
+    use mcp::Side;
+    let shape = opts.sizes.mcp;
+    let rounds = opts.sizes.rounds.max(1);
+    let mut n = 0;
+    // One side's figures in one round: sequential call times, calls/s
+    // with `inflight` in flight. A new session (process) per side per
+    // round; its start (spawn, initialize, tools/list) and a warm-up of
+    // a few calls are untimed.
+    let mut measure = |side: Side| -> io::Result<(Vec<Duration>, f64)> {
+        n += 1;
+        rt.block_on(async {
+            let session = programs.connect(side, n).await?;
+            session.sequential(shape.sequential.min(20)).await?;
+            let took = session.sequential(shape.sequential).await?;
+            let rate = session.concurrent(shape.concurrent, shape.inflight).await?;
+            session.close().await?;
+            Ok((took, rate))
+        })
+    };
+    if opts.wants("mcp-record") {
+        let proxy = match &programs.proxy {
+            mcp::ProxyBin::Reel(p) => format!("`{} mcp record` (the reel binary)", p.display()),
+            mcp::ProxyBin::InBench => "`reel-bench --mcp-record` (no reel binary given or found: \
+                the library entry point `reel mcp record` calls, in its own process)"
+                .to_owned(),
+        };
+        writeln!(
+            log,
+            "\n[mcp-record] an rmcp client (2025-11-25, stdio) calling `{}` ({} B of text back and forth) \
+             on a plain rmcp server process, through {proxy} recording into an archive, against the same \
+             client and server directly; per side per round: {} calls one after the other (p50, p99), \
+             then {} calls with {} in flight (calls/s)",
+            mcp::TOOL,
+            mcp::TEXT_BYTES,
+            shape.sequential,
+            shape.concurrent,
+            shape.inflight
+        )?;
+        let mut p50 = Pairs::default();
+        let mut p99 = Pairs::default();
+        let mut rate = Pairs::default();
+        for round in 0..rounds {
+            let mut proxied = None;
+            let mut direct = None;
+            for side in [round % 2, 1 - round % 2] {
+                if side == 0 {
+                    proxied = Some(measure(Side::Proxied)?);
+                } else {
+                    direct = Some(measure(Side::Direct)?);
+                }
+            }
+            let ((pt, pr), (dt, dr)) = (proxied.expect("ran"), direct.expect("ran"));
+            let (p5, p9) = (mcp::quantile_us(&pt, 0.5), mcp::quantile_us(&pt, 0.99));
+            let (d5, d9) = (mcp::quantile_us(&dt, 0.5), mcp::quantile_us(&dt, 0.99));
+            p50.push(p5, d5);
+            p99.push(p9, d9);
+            rate.push(pr, dr);
+            writeln!(
+                log,
+                "  round {}: through the proxy p50 {p5:.0} us, p99 {p9:.0} us, {pr:.0} calls/s; \
+                 direct p50 {d5:.0} us, p99 {d9:.0} us, {dr:.0} calls/s",
+                round + 1
+            )?;
+        }
+        let baseline = "the same client and server, directly";
+        rows.push(p50.row(
+            "mcp-record",
+            "MCP: tools/call round trip through `reel mcp record`, p50",
+            baseline,
+            Unit::Micros,
+            Target::AtMost(1.1),
+        ));
+        rows.push(p99.row(
+            "mcp-record",
+            "MCP: the same round trip, p99",
+            baseline,
+            Unit::Micros,
+            Target::Reported,
+        ));
+        rows.push(rate.row(
+            "mcp-record",
+            &format!(
+                "MCP: tools/call/s through `reel mcp record`, {} in flight",
+                shape.inflight
+            ),
+            baseline,
+            Unit::CallsPerSec,
+            Target::AtLeast(0.9),
+        ));
+    }
+    if opts.wants("mcp-serve") {
+        writeln!(
+            log,
+            "\n[mcp-serve] the same client calling `{}` on reel's McpHost (stdio, every call recorded, \
+             the recorder's defaults: call-boundary durability) against a plain rmcp server with the \
+             same tool body and no recording; per side per round: {} calls with {} in flight (calls/s), \
+             and {} one after the other",
+            mcp::TOOL,
+            shape.concurrent,
+            shape.inflight,
+            shape.sequential
+        )?;
+        let mut rate = Pairs::default();
+        let mut seq = Pairs::default();
+        for round in 0..rounds {
+            let mut served = None;
+            let mut plain = None;
+            for side in [round % 2, 1 - round % 2] {
+                if side == 0 {
+                    served = Some(measure(Side::Served)?);
+                } else {
+                    plain = Some(measure(Side::Direct)?);
+                }
+            }
+            let ((st, sr), (pt, pr)) = (served.expect("ran"), plain.expect("ran"));
+            let per_sec = |took: &[Duration]| rate_of(took);
+            let (ss, ps) = (per_sec(&st), per_sec(&pt));
+            rate.push(sr, pr);
+            seq.push(ss, ps);
+            writeln!(
+                log,
+                "  round {}: reel {sr:.0} calls/s ({} in flight), {ss:.0} calls/s one after the other \
+                 (p50 {:.0} us); plain {pr:.0} calls/s, {ps:.0} calls/s one after the other (p50 {:.0} us)",
+                round + 1,
+                shape.inflight,
+                mcp::quantile_us(&st, 0.5),
+                mcp::quantile_us(&pt, 0.5),
+            )?;
+        }
+        let baseline = "the same tool body, plain rmcp server, no recording";
+        rows.push(rate.row(
+            "mcp-serve",
+            &format!(
+                "MCP: served reel tools, tools/call/s, {} in flight",
+                shape.inflight
+            ),
+            baseline,
+            Unit::CallsPerSec,
+            Target::AtLeast(0.85),
+        ));
+        rows.push(seq.row(
+            "mcp-serve",
+            "MCP: served reel tools, tools/call/s one after the other",
+            baseline,
+            Unit::CallsPerSec,
+            Target::Reported,
+        ));
+    }
+    Ok(())
+}
+
+/// Calls per second of calls made one after the other.
+fn rate_of(took: &[Duration]) -> f64 {
+    took.len() as f64 / took.iter().sum::<Duration>().as_secs_f64()
 }
 
 /// The summary table, as Markdown: row | reel | baseline | ratio | target | holds.
