@@ -27,6 +27,8 @@
 //! | `progress` | one `ctx.progress(payload)` inside a recorded call, payloads built beforehand | `tokio::sync::mpsc` unbounded `send` of the same payloads, a thread draining them |
 //! | `list` | `list_runs` (tenant + status, limit 50) over 100,000 runs | the same over 1,000 runs |
 //! | `replay` | facts matched per second by `reel_replayer::replay` over the loaded recording, and end to end (`Tape::read` + `Recording` + `replay`) | `Tape::read` of the same tape |
+//! | `mcp-record` | an rmcp client's `tools/call` round trips (p50, p99 of calls one after the other; calls/s with 8 in flight) to a plain rmcp server process through `reel mcp record` (the `reel` binary, or [`mcp::proxy_main`] in a `reel-bench` process) | the same client and server directly; a bare byte relay process is printed beside (the floor of any stdio proxy) |
+//! | `mcp-serve` | `tools/call`/s (8 in flight; one after the other) of `McpHost` serving the echo tool on stdio, every call recorded (the recorder's defaults) | a plain rmcp server with the same tool body, no recording; the host with buffered durability is printed beside |
 //! | `nats` (with `--nats URLS`) | the `record` workload into a JetStream cluster through `reel_nats::NatsStore`, call-boundary durability (each block's ack from the R3 stream), facts/s until `shutdown` returns | the very blocks reel published, read back untimed, published raw with `async-nats` to an R3 stream, each ack awaited before the run's next block, runs concurrent |
 //!
 //! ```no_run
@@ -1110,7 +1112,12 @@ fn mcp_rows(
         let mut p50 = Pairs::default();
         let mut p99 = Pairs::default();
         let mut rate = Pairs::default();
+        let mut relay = Pairs::default();
         for round in 0..rounds {
+            // For information, beside the pair: a bare byte relay process
+            // in front of the same server (the floor of any stdio proxy).
+            let (relay_took, relay_rate) = measure(Side::Relayed)?;
+            relay.push(mcp::quantile_us(&relay_took, 0.5), relay_rate);
             let mut proxied = None;
             let mut direct = None;
             for side in [round % 2, 1 - round % 2] {
@@ -1133,6 +1140,14 @@ fn mcp_rows(
                 round + 1
             )?;
         }
+        writeln!(
+            log,
+            "  (for information: a bare byte relay process in front of the same server, no parse, no \
+             recording: p50 {:.0} us, {:.0} calls/s with {} in flight: the price of one more process in the path)",
+            median(&relay.reel),
+            median(&relay.base),
+            shape.inflight
+        )?;
         let baseline = "the same client and server, directly";
         rows.push(p50.row(
             "mcp-record",
@@ -1173,7 +1188,11 @@ fn mcp_rows(
         )?;
         let mut rate = Pairs::default();
         let mut seq = Pairs::default();
+        let mut buffered = Pairs::default();
         for round in 0..rounds {
+            // For information, untimed against the others: the same host
+            // with buffered durability (what the durable flush costs).
+            let (bt, br) = measure(Side::ServedBuffered)?;
             let mut served = None;
             let mut plain = None;
             for side in [round % 2, 1 - round % 2] {
@@ -1184,10 +1203,10 @@ fn mcp_rows(
                 }
             }
             let ((st, sr), (pt, pr)) = (served.expect("ran"), plain.expect("ran"));
-            let per_sec = |took: &[Duration]| rate_of(took);
-            let (ss, ps) = (per_sec(&st), per_sec(&pt));
+            let (ss, ps) = (rate_of(&st), rate_of(&pt));
             rate.push(sr, pr);
             seq.push(ss, ps);
+            buffered.push(br, rate_of(&bt));
             writeln!(
                 log,
                 "  round {}: reel {sr:.0} calls/s ({} in flight), {ss:.0} calls/s one after the other \
@@ -1198,6 +1217,14 @@ fn mcp_rows(
                 mcp::quantile_us(&pt, 0.5),
             )?;
         }
+        writeln!(
+            log,
+            "  (for information: the same host with buffered durability, no flush per call: {:.0} calls/s \
+             with {} in flight, {:.0} calls/s one after the other)",
+            median(&buffered.reel),
+            shape.inflight,
+            median(&buffered.base)
+        )?;
         let baseline = "the same tool body, plain rmcp server, no recording";
         rows.push(rate.row(
             "mcp-serve",

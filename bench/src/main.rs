@@ -37,23 +37,10 @@ fn find_reel(given: Option<PathBuf>) -> Option<PathBuf> {
     }
     let me = std::env::current_exe().ok()?;
     let reel = me.with_file_name(format!("reel{}", std::env::consts::EXE_SUFFIX));
-    if !reel.is_file() {
-        return None;
-    }
-    // Built before this binary: possibly from older sources.
-    let age = |p: &std::path::Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
-    if let (Some(r), Some(b)) = (age(&reel), age(&me)) {
-        if r < b {
-            eprintln!(
-                "reel-bench: note: {} is older than this binary; `cargo build --release -p reel-cli` if the sources changed",
-                reel.display()
-            );
-        }
-    }
-    Some(reel)
+    reel.is_file().then_some(reel)
 }
 
-/// The MCP rows' child modes (`--mcp-server`, `--mcp-record`).
+/// The MCP rows' child modes (`--mcp-server`, `--mcp-record`, `--mcp-relay`).
 fn child_mode(args: &[String]) -> Option<ExitCode> {
     let done = |r: std::io::Result<()>, what: &str| match r {
         Ok(()) => ExitCode::SUCCESS,
@@ -69,6 +56,10 @@ fn child_mode(args: &[String]) -> Option<ExitCode> {
         [mode, kind, flag, dir] if mode == "--mcp-server" && flag == "--archive" => Some(done(
             mcp::server_main(kind, Some(std::path::Path::new(dir))),
             "--mcp-server",
+        )),
+        [mode, dashes, command @ ..] if mode == "--mcp-relay" && dashes == "--" => Some(done(
+            mcp::relay_main(command.iter().map(Into::into).collect()),
+            "--mcp-relay",
         )),
         [mode, dir, dashes, command @ ..] if mode == "--mcp-record" && dashes == "--" => {
             Some(done(

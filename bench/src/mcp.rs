@@ -125,9 +125,10 @@ fn runtime() -> io::Result<tokio::runtime::Runtime> {
         .build()
 }
 
-/// `reel-bench --mcp-server plain|reel [--archive DIR]`: serves one client
-/// on this process's stdio until it closes standard input. `reel` records
-/// into `archive` with the recorder's defaults.
+/// `reel-bench --mcp-server plain|reel|reel-buffered [--archive DIR]`:
+/// serves one client on this process's stdio until it closes standard
+/// input. `reel` records into `archive` with the recorder's defaults,
+/// `reel-buffered` with buffered durability.
 pub fn server_main(kind: &str, archive: Option<&Path>) -> io::Result<()> {
     let rt = runtime()?;
     let served = rt.block_on(async {
@@ -140,8 +141,15 @@ pub fn server_main(kind: &str, archive: Option<&Path>) -> io::Result<()> {
                 running.waiting().await.map_err(io::Error::other)?;
                 Ok(())
             }
-            ("reel", Some(archive)) => {
-                let recorder = Recorder::open(archive, RecorderConfig::default())
+            ("reel" | "reel-buffered", Some(archive)) => {
+                let config = match kind {
+                    "reel" => RecorderConfig::default(),
+                    _ => RecorderConfig {
+                        durability: reel_recorder::Durability::Buffered,
+                        ..RecorderConfig::default()
+                    },
+                };
+                let recorder = Recorder::open(archive, config)
                     .await
                     .map_err(io::Error::other)?;
                 McpHost::new(recorder.clone(), tools())
@@ -151,9 +159,11 @@ pub fn server_main(kind: &str, archive: Option<&Path>) -> io::Result<()> {
                     .map_err(io::Error::other)?;
                 recorder.shutdown().await.map_err(io::Error::other)
             }
-            ("reel", None) => Err(io::Error::other("--mcp-server reel needs --archive DIR")),
+            (_, None) if kind.starts_with("reel") => Err(io::Error::other(format!(
+                "--mcp-server {kind} needs --archive DIR"
+            ))),
             (other, _) => Err(io::Error::other(format!(
-                "--mcp-server {other:?}: use plain or reel"
+                "--mcp-server {other:?}: use plain, reel or reel-buffered"
             ))),
         }
     });
@@ -174,14 +184,15 @@ pub fn proxy_main(archive: &Path, command: Vec<OsString>) -> io::Result<()> {
         reel_mcp::proxy::StdioProxy::new(program, command).exit_grace(reel_mcp::proxy::EXIT_GRACE);
     let rt = runtime()?;
     let outcome = rt.block_on(async {
-        let recorder = Recorder::open(archive, RecorderConfig::default())
+        let recorder = Recorder::open(archive, reel_mcp::proxy::recorder_config())
             .await
             .map_err(io::Error::other)?;
+        let (client_in, client_out) = reel_mcp::proxy::client_stdio();
         let outcome = proxy
             .run(
                 Some(&recorder),
-                tokio::io::stdin(),
-                tokio::io::stdout(),
+                client_in,
+                client_out,
                 std::future::pending(),
             )
             .await;
@@ -190,6 +201,41 @@ pub fn proxy_main(archive: &Path, command: Vec<OsString>) -> io::Result<()> {
     });
     rt.shutdown_background();
     outcome.map(drop)
+}
+
+/// `reel-bench --mcp-relay -- CMD ARGS...`: the floor of any stdio proxy,
+/// for information beside the `mcp-record` row: starts the server and
+/// copies bytes both ways (the client's side through
+/// [`reel_mcp::proxy::client_stdio`], as the proxy has it), no parse, no
+/// recording. What it costs over talking to the server directly is the
+/// price of one more process in the path.
+pub fn relay_main(command: Vec<OsString>) -> io::Result<()> {
+    let mut command = command.into_iter();
+    let Some(program) = command.next() else {
+        return Err(io::Error::other("--mcp-relay: name the server after `--`"));
+    };
+    let rt = runtime()?;
+    let relayed = rt.block_on(async {
+        let mut child = tokio::process::Command::new(program)
+            .args(command)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()?;
+        let (Some(mut to_server), Some(mut from_server)) =
+            (child.stdin.take(), child.stdout.take())
+        else {
+            return Err(io::Error::other("the server's stdio is not piped"));
+        };
+        let (mut client_in, mut client_out) = reel_mcp::proxy::client_stdio();
+        let up = tokio::spawn(async move {
+            let _ = tokio::io::copy(&mut client_in, &mut to_server).await;
+        });
+        let _ = tokio::io::copy(&mut from_server, &mut client_out).await;
+        up.abort();
+        child.wait().await.map(drop)
+    });
+    rt.shutdown_background();
+    relayed
 }
 
 /// How the `mcp-record` row starts the recording proxy.
@@ -223,6 +269,11 @@ pub enum Side {
     Proxied,
     /// reel's [`McpHost`], recording every call.
     Served,
+    /// The plain server behind [`relay_main`] (for information).
+    Relayed,
+    /// The same, the recorder's durability buffered (for information: what
+    /// call-boundary durability costs a served call).
+    ServedBuffered,
 }
 
 impl Side {
@@ -231,6 +282,8 @@ impl Side {
             Side::Direct => "direct",
             Side::Proxied => "proxied",
             Side::Served => "served",
+            Side::ServedBuffered => "served-buffered",
+            Side::Relayed => "relayed",
         }
     }
 }
@@ -253,15 +306,21 @@ impl Programs {
                 self.bench.clone(),
                 vec!["--mcp-server".into(), "plain".into()],
             ),
-            Side::Served => (
+            Side::Served | Side::ServedBuffered => (
                 self.bench.clone(),
                 vec![
                     "--mcp-server".into(),
-                    "reel".into(),
+                    if side == Side::Served {
+                        "reel"
+                    } else {
+                        "reel-buffered"
+                    }
+                    .into(),
                     "--archive".into(),
                     archive.into(),
                 ],
             ),
+            Side::Relayed => (self.bench.clone(), vec!["--mcp-relay".into(), "--".into()]),
             Side::Proxied => match &self.proxy {
                 ProxyBin::Reel(reel) => (
                     reel.clone(),
@@ -279,7 +338,7 @@ impl Programs {
                 ),
             },
         };
-        if side == Side::Proxied {
+        if matches!(side, Side::Proxied | Side::Relayed) {
             args.extend([
                 self.bench.clone().into(),
                 "--mcp-server".into(),

@@ -264,11 +264,18 @@ impl StdioProxy {
             router.clone(),
         ));
         tokio::pin!(stop);
+        // A pump's handle is awaited once: polling a finished JoinHandle
+        // again panics (a server closing its stdout first did that).
+        let mut down_done = false;
         let status = tokio::select! {
+            // When both have ended by the time this looks, the client
+            // hung up first: the session is complete.
+            biased;
             // The client is done: the server's stdin is closed (the pump
             // dropped it).
             _ = &mut up => RunStatus::Completed,
             _ = &mut down => {
+                down_done = true;
                 // Aborting the pump drops (closes) the server's stdin.
                 up.abort();
                 RunStatus::Failed
@@ -283,7 +290,10 @@ impl StdioProxy {
         // it is killed.
         let mut killed = false;
         let exit = match tokio::time::timeout(self.exit_grace, async {
-            let _ = (&mut down).await;
+            if !down_done {
+                let _ = (&mut down).await;
+                down_done = true;
+            }
             child.wait().await
         })
         .await
@@ -293,7 +303,9 @@ impl StdioProxy {
                 killed = true;
                 let _ = child.start_kill();
                 let exit = child.wait().await.ok();
-                let _ = down.await;
+                if !down_done {
+                    let _ = down.await;
+                }
                 exit
             }
         };
