@@ -30,6 +30,8 @@
 //! | `memory` | peak RSS (VmHWM, a child process) of a tool filing 5,000,000 progress reports without an await; target: under the bound [`memory`] derives from `progress_bound` | the same recorder and call filing none |
 //! | `viewer` | the real `reel` binary: `reel show` of a 1,000,000-fact run until its first line reaches the pipe (target: under 50 ms); `reel runs` on 100,000 runs of 40 facts, until it exits | `reel show` of a 100-fact run; `reel runs` on 100,000 runs of 4 facts |
 //! | `nats` (with `--nats URLS`) | the `record` workload into a JetStream cluster through `reel_nats::NatsStore`, call-boundary durability (each block's ack from the R3 stream), facts/s until `shutdown` returns | the very blocks reel published, read back untimed, published raw with `async-nats` to an R3 stream with the same headers (message id, expected last subject sequence), each ack awaited before the run's next block, runs concurrent |
+//! | `mcp-record` | an rmcp client's `tools/call` round trips (p50, p99 of calls one after the other; calls/s with 8 in flight) to a plain rmcp server process through `reel mcp record` (the `reel` binary, or [`mcp::proxy_main`] in a `reel-bench` process) | the same client and server directly; a bare byte relay process is printed beside (the floor of any stdio proxy) |
+//! | `mcp-serve` | `tools/call`/s (8 in flight; one after the other) of `McpHost` serving the echo tool on stdio, every call recorded (the recorder's defaults) | a plain rmcp server with the same tool body, no recording; the host with buffered durability is printed beside |
 //!
 //! ```no_run
 //! let rows = reel_bench::run(&reel_bench::Options::new(reel_bench::Sizes::smoke()), &mut std::io::stderr()).unwrap();
@@ -40,6 +42,7 @@
 pub mod agent;
 pub mod list;
 pub mod memory;
+pub mod mcp;
 pub mod nats;
 pub mod progress;
 pub mod record;
@@ -73,6 +76,8 @@ pub const ROWS: &[&str] = &[
     "nats",
     "memory",
     "viewer",
+    "mcp-record",
+    "mcp-serve",
 ];
 
 /// How big each workload is.
@@ -106,6 +111,21 @@ pub struct Sizes {
     pub runs_count: usize,
     /// Progress reports per run in the viewer row's archive of many facts.
     pub runs_progress: usize,
+    /// The MCP rows' workload.
+    pub mcp: McpShape,
+}
+
+/// The MCP rows' workload (per side per round).
+#[derive(Debug, Clone, Copy)]
+pub struct McpShape {
+    /// `tools/call`s one after the other (the latency figures, and the
+    /// `mcp-serve` row's sequential rate).
+    pub sequential: usize,
+    /// `tools/call`s with [`McpShape::inflight`] in flight (the
+    /// throughput figures).
+    pub concurrent: usize,
+    /// Calls in flight at once in the throughput figures.
+    pub inflight: usize,
 }
 
 impl Sizes {
@@ -135,6 +155,11 @@ impl Sizes {
             show_facts: 1_000_000,
             runs_count: 100_000,
             runs_progress: 36,
+            mcp: McpShape {
+                sequential: 2_000,
+                concurrent: 4_000,
+                inflight: 8,
+            },
         }
     }
 
@@ -163,6 +188,11 @@ impl Sizes {
             show_facts: 2_000,
             runs_count: 200,
             runs_progress: 36,
+            mcp: McpShape {
+                sequential: 10,
+                concurrent: 20,
+                inflight: 4,
+            },
         }
     }
 }
@@ -184,6 +214,13 @@ pub struct Options {
     /// The JetStream cluster of the `nats` row (comma-separated client
     /// URLs); without it the row is not run.
     pub nats: Option<String>,
+    /// The `reel-bench` binary the MCP rows spawn as their servers
+    /// (`--mcp-server`); this process's own executable when `None`.
+    pub bench_exe: Option<PathBuf>,
+    /// The `reel` binary whose `reel mcp record` the `mcp-record` row
+    /// measures; when `None`, `reel-bench --mcp-record` (the same library
+    /// entry point, [`mcp::proxy_main`]).
+    pub reel_exe: Option<PathBuf>,
 }
 
 impl Options {
@@ -196,6 +233,8 @@ impl Options {
             workers: 2,
             keep: false,
             nats: None,
+            bench_exe: None,
+            reel_exe: None,
         }
     }
 
@@ -246,6 +285,8 @@ pub enum Unit {
     Micros,
     /// Megabytes (10^6 bytes).
     Megabytes,
+    /// Calls per second.
+    CallsPerSec,
 }
 
 impl Unit {
@@ -259,6 +300,7 @@ impl Unit {
             Unit::Millis => format!("{value:.3} ms"),
             Unit::Micros => format!("{value:.0} us"),
             Unit::Megabytes => format!("{value:.1} MB"),
+            Unit::CallsPerSec => format!("{value:.0} calls/s"),
         }
     }
 }
@@ -1043,7 +1085,214 @@ pub fn run(opts: &Options, log: &mut dyn Write) -> io::Result<Vec<Row>> {
     if opts.wants("viewer") {
         rows.extend(viewer_rows(s, rounds, &tmp, log)?);
     }
+    if opts.wants("mcp-record") || opts.wants("mcp-serve") {
+        let programs = mcp::Programs {
+            bench: match &opts.bench_exe {
+                Some(p) => p.clone(),
+                None => std::env::current_exe()?,
+            },
+            proxy: match &opts.reel_exe {
+                Some(p) => mcp::ProxyBin::Reel(p.clone()),
+                None => mcp::ProxyBin::InBench,
+            },
+            dir: tmp("reel-bench-mcp-")?.keep(),
+        };
+        let result = mcp_rows(opts, &rt, &programs, log, &mut rows);
+        if !opts.keep {
+            let _ = std::fs::remove_dir_all(&programs.dir);
+        }
+        result?;
+    }
     Ok(rows)
+}
+
+/// The `mcp-record` and `mcp-serve` rows (see [`mcp`]).
+fn mcp_rows(
+    opts: &Options,
+    rt: &tokio::runtime::Runtime,
+    programs: &mcp::Programs,
+    log: &mut dyn Write,
+    rows: &mut Vec<Row>,
+) -> io::Result<()> {
+    use mcp::Side;
+    let shape = opts.sizes.mcp;
+    let rounds = opts.sizes.rounds.max(1);
+    let mut n = 0;
+    // One side's figures in one round: sequential call times, calls/s
+    // with `inflight` in flight. A new session (process) per side per
+    // round; its start (spawn, initialize, tools/list) and a warm-up of
+    // a few calls are untimed.
+    let mut measure = |side: Side| -> io::Result<(Vec<Duration>, f64)> {
+        n += 1;
+        rt.block_on(async {
+            let session = programs.connect(side, n).await?;
+            session.sequential(shape.sequential.min(20)).await?;
+            let took = session.sequential(shape.sequential).await?;
+            let rate = session.concurrent(shape.concurrent, shape.inflight).await?;
+            session.close().await?;
+            Ok((took, rate))
+        })
+    };
+    if opts.wants("mcp-record") {
+        let proxy = match &programs.proxy {
+            mcp::ProxyBin::Reel(p) => format!("`{} mcp record` (the reel binary)", p.display()),
+            mcp::ProxyBin::InBench => "`reel-bench --mcp-record` (no reel binary given or found: \
+                the library entry point `reel mcp record` calls, in its own process)"
+                .to_owned(),
+        };
+        writeln!(
+            log,
+            "\n[mcp-record] an rmcp client (2025-11-25, stdio) calling `{}` ({} B of text back and forth) \
+             on a plain rmcp server process, through {proxy} recording into an archive, against the same \
+             client and server directly; per side per round: {} calls one after the other (p50, p99), \
+             then {} calls with {} in flight (calls/s)",
+            mcp::TOOL,
+            mcp::TEXT_BYTES,
+            shape.sequential,
+            shape.concurrent,
+            shape.inflight
+        )?;
+        let mut p50 = Pairs::default();
+        let mut p99 = Pairs::default();
+        let mut rate = Pairs::default();
+        let mut relay = Pairs::default();
+        for round in 0..rounds {
+            // For information, beside the pair: a bare byte relay process
+            // in front of the same server (the floor of any stdio proxy).
+            let (relay_took, relay_rate) = measure(Side::Relayed)?;
+            relay.push(mcp::quantile_us(&relay_took, 0.5), relay_rate);
+            let mut proxied = None;
+            let mut direct = None;
+            for side in [round % 2, 1 - round % 2] {
+                if side == 0 {
+                    proxied = Some(measure(Side::Proxied)?);
+                } else {
+                    direct = Some(measure(Side::Direct)?);
+                }
+            }
+            let ((pt, pr), (dt, dr)) = (proxied.expect("ran"), direct.expect("ran"));
+            let (p5, p9) = (mcp::quantile_us(&pt, 0.5), mcp::quantile_us(&pt, 0.99));
+            let (d5, d9) = (mcp::quantile_us(&dt, 0.5), mcp::quantile_us(&dt, 0.99));
+            p50.push(p5, d5);
+            p99.push(p9, d9);
+            rate.push(pr, dr);
+            writeln!(
+                log,
+                "  round {}: through the proxy p50 {p5:.0} us, p99 {p9:.0} us, {pr:.0} calls/s; \
+                 direct p50 {d5:.0} us, p99 {d9:.0} us, {dr:.0} calls/s",
+                round + 1
+            )?;
+        }
+        writeln!(
+            log,
+            "  (for information: a bare byte relay process in front of the same server, no parse, no \
+             recording: p50 {:.0} us, {:.0} calls/s with {} in flight: the price of one more process in the path)",
+            median(&relay.reel),
+            median(&relay.base),
+            shape.inflight
+        )?;
+        let baseline = "the same client and server, directly";
+        rows.push(p50.row(
+            "mcp-record",
+            "MCP: tools/call round trip through `reel mcp record`, p50",
+            baseline,
+            Unit::Micros,
+            Target::AtMost(1.1),
+        ));
+        rows.push(p99.row(
+            "mcp-record",
+            "MCP: the same round trip, p99",
+            baseline,
+            Unit::Micros,
+            Target::Reported,
+        ));
+        rows.push(rate.row(
+            "mcp-record",
+            &format!(
+                "MCP: tools/call/s through `reel mcp record`, {} in flight",
+                shape.inflight
+            ),
+            baseline,
+            Unit::CallsPerSec,
+            Target::AtLeast(0.9),
+        ));
+    }
+    if opts.wants("mcp-serve") {
+        writeln!(
+            log,
+            "\n[mcp-serve] the same client calling `{}` on reel's McpHost (stdio, every call recorded, \
+             the recorder's defaults: call-boundary durability) against a plain rmcp server with the \
+             same tool body and no recording; per side per round: {} calls with {} in flight (calls/s), \
+             and {} one after the other",
+            mcp::TOOL,
+            shape.concurrent,
+            shape.inflight,
+            shape.sequential
+        )?;
+        let mut rate = Pairs::default();
+        let mut seq = Pairs::default();
+        let mut buffered = Pairs::default();
+        for round in 0..rounds {
+            // For information, untimed against the others: the same host
+            // with buffered durability (what the durable flush costs).
+            let (bt, br) = measure(Side::ServedBuffered)?;
+            let mut served = None;
+            let mut plain = None;
+            for side in [round % 2, 1 - round % 2] {
+                if side == 0 {
+                    served = Some(measure(Side::Served)?);
+                } else {
+                    plain = Some(measure(Side::Direct)?);
+                }
+            }
+            let ((st, sr), (pt, pr)) = (served.expect("ran"), plain.expect("ran"));
+            let (ss, ps) = (rate_of(&st), rate_of(&pt));
+            rate.push(sr, pr);
+            seq.push(ss, ps);
+            buffered.push(br, rate_of(&bt));
+            writeln!(
+                log,
+                "  round {}: reel {sr:.0} calls/s ({} in flight), {ss:.0} calls/s one after the other \
+                 (p50 {:.0} us); plain {pr:.0} calls/s, {ps:.0} calls/s one after the other (p50 {:.0} us)",
+                round + 1,
+                shape.inflight,
+                mcp::quantile_us(&st, 0.5),
+                mcp::quantile_us(&pt, 0.5),
+            )?;
+        }
+        writeln!(
+            log,
+            "  (for information: the same host with buffered durability, no flush per call: {:.0} calls/s \
+             with {} in flight, {:.0} calls/s one after the other)",
+            median(&buffered.reel),
+            shape.inflight,
+            median(&buffered.base)
+        )?;
+        let baseline = "the same tool body, plain rmcp server, no recording";
+        rows.push(rate.row(
+            "mcp-serve",
+            &format!(
+                "MCP: served reel tools, tools/call/s, {} in flight",
+                shape.inflight
+            ),
+            baseline,
+            Unit::CallsPerSec,
+            Target::AtLeast(0.85),
+        ));
+        rows.push(seq.row(
+            "mcp-serve",
+            "MCP: served reel tools, tools/call/s one after the other",
+            baseline,
+            Unit::CallsPerSec,
+            Target::Reported,
+        ));
+    }
+    Ok(())
+}
+
+/// Calls per second of calls made one after the other.
+fn rate_of(took: &[Duration]) -> f64 {
+    took.len() as f64 / took.iter().sum::<Duration>().as_secs_f64()
 }
 
 /// The summary table, as Markdown: row | reel | baseline | ratio | target | holds.

@@ -6,26 +6,84 @@
 //! cargo run --release -p reel-bench -- --smoke      # tiny sizes
 //! cargo run --release -p reel-bench -- --row record # one row (repeatable), e.g. to profile
 //! ```
+//!
+//! The MCP rows spawn this binary as their MCP servers (`--mcp-server
+//! plain|reel [--archive DIR]`) and, when no `reel` binary is found, as
+//! the recording proxy (`--mcp-record ARCHIVE -- CMD...`); those modes
+//! are not for people.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use reel_bench::{run, summary_table, Options, Sizes, ROWS};
+use reel_bench::{mcp, run, summary_table, Options, Sizes, ROWS};
 
 const USAGE: &str = "usage: reel-bench [--smoke] [--row NAME]... [--rounds N] [--dir DIR] [--keep]
   --smoke      tiny sizes (seconds; what the smoke test runs)
   --row NAME   run only this row (repeatable): record, record-fair, record-limit, tripwire, agent,
-               latency, progress, tracing, timeline, bytes, list, replay, nats, memory, viewer
+               latency, progress, tracing, timeline, bytes, list, replay, nats, memory, viewer, mcp-record, mcp-serve
   --nats URLS  the JetStream cluster of the nats row (comma-separated client URLs; without it the row is not run)
+  --reel PATH  the `reel` binary whose `reel mcp record` the mcp-record row measures (default: $REEL_BIN,
+               else `reel` beside this binary: `cargo build --release -p reel-cli`; else the same library
+               entry point inside reel-bench)
   --rounds N   rounds per row (default 9; at least 5 for figures worth quoting)
   --dir DIR    where the temporary archives and files go (default: the system's temp dir)
   --keep       keep those archives and files (their paths are printed)";
+
+/// The `reel` binary: `--reel`, else `$REEL_BIN`, else `reel` beside this
+/// executable (cargo puts both in target/release).
+fn find_reel(given: Option<PathBuf>) -> Option<PathBuf> {
+    if let Some(p) = given.or_else(|| std::env::var_os("REEL_BIN").map(PathBuf::from)) {
+        return Some(p);
+    }
+    let me = std::env::current_exe().ok()?;
+    let reel = me.with_file_name(format!("reel{}", std::env::consts::EXE_SUFFIX));
+    reel.is_file().then_some(reel)
+}
+
+/// The MCP rows' child modes (`--mcp-server`, `--mcp-record`, `--mcp-relay`).
+fn child_mode(args: &[String]) -> Option<ExitCode> {
+    let done = |r: std::io::Result<()>, what: &str| match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("reel-bench {what}: {e}");
+            ExitCode::FAILURE
+        }
+    };
+    match args {
+        [mode, kind] if mode == "--mcp-server" => {
+            Some(done(mcp::server_main(kind, None), "--mcp-server"))
+        }
+        [mode, kind, flag, dir] if mode == "--mcp-server" && flag == "--archive" => Some(done(
+            mcp::server_main(kind, Some(std::path::Path::new(dir))),
+            "--mcp-server",
+        )),
+        [mode, dashes, command @ ..] if mode == "--mcp-relay" && dashes == "--" => Some(done(
+            mcp::relay_main(command.iter().map(Into::into).collect()),
+            "--mcp-relay",
+        )),
+        [mode, dir, dashes, command @ ..] if mode == "--mcp-record" && dashes == "--" => {
+            Some(done(
+                mcp::proxy_main(
+                    std::path::Path::new(dir),
+                    command.iter().map(Into::into).collect(),
+                ),
+                "--mcp-record",
+            ))
+        }
+        _ => None,
+    }
+}
 
 fn main() -> ExitCode {
     // The memory row runs this binary again as its child.
     if reel_bench::memory::child_main() {
         return ExitCode::SUCCESS;
     }
+    let all: Vec<String> = std::env::args().skip(1).collect();
+    if let Some(code) = child_mode(&all) {
+        return code;
+    }
+    let mut reel = None;
     let mut opts = Options::new(Sizes::full());
     let mut smoke = false;
     let mut rounds = None;
@@ -34,6 +92,13 @@ fn main() -> ExitCode {
         match arg.as_str() {
             "--smoke" => smoke = true,
             "--keep" => opts.keep = true,
+            "--reel" => match args.next() {
+                Some(p) => reel = Some(PathBuf::from(p)),
+                None => {
+                    eprintln!("--reel takes the path of the reel binary\n{USAGE}");
+                    return ExitCode::from(2);
+                }
+            },
             "--nats" => match args.next() {
                 Some(urls) => opts.nats = Some(urls),
                 None => {
@@ -79,6 +144,7 @@ fn main() -> ExitCode {
     if smoke {
         opts.sizes = Sizes::smoke();
     }
+    opts.reel_exe = find_reel(reel);
     if let Some(n) = rounds {
         opts.sizes.rounds = n;
     }

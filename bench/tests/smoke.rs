@@ -15,6 +15,10 @@ fn every_row_runs_at_tiny_sizes() {
     drop(cluster.ready());
     let mut opts = Options::new(Sizes::smoke());
     opts.nats = Some(cluster.urls());
+    // The MCP rows spawn this package's binary as their servers, and as
+    // the recording proxy (`--mcp-record`, the library entry point
+    // `reel mcp record` calls): a `reel` binary in target/ may be stale.
+    opts.bench_exe = Some(env!("CARGO_BIN_EXE_reel-bench").into());
     let rows = run(&opts, &mut log).expect("the suite runs");
     let log = String::from_utf8(log).expect("the log is UTF-8");
     for key in ROWS {
@@ -24,8 +28,10 @@ fn every_row_runs_at_tiny_sizes() {
         );
     }
     // progress and latency have a median (p50) and a p99 row; replay has
-    // replay() alone and end to end; viewer has `reel show` and `reel runs`.
-    assert_eq!(rows.len(), ROWS.len() + 4, "{log}");
+    // replay() alone and end to end; viewer has `reel show` and `reel runs`;
+    // mcp-record has p50, p99 and calls/s; mcp-serve calls/s in flight and
+    // one after the other.
+    assert_eq!(rows.len(), ROWS.len() + 7, "{log}");
     for r in &rows {
         for (name, v) in [
             ("reel", r.reel),

@@ -426,6 +426,11 @@ impl Router {
                 .invoke(move |ctx, _args: Value| follow(ctx, rx, elicitor))
                 .await;
         });
+        // Finished calls' handles are dropped as the session goes (a long
+        // session would otherwise keep one per call it ever saw).
+        if state.tasks.len() >= 64 && state.tasks.len().is_power_of_two() {
+            state.tasks.retain(|t| !t.is_finished());
+        }
         state.tasks.push(task);
         if let Some(token) = &token {
             while let Some(params) = state.early(Dir::ServerToClient, &format!("progress {token}"))

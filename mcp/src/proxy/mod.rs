@@ -67,11 +67,76 @@ use std::time::Duration;
 
 use reel::context::Secret;
 use reel::fact::RunStatus;
-use reel_recorder::{Recorder, RunStart};
+use reel_recorder::{Durability, Recorder, RecorderConfig, RunStart};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::process::Command;
 
 use link::{Dir, Router};
+
+/// The recorder configuration a recording proxy opens its archive with
+/// (what `reel mcp record` uses): the defaults, but buffered durability.
+///
+/// A proxy never holds a message back for its recording (the server's
+/// answer is forwarded the moment it is read), so call-boundary
+/// durability would promise the client nothing: it would only add one
+/// flush (`sync_file_range` plus `fdatasync`) per `tools/call`, off the
+/// forwarding path but on the same CPUs as the client and the server.
+/// The `mcp-record` bench row's profile showed those flushes as the
+/// largest part of the proxy's CPU. Buffered, sled flushes in the
+/// background (every 500 ms), and everything is durable when the
+/// recorder shuts down at the end of the session (a crash of the proxy
+/// may lose the last moments, as it could lose the facts of a call whose
+/// answer was already forwarded).
+pub fn recorder_config() -> RecorderConfig {
+    RecorderConfig {
+        durability: Durability::Buffered,
+        ..RecorderConfig::default()
+    }
+}
+
+/// A byte stream the proxy reads the client from.
+pub type ClientIn = Box<dyn AsyncRead + Unpin + Send>;
+/// A byte stream the proxy writes the client to.
+pub type ClientOut = Box<dyn AsyncWrite + Unpin + Send>;
+
+/// This process's standard input and output as the client's side of a
+/// proxied session (what `reel mcp record` passes to [`StdioProxy::run`]).
+///
+/// When they are pipes (as a client that starts the proxy makes them),
+/// each is read and written directly through the runtime's reactor, made
+/// non-blocking; otherwise (a terminal, a file, a socket) through tokio's
+/// `stdin()`/`stdout()`, which hand every read and write to a blocking
+/// thread and back: two thread hand-offs per message each way, which the
+/// `mcp-record` bench row showed in the proxy's round trip. Must be called
+/// inside a tokio runtime with IO enabled.
+pub fn client_stdio() -> (ClientIn, ClientOut) {
+    #[cfg(unix)]
+    {
+        use std::os::fd::AsFd;
+        use tokio::net::unix::pipe;
+        let input = std::io::stdin()
+            .as_fd()
+            .try_clone_to_owned()
+            .and_then(pipe::Receiver::from_owned_fd);
+        let output = std::io::stdout()
+            .as_fd()
+            .try_clone_to_owned()
+            .and_then(pipe::Sender::from_owned_fd);
+        let input: ClientIn = match input {
+            Ok(r) => Box::new(r),
+            Err(_) => Box::new(tokio::io::stdin()),
+        };
+        let output: ClientOut = match output {
+            Ok(w) => Box::new(w),
+            Err(_) => Box::new(tokio::io::stdout()),
+        };
+        (input, output)
+    }
+    #[cfg(not(unix))]
+    {
+        (Box::new(tokio::io::stdin()), Box::new(tokio::io::stdout()))
+    }
+}
 
 /// What a proxied session came to.
 #[derive(Debug)]
@@ -199,11 +264,18 @@ impl StdioProxy {
             router.clone(),
         ));
         tokio::pin!(stop);
+        // A pump's handle is awaited once: polling a finished JoinHandle
+        // again panics (a server closing its stdout first did that).
+        let mut down_done = false;
         let status = tokio::select! {
+            // When both have ended by the time this looks, the client
+            // hung up first: the session is complete.
+            biased;
             // The client is done: the server's stdin is closed (the pump
             // dropped it).
             _ = &mut up => RunStatus::Completed,
             _ = &mut down => {
+                down_done = true;
                 // Aborting the pump drops (closes) the server's stdin.
                 up.abort();
                 RunStatus::Failed
@@ -218,7 +290,10 @@ impl StdioProxy {
         // it is killed.
         let mut killed = false;
         let exit = match tokio::time::timeout(self.exit_grace, async {
-            let _ = (&mut down).await;
+            if !down_done {
+                let _ = (&mut down).await;
+                down_done = true;
+            }
             child.wait().await
         })
         .await
@@ -228,7 +303,9 @@ impl StdioProxy {
                 killed = true;
                 let _ = child.start_kill();
                 let exit = child.wait().await.ok();
-                let _ = down.await;
+                if !down_done {
+                    let _ = down.await;
+                }
                 exit
             }
         };

@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use clap::Args;
 use reel::context::Secret;
 use reel::fact::RunStatus;
-use reel_recorder::{Recorder, RecorderConfig};
+use reel_recorder::Recorder;
 use reel_viewer::render::terminal::escape;
 
 use crate::failure::{shown, Failure};
@@ -63,7 +63,7 @@ fn secrets(names: &[String]) -> Vec<Secret> {
 
 /// Opens the archive; the traffic flows even when it cannot be.
 async fn open_recorder(dir: &Path) -> Option<Recorder> {
-    match Recorder::open(dir, RecorderConfig::default()).await {
+    match Recorder::open(dir, reel_mcp::proxy::recorder_config()).await {
         Ok(r) => Some(r),
         Err(e) => {
             eprintln!(
@@ -160,13 +160,9 @@ pub fn run(dir: &Path, args: RecordArgs) -> Result<ExitCode, Failure> {
     let outcome = rt.block_on(async {
         // The traffic flows even when nothing can be recorded.
         let recorder = open_recorder(dir).await;
+        let (client_in, client_out) = reel_mcp::proxy::client_stdio();
         let outcome = proxy
-            .run(
-                recorder.as_ref(),
-                tokio::io::stdin(),
-                tokio::io::stdout(),
-                ctrl_c(),
-            )
+            .run(recorder.as_ref(), client_in, client_out, ctrl_c())
             .await;
         close_recorder(recorder).await;
         outcome
