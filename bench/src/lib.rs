@@ -41,8 +41,8 @@
 
 pub mod agent;
 pub mod list;
-pub mod memory;
 pub mod mcp;
+pub mod memory;
 pub mod nats;
 pub mod progress;
 pub mod record;
