@@ -430,6 +430,15 @@ pub enum ContextError {
         /// Why, when known.
         reason: Option<String>,
     },
+    /// The tool returned, but the recorder could not make the call's facts
+    /// durable before its result was to be handed back (call-boundary
+    /// durability): the result is withheld, because nothing says the call
+    /// is on the record. The tool did run: its effects happened.
+    #[error("the tool ran, but the recorder could not make the call's facts durable ({detail}); its result is withheld. Look at the recorder's store (its log says more); a cluster store waits as long as its offline policy allows (REEL_NATS_OFFLINE_WAIT_MS)")]
+    NotRecorded {
+        /// What the recorder's store said.
+        detail: String,
+    },
 }
 
 /// The door a call came through, for a person (seed 000: a refused

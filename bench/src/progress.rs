@@ -63,7 +63,10 @@ async fn drive(payloads: Vec<Value>, clock: Clock, mut file: impl FnMut(Value)) 
     }
     let mut means = Vec::with_capacity(groups.len() / 2 + 1);
     let mut singles = Vec::with_capacity(groups.len() / 2 * GROUP + GROUP);
-    let to_ns = |t: f64| (t * clock.ns_per_tick).max(0.0);
+    // Nothing timed costs less than the clock resolves: one tick for a call
+    // timed alone, one tick per group for a group (a zero would make a
+    // ratio infinite).
+    let to_ns = |t: f64, floor: f64| t.max(floor) * clock.ns_per_tick;
     for (g, group) in groups.into_iter().enumerate() {
         let n = group.len() as f64;
         if g % 2 == 0 {
@@ -72,12 +75,12 @@ async fn drive(payloads: Vec<Value>, clock: Clock, mut file: impl FnMut(Value)) 
                 file(p);
             }
             let spent = (ticks() - t) as f64 - clock.overhead_ticks;
-            means.push(to_ns(spent / n));
+            means.push(to_ns(spent / n, 1.0 / n));
         } else {
             for p in group {
                 let t = ticks();
                 file(p);
-                singles.push(to_ns((ticks() - t) as f64 - clock.overhead_ticks));
+                singles.push(to_ns((ticks() - t) as f64 - clock.overhead_ticks, 1.0));
             }
         }
         if (g + 1) % (workload::YIELD_EVERY / GROUP).max(1) == 0 {

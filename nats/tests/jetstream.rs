@@ -32,7 +32,7 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
-use reel::context::{ToolContext, ToolError};
+use reel::context::{ContextError, ToolContext, ToolError};
 use reel::fact::{FactKind, RunStatus};
 use reel::run::RunState;
 use reel_archive::{Archive, ArchiveConfig, FingerprintKey, Store};
@@ -583,6 +583,24 @@ fn offline_and_back(cluster: &mut ClusterUnderTest) {
     let run = rt
         .block_on(recorder.start_run(RunStart::new("offline-0")))
         .unwrap();
+    // The fail policy through a recorder: its run started while the
+    // cluster was up.
+    let mut fail_config = config(cluster);
+    fail_config.offline = OfflinePolicy::Fail;
+    fail_config.ack_timeout = Duration::from_millis(500);
+    let fail_store = Arc::new(NatsStore::connect(fail_config).unwrap());
+    let fail_scratch = tempfile::tempdir().unwrap();
+    let fail_recorder = rt.block_on(async {
+        Recorder::with_store(
+            open_projection(fail_scratch.path()),
+            fail_store,
+            recorder_config(),
+        )
+        .unwrap()
+    });
+    let fail_run = rt
+        .block_on(fail_recorder.start_run(RunStart::new("offline-fail-call")))
+        .unwrap();
     for i in 0..3 {
         cluster.kill_node(i);
     }
@@ -595,6 +613,21 @@ fn offline_and_back(cluster: &mut ClusterUnderTest) {
         err.contains("did not acknowledge"),
         "the fail policy fails, saying why: {err}"
     );
+    // A call under the fail policy does not hand back a result nothing
+    // says is recorded: the host gets an error naming why.
+    let err = rt
+        .block_on(
+            fail_run
+                .call("stepper", json!({ "steps": 1 }))
+                .invoke(stepper),
+        )
+        .unwrap_err();
+    assert!(
+        matches!(&err, ToolError::Context(ContextError::NotRecorded { .. })),
+        "the fail policy fails the call: {err}"
+    );
+    assert!(err.to_string().contains("did not acknowledge"), "{err}");
+    let _ = rt.block_on(fail_recorder.shutdown());
     let call = run.call("stepper", json!({ "steps": 2 }));
     let call_id = call.id().to_owned();
     let pending = rt.spawn(call.invoke(stepper));
@@ -623,10 +656,11 @@ fn resume(cluster: &ClusterUnderTest, projection: &Path, killed: &str) {
     let before = archive.run_ids().count();
     let report = reel_nats::sync(&config(cluster), &archive, None).unwrap();
     println!("second sync: {report:?}");
-    // Only what came after the first sync: the retry, offline and failed runs.
+    // Only what came after the first sync: the retry, offline and failed
+    // runs, and the start of the run whose call failed.
     assert!(report.messages > 0 && report.facts > 0);
     assert_eq!(report.already, 0);
-    assert_eq!(archive.run_ids().count(), before + 3);
+    assert_eq!(archive.run_ids().count(), before + 4);
     assert_eq!(archive.run(killed).unwrap().state, RunState::Incomplete);
     let against = reel_nats::verify_projection(&config(cluster), &archive).unwrap();
     assert!(against.is_ok(), "{against:?}");

@@ -3,14 +3,17 @@
 //! given, receives through `Recorder::with_store` exactly the facts the
 //! same run stores in the archive: the same kinds, calls, payloads, seqs
 //! and progress counts, redacted the same, numbered by the writer's one
-//! sequencer; only the clock readings and the generated ids differ.
+//! sequencer; only the clock readings and the generated ids differ. A
+//! store that cannot make a call's facts durable keeps its result from the
+//! host (call-boundary durability).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use reel::context::{ToolContext, ToolError};
+use reel::context::{ContextError, ToolContext, ToolError};
 use reel::fact::{Fact, FactKind, Level, RunStatus};
 use reel_archive::{Archive, ArchiveConfig, FingerprintKey, Store, StoreError};
-use reel_recorder::{MemoryVault, Recorder, RecorderConfig, RunStart};
+use reel_recorder::{Durability, MemoryVault, Recorder, RecorderConfig, RunStart};
 use serde_json::{json, Value};
 
 const SECRET: &str = "s3cr3t-canary-7f1e";
@@ -22,6 +25,8 @@ struct MemoryStore {
     artifacts: Mutex<Vec<Vec<u8>>>,
     flushes: Mutex<usize>,
     closed: Mutex<Vec<String>>,
+    /// Every flush fails (a disk or a cluster gone).
+    failing: AtomicBool,
 }
 
 impl Store for MemoryStore {
@@ -40,6 +45,9 @@ impl Store for MemoryStore {
 
     fn flush(&self) -> Result<(), StoreError> {
         *self.flushes.lock().unwrap() += 1;
+        if self.failing.load(Ordering::SeqCst) {
+            return Err(StoreError::Other("the device went away".into()));
+        }
         Ok(())
     }
 
@@ -231,4 +239,60 @@ async fn facts_filed_after_the_run_ended_never_reach_the_store() {
     let text = serde_json::to_string(&received).expect("json");
     assert!(!text.contains("too late"), "{kinds:?}");
     assert!(text.contains("in time"));
+}
+
+async fn doubler(_ctx: ToolContext, n: u32) -> Result<u32, ToolError> {
+    Ok(n * 2)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_result_whose_facts_are_not_durable_is_not_handed_back() {
+    for durability in [Durability::CallBoundary, Durability::Buffered] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let reads = Archive::open(
+            dir.path(),
+            ArchiveConfig {
+                fingerprint_key: FingerprintKey::Key([3; 32]),
+                ..ArchiveConfig::default()
+            },
+        )
+        .expect("open");
+        let memory = Arc::new(MemoryStore::default());
+        let config = RecorderConfig {
+            durability,
+            ..config()
+        };
+        let recorder = Recorder::with_store(reads, memory.clone(), config).expect("recorder");
+        let run = recorder
+            .start_run(RunStart::new("r1"))
+            .await
+            .expect("start");
+        let out = run.call("double", 2u32).invoke(doubler).await;
+        assert_eq!(out.expect("a durable call"), 4, "{durability:?}");
+
+        memory.failing.store(true, Ordering::SeqCst);
+        let out = run.call("double", 3u32).invoke(doubler).await;
+        match durability {
+            // The host is told, not handed a result nothing says is recorded.
+            Durability::CallBoundary => {
+                let err = out.expect_err("a call whose facts could not be made durable");
+                assert!(
+                    matches!(&err, ToolError::Context(ContextError::NotRecorded { detail }) if detail.contains("the device went away")),
+                    "{err:?}"
+                );
+                assert!(err.to_string().contains("its result is withheld"), "{err}");
+            }
+            // Buffered durability never waits for the store: the result.
+            _ => assert_eq!(out.expect("a buffered call"), 6),
+        }
+        // The store failed to flush, not to take the facts: both calls'
+        // ends reached it (the shutdown's final flush fails too, and says so).
+        assert!(recorder.shutdown().await.is_err(), "{durability:?}");
+        let ends = memory
+            .facts("r1")
+            .iter()
+            .filter(|f| matches!(f.kind, FactKind::CallEnded(_)))
+            .count();
+        assert_eq!(ends, 2, "{durability:?}");
+    }
 }

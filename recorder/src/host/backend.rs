@@ -42,7 +42,14 @@ pub(super) struct LiveBackend {
 impl LiveBackend {
     /// Runs the call's cleanups, files `call.ended` and waits for
     /// durability as configured.
-    pub(super) async fn finish(&self, started_at: Instant, result: &Result<Value, ToolError>) {
+    /// Files the call's end and, unless durability is buffered, waits for
+    /// its facts to be durable: `Err` (what the store said) when they could
+    /// not be made so.
+    pub(super) async fn finish(
+        &self,
+        started_at: Instant,
+        result: &Result<Value, ToolError>,
+    ) -> Result<(), String> {
         self.file_dropped();
         let teardowns = std::mem::take(&mut *lock(&self.teardowns));
         self.run
@@ -83,8 +90,10 @@ impl LiveBackend {
                     self.call_id,
                     self.run.id()
                 );
+                return Err(e.to_string());
             }
         }
+        Ok(())
     }
 
     /// Files `progress.dropped` for the reports dropped since the call's

@@ -420,7 +420,9 @@ impl CallBuilder {
                     Ok(result) => after_tool(&handle, result),
                     Err(panic) => {
                         let message = panic_message(&*panic);
-                        backend
+                        // Unwinding on: whether the end was durable
+                        // changes nothing for the panic.
+                        let _ = backend
                             .finish(
                                 started_at,
                                 &Err(ToolError::msg(format!("the tool panicked: {message}"))),
@@ -431,7 +433,12 @@ impl CallBuilder {
                 }
             }
         };
-        backend.finish(started_at, &result).await;
-        result
+        let recorded = backend.finish(started_at, &result).await;
+        match (recorded, result) {
+            // Call-boundary durability: a result is handed back only once
+            // its facts are durable; the tool's own error says more.
+            (Err(detail), Ok(_)) => Err(ContextError::NotRecorded { detail }.into()),
+            (_, result) => result,
+        }
     }
 }
