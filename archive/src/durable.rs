@@ -112,11 +112,9 @@ impl Durable {
 mod tests {
     use crate::{Archive, ArchiveConfig, FingerprintKey};
 
-    /// A value above sled's blob threshold lands in a file of its own; the
-    /// flush finds that file and syncs it (the bookkeeping records it at
-    /// its length), and a second flush has nothing new to sync.
-    #[test]
-    fn a_flush_syncs_the_blob_files_sled_leaves_unsynced() {
+    /// A fresh archive holding a 600 KiB artifact (above sled's blob
+    /// threshold: a blob file of its own), flushed once.
+    fn flushed_with_a_blob() -> (tempfile::TempDir, Archive) {
         let dir = tempfile::tempdir().expect("tempdir");
         let archive = Archive::open(
             dir.path(),
@@ -129,6 +127,15 @@ mod tests {
         let big: Vec<u8> = (0..600 * 1024u64).map(|i| (i * 7919 % 251) as u8).collect();
         archive.put_artifact(&big).expect("put");
         archive.flush().expect("flush");
+        (dir, archive)
+    }
+
+    /// A value above sled's blob threshold lands in a file of its own; the
+    /// flush finds that file and syncs it (the bookkeeping records it at
+    /// its length), and a second flush has nothing new to sync.
+    #[test]
+    fn a_flush_syncs_the_blob_files_sled_leaves_unsynced() {
+        let (dir, archive) = flushed_with_a_blob();
         let blobs: Vec<u64> = std::fs::read_dir(dir.path().join("blobs"))
             .expect("sled keeps large values in blobs/")
             .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
@@ -150,18 +157,7 @@ mod tests {
     /// matches.
     #[test]
     fn a_blob_file_that_grew_since_its_sync_is_synced_again() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let archive = Archive::open(
-            dir.path(),
-            ArchiveConfig {
-                fingerprint_key: FingerprintKey::Key([1; 32]),
-                ..ArchiveConfig::default()
-            },
-        )
-        .expect("open");
-        let big: Vec<u8> = (0..600 * 1024u64).map(|i| (i * 7919 % 251) as u8).collect();
-        archive.put_artifact(&big).expect("put");
-        archive.flush().expect("flush");
+        let (dir, archive) = flushed_with_a_blob();
         let durable = &archive.inner.durable;
         // As if the last sync had seen the newest blob file half written.
         let newest = *durable

@@ -17,7 +17,6 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use async_nats::jetstream::{self, stream};
-use reel::fact::RunStatus;
 use reel_archive::{Archive, ArchiveConfig};
 use reel_nats::{NatsConfig, NatsStore};
 use reel_recorder::{Recorder, RunStart};
@@ -78,29 +77,10 @@ pub fn reel(urls: &str, tag: &str, shape: Shape, workers: usize) -> io::Result<P
         let recorder = Recorder::with_store(archive, store.clone(), recorder_config())
             .map_err(io::Error::other)?;
         let started = Instant::now();
-        let mut tasks = Vec::with_capacity(shape.runs);
-        for r in 0..shape.runs {
-            let recorder = recorder.clone();
-            let id = format!("{tag}-{}", workload::run_id(r));
-            tasks.push(tokio::spawn(async move {
-                let run = recorder
-                    .start_run(RunStart::new(id))
-                    .await
-                    .map_err(io::Error::other)?;
-                for c in 0..shape.calls {
-                    run.call(workload::TOOL, workload::args(r, c, shape.progress))
-                        .invoke(workload::busy)
-                        .await
-                        .map_err(|e| io::Error::other(e.to_string()))?;
-                }
-                run.end(RunStatus::Completed)
-                    .await
-                    .map_err(io::Error::other)
-            }));
-        }
-        for task in tasks {
-            task.await.map_err(io::Error::other)??;
-        }
+        crate::record::drive(&recorder, shape, |r| {
+            RunStart::new(format!("{tag}-{}", workload::run_id(r)))
+        })
+        .await?;
         recorder.shutdown().await.map_err(io::Error::other)?;
         let elapsed = started.elapsed();
         let last = last_seq(urls).await?;

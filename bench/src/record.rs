@@ -65,31 +65,17 @@ pub async fn reel_with(
     let archive = Archive::open(dir, ArchiveConfig::default()).map_err(io::Error::other)?;
     let recorder = Recorder::with_archive(archive.clone(), config).map_err(io::Error::other)?;
     let started = Instant::now();
-    let mut tasks = Vec::with_capacity(shape.runs);
-    for r in 0..shape.runs {
-        let recorder = recorder.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut start = RunStart::new(workload::run_id(r));
-            if declare {
-                start = start.secret(reel::context::Secret::new(format!(
-                    "bench-declared-secret-{r:04}-Zq81xx"
-                )));
-            }
-            let run = recorder.start_run(start).await.map_err(io::Error::other)?;
-            for c in 0..shape.calls {
-                run.call(workload::TOOL, workload::args(r, c, shape.progress))
-                    .invoke(workload::busy)
-                    .await
-                    .map_err(|e| io::Error::other(e.to_string()))?;
-            }
-            run.end(RunStatus::Completed)
-                .await
-                .map_err(io::Error::other)
-        }));
-    }
-    for task in tasks {
-        task.await.map_err(io::Error::other)??;
-    }
+    drive(&recorder, shape, move |r| {
+        let start = RunStart::new(workload::run_id(r));
+        if declare {
+            start.secret(reel::context::Secret::new(format!(
+                "bench-declared-secret-{r:04}-Zq81xx"
+            )))
+        } else {
+            start
+        }
+    })
+    .await?;
     recorder.shutdown().await.map_err(io::Error::other)?;
     let elapsed = started.elapsed();
     Ok((
@@ -425,4 +411,35 @@ pub fn workload_blocks(shape: Shape) -> io::Result<Vec<Vec<u8>>> {
         Some(e) => Err(e),
         None => Ok(blocks),
     }
+}
+
+/// Records the workload's runs concurrently through `recorder`: run `r`
+/// started as `start(r)`, then `shape.calls` calls of the busy tool in a
+/// row, then ended; returns once every run has ended.
+pub async fn drive(
+    recorder: &Recorder,
+    shape: Shape,
+    start: impl Fn(usize) -> RunStart,
+) -> io::Result<()> {
+    let mut tasks = Vec::with_capacity(shape.runs);
+    for r in 0..shape.runs {
+        let recorder = recorder.clone();
+        let start = start(r);
+        tasks.push(tokio::spawn(async move {
+            let run = recorder.start_run(start).await.map_err(io::Error::other)?;
+            for c in 0..shape.calls {
+                run.call(workload::TOOL, workload::args(r, c, shape.progress))
+                    .invoke(workload::busy)
+                    .await
+                    .map_err(|e| io::Error::other(e.to_string()))?;
+            }
+            run.end(RunStatus::Completed)
+                .await
+                .map_err(io::Error::other)
+        }));
+    }
+    for task in tasks {
+        task.await.map_err(io::Error::other)??;
+    }
+    Ok(())
 }

@@ -256,7 +256,9 @@ pub fn show_first_line(
     run_id: &str,
 ) -> io::Result<(Duration, String)> {
     let mut cmd = reel(bin, archive, config);
-    cmd.args(["show", run_id]).stdout(Stdio::piped());
+    cmd.args(["show", run_id])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     let started = Instant::now();
     let mut child = cmd.spawn()?;
     let mut stdout = child.stdout.take().expect("piped");
@@ -280,9 +282,19 @@ pub fn show_first_line(
     let line = String::from_utf8_lossy(&line).into_owned();
     match elapsed {
         Some(t) => Ok((t, line)),
-        None => Err(io::Error::other(format!(
-            "`reel show {run_id}` printed no line ({status})"
-        ))),
+        None => {
+            // What reel said: a `reel` older than the bench's archive
+            // refuses it, for one (rebuild it: cargo build -p reel-cli).
+            let mut said = String::new();
+            if let Some(mut err) = child.stderr.take() {
+                let _ = err.read_to_string(&mut said);
+            }
+            Err(io::Error::other(format!(
+                "`{} show {run_id}` printed no line ({status}): {}",
+                bin.display(),
+                said.trim()
+            )))
+        }
     }
 }
 

@@ -816,7 +816,12 @@ impl Store for NatsStore {
             }
         }
         for state in streams.values_mut() {
-            let _ = self.settle(state, false);
+            // A block appended during the flush that already failed is
+            // reported now: its stream's tail is taken here, and no later
+            // flush would see it.
+            if let Err(e) = self.settle(state, false) {
+                first.get_or_insert(e);
+            }
         }
         streams.retain(|_, s| !(s.closed && s.tail.is_none()));
         drop(streams);

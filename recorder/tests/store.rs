@@ -84,6 +84,19 @@ async fn tool(ctx: ToolContext, n: u32) -> Result<u32, ToolError> {
     Ok(doubled)
 }
 
+/// The archive a recorder over a memory store reads from (run ids, the
+/// fingerprint key): nothing is written to it.
+fn reads_archive(dir: &std::path::Path) -> Archive {
+    Archive::open(
+        dir,
+        ArchiveConfig {
+            fingerprint_key: FingerprintKey::Key([3; 32]),
+            ..ArchiveConfig::default()
+        },
+    )
+    .expect("open")
+}
+
 fn config() -> RecorderConfig {
     RecorderConfig {
         fingerprint_key: FingerprintKey::Key([3; 32]),
@@ -151,14 +164,7 @@ async fn a_second_store_receives_exactly_the_facts_the_archive_stores() {
 
     // The same run, into the memory store.
     let dir = tempfile::tempdir().expect("tempdir");
-    let reads = Archive::open(
-        dir.path(),
-        ArchiveConfig {
-            fingerprint_key: FingerprintKey::Key([3; 32]),
-            ..ArchiveConfig::default()
-        },
-    )
-    .expect("open");
+    let reads = reads_archive(dir.path());
     let memory = Arc::new(MemoryStore::default());
     let recorder = Recorder::with_store(reads.clone(), memory.clone(), config()).expect("recorder");
     workload(recorder).await;
@@ -200,14 +206,7 @@ async fn a_second_store_receives_exactly_the_facts_the_archive_stores() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn facts_filed_after_the_run_ended_never_reach_the_store() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let reads = Archive::open(
-        dir.path(),
-        ArchiveConfig {
-            fingerprint_key: FingerprintKey::Key([3; 32]),
-            ..ArchiveConfig::default()
-        },
-    )
-    .expect("open");
+    let reads = reads_archive(dir.path());
     let memory = Arc::new(MemoryStore::default());
     let recorder = Recorder::with_store(reads, memory.clone(), config()).expect("recorder");
     let run = recorder
@@ -249,14 +248,7 @@ async fn doubler(_ctx: ToolContext, n: u32) -> Result<u32, ToolError> {
 async fn a_result_whose_facts_are_not_durable_is_not_handed_back() {
     for durability in [Durability::CallBoundary, Durability::Buffered] {
         let dir = tempfile::tempdir().expect("tempdir");
-        let reads = Archive::open(
-            dir.path(),
-            ArchiveConfig {
-                fingerprint_key: FingerprintKey::Key([3; 32]),
-                ..ArchiveConfig::default()
-            },
-        )
-        .expect("open");
+        let reads = reads_archive(dir.path());
         let memory = Arc::new(MemoryStore::default());
         let config = RecorderConfig {
             durability,
