@@ -110,7 +110,7 @@ pub use reel::gap::Gap;
 pub use reel::rules::{Rule, StreamRules, Violation};
 pub use salvage::{salvage, LostSeqs, SalvageReport, SalvagedRun};
 pub use stats::ArchiveStats;
-pub use store::{Store, StoreError};
+pub use store::{Store, StoreError, StreamFailure};
 pub use tape::TapeExt;
 pub use verify::{Problem, VerifyReport};
 

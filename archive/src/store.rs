@@ -21,12 +21,57 @@ pub enum StoreError {
         /// The stream's key.
         stream: String,
     },
+    /// Streams failed, each on its own: the store takes nothing more of
+    /// each named stream (from the batch that failed on), and every other
+    /// stream goes on. A store that keeps its streams apart (a replicated
+    /// log: one writer's conflict on one run, a block of one run the
+    /// cluster did not take in time) says so with this variant, and the
+    /// recorder fails only the runs named (see `reel-recorder`'s writer);
+    /// every other variant fails the whole store. Never empty.
+    #[error("{}", StreamFailure::list(.0))]
+    Streams(Vec<StreamFailure>),
     /// The archive refused or failed.
     #[error(transparent)]
     Archive(ArchiveError),
     /// Another store failed.
     #[error(transparent)]
     Other(Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl StoreError {
+    /// One stream failed, on its own (see [`StoreError::Streams`]).
+    pub fn stream(
+        stream: impl Into<String>,
+        error: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> StoreError {
+        StoreError::Streams(vec![StreamFailure {
+            stream: stream.into(),
+            error: error.into(),
+        }])
+    }
+}
+
+/// One stream's failure in [`StoreError::Streams`].
+#[derive(Debug)]
+pub struct StreamFailure {
+    /// The stream's key (a run id, or the key of a call outside any run).
+    pub stream: String,
+    /// What the store said.
+    pub error: Box<dyn std::error::Error + Send + Sync>,
+}
+
+impl StreamFailure {
+    fn list(failures: &[StreamFailure]) -> String {
+        match failures {
+            [] => "a store failed without naming a stream".into(),
+            [one] => one.error.to_string(),
+            many => many
+                .iter()
+                .map(|f| format!("stream {:?}: {}", f.stream, f.error))
+                .collect::<Vec<_>>()
+                .join("; "),
+        }
+    }
 }
 
 impl From<ArchiveError> for StoreError {
@@ -48,7 +93,11 @@ impl From<ArchiveError> for StoreError {
 ///   ([`reel::rules`]); a batch after the stream's end is refused with
 ///   [`StoreError::StreamClosed`].
 /// - [`Store::put_artifact`] keeps bytes once per sha-256 digest and
-///   answers `sha256:<hex>`.
+///   answers `sha256:<hex>`; the writer calls it through
+///   [`Store::put_artifact_of`], which says which stream the bytes are for.
+/// - Failures: [`StoreError::Streams`] fails the streams it names and no
+///   other; any other error fails the whole store (the archive's disk
+///   errors: one device holds every run).
 /// - [`Store::flush`] returns once everything appended before is durable.
 /// - [`Store::close_stream`] says the writer will send the stream nothing
 ///   more (after its end fact was appended).
@@ -57,6 +106,15 @@ pub trait Store: Send + Sync + 'static {
     fn append_batch(&self, stream: &str, facts: Vec<Fact>) -> Result<(), StoreError>;
     /// Stores artifact bytes; returns their digest as `sha256:<hex>`.
     fn put_artifact(&self, bytes: &[u8]) -> Result<String, StoreError>;
+    /// Stores artifact bytes a fact of `stream` refers to (a spilled
+    /// payload, an artifact a call stored). The default is
+    /// [`Store::put_artifact`], whose failure fails the whole store; a
+    /// store that keeps streams apart answers a failure with
+    /// [`StoreError::Streams`] naming `stream`.
+    fn put_artifact_of(&self, stream: &str, bytes: &[u8]) -> Result<String, StoreError> {
+        let _ = stream;
+        self.put_artifact(bytes)
+    }
     /// Makes everything appended so far durable.
     fn flush(&self) -> Result<(), StoreError>;
     /// The writer is done with `stream`.

@@ -14,7 +14,7 @@ use sha2::{Digest as _, Sha256};
 use reel::fact::{Fact, FactKind};
 use reel::rules::StreamRules;
 use reel::run::RunRecord;
-use reel_archive::{Digest, Store, StoreError};
+use reel_archive::{Digest, Store, StoreError, StreamFailure};
 
 use crate::config::{NatsConfig, OfflinePolicy};
 use crate::subject::{kv_key, subject_of, subject_token};
@@ -114,8 +114,11 @@ struct StreamState {
 ///   back after the writer's flush, is never ahead of its facts.
 /// - **Failures stay with their stream:** a conflict or an expired
 ///   offline wait breaks only the stream whose block it was: the error is
-///   returned once (by the append or flush that meets it), that stream's
-///   later batches are refused, and every other stream goes on.
+///   returned once (by the append or flush that meets it, as
+///   [`StoreError::Streams`] naming the stream, so the recorder fails that
+///   run alone), that stream's later batches are refused, and every other
+///   stream goes on. An artifact the cluster did not take in time fails
+///   the stream it was for ([`Store::put_artifact_of`]).
 /// - **Offline:** see [`OfflinePolicy`]. The client reconnects on its own
 ///   (backoff capped at 1 s); each call's wait is bounded by the policy.
 ///
@@ -754,12 +757,21 @@ impl Store for NatsStore {
                 stream: stream.into(),
             });
         }
-        self.append(stream, facts).map_err(other)
+        // Whatever went wrong concerns this stream alone.
+        self.append(stream, facts)
+            .map_err(|e| StoreError::stream(stream, e))
     }
 
     fn put_artifact(&self, bytes: &[u8]) -> Result<String, StoreError> {
         self.block_on(self.shared.put_artifact_async(bytes))
             .map_err(other)
+    }
+
+    /// An artifact the cluster did not take in time fails the stream it
+    /// was for, not the store: the cluster may be back for the next.
+    fn put_artifact_of(&self, stream: &str, bytes: &[u8]) -> Result<String, StoreError> {
+        self.block_on(self.shared.put_artifact_async(bytes))
+            .map_err(|e| StoreError::stream(stream, e))
     }
 
     /// Waits for the ack of every block handed over before it was called
@@ -793,7 +805,7 @@ impl Store for NatsStore {
                 waits.push((name.clone(), rx));
             }
         }
-        let mut first = None;
+        let mut failures = Vec::new();
         let mut failed = Vec::new();
         for (name, rx) in waits {
             let error = match self.block_on(rx) {
@@ -804,8 +816,11 @@ impl Store for NatsStore {
                     detail: "the publishing task was dropped".into(),
                 },
             };
-            failed.push((name, error.to_string()));
-            first.get_or_insert(error);
+            failed.push((name.clone(), error.to_string()));
+            failures.push(StreamFailure {
+                stream: name,
+                error: Box::new(error),
+            });
         }
         let mut streams = lock(&self.streams);
         for (name, why) in failed {
@@ -815,19 +830,25 @@ impl Store for NatsStore {
                 state.broken.get_or_insert(why);
             }
         }
-        for state in streams.values_mut() {
+        for (name, state) in streams.iter_mut() {
             // A block appended during the flush that already failed is
             // reported now: its stream's tail is taken here, and no later
             // flush would see it.
             if let Err(e) = self.settle(state, false) {
-                first.get_or_insert(e);
+                failures.push(StreamFailure {
+                    stream: name.clone(),
+                    error: Box::new(e),
+                });
             }
         }
         streams.retain(|_, s| !(s.closed && s.tail.is_none()));
         drop(streams);
-        match first {
-            None => Ok(()),
-            Some(e) => Err(other(e)),
+        // Each failure is its stream's alone: the recorder fails those
+        // runs and no other.
+        if failures.is_empty() {
+            Ok(())
+        } else {
+            Err(StoreError::Streams(failures))
         }
     }
 

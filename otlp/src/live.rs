@@ -185,6 +185,10 @@ impl<S: Store> Store for LiveExport<S> {
         self.inner.put_artifact(bytes)
     }
 
+    fn put_artifact_of(&self, stream: &str, bytes: &[u8]) -> Result<String, StoreError> {
+        self.inner.put_artifact_of(stream, bytes)
+    }
+
     fn flush(&self) -> Result<(), StoreError> {
         self.inner.flush()
     }

@@ -12,10 +12,22 @@
 //! a flush makes durable everything appended before it began, so no call
 //! is told its facts are durable before they are.
 //!
+//! Failures are kept per run where the store says which streams failed
+//! ([`StoreError::Streams`]: a replicated log's conflict or a block it did
+//! not take in time concerns one run): a flush asked for run R (a call's
+//! end, a run's start or end) fails when R failed or the store failed as a
+//! whole; R's later facts are dropped, counted in R's failure and warned
+//! about once; every other run goes on recording. A failure that names no
+//! stream (the archive's disk) fails every later flush. A whole-recorder
+//! flush ([`Recorder::flush`](crate::Recorder::flush), shutdown) reports
+//! every failure.
+//!
 //! Filing a fact never blocks: the queue is an unbounded channel, and its
 //! bound is enforced at the tools' await points ([`Queue::room`]), which
-//! wait while more than `queue_bound` facts are in flight. Nothing is ever
-//! dropped.
+//! wait while more than `queue_bound` facts are in flight. Nothing is
+//! dropped for want of room (the facts of a run whose stream failed, above,
+//! are dropped and counted; progress over `progress_bound` is counted as
+//! `progress.dropped`).
 //!
 //! Time: the tool's thread reads one clock per fact, a raw tick of the
 //! recorder's [`quanta::Clock`] (the CPU's invariant time-stamp counter,
@@ -79,10 +91,15 @@ pub(crate) enum Msg {
     /// A credential value to scrub from this run's facts (kept in memory
     /// only, dropped when the run ends).
     Secret { run: Arc<str>, secret: Secret },
-    /// Artifact bytes to keep (content-addressed) so that replay can serve them.
-    Artifact { bytes: Vec<u8> },
-    /// Everything sent before is appended and flushed: then ack.
+    /// Artifact bytes a call of `run` stored, to keep (content-addressed)
+    /// so that replay can serve them.
+    Artifact { run: Arc<str>, bytes: Vec<u8> },
+    /// Everything sent before is appended and flushed: then ack. `run`
+    /// is whose facts the asker waits for (a call's end, a run's start or
+    /// end): the answer is that run's failure or the store's; `None` (the
+    /// whole recorder) answers every failure.
     Flush {
+        run: Option<Arc<str>>,
         ack: oneshot::Sender<Result<(), WriteError>>,
     },
     /// The run ended: forget its secrets and calls once its facts are
@@ -93,8 +110,9 @@ pub(crate) enum Msg {
     Close,
 }
 
-/// Why the write pipeline failed (the first failure is kept and reported
-/// to every later flush and at shutdown).
+/// Why the write pipeline failed. The store's first failure as a whole is
+/// kept and reported to every later flush and at shutdown; a run's failure
+/// to the flushes of that run and to whole-recorder flushes and shutdown.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum WriteError {
     /// The recorder was shut down: nothing more is written.
@@ -114,6 +132,136 @@ pub enum WriteError {
         /// The store's error.
         detail: String,
     },
+    /// The store failed one run's stream (and said so, naming it): that
+    /// run records nothing from the failed batch on; other runs go on.
+    #[error("{0}")]
+    Run(RunFailure),
+    /// Several runs failed (a whole-recorder flush or shutdown names each).
+    #[error("{} runs were not recorded whole: {}", .0.len(), .0.iter().map(|f| f.to_string()).collect::<Vec<_>>().join(" | "))]
+    Runs(Vec<RunFailure>),
+}
+
+/// One run whose stream the store failed (see [`WriteError::Run`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("run {run:?}: {what}: {detail}; the run records nothing from there on ({dropped} of its facts not recorded so far); other runs go on")]
+pub struct RunFailure {
+    /// The run id (or the key of a call outside any run).
+    pub run: String,
+    /// What the writer was doing, e.g. `appending facts`.
+    pub what: String,
+    /// The store's error.
+    pub detail: String,
+    /// The run's facts the writer did not store since (a refused batch
+    /// included; what a store took and lost is the store's to say), as of
+    /// when this was reported.
+    pub dropped: u64,
+}
+
+/// The failures of one writer, shared by its queue, writer and flusher.
+#[derive(Default)]
+pub(crate) struct Failures {
+    /// The store failed as a whole (or a fact came after shutdown): every
+    /// flush fails.
+    global: Option<WriteError>,
+    /// The runs whose stream failed, with whether dropping their later
+    /// facts was warned about. Kept for the recorder's life (a line per
+    /// failed run), so the run's later flushes keep failing.
+    runs: HashMap<String, (RunFailure, bool)>,
+}
+
+impl Failures {
+    /// Keeps `e`: as the failure of each stream it names
+    /// ([`StoreError::Streams`]), else as the store's (the first of each is
+    /// kept), said as a `tracing` error. `run` is whose facts the writer
+    /// was writing, if one's; `dropped`, how many facts of it went unstored.
+    fn record(&mut self, what: &str, run: Option<&str>, dropped: usize, e: &StoreError) {
+        match e {
+            StoreError::Streams(failed) if !failed.is_empty() => {
+                for f in failed {
+                    if self.runs.contains_key(&f.stream) {
+                        continue;
+                    }
+                    let failure = RunFailure {
+                        run: f.stream.clone(),
+                        what: what.to_owned(),
+                        detail: f.error.to_string(),
+                        dropped: if run == Some(f.stream.as_str()) {
+                            dropped as u64
+                        } else {
+                            0
+                        },
+                    };
+                    tracing::error!(run = %f.stream, "reel-recorder: {failure}");
+                    self.runs.insert(f.stream.clone(), (failure, false));
+                }
+            }
+            e => {
+                let failure = WriteError::Store {
+                    what: match run {
+                        Some(run) => format!("run {run}: {what}"),
+                        None => what.to_owned(),
+                    },
+                    detail: e.to_string(),
+                };
+                tracing::error!("reel-recorder: {failure}");
+                self.global.get_or_insert(failure);
+            }
+        }
+    }
+
+    /// Whether `run`'s stream failed.
+    fn failed(&self, run: &str) -> bool {
+        self.runs.contains_key(run)
+    }
+
+    /// Counts `n` facts of the failed `run` as not recorded; the first
+    /// time, says so (a `tracing` warning: once per run).
+    fn dropped(&mut self, run: &str, n: usize) {
+        if let Some((failure, warned)) = self.runs.get_mut(run) {
+            failure.dropped += n as u64;
+            if !*warned {
+                *warned = true;
+                tracing::warn!(
+                    run,
+                    "reel-recorder: run {run}: its stream failed earlier ({}); its later facts are dropped, not recorded (counted in its failure)",
+                    failure.detail
+                );
+            }
+        }
+    }
+
+    /// The answer to a flush for `run` (see [`Msg::Flush`]).
+    fn answer(&self, run: Option<&str>) -> Result<(), WriteError> {
+        if let Some(f) = &self.global {
+            return Err(f.clone());
+        }
+        match run {
+            Some(run) => match self.runs.get(run) {
+                Some((f, _)) => Err(WriteError::Run(f.clone())),
+                None => Ok(()),
+            },
+            None => self.whole().map_or(Ok(()), Err),
+        }
+    }
+
+    /// Every failure, for the whole recorder: the store's, else each
+    /// failed run's (by run id).
+    pub(crate) fn whole(&self) -> Option<WriteError> {
+        if let Some(f) = &self.global {
+            return Some(f.clone());
+        }
+        let mut runs: Vec<RunFailure> = self.runs.values().map(|(f, _)| f.clone()).collect();
+        runs.sort_by(|a, b| a.run.cmp(&b.run));
+        match runs.len() {
+            0 => None,
+            1 => runs.pop().map(WriteError::Run),
+            _ => Some(WriteError::Runs(runs)),
+        }
+    }
+}
+
+fn lock_failures(f: &Mutex<Failures>) -> std::sync::MutexGuard<'_, Failures> {
+    f.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Reports facts filed after their stream ended: not recorded, said as a
@@ -138,7 +286,7 @@ pub(crate) struct Queue {
     /// Over this many facts in flight, a progress report is dropped.
     progress_bound: usize,
     thread: Mutex<Option<JoinHandle<()>>>,
-    failure: Arc<Mutex<Option<WriteError>>>,
+    failure: Arc<Mutex<Failures>>,
 }
 
 impl Queue {
@@ -151,7 +299,7 @@ impl Queue {
         let (tx, rx) = mpsc::unbounded_channel();
         let in_flight = Arc::new(AtomicUsize::new(0));
         let room = Arc::new(Notify::new());
-        let failure = Arc::new(Mutex::new(None));
+        let failure = Arc::new(Mutex::new(Failures::default()));
         let clock = quanta::Clock::new();
         let flush_every_batch = config.durability == Durability::EveryFact;
         let flusher = if store.flushes_concurrently() && !flush_every_batch {
@@ -281,18 +429,26 @@ impl Queue {
         });
     }
 
-    pub(crate) fn artifact(&self, bytes: Vec<u8>) {
-        self.send(Msg::Artifact { bytes });
+    pub(crate) fn artifact(&self, run: &Arc<str>, bytes: Vec<u8>) {
+        self.send(Msg::Artifact {
+            run: run.clone(),
+            bytes,
+        });
     }
 
     pub(crate) fn run_closed(&self, run: &Arc<str>) {
         self.send(Msg::RunClosed { run: run.clone() });
     }
 
-    /// Waits until everything filed before is appended and durable.
-    pub(crate) async fn flush(&self) -> Result<(), WriteError> {
+    /// Waits until everything filed before is appended and durable: for
+    /// `run` (failing when that run's stream or the store failed), or, with
+    /// `None`, for the whole recorder (failing when anything failed).
+    pub(crate) async fn flush(&self, run: Option<&Arc<str>>) -> Result<(), WriteError> {
         let (ack, done) = oneshot::channel();
-        if !self.send(Msg::Flush { ack }) {
+        if !self.send(Msg::Flush {
+            run: run.cloned(),
+            ack,
+        }) {
             return Err(WriteError::ShutDown);
         }
         done.await.map_err(|_| WriteError::WriterStopped)?
@@ -314,17 +470,13 @@ impl Queue {
         self.in_flight.load(Ordering::Relaxed)
     }
 
-    /// The first write failure, if any.
+    /// Every write failure so far, for the whole recorder, if any.
     pub(crate) fn failure(&self) -> Option<WriteError> {
-        self.failure
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        lock_failures(&self.failure).whole()
     }
 
     fn set_failure(&self, f: WriteError) {
-        let mut slot = self.failure.lock().unwrap_or_else(|p| p.into_inner());
-        slot.get_or_insert(f);
+        lock_failures(&self.failure).global.get_or_insert(f);
     }
 
     /// Closes the queue and waits for the writer to append and flush
@@ -361,7 +513,7 @@ struct Writer {
     /// The flusher thread, when the store flushes concurrently (see the
     /// module docs); else the writer flushes itself.
     flusher: Option<(Arc<Flusher>, JoinHandle<()>)>,
-    failure: Arc<Mutex<Option<WriteError>>>,
+    failure: Arc<Mutex<Failures>>,
     clock: quanta::Clock,
     /// What the writer keeps per open run.
     runs: HashMap<Arc<str>, RunState>,
@@ -504,12 +656,16 @@ impl Writer {
                         }
                         state.secrets.add(secret)
                     }
-                    Msg::Artifact { bytes } => {
-                        if let Err(e) = self.store.put_artifact(&bytes) {
-                            self.fail("storing an artifact", &e);
+                    Msg::Artifact { run, bytes } => {
+                        // A failed run's facts are dropped: so are the
+                        // bytes they would refer to.
+                        if !self.failed(&run) {
+                            if let Err(e) = self.store.put_artifact_of(&run, &bytes) {
+                                self.fail("storing an artifact", Some(&run), 0, &e);
+                            }
                         }
                     }
-                    Msg::Flush { ack } => acks.push(ack),
+                    Msg::Flush { run, ack } => acks.push((run, ack)),
                     Msg::RunClosed { run } => closed.push(run),
                     // Later sends fail; `blocking_recv` yields what is
                     // buffered, then ends the loop.
@@ -526,7 +682,7 @@ impl Writer {
                         self.calls.remove(&key);
                     }
                     if let Err(e) = self.store.close_stream(&run) {
-                        self.fail(&format!("run {run}: closing its stream"), &e);
+                        self.fail("closing its stream", Some(&run), 0, &e);
                     }
                 }
             }
@@ -535,15 +691,9 @@ impl Writer {
                 flusher.hand(&mut acks);
             } else if !acks.is_empty() || self.flush_every_batch {
                 if let Err(e) = self.store.flush() {
-                    self.fail("flushing", &e);
+                    self.fail("flushing", None, 0, &e);
                 }
-                let result = match self.failure() {
-                    Some(f) => Err(f),
-                    None => Ok(()),
-                };
-                for ack in acks.drain(..) {
-                    let _ = ack.send(result.clone());
-                }
+                answer(&self.failure, &mut acks);
             }
             self.in_flight.fetch_sub(n, Ordering::Relaxed);
             self.room.notify_waiters();
@@ -555,7 +705,7 @@ impl Writer {
         }
         // The queue closed: make everything durable before the thread ends.
         if let Err(e) = self.store.flush() {
-            self.fail("the final flush", &e);
+            self.fail("the final flush", None, 0, &e);
         }
     }
 
@@ -567,6 +717,16 @@ impl Writer {
         // Read after every fact of the drain was filed: no tick is later.
         let (wall, now) = (unix_nanos(), self.clock.raw());
         for (run, mut pending) in batches.drain(..) {
+            if self.failed(&run) {
+                // The run's stream failed: the store takes nothing more
+                // of it. Counted in its failure, warned about once.
+                lock_failures(&self.failure).dropped(&run, pending.len());
+                pending.clear();
+                if spare.len() < SPARE_MAX && pending.capacity() <= SPARE_CAP {
+                    spare.push(pending);
+                }
+                continue;
+            }
             let start = self
                 .runs
                 .get(&run)
@@ -600,14 +760,19 @@ impl Writer {
                 self.redactor.redact_fact(&mut fact.kind, secrets);
                 let store = &self.store;
                 spill_large(&mut fact.kind, self.inline_limit, |bytes| {
-                    store.put_artifact(bytes).unwrap_or_else(|e| {
+                    store.put_artifact_of(&run, bytes).unwrap_or_else(|e| {
                         spill_err = Some(e);
                         String::new()
                     })
                 });
             }
             if let Some(e) = spill_err {
-                self.fail(&format!("run {run}: storing a large payload"), &e);
+                self.fail("storing a large payload", Some(&run), facts.len(), &e);
+                if self.failed(&run) {
+                    // A fact would refer to bytes the store does not
+                    // have: the batch goes no further.
+                    continue;
+                }
             }
             // run.ended is a run's last fact (and the call.ended of a call
             // outside any run is its stream's): anything filed after it (a
@@ -690,7 +855,7 @@ impl Writer {
                     if let Some(state) = self.runs.get_mut(&run) {
                         state.seq.rewind(first);
                     }
-                    self.fail(&format!("run {run}: appending facts"), &e);
+                    self.fail("appending facts", Some(&run), count, &e);
                 }
             }
             if !late.is_empty() {
@@ -713,32 +878,27 @@ impl Writer {
         }
     }
 
-    fn fail(&self, what: &str, e: &StoreError) {
-        record_failure(&self.failure, what, e);
+    /// Keeps a failure (see [`Failures::record`]).
+    fn fail(&self, what: &str, run: Option<&str>, dropped: usize, e: &StoreError) {
+        lock_failures(&self.failure).record(what, run, dropped, e);
     }
 
-    fn failure(&self) -> Option<WriteError> {
-        self.failure
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+    fn failed(&self, run: &str) -> bool {
+        lock_failures(&self.failure).failed(run)
     }
 }
 
-/// Keeps the first write failure (reported to every later flush and at
-/// shutdown), said as a `tracing` error.
-fn record_failure(slot: &Mutex<Option<WriteError>>, what: &str, e: &StoreError) {
-    let failure = WriteError::Store {
-        what: what.to_owned(),
-        detail: e.to_string(),
-    };
-    tracing::error!("reel-recorder: {failure}");
-    let mut slot = slot.lock().unwrap_or_else(|p| p.into_inner());
-    slot.get_or_insert(failure);
-}
+/// An ack of a [`Msg::Flush`], with the run it asks for.
+type Ack = (Option<Arc<str>>, oneshot::Sender<Result<(), WriteError>>);
 
-/// An ack of a [`Msg::Flush`].
-type Ack = oneshot::Sender<Result<(), WriteError>>;
+/// Answers each ack after a flush: its run's failure or the store's, if
+/// any (see [`Msg::Flush`]).
+fn answer(failures: &Mutex<Failures>, acks: &mut Vec<Ack>) {
+    let failures = lock_failures(failures);
+    for (run, ack) in acks.drain(..) {
+        let _ = ack.send(failures.answer(run.as_deref()));
+    }
+}
 
 /// The flusher thread's side (see the module docs): the acks of appended
 /// facts, waiting for its next flush.
@@ -772,8 +932,9 @@ impl Flusher {
     }
 
     /// The flusher thread: one flush for every ack handed over since the
-    /// last began, then the answer to each (the first failure, if any).
-    fn run(&self, store: &dyn Store, failure: &Mutex<Option<WriteError>>) {
+    /// last began, then the answer to each (its run's failure or the
+    /// store's, if any).
+    fn run(&self, store: &dyn Store, failure: &Mutex<Failures>) {
         let mut acks = Vec::new();
         loop {
             {
@@ -787,15 +948,9 @@ impl Flusher {
                 std::mem::swap(&mut acks, &mut queue.acks);
             }
             if let Err(e) = store.flush() {
-                record_failure(failure, "flushing", &e);
+                lock_failures(failure).record("flushing", None, 0, &e);
             }
-            let result = match failure.lock().unwrap_or_else(|p| p.into_inner()).clone() {
-                Some(f) => Err(f),
-                None => Ok(()),
-            };
-            for ack in acks.drain(..) {
-                let _ = ack.send(result.clone());
-            }
+            answer(failure, &mut acks);
         }
     }
 }

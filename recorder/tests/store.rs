@@ -288,3 +288,305 @@ async fn a_result_whose_facts_are_not_durable_is_not_handed_back() {
         assert_eq!(ends, 2, "{durability:?}");
     }
 }
+
+/// Where [`StreamFailingStore`] says that one stream failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FailAt {
+    /// The batch's append is refused, naming the stream.
+    Append,
+    /// The append is taken, the next flush says the stream's block was
+    /// not stored (once, as a replicated log does: later flushes do not
+    /// say it again).
+    Flush,
+    /// An artifact for the stream (a spilled payload) is not stored.
+    Artifact,
+}
+
+/// A store that keeps its streams apart, as the JetStream store does: one
+/// stream fails (the others go on), the failure names it
+/// (`StoreError::Streams`), and the stream takes nothing more. Keeps the
+/// batches it stored, and every batch it was offered for a stream after it
+/// failed.
+struct StreamFailingStore {
+    stored: MemoryStore,
+    at: FailAt,
+    concurrent: bool,
+    /// The stream to fail, once armed.
+    armed: Mutex<Option<String>>,
+    /// Flush mode: the armed stream's batches were taken and lost.
+    lost: AtomicBool,
+    /// The stream whose failure the store reported, once it did.
+    broken: Mutex<Option<String>>,
+    /// Batches offered for the broken stream after the store said so.
+    offered_after: Mutex<usize>,
+}
+
+const BROKEN: &str = "the cluster did not take the block";
+
+impl StreamFailingStore {
+    fn new(at: FailAt, concurrent: bool) -> StreamFailingStore {
+        StreamFailingStore {
+            stored: MemoryStore::default(),
+            at,
+            concurrent,
+            armed: Mutex::new(None),
+            lost: AtomicBool::new(false),
+            broken: Mutex::new(None),
+            offered_after: Mutex::new(0),
+        }
+    }
+
+    fn arm(&self, stream: &str) {
+        *self.armed.lock().unwrap() = Some(stream.to_owned());
+    }
+
+    fn fail(&self, stream: &str) -> StoreError {
+        *self.broken.lock().unwrap() = Some(stream.to_owned());
+        StoreError::stream(stream, format!("stream {stream:?}: {BROKEN}"))
+    }
+}
+
+impl Store for StreamFailingStore {
+    fn append_batch(&self, stream: &str, facts: Vec<Fact>) -> Result<(), StoreError> {
+        if self.broken.lock().unwrap().as_deref() == Some(stream) {
+            *self.offered_after.lock().unwrap() += 1;
+            return Err(StoreError::stream(stream, "an earlier block failed"));
+        }
+        let armed = self.armed.lock().unwrap().clone();
+        if armed.as_deref() == Some(stream) {
+            match self.at {
+                FailAt::Append => return Err(self.fail(stream)),
+                // Taken, never stored: said by the next flush.
+                FailAt::Flush => {
+                    self.lost.store(true, Ordering::SeqCst);
+                    return Ok(());
+                }
+                FailAt::Artifact => {}
+            }
+        }
+        self.stored.append_batch(stream, facts)
+    }
+
+    fn put_artifact(&self, bytes: &[u8]) -> Result<String, StoreError> {
+        self.stored.put_artifact(bytes)
+    }
+
+    fn put_artifact_of(&self, stream: &str, bytes: &[u8]) -> Result<String, StoreError> {
+        let armed = self.armed.lock().unwrap().clone();
+        if self.at == FailAt::Artifact && armed.as_deref() == Some(stream) {
+            return Err(self.fail(stream));
+        }
+        self.stored.put_artifact(bytes)
+    }
+
+    fn flush(&self) -> Result<(), StoreError> {
+        self.stored.flush()?;
+        if self.at == FailAt::Flush {
+            // Reported once: the armed stream's block went missing.
+            if self.lost.swap(false, Ordering::SeqCst) {
+                let stream = self.armed.lock().unwrap().take().expect("armed");
+                return Err(self.fail(&stream));
+            }
+        }
+        Ok(())
+    }
+
+    fn close_stream(&self, stream: &str) -> Result<(), StoreError> {
+        self.stored.close_stream(stream)
+    }
+
+    fn flushes_concurrently(&self) -> bool {
+        self.concurrent
+    }
+}
+
+async fn logger(ctx: ToolContext, big: bool) -> Result<u32, ToolError> {
+    ctx.progress(json!({ "message": "working" }));
+    if big {
+        // Over the inline limit: spilled into an artifact.
+        ctx.log(Level::Info, json!({ "blob": "x".repeat(300 * 1024) }));
+    }
+    Ok(7)
+}
+
+fn not_recorded(err: &ToolError) -> &str {
+    match err {
+        ToolError::Context(ContextError::NotRecorded { detail }) => detail,
+        other => panic!("expected NotRecorded, got {other:?}"),
+    }
+}
+
+fn call_ends(store: &MemoryStore, stream: &str) -> usize {
+    store
+        .facts(stream)
+        .iter()
+        .filter(|f| matches!(f.kind, FactKind::CallEnded(_)))
+        .count()
+}
+
+/// One run's stream fails: that run's calls get `NotRecorded` naming the
+/// run and the store's error, and keep getting it (the store said it
+/// once); its later facts never reach the store and are counted; every
+/// other run, started before or after, keeps recording and its calls
+/// return their results. A whole-recorder flush and the shutdown report
+/// the failed run. A failure of the store as a whole still fails them all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_run_fails_alone() {
+    for at in [FailAt::Append, FailAt::Flush, FailAt::Artifact] {
+        for concurrent in [false, true] {
+            let case = format!("{at:?}, concurrent flush: {concurrent}");
+            let dir = tempfile::tempdir().expect("tempdir");
+            let store = Arc::new(StreamFailingStore::new(at, concurrent));
+            let recorder = Recorder::with_store(reads_archive(dir.path()), store.clone(), config())
+                .expect("recorder");
+            let good = recorder
+                .start_run(RunStart::new("good"))
+                .await
+                .expect("start");
+            let bad = recorder
+                .start_run(RunStart::new("bad"))
+                .await
+                .expect("start");
+            for run in [&good, &bad] {
+                let out = run.call("logger", false).invoke(logger).await;
+                assert_eq!(out.expect("before the failure"), 7, "{case}");
+            }
+
+            store.arm("bad");
+            let err = bad
+                .call("logger", true)
+                .invoke(logger)
+                .await
+                .expect_err("the failed run's call");
+            let detail = not_recorded(&err);
+            assert!(detail.contains("run \"bad\""), "{case}: {detail}");
+            assert!(detail.contains(BROKEN), "{case}: {detail}");
+            assert!(err.to_string().contains("its result is withheld"), "{case}");
+            assert_eq!(
+                store.broken.lock().unwrap().as_deref(),
+                Some("bad"),
+                "{case}"
+            );
+
+            // The other run, and a run started after the failure, go on.
+            let late = recorder
+                .start_run(RunStart::new("late"))
+                .await
+                .expect("start");
+            for i in 0..3u32 {
+                for run in [&good, &late] {
+                    let out = run.call("logger", i == 1).invoke(logger).await;
+                    assert_eq!(out.expect("another run's call"), 7, "{case}");
+                }
+            }
+            // The failed run stays failed (its store said so once), and
+            // nothing more of it is offered to the store: dropped, counted.
+            let err = bad
+                .call("logger", false)
+                .invoke(logger)
+                .await
+                .expect_err("the failed run's next call");
+            let detail = not_recorded(&err).to_owned();
+            assert!(
+                detail.contains("run \"bad\"") && detail.contains(BROKEN),
+                "{case}: {detail}"
+            );
+            let ended = bad.end(RunStatus::Completed).await;
+            assert!(
+                ended
+                    .as_ref()
+                    .is_err_and(|e| e.to_string().contains(BROKEN)),
+                "{case}: {ended:?}"
+            );
+            good.end(RunStatus::Completed)
+                .await
+                .expect("the other run ends");
+            late.end(RunStatus::Completed)
+                .await
+                .expect("the late run ends");
+            assert_eq!(*store.offered_after.lock().unwrap(), 0, "{case}");
+
+            // The whole recorder knows.
+            let whole = recorder.flush().await.expect_err("a whole-recorder flush");
+            assert!(whole.to_string().contains("run \"bad\""), "{case}: {whole}");
+
+            // Every fact of the runs that did not fail reached the store,
+            // gapless, to their ends.
+            for (run, calls) in [("good", 4), ("late", 3)] {
+                let facts = store.stored.facts(run);
+                assert_eq!(
+                    facts.iter().map(|f| f.seq).collect::<Vec<_>>(),
+                    (0..facts.len() as u64).collect::<Vec<_>>(),
+                    "{case}: {run}"
+                );
+                assert_eq!(call_ends(&store.stored, run), calls, "{case}: {run}");
+                assert_eq!(
+                    facts.last().map(|f| f.kind.name()),
+                    Some("run.ended"),
+                    "{case}"
+                );
+            }
+            // Of the failed run: what was stored before the failure only.
+            assert_eq!(call_ends(&store.stored, "bad"), 1, "{case}");
+            assert!(
+                !store
+                    .stored
+                    .facts("bad")
+                    .iter()
+                    .any(|f| f.kind.name() == "run.ended"),
+                "{case}"
+            );
+
+            // A failure of the store as a whole fails every run.
+            store.stored.failing.store(true, Ordering::SeqCst);
+            let other = recorder.start_run(RunStart::new("after")).await;
+            assert!(
+                other
+                    .as_ref()
+                    .is_err_and(|e| e.to_string().contains("the device went away")),
+                "{case}: {:?}",
+                other.err()
+            );
+
+            let shut = recorder
+                .shutdown()
+                .await
+                .expect_err("the shutdown reports it");
+            assert!(
+                shut.to_string().contains("the device went away"),
+                "{case}: {shut}"
+            );
+        }
+    }
+}
+
+/// A failed run's failure, reported at shutdown, names the run, the
+/// store's error and how many of its facts went unrecorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shutdown_names_the_failed_run_and_its_dropped_facts() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Arc::new(StreamFailingStore::new(FailAt::Append, true));
+    let recorder =
+        Recorder::with_store(reads_archive(dir.path()), store.clone(), config()).expect("recorder");
+    let bad = recorder
+        .start_run(RunStart::new("bad"))
+        .await
+        .expect("start");
+    store.arm("bad");
+    assert!(bad.call("logger", false).invoke(logger).await.is_err());
+    for _ in 0..2 {
+        assert!(bad.call("logger", false).invoke(logger).await.is_err());
+    }
+    let err = recorder.shutdown().await.expect_err("shutdown");
+    match &err {
+        reel_recorder::RecorderError::Writer(reel_recorder::WriteError::Run(f)) => {
+            assert_eq!(f.run, "bad");
+            assert!(f.detail.contains(BROKEN), "{f:?}");
+            // The refused call's 3 facts (started, progress, ended) and
+            // both later calls' 3 each: withheld from the store.
+            assert_eq!(f.dropped, 9, "{f:?}");
+        }
+        other => panic!("expected the run's failure, got {other:?}"),
+    }
+    assert_eq!(*store.offered_after.lock().unwrap(), 0);
+}

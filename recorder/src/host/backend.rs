@@ -82,7 +82,14 @@ impl LiveBackend {
             }
         }
         if self.run.inner.rec.config.durability != Durability::Buffered {
-            if let Err(e) = self.run.inner.rec.queue.flush().await {
+            if let Err(e) = self
+                .run
+                .inner
+                .rec
+                .queue
+                .flush(Some(&self.run.inner.id))
+                .await
+            {
                 tracing::warn!(
                     call = %self.call_id,
                     run = %self.run.id(),
@@ -160,7 +167,7 @@ impl CallBackend for LiveBackend {
             let rec = &self.run.inner.rec;
             rec.queue.room().await;
             if rec.config.durability == Durability::EveryFact {
-                if let Err(e) = rec.queue.flush().await {
+                if let Err(e) = rec.queue.flush(Some(&self.run.inner.id)).await {
                     tracing::warn!("reel-recorder: {e}");
                 }
             }
@@ -240,7 +247,7 @@ impl CallBackend for LiveBackend {
                         .to_string(),
                 );
             }
-            self.run.inner.rec.queue.artifact(bytes);
+            self.run.inner.rec.queue.artifact(&self.run.inner.id, bytes);
             Ok(meta)
         })
     }
@@ -269,7 +276,11 @@ impl CallBackend for LiveBackend {
                 }
             }
             if let Some((_, bytes)) = &found {
-                self.run.inner.rec.queue.artifact(bytes.clone());
+                self.run
+                    .inner
+                    .rec
+                    .queue
+                    .artifact(&self.run.inner.id, bytes.clone());
             }
             Ok(found)
         })

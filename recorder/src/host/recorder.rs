@@ -193,7 +193,13 @@ impl Recorder {
             }),
         );
         if self.inner.config.durability != Durability::Buffered {
-            self.flush().await?;
+            // This run's facts: another run's failure is not this one's.
+            if let Err(e) = self.inner.queue.flush(Some(&run.inner.id)).await {
+                // The run is not handed out: the writer forgets it (the
+                // recorder goes on; the id stays taken).
+                self.inner.queue.run_closed(&run.inner.id);
+                return Err(e.into());
+            }
         }
         Ok(run)
     }
@@ -247,9 +253,12 @@ impl Recorder {
         builder
     }
 
-    /// Waits until everything filed so far is durable.
+    /// Waits until everything filed so far is durable. Fails when
+    /// anything failed so far: the store as a whole, or any run's stream
+    /// ([`WriteError::Run`](crate::WriteError::Run): a flush of one run, as
+    /// a call's end, fails only for that run's).
     pub async fn flush(&self) -> Result<(), RecorderError> {
-        Ok(self.inner.queue.flush().await?)
+        Ok(self.inner.queue.flush(None).await?)
     }
 
     /// Facts filed but not yet written (a gauge of the queue).

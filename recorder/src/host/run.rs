@@ -307,7 +307,7 @@ impl Run {
         rec.queue.run_closed(&self.inner.id);
         lock(&rec.live_runs).remove(&*self.inner.id);
         if rec.config.durability != Durability::Buffered {
-            rec.queue.flush().await?;
+            rec.queue.flush(Some(&self.inner.id)).await?;
         }
         Ok(())
     }
