@@ -83,6 +83,10 @@ struct StreamState {
     /// Why the stream takes nothing more, after a block failed (the error
     /// itself is reported once, by the append or flush that met it).
     broken: Option<String>,
+    /// Whether a flush has reported `broken`: a failure an append met is
+    /// reported by the next flush too, so a flush that began after that
+    /// append never answers for the stream as if it were whole.
+    flush_told: bool,
     /// The writer is done with it: its record is stored after its last
     /// block, and it is forgotten at the next flush.
     closed: bool,
@@ -114,7 +118,7 @@ struct StreamState {
 ///   back after the writer's flush, is never ahead of its facts.
 /// - **Failures stay with their stream:** a conflict or an expired
 ///   offline wait breaks only the stream whose block it was: the error is
-///   returned once (by the append or flush that meets it, as
+///   returned by the append that meets it and by the next flush (as
 ///   [`StoreError::Streams`] naming the stream, so the recorder fails that
 ///   run alone), that stream's later batches are refused, and every other
 ///   stream goes on. An artifact the cluster did not take in time fails
@@ -298,6 +302,7 @@ impl NatsStore {
                     ended: false,
                     tail: None,
                     broken: None,
+                    flush_told: false,
                     closed: false,
                 },
             );
@@ -780,8 +785,10 @@ impl Store for NatsStore {
     /// through a task that tells the flush when it settles, so the chain
     /// stays whole for blocks appended during the flush, which it does not
     /// wait for. Then forgets the closed streams that have settled. A
-    /// stream whose block failed is reported here once (unless its append
-    /// did already); later flushes do not report it again.
+    /// stream whose block failed is reported by the first flush that
+    /// meets or follows the failure (as well as by an append that met it),
+    /// each failure named ([`StoreError::Streams`]); later flushes do not
+    /// report it again.
     fn flush(&self) -> Result<(), StoreError> {
         let mut waits = Vec::new();
         {
@@ -838,6 +845,23 @@ impl Store for NatsStore {
                 failures.push(StreamFailure {
                     stream: name.clone(),
                     error: Box::new(e),
+                });
+            }
+        }
+        for (name, state) in streams.iter_mut() {
+            // A failure an append met since the last flush: the append's
+            // caller may not have acted on it before this flush answers.
+            let Some(why) = state.broken.as_ref().filter(|_| !state.flush_told) else {
+                continue;
+            };
+            state.flush_told = true;
+            if !failures.iter().any(|f| &f.stream == name) {
+                failures.push(StreamFailure {
+                    stream: name.clone(),
+                    error: Box::new(NatsError::Refused {
+                        stream: name.clone(),
+                        detail: why.clone(),
+                    }),
                 });
             }
         }

@@ -3,7 +3,8 @@
 //! this order, sharing one stream, each with its own run ids):
 //!
 //! 1. **A conflict:** two recorder processes start the same run id; the
-//!    second gets a clear conflict error, the first's run is whole.
+//!    second gets a clear conflict error, the first's run is whole. A
+//!    recorder that conflicts on one run keeps recording its other run.
 //! 2. **A node dies, a recorder dies:** 8 recorder processes record
 //!    concurrently into the R3 stream; a node is SIGKILLed mid-run and
 //!    restarted; one recorder process is SIGKILLed mid-run. Every call
@@ -361,10 +362,36 @@ fn conflict(cluster: &ClusterUnderTest) {
         said.contains("error") && said.contains("\"dup-0\" is being written by another recorder"),
         "the second writer is told why: {said}"
     );
+    // A recorder with a run of its own that then starts the taken run id:
+    // the conflict fails that run alone. Its other run keeps recording,
+    // its calls return their results, and their facts are in the stream.
+    let returned = conflicting_recorder_goes_on(cluster);
     // The first writer goes on undisturbed.
     writeln!(r.children[a].1.as_mut().unwrap()).unwrap();
     assert!(r.finish(a), "the first writer of run dup-0 completes");
     assert_eq!(r.ended(), BTreeSet::from(["dup-0".to_owned()]));
+    // Both writers' runs are whole in a projection: dup-0 the first
+    // writer's alone, solo-1 with every call whose result was returned.
+    let dir = tempfile::tempdir().unwrap();
+    let archive = open_projection(dir.path());
+    reel_nats::sync(&config(cluster), &archive, None).unwrap();
+    let mut all = r.returned();
+    all.extend(returned);
+    let ended = BTreeSet::from(["dup-0".to_owned(), "solo-1".to_owned()]);
+    check_projection(cluster, &archive, &all, &ended);
+    let calls = |run: &str| {
+        archive
+            .facts(run, ..)
+            .unwrap()
+            .filter(|f| matches!(f.as_ref().map(|f| &f.kind), Ok(FactKind::CallEnded(_))))
+            .count()
+    };
+    assert_eq!(
+        calls("dup-0"),
+        3,
+        "dup-0 holds the first writer's calls only"
+    );
+    assert_eq!(calls("solo-1"), 4);
 
     // In one store, a conflict fails the run concerned only: it is
     // reported once, that run takes nothing more, and a run written
@@ -400,6 +427,58 @@ fn conflict(cluster: &ClusterUnderTest) {
         2,
         "solo-0's two blocks, none of dup-0's"
     );
+}
+
+/// While another process holds run `dup-0`: a recorder records run
+/// `solo-1`, then starts `dup-0` and is refused (the conflict names the
+/// run); `solo-1`'s calls go on returning results, it ends, and the
+/// shutdown reports the failed run. Returns `solo-1`'s returned calls.
+fn conflicting_recorder_goes_on(cluster: &ClusterUnderTest) -> BTreeSet<(String, String)> {
+    let store = Arc::new(NatsStore::connect(config(cluster)).unwrap());
+    let scratch = tempfile::tempdir().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let recorder = rt.block_on(async {
+        Recorder::with_store(open_projection(scratch.path()), store, recorder_config()).unwrap()
+    });
+    let mut returned = BTreeSet::new();
+    let mut call = |run: &reel_recorder::Run, steps: u64| {
+        let call = run.call("stepper", json!({ "steps": steps }));
+        let id = call.id().to_owned();
+        let out = rt.block_on(call.invoke(stepper));
+        assert_eq!(
+            out.unwrap(),
+            json!({ "steps": steps }),
+            "solo-1's call returns"
+        );
+        returned.insert((run.id().to_owned(), id));
+    };
+    let solo = rt
+        .block_on(recorder.start_run(RunStart::new("solo-1")))
+        .unwrap();
+    call(&solo, 2);
+    let err = rt
+        .block_on(recorder.start_run(RunStart::new("dup-0")))
+        .map(|_| ())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("run \"dup-0\" is being written by another recorder"),
+        "the conflict names the run: {err}"
+    );
+    for steps in [1, 3, 2] {
+        call(&solo, steps);
+    }
+    rt.block_on(solo.end(RunStatus::Completed)).unwrap();
+    let shut = rt.block_on(recorder.shutdown()).unwrap_err().to_string();
+    assert!(
+        shut.contains("\"dup-0\"") && !shut.contains("solo-1"),
+        "the shutdown reports the failed run, and only it: {shut}"
+    );
+    returned
 }
 
 /// Returns the id of the run whose recorder was killed.
