@@ -267,3 +267,297 @@ fn the_demo_records_into_the_cluster_with_a_node_down_sync_projects_it_and_tail_
     );
     assert!(out.contains("ok: no problem found"), "{out}");
 }
+
+const KEY: &str = "1717171717171717171717171717171717171717171717171717171717171717";
+const GUARD: Duration = Duration::from_secs(90);
+
+/// A recorder in this process, into the cluster (the default offline
+/// policy: a call waits for the cluster).
+struct Host {
+    rt: tokio::runtime::Runtime,
+    recorder: reel_recorder::Recorder,
+    store: std::sync::Arc<reel_nats::NatsStore>,
+    _scratch: tempfile::TempDir,
+}
+
+impl Host {
+    fn connect(urls: &str) -> Host {
+        let config = reel_nats::NatsConfig::from_urls(urls).unwrap();
+        let store = std::sync::Arc::new(reel_nats::NatsStore::connect(config).unwrap());
+        let scratch = tempfile::tempdir().unwrap();
+        let key = || reel_archive::FingerprintKey::from_hex(KEY).unwrap();
+        let archive = reel_archive::Archive::open(
+            scratch.path(),
+            reel_archive::ArchiveConfig {
+                fingerprint_key: key(),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let config = reel_recorder::RecorderConfig {
+            durability: reel_recorder::Durability::CallBoundary,
+            fingerprint_key: key(),
+            serve_live: false,
+            ..Default::default()
+        };
+        let recorder = rt.block_on(async {
+            reel_recorder::Recorder::with_store(archive, store.clone(), config).unwrap()
+        });
+        Host {
+            rt,
+            recorder,
+            store,
+            _scratch: scratch,
+        }
+    }
+
+    fn start(&self, id: &str) -> reel_recorder::Run {
+        self.rt
+            .block_on(self.recorder.start_run(reel_recorder::RunStart::new(id)))
+            .unwrap()
+    }
+}
+
+/// A tool that logs `args` bytes of payload (over the recorder's inline
+/// limit, it is spilled into an artifact) behind a marker.
+async fn blob(
+    ctx: reel::context::ToolContext,
+    size: usize,
+) -> Result<usize, reel::context::ToolError> {
+    ctx.log(
+        reel::fact::Level::Info,
+        serde_json::json!({ "blob": format!("needle-{}", "x".repeat(size)) }),
+    );
+    Ok(size)
+}
+
+/// A `reel sync --follow` process, and every line its stderr said so far.
+struct Follower {
+    child: std::process::Child,
+    said: mpsc::Receiver<String>,
+    kept: Vec<String>,
+}
+
+impl Follower {
+    fn start(config: &Path, urls: &str, dir: &str) -> Follower {
+        let mut child = command(
+            config,
+            &["sync", "--follow", "--nats", urls, "--archive", dir],
+        )
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+        let said = lines_of(child.stderr.take().unwrap());
+        Follower {
+            child,
+            said,
+            kept: Vec::new(),
+        }
+    }
+
+    /// Takes what stderr said meanwhile; fails, with it, if the follower
+    /// has exited.
+    fn check(&mut self) {
+        self.kept.extend(self.said.try_iter());
+        if let Some(status) = self.child.try_wait().unwrap() {
+            std::thread::sleep(Duration::from_millis(100));
+            self.kept.extend(self.said.try_iter());
+            panic!("the follower exited ({status:?}): {:#?}", self.kept);
+        }
+    }
+
+    /// Waits for a line of its stderr containing `what`.
+    fn wait_line(&mut self, what: &str) {
+        let deadline = Instant::now() + GUARD;
+        while !self.kept.iter().any(|l| l.contains(what)) {
+            match self.said.recv_timeout(Duration::from_millis(200)) {
+                Ok(line) => self.kept.push(line),
+                Err(mpsc::RecvTimeoutError::Timeout) if Instant::now() < deadline => {}
+                Err(e) => panic!("no line saying {what:?} ({e:?}); said: {:#?}", self.kept),
+            }
+        }
+    }
+
+    /// Polls `reel ARGS` until its stdout holds `what`, the follower
+    /// running meanwhile.
+    fn wait_output(&mut self, config: &Path, args: &[&str], what: &str) {
+        let deadline = Instant::now() + GUARD;
+        loop {
+            let out = reel(config, args);
+            let text = String::from_utf8_lossy(&out.stdout).to_string();
+            if out.status.success() && text.contains(what) {
+                return;
+            }
+            self.check();
+            assert!(
+                Instant::now() < deadline,
+                "reel {args:?} never said {what:?}: {text}{}\nthe follower said: {:#?}",
+                String::from_utf8_lossy(&out.stderr),
+                self.kept
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// SIGTERMs it; returns its stdout and every line its stderr said.
+    fn stop(mut self) -> (String, Vec<String>) {
+        let pid = self.child.id().to_string();
+        assert!(Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success());
+        let out = self.child.wait_with_output().unwrap();
+        self.kept.extend(self.said.iter());
+        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(
+            out.status.success(),
+            "the follower on SIGTERM: {:?} {stdout}\n{:#?}",
+            out.status,
+            self.kept
+        );
+        (stdout, self.kept)
+    }
+}
+
+/// `reel sync --follow`, the two parts the other test leaves alone: the
+/// artifact a landed fact refers to (a payload spilled above the inline
+/// limit) is copied into the projection with its batch, while following,
+/// not only by the final copy when the follower stops; and a cluster that
+/// goes away is waited out, said once, and what it takes once it is back
+/// (a call that waited meanwhile) lands before the follower stops cleanly.
+/// A follower started while the cluster is down waits for it too.
+#[test]
+fn a_follower_copies_artifacts_as_they_land_and_waits_out_the_cluster() {
+    let config = tempfile::tempdir().unwrap();
+    let mut cluster = cluster::ClusterUnderTest::start();
+    drop(cluster.ready());
+    let urls = cluster.urls();
+    let dirs = tempfile::tempdir().unwrap();
+    let live = dirs.path().join("live");
+    let live = live.to_str().unwrap();
+    let mut follower1 = Follower::start(config.path(), &urls, live);
+    follower1.wait_line("following ");
+
+    // A spilled artifact, recorded while the follower runs: in the
+    // projection (its figures, read through the follower's live socket)
+    // before the follower stops.
+    let host = Host::connect(&urls);
+    let big = host.start("big-0");
+    let size = 300 * 1024;
+    let out = host
+        .rt
+        .block_on(big.call("blob", size).invoke(blob))
+        .unwrap();
+    assert_eq!(out, size);
+    host.rt
+        .block_on(big.end(reel::fact::RunStatus::Completed))
+        .unwrap();
+    follower1.wait_output(
+        config.path(),
+        &["show", "big-0", "--archive", live],
+        "run.ended completed",
+    );
+    follower1.wait_output(
+        config.path(),
+        &["stats", "--json", "--archive", live],
+        "\"artifacts\": 1,",
+    );
+
+    // The cluster goes away while a run is open; a call waits for it.
+    let back = host.start("back-0");
+    for i in 0..3 {
+        cluster.kill_node(i);
+    }
+    let call = back.call("blob", 10usize);
+    let pending = host.rt.spawn(call.invoke(blob));
+    follower1.wait_line("waiting for the cluster");
+    // A follower started while the cluster is down.
+    let late = dirs.path().join("late");
+    let late = late.to_str().unwrap();
+    let mut follower2 = Follower::start(config.path(), &urls, late);
+    follower2.wait_line("waiting for the cluster");
+    // Both followers keep trying meanwhile: the call's store retries with
+    // a growing pause (50 ms << attempt), several of the followers' waits.
+    let store = host.store.clone();
+    let deadline = Instant::now() + GUARD;
+    while store.stats().retries < 4 {
+        assert!(Instant::now() < deadline, "the call's block never retried");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!pending.is_finished(), "the call waits for the cluster");
+    for i in 0..3 {
+        cluster.start_node(i);
+    }
+    assert_eq!(host.rt.block_on(pending).unwrap().unwrap(), 10);
+    host.rt
+        .block_on(back.end(reel::fact::RunStatus::Completed))
+        .unwrap();
+    let Host { rt, recorder, .. } = host;
+    rt.block_on(recorder.shutdown()).unwrap();
+    for (follower, dir) in [(&mut follower1, live), (&mut follower2, late)] {
+        follower.wait_output(
+            config.path(),
+            &["show", "back-0", "--archive", dir],
+            "run.ended completed",
+        );
+    }
+
+    // One outage, said once by each follower (not at every reconnect
+    // attempt or retry of the setup), and said over once it is.
+    for follower in [follower1, follower2] {
+        let (stdout, said) = follower.stop();
+        assert!(stdout.starts_with("synced "), "{stdout}");
+        let warnings: Vec<&String> = said.iter().filter(|l| l.contains("WARN")).collect();
+        assert!(
+            warnings.len() == 2
+                && warnings[0].contains("waiting for the cluster")
+                && warnings[1].contains("following the stream again"),
+            "{warnings:#?}"
+        );
+    }
+
+    // The artifact is the one the fact refers to, readable through the
+    // archive API; both projections match the cluster.
+    for dir in [live, late] {
+        let archive = reel_archive::Archive::open(
+            Path::new(dir),
+            reel_archive::ArchiveConfig {
+                fingerprint_key: reel_archive::FingerprintKey::from_hex(KEY).unwrap(),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let facts: Vec<_> = archive
+            .facts("big-0", ..)
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let digests = reel::tape::referenced_digests(&facts);
+        assert_eq!(digests.len(), 1, "{dir}: one spilled payload");
+        let digest = digests.into_iter().next().unwrap();
+        let bytes = archive
+            .artifact(&digest)
+            .unwrap()
+            .unwrap_or_else(|| panic!("{dir}: artifact {digest} is not in the projection"));
+        assert!(
+            String::from_utf8_lossy(&bytes).contains("needle-xxxx"),
+            "{dir}"
+        );
+        drop(archive);
+        let out = ok(
+            &reel(
+                config.path(),
+                &["verify", "--nats", &urls, "--archive", dir],
+            ),
+            "reel verify --nats on a followed projection",
+        );
+        assert!(out.contains("ok: no problem found"), "{out}");
+    }
+}

@@ -616,6 +616,16 @@ fn chunks(facts: &[Fact]) -> Vec<&[Fact]> {
 
 impl Cluster {
     pub(crate) async fn connect(config: NatsConfig) -> Result<Cluster, NatsError> {
+        Cluster::connect_saying(config, true).await
+    }
+
+    /// [`Cluster::connect`]; with `say_setup` false, a setup that has to
+    /// be tried again is not warned about (a follower already said it
+    /// waits for the cluster: one warning per outage).
+    pub(crate) async fn connect_saying(
+        config: NatsConfig,
+        say_setup: bool,
+    ) -> Result<Cluster, NatsError> {
         let shown = config.shown();
         let addrs: Vec<async_nats::ServerAddr> = config
             .urls
@@ -635,9 +645,20 @@ impl Cluster {
             .event_callback(move |event| {
                 let urls = events_urls.clone();
                 async move {
+                    use async_nats::Event;
+                    // An outage is said by whoever waits on the cluster
+                    // (a store's block, a follower), once: not by the
+                    // client at every reconnect attempt, nor when nothing
+                    // waits.
                     match event {
-                        async_nats::Event::Connected => {
+                        Event::Connected => {
                             tracing::info!(%urls, "reel-nats: connected to the cluster")
+                        }
+                        Event::Disconnected => {
+                            tracing::info!(%urls, "reel-nats: disconnected; reconnecting")
+                        }
+                        Event::ClientError(_) | Event::Closed | Event::Draining => {
+                            tracing::debug!(%urls, "reel-nats: {event}")
                         }
                         event => tracing::warn!(%urls, "reel-nats: {event}"),
                     }
@@ -660,11 +681,21 @@ impl Cluster {
             OfflinePolicy::Fail => Duration::ZERO,
         };
         let start = Instant::now();
+        let mut said = !say_setup;
         let (stream, runs, artifacts) = loop {
             match setup(&js, &config).await {
                 Ok(handles) => break handles,
                 Err(e) if start.elapsed() < budget => {
-                    tracing::warn!("reel-nats: {e}; trying again");
+                    // Said once; the attempts after it at debug level.
+                    if said {
+                        tracing::debug!("reel-nats: {e}; trying again");
+                    } else {
+                        tracing::warn!(
+                            "reel-nats: {e}; trying again for up to {} ms",
+                            budget.as_millis()
+                        );
+                        said = true;
+                    }
                     tokio::time::sleep(Duration::from_millis(250)).await;
                 }
                 Err(e) => return Err(e),

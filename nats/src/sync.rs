@@ -71,8 +71,9 @@ pub fn sync(
 /// acknowledged, so the next sync resumes right after it), with what was
 /// projected.
 ///
-/// While following, an unreachable cluster is waited out (with a warning),
-/// not an error: the projection resumes when the cluster returns. Damage
+/// While following, an unreachable cluster (when the follower starts, or
+/// later) is waited out, said once per outage (a `tracing` warning), not
+/// an error: the projection resumes when the cluster returns. Damage
 /// still stops it, as for [`sync`]. Runs on the caller's tokio runtime;
 /// whoever holds the archive meanwhile can serve it live
 /// (`reel_recorder::live::LiveServer`), which is how `reel tail` follows
@@ -201,16 +202,40 @@ async fn project(
     consumer: Option<&str>,
     mut stop: Option<Stop<'_>>,
 ) -> Result<SyncReport, NatsError> {
-    let mut cluster = Cluster::connect(config.clone()).await?;
+    let following = stop.is_some();
     let mut report = SyncReport::default();
     let mut state = load_state(archive)?;
+    // Whether the follower said the cluster is unreachable (said again only
+    // after it answered).
+    let mut warned = false;
+    // A follower started while the cluster is unreachable waits for it,
+    // as it waits for one that goes away later (one warning).
+    let (mut cluster, last) = loop {
+        let reached = async {
+            // Once the follower said it waits, the setup's own retries
+            // are part of that wait.
+            let mut cluster = Cluster::connect_saying(config.clone(), !warned).await?;
+            let info = cluster.stream.info().await.map(|i| i.state.last_sequence);
+            let last = info.map_err(|e| cluster.error("reading the stream's state", e))?;
+            Ok::<_, NatsError>((cluster, last))
+        }
+        .await;
+        match reached {
+            Ok(reached) => break reached,
+            Err(e) if following => {
+                if stopped(&mut stop) {
+                    return Ok(report);
+                }
+                unreachable_while_following(&e, &mut warned).await;
+            }
+            Err(e) => return Err(e),
+        }
+    };
     let consumer_name = match consumer {
         Some(name) => name.to_owned(),
         None => format!("reel-sync-{}", state.id),
     };
     let consumer_name = consumer_name.as_str();
-    let info = cluster.stream.info().await.map(|i| i.state.last_sequence);
-    let last = info.map_err(|e| cluster.error("reading the stream's state", e))?;
     // Right after a node or the cluster restarts, the consumer's leader may
     // still be elected: waited out as the store waits (the offline policy).
     let budget = match config.offline {
@@ -234,6 +259,12 @@ async fn project(
             .await;
         match made {
             Ok(c) => break c,
+            Err(e) if following => {
+                if stopped(&mut stop) {
+                    return Ok(report);
+                }
+                unreachable_while_following(&e, &mut warned).await;
+            }
             Err(e) if start.elapsed() < budget => {
                 tracing::warn!("reel-nats: creating the projection's consumer: {e}; trying again");
                 tokio::time::sleep(Duration::from_millis(250)).await;
@@ -246,17 +277,18 @@ async fn project(
     let mut next: HashMap<String, u64> = HashMap::new();
     let mut touched = std::collections::HashSet::new();
     let mut seen = consumer_floor(&consumer).await;
-    let following = stop.is_some();
+    if warned {
+        tracing::warn!("reel-nats: following the stream again");
+        warned = false;
+    }
     // Artifacts the landed facts refer to that the archive lacks, with the
     // batches they have been asked for (following only).
     let mut wanted: HashMap<String, u32> = HashMap::new();
-    // Whether the follower said the cluster is unreachable (said again only
-    // after it answered).
-    let mut warned = false;
     loop {
-        let done = match stop.as_mut() {
-            None => seen >= last,
-            Some(stop) => futures::FutureExt::now_or_never(stop.as_mut()).is_some(),
+        let done = if following {
+            stopped(&mut stop)
+        } else {
+            seen >= last
         };
         if done {
             break;
@@ -305,7 +337,7 @@ async fn project(
                 last_msg = Some(msg);
                 continue;
             };
-            let refers = land(
+            let landed = land(
                 archive,
                 &mut state.heads,
                 &mut next,
@@ -314,7 +346,50 @@ async fn project(
                 seq,
                 &msg.payload,
                 &mut report,
+                true,
             )?;
+            let refers = match landed {
+                Some(refers) => refers,
+                // Ahead of the projection: the stream's blocks before it
+                // were delivered and lost (the cluster went away with them
+                // in flight), and the consumer delivers them again only
+                // after its ack wait. They are read from the stream.
+                None => {
+                    let floor = consumer_floor(&consumer).await;
+                    let filled = fill_gap(
+                        &cluster,
+                        archive,
+                        &mut state.heads,
+                        &mut next,
+                        (&stream, &subject),
+                        (floor, seq),
+                        &mut report,
+                    )
+                    .await;
+                    let mut refers = match filled {
+                        Ok(refers) => refers,
+                        Err(e @ NatsError::Cluster { .. }) if following => {
+                            // Not landed, not acknowledged: delivered again.
+                            unreachable_while_following(&e, &mut warned).await;
+                            break;
+                        }
+                        Err(e) => return Err(e),
+                    };
+                    let landed = land(
+                        archive,
+                        &mut state.heads,
+                        &mut next,
+                        &stream,
+                        &subject,
+                        seq,
+                        &msg.payload,
+                        &mut report,
+                        false,
+                    )?;
+                    refers.extend(landed.unwrap_or_default());
+                    refers
+                }
+            };
             if following {
                 for digest in refers {
                     wanted.entry(digest).or_insert(0);
@@ -326,6 +401,14 @@ async fn project(
         }
         let Some(msg) = last_msg else {
             if following {
+                // A fetch sent while the connection is down does not fail:
+                // it comes back empty when its wait is over, as it does
+                // from a quiet stream. The connection tells them apart.
+                let state = cluster.js.client().connection_state();
+                if state != async_nats::connection::State::Connected {
+                    let why = "no connection to any of its nodes (reconnecting)";
+                    unreachable_while_following(&why, &mut warned).await;
+                }
                 continue;
             }
             // Nothing came within the wait: the consumer may have caught up
@@ -358,6 +441,12 @@ async fn project(
     Ok(report)
 }
 
+/// Whether a follower's stop has come (a sync has none).
+fn stopped(stop: &mut Option<Stop<'_>>) -> bool {
+    stop.as_mut()
+        .is_some_and(|stop| futures::FutureExt::now_or_never(stop.as_mut()).is_some())
+}
+
 async fn consumer_floor(consumer: &jetstream::consumer::PullConsumer) -> u64 {
     let mut c = consumer.clone();
     c.info()
@@ -371,6 +460,10 @@ async fn pending(consumer: &jetstream::consumer::PullConsumer) -> u64 {
     c.info().await.map(|i| i.num_pending).unwrap_or(0)
 }
 
+/// Lands one block (stream message `seq` on `subject`) in the archive:
+/// the digests its facts refer to, or, with `ahead_ok`, `None` for a block
+/// past the projection's head of its stream (the blocks between are
+/// missing); without it, that is damage.
 #[allow(clippy::too_many_arguments)]
 fn land(
     archive: &Archive,
@@ -381,7 +474,8 @@ fn land(
     seq: u64,
     payload: &[u8],
     report: &mut SyncReport,
-) -> Result<Vec<String>, NatsError> {
+    ahead_ok: bool,
+) -> Result<Option<Vec<String>>, NatsError> {
     let damage = |detail: String| {
         NatsError::Projection(format!(
             "stream message {seq} ({subject}, run {stream:?}): {detail}"
@@ -436,12 +530,69 @@ fn land(
             .map_err(|e| damage(e.to_string()))?;
         report.facts += n;
         heads.insert(stream.to_owned(), (end, block.digest));
+    } else if ahead_ok && first > have {
+        return Ok(None);
     } else {
         return Err(damage(format!(
             "the block holds seqs {first}..{end} where the projection stands at {have}"
         )));
     }
     next.insert(stream.to_owned(), have.max(end));
+    Ok(Some(refers))
+}
+
+/// Lands the blocks on `subject` from past the consumer's ack floor up to
+/// (not including) stream message `before`, read from the stream itself
+/// (from its leader): the blocks of a stream the consumer delivered and
+/// lost, which it would deliver again only after its ack wait. A block
+/// landed already is skipped. Every block the consumer has not had
+/// acknowledged is past its ack floor, and acknowledged ones are landed.
+async fn fill_gap(
+    cluster: &Cluster,
+    archive: &Archive,
+    heads: &mut HashMap<String, (u64, Digest)>,
+    next: &mut HashMap<String, u64>,
+    (stream, subject): (&str, &str),
+    (floor, before): (u64, u64),
+    report: &mut SyncReport,
+) -> Result<Vec<String>, NatsError> {
+    let mut refers = Vec::new();
+    let mut from = floor + 1;
+    while from < before {
+        let found = cluster
+            .stream
+            .get_first_raw_message_by_subject(subject, from)
+            .await;
+        let msg = match found {
+            Ok(msg) => msg,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    jetstream::stream::LastRawMessageErrorKind::NoMessageFound
+                ) =>
+            {
+                break
+            }
+            Err(e) => return Err(cluster.error("reading blocks the consumer did not deliver", e)),
+        };
+        if msg.sequence >= before {
+            break;
+        }
+        report.messages += 1;
+        let landed = land(
+            archive,
+            heads,
+            next,
+            stream,
+            subject,
+            msg.sequence,
+            &msg.payload,
+            report,
+            false,
+        )?;
+        refers.extend(landed.unwrap_or_default());
+        from = msg.sequence + 1;
+    }
     Ok(refers)
 }
 

@@ -19,6 +19,10 @@
 //!    the stream; a store under the fail policy fails with a clear error.
 //! 5. **Resume:** a second sync into the same projection reads only what
 //!    is new; a third reads nothing.
+//! 6. **A lost delivery:** the projection's consumer delivered a block that
+//!    never arrived (a follower's connection went down with it in flight),
+//!    so the blocks after it come first; the sync reads the missing one
+//!    from the stream instead of calling the next one damage.
 //!
 //! Nothing here asserts on time: waits are for events (lines from the
 //! recorders, a store's retry count), each with a generous guard that
@@ -73,6 +77,8 @@ fn main() {
     println!("ok: offline and back");
     resume(&cluster, projection.path(), &killed_run);
     println!("ok: resume");
+    lost_delivery(&cluster);
+    println!("ok: a lost delivery");
 }
 
 // ---------------------------------------------------------------------------
@@ -745,4 +751,46 @@ fn resume(cluster: &ClusterUnderTest, projection: &Path, killed: &str) {
     assert!(against.is_ok(), "{against:?}");
     let again = reel_nats::sync(&config(cluster), &archive, None).unwrap();
     assert_eq!(again.messages, 0, "a caught-up projection reads nothing");
+}
+
+fn lost_delivery(cluster: &ClusterUnderTest) {
+    let config = config(cluster);
+    let name = "reel-sync-lost-delivery";
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    // The consumer a projection makes, delivering the stream's first block
+    // to a reader that never acknowledges it: it is delivered again only
+    // after the consumer's ack wait.
+    rt.block_on(async {
+        let url = config.urls[0].clone();
+        let js = async_nats::jetstream::new(async_nats::connect(url).await.unwrap());
+        let stream = js.get_stream(&config.stream).await.unwrap();
+        let consumer: async_nats::jetstream::consumer::PullConsumer = stream
+            .create_consumer(async_nats::jetstream::consumer::pull::Config {
+                durable_name: Some(name.to_owned()),
+                ack_policy: async_nats::jetstream::consumer::AckPolicy::All,
+                deliver_policy: async_nats::jetstream::consumer::DeliverPolicy::All,
+                filter_subject: format!("{}.>", config.subject_prefix),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let mut batch = consumer.fetch().max_messages(1).messages().await.unwrap();
+        let lost = futures::StreamExt::next(&mut batch).await.unwrap().unwrap();
+        assert_eq!(lost.info().unwrap().stream_sequence, 1);
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let archive = open_projection(dir.path());
+    let report = reel_nats::sync(&config, &archive, Some(name)).unwrap();
+    println!("sync after a lost delivery: {report:?}");
+    assert!(report.messages > 1, "{report:?}");
+    assert!(archive.verify().unwrap().is_ok());
+    let against = reel_nats::verify_projection(&config, &archive).unwrap();
+    assert!(
+        against.is_ok(),
+        "the projection matches the stream: {against:?}"
+    );
+    assert!(against.matching > 0);
 }

@@ -57,4 +57,4 @@ pub use providers::{
     validate, ArtifactStore, CredentialProvider, Elicitor, LogListener, MemoryArtifactStore,
     MemoryVault, ProgressListener, ResolvedSecret, ScriptedElicitor,
 };
-pub use writer::{RunFailure, WriteError};
+pub use writer::{RunFailure, WriteError, RUNS_SHOWN};

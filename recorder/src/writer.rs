@@ -136,10 +136,19 @@ pub enum WriteError {
     /// run records nothing from the failed batch on; other runs go on.
     #[error("{0}")]
     Run(RunFailure),
-    /// Several runs failed (a whole-recorder flush or shutdown names each).
-    #[error("{} runs were not recorded whole: {}", .0.len(), .0.iter().map(|f| f.to_string()).collect::<Vec<_>>().join(" | "))]
-    Runs(Vec<RunFailure>),
+    /// Several runs failed (a whole-recorder flush or shutdown): the
+    /// first [`RUNS_SHOWN`] by run id, and how many in all.
+    #[error("{total} runs were not recorded whole: {}{}", shown.iter().map(|f| f.to_string()).collect::<Vec<_>>().join(" | "), if *total > shown.len() { format!(" | and {} more", total - shown.len()) } else { String::new() })]
+    Runs {
+        /// The first failed runs, by run id.
+        shown: Vec<RunFailure>,
+        /// How many runs failed.
+        total: usize,
+    },
 }
+
+/// How many failed runs a [`WriteError::Runs`] names.
+pub const RUNS_SHOWN: usize = 16;
 
 /// One run whose stream the store failed (see [`WriteError::Run`]).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -164,8 +173,9 @@ pub(crate) struct Failures {
     /// flush fails.
     global: Option<WriteError>,
     /// The runs whose stream failed, with whether dropping their later
-    /// facts was warned about. Kept for the recorder's life (a line per
-    /// failed run), so the run's later flushes keep failing.
+    /// facts was warned about. Kept for the recorder's life (an entry per
+    /// failed run), so the run's later flushes keep failing: a flush of a
+    /// run's end may be answered after the run is closed.
     runs: HashMap<String, (RunFailure, bool)>,
 }
 
@@ -250,12 +260,15 @@ impl Failures {
         if let Some(f) = &self.global {
             return Some(f.clone());
         }
-        let mut runs: Vec<RunFailure> = self.runs.values().map(|(f, _)| f.clone()).collect();
-        runs.sort_by(|a, b| a.run.cmp(&b.run));
+        let mut runs: Vec<&RunFailure> = self.runs.values().map(|(f, _)| f).collect();
+        runs.sort_unstable_by(|a, b| a.run.cmp(&b.run));
         match runs.len() {
             0 => None,
-            1 => runs.pop().map(WriteError::Run),
-            _ => Some(WriteError::Runs(runs)),
+            1 => Some(WriteError::Run(runs[0].clone())),
+            total => Some(WriteError::Runs {
+                shown: runs.into_iter().take(RUNS_SHOWN).cloned().collect(),
+                total,
+            }),
         }
     }
 }
