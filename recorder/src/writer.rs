@@ -37,7 +37,7 @@ use reel::fact::{FactKind, NewFact, Progress};
 use reel::redact::{spill_large, KnownSecrets, Redactor};
 use reel::rules::{ends_stream, LateFact};
 use reel::sequence::Sequencer;
-use reel::tripwire::Tripwire;
+use reel::tripwire::{tripped, Hit, Tripwire};
 use reel_archive::{Store, StoreError};
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot, Notify};
@@ -79,8 +79,9 @@ pub(crate) enum Msg {
     /// A credential value to scrub from this run's facts (kept in memory
     /// only, dropped when the run ends).
     Secret { run: Arc<str>, secret: Secret },
-    /// Artifact bytes to keep (content-addressed) so that replay can serve them.
-    Artifact { bytes: Vec<u8> },
+    /// Artifact bytes to keep (content-addressed) so that replay can serve
+    /// them, unless the run's tripwire finds a secret in them.
+    Artifact(Box<ArtifactBytes>),
     /// Everything sent before is appended and flushed: then ack.
     Flush {
         ack: oneshot::Sender<Result<(), WriteError>>,
@@ -91,6 +92,15 @@ pub(crate) enum Msg {
     /// The queue is closing: take no more messages, write what was sent
     /// before, flush, and stop.
     Close,
+}
+
+/// What [`Msg::Artifact`] carries (boxed: the message stays small).
+pub(crate) struct ArtifactBytes {
+    run: Arc<str>,
+    call: String,
+    digest: String,
+    tick: u64,
+    bytes: Vec<u8>,
 }
 
 /// Why the write pipeline failed (the first failure is kept and reported
@@ -281,8 +291,16 @@ impl Queue {
         });
     }
 
-    pub(crate) fn artifact(&self, bytes: Vec<u8>) {
-        self.send(Msg::Artifact { bytes });
+    /// Artifact bytes a call of `run` put or got, to keep for replay.
+    pub(crate) fn artifact(&self, run: &Arc<str>, call: &str, digest: &str, bytes: Vec<u8>) {
+        let tick = self.tick();
+        self.send(Msg::Artifact(Box::new(ArtifactBytes {
+            run: run.clone(),
+            call: call.to_owned(),
+            digest: digest.to_owned(),
+            tick,
+            bytes,
+        })));
     }
 
     pub(crate) fn run_closed(&self, run: &Arc<str>) {
@@ -504,9 +522,46 @@ impl Writer {
                         }
                         state.secrets.add(secret)
                     }
-                    Msg::Artifact { bytes } => {
-                        if let Err(e) = self.store.put_artifact(&bytes) {
-                            self.fail("storing an artifact", &e);
+                    Msg::Artifact(artifact) => {
+                        let ArtifactBytes {
+                            run,
+                            call,
+                            digest,
+                            tick,
+                            bytes,
+                        } = *artifact;
+                        // Bytes are stored whole, so the run's tripwire sees
+                        // them first (after the secrets filed before them): a
+                        // hit withholds the artifact, named by digest, as an
+                        // exported tape withholds it.
+                        let hit = self
+                            .runs
+                            .get(&run)
+                            .and_then(|state| state.wire.scan(&bytes));
+                        match hit {
+                            Some(encoding) => {
+                                tracing::warn!(
+                                    run = %run,
+                                    "reel-recorder: run {run}: an artifact ({digest}) holds a secret: not stored (see its redaction.tripped fact)"
+                                );
+                                let hit = Hit {
+                                    field: digest,
+                                    encoding,
+                                };
+                                let fact = NewFact {
+                                    at: 0,
+                                    offset: 0,
+                                    call: Some(call),
+                                    kind: tripped("archive", "known-values", "artifact", &hit),
+                                };
+                                batch_of(&mut batches, &mut spare, run)
+                                    .push(Pending { tick, fact });
+                            }
+                            None => {
+                                if let Err(e) = self.store.put_artifact(&bytes) {
+                                    self.fail("storing an artifact", &e);
+                                }
+                            }
                         }
                     }
                     Msg::Flush { ack } => acks.push(ack),
@@ -595,19 +650,8 @@ impl Writer {
                 // Facts of a run already forgotten (filed after its end).
                 None => &mut closed_run,
             };
-            let mut spill_err = None;
             for fact in &mut facts {
                 self.redactor.redact_fact(&mut fact.kind, secrets);
-                let store = &self.store;
-                spill_large(&mut fact.kind, self.inline_limit, |bytes| {
-                    store.put_artifact(bytes).unwrap_or_else(|e| {
-                        spill_err = Some(e);
-                        String::new()
-                    })
-                });
-            }
-            if let Some(e) = spill_err {
-                self.fail(&format!("run {run}: storing a large payload"), &e);
             }
             // run.ended is a run's last fact (and the call.ended of a call
             // outside any run is its stream's): anything filed after it (a
@@ -662,6 +706,26 @@ impl Writer {
                 tracing::warn!(
                     run = %run,
                     "reel-recorder: run {run}: a secret got past redaction and was scrubbed (see its redaction.tripped facts)"
+                );
+            }
+            // Spilled after the tripwire, never before: an artifact is
+            // written whole, so a payload must be guarded while the scan
+            // can still see it.
+            let mut spill_err = None;
+            for fact in &mut facts {
+                let store = &self.store;
+                spill_large(&mut fact.kind, self.inline_limit, |bytes| {
+                    store.put_artifact(bytes).unwrap_or_else(|e| {
+                        spill_err = Some(e);
+                        String::new()
+                    })
+                });
+            }
+            if let Some(e) = spill_err {
+                record_failure(
+                    &self.failure,
+                    &format!("run {run}: storing a large payload"),
+                    &e,
                 );
             }
             // Numbered here, after the late facts are cut: the one numberer.

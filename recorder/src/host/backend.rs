@@ -240,7 +240,12 @@ impl CallBackend for LiveBackend {
                         .to_string(),
                 );
             }
-            self.run.inner.rec.queue.artifact(bytes);
+            self.run.inner.rec.queue.artifact(
+                &self.run.inner.id,
+                &self.call_id,
+                &meta.digest,
+                bytes,
+            );
             Ok(meta)
         })
     }
@@ -268,8 +273,13 @@ impl CallBackend for LiveBackend {
                     ));
                 }
             }
-            if let Some((_, bytes)) = &found {
-                self.run.inner.rec.queue.artifact(bytes.clone());
+            if let Some((meta, bytes)) = &found {
+                self.run.inner.rec.queue.artifact(
+                    &self.run.inner.id,
+                    &self.call_id,
+                    &meta.digest,
+                    bytes.clone(),
+                );
             }
             Ok(found)
         })
