@@ -57,7 +57,7 @@
 pub(crate) mod http;
 pub(crate) mod link;
 
-pub use http::{BoundHttpProxy, HttpOutcome, HttpProxy};
+pub use http::{BoundHttpProxy, HttpOutcome, HttpProxy, DEFAULT_MAX_BODY};
 
 use std::ffi::OsString;
 use std::future::Future;
