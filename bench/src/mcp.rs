@@ -134,8 +134,10 @@ pub fn server_main(kind: &str, archive: Option<&Path>) -> io::Result<()> {
     let served = rt.block_on(async {
         match (kind, archive) {
             ("plain", _) => {
+                // The same stdio as `McpHost::serve_stdio`: pipes through
+                // the reactor, so the row compares recording, not stdio.
                 let running = Plain
-                    .serve((tokio::io::stdin(), tokio::io::stdout()))
+                    .serve(reel_mcp::proxy::client_stdio())
                     .await
                     .map_err(io::Error::other)?;
                 running.waiting().await.map_err(io::Error::other)?;

@@ -162,6 +162,10 @@ fn reel(config: &Path, args: &[&str]) -> Output {
         .env_remove("REEL_ARCHIVE")
         .env_remove("REEL_FINGERPRINT_KEY")
         .env_remove("NO_COLOR")
+        .env_remove("OTEL_EXPORTER_OTLP_HEADERS")
+        .env_remove("OTEL_EXPORTER_OTLP_TRACES_HEADERS")
+        .env_remove("OTEL_EXPORTER_OTLP_CERTIFICATE")
+        .env_remove("OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE")
         .env("REEL_CONFIG_DIR", config)
         .output()
         .expect("the reel binary runs")
@@ -477,13 +481,14 @@ fn an_unreachable_collector_is_named_and_exits_1() {
             archive.to_str().unwrap(),
             "export",
             "--otlp",
-            "https://collector.invalid",
+            "ftp://collector.invalid",
         ],
     );
     assert_eq!(out.status.code(), Some(1));
     assert!(
-        String::from_utf8_lossy(&out.stderr)
-            .contains("https://collector.invalid is not a usable OTLP endpoint"),
+        String::from_utf8_lossy(&out.stderr).contains(
+            "ftp://collector.invalid is not a usable OTLP endpoint: use an http:// or https:// URL"
+        ),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
@@ -721,4 +726,248 @@ fn live_export_sends_each_span_as_it_ends_and_a_down_collector_loses_nothing() {
     let later = spans(&rx.http_got.take());
     assert_eq!(later.len(), 3);
     assert!(later.iter().all(|s| s.name == "execute_tool step"));
+}
+
+/// The `https://` receivers: protobuf over HTTP behind rustls, and tonic's
+/// gRPC server with TLS, both with a certificate for 127.0.0.1 that a
+/// private CA signed. Each keeps the requests and their `authorization`.
+struct TlsReceivers {
+    _runtime: tokio::runtime::Runtime,
+    http: SocketAddr,
+    grpc: SocketAddr,
+    got: Received,
+    authorization: Arc<Mutex<Vec<String>>>,
+}
+
+/// A private CA (its PEM) and a server certificate and key it signed.
+fn private_ca() -> (String, String, String) {
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca.distinguished_name
+        .push(rcgen::DnType::CommonName, "reel test CA");
+    let ca = ca.self_signed(&ca_key).unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let server = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()])
+        .unwrap()
+        .signed_by(&key, &ca, &ca_key)
+        .unwrap();
+    (ca.pem(), server.pem(), key.serialize_pem())
+}
+
+/// The gRPC receiver that also keeps each request's `authorization`.
+struct GrpcAuth(Received, Arc<Mutex<Vec<String>>>);
+
+#[tonic::async_trait]
+impl TraceService for GrpcAuth {
+    async fn export(
+        &self,
+        request: tonic::Request<ExportTraceServiceRequest>,
+    ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
+        if let Some(v) = request.metadata().get("authorization") {
+            self.1.lock().unwrap().push(v.to_str().unwrap().to_owned());
+        }
+        self.0.push(request.into_inner().encode_to_vec());
+        Ok(tonic::Response::new(ExportTraceServiceResponse::default()))
+    }
+}
+
+fn tls_receivers(cert_pem: &str, key_pem: &str) -> TlsReceivers {
+    use rustls::pki_types::pem::PemObject;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let got = Received::default();
+    let authorization = Arc::new(Mutex::new(Vec::new()));
+    let certs: Vec<_> = rustls::pki_types::CertificateDer::pem_slice_iter(cert_pem.as_bytes())
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let key = rustls::pki_types::PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).unwrap();
+    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(certs, key)
+    .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let identity = tonic::transport::Identity::from_pem(cert_pem, key_pem);
+    let (http, grpc) = runtime.block_on(async {
+        let http_listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let grpc_listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let (http, grpc) = (
+            http_listener.local_addr().unwrap(),
+            grpc_listener.local_addr().unwrap(),
+        );
+        let (got_http, auth_http) = (got.clone(), authorization.clone());
+        tokio::spawn(async move {
+            loop {
+                let (stream, _) = http_listener.accept().await.unwrap();
+                let (got, auth, acceptor) = (got_http.clone(), auth_http.clone(), acceptor.clone());
+                tokio::spawn(async move {
+                    // A client that does not trust the CA aborts here.
+                    let Ok(stream) = acceptor.accept(stream).await else {
+                        return;
+                    };
+                    let service = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                        let (got, auth) = (got.clone(), auth.clone());
+                        async move {
+                            if let Some(v) = req.headers().get("authorization") {
+                                auth.lock().unwrap().push(v.to_str().unwrap().to_owned());
+                            }
+                            let body = req.into_body().collect().await.unwrap().to_bytes();
+                            got.push(body.to_vec());
+                            let answer = ExportTraceServiceResponse::default().encode_to_vec();
+                            Ok::<_, std::convert::Infallible>(
+                                hyper::Response::builder()
+                                    .header("content-type", "application/x-protobuf")
+                                    .body(Full::new(Bytes::from(answer)))
+                                    .unwrap(),
+                            )
+                        }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        let incoming = tokio_stream_of(grpc_listener);
+        let server = TraceServiceServer::new(GrpcAuth(got.clone(), authorization.clone()));
+        tokio::spawn(async move {
+            tonic::transport::Server::builder()
+                .tls_config(tonic::transport::ServerTlsConfig::new().identity(identity))
+                .unwrap()
+                .add_service(server)
+                .serve_with_incoming(incoming)
+                .await
+                .unwrap();
+        });
+        (http, grpc)
+    });
+    TlsReceivers {
+        _runtime: runtime,
+        http,
+        grpc,
+        got,
+        authorization,
+    }
+}
+
+/// `https://` collectors, over HTTP and gRPC: with the private CA named
+/// (`--otlp-ca`, or `OTEL_EXPORTER_OTLP_CERTIFICATE`) and the headers of
+/// `OTEL_EXPORTER_OTLP_HEADERS`, the spans arrive with the header; without
+/// the CA the export fails, naming the endpoint and the certificate; a
+/// malformed header list is named. The header's value (an API key) is in
+/// no output of reel's and in no span.
+#[test]
+fn an_https_collector_with_a_private_ca_gets_the_spans_and_the_headers() {
+    const KEY: &str = "tok-7d1f3c9a2b64e5";
+    let tmp = tempfile::tempdir().unwrap();
+    let (archive, config) = (tmp.path().join("archive"), tmp.path().join("config"));
+    demo_archive(&archive);
+    let (ca, cert, key) = private_ca();
+    let ca_file = tmp.path().join("ca.pem");
+    std::fs::write(&ca_file, &ca).unwrap();
+    let rx = tls_receivers(&cert, &key);
+    let run = |args: &[&str], env: &[(&str, &str)]| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_reel"));
+        cmd.args(["--color", "never", "--archive"])
+            .arg(&archive)
+            .arg("export")
+            .args(args)
+            .env_remove("OTEL_EXPORTER_OTLP_HEADERS")
+            .env_remove("OTEL_EXPORTER_OTLP_TRACES_HEADERS")
+            .env_remove("OTEL_EXPORTER_OTLP_CERTIFICATE")
+            .env_remove("OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE")
+            .env("REEL_CONFIG_DIR", &config);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let out = cmd.output().unwrap();
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(!said.contains(KEY), "the header's value was shown: {said}");
+        (out.status.code(), said)
+    };
+    let headers = format!("authorization=Bearer%20{KEY}");
+    let ca_arg = ca_file.to_str().unwrap();
+    let http = format!("https://{}", rx.http);
+    let grpc = format!("https://{}", rx.grpc);
+    for (endpoint, grpc_flag) in [(&http, None), (&grpc, Some("--grpc"))] {
+        let mut args = vec!["--otlp", endpoint.as_str(), "--otlp-ca", ca_arg];
+        args.extend(grpc_flag);
+        let (code, said) = run(&args, &[("OTEL_EXPORTER_OTLP_HEADERS", &headers)]);
+        assert_eq!(code, Some(0), "{said}");
+        assert_eq!(said, format!("exported 5 runs (12 spans) to {endpoint}\n"));
+        let got = rx.got.take();
+        assert_eq!(spans(&got).len(), 12, "{endpoint}");
+        assert!(
+            !contains(&got.concat(), KEY.as_bytes()),
+            "the key is in a span"
+        );
+        assert_eq!(
+            std::mem::take(&mut *rx.authorization.lock().unwrap()),
+            [format!("Bearer {KEY}")],
+            "{endpoint}"
+        );
+    }
+    // The CA named by the OpenTelemetry variable instead.
+    let (code, said) = run(
+        &["--otlp", &http],
+        &[
+            ("OTEL_EXPORTER_OTLP_CERTIFICATE", ca_arg),
+            ("OTEL_EXPORTER_OTLP_TRACES_HEADERS", &headers),
+        ],
+    );
+    assert_eq!(code, Some(0), "{said}");
+    assert_eq!(spans(&rx.got.take()).len(), 12);
+    assert_eq!(
+        std::mem::take(&mut *rx.authorization.lock().unwrap()),
+        [format!("Bearer {KEY}")]
+    );
+
+    // Without the CA: refused by the client, named, nothing delivered.
+    for (endpoint, grpc_flag) in [(&http, None), (&grpc, Some("--grpc"))] {
+        let mut args = vec!["--otlp", endpoint.as_str()];
+        args.extend(grpc_flag);
+        let (code, said) = run(&args, &[("OTEL_EXPORTER_OTLP_HEADERS", &headers)]);
+        assert_eq!(code, Some(1), "{said}");
+        assert!(
+            said.contains(&format!("cannot reach the OTLP collector at {endpoint}")),
+            "{said}"
+        );
+        assert!(said.to_lowercase().contains("certificate"), "{said}");
+    }
+    assert!(rx.got.take().is_empty());
+    assert!(
+        rx.authorization.lock().unwrap().is_empty(),
+        "a header went to an untrusted peer"
+    );
+
+    // A malformed header list, and a CA file that is not one: named.
+    let (code, said) = run(
+        &["--otlp", &http],
+        &[(
+            "OTEL_EXPORTER_OTLP_HEADERS",
+            &format!("authorization {KEY}"),
+        )],
+    );
+    assert_eq!(code, Some(1), "{said}");
+    assert!(
+        said.contains("$OTEL_EXPORTER_OTLP_HEADERS: OTLP headers is not usable"),
+        "{said}"
+    );
+    let (code, said) = run(
+        &["--otlp", &http, "--otlp-ca", archive.to_str().unwrap()],
+        &[],
+    );
+    assert_eq!(code, Some(1), "{said}");
+    assert!(said.contains("--otlp-ca"), "{said}");
 }

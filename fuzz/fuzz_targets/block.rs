@@ -1,4 +1,4 @@
-//! A stored block (both versions: plain and lz4) on arbitrary bytes:
+//! A stored block (every version: plain, lz4 and zstd) on arbitrary bytes:
 //! header, checksum, declared sizes, decompression, the facts.
 #![no_main]
 use libfuzzer_sys::fuzz_target;

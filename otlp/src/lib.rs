@@ -41,7 +41,7 @@ use reel_archive::{Archive, ArchiveError};
 pub use live::{LiveExport, LiveHandle};
 pub use map::{derived_span_id, derived_trace_id, stream_spans, Options, TraceParent};
 pub use opentelemetry_proto;
-pub use send::{send, ExportError, Protocol};
+pub use send::{send, Collector, ExportError, Protocol};
 
 /// The instrumentation scope's name on every exported span.
 pub const SCOPE: &str = "reel-otlp";

@@ -21,7 +21,7 @@ use reel::run::RunRecord;
 use reel_archive::{Store, StoreError};
 
 use crate::map::{derived_span_id, stream_spans, Options};
-use crate::send::{send, Protocol};
+use crate::send::{Collector, ExportError, Protocol};
 
 /// What the exporter thread has left to do: batches queued, not yet
 /// handled.
@@ -68,22 +68,32 @@ pub struct LiveExport<S: Store> {
 impl<S: Store> LiveExport<S> {
     /// Stores into `inner`, and sends spans to `endpoint` over `protocol`
     /// from a thread of its own (which ends when the store is dropped).
+    /// An endpoint [`Collector::new`] refuses is reported at each export.
     pub fn new(
         inner: S,
         endpoint: impl Into<String>,
         protocol: Protocol,
         options: Options,
     ) -> (LiveExport<S>, LiveHandle) {
+        let endpoint = endpoint.into();
+        LiveExport::to(inner, Collector::new(&endpoint, protocol), options)
+    }
+
+    /// The same, to a configured [`Collector`] (TLS roots, headers).
+    pub fn to(
+        inner: S,
+        collector: Result<Collector, ExportError>,
+        options: Options,
+    ) -> (LiveExport<S>, LiveHandle) {
         let (queue, batches) = mpsc::channel::<(String, Vec<Fact>)>();
         let backlog = Arc::new(Backlog::default());
-        let endpoint = endpoint.into();
         let done = backlog.clone();
         std::thread::Builder::new()
             .name("reel-otlp-live".into())
             .spawn(move || {
                 let mut streams: HashMap<String, Vec<Fact>> = HashMap::new();
                 for (stream, facts) in batches {
-                    handle(&mut streams, &stream, facts, &endpoint, protocol, &options);
+                    handle(&mut streams, &stream, facts, &collector, &options);
                     let mut queued = done.queued.lock().unwrap_or_else(|p| p.into_inner());
                     *queued -= 1;
                     if *queued == 0 {
@@ -112,8 +122,7 @@ fn handle(
     streams: &mut HashMap<String, Vec<Fact>>,
     stream: &str,
     batch: Vec<Fact>,
-    endpoint: &str,
-    protocol: Protocol,
+    collector: &Result<Collector, ExportError>,
     options: &Options,
 ) {
     let ended: Vec<Option<String>> = batch
@@ -159,7 +168,11 @@ fn handle(
     if spans.is_empty() {
         return;
     }
-    if let Err(e) = send(endpoint, protocol, &crate::request(spans)) {
+    let sent = match collector {
+        Ok(c) => c.send(&crate::request(spans)).map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
+    };
+    if let Err(e) = sent {
         tracing::warn!(
             "reel-otlp: live export of {stream} failed ({e}); its spans are in the archive: `reel export --otlp` sends them"
         );

@@ -49,7 +49,7 @@ use reel::fact::{FactKind, NewFact, Progress};
 use reel::redact::{spill_large, KnownSecrets, Redactor};
 use reel::rules::{ends_stream, LateFact};
 use reel::sequence::Sequencer;
-use reel::tripwire::Tripwire;
+use reel::tripwire::{tripped, Hit, Tripwire};
 use reel_archive::{Store, StoreError};
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot, Notify};
@@ -91,9 +91,9 @@ pub(crate) enum Msg {
     /// A credential value to scrub from this run's facts (kept in memory
     /// only, dropped when the run ends).
     Secret { run: Arc<str>, secret: Secret },
-    /// Artifact bytes a call of `run` stored, to keep (content-addressed)
-    /// so that replay can serve them.
-    Artifact { run: Arc<str>, bytes: Vec<u8> },
+    /// Artifact bytes to keep (content-addressed) so that replay can serve
+    /// them, unless the run's tripwire finds a secret in them.
+    Artifact(Box<ArtifactBytes>),
     /// Everything sent before is appended and flushed: then ack. `run`
     /// is whose facts the asker waits for (a call's end, a run's start or
     /// end): the answer is that run's failure or the store's; `None` (the
@@ -108,6 +108,15 @@ pub(crate) enum Msg {
     /// The queue is closing: take no more messages, write what was sent
     /// before, flush, and stop.
     Close,
+}
+
+/// What [`Msg::Artifact`] carries (boxed: the message stays small).
+pub(crate) struct ArtifactBytes {
+    run: Arc<str>,
+    call: String,
+    digest: String,
+    tick: u64,
+    bytes: Vec<u8>,
 }
 
 /// Why the write pipeline failed. The store's first failure as a whole is
@@ -442,11 +451,16 @@ impl Queue {
         });
     }
 
-    pub(crate) fn artifact(&self, run: &Arc<str>, bytes: Vec<u8>) {
-        self.send(Msg::Artifact {
+    /// Artifact bytes a call of `run` put or got, to keep for replay.
+    pub(crate) fn artifact(&self, run: &Arc<str>, call: &str, digest: &str, bytes: Vec<u8>) {
+        let tick = self.tick();
+        self.send(Msg::Artifact(Box::new(ArtifactBytes {
             run: run.clone(),
+            call: call.to_owned(),
+            digest: digest.to_owned(),
+            tick,
             bytes,
-        });
+        })));
     }
 
     pub(crate) fn run_closed(&self, run: &Arc<str>) {
@@ -669,12 +683,48 @@ impl Writer {
                         }
                         state.secrets.add(secret)
                     }
-                    Msg::Artifact { run, bytes } => {
-                        // A failed run's facts are dropped: so are the
-                        // bytes they would refer to.
-                        if !self.failed(&run) {
-                            if let Err(e) = self.store.put_artifact_of(&run, &bytes) {
-                                self.fail("storing an artifact", Some(&run), 0, &e);
+                    Msg::Artifact(artifact) => {
+                        let ArtifactBytes {
+                            run,
+                            call,
+                            digest,
+                            tick,
+                            bytes,
+                        } = *artifact;
+                        // Bytes are stored whole, so the run's tripwire sees
+                        // them first (after the secrets filed before them): a
+                        // hit withholds the artifact, named by digest, as an
+                        // exported tape withholds it.
+                        let hit = self
+                            .runs
+                            .get(&run)
+                            .and_then(|state| state.wire.scan(&bytes));
+                        match hit {
+                            Some(encoding) => {
+                                tracing::warn!(
+                                    run = %run,
+                                    "reel-recorder: run {run}: an artifact ({digest}) holds a secret: not stored (see its redaction.tripped fact)"
+                                );
+                                let hit = Hit {
+                                    field: digest,
+                                    encoding,
+                                };
+                                let fact = NewFact {
+                                    at: 0,
+                                    offset: 0,
+                                    call: Some(call),
+                                    kind: tripped("archive", "known-values", "artifact", &hit),
+                                };
+                                batch_of(&mut batches, &mut spare, run)
+                                    .push(Pending { tick, fact });
+                            }
+                            // A failed run's facts are dropped: so are the
+                            // bytes they would refer to.
+                            None if self.failed(&run) => {}
+                            None => {
+                                if let Err(e) = self.store.put_artifact_of(&run, &bytes) {
+                                    self.fail("storing an artifact", Some(&run), 0, &e);
+                                }
                             }
                         }
                     }
@@ -768,24 +818,8 @@ impl Writer {
                 // Facts of a run already forgotten (filed after its end).
                 None => &mut closed_run,
             };
-            let mut spill_err = None;
             for fact in &mut facts {
                 self.redactor.redact_fact(&mut fact.kind, secrets);
-                let store = &self.store;
-                spill_large(&mut fact.kind, self.inline_limit, |bytes| {
-                    store.put_artifact_of(&run, bytes).unwrap_or_else(|e| {
-                        spill_err = Some(e);
-                        String::new()
-                    })
-                });
-            }
-            if let Some(e) = spill_err {
-                self.fail("storing a large payload", Some(&run), facts.len(), &e);
-                if self.failed(&run) {
-                    // A fact would refer to bytes the store does not
-                    // have: the batch goes no further.
-                    continue;
-                }
             }
             // run.ended is a run's last fact (and the call.ended of a call
             // outside any run is its stream's): anything filed after it (a
@@ -841,6 +875,28 @@ impl Writer {
                     run = %run,
                     "reel-recorder: run {run}: a secret got past redaction and was scrubbed (see its redaction.tripped facts)"
                 );
+            }
+            // Spilled after the tripwire, never before: an artifact is
+            // written whole, so a payload must be guarded while the scan
+            // can still see it.
+            let mut spill_err = None;
+            for fact in &mut facts {
+                let store = &self.store;
+                spill_large(&mut fact.kind, self.inline_limit, |bytes| {
+                    store.put_artifact_of(&run, bytes).unwrap_or_else(|e| {
+                        spill_err = Some(e);
+                        String::new()
+                    })
+                });
+            }
+            if let Some(e) = spill_err {
+                let mut failures = lock_failures(&self.failure);
+                failures.record("storing a large payload", Some(&run), facts.len(), &e);
+                if failures.failed(&run) {
+                    // A fact would refer to bytes the store does not
+                    // have: the batch goes no further.
+                    facts.clear();
+                }
             }
             // Numbered here, after the late facts are cut: the one numberer.
             let first = state.seq.next_seq();

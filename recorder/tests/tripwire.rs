@@ -7,7 +7,9 @@
 //! report's text and an artifact's media type; the host puts a declared
 //! secret's encodings in a run label. No form is left in any file of the
 //! archive, in the facts read back, or in the exported tape, and each
-//! place is named by a `redaction.tripped` fact.
+//! place is named by a `redaction.tripped` fact. A second test puts the
+//! forms in payloads large enough to spill into artifacts, and in artifact
+//! bytes the tool keeps.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -248,4 +250,108 @@ async fn every_encoding_of_a_resolved_or_declared_secret_is_scrubbed_and_named()
         .position(|f| matches!(&f.kind, FactKind::Progress(p) if p.payload["message"].as_str().is_some_and(|m| m.starts_with("step base64:"))))
         .unwrap();
     assert!(matches!(&facts[i + 1].kind, FactKind::RedactionTripped(t) if t.fact == "progress"));
+}
+
+/// A payload over the inline limit is stored as an artifact. The tripwire
+/// must see it before it is spilled: an encoded secret in a large result
+/// or effect answer is scrubbed, not written to the artifact store whole.
+#[tokio::test]
+async fn a_large_payload_is_guarded_before_it_spills_into_an_artifact() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = RecorderConfig {
+        fingerprint_key: FingerprintKey::Key([7; 32]),
+        serve_live: false,
+        inline_limit: 1024,
+        ..RecorderConfig::default()
+    };
+    let recorder = Recorder::open(dir.path(), config).await.unwrap();
+    let run = recorder
+        .start_run(RunStart::new("spilled").secret(Secret::new(DECLARED)))
+        .await
+        .unwrap();
+    run.call("bulky", json!({}))
+        .credentials(Arc::new(MemoryVault::new().with("api", CRED)))
+        .artifacts(Arc::new(MemoryArtifactStore::new()))
+        .invoke(|ctx: ToolContext, _: Value| async move {
+            let cred = ctx.credential("api").await?;
+            let mut body = serde_json::Map::new();
+            for (name, form) in forms(cred.secret().expose())
+                .into_iter()
+                .chain(forms(DECLARED))
+            {
+                body.insert(format!("{name}-{}", body.len()), json!(form));
+            }
+            body.insert("padding".into(), json!("x".repeat(4096)));
+            // And bytes the tool keeps: stored whole, so guarded whole.
+            let leaked = format!("config\ntoken: {}\n", forms(cred.secret().expose())[4].1);
+            ctx.artifacts()
+                .put("text/plain", leaked.into_bytes())
+                .await?;
+            ctx.artifacts()
+                .put("text/plain", b"harmless bytes".to_vec())
+                .await?;
+            let body = Value::Object(body);
+            let answer = body.clone();
+            let _: Value = ctx
+                .effect("api.bulk", &json!({ "q": 1 }), move || async move {
+                    Ok::<_, String>(answer)
+                })
+                .await?;
+            Ok(body)
+        })
+        .await
+        .unwrap();
+    run.end(RunStatus::Completed).await.unwrap();
+    let archive = recorder.archive().clone();
+    recorder.shutdown().await.unwrap();
+    assert!(archive.verify().unwrap().is_ok());
+
+    let tape = Tape::export(&archive, "spilled").unwrap();
+    // The payloads did spill: the tape carries their artifacts.
+    assert!(!tape.artifacts.is_empty(), "nothing spilled");
+    let mut tape_bytes = Vec::new();
+    tape.write(&mut tape_bytes).unwrap();
+    let mut places: Vec<(String, Vec<u8>)> = files_under(dir.path())
+        .into_iter()
+        .map(|p| (p.display().to_string(), std::fs::read(&p).unwrap()))
+        .collect();
+    for (digest, bytes) in &tape.artifacts {
+        places.push((format!("artifact {digest}"), bytes.clone()));
+    }
+    places.push(("the tape".into(), tape_bytes));
+    for secret in [CRED, DECLARED] {
+        for (name, needle) in needles(secret) {
+            for (place, bytes) in &places {
+                assert!(
+                    !contains(bytes, &needle),
+                    "the {name} form of a secret is in {place}"
+                );
+            }
+        }
+    }
+    // The scan can find things: the padding is in an artifact.
+    assert!(tape
+        .artifacts
+        .iter()
+        .any(|(_, b)| contains(b, "x".repeat(4096).as_bytes())));
+    let facts: Vec<Fact> = archive
+        .facts("spilled", ..)
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let tripped: BTreeSet<String> = facts
+        .iter()
+        .filter_map(|f| match &f.kind {
+            FactKind::RedactionTripped(t) => Some(t.fact.clone()),
+            _ => None,
+        })
+        .collect();
+    // The harmless artifact was kept.
+    assert!(tape
+        .artifacts
+        .iter()
+        .any(|(_, b)| b.as_slice() == b"harmless bytes"));
+    for kind in ["effect", "call.ended", "artifact"] {
+        assert!(tripped.contains(kind), "{kind} not named: {tripped:?}");
+    }
 }

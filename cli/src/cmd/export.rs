@@ -30,9 +30,17 @@ pub struct ExportArgs {
     output: Option<PathBuf>,
     /// Send the runs as OpenTelemetry GenAI spans to this OTLP endpoint
     /// (protobuf over HTTP to ENDPOINT/v1/traces; gRPC with --grpc), e.g.
-    /// http://localhost:4318.
+    /// http://localhost:4318, or https:// (TLS). Headers (a backend's API
+    /// key) come from $OTEL_EXPORTER_OTLP_TRACES_HEADERS or
+    /// $OTEL_EXPORTER_OTLP_HEADERS (key=value,key2=value2).
     #[arg(long, value_name = "ENDPOINT")]
     otlp: Option<String>,
+    /// With --otlp: a CA certificate file (PEM) trusted beside the
+    /// system's roots (a collector with a private CA). Default:
+    /// $OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE or
+    /// $OTEL_EXPORTER_OTLP_CERTIFICATE.
+    #[arg(long, value_name = "FILE", requires = "otlp")]
+    otlp_ca: Option<PathBuf>,
     /// With --otlp: only runs started at or after this time (RFC 3339 or an age: 2h).
     #[arg(long, value_parser = parse_time, requires = "otlp")]
     since: Option<i64>,
@@ -122,9 +130,65 @@ pub fn run(dir: &Path, args: ExportArgs) -> Result<ExitCode, Failure> {
 /// How many runs one OTLP request carries.
 const RUNS_PER_REQUEST: usize = 64;
 
+/// The first of the OpenTelemetry variables `names` that is set.
+fn otel_env(names: &[&str]) -> Option<(String, String)> {
+    names
+        .iter()
+        .find_map(|n| std::env::var(n).ok().map(|v| (n.to_string(), v)))
+}
+
+/// The collector `--otlp` names, with the headers and CA of the
+/// OpenTelemetry variables (or `--otlp-ca`). Header values join the
+/// tripwire: a value that was recorded somewhere is scrubbed from the
+/// spans too.
+fn collector(
+    endpoint: &str,
+    protocol: Protocol,
+    ca: Option<&Path>,
+    wire: &mut Tripwire,
+) -> Result<reel_otlp::Collector, Failure> {
+    let bad = |e: reel_otlp::ExportError| Failure::msg(e.to_string());
+    let mut collector = reel_otlp::Collector::new(endpoint, protocol).map_err(bad)?;
+    if let Some((name, list)) = otel_env(&[
+        "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+        "OTEL_EXPORTER_OTLP_HEADERS",
+    ]) {
+        collector = collector
+            .headers_list(&list)
+            .map_err(|e| Failure::msg(format!("${name}: {e}")))?;
+        for value in collector.header_values() {
+            if value.len() >= reel::tripwire::MIN_LEN {
+                wire.add(value);
+            }
+        }
+    }
+    let ca = match ca {
+        Some(path) => Some((format!("--otlp-ca {}", shown(path)), path.to_owned())),
+        None => otel_env(&[
+            "OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE",
+            "OTEL_EXPORTER_OTLP_CERTIFICATE",
+        ])
+        .map(|(name, path)| (format!("${name} ({})", escape(&path)), PathBuf::from(path))),
+    };
+    if let Some((what, path)) = ca {
+        let pem = std::fs::read(&path).map_err(|e| {
+            Failure::msg(format!("{what}: cannot read the CA certificate file: {e}"))
+        })?;
+        collector = collector.ca_pem(&pem, &what).map_err(bad)?;
+    }
+    Ok(collector)
+}
+
 /// `reel export --otlp`: the named runs, or every run the filters match
 /// (oldest first), [`RUNS_PER_REQUEST`] runs a request.
 fn otlp(dir: &Path, endpoint: &str, args: ExportArgs) -> Result<ExitCode, Failure> {
+    let protocol = if args.grpc {
+        Protocol::Grpc
+    } else {
+        Protocol::Http
+    };
+    let mut wire = tripwire(&args.secret_env);
+    let collector = collector(endpoint, protocol, args.otlp_ca.as_deref(), &mut wire)?;
     let source = Source::open(dir)?;
     let mut ids = Vec::new();
     if args.runs.is_empty() {
@@ -166,15 +230,9 @@ fn otlp(dir: &Path, endpoint: &str, args: ExportArgs) -> Result<ExitCode, Failur
     let options = Options {
         content: args.content,
     };
-    let protocol = if args.grpc {
-        Protocol::Grpc
-    } else {
-        Protocol::Http
-    };
     // One request per batch of runs, so a large export stays under
     // collectors' message limits (gRPC's default is 4 MiB).
     let mut spans = 0;
-    let wire = tripwire(&args.secret_env);
     for (i, batch) in ids.chunks(RUNS_PER_REQUEST).enumerate() {
         let mut request = reel_otlp::archive_request(&archive, batch, &options)?;
         let tripped = reel_otlp::guard_request(&mut request, &wire, "declared-at-export");
@@ -189,7 +247,7 @@ fn otlp(dir: &Path, endpoint: &str, args: ExportArgs) -> Result<ExitCode, Failur
             .flat_map(|r| &r.scope_spans)
             .map(|s| s.spans.len())
             .sum();
-        reel_otlp::send(endpoint, protocol, &request).map_err(|e| {
+        collector.send(&request).map_err(|e| {
             if i == 0 {
                 Failure::msg(e.to_string())
             } else {

@@ -1,6 +1,6 @@
 //! Writes the seed corpus of every fuzz target (fuzz/seeds/, committed) from the committed demo
 //! tapes (`tests/tapes/*.tape.jsonl`): whole tapes, their facts' stored
-//! encodings, blocks sealed from them (plain and lz4), their run records,
+//! encodings, blocks sealed from them (format 3, zstd; the format-2 lz4 and plain seeds are kept as `*-format2`), their run records,
 //! live-socket requests and replies, and the tapes as LSP documents.
 //! Run from `fuzz/`: `cargo run --bin make-corpus` (fuzz/run.sh does).
 
@@ -34,8 +34,8 @@ fn main() {
             reel::codec::encode_fact(fact, &mut enc).expect("encodes");
             write("fact", &format!("{name}-{}", fact.seq), &enc);
         }
-        // One block of all the facts (lz4, compressible) and one of the
-        // first fact alone (plain).
+        // One block of all the facts (compressible) and one of the first
+        // fact alone (stored plain when compressing does not pay).
         write("block", &format!("{name}-all"), &reel_archive::fuzzing::seal_block(&tape.facts));
         write("block", &format!("{name}-one"), &reel_archive::fuzzing::seal_block(&tape.facts[..1]));
         write("record", &name, &reel_archive::fuzzing::encode_record(&tape.header.run));

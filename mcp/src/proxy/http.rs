@@ -68,11 +68,16 @@ const VERSION: &str = "mcp-protocol-version";
 /// The first protocol version whose clients cancel by closing the stream.
 const MODERN: &str = "2026-07-28";
 
+/// The largest message the proxy holds in memory by default (64 MiB): a
+/// request body, a JSON response, one server-sent event.
+pub const DEFAULT_MAX_BODY: usize = 64 << 20;
+
 /// A recording proxy in front of an MCP server's streamable HTTP endpoint.
 #[derive(Debug, Clone)]
 pub struct HttpProxy {
     upstream: Uri,
     secrets: Vec<Secret>,
+    max_body: usize,
 }
 
 /// What an HTTP proxy recorded, once stopped.
@@ -109,7 +114,18 @@ impl HttpProxy {
         Ok(HttpProxy {
             upstream: uri,
             secrets: Vec::new(),
+            max_body: DEFAULT_MAX_BODY,
         })
+    }
+
+    /// The largest message held in memory ([`DEFAULT_MAX_BODY`] unless
+    /// set). A request body over it is refused with `413 Payload Too
+    /// Large`; a JSON response or a server-sent event over it is passed
+    /// through whole but not recorded (a warning says so), so a hostile
+    /// peer cannot make the proxy hold an unbounded message.
+    pub fn max_body(mut self, bytes: usize) -> HttpProxy {
+        self.max_body = bytes.max(1);
+        self
     }
 
     /// A value scrubbed from every fact of every session.
@@ -417,8 +433,14 @@ async fn handle(
 ) -> Result<Response<ProxyBody>, Infallible> {
     let (parts, body) = req.into_parts();
     let endpoint = parts.uri.path() == shared.proxy.upstream.path();
-    let body = match body.collect().await {
+    let max = shared.proxy.max_body;
+    // A declared length over the limit is refused before a byte is read.
+    if body.size_hint().lower() > max as u64 {
+        return Ok(too_large(max));
+    }
+    let body = match http_body_util::Limited::new(body, max).collect().await {
         Ok(b) => b.to_bytes(),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => return Ok(too_large(max)),
         Err(e) => {
             return Ok(plain(
                 StatusCode::BAD_REQUEST,
@@ -545,7 +567,7 @@ async fn handle(
         .and_then(|v| v.to_str().ok())
     {
         _ if router.is_none() => Kind::Raw,
-        Some(t) if t.starts_with("text/event-stream") => Kind::Sse(Sse::default()),
+        Some(t) if t.starts_with("text/event-stream") => Kind::Sse(Sse::with_limit(max)),
         Some(t) if t.starts_with("application/json") => Kind::Json(Vec::new()),
         _ => Kind::Raw,
     };
@@ -567,12 +589,25 @@ async fn handle(
     let body = Observed {
         inner: upstream_body,
         kind,
+        max,
         trailers: None,
         on_close,
         router_of,
     };
     drop(session);
     Ok(Response::from_parts(head, body.boxed()))
+}
+
+/// `413 Payload Too Large` for a request body over `max` bytes.
+fn too_large(max: usize) -> Response<ProxyBody> {
+    tracing::warn!("a request body over {max} bytes was refused (--max-body)");
+    plain(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        format!(
+            "reel mcp record: the request body is over the proxy's limit of {max} bytes; \
+             send a smaller message, or start the proxy with a larger --max-body\n"
+        ),
+    )
 }
 
 /// Closes an exchange's router (its calls end and are filed) on its own
@@ -601,6 +636,8 @@ enum Kind {
 struct Observed {
     inner: Incoming,
     kind: Kind,
+    /// The most a JSON body may buffer (see [`HttpProxy::max_body`]).
+    max: usize,
     /// Trailers held while a JSON body's data goes out first.
     trailers: Option<HeaderMap>,
     /// Called once: `true` at the body's end, `false` when it was dropped
@@ -651,11 +688,32 @@ impl Body for Observed {
                             match &mut this.kind {
                                 Kind::Raw => {}
                                 Kind::Sse(sse) => {
-                                    for event in sse.feed(&data) {
+                                    let events = sse.feed(&data);
+                                    let oversized = sse.take_oversized();
+                                    for event in events {
                                         if let Some(r) = this.router() {
                                             r.observe(Dir::ServerToClient, &event);
                                         }
                                     }
+                                    if oversized {
+                                        tracing::warn!(
+                                            "a server-sent event over {} bytes was passed through unrecorded (--max-body)",
+                                            this.max
+                                        );
+                                    }
+                                }
+                                Kind::Json(buf) if buf.len() + data.len() > this.max => {
+                                    // Over the limit: what was held goes out
+                                    // with this chunk, the rest as it comes,
+                                    // none of it recorded.
+                                    tracing::warn!(
+                                        "a JSON response over {} bytes was passed through unrecorded (--max-body)",
+                                        this.max
+                                    );
+                                    let mut held = std::mem::take(buf);
+                                    this.kind = Kind::Raw;
+                                    held.extend_from_slice(&data);
+                                    return Poll::Ready(Some(Ok(Frame::data(Bytes::from(held)))));
                                 }
                                 Kind::Json(buf) => {
                                     buf.extend_from_slice(&data);
@@ -708,21 +766,66 @@ impl Body for Observed {
     }
 }
 
-/// A server-sent events parser: the data of each complete event.
-#[derive(Default)]
+/// A server-sent events parser: the data of each complete event, none
+/// over its limit (an event that grows past it is skipped to its end).
 pub(crate) struct Sse {
     line: Vec<u8>,
     data: Vec<u8>,
     has_data: bool,
+    limit: usize,
+    /// The current event went over the limit: skipped to its end.
+    skipping: bool,
+    /// While skipping: the current line is not blank (a line cut short
+    /// counts), so its end is not the event's.
+    skipped_line: bool,
+    /// An event was skipped since the last [`Sse::take_oversized`].
+    oversized: bool,
+}
+
+impl Default for Sse {
+    fn default() -> Sse {
+        Sse::with_limit(DEFAULT_MAX_BODY)
+    }
 }
 
 impl Sse {
+    /// A parser holding at most `limit` bytes of one event.
+    pub(crate) fn with_limit(limit: usize) -> Sse {
+        Sse {
+            line: Vec::new(),
+            data: Vec::new(),
+            has_data: false,
+            limit,
+            skipping: false,
+            skipped_line: false,
+            oversized: false,
+        }
+    }
+
+    /// Whether an event was skipped for its size since the last call.
+    pub(crate) fn take_oversized(&mut self) -> bool {
+        std::mem::take(&mut self.oversized)
+    }
+
     /// Feeds a chunk; returns the data of the events it completed.
     pub(crate) fn feed(&mut self, chunk: &[u8]) -> Vec<Vec<u8>> {
         let mut events = Vec::new();
         for &b in chunk {
             if b != b'\n' {
-                self.line.push(b);
+                if self.skipping {
+                    // A lone `\r` before the `\n` is no content.
+                    self.skipped_line |= b != b'\r';
+                } else {
+                    self.line.push(b);
+                    if self.line.len() + self.data.len() > self.limit {
+                        self.skip();
+                    }
+                }
+                continue;
+            }
+            if self.skipping {
+                // A blank line ends the skipped event.
+                self.skipping = std::mem::take(&mut self.skipped_line);
                 continue;
             }
             let mut line = std::mem::take(&mut self.line);
@@ -732,8 +835,8 @@ impl Sse {
             if line.is_empty() {
                 if self.has_data {
                     events.push(std::mem::take(&mut self.data));
-                    self.has_data = false;
                 }
+                self.has_data = false;
                 continue;
             }
             if let Some(value) = line.strip_prefix(b"data") {
@@ -750,6 +853,15 @@ impl Sse {
             }
         }
         events
+    }
+
+    fn skip(&mut self) {
+        self.line = Vec::new();
+        self.data = Vec::new();
+        self.has_data = false;
+        self.skipping = true;
+        self.skipped_line = true;
+        self.oversized = true;
     }
 }
 
@@ -768,6 +880,33 @@ mod tests {
         );
         // A priming event with no data is no message.
         assert!(sse.feed(b"id: 7\nretry: 100\n\n").is_empty());
+    }
+
+    #[test]
+    fn an_sse_event_over_the_limit_is_skipped_and_the_next_is_whole() {
+        let mut sse = Sse::with_limit(16);
+        // One line that never ends within the limit, fed in pieces: the
+        // parser holds no more than its limit.
+        for _ in 0..1000 {
+            assert!(sse.feed(b"data: xxxxxxxxxxxxxxxxxxxxxxxx").is_empty());
+            assert!(sse.line.len() + sse.data.len() <= 16);
+        }
+        // The cut line's end is not the event's; the blank line is.
+        assert!(sse.feed(b"\r\ndata: more of it\r\n").is_empty());
+        assert_eq!(
+            sse.feed(b"\r\ndata: {\"ok\":1}\n\n"),
+            vec![b"{\"ok\":1}".to_vec()]
+        );
+        assert!(sse.take_oversized());
+        assert!(!sse.take_oversized());
+        // Short lines adding up past it are one event over it, too.
+        let mut sse = Sse::with_limit(16);
+        assert!(sse
+            .feed(b"data: 1234567\ndata: 1234567\ndata: 12\n\n")
+            .is_empty());
+        assert!(sse.take_oversized());
+        assert_eq!(sse.feed(b"data: 12345\n\n"), vec![b"12345".to_vec()]);
+        assert!(!sse.take_oversized());
     }
 
     #[test]

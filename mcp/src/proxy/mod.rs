@@ -57,7 +57,7 @@
 pub(crate) mod http;
 pub(crate) mod link;
 
-pub use http::{BoundHttpProxy, HttpOutcome, HttpProxy};
+pub use http::{BoundHttpProxy, HttpOutcome, HttpProxy, DEFAULT_MAX_BODY};
 
 use std::ffi::OsString;
 use std::future::Future;
@@ -107,13 +107,18 @@ pub type ClientOut = Box<dyn AsyncWrite + Unpin + Send>;
 /// non-blocking; otherwise (a terminal, a file, a socket) through tokio's
 /// `stdin()`/`stdout()`, which hand every read and write to a blocking
 /// thread and back: two thread hand-offs per message each way, which the
-/// `mcp-record` bench row showed in the proxy's round trip. Must be called
-/// inside a tokio runtime with IO enabled.
+/// `mcp-record` bench row showed in the proxy's round trip. The blocking
+/// mode is given back when each is dropped: a pipe's mode belongs to the
+/// open pipe, which this process may share with the one that started it
+/// (a script's next command writing the same pipe would get `EAGAIN`).
+/// Must be called inside a tokio runtime with IO enabled.
 pub fn client_stdio() -> (ClientIn, ClientOut) {
     #[cfg(unix)]
     {
         use std::os::fd::AsFd;
         use tokio::net::unix::pipe;
+        // Read before the pipes are made non-blocking below.
+        let (stdin_mode, stdout_mode) = (nonblocking(0), nonblocking(1));
         let input = std::io::stdin()
             .as_fd()
             .try_clone_to_owned()
@@ -123,11 +128,11 @@ pub fn client_stdio() -> (ClientIn, ClientOut) {
             .try_clone_to_owned()
             .and_then(pipe::Sender::from_owned_fd);
         let input: ClientIn = match input {
-            Ok(r) => Box::new(r),
+            Ok(r) => Box::new(Blocking::restored(r, stdin_mode)),
             Err(_) => Box::new(tokio::io::stdin()),
         };
         let output: ClientOut = match output {
-            Ok(w) => Box::new(w),
+            Ok(w) => Box::new(Blocking::restored(w, stdout_mode)),
             Err(_) => Box::new(tokio::io::stdout()),
         };
         (input, output)
@@ -135,6 +140,88 @@ pub fn client_stdio() -> (ClientIn, ClientOut) {
     #[cfg(not(unix))]
     {
         (Box::new(tokio::io::stdin()), Box::new(tokio::io::stdout()))
+    }
+}
+
+/// Whether `fd` is in non-blocking mode now (`None`: it cannot be read).
+#[cfg(unix)]
+fn nonblocking(fd: std::os::fd::RawFd) -> Option<bool> {
+    // SAFETY: F_GETFL reads a descriptor's flags; a bad descriptor is an
+    // error return, not undefined behaviour.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    (flags >= 0).then_some(flags & libc::O_NONBLOCK != 0)
+}
+
+/// A pipe end made non-blocking for the reactor, put back into blocking
+/// mode when dropped if it was in blocking mode before.
+#[cfg(unix)]
+struct Blocking<T: std::os::fd::AsRawFd> {
+    inner: T,
+    restore: bool,
+}
+
+#[cfg(unix)]
+impl<T: std::os::fd::AsRawFd> Blocking<T> {
+    /// `was_nonblocking`: the mode before `inner` was made.
+    fn restored(inner: T, was_nonblocking: Option<bool>) -> Blocking<T> {
+        Blocking {
+            inner,
+            restore: was_nonblocking == Some(false),
+        }
+    }
+}
+
+#[cfg(unix)]
+impl<T: std::os::fd::AsRawFd> Drop for Blocking<T> {
+    fn drop(&mut self) {
+        if !self.restore {
+            return;
+        }
+        let fd = self.inner.as_raw_fd();
+        // SAFETY: the descriptor is open (`inner` is dropped after this);
+        // F_GETFL/F_SETFL only change its status flags.
+        unsafe {
+            let flags = libc::fcntl(fd, libc::F_GETFL);
+            if flags >= 0 {
+                libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK);
+            }
+        }
+    }
+}
+
+#[cfg(unix)]
+impl<T: std::os::fd::AsRawFd + AsyncRead + Unpin> AsyncRead for Blocking<T> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+#[cfg(unix)]
+impl<T: std::os::fd::AsRawFd + AsyncWrite + Unpin> AsyncWrite for Blocking<T> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }
 

@@ -204,9 +204,12 @@ impl McpHost {
     }
 
     /// Serves one client on this process's standard input and output until
-    /// the client closes it.
+    /// the client closes it. Pipes (as a client that starts the server
+    /// makes them) are driven by the reactor, with their blocking mode
+    /// given back at the end ([`crate::proxy::client_stdio`]).
     pub async fn serve_stdio(self) -> Result<(), ServeError> {
-        self.serve_io(tokio::io::stdin(), tokio::io::stdout()).await
+        let (read, write) = crate::proxy::client_stdio();
+        self.serve_io(read, write).await
     }
 
     /// Serves one client on a byte stream pair (newline-delimited JSON-RPC,

@@ -247,7 +247,12 @@ impl CallBackend for LiveBackend {
                         .to_string(),
                 );
             }
-            self.run.inner.rec.queue.artifact(&self.run.inner.id, bytes);
+            self.run.inner.rec.queue.artifact(
+                &self.run.inner.id,
+                &self.call_id,
+                &meta.digest,
+                bytes,
+            );
             Ok(meta)
         })
     }
@@ -275,12 +280,13 @@ impl CallBackend for LiveBackend {
                     ));
                 }
             }
-            if let Some((_, bytes)) = &found {
-                self.run
-                    .inner
-                    .rec
-                    .queue
-                    .artifact(&self.run.inner.id, bytes.clone());
+            if let Some((meta, bytes)) = &found {
+                self.run.inner.rec.queue.artifact(
+                    &self.run.inner.id,
+                    &self.call_id,
+                    &meta.digest,
+                    bytes.clone(),
+                );
             }
             Ok(found)
         })

@@ -35,6 +35,11 @@ pub struct RecordArgs {
     /// `--listen` proxies.
     #[arg(long, value_name = "URL", requires = "listen")]
     upstream: Option<String>,
+    /// With `--listen`: the largest message (bytes) the proxy holds in
+    /// memory. A request body over it is refused (413); a response or
+    /// event over it is passed through unrecorded.
+    #[arg(long, value_name = "BYTES", requires = "listen", default_value_t = reel_mcp::proxy::DEFAULT_MAX_BODY)]
+    max_body: usize,
     /// Seconds the server may take to exit after the client hung up (its
     /// stdin closed) before it is killed.
     #[arg(long, value_name = "SECS", default_value_t = 5.0)]
@@ -99,9 +104,10 @@ fn run_http(
     listen: std::net::SocketAddr,
     upstream: &str,
     secrets: Vec<Secret>,
+    max_body: usize,
 ) -> Result<ExitCode, Failure> {
     let mut proxy = match reel_mcp::proxy::HttpProxy::new(upstream) {
-        Ok(p) => p,
+        Ok(p) => p.max_body(max_body),
         // Bad input: exit code 2, as the other `mcp` verbs.
         Err(e) => return Ok(super::bad_input(&e)),
     };
@@ -140,7 +146,7 @@ fn run_http(
 pub fn run(dir: &Path, args: RecordArgs) -> Result<ExitCode, Failure> {
     let secrets = secrets(&args.secret_env);
     if let (Some(listen), Some(upstream)) = (args.listen, &args.upstream) {
-        return run_http(dir, listen, upstream, secrets);
+        return run_http(dir, listen, upstream, secrets, args.max_body);
     }
     let mut command = args.command.into_iter();
     let Some(program) = command.next() else {
