@@ -50,6 +50,15 @@ fn lines_of(out: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String> 
     rx
 }
 
+/// The tests of this file each run a 3-node cluster: one at a time, so
+/// that two clusters and their recorders do not share the machine's cores
+/// (their timeouts are the cluster's, not the test's).
+static ONE_CLUSTER: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_cluster() -> std::sync::MutexGuard<'static, ()> {
+    ONE_CLUSTER.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 fn ok(out: &Output, what: &str) -> String {
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(
@@ -63,6 +72,7 @@ fn ok(out: &Output, what: &str) -> String {
 
 #[test]
 fn the_demo_records_into_the_cluster_with_a_node_down_sync_projects_it_and_tail_follows_it_live() {
+    let _one = one_cluster();
     let config = tempfile::tempdir().unwrap();
     let mut cluster = cluster::ClusterUnderTest::start();
     drop(cluster.ready());
@@ -435,6 +445,7 @@ impl Follower {
 /// A follower started while the cluster is down waits for it too.
 #[test]
 fn a_follower_copies_artifacts_as_they_land_and_waits_out_the_cluster() {
+    let _one = one_cluster();
     let config = tempfile::tempdir().unwrap();
     let mut cluster = cluster::ClusterUnderTest::start();
     drop(cluster.ready());

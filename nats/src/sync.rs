@@ -433,7 +433,23 @@ async fn project(
             report.artifacts += copy_wanted(&mut cluster, archive, &mut wanted).await?;
         }
     }
-    report.artifacts += copy_artifacts(&mut cluster, archive).await?;
+    // Waited for as the consumer is (a node just gone may hold the
+    // bucket's leader): every artifact is there before the sync says so.
+    let start = std::time::Instant::now();
+    let mut said = false;
+    loop {
+        match copy_artifacts(&mut cluster, archive, &mut report.artifacts).await {
+            Ok(()) => break,
+            Err(e @ NatsError::Cluster { .. }) if start.elapsed() < budget => {
+                if !said {
+                    tracing::warn!("reel-nats: {e}; trying again");
+                    said = true;
+                }
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            Err(e) => return Err(e),
+        }
+    }
     archive
         .flush()
         .map_err(|e| NatsError::Projection(e.to_string()))?;
@@ -662,13 +678,18 @@ async fn copy_one(
     Ok(true)
 }
 
-async fn copy_artifacts(cluster: &mut Cluster, archive: &Archive) -> Result<u64, NatsError> {
+/// Copies every artifact of the cluster's object store the archive lacks,
+/// counting them in `copied` (idempotent: tried again, it copies the rest).
+async fn copy_artifacts(
+    cluster: &mut Cluster,
+    archive: &Archive,
+    copied: &mut u64,
+) -> Result<(), NatsError> {
     let mut list = cluster
         .artifacts
         .list()
         .await
         .map_err(|e| cluster.error("listing the artifacts", e))?;
-    let mut copied = 0;
     let mut names = Vec::new();
     while let Some(info) = list.next().await {
         let info = info.map_err(|e| cluster.error("listing the artifacts", e))?;
@@ -703,9 +724,9 @@ async fn copy_artifacts(cluster: &mut Cluster, archive: &Archive) -> Result<u64,
         archive
             .put_artifact(&bytes)
             .map_err(|e| NatsError::Projection(e.to_string()))?;
-        copied += 1;
+        *copied += 1;
     }
-    Ok(copied)
+    Ok(())
 }
 
 /// What [`verify_projection`] found.
