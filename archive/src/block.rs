@@ -181,6 +181,23 @@ pub(crate) struct OpenedBlock<'a> {
 /// Checks a stored block's header and checksum, and decompresses its
 /// payload if it is stored compressed.
 pub(crate) fn open(value: &[u8]) -> Result<OpenedBlock<'_>, String> {
+    let mut plain = Vec::new();
+    let (count, compressed) = open_into(value, &mut plain)?;
+    Ok(OpenedBlock {
+        count,
+        payload: if compressed {
+            Cow::Owned(plain)
+        } else {
+            Cow::Borrowed(&value[HEADER_LEN..])
+        },
+    })
+}
+
+/// [`open`], decompressing into `plain` (emptied first; its capacity is
+/// reused, so a reader of many blocks allocates once): the header's count,
+/// and whether the payload is in `plain` (true) or is the stored bytes after
+/// the header (false: a plain block).
+pub(crate) fn open_into(value: &[u8], plain: &mut Vec<u8>) -> Result<(u32, bool), String> {
     if value.len() < HEADER_LEN {
         return Err(format!(
             "block is {} bytes, shorter than its {HEADER_LEN}-byte header",
@@ -198,21 +215,19 @@ pub(crate) fn open(value: &[u8]) -> Result<OpenedBlock<'_>, String> {
         return Err("block checksum does not match its bytes".into());
     }
     let stored = &value[HEADER_LEN..];
-    let payload = if version == BLOCK_PLAIN {
-        Cow::Borrowed(stored)
-    } else {
-        Cow::Owned(
-            decompress(version, stored)
-                .map_err(|e| format!("block payload does not decompress: {e}"))?,
-        )
-    };
-    Ok(OpenedBlock { count, payload })
+    if version == BLOCK_PLAIN {
+        return Ok((count, false));
+    }
+    decompress(version, stored, plain)
+        .map_err(|e| format!("block payload does not decompress: {e}"))?;
+    Ok((count, true))
 }
 
 /// The plain payload of a compressed block's stored payload (`version` 2:
-/// lz4, 3: zstd). Never allocates more than the stored bytes can
-/// decompress to (nor more than [`MAX_PLAIN_PAYLOAD`]).
-fn decompress(version: u8, stored: &[u8]) -> Result<Vec<u8>, String> {
+/// lz4, 3: zstd), into `plain` (emptied first). Never allocates more than
+/// the stored bytes can decompress to (nor more than [`MAX_PLAIN_PAYLOAD`]).
+fn decompress(version: u8, stored: &[u8], plain: &mut Vec<u8>) -> Result<(), String> {
+    plain.clear();
     let (size, compressed) = match stored.split_first_chunk::<PLAIN_LEN_PREFIX>() {
         Some((size, rest)) => (u32::from_le_bytes(*size) as usize, rest),
         None => return Err("it ends inside its size".into()),
@@ -233,9 +248,9 @@ fn decompress(version: u8, stored: &[u8]) -> Result<Vec<u8>, String> {
         ));
     }
     if version == BLOCK_LZ4 {
-        let mut plain = vec![0; size];
-        return match lz4_flex::block::decompress_into(compressed, &mut plain) {
-            Ok(n) if n == size => Ok(plain),
+        plain.resize(size, 0);
+        return match lz4_flex::block::decompress_into(compressed, plain) {
+            Ok(n) if n == size => Ok(()),
             Ok(n) => Err(format!("it declares {size} bytes but holds {n}")),
             Err(e) => Err(e.to_string()),
         };
@@ -243,15 +258,15 @@ fn decompress(version: u8, stored: &[u8]) -> Result<Vec<u8>, String> {
     // Capacity, not zeroed bytes: zstd writes into it, and only the pages
     // it writes are ever touched. One byte more than declared, so that a
     // frame holding more than it declares is told from one that fits.
-    let mut plain = Vec::with_capacity(size + 1);
+    plain.reserve(size + 1);
     let written = ZSTD_DECOMPRESSOR.with(|d| match d.borrow_mut().as_mut() {
         Some(d) => d
-            .decompress_to_buffer(compressed, &mut plain)
+            .decompress_to_buffer(compressed, &mut *plain)
             .map_err(|e| e.to_string()),
         None => Err("zstd could not make a decompression context (out of memory?)".into()),
     });
     match written {
-        Ok(n) if n == size => Ok(plain),
+        Ok(n) if n == size => Ok(()),
         Ok(n) if n > size => Err(format!("it declares {size} bytes but holds more")),
         Ok(n) => Err(format!("it declares {size} bytes but holds {n}")),
         Err(e) => Err(e),

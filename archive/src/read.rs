@@ -1,7 +1,6 @@
 //! Reading: run records, run ids, artifacts, and a run's facts by seq
 //! range ([`Facts`], one block at a time).
 
-use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::ops::{Bound, RangeBounds};
 
@@ -114,6 +113,7 @@ impl Archive {
             run_id: run_id.into(),
             ordinal,
             current: None,
+            spare: Vec::new(),
             cursor: Some(BlockCursor {
                 from,
                 upto: end.unwrap_or(u64::MAX),
@@ -149,6 +149,9 @@ pub struct Facts {
     cursor: Option<BlockCursor>,
     /// The block being read, its facts decoded one at a time.
     current: Option<OpenBlock>,
+    /// The buffer compressed blocks are decompressed into, kept from one
+    /// block to the next (one allocation per read, not one per block).
+    spare: Vec<u8>,
     pending: VecDeque<Result<Fact>>,
     start: u64,
     end: Option<u64>,
@@ -220,29 +223,58 @@ struct BlockCursor {
 }
 
 impl Facts {
-    /// The next block in range, and the first seq of the block after it.
-    fn next_block(&mut self) -> Option<sled::Result<(u64, sled::IVec, Option<u64>)>> {
+    /// The next block in range: its first seq and its stored bytes.
+    fn next_block(&mut self) -> Option<sled::Result<(u64, sled::IVec)>> {
         let cursor = self.cursor.as_mut()?;
         if cursor.done {
             return None;
         }
         let events = &self.archive.trees().events;
-        let mut range = events.range(keys::events_range(self.ordinal, cursor.from, cursor.upto));
-        let (key, value) = match range.next()? {
+        let (key, value) = match events
+            .range(keys::events_range(self.ordinal, cursor.from, cursor.upto))
+            .next()?
+        {
             Ok(kv) => kv,
             Err(e) => return Some(Err(e)),
         };
-        let next = match range.next() {
-            Some(Ok((k, _))) => keys::split_event_key(&k).map(|(_, s)| s),
-            _ => None,
-        };
-        drop(range);
         let first = keys::split_event_key(&key).map_or(cursor.from, |(_, s)| s);
         match first.checked_add(1) {
             Some(f) if f <= cursor.upto => cursor.from = f,
             _ => cursor.done = true,
         }
-        Some(Ok((first, value, next)))
+        Some(Ok((first, value)))
+    }
+
+    /// The first seq of the block after the one starting at `first` (looked
+    /// up only for a damaged block, whose extent its successor tells).
+    fn block_after(&self, first: u64) -> Option<u64> {
+        let upto = self.cursor.as_ref().map_or(u64::MAX, |c| c.upto);
+        let from = first.checked_add(1)?;
+        if from > upto {
+            return None;
+        }
+        match self
+            .archive
+            .trees()
+            .events
+            .range(keys::events_range(self.ordinal, from, upto))
+            .keys()
+            .next()
+        {
+            Some(Ok(k)) => keys::split_event_key(&k).map(|(_, s)| s),
+            _ => None,
+        }
+    }
+
+    /// Done with the current block: its buffer is kept for the next.
+    fn close_block(&mut self) {
+        if let Some(OpenBlock {
+            payload: BlockPayload::Decompressed(plain),
+            ..
+        }) = self.current.take()
+        {
+            self.spare = plain;
+        }
     }
 
     fn empty(archive: Archive, run_id: &str) -> Facts {
@@ -252,6 +284,7 @@ impl Facts {
             ordinal: 0,
             cursor: None,
             current: None,
+            spare: Vec::new(),
             pending: VecDeque::new(),
             start: 0,
             end: None,
@@ -323,13 +356,13 @@ impl Iterator for Facts {
             }
             if let Some(b) = &mut self.current {
                 match b.next_fact() {
-                    None => self.current = None,
+                    None => self.close_block(),
                     Some(Ok(f)) if f.seq < self.start => {}
-                    Some(Ok(f)) if self.end.is_some_and(|e| f.seq > e) => self.current = None,
+                    Some(Ok(f)) if self.end.is_some_and(|e| f.seq > e) => self.close_block(),
                     Some(Ok(f)) => return Some(Ok(f)),
                     Some(Err(detail)) => {
                         let (first, last) = (b.seq.min(b.last), b.last);
-                        self.current = None;
+                        self.close_block();
                         if last >= self.start && self.end.is_none_or(|e| first <= e) {
                             return Some(Err(ArchiveError::Corrupt {
                                 run_id: self.run_id.clone(),
@@ -345,7 +378,7 @@ impl Iterator for Facts {
                 continue;
             }
             self.cursor.as_ref()?;
-            let (first, value, next_first) = match self.next_block() {
+            let (first, value) = match self.next_block() {
                 Some(Ok(block)) => block,
                 Some(Err(e)) => {
                     self.cursor = None;
@@ -363,14 +396,17 @@ impl Iterator for Facts {
                     self.pending.push_back(Err(missing));
                 }
             }
-            // A compressed block's payload is decompressed here, once; its
-            // facts are still decoded one at a time.
-            let opened = block::open(&value).map(|b| match b.payload {
-                Cow::Borrowed(_) => (b.count, None),
-                Cow::Owned(plain) => (b.count, Some(plain)),
-            });
+            // A compressed block's payload is decompressed here, once, into
+            // the buffer the previous block used; its facts are still
+            // decoded one at a time.
+            let mut plain = std::mem::take(&mut self.spare);
+            let opened = block::open_into(&value, &mut plain)
+                .map(|(count, compressed)| (count, compressed.then_some(plain)));
             match opened {
-                Ok((0, _)) => self.expect = Some(first),
+                Ok((0, plain)) => {
+                    self.expect = Some(first);
+                    self.spare = plain.unwrap_or_default();
+                }
                 Ok((count, plain)) => {
                     self.expect = Some(first + count as u64);
                     self.current = Some(OpenBlock {
@@ -384,7 +420,7 @@ impl Iterator for Facts {
                     });
                 }
                 Err(detail) => {
-                    let last_seq = match next_first {
+                    let last_seq = match self.block_after(first) {
                         Some(n) => Some(n.saturating_sub(1)),
                         None => self
                             .archive

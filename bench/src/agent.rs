@@ -335,7 +335,26 @@ pub fn jsonl(path: &Path, shape: AgentShape) -> io::Result<Recorded> {
 /// is handed back (durable by then). Also returns the bytes one such call
 /// encodes to, for the baseline.
 pub async fn latency_reel(dir: &Path, n: usize) -> io::Result<(Vec<Duration>, usize)> {
-    let recorder = Recorder::open(dir, recorder_config())
+    latency_reel_with(dir, n, recorder_config()).await
+}
+
+/// [`latency_reel`] with buffered durability: the same calls, none waiting
+/// for a flush (what a call costs without durability, printed beside the
+/// row for information).
+pub async fn latency_buffered(dir: &Path, n: usize) -> io::Result<Vec<Duration>> {
+    let config = reel_recorder::RecorderConfig {
+        durability: reel_recorder::Durability::Buffered,
+        ..recorder_config()
+    };
+    Ok(latency_reel_with(dir, n, config).await?.0)
+}
+
+async fn latency_reel_with(
+    dir: &Path,
+    n: usize,
+    config: reel_recorder::RecorderConfig,
+) -> io::Result<(Vec<Duration>, usize)> {
+    let recorder = Recorder::open(dir, config)
         .await
         .map_err(io::Error::other)?;
     let run = recorder

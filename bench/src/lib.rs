@@ -753,8 +753,13 @@ pub fn run(opts: &Options, log: &mut dyn Write) -> io::Result<Vec<Row>> {
         )?;
         let mut p50 = Pairs::default();
         let mut p99 = Pairs::default();
+        let mut buffered = Vec::new();
         for round in 0..rounds {
             let dir = tmp("reel-bench-latency-")?;
+            // For information: the same calls with buffered durability
+            // (no flush waited for): what a call costs without durability.
+            let b = rt.block_on(agent::latency_buffered(&dir.path().join("buffered"), n))?;
+            buffered.push(agent::quantile_us(&b, 0.5));
             let mut reel_l = None;
             let mut base_l = None;
             let mut bytes = 0;
@@ -788,6 +793,11 @@ pub fn run(opts: &Options, log: &mut dyn Write) -> io::Result<Vec<Row>> {
                 round + 1
             )?;
         }
+        writeln!(
+            log,
+            "  (for information: the same calls with buffered durability, no flush waited for: p50 {:.0} us)",
+            median(&buffered)
+        )?;
         rows.push(p50.row(
             "latency",
             "latency a call pays for call-boundary durability, p50",
@@ -913,6 +923,20 @@ pub fn run(opts: &Options, log: &mut dyn Write) -> io::Result<Vec<Row>> {
                 b.p99()
             )?;
         }
+        // For information: the same sends with a receiver that works as the
+        // writer does (busy 1 us per message), so that the channel grows
+        // and the other core is busy.
+        let mut lag_p99 = Vec::new();
+        for _ in 0..rounds.min(3) {
+            let c = rt.block_on(progress::mpsc_lagging(n, clock, Duration::from_micros(1)))?;
+            lag_p99.push((c.median(), c.p99()));
+        }
+        writeln!(
+            log,
+            "  (for information: mpsc send with a receiver busy 1 us per message, as the writer is: median {:.1} ns, p99 {:.0} ns)",
+            median(&lag_p99.iter().map(|c| c.0).collect::<Vec<_>>()),
+            median(&lag_p99.iter().map(|c| c.1).collect::<Vec<_>>()),
+        )?;
         let (tick, two_reads) = progress::envelope_clocks(clock, n);
         writeln!(
             log,

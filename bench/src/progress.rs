@@ -5,7 +5,7 @@ use std::hint::black_box;
 use std::io;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use reel::fact::RunStatus;
 use reel_recorder::{Recorder, RunStart};
@@ -238,6 +238,21 @@ pub async fn reel(dir: &Path, n: usize, clock: Clock) -> io::Result<Costs> {
 /// (like `progress`, a send that never waits), from a task on the same
 /// runtime; a thread receives them in batches and drops them meanwhile.
 pub async fn mpsc(n: usize, clock: Clock) -> io::Result<Costs> {
+    mpsc_with(n, clock, None).await
+}
+
+/// [`mpsc`] with a receiver that works as reel's writer does: after each
+/// batch it stays busy for `per_message` per message received (spinning on
+/// its core, as the writer encoding and storing does) before the next, so
+/// the channel holds a backlog, as reel's does. Printed beside the row, for
+/// information: it shows what a send costs when the channel has to grow
+/// (tokio allocates a block of 32 slots on the sending thread whenever its
+/// receiver has not handed one back) and the other core is busy.
+pub async fn mpsc_lagging(n: usize, clock: Clock, per_message: Duration) -> io::Result<Costs> {
+    mpsc_with(n, clock, Some(per_message)).await
+}
+
+async fn mpsc_with(n: usize, clock: Clock, lag: Option<Duration>) -> io::Result<Costs> {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Value>();
     // The receiving thread drains in batches, as reel's writer does.
     let consumer = std::thread::spawn(move || {
@@ -245,6 +260,13 @@ pub async fn mpsc(n: usize, clock: Clock) -> io::Result<Costs> {
         let mut batch = Vec::with_capacity(8192);
         while rx.blocking_recv_many(&mut batch, 8192) > 0 {
             got += batch.len();
+            if let Some(per) = lag {
+                let busy = Instant::now();
+                let until = per * batch.len() as u32;
+                while busy.elapsed() < until {
+                    std::hint::spin_loop();
+                }
+            }
             batch.clear();
         }
         got
