@@ -69,7 +69,17 @@ impl Sequencer {
     ///
     /// A `progress.dropped` fact counts its dropped reports: the call's
     /// next report counts on after them.
-    pub fn number(&mut self, mut fact: NewFact) -> Fact {
+    pub fn number(&mut self, fact: NewFact) -> Fact {
+        let mut fact = fact.with_seq(0);
+        self.number_in_place(&mut fact);
+        fact
+    }
+
+    /// [`Sequencer::number`] of a fact in place: its `seq` (whatever it
+    /// held) becomes the next seq, and an unnumbered progress report gets
+    /// its count. (The recorder's writer numbers its batches this way, so a
+    /// fact is not moved to be numbered.)
+    pub fn number_in_place(&mut self, fact: &mut Fact) {
         match &mut fact.kind {
             FactKind::Progress(p) => {
                 let call = fact.call.as_deref().unwrap_or_default();
@@ -84,9 +94,8 @@ impl Sequencer {
             }
             _ => {}
         }
-        let seq = self.next_seq;
+        fact.seq = self.next_seq;
         self.next_seq += 1;
-        fact.with_seq(seq)
     }
 
     /// Takes note of a fact numbered elsewhere (an import, or a batch
@@ -107,8 +116,17 @@ impl Sequencer {
 
     /// `count` reports of `call` were dropped: they are counted.
     fn dropped(&mut self, call: &str, count: u64) {
-        let n = self.progress.entry(call.to_owned()).or_insert(0);
+        let n = self.count_of(call);
         *n = n.saturating_add(count);
+    }
+
+    /// The progress count of `call`, 0 when it has none yet. The key is
+    /// copied only the first time: this runs for every progress report.
+    fn count_of(&mut self, call: &str) -> &mut u64 {
+        if !self.progress.contains_key(call) {
+            self.progress.insert(call.to_owned(), 0);
+        }
+        self.progress.get_mut(call).expect("inserted above")
     }
 
     /// Sets the next seq back (or on) to `next_seq`: a batch numbered from
@@ -118,7 +136,7 @@ impl Sequencer {
     }
 
     fn saw_progress(&mut self, call: &str, count: u64) {
-        let n = self.progress.entry(call.to_owned()).or_insert(0);
+        let n = self.count_of(call);
         *n = (*n).max(count);
     }
 
@@ -129,7 +147,7 @@ impl Sequencer {
 
     /// The count of the next progress report of `call` (1 for its first).
     pub fn progress(&mut self, call: &str) -> u64 {
-        let n = self.progress.entry(call.to_owned()).or_insert(0);
+        let n = self.count_of(call);
         *n += 1;
         *n
     }
