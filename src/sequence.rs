@@ -116,17 +116,24 @@ impl Sequencer {
 
     /// `count` reports of `call` were dropped: they are counted.
     fn dropped(&mut self, call: &str, count: u64) {
-        let n = self.count_of(call);
-        *n = n.saturating_add(count);
+        self.update(call, |n| n.saturating_add(count));
     }
 
-    /// The progress count of `call`, 0 when it has none yet. The key is
-    /// copied only the first time: this runs for every progress report.
-    fn count_of(&mut self, call: &str) -> &mut u64 {
-        if !self.progress.contains_key(call) {
-            self.progress.insert(call.to_owned(), 0);
+    /// Sets the progress count of `call` (0 when it has none yet) to
+    /// `f` of it and returns it. One look-up, and the key is copied only
+    /// the first time: this runs for every progress report.
+    fn update(&mut self, call: &str, f: impl FnOnce(u64) -> u64) -> u64 {
+        match self.progress.get_mut(call) {
+            Some(n) => {
+                *n = f(*n);
+                *n
+            }
+            None => {
+                let n = f(0);
+                self.progress.insert(call.to_owned(), n);
+                n
+            }
         }
-        self.progress.get_mut(call).expect("inserted above")
     }
 
     /// Sets the next seq back (or on) to `next_seq`: a batch numbered from
@@ -136,8 +143,7 @@ impl Sequencer {
     }
 
     fn saw_progress(&mut self, call: &str, count: u64) {
-        let n = self.count_of(call);
-        *n = (*n).max(count);
+        self.update(call, |n| n.max(count));
     }
 
     /// Numbers a batch, in order.
@@ -147,9 +153,7 @@ impl Sequencer {
 
     /// The count of the next progress report of `call` (1 for its first).
     pub fn progress(&mut self, call: &str) -> u64 {
-        let n = self.count_of(call);
-        *n += 1;
-        *n
+        self.update(call, |n| n + 1)
     }
 
     /// How many progress reports `call` has filed so far.
