@@ -96,6 +96,9 @@ pub struct Redactor {
     first_words: Vec<String>,
     /// Bit `n` is set when a first word is `n` bytes long (63: 63 or more).
     first_lens: u64,
+    /// Bit `b` is set when a first word begins with the ASCII byte `b`
+    /// (rule words are lower case).
+    first_bytes: u128,
 }
 
 impl Default for Redactor {
@@ -199,10 +202,16 @@ impl Redactor {
         let first_lens = first_words
             .iter()
             .fold(0u64, |m, w| m | 1 << w.len().min(63));
+        let first_bytes = first_words
+            .iter()
+            .filter_map(|w| w.bytes().next())
+            .filter(u8::is_ascii)
+            .fold(0u128, |m, b| m | 1 << b);
         Redactor {
             rules,
             first_words,
             first_lens,
+            first_bytes,
         }
     }
 
@@ -212,7 +221,11 @@ impl Redactor {
         // rejected on their length alone.
         if word.is_ascii() {
             let len = word.len();
+            // Lower-casing an ASCII word keeps it ASCII: a rule word that
+            // does not begin with its first byte cannot be it.
+            let first = word.as_bytes().first().map_or(0, u8::to_ascii_lowercase);
             return self.first_lens & (1 << len.min(63)) != 0
+                && self.first_bytes & (1 << first) != 0
                 && self
                     .first_words
                     .iter()
@@ -273,37 +286,58 @@ impl Redactor {
     /// the same `secrets`, so that a value learned from one fact is scrubbed
     /// from it and from every later one.
     pub fn redact_fact(&self, kind: &mut FactKind, secrets: &mut KnownSecrets) {
-        walk_fields(
-            kind,
-            &mut MarkPass {
-                redactor: self,
-                secrets,
-            },
-        );
+        // One walk in the common case: pass 1 also notes whether any JSON
+        // value nests past the cap, and pass 2 runs only when the run knows
+        // a secret. (Three walks, one of them the cap's, were a sixth of the
+        // recorder's writer thread.)
+        let mut mark = MarkPass {
+            redactor: self,
+            secrets,
+            deep: false,
+        };
+        walk_fields(kind, &mut mark);
+        let deep = mark.deep;
         if let Some(mut scrubber) = secrets.scrubber() {
             walk_fields(kind, &mut scrubber);
         }
         // Capped after redaction: a capped subtree is JSON text, where a
         // secret-named key would no longer be seen as a key.
-        each_json_field_mut(kind, cap_depth);
+        if deep {
+            each_json_field_mut(kind, cap_depth);
+        }
     }
 
     /// Pass 1 over a JSON value: replaces the values of secret-named
     /// members by [`MARKER`] and learns them.
     fn mark_json(&self, value: &mut Value, secrets: &mut KnownSecrets) {
+        self.mark_json_at(value, secrets, 0);
+    }
+
+    /// [`Redactor::mark_json`] of a value at `depth` (the root is 0): true
+    /// when an array or object in it sits at [`MAX_JSON_DEPTH`] or deeper
+    /// (where [`cap_depth`] cuts), as it stands after marking.
+    fn mark_json_at(&self, value: &mut Value, secrets: &mut KnownSecrets, depth: usize) -> bool {
         match value {
-            Value::Array(items) => items.iter_mut().for_each(|v| self.mark_json(v, secrets)),
+            Value::Array(items) => {
+                let mut deep = depth >= MAX_JSON_DEPTH;
+                for v in items {
+                    deep |= self.mark_json_at(v, secrets, depth + 1);
+                }
+                deep
+            }
             Value::Object(map) => {
+                let mut deep = depth >= MAX_JSON_DEPTH;
                 for (k, v) in map.iter_mut() {
                     if self.is_secret_key(k) {
                         secrets.learn(v);
                         *v = Value::String(MARKER.into());
                     } else {
-                        self.mark_json(v, secrets);
+                        deep |= self.mark_json_at(v, secrets, depth + 1);
                     }
                 }
+                deep
             }
-            _ => {}
+            _ => false,
         }
     }
 }
@@ -648,13 +682,16 @@ fn walk_fields(kind: &mut FactKind, f: &mut impl Fields) {
 struct MarkPass<'a> {
     redactor: &'a Redactor,
     secrets: &'a mut KnownSecrets,
+    /// Some JSON field nests past [`MAX_JSON_DEPTH`]: it is capped after
+    /// redaction.
+    deep: bool,
 }
 
 impl Fields for MarkPass<'_> {
     fn text(&mut self, _: &mut String) {}
 
     fn json(&mut self, value: &mut Value) {
-        self.redactor.mark_json(value, self.secrets);
+        self.deep |= self.redactor.mark_json_at(value, self.secrets, 0);
     }
 
     fn labels(&mut self, labels: &mut BTreeMap<String, String>) {
@@ -1233,6 +1270,41 @@ mod tests {
             o = &o[0];
         }
         assert_eq!(&rest, o);
+    }
+
+    /// `redact_fact` caps a payload only when it nests past the cap, and
+    /// then exactly as `cap_depth` does: at the boundary and on either side
+    /// of it, with and without a known secret.
+    #[test]
+    fn redact_fact_caps_where_cap_depth_does() {
+        let r = Redactor::default();
+        for n in [MAX_JSON_DEPTH - 1, MAX_JSON_DEPTH, MAX_JSON_DEPTH + 1] {
+            let mut v = json!({"leaf": 1, "token": "t-value-1234"});
+            for _ in 0..n {
+                v = json!([v, {"a": []}]);
+            }
+            for secrets in [KnownSecrets::new(), known(&["leaf"])] {
+                let mut want = v.clone();
+                let mut want_secrets = secrets.clone();
+                r.redact_value(&mut want, &mut want_secrets);
+                cap_depth(&mut want);
+                let mut kind = FactKind::Progress(Progress {
+                    payload: v.clone(),
+                    count: 1,
+                });
+                let mut secrets = secrets;
+                r.redact_fact(&mut kind, &mut secrets);
+                assert_eq!(
+                    kind,
+                    FactKind::Progress(Progress {
+                        payload: want,
+                        count: 1
+                    }),
+                    "{n} levels"
+                );
+                assert_eq!(secrets.len(), want_secrets.len());
+            }
+        }
     }
 
     fn known(values: &[&str]) -> KnownSecrets {

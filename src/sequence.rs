@@ -69,7 +69,17 @@ impl Sequencer {
     ///
     /// A `progress.dropped` fact counts its dropped reports: the call's
     /// next report counts on after them.
-    pub fn number(&mut self, mut fact: NewFact) -> Fact {
+    pub fn number(&mut self, fact: NewFact) -> Fact {
+        let mut fact = fact.with_seq(0);
+        self.number_in_place(&mut fact);
+        fact
+    }
+
+    /// [`Sequencer::number`] of a fact in place: its `seq` (whatever it
+    /// held) becomes the next seq, and an unnumbered progress report gets
+    /// its count. (The recorder's writer numbers its batches this way, so a
+    /// fact is not moved to be numbered.)
+    pub fn number_in_place(&mut self, fact: &mut Fact) {
         match &mut fact.kind {
             FactKind::Progress(p) => {
                 let call = fact.call.as_deref().unwrap_or_default();
@@ -84,9 +94,8 @@ impl Sequencer {
             }
             _ => {}
         }
-        let seq = self.next_seq;
+        fact.seq = self.next_seq;
         self.next_seq += 1;
-        fact.with_seq(seq)
     }
 
     /// Takes note of a fact numbered elsewhere (an import, or a batch
@@ -107,8 +116,24 @@ impl Sequencer {
 
     /// `count` reports of `call` were dropped: they are counted.
     fn dropped(&mut self, call: &str, count: u64) {
-        let n = self.progress.entry(call.to_owned()).or_insert(0);
-        *n = n.saturating_add(count);
+        self.update(call, |n| n.saturating_add(count));
+    }
+
+    /// Sets the progress count of `call` (0 when it has none yet) to
+    /// `f` of it and returns it. One look-up, and the key is copied only
+    /// the first time: this runs for every progress report.
+    fn update(&mut self, call: &str, f: impl FnOnce(u64) -> u64) -> u64 {
+        match self.progress.get_mut(call) {
+            Some(n) => {
+                *n = f(*n);
+                *n
+            }
+            None => {
+                let n = f(0);
+                self.progress.insert(call.to_owned(), n);
+                n
+            }
+        }
     }
 
     /// Sets the next seq back (or on) to `next_seq`: a batch numbered from
@@ -118,8 +143,7 @@ impl Sequencer {
     }
 
     fn saw_progress(&mut self, call: &str, count: u64) {
-        let n = self.progress.entry(call.to_owned()).or_insert(0);
-        *n = (*n).max(count);
+        self.update(call, |n| n.max(count));
     }
 
     /// Numbers a batch, in order.
@@ -129,9 +153,7 @@ impl Sequencer {
 
     /// The count of the next progress report of `call` (1 for its first).
     pub fn progress(&mut self, call: &str) -> u64 {
-        let n = self.progress.entry(call.to_owned()).or_insert(0);
-        *n += 1;
-        *n
+        self.update(call, |n| n + 1)
     }
 
     /// How many progress reports `call` has filed so far.

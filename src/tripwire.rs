@@ -374,25 +374,53 @@ impl Tripwire {
         if self.is_empty() {
             return 0;
         }
+        let mut numbered: Vec<Fact> = std::mem::take(facts)
+            .into_iter()
+            .map(|f| f.with_seq(0))
+            .collect();
+        let added = self.guard_facts(point, rule, outside, &mut numbered, buf);
+        *facts = numbered.into_iter().map(Fact::into_new).collect();
+        added
+    }
+
+    /// [`Tripwire::guard_batch`] of facts not yet numbered, held as
+    /// [`Fact`]s (their `seq` is ignored, and a tripped fact put in gets
+    /// 0): checked where they stand, never moved (the recorder's writer
+    /// guards every batch this way).
+    pub fn guard_facts(
+        &self,
+        point: &str,
+        rule: &str,
+        outside: Option<&str>,
+        facts: &mut Vec<Fact>,
+        buf: &mut Vec<u8>,
+    ) -> usize {
+        if self.is_empty() {
+            return 0;
+        }
+        // One scan over every string of the batch (each string ends with a
+        // byte no pattern holds, so no match spans two): a batch without a
+        // hit, the rule, costs one pass, not one per fact.
+        buf.clear();
+        for fact in facts.iter() {
+            strings::gather(fact, buf);
+        }
+        if self.scan(buf).is_none() {
+            return 0;
+        }
         let mut added = 0;
         let mut i = 0;
         while i < facts.len() {
-            let slot = &mut facts[i];
-            let mut fact = std::mem::replace(
-                slot,
-                NewFact {
-                    at: 0,
-                    offset: 0,
-                    call: None,
-                    kind: FactKind::Random(crate::fact::Random { value: 0 }),
-                },
-            )
-            .with_seq(0);
-            let hits = self.check_fact(&mut fact, buf);
-            let fact = fact.into_new();
-            let trips: Vec<NewFact> = hits
+            let fact = &mut facts[i];
+            let hits = self.check_fact(fact, buf);
+            if hits.is_empty() {
+                i += 1;
+                continue;
+            }
+            let trips: Vec<Fact> = hits
                 .iter()
-                .map(|hit| NewFact {
+                .map(|hit| Fact {
+                    seq: 0,
                     at: fact.at,
                     offset: fact.offset,
                     call: fact.call.clone(),
@@ -400,7 +428,6 @@ impl Tripwire {
                 })
                 .collect();
             let ends = ends_stream(outside, fact.call.as_deref(), &fact.kind);
-            *slot = fact;
             let n = trips.len();
             let at = if ends { i } else { i + 1 };
             facts.splice(at..at, trips);

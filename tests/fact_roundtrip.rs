@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use proptest::prelude::*;
 use proptest::sample::Index;
 use proptest::test_runner::{FileFailurePersistence, RngAlgorithm, TestRng, TestRunner};
-use reel::codec::{decode_fact, encode_fact};
+use reel::codec::{decode_fact, encode_fact, encode_fact_serde};
 use reel::fact::*;
 use reel::spec::{Annotations, ToolSpec};
 use reel::strategy;
@@ -26,6 +26,195 @@ fn msgpack(fact: &Fact) -> Vec<u8> {
     let mut bytes = Vec::new();
     encode_fact(fact, &mut bytes).expect("a fact encodes");
     bytes
+}
+
+/// The reference encoding: every kind through `rmp_serde`.
+fn serde_msgpack(fact: &Fact) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    encode_fact_serde(fact, &mut bytes).expect("a fact encodes");
+    bytes
+}
+
+/// Every marker boundary of MessagePack's lengths and integers, in every
+/// kind the encoder writes by hand: the same bytes as `rmp_serde`'s.
+#[test]
+fn the_fast_encoding_is_rmp_serdes_at_every_boundary() {
+    let lens = [0usize, 1, 15, 16, 31, 32, 255, 256, 65_535, 65_536, 70_000];
+    let ints: Vec<i64> = vec![
+        i64::MIN,
+        -2_147_483_649,
+        -2_147_483_648,
+        -32_769,
+        -32_768,
+        -129,
+        -128,
+        -33,
+        -32,
+        -1,
+        0,
+        1,
+        127,
+        128,
+        255,
+        256,
+        65_535,
+        65_536,
+        4_294_967_295,
+        4_294_967_296,
+        i64::MAX,
+    ];
+    let uints = [
+        0u64,
+        127,
+        128,
+        255,
+        256,
+        65_535,
+        65_536,
+        4_294_967_295,
+        4_294_967_296,
+        u64::MAX,
+    ];
+    let mut values: Vec<Value> = vec![
+        Value::Null,
+        json!(true),
+        json!(false),
+        json!(0.5),
+        json!(-1e300),
+    ];
+    values.extend(ints.iter().map(|&i| json!(i)));
+    values.extend(uints.iter().map(|&u| json!(u)));
+    for &n in &lens {
+        values.push(Value::String("é".repeat(n / 2) + &"x".repeat(n % 2)));
+        values.push(Value::Array((0..n).map(|i| json!(i)).collect()));
+        values.push(Value::Object(
+            (0..n.min(20_000))
+                .map(|i| (format!("k{i}"), json!(i)))
+                .collect(),
+        ));
+    }
+    let calls = [None, Some(String::new()), Some("c".repeat(40))];
+    let mut kinds = Vec::new();
+    for v in &values {
+        kinds.push(FactKind::Progress(Progress {
+            payload: v.clone(),
+            count: 7,
+        }));
+        kinds.push(FactKind::Log(Log {
+            level: Level::Warning,
+            logger: Some("l".repeat(300)),
+            subflow: None,
+            data: v.clone(),
+            delivered: true,
+        }));
+        kinds.push(FactKind::Effect(Effect {
+            name: "e".into(),
+            request: v.clone(),
+            outcome: EffectOutcome::Ok(v.clone()),
+        }));
+        kinds.push(FactKind::CallEnded(CallEnded {
+            outcome: CallOutcome::Ok { result: v.clone() },
+            duration_ns: 3,
+            invocation_id: Some("inv".into()),
+        }));
+    }
+    for &u in &uints {
+        kinds.push(FactKind::Random(Random { value: u }));
+        kinds.push(FactKind::Progress(Progress {
+            payload: Value::Null,
+            count: u,
+        }));
+    }
+    for &i in &ints {
+        kinds.push(FactKind::Clock(Clock { unix_nanos: i }));
+    }
+    kinds.push(FactKind::Effect(Effect {
+        name: String::new(),
+        request: json!({}),
+        outcome: EffectOutcome::Err("x".repeat(256)),
+    }));
+    for outcome in [
+        CallOutcome::Error {
+            error: "boom".into(),
+        },
+        CallOutcome::Aborted { reason: None },
+        CallOutcome::Aborted {
+            reason: Some("r".into()),
+        },
+    ] {
+        kinds.push(FactKind::CallEnded(CallEnded {
+            outcome,
+            duration_ns: u64::MAX,
+            invocation_id: None,
+        }));
+    }
+    for status in [
+        RunStatus::Completed,
+        RunStatus::Failed,
+        RunStatus::Cancelled,
+    ] {
+        kinds.push(FactKind::RunEnded(RunEnded { status }));
+    }
+    let mut started = CallStarted {
+        call_id: "c1".into(),
+        tool_name: "t".repeat(33),
+        tool_id: Some("id".into()),
+        parent_call: Some("c0".into()),
+        iteration: u32::MAX,
+        invocation_id: None,
+        mode: CallMode::Sync,
+        protocol: Some("mcp".into()),
+        platform: None,
+        client_info: Some(ClientInfo {
+            name: "n".into(),
+            version: None,
+            title: Some("t".into()),
+        }),
+        args: json!({"a": [1, -1, 2.5, "s", null]}),
+        wanted: Some(BTreeMap::new()),
+        attached: Some(Attached {
+            credentials: true,
+            content_logging: true,
+            ..Attached::default()
+        }),
+        spec: None,
+        dispatch_tools: Some((0..17).map(|i| format!("tool{i}")).collect()),
+        outside_run: None,
+    };
+    kinds.push(FactKind::CallStarted(started.clone()));
+    started.dispatch_tools = Some(vec![]);
+    started.attached = None;
+    kinds.push(FactKind::CallStarted(started.clone()));
+    started.dispatch_tools = None;
+    kinds.push(FactKind::CallStarted(started));
+    for kind in kinds {
+        let fact = Fact {
+            seq: 1,
+            at: -5,
+            offset: 9,
+            call: Some("c1".into()),
+            kind,
+        };
+        assert_eq!(
+            msgpack(&fact),
+            serde_msgpack(&fact),
+            "{:?}",
+            fact.kind.name()
+        );
+    }
+    // The envelope's fields at their boundaries.
+    for (i, call) in calls.iter().enumerate() {
+        for (&at, &offset) in ints.iter().zip(uints.iter().cycle().skip(i)) {
+            let fact = Fact {
+                seq: offset,
+                at,
+                offset,
+                call: call.clone(),
+                kind: FactKind::Random(Random { value: 1 }),
+            };
+            assert_eq!(msgpack(&fact), serde_msgpack(&fact), "{fact:?}");
+        }
+    }
 }
 
 /// The version byte `encode_fact` writes first.
@@ -167,6 +356,13 @@ proptest! {
     #[test]
     fn msgpack_round_trip(fact in strategy::fact()) {
         prop_assert_eq!(ok(via_msgpack(&fact))?, fact);
+    }
+
+    /// The hand-written encoder of the hot kinds writes what `rmp_serde`
+    /// writes, byte for byte: archives and tape digests do not change.
+    #[test]
+    fn the_fast_encoding_is_rmp_serdes(fact in strategy::fact()) {
+        prop_assert_eq!(msgpack(&fact), serde_msgpack(&fact));
     }
 
     #[test]

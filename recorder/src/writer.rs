@@ -45,7 +45,7 @@ use std::thread::JoinHandle;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use reel::context::Secret;
-use reel::fact::{FactKind, NewFact, Progress};
+use reel::fact::{Fact, FactKind, NewFact, Progress};
 use reel::redact::{spill_large, KnownSecrets, Redactor};
 use reel::rules::{ends_stream, LateFact};
 use reel::sequence::Sequencer;
@@ -580,7 +580,48 @@ struct CallSlot {
 /// A fact received, not yet timed: `tick` becomes `at` and `offset`.
 struct Pending {
     tick: u64,
-    fact: NewFact,
+    fact: PendingFact,
+}
+
+/// A received fact as it waits for its drain to be written: kept as small
+/// as it came (a progress report is its payload and its call's id, any
+/// other fact stays in its box), so that a drain's batches hold entries
+/// of a payload and two words (96 bytes), not 376-byte facts. *Why:* a profile of the record bench had a
+/// fifth of the writer's time in the kernel zeroing fresh pages and in
+/// copies, most of them the batches' facts, moved whole into growing
+/// vectors and again into the store's.
+enum PendingFact {
+    /// `progress { payload, count: 0 }` of `call`.
+    Progress { call: Arc<str>, payload: Value },
+    /// Any other fact.
+    Other(Box<NewFact>),
+}
+
+impl Pending {
+    /// The fact, unnumbered (seq 0), at `at` and `offset`.
+    fn into_fact(self, at: i64, offset: u64) -> Fact {
+        match self.fact {
+            PendingFact::Progress { call, payload } => Fact {
+                seq: 0,
+                at,
+                offset,
+                // Not `to_string()`: that goes through `Display`.
+                call: Some(String::from(&*call)),
+                // Numbered when the batch is (`Sequencer`).
+                kind: FactKind::Progress(Progress { payload, count: 0 }),
+            },
+            PendingFact::Other(fact) => {
+                let NewFact { call, kind, .. } = *fact;
+                Fact {
+                    seq: 0,
+                    at,
+                    offset,
+                    call,
+                    kind,
+                }
+            }
+        }
+    }
 }
 
 /// The wall clock, unix nanoseconds (0 before 1970).
@@ -605,21 +646,35 @@ const SPARE_CAP: usize = 4096;
 /// drains): a profile of the record workload had a fifth of the writer's
 /// time in the allocator, growing a fresh vector for each call's 302
 /// (376-byte) facts and freeing it again.
+///
+/// `last` is the batch the previous fact went to: a tool files its reports
+/// in bursts, so it is the likeliest of all. Runs are found by their `Arc`
+/// first (every message of a run carries a clone of one), by their id only
+/// when that fails; the run's `Arc` is cloned only for a new batch.
 fn batch_of<'a>(
     batches: &'a mut Vec<(Arc<str>, Vec<Pending>)>,
     spare: &mut Vec<Vec<Pending>>,
-    run: Arc<str>,
+    last: &mut usize,
+    run: &Arc<str>,
 ) -> &'a mut Vec<Pending> {
-    let i = match batches.iter().rposition(|(r, _)| *r == run) {
+    let found = match batches.get(*last) {
+        Some((r, _)) if Arc::ptr_eq(r, run) => Some(*last),
+        _ => batches
+            .iter()
+            .rposition(|(r, _)| Arc::ptr_eq(r, run))
+            .or_else(|| batches.iter().rposition(|(r, _)| r == run)),
+    };
+    let i = match found {
         Some(i) => i,
         None => {
             // Sized for a call's worth of facts: growing from empty copies
-            // each (376-byte) fact several times over.
+            // each fact several times over.
             let v = spare.pop().unwrap_or_else(|| Vec::with_capacity(64));
-            batches.push((run, v));
+            batches.push((run.clone(), v));
             batches.len() - 1
         }
     };
+    *last = i;
     &mut batches[i].1
 }
 
@@ -631,6 +686,7 @@ impl Writer {
         let mut closed = Vec::new();
         while let Some(first) = self.rx.blocking_recv() {
             let mut n = 0;
+            let mut last = 0;
             let mut next = Some(first);
             while let Some(msg) = next.take() {
                 match msg {
@@ -642,15 +698,11 @@ impl Writer {
                         n += 1;
                         match self.calls.get(&call) {
                             Some(slot) => {
-                                let fact = NewFact {
-                                    at: 0,
-                                    offset: 0,
-                                    // Not `to_string()`: that goes through `Display`.
-                                    call: Some(String::from(&*slot.call)),
-                                    // Numbered when the batch is (`Sequencer`).
-                                    kind: FactKind::Progress(Progress { payload, count: 0 }),
+                                let fact = PendingFact::Progress {
+                                    call: slot.call.clone(),
+                                    payload,
                                 };
-                                batch_of(&mut batches, &mut spare, slot.run.clone())
+                                batch_of(&mut batches, &mut spare, &mut last, &slot.run)
                                     .push(Pending { tick, fact });
                             }
                             // Its run has ended and was forgotten.
@@ -670,7 +722,10 @@ impl Writer {
                                 state.outside = Some(c.call_id.clone());
                             }
                         }
-                        batch_of(&mut batches, &mut spare, run).push(Pending { tick, fact: *fact });
+                        batch_of(&mut batches, &mut spare, &mut last, &run).push(Pending {
+                            tick,
+                            fact: PendingFact::Other(fact),
+                        });
                     }
                     Msg::Call { key, run, call } => {
                         self.runs.entry(run.clone()).or_default().calls.push(key);
@@ -796,12 +851,16 @@ impl Writer {
                 .and_then(|s| s.start)
                 .unwrap_or_else(|| pending.first().map_or(now, |p| p.tick));
             let clock = &self.clock;
-            let mut facts: Vec<NewFact> = pending
+            // Held as `Fact`s from here on (numbered in place below, seq 0
+            // until then): each fact is moved once, not once per step.
+            let mut facts: Vec<Fact> = pending
                 .drain(..)
-                .map(|Pending { tick, mut fact }| {
-                    fact.offset = clock.delta_as_nanos(start, tick);
-                    fact.at = wall.saturating_sub(clock.delta_as_nanos(tick, now) as i64);
-                    fact
+                .map(|p| {
+                    let tick = p.tick;
+                    p.into_fact(
+                        wall.saturating_sub(clock.delta_as_nanos(tick, now) as i64),
+                        clock.delta_as_nanos(start, tick),
+                    )
                 })
                 .collect();
             if spare.len() < SPARE_MAX && pending.capacity() <= SPARE_CAP {
@@ -863,7 +922,7 @@ impl Writer {
             };
             // The tripwire, after redaction and the cut, before numbering:
             // a hit is scrubbed and filed as `redaction.tripped`.
-            if state.wire.guard_batch(
+            if state.wire.guard_facts(
                 "archive",
                 "known-values",
                 state.outside.as_deref(),
@@ -900,12 +959,14 @@ impl Writer {
             }
             // Numbered here, after the late facts are cut: the one numberer.
             let first = state.seq.next_seq();
-            let numbered = state.seq.number_all(facts);
-            let count = numbered.len();
-            let appended = if numbered.is_empty() {
+            for fact in &mut facts {
+                state.seq.number_in_place(fact);
+            }
+            let count = facts.len();
+            let appended = if facts.is_empty() {
                 Ok(())
             } else {
-                self.store.append_batch(&run, numbered)
+                self.store.append_batch(&run, facts)
             };
             match appended {
                 Ok(()) => {}
@@ -1026,7 +1087,19 @@ impl Flusher {
 
 #[cfg(test)]
 mod tests {
-    use super::Msg;
+    use super::{Msg, Pending};
+
+    /// A drain's waiting facts stay small (see `PendingFact`).
+    #[test]
+    fn pending_facts_stay_small() {
+        let payload = std::mem::size_of::<serde_json::Value>();
+        assert!(
+            std::mem::size_of::<Pending>() <= payload + 24,
+            "Pending is {} bytes, a payload {payload}",
+            std::mem::size_of::<Pending>()
+        );
+        assert!(std::mem::size_of::<Pending>() * 3 < std::mem::size_of::<reel::Fact>());
+    }
 
     /// Every message is copied into the channel on the tool's thread: the
     /// progress report, the hot path, stays small and unboxed: its payload
