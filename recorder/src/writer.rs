@@ -770,8 +770,10 @@ impl Writer {
                                     call: Some(call),
                                     kind: tripped("archive", "known-values", "artifact", &hit),
                                 };
-                                batch_of(&mut batches, &mut spare, run)
-                                    .push(Pending { tick, fact });
+                                batch_of(&mut batches, &mut spare, &mut last, &run).push(Pending {
+                                    tick,
+                                    fact: PendingFact::Other(Box::new(fact)),
+                                });
                             }
                             // A failed run's facts are dropped: so are the
                             // bytes they would refer to.
