@@ -47,8 +47,8 @@ pub fn encode_fact_serde(fact: &Fact, out: &mut Vec<u8>) -> Result<(), rmp_serde
     rmp_serde::encode::write_named(out, fact)
 }
 
-/// The hand-written MessagePack of [`encode_fact`]: the same markers
-/// `rmp` 0.8 picks (the smallest that holds a value), structs as maps of
+/// The MessagePack of [`encode_fact`] written field by field with `rmp`'s
+/// primitives (no serde walk): structs as maps of
 /// their serialized fields in declaration order, unit variants as their
 /// names, newtype variants as one-entry maps, internally tagged variants
 /// with the tag first.
@@ -296,8 +296,7 @@ mod fast {
                 } else if let Some(i) = n.as_i64() {
                     sint(out, i)
                 } else if let Some(f) = n.as_f64() {
-                    out.push(0xcb);
-                    out.extend_from_slice(&f.to_be_bytes());
+                    f64(out, f)
                 } else {
                     // Not reached without serde_json's arbitrary precision.
                     via_serde(out, n)?;
@@ -321,71 +320,46 @@ mod fast {
         Ok(())
     }
 
+    // The primitives are `rmp`'s, the functions `rmp_serde` itself calls,
+    // so every marker is the one it picks (the smallest that holds the
+    // value). Writing into a `Vec` cannot fail but for a length over
+    // `u32`, which MessagePack cannot hold.
+
     fn nil(out: &mut Vec<u8>) {
-        out.push(0xc0);
+        out.push(rmp::Marker::Null.to_u8());
     }
 
     fn bool(out: &mut Vec<u8>, b: bool) {
-        out.push(if b { 0xc3 } else { 0xc2 });
+        out.push(
+            if b {
+                rmp::Marker::True
+            } else {
+                rmp::Marker::False
+            }
+            .to_u8(),
+        );
     }
 
     fn uint(out: &mut Vec<u8>, v: u64) {
-        if v < 128 {
-            out.push(v as u8);
-        } else if v < 256 {
-            out.extend_from_slice(&[0xcc, v as u8]);
-        } else if v < 65536 {
-            out.push(0xcd);
-            out.extend_from_slice(&(v as u16).to_be_bytes());
-        } else if v < 4_294_967_296 {
-            out.push(0xce);
-            out.extend_from_slice(&(v as u32).to_be_bytes());
-        } else {
-            out.push(0xcf);
-            out.extend_from_slice(&v.to_be_bytes());
-        }
+        let _ = rmp::encode::write_uint(out, v);
     }
 
     fn sint(out: &mut Vec<u8>, v: i64) {
-        if v >= 0 {
-            return uint(out, v as u64);
-        }
-        if v >= -32 {
-            out.push(v as i8 as u8);
-        } else if v >= -128 {
-            out.extend_from_slice(&[0xd0, v as i8 as u8]);
-        } else if v >= -32768 {
-            out.push(0xd1);
-            out.extend_from_slice(&(v as i16).to_be_bytes());
-        } else if v >= -2_147_483_648 {
-            out.push(0xd2);
-            out.extend_from_slice(&(v as i32).to_be_bytes());
-        } else {
-            out.push(0xd3);
-            out.extend_from_slice(&v.to_be_bytes());
-        }
+        let _ = rmp::encode::write_sint(out, v);
     }
 
-    fn too_long(what: &str, len: usize) -> Error {
-        Error::Syntax(format!("{what} of {len} items is too long to encode"))
+    fn f64(out: &mut Vec<u8>, v: f64) {
+        let _ = rmp::encode::write_f64(out, v);
+    }
+
+    fn len32(what: &str, len: usize) -> Result<u32, Error> {
+        u32::try_from(len)
+            .map_err(|_| Error::Syntax(format!("{what} of {len} items is too long to encode")))
     }
 
     fn str(out: &mut Vec<u8>, s: &str) -> Result<(), Error> {
-        let len = s.len();
-        if len < 32 {
-            out.push(0xa0 | len as u8);
-        } else if len < 256 {
-            out.extend_from_slice(&[0xd9, len as u8]);
-        } else if len < 65536 {
-            out.push(0xda);
-            out.extend_from_slice(&(len as u16).to_be_bytes());
-        } else {
-            let len = u32::try_from(len).map_err(|_| too_long("a string", len))?;
-            out.push(0xdb);
-            out.extend_from_slice(&len.to_be_bytes());
-        }
-        out.extend_from_slice(s.as_bytes());
-        Ok(())
+        len32("a string", s.len())?;
+        rmp::encode::write_str(out, s).map_err(Error::from)
     }
 
     fn opt_str(out: &mut Vec<u8>, s: Option<&str>) -> Result<(), Error> {
@@ -399,34 +373,19 @@ mod fast {
     }
 
     fn map_len(out: &mut Vec<u8>, len: u32) -> Result<(), Error> {
-        if len < 16 {
-            out.push(0x80 | len as u8);
-        } else if len < 65536 {
-            out.push(0xde);
-            out.extend_from_slice(&(len as u16).to_be_bytes());
-        } else {
-            out.push(0xdf);
-            out.extend_from_slice(&len.to_be_bytes());
-        }
-        Ok(())
+        rmp::encode::write_map_len(out, len)
+            .map(drop)
+            .map_err(Error::from)
     }
 
     fn map_len_usize(out: &mut Vec<u8>, len: usize) -> Result<(), Error> {
-        map_len(out, u32::try_from(len).map_err(|_| too_long("a map", len))?)
+        map_len(out, len32("a map", len)?)
     }
 
     fn array_len(out: &mut Vec<u8>, len: usize) -> Result<(), Error> {
-        let len = u32::try_from(len).map_err(|_| too_long("an array", len))?;
-        if len < 16 {
-            out.push(0x90 | len as u8);
-        } else if len < 65536 {
-            out.push(0xdc);
-            out.extend_from_slice(&(len as u16).to_be_bytes());
-        } else {
-            out.push(0xdd);
-            out.extend_from_slice(&len.to_be_bytes());
-        }
-        Ok(())
+        rmp::encode::write_array_len(out, len32("an array", len)?)
+            .map(drop)
+            .map_err(Error::from)
     }
 }
 
