@@ -19,8 +19,8 @@ pub type Digest = [u8; 32];
 /// Encodes one fact: version byte + MessagePack with field names.
 ///
 /// The kinds a recording is made of (progress, call start and end, logs,
-/// effects, clock and randomness reads) are written by hand, straight into
-/// `out`; every other kind goes through `rmp_serde`. Both give the same
+/// effects, clock and randomness reads) are written field by field with
+/// `rmp`'s primitives, straight into `out`; every other kind goes through `rmp_serde`. Both give the same
 /// bytes, byte for byte: what `rmp_serde::encode::write_named` writes for
 /// the fact ([`encode_fact_serde`]; `tests/fact_roundtrip.rs` holds the two
 /// to each other over every kind). *Why:* `rmp_serde`'s generic path was a
@@ -40,7 +40,7 @@ pub fn encode_fact(fact: &Fact, out: &mut Vec<u8>) -> Result<(), rmp_serde::enco
 }
 
 /// [`encode_fact`] through `rmp_serde` for every kind: the reference the
-/// hand-written encoder is held to.
+/// field-by-field encoder is held to.
 #[doc(hidden)]
 pub fn encode_fact_serde(fact: &Fact, out: &mut Vec<u8>) -> Result<(), rmp_serde::encode::Error> {
     out.push(FACT_VERSION);
@@ -58,7 +58,7 @@ mod fast {
 
     use crate::fact::*;
 
-    /// True for the kinds written by hand.
+    /// True for the kinds written field by field.
     pub(super) fn handles(kind: &FactKind) -> bool {
         matches!(
             kind,

@@ -36,7 +36,7 @@ fn serde_msgpack(fact: &Fact) -> Vec<u8> {
 }
 
 /// Every marker boundary of MessagePack's lengths and integers, in every
-/// kind the encoder writes by hand: the same bytes as `rmp_serde`'s.
+/// kind the encoder writes field by field: the same bytes as `rmp_serde`'s.
 #[test]
 fn the_fast_encoding_is_rmp_serdes_at_every_boundary() {
     let lens = [0usize, 1, 15, 16, 31, 32, 255, 256, 65_535, 65_536, 70_000];
@@ -358,7 +358,7 @@ proptest! {
         prop_assert_eq!(ok(via_msgpack(&fact))?, fact);
     }
 
-    /// The hand-written encoder of the hot kinds writes what `rmp_serde`
+    /// The field-by-field encoder of the hot kinds writes what `rmp_serde`
     /// writes, byte for byte: archives and tape digests do not change.
     #[test]
     fn the_fast_encoding_is_rmp_serdes(fact in strategy::fact()) {
