@@ -94,35 +94,7 @@ fn receivers() -> Receivers {
         tokio::spawn(async move {
             loop {
                 let (stream, _) = http_listener.accept().await.unwrap();
-                let got = got.clone();
-                tokio::spawn(async move {
-                    let service = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
-                        let got = got.clone();
-                        async move {
-                            let ok = req.method() == hyper::Method::POST
-                                && req.uri().path() == "/v1/traces"
-                                && req.headers().get("content-type").map(|v| v.as_bytes())
-                                    == Some(b"application/x-protobuf");
-                            let body = req.into_body().collect().await.unwrap().to_bytes();
-                            let decodes = ExportTraceServiceRequest::decode(body.clone()).is_ok();
-                            let status = if ok && decodes { 200 } else { 400 };
-                            if status == 200 {
-                                got.push(body.to_vec());
-                            }
-                            let answer = ExportTraceServiceResponse::default().encode_to_vec();
-                            Ok::<_, std::convert::Infallible>(
-                                hyper::Response::builder()
-                                    .status(status)
-                                    .header("content-type", "application/x-protobuf")
-                                    .body(Full::new(Bytes::from(answer)))
-                                    .unwrap(),
-                            )
-                        }
-                    });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
-                });
+                tokio::spawn(serve_http(stream, got.clone(), None));
             }
         });
         let incoming = tokio_stream_of(grpc_listener);
@@ -143,6 +115,44 @@ fn receivers() -> Receivers {
         http_got,
         grpc_got,
     }
+}
+
+/// Serves OTLP over HTTP on one connection: a `POST /v1/traces` of a
+/// decodable protobuf request is kept (200), anything else is a 400; the
+/// `authorization` of each request is kept when `auth` is given.
+async fn serve_http<IO>(io: IO, got: Received, auth: Option<Arc<Mutex<Vec<String>>>>)
+where
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let service = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+        let (got, auth) = (got.clone(), auth.clone());
+        async move {
+            if let (Some(auth), Some(v)) = (&auth, req.headers().get("authorization")) {
+                auth.lock().unwrap().push(v.to_str().unwrap().to_owned());
+            }
+            let ok = req.method() == hyper::Method::POST
+                && req.uri().path() == "/v1/traces"
+                && req.headers().get("content-type").map(|v| v.as_bytes())
+                    == Some(b"application/x-protobuf");
+            let body = req.into_body().collect().await.unwrap().to_bytes();
+            let decodes = ExportTraceServiceRequest::decode(body.clone()).is_ok();
+            let status = if ok && decodes { 200 } else { 400 };
+            if status == 200 {
+                got.push(body.to_vec());
+            }
+            let answer = ExportTraceServiceResponse::default().encode_to_vec();
+            Ok::<_, std::convert::Infallible>(
+                hyper::Response::builder()
+                    .status(status)
+                    .header("content-type", "application/x-protobuf")
+                    .body(Full::new(Bytes::from(answer)))
+                    .unwrap(),
+            )
+        }
+    });
+    let _ = hyper::server::conn::http1::Builder::new()
+        .serve_connection(TokioIo::new(io), service)
+        .await;
 }
 
 /// A listener as the stream of connections tonic serves.
@@ -812,26 +822,7 @@ fn tls_receivers(cert_pem: &str, key_pem: &str) -> TlsReceivers {
                     let Ok(stream) = acceptor.accept(stream).await else {
                         return;
                     };
-                    let service = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
-                        let (got, auth) = (got.clone(), auth.clone());
-                        async move {
-                            if let Some(v) = req.headers().get("authorization") {
-                                auth.lock().unwrap().push(v.to_str().unwrap().to_owned());
-                            }
-                            let body = req.into_body().collect().await.unwrap().to_bytes();
-                            got.push(body.to_vec());
-                            let answer = ExportTraceServiceResponse::default().encode_to_vec();
-                            Ok::<_, std::convert::Infallible>(
-                                hyper::Response::builder()
-                                    .header("content-type", "application/x-protobuf")
-                                    .body(Full::new(Bytes::from(answer)))
-                                    .unwrap(),
-                            )
-                        }
-                    });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
+                    serve_http(stream, got, Some(auth)).await;
                 });
             }
         });

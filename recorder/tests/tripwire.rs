@@ -113,6 +113,28 @@ fn files_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     out
 }
 
+/// Every file under the archive directory, by path, with its bytes.
+fn archive_files(dir: &std::path::Path) -> Vec<(String, Vec<u8>)> {
+    files_under(dir)
+        .into_iter()
+        .map(|p| (p.display().to_string(), std::fs::read(&p).unwrap()))
+        .collect()
+}
+
+/// No form of either secret is in any of `places`.
+fn assert_no_form_in(places: &[(String, Vec<u8>)]) {
+    for secret in [CRED, DECLARED] {
+        for (name, needle) in needles(secret) {
+            for (place, bytes) in places {
+                assert!(
+                    !contains(bytes, &needle),
+                    "the {name} form of a secret is in {place}"
+                );
+            }
+        }
+    }
+}
+
 async fn smuggler(ctx: ToolContext, _: Value) -> Result<Value, ToolError> {
     let cred = ctx.credential("api").await?;
     let forms: Vec<(&str, String)> = forms(cred.secret().expose());
@@ -178,22 +200,10 @@ async fn every_encoding_of_a_resolved_or_declared_secret_is_scrubbed_and_named()
         .unwrap();
     let facts_json = serde_json::to_vec(&facts).unwrap();
 
-    let mut places: Vec<(String, Vec<u8>)> = files_under(dir.path())
-        .into_iter()
-        .map(|p| (p.display().to_string(), std::fs::read(&p).unwrap()))
-        .collect();
+    let mut places = archive_files(dir.path());
     places.push(("the facts read back".into(), facts_json.clone()));
     places.push(("the tape".into(), tape_bytes));
-    for secret in [CRED, DECLARED] {
-        for (name, needle) in needles(secret) {
-            for (place, bytes) in &places {
-                assert!(
-                    !contains(bytes, &needle),
-                    "the {name} form of a secret is in {place}"
-                );
-            }
-        }
-    }
+    assert_no_form_in(&places);
     // The scan can find things: the tool did run, its facts are there.
     assert!(contains(&facts_json, b"step basic-auth: "));
 
@@ -311,24 +321,12 @@ async fn a_large_payload_is_guarded_before_it_spills_into_an_artifact() {
     assert!(!tape.artifacts.is_empty(), "nothing spilled");
     let mut tape_bytes = Vec::new();
     tape.write(&mut tape_bytes).unwrap();
-    let mut places: Vec<(String, Vec<u8>)> = files_under(dir.path())
-        .into_iter()
-        .map(|p| (p.display().to_string(), std::fs::read(&p).unwrap()))
-        .collect();
+    let mut places = archive_files(dir.path());
     for (digest, bytes) in &tape.artifacts {
         places.push((format!("artifact {digest}"), bytes.clone()));
     }
     places.push(("the tape".into(), tape_bytes));
-    for secret in [CRED, DECLARED] {
-        for (name, needle) in needles(secret) {
-            for (place, bytes) in &places {
-                assert!(
-                    !contains(bytes, &needle),
-                    "the {name} form of a secret is in {place}"
-                );
-            }
-        }
-    }
+    assert_no_form_in(&places);
     // The scan can find things: the padding is in an artifact.
     assert!(tape
         .artifacts
