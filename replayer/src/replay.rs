@@ -457,6 +457,17 @@ fn replay_call<'a>(
                 )),
                 _ => None,
             })
+            // A cancel that came after the tool's last fact, of a call that
+            // then ended ok, came too late to matter: the tool had done its
+            // last check (cancellation is cooperative). Replayed at that
+            // point it would abort a tool that, on the record, finished.
+            .filter(|(after, children, _)| {
+                let finished = matches!(
+                    call.ended().map(|e| &e.outcome),
+                    Some(CallOutcome::Ok { .. })
+                );
+                !(finished && *after == expected.len() && *children == call.children.len())
+            })
             .or_else(|| match call.ended().map(|e| &e.outcome) {
                 Some(CallOutcome::Aborted { reason }) if call.started.parent_call.is_some() => {
                     Some((expected.len(), 0, reason.clone()))

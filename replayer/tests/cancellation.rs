@@ -267,3 +267,48 @@ async fn a_cancelled_dispatch_cancels_the_child_which_ends_on_its_own_record() {
         }
     );
 }
+
+/// While recording only: the tool, past its last check, waits here for
+/// the host's cancel (the outside world; offline there is nothing to wait
+/// for).
+static RECORDING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+static CHECKED: Notify = Notify::const_new();
+static RELEASED: Notify = Notify::const_new();
+
+/// A cancel that arrives after the tool's last check is recorded before
+/// `call.ended`, and the call still ends ok (cancellation is cooperative):
+/// the race a client's cancel runs with a finishing tool. Replay does not
+/// cancel the tool there, so it finishes as it did.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_after_the_tools_last_check_changes_nothing_on_replay() {
+    use std::sync::atomic::Ordering;
+    let tools = tool("finishing", |ctx| async move {
+        ctx.progress(json!({ "message": "almost" }));
+        ctx.check_cancel()?;
+        if RECORDING.load(Ordering::SeqCst) {
+            CHECKED.notify_one();
+            RELEASED.notified().await;
+        }
+        Ok(json!("done"))
+    });
+    let t = tools.clone();
+    RECORDING.store(true, Ordering::SeqCst);
+    let recording = record("late-cancel", RunStatus::Completed, |run| async move {
+        let call = run.call("finishing", json!({}));
+        let canceller = call.canceller();
+        let running = tokio::spawn(async move { call.invoke_tool(&t).await });
+        CHECKED.notified().await;
+        canceller.cancel(Some(REASON));
+        RELEASED.notify_one();
+        assert_eq!(running.await.unwrap().unwrap(), json!("done"));
+    })
+    .await;
+    RECORDING.store(false, Ordering::SeqCst);
+    let call = recording.calls.keys().next().unwrap().clone();
+    assert_eq!(
+        kinds(&recording, &call),
+        ["call.started", "progress", "cancel.requested", "call.ended"]
+    );
+    let report = replay(&recording, &tools, &ReplayOptions::default()).await;
+    assert!(report.is_match(), "{report}");
+}
