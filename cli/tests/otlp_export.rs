@@ -52,8 +52,9 @@ impl Received {
     }
 }
 
-/// The gRPC receiver: `TraceService/Export` keeps the request's encoding.
-struct Grpc(Received);
+/// The gRPC receiver: `TraceService/Export` keeps the request's encoding,
+/// and its `authorization` when asked to.
+struct Grpc(Received, Option<Arc<Mutex<Vec<String>>>>);
 
 #[tonic::async_trait]
 impl TraceService for Grpc {
@@ -61,6 +62,9 @@ impl TraceService for Grpc {
         &self,
         request: tonic::Request<ExportTraceServiceRequest>,
     ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
+        if let (Some(auth), Some(v)) = (&self.1, request.metadata().get("authorization")) {
+            auth.lock().unwrap().push(v.to_str().unwrap().to_owned());
+        }
         self.0.push(request.into_inner().encode_to_vec());
         Ok(tonic::Response::new(ExportTraceServiceResponse::default()))
     }
@@ -98,7 +102,7 @@ fn receivers() -> Receivers {
             }
         });
         let incoming = tokio_stream_of(grpc_listener);
-        let server = TraceServiceServer::new(Grpc(grpc_got.clone()));
+        let server = TraceServiceServer::new(Grpc(grpc_got.clone(), None));
         tokio::spawn(async move {
             tonic::transport::Server::builder()
                 .add_service(server)
@@ -765,23 +769,6 @@ fn private_ca() -> (String, String, String) {
     (ca.pem(), server.pem(), key.serialize_pem())
 }
 
-/// The gRPC receiver that also keeps each request's `authorization`.
-struct GrpcAuth(Received, Arc<Mutex<Vec<String>>>);
-
-#[tonic::async_trait]
-impl TraceService for GrpcAuth {
-    async fn export(
-        &self,
-        request: tonic::Request<ExportTraceServiceRequest>,
-    ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
-        if let Some(v) = request.metadata().get("authorization") {
-            self.1.lock().unwrap().push(v.to_str().unwrap().to_owned());
-        }
-        self.0.push(request.into_inner().encode_to_vec());
-        Ok(tonic::Response::new(ExportTraceServiceResponse::default()))
-    }
-}
-
 fn tls_receivers(cert_pem: &str, key_pem: &str) -> TlsReceivers {
     use rustls::pki_types::pem::PemObject;
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -827,7 +814,7 @@ fn tls_receivers(cert_pem: &str, key_pem: &str) -> TlsReceivers {
             }
         });
         let incoming = tokio_stream_of(grpc_listener);
-        let server = TraceServiceServer::new(GrpcAuth(got.clone(), authorization.clone()));
+        let server = TraceServiceServer::new(Grpc(got.clone(), Some(authorization.clone())));
         tokio::spawn(async move {
             tonic::transport::Server::builder()
                 .tls_config(tonic::transport::ServerTlsConfig::new().identity(identity))
