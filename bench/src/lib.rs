@@ -1081,18 +1081,32 @@ pub fn run(opts: &Options, log: &mut dyn Write) -> io::Result<Vec<Row>> {
             let tag = format!("bench{nonce}r{round}");
             // Reel first in every round (not alternating): the raw side
             // publishes the very blocks reel has just published.
+            let c0 = nats::Cpu::now();
             let published = nats::reel(urls, &tag, s.shape, opts.workers.max(1))?;
-            let raw = nats::raw(urls, &tag, &published, opts.workers.max(1))?;
+            let c1 = nats::Cpu::now();
+            let (raw, raw_cpu) = nats::raw(urls, &tag, &published, opts.workers.max(1))?;
             writeln!(
                 log,
-                "  nats round {round}: reel {} ({} facts, {} blocks, in {:.3} s), raw async-nats {} ({} facts)",
+                "  nats round {round}: reel {} ({} facts, {} blocks, {} sent again while the previous was in process, in {:.3} s), raw async-nats {} ({} facts)",
                 Unit::FactsPerSec.show(published.recorded.rate()),
                 published.recorded.facts,
                 published.last + 1 - published.first,
+                published.retries,
                 published.recorded.elapsed.as_secs_f64(),
                 Unit::FactsPerSec.show(raw.rate()),
                 raw.facts,
             )?;
+            if let (Some(c0), Some(c1), Some(b)) = (c0, c1, raw_cpu) {
+                // CPU seconds of each side, this process's and the
+                // servers': where the cores went (reel's side includes
+                // its connect and setup; the raw side is its timed part).
+                let r = c1.since(c0);
+                writeln!(
+                    log,
+                    "  nats round {round} cpu: reel side {:.2} s here + {:.2} s in nats-server; raw side {:.2} s here + {:.2} s in nats-server",
+                    r.bench, r.servers, b.bench, b.servers
+                )?;
+            }
             pairs.push(published.recorded.rate(), raw.rate());
         }
         rows.push(pairs.row(

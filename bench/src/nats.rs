@@ -5,7 +5,15 @@
 //! the same acks (each publish carries a message id and the subject's
 //! expected last sequence, and its ack is awaited before the run's next
 //! block, the runs concurrent: the round trips reel's one-block-in-flight
-//! per run pays, with nothing else in between).
+//! per run pays, with nothing else in between). Like reel's store, the
+//! baseline sends a publish again when the stream leader answers that the
+//! subject's previous message is still in process
+//! ([`reel_nats::subject_in_flight`]: an ack can outrun the leader's
+//! bookkeeping); without that it failed about one bench run in three.
+//!
+//! Each round also prints where the CPU went ([`Cpu`]): this process's and
+//! the nats-servers', for reel's side and for the raw side's timed part,
+//! the two sharing the machine's cores.
 //!
 //! What the baseline leaves out is reel's own work: building, redacting,
 //! encoding and sealing the facts, the recorder's writer, each run's claim
@@ -24,6 +32,59 @@ use reel_recorder::{Recorder, RunStart};
 use crate::record::{recorder_config, Recorded};
 use crate::workload::{self, Shape};
 
+/// CPU seconds (user + system) used so far by this process and by every
+/// `nats-server` process on the machine, read from `/proc` (Linux): how a
+/// round's wall time splits between reel's own work and the cluster's, on
+/// cores they share. `None` where `/proc` cannot be read.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Cpu {
+    /// This process.
+    pub bench: f64,
+    /// Every `nats-server` process.
+    pub servers: f64,
+}
+
+impl Cpu {
+    /// The figures now.
+    pub fn now() -> Option<Cpu> {
+        let tick = 100.0; // USER_HZ, 100 on every Linux ABI
+        let used = |pid: &str| -> Option<f64> {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            // Fields after the parenthesised command: state is field 3,
+            // utime 14 and stime 15.
+            let rest = &stat[stat.rfind(')')? + 2..];
+            let f: Vec<&str> = rest.split(' ').collect();
+            Some((f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?) as f64 / tick)
+        };
+        let mut servers = 0.0;
+        for e in std::fs::read_dir("/proc").ok()?.flatten() {
+            let pid = e.file_name();
+            let Some(pid) = pid
+                .to_str()
+                .filter(|p| p.bytes().all(|b| b.is_ascii_digit()))
+            else {
+                continue;
+            };
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+            if comm.trim_end() == "nats-server" {
+                servers += used(pid).unwrap_or(0.0);
+            }
+        }
+        Some(Cpu {
+            bench: used("self")?,
+            servers,
+        })
+    }
+
+    /// What was used since `before`.
+    pub fn since(self, before: Cpu) -> Cpu {
+        Cpu {
+            bench: self.bench - before.bench,
+            servers: self.servers - before.servers,
+        }
+    }
+}
+
 /// What one reel round published: the stream sequences it took.
 pub struct Published {
     /// The recording's figures.
@@ -32,6 +93,9 @@ pub struct Published {
     pub first: u64,
     /// See `first`.
     pub last: u64,
+    /// Publishes the store sent again because the subject's previous
+    /// block was still in process (see [`reel_nats::subject_in_flight`]).
+    pub retries: u64,
 }
 
 fn runtime(workers: usize) -> io::Result<tokio::runtime::Runtime> {
@@ -91,6 +155,7 @@ pub fn reel(urls: &str, tag: &str, shape: Shape, workers: usize) -> io::Result<P
             },
             first: before + 1,
             last,
+            retries: store.stats().in_flight,
         })
     })
 }
@@ -99,7 +164,13 @@ pub fn reel(urls: &str, tag: &str, shape: Shape, workers: usize) -> io::Result<P
 /// the same configuration (R3, file storage), subject by subject as reel
 /// did: each run's blocks in order, each ack awaited before the next, the
 /// runs concurrent. Timed from the first publish to the last ack.
-pub fn raw(urls: &str, tag: &str, published: &Published, workers: usize) -> io::Result<Recorded> {
+/// Also returns the CPU the timed part used ([`Cpu`]).
+pub fn raw(
+    urls: &str,
+    tag: &str,
+    published: &Published,
+    workers: usize,
+) -> io::Result<(Recorded, Option<Cpu>)> {
     let rt = runtime(workers)?;
     rt.block_on(async {
         let js = jetstream::new(connect(urls).await?);
@@ -134,6 +205,7 @@ pub fn raw(urls: &str, tag: &str, published: &Published, workers: usize) -> io::
             .flat_map(|(_, v)| v)
             .map(|b| reel_archive::wire::open_block(b).map_or(0, |b| b.facts.len()))
             .sum();
+        let cpu = Cpu::now();
         let started = Instant::now();
         let mut tasks = Vec::new();
         for (subject, blocks) in by_subject {
@@ -152,13 +224,27 @@ pub fn raw(urls: &str, tag: &str, published: &Published, workers: usize) -> io::
                         async_nats::header::NATS_EXPECTED_LAST_SUBJECT_SEQUENCE,
                         last.to_string().as_str(),
                     );
-                    last = js
-                        .publish_with_headers(subject.clone(), headers, block)
-                        .await
-                        .map_err(io::Error::other)?
-                        .await
-                        .map_err(io::Error::other)?
-                        .sequence;
+                    // Sent again while the leader still holds the
+                    // previous block in process (as reel's store does).
+                    let mut attempt = 0;
+                    last = loop {
+                        let ack = js
+                            .publish_with_headers(subject.clone(), headers.clone(), block.clone())
+                            .await
+                            .map_err(io::Error::other)?
+                            .await;
+                        match ack {
+                            Ok(ack) => break ack.sequence,
+                            Err(e) if reel_nats::subject_in_flight(&e) && attempt < 10 => {
+                                tokio::time::sleep(std::time::Duration::from_millis(
+                                    1 << attempt.min(5),
+                                ))
+                                .await;
+                                attempt += 1;
+                            }
+                            Err(e) => return Err(io::Error::other(e)),
+                        }
+                    };
                 }
                 Ok::<_, io::Error>(())
             }));
@@ -166,9 +252,10 @@ pub fn raw(urls: &str, tag: &str, published: &Published, workers: usize) -> io::
         for t in tasks {
             t.await.map_err(io::Error::other)??;
         }
-        Ok(Recorded {
-            facts,
-            elapsed: started.elapsed(),
-        })
+        let elapsed = started.elapsed();
+        let cpu = Cpu::now()
+            .zip(cpu)
+            .map(|(after, before)| after.since(before));
+        Ok((Recorded { facts, elapsed }, cpu))
     })
 }

@@ -34,6 +34,6 @@ mod sync;
 
 pub use config::{NatsConfig, OfflinePolicy, NATS_ENV};
 pub use error::NatsError;
-pub use store::{NatsStore, StoreStats};
+pub use store::{subject_in_flight, NatsStore, StoreStats};
 pub use subject::{stream_of_subject, subject_of, subject_token, token_of};
 pub use sync::{follow, sync, verify_projection, SyncReport, VerifyProjection};

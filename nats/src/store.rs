@@ -25,6 +25,31 @@ use crate::NatsError;
 /// its own message, chained.
 const MAX_BLOCK: usize = 512 * 1024;
 
+/// How long a publish keeps retrying while the server says the subject's
+/// previous message is still in process (see [`subject_in_flight`])
+/// before it is treated as any other failed attempt (the offline policy,
+/// with its warning).
+const IN_FLIGHT_GRACE: Duration = Duration::from_secs(1);
+
+/// Whether a publish failed only because the stream leader had not yet
+/// applied the subject's previous message (JetStream error 10164, "wrong
+/// last sequence" without a sequence). A clustered leader refuses an
+/// expected-last-subject-sequence check while an earlier message of the
+/// subject is in process, and the earlier message's ack can reach the
+/// client before the leader has cleared it: a writer that publishes its
+/// next block as soon as the previous one is acknowledged meets this in
+/// about one block in a few thousand. It is no conflict: the same publish
+/// sent again settles as landed, or as a real conflict (10071, which
+/// names the subject's last sequence) when another writer's message was
+/// the one in process.
+pub fn subject_in_flight(e: &jetstream::context::PublishError) -> bool {
+    std::error::Error::source(e)
+        .and_then(|s| s.downcast_ref::<jetstream::Error>())
+        .is_some_and(|e| {
+            e.error_code() == jetstream::ErrorCode::STREAM_WRONG_LAST_SEQUENCE_CONSTANT
+        })
+}
+
 /// What a store did, for tests and the host's diagnostics.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct StoreStats {
@@ -34,6 +59,9 @@ pub struct StoreStats {
     pub retries: u64,
     /// Acks the server marked duplicate (a retry of a block it had).
     pub duplicates: u64,
+    /// Of `retries`: publishes sent again because the subject's previous
+    /// message was still in process on the leader ([`subject_in_flight`]).
+    pub in_flight: u64,
 }
 
 #[derive(Default)]
@@ -41,6 +69,7 @@ struct Counters {
     blocks: AtomicU64,
     retries: AtomicU64,
     duplicates: AtomicU64,
+    in_flight: AtomicU64,
 }
 
 /// The cluster handles, shared by the store's calls.
@@ -207,6 +236,7 @@ impl NatsStore {
             blocks: self.shared.counters.blocks.load(Ordering::Relaxed),
             retries: self.shared.counters.retries.load(Ordering::Relaxed),
             duplicates: self.shared.counters.duplicates.load(Ordering::Relaxed),
+            in_flight: self.shared.counters.in_flight.load(Ordering::Relaxed),
         }
     }
 
@@ -487,6 +517,13 @@ impl Shared {
                         stream: stream.into(),
                         detail: format!("the subject {subject} moved on under this writer: {e}"),
                     });
+                }
+                Err(e) if subject_in_flight(&e) && start.elapsed() < IN_FLIGHT_GRACE => {
+                    // The previous block's ack outran the leader's
+                    // bookkeeping: send it again at once, quietly.
+                    self.counters.retries.fetch_add(1, Ordering::Relaxed);
+                    self.counters.in_flight.fetch_add(1, Ordering::Relaxed);
+                    tokio::time::sleep(Duration::from_millis(1 << (attempt - 1).min(5))).await;
                 }
                 Err(e) => self.wait_or_fail(stream, start, attempt, &e).await?,
             }
@@ -949,5 +986,38 @@ impl Store for NatsStore {
         };
         state.tail = Some(self.runtime().spawn(task));
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(reply: &str) -> jetstream::context::PublishError {
+        let e: jetstream::Error = serde_json::from_str(reply).unwrap();
+        jetstream::context::PublishError::with_source(PublishErrorKind::Other, e)
+    }
+
+    #[test]
+    fn the_in_process_refusal_is_told_from_a_conflict() {
+        // The replies as the server sends them (nats-server 2.15).
+        assert!(subject_in_flight(&refused(
+            r#"{"code":400,"err_code":10164,"description":"wrong last sequence"}"#
+        )));
+        assert!(!subject_in_flight(
+            &jetstream::context::PublishError::with_source(
+                PublishErrorKind::WrongLastSequence,
+                serde_json::from_str::<jetstream::Error>(
+                    r#"{"code":400,"err_code":10071,"description":"wrong last sequence: 7"}"#
+                )
+                .unwrap()
+            )
+        ));
+        assert!(!subject_in_flight(&refused(
+            r#"{"code":503,"err_code":10008,"description":"JetStream system temporarily unavailable"}"#
+        )));
+        assert!(!subject_in_flight(&jetstream::context::PublishError::new(
+            PublishErrorKind::TimedOut
+        )));
     }
 }

@@ -24,6 +24,14 @@
 //!    so the blocks after it come first; the sync reads the missing one
 //!    from the stream instead of calling the next one damage.
 //!
+//! 7. **A busy subject:** another writer's messages are still in process
+//!    on the stream leader when the store publishes to the same run's
+//!    subject (the leader refuses that with error 10164, which the store
+//!    sends again): the store still reports a conflict, never a success,
+//!    and none of its facts is on the subject. Concurrent publishes
+//!    expecting one subject sequence: one lands, and every refusal is a
+//!    conflict (10071) or the in-process answer (10164), told apart.
+//!
 //! Nothing here asserts on time: waits are for events (lines from the
 //! recorders, a store's retry count), each with a generous guard that
 //! fails with the nodes' logs instead of hanging.
@@ -79,6 +87,9 @@ fn main() {
     println!("ok: resume");
     lost_delivery(&cluster);
     println!("ok: a lost delivery");
+    // Last: it leaves foreign messages on a run's subject of the stream.
+    busy_subject(&cluster);
+    println!("ok: a busy subject");
 }
 
 // ---------------------------------------------------------------------------
@@ -793,4 +804,101 @@ fn lost_delivery(cluster: &ClusterUnderTest) {
         "the projection matches the stream: {against:?}"
     );
     assert!(against.matching > 0);
+}
+
+fn busy_subject(cluster: &ClusterUnderTest) {
+    use async_nats::header::{NATS_EXPECTED_LAST_SUBJECT_SEQUENCE, NATS_MESSAGE_ID};
+    use async_nats::jetstream::context::PublishErrorKind;
+
+    let config = config(cluster);
+    let store = NatsStore::connect(config.clone()).unwrap();
+    let subject = reel_nats::subject_of(&config.subject_prefix, None, "busy-0", false);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let js = rt.block_on(async {
+        async_nats::jetstream::new(async_nats::connect(config.urls[0].clone()).await.unwrap())
+    });
+    // The foreign writer: one message landed, then a burst kept in flight
+    // (acks not awaited) while the store publishes.
+    rt.block_on(async {
+        js.publish(subject.clone(), "foreign".into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    });
+    let burst = {
+        let (js, subject) = (js.clone(), subject.clone());
+        rt.spawn(async move {
+            let mut acks = Vec::new();
+            for _ in 0..200 {
+                acks.push(js.publish(subject.clone(), "foreign".into()).await.unwrap());
+            }
+            for ack in acks {
+                ack.await.unwrap();
+            }
+        })
+    };
+    let failed = store
+        .append_batch("busy-0", vec![started("busy-0")])
+        .and_then(|()| store.flush())
+        .unwrap_err()
+        .to_string();
+    rt.block_on(burst).unwrap();
+    assert!(
+        failed.contains("being written by another recorder"),
+        "a conflict, not an outage: {failed}"
+    );
+    println!("busy subject: {failed}; {:?}", store.stats());
+    let on_subject = rt.block_on(async {
+        let stream = js.get_stream(&config.stream).await.unwrap();
+        let mut counts = stream.info_with_subjects(&subject).await.unwrap();
+        let mut n = 0;
+        while let Some(entry) = futures::StreamExt::next(&mut counts).await {
+            n += entry.unwrap().1;
+        }
+        n
+    });
+    assert_eq!(
+        on_subject, 201,
+        "the subject holds the foreign writer's 201 messages, none of the store's"
+    );
+
+    // Eight publishes expecting the same (empty) subject at once.
+    let subject = reel_nats::subject_of(&config.subject_prefix, None, "busy-1", false);
+    let outcomes = rt.block_on(async {
+        let mut acks = Vec::new();
+        for i in 0..8 {
+            let mut headers = async_nats::HeaderMap::new();
+            headers.insert(NATS_MESSAGE_ID, format!("busy-1:{i}").as_str());
+            headers.insert(NATS_EXPECTED_LAST_SUBJECT_SEQUENCE, "0");
+            acks.push(
+                js.publish_with_headers(subject.clone(), headers, "x".into())
+                    .await
+                    .unwrap(),
+            );
+        }
+        let mut out = Vec::new();
+        for ack in acks {
+            out.push(ack.await);
+        }
+        out
+    });
+    let landed = outcomes.iter().filter(|o| o.is_ok()).count();
+    let (mut conflicts, mut in_flight) = (0, 0);
+    for e in outcomes.iter().filter_map(|o| o.as_ref().err()) {
+        match (
+            e.kind() == PublishErrorKind::WrongLastSequence,
+            reel_nats::subject_in_flight(e),
+        ) {
+            (true, false) => conflicts += 1,
+            (false, true) => in_flight += 1,
+            _ => panic!("a refusal that is neither a conflict nor in process: {e}"),
+        }
+    }
+    println!("eight at once: {landed} landed, {conflicts} conflicts, {in_flight} in process");
+    assert_eq!(landed, 1, "exactly one of the eight lands");
 }
