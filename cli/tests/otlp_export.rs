@@ -670,6 +670,9 @@ fn record_live(archive: &Path, endpoint: &str, n: usize) -> Vec<String> {
             reel_otlp::Protocol::Http,
             reel_otlp::Options::default(),
         );
+        // The archive flushes on the writer's flusher thread; exporting
+        // live must not take that from it.
+        assert!(reel_archive::Store::flushes_concurrently(&live));
         let recorder = Recorder::with_store(
             store,
             Arc::new(live),

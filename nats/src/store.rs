@@ -515,7 +515,13 @@ impl Shared {
                     }
                     return Err(NatsError::Conflict {
                         stream: stream.into(),
-                        detail: format!("the subject {subject} moved on under this writer: {e}"),
+                        // The server's words ("wrong last sequence: N"),
+                        // not the client's kind before them again.
+                        detail: format!(
+                            "the subject {subject} moved on under this writer: {}",
+                            std::error::Error::source(&e)
+                                .map_or_else(|| e.to_string(), ToString::to_string)
+                        ),
                     });
                 }
                 Err(e) if subject_in_flight(&e) && start.elapsed() < IN_FLIGHT_GRACE => {

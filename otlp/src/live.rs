@@ -209,4 +209,13 @@ impl<S: Store> Store for LiveExport<S> {
     fn close_stream(&self, stream: &str) -> Result<(), StoreError> {
         self.inner.close_stream(stream)
     }
+
+    /// The inner store's: the wrapper's flush is the inner flush, and its
+    /// appends only queue a copy for the exporting thread. (Not forwarded,
+    /// a recorder exporting live waited for every flush on the writer's
+    /// thread, its device round trips no longer overlapping the next
+    /// drain's work.)
+    fn flushes_concurrently(&self) -> bool {
+        self.inner.flushes_concurrently()
+    }
 }
