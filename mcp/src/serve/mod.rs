@@ -397,13 +397,19 @@ impl ServerHandler for ReelServer {
             call = call.elicitor(Arc::new(elicit::PeerElicitor::new(context.peer.clone())));
         }
         let canceller = call.canceller();
-        let ct = context.ct.clone();
-        let watch = tokio::spawn(async move {
-            ct.cancelled().await;
-            canceller.cancel(Some(convert::CANCELLED));
-        });
-        let result = call.invoke_tool(&self.host.tools).await;
-        watch.abort();
+        // The client's cancellation, watched in this task (no task of its
+        // own per call): it cancels the call, which then ends as the tool
+        // makes it end.
+        let invoke = call.invoke_tool(&self.host.tools);
+        tokio::pin!(invoke);
+        let result = tokio::select! {
+            biased;
+            result = &mut invoke => result,
+            () = context.ct.cancelled() => {
+                canceller.cancel(Some(convert::CANCELLED));
+                invoke.await
+            }
+        };
         notifier.flush().await;
         convert::response(self.host.tools.get(&name).and_then(|t| t.spec()), result)
             .map(CallToolResponse::from)

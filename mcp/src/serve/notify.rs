@@ -1,5 +1,7 @@
 //! A call's notifications to its client: progress and log messages, sent
-//! in the order the tool made them, by one task per call.
+//! in the order the tool made them, by one task per call, started with the
+//! call's first notification (most calls send none: they then cost no task
+//! and no flush round trip).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -55,6 +57,12 @@ enum Msg {
 /// The progress and log listener of one served call.
 pub(crate) struct Notifier {
     tx: mpsc::UnboundedSender<Msg>,
+    /// The queue's receiving end until the first notification starts the
+    /// sender task with it (`None` from then on).
+    idle: Mutex<Option<mpsc::UnboundedReceiver<Msg>>>,
+    /// Where the sender task runs: the call's runtime (a tool may notify
+    /// from a thread of its own).
+    runtime: tokio::runtime::Handle,
     target: Mutex<Target>,
     reports: AtomicU64,
 }
@@ -71,22 +79,32 @@ impl Notifier {
         token: Option<ProgressToken>,
         gate: LogGate,
     ) -> Arc<Notifier> {
-        let (tx, mut rx) = mpsc::unbounded_channel::<Msg>();
-        tokio::spawn(async move {
-            while let Some(msg) = rx.recv().await {
-                match msg {
-                    // A client gone is no failure of the call: its facts
-                    // are recorded all the same.
-                    Msg::Send(peer, n) => drop(peer.send_notification(*n).await),
-                    Msg::Flush(done) => drop(done.send(())),
-                }
-            }
-        });
+        let (tx, rx) = mpsc::unbounded_channel::<Msg>();
         Arc::new(Notifier {
             tx,
+            idle: Mutex::new(Some(rx)),
+            runtime: tokio::runtime::Handle::current(),
             target: Mutex::new(Target { peer, token, gate }),
             reports: AtomicU64::new(0),
         })
+    }
+
+    /// Queues a notification, starting the sender task with the first.
+    /// False once the queue is closed.
+    fn queue(&self, peer: Peer<RoleServer>, n: ServerNotification) -> bool {
+        if let Some(mut rx) = lock(&self.idle).take() {
+            self.runtime.spawn(async move {
+                while let Some(msg) = rx.recv().await {
+                    match msg {
+                        // A client gone is no failure of the call: its
+                        // facts are recorded all the same.
+                        Msg::Send(peer, n) => drop(peer.send_notification(*n).await),
+                        Msg::Flush(done) => drop(done.send(())),
+                    }
+                }
+            });
+        }
+        self.tx.send(Msg::Send(peer, Box::new(n))).is_ok()
     }
 
     /// The request the next notifications belong to (over stateless
@@ -103,6 +121,11 @@ impl Notifier {
     /// Waits until everything queued so far was handed to the transport:
     /// a call's notifications go out before its result.
     pub(crate) async fn flush(&self) {
+        if lock(&self.idle).is_some() {
+            // Nothing was ever queued (the first notification takes the
+            // receiver before it is queued).
+            return;
+        }
         let (done, wait) = oneshot::channel();
         if self.tx.send(Msg::Flush(done)).is_ok() {
             let _ = wait.await;
@@ -129,12 +152,10 @@ impl ProgressListener for Notifier {
         if let Some(message) = payload.get("message").and_then(Value::as_str) {
             params = params.with_message(message);
         }
-        let _ = self.tx.send(Msg::Send(
+        self.queue(
             peer,
-            Box::new(ServerNotification::ProgressNotification(
-                ProgressNotification::new(params),
-            )),
-        ));
+            ServerNotification::ProgressNotification(ProgressNotification::new(params)),
+        );
     }
 }
 
@@ -162,13 +183,9 @@ impl LogListener for Notifier {
         if let Some(logger) = logger {
             params = params.with_logger(logger);
         }
-        self.tx
-            .send(Msg::Send(
-                peer,
-                Box::new(ServerNotification::LoggingMessageNotification(
-                    LoggingMessageNotification::new(params),
-                )),
-            ))
-            .is_ok()
+        self.queue(
+            peer,
+            ServerNotification::LoggingMessageNotification(LoggingMessageNotification::new(params)),
+        )
     }
 }
