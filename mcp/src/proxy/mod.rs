@@ -68,7 +68,7 @@ use std::time::Duration;
 use reel::context::Secret;
 use reel::fact::RunStatus;
 use reel_recorder::{Durability, Recorder, RecorderConfig, RunStart};
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::process::Command;
 
 use link::{Dir, Router};
@@ -247,6 +247,7 @@ pub struct StdioProxy {
     args: Vec<OsString>,
     secrets: Vec<Secret>,
     exit_grace: Duration,
+    max_message: usize,
 }
 
 /// How long a server may take to exit after its input was closed, unless
@@ -264,7 +265,17 @@ impl StdioProxy {
             args: args.into_iter().map(Into::into).collect(),
             secrets: Vec::new(),
             exit_grace: EXIT_GRACE,
+            max_message: DEFAULT_MAX_BODY,
         }
+    }
+
+    /// The longest message (a line, its newline aside) the proxy holds in
+    /// memory, either way ([`DEFAULT_MAX_BODY`] unless set). A longer line
+    /// is passed through whole, as it comes, but not recorded (a warning
+    /// says so), so a peer cannot make the proxy hold an unbounded line.
+    pub fn max_message(mut self, bytes: usize) -> StdioProxy {
+        self.max_message = bytes.max(1);
+        self
     }
 
     /// How long the server may take to exit once the session is over
@@ -338,17 +349,20 @@ impl StdioProxy {
         };
         let run_id = run.as_ref().map(|r| r.id().to_owned());
         let router = Arc::new(Router::new(run.clone()));
+        let max = self.max_message;
         let mut up = tokio::spawn(pump(
             client_in,
             child_in,
             Dir::ClientToServer,
             router.clone(),
+            max,
         ));
         let mut down = tokio::spawn(pump(
             child_out,
             client_out,
             Dir::ServerToClient,
             router.clone(),
+            max,
         ));
         tokio::pin!(stop);
         // A pump's handle is awaited once: polling a finished JoinHandle
@@ -416,9 +430,10 @@ impl StdioProxy {
 /// and flushed unchanged, so a message is always linked before the other
 /// side can answer it (a server's elicitation can come back before a
 /// forward-then-parse proxy has seen the `tools/call` it belongs to: CI's
-/// load showed it). Ends at end of input or when the other side no longer
-/// takes lines; dropping `write` closes it.
-async fn pump<R, W>(read: R, mut write: W, dir: Dir, router: Arc<Router>)
+/// load showed it). A line longer than `max` is forwarded as it comes,
+/// never held whole, and not recorded. Ends at end of input or when the
+/// other side no longer takes lines; dropping `write` closes it.
+async fn pump<R, W>(read: R, mut write: W, dir: Dir, router: Arc<Router>, max: usize)
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
@@ -427,24 +442,143 @@ where
     let mut line = Vec::with_capacity(4096);
     loop {
         line.clear();
-        match read.read_until(b'\n', &mut line).await {
-            Ok(0) => break,
-            Ok(_) => {}
+        let forwarded = match next_line(&mut read, &mut line, max).await {
+            Ok(Piece::End) => break,
+            Ok(Piece::Line) => {
+                router.observe(dir, &line);
+                async {
+                    write.write_all(&line).await?;
+                    write.flush().await
+                }
+                .await
+            }
+            Ok(Piece::Over) => {
+                tracing::warn!(
+                    "a message from the {} over {max} bytes was passed through unrecorded (--max-body)",
+                    dir.source()
+                );
+                pass_rest(&mut read, &line, &mut write).await
+            }
             Err(e) => {
                 tracing::warn!("reading the {} failed: {e}", dir.source());
                 break;
             }
-        }
-        router.observe(dir, &line);
-        if let Err(e) = async {
-            write.write_all(&line).await?;
-            write.flush().await
-        }
-        .await
-        {
+        };
+        if let Err(e) = forwarded {
             tracing::warn!("forwarding to the {} failed: {e}", dir.sink());
             break;
         }
     }
     let _ = write.shutdown().await;
+}
+
+/// What [`next_line`] read.
+#[derive(Debug, PartialEq, Eq)]
+enum Piece {
+    /// A whole line (the input's last may lack its newline).
+    Line,
+    /// The first bytes of a line longer than the limit (the rest is still
+    /// to be read).
+    Over,
+    /// The end of the input, nothing read.
+    End,
+}
+
+/// Reads one line into `line`, holding at most `max` bytes besides its
+/// newline.
+async fn next_line<R: AsyncBufRead + Unpin>(
+    read: &mut R,
+    line: &mut Vec<u8>,
+    max: usize,
+) -> std::io::Result<Piece> {
+    loop {
+        let buf = read.fill_buf().await?;
+        if buf.is_empty() {
+            return Ok(if line.is_empty() {
+                Piece::End
+            } else {
+                Piece::Line
+            });
+        }
+        let room = max - line.len();
+        let (take, piece) = match buf.iter().position(|&b| b == b'\n') {
+            Some(i) if i <= room => (i + 1, Some(Piece::Line)),
+            _ if buf.len() <= room => (buf.len(), None),
+            _ => (room, Some(Piece::Over)),
+        };
+        line.extend_from_slice(&buf[..take]);
+        read.consume(take);
+        if let Some(piece) = piece {
+            return Ok(piece);
+        }
+    }
+}
+
+/// Forwards `held`, then the rest of its line as it comes, through its
+/// newline (or the end of the input).
+async fn pass_rest<R, W>(read: &mut R, held: &[u8], write: &mut W) -> std::io::Result<()>
+where
+    R: AsyncBufRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    write.write_all(held).await?;
+    loop {
+        let buf = read.fill_buf().await?;
+        if buf.is_empty() {
+            break;
+        }
+        let (take, done) = match buf.iter().position(|&b| b == b'\n') {
+            Some(i) => (i + 1, true),
+            None => (buf.len(), false),
+        };
+        write.write_all(&buf[..take]).await?;
+        read.consume(take);
+        if done {
+            break;
+        }
+    }
+    write.flush().await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn lines(input: &[u8], max: usize) -> Vec<(Piece, Vec<u8>)> {
+        // A reader that hands out 3 bytes at a time: lines cross reads.
+        let mut read = BufReader::with_capacity(3, input);
+        let mut out = Vec::new();
+        loop {
+            let mut line = Vec::new();
+            match next_line(&mut read, &mut line, max).await.unwrap() {
+                Piece::End => return out,
+                Piece::Over => {
+                    let mut rest = Vec::new();
+                    pass_rest(&mut read, &line, &mut rest).await.unwrap();
+                    out.push((Piece::Over, rest));
+                }
+                Piece::Line => out.push((Piece::Line, line)),
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_line_over_the_limit_is_passed_whole_and_the_next_is_read_again() {
+        let got = lines(b"abc\nabcdefgh\nab\nabcd\nabcde", 4).await;
+        assert_eq!(
+            got,
+            vec![
+                (Piece::Line, b"abc\n".to_vec()),
+                (Piece::Over, b"abcdefgh\n".to_vec()),
+                (Piece::Line, b"ab\n".to_vec()),
+                // At the limit, newline aside: held.
+                (Piece::Line, b"abcd\n".to_vec()),
+                // The last, without its newline, over the limit.
+                (Piece::Over, b"abcde".to_vec()),
+            ]
+        );
+        // Every byte forwarded, in order.
+        let all: Vec<u8> = got.into_iter().flat_map(|(_, l)| l).collect();
+        assert_eq!(all, b"abc\nabcdefgh\nab\nabcd\nabcde");
+    }
 }

@@ -35,10 +35,11 @@ pub struct RecordArgs {
     /// `--listen` proxies.
     #[arg(long, value_name = "URL", requires = "listen")]
     upstream: Option<String>,
-    /// With `--listen`: the largest message (bytes) the proxy holds in
-    /// memory. A request body over it is refused (413); a response or
-    /// event over it is passed through unrecorded.
-    #[arg(long, value_name = "BYTES", requires = "listen", default_value_t = reel_mcp::proxy::DEFAULT_MAX_BODY)]
+    /// The largest message (bytes) the proxy holds in memory. On stdio, a
+    /// line over it is passed through unrecorded, either way; with
+    /// `--listen`, a request body over it is refused (413), and a response
+    /// or event over it is passed through unrecorded.
+    #[arg(long, value_name = "BYTES", default_value_t = reel_mcp::proxy::DEFAULT_MAX_BODY)]
     max_body: usize,
     /// Seconds the server may take to exit after the client hung up (its
     /// stdin closed) before it is killed.
@@ -158,7 +159,9 @@ pub fn run(dir: &Path, args: RecordArgs) -> Result<ExitCode, Failure> {
             args.exit_grace
         ))
     })?;
-    let mut proxy = reel_mcp::proxy::StdioProxy::new(program, command).exit_grace(grace);
+    let mut proxy = reel_mcp::proxy::StdioProxy::new(program, command)
+        .exit_grace(grace)
+        .max_message(args.max_body);
     for secret in secrets {
         proxy = proxy.secret(secret);
     }
