@@ -455,6 +455,11 @@ fn a_follower_copies_artifacts_as_they_land_and_waits_out_the_cluster() {
     let live = live.to_str().unwrap();
     let mut follower1 = Follower::start(config.path(), &urls, live);
     follower1.wait_line("following ");
+    // One more, to be stopped during the outage.
+    let stopped = dirs.path().join("stopped");
+    let stopped = stopped.to_str().unwrap();
+    let mut follower3 = Follower::start(config.path(), &urls, stopped);
+    follower3.wait_line("following ");
 
     // A spilled artifact, recorded while the follower runs: in the
     // projection (its figures, read through the follower's live socket)
@@ -489,6 +494,17 @@ fn a_follower_copies_artifacts_as_they_land_and_waits_out_the_cluster() {
     let call = back.call("blob", 10usize);
     let pending = host.rt.spawn(call.invoke(blob));
     follower1.wait_line("waiting for the cluster");
+    // A follower stopped during the outage exits cleanly, its projection
+    // flushed, and says the next sync copies what it could not (it does
+    // not wait the offline wait out for the artifacts).
+    follower3.wait_line("waiting for the cluster");
+    let (stdout, said) = follower3.stop();
+    assert!(stdout.starts_with("synced "), "{stdout}");
+    assert!(
+        said.iter()
+            .any(|l| l.contains("the next `reel sync` copies them")),
+        "{said:#?}"
+    );
     // A follower started while the cluster is down.
     let late = dirs.path().join("late");
     let late = late.to_str().unwrap();

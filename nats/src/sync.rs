@@ -435,11 +435,25 @@ async fn project(
     }
     // Waited for as the consumer is (a node just gone may hold the
     // bucket's leader): every artifact is there before the sync says so.
+    // A follower told to stop waits a moment at most: in an outage it
+    // would wait the whole offline wait for the artifacts, which the next
+    // sync copies anyway (it copies every one the projection lacks).
     let start = std::time::Instant::now();
+    let budget = if following {
+        budget.min(STOP_GRACE)
+    } else {
+        budget
+    };
     let mut said = false;
     loop {
         match copy_artifacts(&mut cluster, archive, &mut report.artifacts).await {
             Ok(()) => break,
+            Err(e @ NatsError::Cluster { .. }) if following && start.elapsed() >= budget => {
+                tracing::warn!(
+                    "reel-nats: stopping with artifacts not copied yet ({e}); the next `reel sync` copies them"
+                );
+                break;
+            }
             Err(e @ NatsError::Cluster { .. }) if start.elapsed() < budget => {
                 if !said {
                     tracing::warn!("reel-nats: {e}; trying again");
@@ -456,6 +470,10 @@ async fn project(
     report.streams = touched.len() as u64;
     Ok(report)
 }
+
+/// How long a stopped follower's final artifact copy may wait for the
+/// cluster.
+const STOP_GRACE: Duration = Duration::from_secs(2);
 
 /// Whether a follower's stop has come (a sync has none).
 fn stopped(stop: &mut Option<Stop<'_>>) -> bool {
