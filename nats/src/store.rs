@@ -868,6 +868,16 @@ impl Store for NatsStore {
         {
             let mut streams = lock(&self.streams);
             for (name, state) in streams.iter_mut() {
+                if state.broken.is_some() {
+                    // Its failure was said already (its tail may still be
+                    // the relay of the flush that said it, not finished
+                    // yet: waited for again, it said the failure twice).
+                    // A finished one is dropped, so a closed stream goes.
+                    if state.tail.as_ref().is_some_and(|t| t.is_finished()) {
+                        state.tail = None;
+                    }
+                    continue;
+                }
                 let Some(prev) = state.tail.take() else {
                     continue;
                 };
