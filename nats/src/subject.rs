@@ -69,6 +69,13 @@ pub fn stream_of_subject(prefix: &str, subject: &str) -> Option<(String, bool)> 
     Some((token_of(token)?, outside))
 }
 
+/// The tenant token of a subject [`stream_of_subject`] accepts (as
+/// escaped; `_` for a stream without a tenant): the third token from the
+/// end, whatever the prefix (tokens hold no dots).
+pub(crate) fn tenant_token_of_subject(subject: &str) -> Option<&str> {
+    subject.rsplit('.').nth(2)
+}
+
 /// The KV key of a stream's claim and record.
 pub(crate) fn kv_key(stream: &str, outside: bool) -> String {
     format!(
@@ -103,5 +110,11 @@ mod tests {
             Some(("k".into(), true))
         );
         assert_eq!(stream_of_subject("reel", "reel.a.other.b"), None);
+        assert_eq!(tenant_token_of_subject(&subject), Some("acme_2eeu"));
+        assert_eq!(
+            tenant_token_of_subject(&subject_of("org.reel", None, "k", true)),
+            Some("_")
+        );
+        assert_eq!(tenant_token_of_subject("a.b"), None);
     }
 }

@@ -11,11 +11,12 @@ use futures::StreamExt as _;
 use sha2::{Digest as _, Sha256};
 use tokio::io::AsyncReadExt as _;
 
+use reel::run::RunRecord;
 use reel_archive::wire::open_block;
 use reel_archive::{Archive, ArchiveError, Digest};
 
 use crate::store::Cluster;
-use crate::subject::stream_of_subject;
+use crate::subject::{stream_of_subject, subject_token, tenant_token_of_subject};
 use crate::{NatsConfig, NatsError};
 
 /// The projection's own state, beside the archive's database: the head of
@@ -520,13 +521,41 @@ fn land(
         return Err(damage("empty block".into()));
     };
     let end = first + block.facts.len() as u64;
+    let known = match archive.run(stream) {
+        Ok(r) => Some(r),
+        Err(ArchiveError::UnknownRun { .. }) => None,
+        Err(e) => return Err(damage(e.to_string())),
+    };
+    // A run's blocks come on its own tenant's subjects only: a cluster that
+    // lets each tenant's recorders publish under their own tenant's
+    // subjects keeps tenants apart in the projection too (a block on one
+    // tenant's subject never starts, or goes on, another tenant's run).
+    let tenant = if first == 0 {
+        block
+            .facts
+            .first()
+            .and_then(RunRecord::from_first)
+            .map(|r| r.tenant().map(str::to_owned))
+    } else {
+        known.as_ref().map(|r| r.tenant().map(str::to_owned))
+    };
+    if let Some(tenant) = tenant {
+        let wanted = subject_token(tenant.as_deref().unwrap_or(""));
+        if tenant_token_of_subject(subject) != Some(wanted.as_str()) {
+            return Err(damage(format!(
+                "the run belongs to {}, not to the tenant of the subject it was published on; \
+                 a writer published into another tenant's run (nothing of it was projected: \
+                 remove the message, e.g. `nats stream rmm`, and sync again)",
+                match &tenant {
+                    Some(t) => format!("tenant {:?}", t),
+                    None => "no tenant".to_owned(),
+                }
+            )));
+        }
+    }
     let have = match next.get(stream) {
         Some(n) => *n,
-        None => match archive.run(stream) {
-            Ok(r) => r.facts,
-            Err(ArchiveError::UnknownRun { .. }) => 0,
-            Err(e) => return Err(damage(e.to_string())),
-        },
+        None => known.map_or(0, |r| r.facts),
     };
     // The chain's head as the projection knows it: the seq the next block
     // starts at, and the digest that block must name as its previous.

@@ -24,7 +24,12 @@
 //!    so the blocks after it come first; the sync reads the missing one
 //!    from the stream instead of calling the next one damage.
 //!
-//! 7. **A busy subject:** another writer's messages are still in process
+//! 7. **Tenants apart:** a block published on one tenant's subject never
+//!    lands in another tenant's run: neither one that goes on a run of
+//!    another tenant (chained to its head, as a writer that can read the
+//!    stream could), nor one that starts a run naming another tenant. The
+//!    sync refuses each, naming it, and the projection holds neither.
+//! 8. **A busy subject:** another writer's messages are still in process
 //!    on the stream leader when the store publishes to the same run's
 //!    subject (the leader refuses that with error 10164, which the store
 //!    sends again): the store still reports a conflict, never a success,
@@ -87,6 +92,8 @@ fn main() {
     println!("ok: resume");
     lost_delivery(&cluster);
     println!("ok: a lost delivery");
+    tenants_apart(&cluster);
+    println!("ok: tenants apart");
     // Last: it leaves foreign messages on a run's subject of the stream.
     busy_subject(&cluster);
     println!("ok: a busy subject");
@@ -901,4 +908,107 @@ fn busy_subject(cluster: &ClusterUnderTest) {
     }
     println!("eight at once: {landed} landed, {conflicts} conflicts, {in_flight} in process");
     assert_eq!(landed, 1, "exactly one of the eight lands");
+}
+
+fn started_for(run: &str, tenant: &str) -> reel::fact::Fact {
+    let mut fact = started(run);
+    if let FactKind::RunStarted(s) = &mut fact.kind {
+        s.identity = Some(reel::fact::Identity {
+            tenant: Some(tenant.into()),
+            principal: None,
+            conversation: None,
+        });
+    }
+    fact
+}
+
+fn tenants_apart(cluster: &ClusterUnderTest) {
+    let config = config(cluster);
+    let store = NatsStore::connect(config.clone()).unwrap();
+    store
+        .append_batch(
+            "victim-0",
+            vec![started_for("victim-0", "globex"), progress(1)],
+        )
+        .unwrap();
+    store.flush().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let archive = open_projection(dir.path());
+    reel_nats::sync(&config, &archive, None).unwrap();
+    assert_eq!(archive.run("victim-0").unwrap().facts, 2);
+
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let js = rt.block_on(async {
+        async_nats::jetstream::new(async_nats::connect(config.urls[0].clone()).await.unwrap())
+    });
+    let prefix = &config.subject_prefix;
+    let publish = |subject: String, block: Vec<u8>| {
+        rt.block_on(async {
+            js.publish(subject, block.into())
+                .await
+                .unwrap()
+                .await
+                .unwrap();
+        })
+    };
+    let purge = |subject: String| {
+        rt.block_on(async {
+            let stream = js.get_stream(&config.stream).await.unwrap();
+            stream.purge().filter(subject).await.unwrap();
+        })
+    };
+
+    // Tenant acme's writer goes on globex's run, on acme's own subject,
+    // chained to the run's head as read from the stream.
+    let head = rt.block_on(async {
+        let stream = js.get_stream(&config.stream).await.unwrap();
+        let victim = reel_nats::subject_of(prefix, Some("globex"), "victim-0", false);
+        let last = stream
+            .get_last_raw_message_by_subject(&victim)
+            .await
+            .unwrap();
+        reel_archive::wire::open_block(&last.payload)
+            .unwrap()
+            .digest
+    });
+    let (block, _) = reel_archive::wire::seal_block(&[progress(2)], &head).unwrap();
+    let onto = reel_nats::subject_of(prefix, Some("acme"), "victim-0", false);
+    publish(onto.clone(), block);
+    let refused = reel_nats::sync(&config, &archive, None)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        refused.contains("run \"victim-0\"")
+            && refused.contains("belongs to tenant \"globex\", not to the tenant of the subject"),
+        "{refused}"
+    );
+    assert_eq!(
+        archive.run("victim-0").unwrap().facts,
+        2,
+        "nothing of it landed"
+    );
+    purge(onto);
+
+    // A run started on acme's subject, naming globex as its tenant.
+    let (block, _) =
+        reel_archive::wire::seal_block(&[started_for("forged-0", "globex")], &[0; 32]).unwrap();
+    let forged = reel_nats::subject_of(prefix, Some("acme"), "forged-0", false);
+    publish(forged.clone(), block);
+    let refused = reel_nats::sync(&config, &archive, None)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        refused.contains("run \"forged-0\"") && refused.contains("belongs to tenant \"globex\""),
+        "{refused}"
+    );
+    assert!(
+        archive.run("forged-0").is_err(),
+        "the forged run is not in the projection"
+    );
+    purge(forged);
+    // With both gone, the projection syncs again.
+    reel_nats::sync(&config, &archive, None).unwrap();
 }
