@@ -276,6 +276,64 @@ fn the_demo_records_into_the_cluster_with_a_node_down_sync_projects_it_and_tail_
         "reel verify --nats on the followed projection",
     );
     assert!(out.contains("ok: no problem found"), "{out}");
+
+    // A message that is no block, on a run's subject: `reel sync` refuses
+    // it by name, exits 2 (damage), and lands what came after it; `reel
+    // verify --nats` names it.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let addrs: Vec<async_nats::ServerAddr> =
+            urls.split(',').map(|u| u.parse().unwrap()).collect();
+        let js = async_nats::jetstream::new(async_nats::connect(addrs).await.unwrap());
+        js.publish("reel._.run.garbage-0", "not a block".into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    });
+    let out = ok(
+        &reel(config.path(), &["demo", "--nats", &urls, "--archive", host]),
+        "a demo after the garbage",
+    );
+    let after = out
+        .lines()
+        .find_map(|l| l.strip_prefix("run "))
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap_or_else(|| panic!("{out}"))
+        .to_owned();
+    let synced = reel(
+        config.path(),
+        &["sync", "--nats", &urls, "--archive", fleet],
+    );
+    let stderr = String::from_utf8_lossy(&synced.stderr);
+    assert_eq!(synced.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("refused stream message")
+            && stderr.contains("reel._.run.garbage-0")
+            && stderr.contains("refused 1 stream message"),
+        "{stderr}"
+    );
+    let runs = ok(
+        &reel(config.path(), &["runs", "--archive", fleet]),
+        "reel runs after a refused message",
+    );
+    assert!(
+        runs.contains(&format!("{after} ")),
+        "what came after it ({after}) landed: {runs}"
+    );
+    let checked = reel(
+        config.path(),
+        &["verify", "--nats", &urls, "--archive", fleet],
+    );
+    let text = String::from_utf8_lossy(&checked.stdout);
+    assert_eq!(checked.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("refused stream message") && text.contains("garbage-0"),
+        "{text}"
+    );
 }
 
 const KEY: &str = "1717171717171717171717171717171717171717171717171717171717171717";

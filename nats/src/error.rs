@@ -49,7 +49,9 @@ pub enum NatsError {
         /// Why.
         detail: String,
     },
-    /// The projection found damage, or could not be written.
+    /// The projection could not be read or written (its disk, its state
+    /// file). A damaged or forged message is not this: the sync refuses
+    /// it and goes on (`SyncReport::refused`).
     #[error("projection: {0}")]
     Projection(String),
 }

@@ -36,4 +36,4 @@ pub use config::{NatsConfig, OfflinePolicy, NATS_ENV};
 pub use error::NatsError;
 pub use store::{subject_in_flight, NatsStore, StoreStats};
 pub use subject::{stream_of_subject, subject_of, subject_token, token_of};
-pub use sync::{follow, sync, verify_projection, SyncReport, VerifyProjection};
+pub use sync::{follow, sync, verify_projection, Refused, SyncReport, VerifyProjection};

@@ -38,6 +38,28 @@ pub struct SyncReport {
     pub artifacts: u64,
     /// Streams touched.
     pub streams: u64,
+    /// Messages refused: damaged, or breaking their run's chain, rules or
+    /// tenant (each said by a warning), and the later messages of a run
+    /// refused so ([`Refused`]). Every other run is projected.
+    pub refused: u64,
+}
+
+/// Where a subject of the stream stopped being projected: the first
+/// message refused on it, and why. Its run stays as projected up to there;
+/// the subject's later messages are refused too (a run's chain cannot go
+/// on past a block it does not have). Refusals are by subject, tenant and
+/// run: a message another tenant's writer published for a run stops that
+/// writer's subject, not the run's own. Kept with the projection's state,
+/// so a later sync keeps refusing them, and listed by
+/// [`verify_projection`].
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Refused {
+    /// The stream sequence of the first message refused.
+    pub seq: u64,
+    /// The run (or call outside any run) its subject names.
+    pub run: String,
+    /// Why.
+    pub reason: String,
 }
 
 /// Projects the cluster's stream into `archive`, up to the stream's last
@@ -52,9 +74,13 @@ pub struct SyncReport {
 /// (the archive's own append checks). A block the archive has already (a
 /// redelivery after a crash between the archive's flush and the
 /// consumer's ack) is recognised by its seqs and skipped, so a sync is
-/// idempotent. Damage stops the sync with [`NatsError::Projection`]
-/// naming the subject and the stream sequence; nothing after it is
-/// acknowledged.
+/// idempotent. A message that fails those checks (damaged, breaking its
+/// run's chain or rules, or published on another tenant's subject than its
+/// run's) is refused, with a warning naming it, and so are its run's later
+/// messages ([`Refused`], counted in [`SyncReport::refused`]); every other
+/// run goes on being projected, so one writer's bad message does not stop
+/// the others'. A failure of the archive itself (its disk) stops the sync
+/// with [`NatsError::Projection`]; nothing after it is acknowledged.
 pub fn sync(
     config: &NatsConfig,
     archive: &Archive,
@@ -74,8 +100,8 @@ pub fn sync(
 ///
 /// While following, an unreachable cluster (when the follower starts, or
 /// later) is waited out, said once per outage (a `tracing` warning), not
-/// an error: the projection resumes when the cluster returns. Damage
-/// still stops it, as for [`sync`]. Runs on the caller's tokio runtime;
+/// an error: the projection resumes when the cluster returns. A refused
+/// message is refused as by [`sync`], and the follower goes on. Runs on the caller's tokio runtime;
 /// whoever holds the archive meanwhile can serve it live
 /// (`reel_recorder::live::LiveServer`), which is how `reel tail` follows
 /// the stream through the projection.
@@ -122,12 +148,18 @@ fn state_path(archive: &Archive) -> PathBuf {
 struct State {
     id: String,
     heads: HashMap<String, (u64, Digest)>,
+    /// By subject.
+    refused: BTreeMap<String, Refused>,
 }
 
 #[derive(serde::Serialize, serde::Deserialize)]
 struct StoredState {
     id: String,
     heads: BTreeMap<String, (u64, String)>,
+    /// Subjects refused from a message on (absent in a projection's state
+    /// from before refusals were kept).
+    #[serde(default)]
+    refused: BTreeMap<String, Refused>,
 }
 
 fn new_id(archive: &Archive) -> String {
@@ -148,6 +180,7 @@ fn load_state(archive: &Archive) -> Result<State, NatsError> {
             return Ok(State {
                 id: new_id(archive),
                 heads: HashMap::new(),
+                refused: BTreeMap::new(),
             })
         }
         Err(e) => return Err(NatsError::Projection(format!("{}: {e}", path.display()))),
@@ -174,6 +207,7 @@ fn load_state(archive: &Archive) -> Result<State, NatsError> {
     Ok(State {
         id: stored.id,
         heads,
+        refused: stored.refused,
     })
 }
 
@@ -185,6 +219,7 @@ fn save_state(archive: &Archive, state: &State) -> Result<(), NatsError> {
             .iter()
             .map(|(k, (seq, d))| (k.clone(), (*seq, hex::encode(d))))
             .collect(),
+        refused: state.refused.clone(),
     };
     let path = state_path(archive);
     let tmp = path.with_extension("json.tmp");
@@ -338,6 +373,13 @@ async fn project(
                 last_msg = Some(msg);
                 continue;
             };
+            if state.refused.contains_key(&subject) {
+                // The subject stopped being projected at an earlier message.
+                report.refused += 1;
+                seen = seen.max(seq);
+                last_msg = Some(msg);
+                continue;
+            }
             let landed = land(
                 archive,
                 &mut state.heads,
@@ -348,7 +390,17 @@ async fn project(
                 &msg.payload,
                 &mut report,
                 true,
-            )?;
+            );
+            let landed = match landed {
+                Ok(landed) => landed,
+                Err(Landing::Refused { seq, reason }) => {
+                    refuse(&mut state, &mut report, &stream, &subject, seq, reason);
+                    seen = seen.max(seq);
+                    last_msg = Some(msg);
+                    continue;
+                }
+                Err(Landing::Failed(e)) => return Err(e),
+            };
             let refers = match landed {
                 Some(refers) => refers,
                 // Ahead of the projection: the stream's blocks before it
@@ -369,12 +421,20 @@ async fn project(
                     .await;
                     let mut refers = match filled {
                         Ok(refers) => refers,
-                        Err(e @ NatsError::Cluster { .. }) if following => {
+                        Err(Landing::Failed(e @ NatsError::Cluster { .. })) if following => {
                             // Not landed, not acknowledged: delivered again.
                             unreachable_while_following(&e, &mut warned).await;
                             break;
                         }
-                        Err(e) => return Err(e),
+                        Err(Landing::Failed(e)) => return Err(e),
+                        // One of the run's earlier blocks (refused at its
+                        // own sequence): this one cannot follow it.
+                        Err(Landing::Refused { seq, reason }) => {
+                            refuse(&mut state, &mut report, &stream, &subject, seq, reason);
+                            seen = seen.max(seq);
+                            last_msg = Some(msg);
+                            continue;
+                        }
                     };
                     let landed = land(
                         archive,
@@ -386,8 +446,17 @@ async fn project(
                         &msg.payload,
                         &mut report,
                         false,
-                    )?;
-                    refers.extend(landed.unwrap_or_default());
+                    );
+                    match landed {
+                        Ok(landed) => refers.extend(landed.unwrap_or_default()),
+                        Err(Landing::Refused { seq, reason }) => {
+                            refuse(&mut state, &mut report, &stream, &subject, seq, reason);
+                            seen = seen.max(seq);
+                            last_msg = Some(msg);
+                            continue;
+                        }
+                        Err(Landing::Failed(e)) => return Err(e),
+                    }
                     refers
                 }
             };
@@ -510,11 +579,14 @@ fn land(
     payload: &[u8],
     report: &mut SyncReport,
     ahead_ok: bool,
-) -> Result<Option<Vec<String>>, NatsError> {
-    let damage = |detail: String| {
-        NatsError::Projection(format!(
+) -> Result<Option<Vec<String>>, Landing> {
+    // The message's own fault: it is refused, the sync goes on.
+    let damage = |reason: String| Landing::Refused { seq, reason };
+    // The projection's: the sync stops.
+    let failed = |detail: String| {
+        Landing::Failed(NatsError::Projection(format!(
             "stream message {seq} ({subject}, run {stream:?}): {detail}"
-        ))
+        )))
     };
     let block = open_block(payload).map_err(|e| damage(format!("damaged block: {e}")))?;
     let Some(first) = block.facts.first().map(|f| f.seq) else {
@@ -524,7 +596,7 @@ fn land(
     let known = match archive.run(stream) {
         Ok(r) => Some(r),
         Err(ArchiveError::UnknownRun { .. }) => None,
-        Err(e) => return Err(damage(e.to_string())),
+        Err(e) => return Err(failed(e.to_string())),
     };
     // A run's blocks come on its own tenant's subjects only: a cluster that
     // lets each tenant's recorders publish under their own tenant's
@@ -543,9 +615,8 @@ fn land(
         let wanted = subject_token(tenant.as_deref().unwrap_or(""));
         if tenant_token_of_subject(subject) != Some(wanted.as_str()) {
             return Err(damage(format!(
-                "the run belongs to {}, not to the tenant of the subject it was published on; \
-                 a writer published into another tenant's run (nothing of it was projected: \
-                 remove the message, e.g. `nats stream rmm`, and sync again)",
+                "the run belongs to {}, not to the tenant of the subject it was published on: \
+                 a writer published into another tenant's run",
                 match &tenant {
                     Some(t) => format!("tenant {:?}", t),
                     None => "no tenant".to_owned(),
@@ -579,9 +650,7 @@ fn land(
                 Some((at, _)) if at == first => format!(
                     "the block's previous digest does not match the block before it (hash chain broken at seq {first})"
                 ),
-                _ => format!(
-                    "the projection does not know the block before seq {first}; remove the projection's directory and sync again"
-                ),
+                _ => format!("the projection does not know the block before seq {first}"),
             }));
         }
         let n = block.facts.len() as u64;
@@ -590,7 +659,14 @@ fn land(
             .collect();
         archive
             .append_projected(stream, block.facts)
-            .map_err(|e| damage(e.to_string()))?;
+            .map_err(|e| match e {
+                // The block's facts break the run's rules.
+                ArchiveError::InvalidFacts { .. }
+                | ArchiveError::RunExists { .. }
+                | ArchiveError::RunClosed { .. }
+                | ArchiveError::Encode { .. } => damage(e.to_string()),
+                e => failed(e.to_string()),
+            })?;
         report.facts += n;
         heads.insert(stream.to_owned(), (end, block.digest));
     } else if ahead_ok && first > have {
@@ -602,6 +678,48 @@ fn land(
     }
     next.insert(stream.to_owned(), have.max(end));
     Ok(Some(refers))
+}
+
+/// Why a message did not land.
+enum Landing {
+    /// The message is at fault (see [`Refused`]): its run takes nothing
+    /// from it on; the sync goes on.
+    Refused {
+        /// The message's stream sequence.
+        seq: u64,
+        /// Why.
+        reason: String,
+    },
+    /// The projection or the cluster failed: the sync stops (or, for a
+    /// cluster a follower cannot reach, waits).
+    Failed(NatsError),
+}
+
+/// Refuses stream message `seq` and every later one on `subject`, saying
+/// so once.
+fn refuse(
+    state: &mut State,
+    report: &mut SyncReport,
+    stream: &str,
+    subject: &str,
+    seq: u64,
+    reason: String,
+) {
+    report.refused += 1;
+    tracing::warn!(
+        "reel-nats: refused stream message {seq} ({subject}, run {stream:?}): {reason}; \
+         nothing from it on that subject is projected, every other subject goes on \
+         (`reel verify --nats` lists it; once the message is removed from the stream, \
+         e.g. with `nats stream rmm`, a fresh projection takes the subject whole)"
+    );
+    state.refused.insert(
+        subject.to_owned(),
+        Refused {
+            seq,
+            run: stream.to_owned(),
+            reason,
+        },
+    );
 }
 
 /// Lands the blocks on `subject` from past the consumer's ack floor up to
@@ -618,7 +736,7 @@ async fn fill_gap(
     (stream, subject): (&str, &str),
     (floor, before): (u64, u64),
     report: &mut SyncReport,
-) -> Result<Vec<String>, NatsError> {
+) -> Result<Vec<String>, Landing> {
     let mut refers = Vec::new();
     let mut from = floor + 1;
     while from < before {
@@ -636,7 +754,11 @@ async fn fill_gap(
             {
                 break
             }
-            Err(e) => return Err(cluster.error("reading blocks the consumer did not deliver", e)),
+            Err(e) => {
+                return Err(Landing::Failed(
+                    cluster.error("reading blocks the consumer did not deliver", e),
+                ))
+            }
         };
         if msg.sequence >= before {
             break;
@@ -797,7 +919,8 @@ impl VerifyProjection {
 
 /// Checks the projection in `archive` against the cluster's stream: every
 /// subject's last block is in the projection, fact for fact, and the
-/// archive's own chains verify.
+/// archive's own chains verify. A subject the sync refused ([`Refused`])
+/// is a problem, named with the message and why.
 pub fn verify_projection(
     config: &NatsConfig,
     archive: &Archive,
@@ -820,11 +943,19 @@ pub fn verify_projection(
             }
         }
         subjects.sort();
+        let refused = load_state(archive)?.refused;
         for subject in subjects {
             let Some((stream, _)) = stream_of_subject(&config.subject_prefix, &subject) else {
                 continue;
             };
             out.streams += 1;
+            if let Some(r) = refused.get(&subject) {
+                out.problems.push(format!(
+                    "{stream:?}: the sync refused stream message {} on {subject}, and everything after it there: {}",
+                    r.seq, r.reason
+                ));
+                continue;
+            }
             let msg = cluster
                 .stream
                 .get_last_raw_message_by_subject(&subject)

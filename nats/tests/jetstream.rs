@@ -28,14 +28,18 @@
 //!    lands in another tenant's run: neither one that goes on a run of
 //!    another tenant (chained to its head, as a writer that can read the
 //!    stream could), nor one that starts a run naming another tenant. The
-//!    sync refuses each, naming it, and the projection holds neither.
+//!    sync refuses each, naming it, and goes on: the victim's own later
+//!    blocks and every other run land, the forged ones never do, and the
+//!    check against the stream names both.
 //! 8. **A busy subject:** another writer's messages are still in process
 //!    on the stream leader when the store publishes to the same run's
 //!    subject (the leader refuses that with error 10164, which the store
 //!    sends again): the store still reports a conflict, never a success,
 //!    and none of its facts is on the subject. Concurrent publishes
 //!    expecting one subject sequence: one lands, and every refusal is a
-//!    conflict (10071) or the in-process answer (10164), told apart.
+//!    conflict (10071) or the in-process answer (10164), told apart. Then
+//!    a sync of the whole stream refuses those foreign messages, each, and
+//!    projects every run.
 //!
 //! Nothing here asserts on time: waits are for events (lines from the
 //! recorders, a store's retry count), each with a generous guard that
@@ -908,6 +912,18 @@ fn busy_subject(cluster: &ClusterUnderTest) {
     }
     println!("eight at once: {landed} landed, {conflicts} conflicts, {in_flight} in process");
     assert_eq!(landed, 1, "exactly one of the eight lands");
+
+    // The foreign messages are no blocks: a fresh projection refuses each
+    // (201 on busy-0's subject, the one that landed on busy-1's, and the
+    // three forged by "tenants apart") and projects every other run of
+    // the stream.
+    let dir = tempfile::tempdir().unwrap();
+    let archive = open_projection(dir.path());
+    let report = reel_nats::sync(&config, &archive, None).unwrap();
+    println!("sync of the whole stream: {report:?}");
+    assert_eq!(report.refused, 201 + 1 + 3, "{report:?}");
+    assert_eq!(archive.run("victim-0").unwrap().facts, 3);
+    assert!(archive.verify().unwrap().is_ok());
 }
 
 fn started_for(run: &str, tenant: &str) -> reel::fact::Fact {
@@ -945,27 +961,21 @@ fn tenants_apart(cluster: &ClusterUnderTest) {
         async_nats::jetstream::new(async_nats::connect(config.urls[0].clone()).await.unwrap())
     });
     let prefix = &config.subject_prefix;
-    let publish = |subject: String, block: Vec<u8>| {
+    let publish = |subject: &str, block: Vec<u8>| {
         rt.block_on(async {
-            js.publish(subject, block.into())
+            js.publish(subject.to_owned(), block.into())
                 .await
                 .unwrap()
                 .await
                 .unwrap();
         })
     };
-    let purge = |subject: String| {
-        rt.block_on(async {
-            let stream = js.get_stream(&config.stream).await.unwrap();
-            stream.purge().filter(subject).await.unwrap();
-        })
-    };
 
     // Tenant acme's writer goes on globex's run, on acme's own subject,
     // chained to the run's head as read from the stream.
+    let victim = reel_nats::subject_of(prefix, Some("globex"), "victim-0", false);
     let head = rt.block_on(async {
         let stream = js.get_stream(&config.stream).await.unwrap();
-        let victim = reel_nats::subject_of(prefix, Some("globex"), "victim-0", false);
         let last = stream
             .get_last_raw_message_by_subject(&victim)
             .await
@@ -976,39 +986,62 @@ fn tenants_apart(cluster: &ClusterUnderTest) {
     });
     let (block, _) = reel_archive::wire::seal_block(&[progress(2)], &head).unwrap();
     let onto = reel_nats::subject_of(prefix, Some("acme"), "victim-0", false);
-    publish(onto.clone(), block);
-    let refused = reel_nats::sync(&config, &archive, None)
-        .unwrap_err()
-        .to_string();
-    assert!(
-        refused.contains("run \"victim-0\"")
-            && refused.contains("belongs to tenant \"globex\", not to the tenant of the subject"),
-        "{refused}"
-    );
-    assert_eq!(
-        archive.run("victim-0").unwrap().facts,
-        2,
-        "nothing of it landed"
-    );
-    purge(onto);
-
+    publish(&onto, block.clone());
+    // globex's own writer goes on after it.
+    store.append_batch("victim-0", vec![progress(2)]).unwrap();
+    store.flush().unwrap();
     // A run started on acme's subject, naming globex as its tenant.
-    let (block, _) =
+    let (forged_block, _) =
         reel_archive::wire::seal_block(&[started_for("forged-0", "globex")], &[0; 32]).unwrap();
     let forged = reel_nats::subject_of(prefix, Some("acme"), "forged-0", false);
-    publish(forged.clone(), block);
-    let refused = reel_nats::sync(&config, &archive, None)
-        .unwrap_err()
-        .to_string();
-    assert!(
-        refused.contains("run \"forged-0\"") && refused.contains("belongs to tenant \"globex\""),
-        "{refused}"
+    publish(&forged, forged_block);
+    // And a run of acme's own, after both.
+    store
+        .append_batch("after-0", vec![started_for("after-0", "acme")])
+        .unwrap();
+    store.flush().unwrap();
+
+    // One sync: both forgeries refused, every other run projected.
+    let report = reel_nats::sync(&config, &archive, None).unwrap();
+    assert_eq!(report.refused, 2, "{report:?}");
+    let victim_facts: Vec<u64> = archive
+        .facts("victim-0", ..)
+        .unwrap()
+        .map(|f| f.unwrap().seq)
+        .collect();
+    assert_eq!(
+        victim_facts,
+        vec![0, 1, 2],
+        "globex's run has its own three facts, once: acme's block is not in it"
     );
     assert!(
         archive.run("forged-0").is_err(),
         "the forged run is not in the projection"
     );
-    purge(forged);
-    // With both gone, the projection syncs again.
-    reel_nats::sync(&config, &archive, None).unwrap();
+    assert_eq!(
+        archive.run("after-0").unwrap().facts,
+        1,
+        "acme's own run is in"
+    );
+    // Both named by the check against the stream.
+    let checked = reel_nats::verify_projection(&config, &archive).unwrap();
+    let named = |subject: &str, why: &str| {
+        checked
+            .problems
+            .iter()
+            .any(|p| p.contains(subject) && p.contains(why))
+    };
+    assert!(
+        named(
+            &onto,
+            "belongs to tenant \"globex\", not to the tenant of the subject"
+        ) && named(&forged, "belongs to tenant \"globex\""),
+        "{:#?}",
+        checked.problems
+    );
+    // A refused subject stays refused; the next sync reads only what is new.
+    publish(&onto, block);
+    let report = reel_nats::sync(&config, &archive, None).unwrap();
+    assert_eq!((report.messages, report.refused, report.facts), (1, 1, 0));
+    assert_eq!(archive.run("victim-0").unwrap().facts, 3);
 }

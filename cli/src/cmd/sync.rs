@@ -59,6 +59,17 @@ pub fn run(dir: &Path, args: SyncArgs) -> Result<ExitCode, Failure> {
         config.shown(),
         shown(dir)
     )?;
+    if report.refused > 0 {
+        // Each said by a warning as it was refused; every other run is in.
+        eprintln!(
+            "reel: refused {} stream {} (damaged, or breaking their run's chain, rules or tenant; see the warnings above); \
+             `reel verify --nats` lists them",
+            report.refused,
+            if report.refused == 1 { "message" } else { "messages" }
+        );
+        // Damage in the stream, as `verify` says of damage: exit 2.
+        return Ok(ExitCode::from(2));
+    }
     Ok(ExitCode::SUCCESS)
 }
 
