@@ -318,6 +318,24 @@ fn open_projection(dir: &Path) -> Archive {
     .unwrap()
 }
 
+/// A sync that must refuse nothing (every scenario but the forgeries):
+/// a refusal fails with what the check against the stream says of it.
+fn sync_clean(
+    config: &NatsConfig,
+    archive: &Archive,
+    consumer: Option<&str>,
+) -> reel_nats::SyncReport {
+    let report = reel_nats::sync(config, archive, consumer).unwrap();
+    if report.refused > 0 {
+        let checked = reel_nats::verify_projection(config, archive).unwrap();
+        panic!(
+            "the sync refused {} messages: {:#?}",
+            report.refused, checked.problems
+        );
+    }
+    report
+}
+
 fn config(cluster: &ClusterUnderTest) -> NatsConfig {
     NatsConfig::from_urls(&cluster.urls()).unwrap()
 }
@@ -402,7 +420,7 @@ fn conflict(cluster: &ClusterUnderTest) {
     // writer's alone, solo-1 with every call whose result was returned.
     let dir = tempfile::tempdir().unwrap();
     let archive = open_projection(dir.path());
-    reel_nats::sync(&config(cluster), &archive, None).unwrap();
+    sync_clean(&config(cluster), &archive, None);
     let mut all = r.returned();
     all.extend(returned);
     let ended = BTreeSet::from(["dup-0".to_owned(), "solo-1".to_owned()]);
@@ -542,7 +560,7 @@ fn node_and_recorder_die(cluster: &mut ClusterUnderTest, projection: &Path) -> S
     assert_eq!(r.ended().len(), (RECORDERS - 1) * 3);
 
     let archive = open_projection(projection);
-    let report = reel_nats::sync(&config(cluster), &archive, None).unwrap();
+    let report = sync_clean(&config(cluster), &archive, None);
     println!("sync: {report:?}");
     assert_eq!(report.already, 0, "no block is in the stream twice");
     check_projection(cluster, &archive, &r.returned(), &r.ended());
@@ -645,7 +663,7 @@ fn retry_after_timeout(cluster: &ClusterUnderTest) {
 
     let dir = tempfile::tempdir().unwrap();
     let archive = open_projection(dir.path());
-    let report = reel_nats::sync(&config_of(cluster), &archive, None).unwrap();
+    let report = sync_clean(&config_of(cluster), &archive, None);
     assert_eq!(report.already, 0, "the retried block is in the stream once");
     let facts: Vec<_> = archive
         .facts("retry-0", ..)
@@ -752,7 +770,7 @@ fn offline_and_back(cluster: &mut ClusterUnderTest) {
 
     let dir = tempfile::tempdir().unwrap();
     let archive = open_projection(dir.path());
-    reel_nats::sync(&config(cluster), &archive, None).unwrap();
+    sync_clean(&config(cluster), &archive, None);
     let ended = BTreeSet::from(["offline-0".to_owned()]);
     let returned = BTreeSet::from([("offline-0".to_owned(), call_id)]);
     check_projection(cluster, &archive, &returned, &ended);
@@ -761,7 +779,7 @@ fn offline_and_back(cluster: &mut ClusterUnderTest) {
 fn resume(cluster: &ClusterUnderTest, projection: &Path, killed: &str) {
     let archive = open_projection(projection);
     let before = archive.run_ids().count();
-    let report = reel_nats::sync(&config(cluster), &archive, None).unwrap();
+    let report = sync_clean(&config(cluster), &archive, None);
     println!("second sync: {report:?}");
     // Only what came after the first sync: the retry, offline and failed
     // runs, and the start of the run whose call failed.
@@ -771,7 +789,7 @@ fn resume(cluster: &ClusterUnderTest, projection: &Path, killed: &str) {
     assert_eq!(archive.run(killed).unwrap().state, RunState::Incomplete);
     let against = reel_nats::verify_projection(&config(cluster), &archive).unwrap();
     assert!(against.is_ok(), "{against:?}");
-    let again = reel_nats::sync(&config(cluster), &archive, None).unwrap();
+    let again = sync_clean(&config(cluster), &archive, None);
     assert_eq!(again.messages, 0, "a caught-up projection reads nothing");
 }
 
@@ -805,7 +823,7 @@ fn lost_delivery(cluster: &ClusterUnderTest) {
     });
     let dir = tempfile::tempdir().unwrap();
     let archive = open_projection(dir.path());
-    let report = reel_nats::sync(&config, &archive, Some(name)).unwrap();
+    let report = sync_clean(&config, &archive, Some(name));
     println!("sync after a lost delivery: {report:?}");
     assert!(report.messages > 1, "{report:?}");
     assert!(archive.verify().unwrap().is_ok());
