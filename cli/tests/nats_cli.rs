@@ -331,8 +331,28 @@ fn the_demo_records_into_the_cluster_with_a_node_down_sync_projects_it_and_tail_
     let text = String::from_utf8_lossy(&checked.stdout);
     assert_eq!(checked.status.code(), Some(2), "{text}");
     assert!(
-        text.contains("refused stream message") && text.contains("garbage-0"),
+        text.contains("refused stream message")
+            && text.contains("garbage-0")
+            && !text.contains("ok: no problem found")
+            && text.contains("the archive itself: no problem found"),
         "{text}"
+    );
+    let json = reel(
+        config.path(),
+        &["verify", "--nats", &urls, "--archive", fleet, "--json"],
+    );
+    assert_eq!(json.status.code(), Some(2));
+    let json: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let problems = json["cluster"]["problems"].as_array().unwrap();
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.as_str().unwrap().contains("garbage-0")),
+        "{json}"
+    );
+    assert!(
+        json["archive"]["problems"].as_array().unwrap().is_empty(),
+        "{json}"
     );
 }
 

@@ -899,7 +899,7 @@ async fn copy_artifacts(
 }
 
 /// What [`verify_projection`] found.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct VerifyProjection {
     /// Streams the cluster holds.
     pub streams: u64,

@@ -48,7 +48,14 @@ pub fn run(dir: &Path, args: VerifyArgs) -> Result<ExitCode, Failure> {
         }
     }
     if args.json {
-        serde_json::to_writer_pretty(JsonSafe::new(&mut out), &report)?;
+        match &against {
+            // With --nats, both checks: the archive's and the cluster's.
+            Some(against) => serde_json::to_writer_pretty(
+                JsonSafe::new(&mut out),
+                &serde_json::json!({ "archive": &report, "cluster": against }),
+            )?,
+            None => serde_json::to_writer_pretty(JsonSafe::new(&mut out), &report)?,
+        }
         writeln!(out)?;
     } else {
         writeln!(
@@ -74,8 +81,14 @@ pub fn run(dir: &Path, args: VerifyArgs) -> Result<ExitCode, Failure> {
                 writeln!(out, "  {}", escape(&p.to_string()))?;
             }
         }
-        if report.is_ok() {
+        if report.is_ok() && stream_ok {
             writeln!(out, "ok: no problem found")?;
+        } else if report.is_ok() {
+            // Not "ok": the exit status says otherwise.
+            writeln!(
+                out,
+                "the archive itself: no problem found; against the cluster: the problems above"
+            )?;
         } else {
             let n = report.problems.len();
             writeln!(out, "{n} {}:", if n == 1 { "problem" } else { "problems" })?;
