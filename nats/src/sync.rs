@@ -567,7 +567,9 @@ async fn pending(consumer: &jetstream::consumer::PullConsumer) -> u64 {
 /// Lands one block (stream message `seq` on `subject`) in the archive:
 /// the digests its facts refer to, or, with `ahead_ok`, `None` for a block
 /// past the projection's head of its stream (the blocks between are
-/// missing); without it, that is damage.
+/// missing); without it, that is damage. Damage, a broken chain or rule,
+/// or another tenant's subject is [`Landing::Refused`]; the archive's own
+/// failure is [`Landing::Failed`].
 #[allow(clippy::too_many_arguments)]
 fn land(
     archive: &Archive,
