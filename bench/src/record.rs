@@ -53,7 +53,7 @@ pub async fn reel(dir: &Path, shape: Shape) -> io::Result<(Recorded, Archive)> {
     reel_with(dir, shape, recorder_config(), false).await
 }
 
-/// [`reel`] with `config`, and, when `declare` is set, a declared secret
+/// [`reel()`] with `config`, and, when `declare` is set, a declared secret
 /// per run ([`RunStart::secret`]), so that redaction's known-value scrub
 /// and the tripwire have a value to look for (the tripwire row).
 pub async fn reel_with(

@@ -32,7 +32,7 @@ mod store;
 mod subject;
 mod sync;
 
-pub use config::{NatsConfig, OfflinePolicy, NATS_ENV};
+pub use config::{NatsConfig, OfflinePolicy, NATS_ENV, OFFLINE_WAIT_ENV};
 pub use error::NatsError;
 pub use store::{subject_in_flight, NatsStore, StoreStats};
 pub use subject::{stream_of_subject, subject_of, subject_token, token_of};

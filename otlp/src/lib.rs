@@ -9,7 +9,7 @@
 //!   of whole streams, from facts in hand or from an [`Archive`].
 //! - [`LiveExport`]: a `Store` wrapper that sends each call's span when the
 //!   call ends, off the tools' threads and the writer's.
-//! - [`send`]: the request to a collector, protobuf over HTTP
+//! - [`send()`]: the request to a collector, protobuf over HTTP
 //!   (`POST /v1/traces`) or gRPC.
 //!
 //! Content (arguments, results, payloads) is exported only with

@@ -158,7 +158,7 @@ impl CallBuilder {
 
     /// Registers a typed service the tool gets with `ctx.get::<T>()` (one
     /// per type; a later one of the same type replaces it), over the
-    /// recorder's ([`Recorder::service`]): this one wins for its type. The
+    /// recorder's ([`Recorder::service`](crate::Recorder::service)): this one wins for its type. The
     /// children the call dispatches get the same services. Services are
     /// not recorded: a replay registers its own with
     /// `ReplayOptions::service`.

@@ -59,7 +59,7 @@ impl RunStart {
     /// Binds the run to a hosting session (caller data, not identity).
     /// Session-scoped cleanups are kept per (tenant, principal, session),
     /// so another tenant or principal passing the same string reaches
-    /// none of them. An empty id is refused by [`Recorder::start_run`].
+    /// none of them. An empty id is refused by [`Recorder::start_run`](crate::Recorder::start_run).
     pub fn session(mut self, session_id: impl Into<String>) -> RunStart {
         self.session_id = Some(session_id.into());
         self
@@ -87,7 +87,7 @@ impl RunStart {
     }
 }
 
-/// Who makes a call outside any run ([`Recorder::call_from`]): what a
+/// Who makes a call outside any run ([`Recorder::call_from`](crate::Recorder::call_from)): what a
 /// [`RunStart`] says of a run's caller.
 #[derive(Debug, Clone, Default)]
 pub struct Caller {
