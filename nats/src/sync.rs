@@ -310,7 +310,7 @@ async fn project(
     };
     // The id is kept from the first sync on, with its consumer.
     save_state(archive, &state)?;
-    let mut next: HashMap<String, u64> = HashMap::new();
+    let mut next: HashMap<String, Landed> = HashMap::new();
     let mut touched = std::collections::HashSet::new();
     let mut seen = consumer_floor(&consumer).await;
     if warned {
@@ -380,7 +380,7 @@ async fn project(
                 last_msg = Some(msg);
                 continue;
             }
-            let landed = land(
+            let landed = match land(
                 archive,
                 &mut state.heads,
                 &mut next,
@@ -390,24 +390,14 @@ async fn project(
                 &msg.payload,
                 &mut report,
                 true,
-            );
-            let landed = match landed {
-                Ok(landed) => landed,
-                Err(Landing::Refused { seq, reason }) => {
-                    refuse(&mut state, &mut report, &stream, &subject, seq, reason);
-                    seen = seen.max(seq);
-                    last_msg = Some(msg);
-                    continue;
-                }
-                Err(Landing::Failed(e)) => return Err(e),
-            };
-            let refers = match landed {
-                Some(refers) => refers,
+            ) {
+                Ok(Some(refers)) => Ok(refers),
                 // Ahead of the projection: the stream's blocks before it
                 // were delivered and lost (the cluster went away with them
                 // in flight), and the consumer delivers them again only
-                // after its ack wait. They are read from the stream.
-                None => {
+                // after its ack wait. They are read from the stream, then
+                // this one lands.
+                Ok(None) => {
                     let floor = consumer_floor(&consumer).await;
                     let filled = fill_gap(
                         &cluster,
@@ -419,45 +409,40 @@ async fn project(
                         &mut report,
                     )
                     .await;
-                    let mut refers = match filled {
-                        Ok(refers) => refers,
-                        Err(Landing::Failed(e @ NatsError::Cluster { .. })) if following => {
-                            // Not landed, not acknowledged: delivered again.
-                            unreachable_while_following(&e, &mut warned).await;
-                            break;
-                        }
-                        Err(Landing::Failed(e)) => return Err(e),
-                        // One of the run's earlier blocks (refused at its
-                        // own sequence): this one cannot follow it.
-                        Err(Landing::Refused { seq, reason }) => {
-                            refuse(&mut state, &mut report, &stream, &subject, seq, reason);
-                            seen = seen.max(seq);
-                            last_msg = Some(msg);
-                            continue;
-                        }
-                    };
-                    let landed = land(
-                        archive,
-                        &mut state.heads,
-                        &mut next,
-                        &stream,
-                        &subject,
-                        seq,
-                        &msg.payload,
-                        &mut report,
-                        false,
-                    );
-                    match landed {
-                        Ok(landed) => refers.extend(landed.unwrap_or_default()),
-                        Err(Landing::Refused { seq, reason }) => {
-                            refuse(&mut state, &mut report, &stream, &subject, seq, reason);
-                            seen = seen.max(seq);
-                            last_msg = Some(msg);
-                            continue;
-                        }
-                        Err(Landing::Failed(e)) => return Err(e),
-                    }
-                    refers
+                    filled.and_then(|mut refers| {
+                        let landed = land(
+                            archive,
+                            &mut state.heads,
+                            &mut next,
+                            &stream,
+                            &subject,
+                            seq,
+                            &msg.payload,
+                            &mut report,
+                            false,
+                        )?;
+                        refers.extend(landed.unwrap_or_default());
+                        Ok(refers)
+                    })
+                }
+                Err(e) => Err(e),
+            };
+            let refers = match landed {
+                Ok(refers) => refers,
+                Err(Landing::Failed(e @ NatsError::Cluster { .. })) if following => {
+                    // Not landed, not acknowledged: delivered again.
+                    unreachable_while_following(&e, &mut warned).await;
+                    break;
+                }
+                Err(Landing::Failed(e)) => return Err(e),
+                // This message, or one of the subject's before it that the
+                // gap was filled with (refused at its own sequence): this
+                // one cannot follow it.
+                Err(Landing::Refused { seq: at, reason }) => {
+                    refuse(&mut state, &mut report, &stream, &subject, at, reason);
+                    seen = seen.max(seq);
+                    last_msg = Some(msg);
+                    continue;
                 }
             };
             if following {
@@ -574,7 +559,7 @@ async fn pending(consumer: &jetstream::consumer::PullConsumer) -> u64 {
 fn land(
     archive: &Archive,
     heads: &mut HashMap<String, (u64, Digest)>,
-    next: &mut HashMap<String, u64>,
+    next: &mut HashMap<String, Landed>,
     stream: &str,
     subject: &str,
     seq: u64,
@@ -595,10 +580,15 @@ fn land(
         return Err(damage("empty block".into()));
     };
     let end = first + block.facts.len() as u64;
-    let known = match archive.run(stream) {
-        Ok(r) => Some(r),
-        Err(ArchiveError::UnknownRun { .. }) => None,
-        Err(e) => return Err(failed(e.to_string())),
+    // Where the run stands, and its tenant's subject token: known from an
+    // earlier block of this sync, else read from the projection once.
+    let (have, token) = match next.get(stream) {
+        Some(l) => (l.next, Some(l.token.clone())),
+        None => match archive.run(stream) {
+            Ok(r) => (r.facts, Some(subject_token(r.tenant().unwrap_or("")))),
+            Err(ArchiveError::UnknownRun { .. }) => (0, None),
+            Err(e) => return Err(failed(e.to_string())),
+        },
     };
     // A run's blocks come on its own tenant's subjects only: a cluster that
     // lets each tenant's recorders publish under their own tenant's
@@ -611,25 +601,28 @@ fn land(
             .and_then(RunRecord::from_first)
             .map(|r| r.tenant().map(str::to_owned))
     } else {
-        known.as_ref().map(|r| r.tenant().map(str::to_owned))
+        None
     };
-    if let Some(tenant) = tenant {
-        let wanted = subject_token(tenant.as_deref().unwrap_or(""));
-        if tenant_token_of_subject(subject) != Some(wanted.as_str()) {
+    let token = match &tenant {
+        Some(t) => Some(subject_token(t.as_deref().unwrap_or(""))),
+        None => token,
+    };
+    if let Some(token) = &token {
+        if tenant_token_of_subject(subject) != Some(token.as_str()) {
+            let owner = match (&tenant, token.as_str()) {
+                (Some(Some(t)), _) => format!("tenant {t:?}"),
+                (Some(None), _) | (None, "_") => "no tenant".to_owned(),
+                (None, token) => match crate::subject::token_of(token) {
+                    Some(t) => format!("tenant {t:?}"),
+                    None => format!("tenant token {token:?}"),
+                },
+            };
             return Err(damage(format!(
-                "the run belongs to {}, not to the tenant of the subject it was published on: \
-                 a writer published into another tenant's run",
-                match &tenant {
-                    Some(t) => format!("tenant {:?}", t),
-                    None => "no tenant".to_owned(),
-                }
+                "the run belongs to {owner}, not to the tenant of the subject it was published on: \
+                 a writer published into another tenant's run"
             )));
         }
     }
-    let have = match next.get(stream) {
-        Some(n) => *n,
-        None => known.map_or(0, |r| r.facts),
-    };
     // The chain's head as the projection knows it: the seq the next block
     // starts at, and the digest that block must name as its previous.
     let head = if first == 0 {
@@ -678,8 +671,23 @@ fn land(
             "the block holds seqs {first}..{end} where the projection stands at {have}"
         )));
     }
-    next.insert(stream.to_owned(), have.max(end));
+    if let Some(token) = token {
+        next.insert(
+            stream.to_owned(),
+            Landed {
+                next: have.max(end),
+                token,
+            },
+        );
+    }
     Ok(Some(refers))
+}
+
+/// A run this sync has landed blocks of: the seq its next block starts
+/// at, and its tenant's subject token (see [`subject_token`]).
+struct Landed {
+    next: u64,
+    token: String,
 }
 
 /// Why a message did not land.
@@ -734,7 +742,7 @@ async fn fill_gap(
     cluster: &Cluster,
     archive: &Archive,
     heads: &mut HashMap<String, (u64, Digest)>,
-    next: &mut HashMap<String, u64>,
+    next: &mut HashMap<String, Landed>,
     (stream, subject): (&str, &str),
     (floor, before): (u64, u64),
     report: &mut SyncReport,
