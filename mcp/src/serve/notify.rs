@@ -3,7 +3,7 @@
 //! call's first notification (most calls send none: they then cost no task
 //! and no flush round trip).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use reel::fact::Level;
@@ -60,6 +60,9 @@ pub(crate) struct Notifier {
     /// The queue's receiving end until the first notification starts the
     /// sender task with it (`None` from then on).
     idle: Mutex<Option<mpsc::UnboundedReceiver<Msg>>>,
+    /// Set once the sender task runs: the tool's thread then skips the
+    /// `idle` lock.
+    started: AtomicBool,
     /// Where the sender task runs: the call's runtime (a tool may notify
     /// from a thread of its own).
     runtime: tokio::runtime::Handle,
@@ -83,6 +86,7 @@ impl Notifier {
         Arc::new(Notifier {
             tx,
             idle: Mutex::new(Some(rx)),
+            started: AtomicBool::new(false),
             runtime: tokio::runtime::Handle::current(),
             target: Mutex::new(Target { peer, token, gate }),
             reports: AtomicU64::new(0),
@@ -92,6 +96,14 @@ impl Notifier {
     /// Queues a notification, starting the sender task with the first.
     /// False once the queue is closed.
     fn queue(&self, peer: Peer<RoleServer>, n: ServerNotification) -> bool {
+        if !self.started.load(Ordering::Acquire) {
+            self.start_sender();
+        }
+        self.tx.send(Msg::Send(peer, Box::new(n))).is_ok()
+    }
+
+    /// Starts the sender task, once.
+    fn start_sender(&self) {
         if let Some(mut rx) = lock(&self.idle).take() {
             self.runtime.spawn(async move {
                 while let Some(msg) = rx.recv().await {
@@ -104,7 +116,7 @@ impl Notifier {
                 }
             });
         }
-        self.tx.send(Msg::Send(peer, Box::new(n))).is_ok()
+        self.started.store(true, Ordering::Release);
     }
 
     /// The request the next notifications belong to (over stateless
@@ -121,7 +133,7 @@ impl Notifier {
     /// Waits until everything queued so far was handed to the transport:
     /// a call's notifications go out before its result.
     pub(crate) async fn flush(&self) {
-        if lock(&self.idle).is_some() {
+        if !self.started.load(Ordering::Acquire) && lock(&self.idle).is_some() {
             // Nothing was ever queued (the first notification takes the
             // receiver before it is queued).
             return;
