@@ -465,3 +465,95 @@ fn a_lost_block_breaks_the_chain_where_it_was_and_nowhere_else() {
     let verified = fresh.verify().expect("verify");
     assert!(verified.is_ok(), "{:?}", verified.problems);
 }
+
+/// Appends acknowledged durable (flushed) that only the redo log holds yet
+/// (sled's background flush off, the process gone without closing the
+/// archive) are salvaged from the log's segments: blocks and artifacts
+/// alike. Without the log the same archive salvages none of them.
+#[test]
+fn appends_only_the_redo_log_holds_are_salvaged() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("archive");
+    let archive = Archive::open(
+        &dir,
+        ArchiveConfig {
+            flush_every_ms: Some(0),
+            ..config()
+        },
+    )
+    .expect("open");
+    let bytes = noise(5_000, 0x2545_f491_4f6c_dd1d);
+    let digest = archive.put_artifact(&bytes).expect("artifact");
+    let fact = |kind| NewFact {
+        at: 9,
+        offset: 0,
+        call: None,
+        kind,
+    };
+    archive
+        .append(
+            "only-logged",
+            vec![fact(FactKind::RunStarted(RunStarted {
+                run_id: "only-logged".into(),
+                session_id: None,
+                identity: None,
+                producer: Producer {
+                    name: "salvage-test".into(),
+                    version: "0".into(),
+                },
+                labels: Default::default(),
+                teardown_scopes: vec![],
+            }))],
+        )
+        .expect("append");
+    for i in 0..5 {
+        archive
+            .append(
+                "only-logged",
+                vec![fact(FactKind::Log(Log {
+                    level: Level::Info,
+                    logger: None,
+                    subflow: None,
+                    data: serde_json::json!({"step": i, "artifact": {"digest": digest, "size": bytes.len()}}),
+                    delivered: true,
+                }))],
+            )
+            .expect("append");
+    }
+    archive.flush().expect("flush");
+    // As if the process were killed: no close, no checkpoint.
+    std::mem::forget(archive);
+
+    // Damage sled's own file, so that salvage reads raw bytes.
+    let db = dir.join("db");
+    let len = std::fs::metadata(&db).expect("db").len();
+    std::fs::write(&db, vec![0xa5; len as usize]).expect("damage db");
+
+    let into = tmp.path().join("fresh");
+    let report = salvage(&dir, &into, config()).expect("salvage");
+    let run = report
+        .runs
+        .iter()
+        .find(|r| r.run_id == "only-logged")
+        .unwrap_or_else(|| panic!("the logged run is salvaged: {report:?}"));
+    assert_eq!((run.facts, run.blocks), (6, 6), "{report:?}");
+    assert_eq!(report.artifacts_recovered, 1, "{report:?}");
+    let fresh = Archive::open(&into, config()).expect("open the fresh archive");
+    assert_eq!(
+        fresh.artifact(&digest).expect("read").as_deref(),
+        Some(&bytes[..])
+    );
+    assert!(fresh.verify().expect("verify").problems.is_empty());
+    drop(fresh);
+
+    // The same archive without its log: nothing of the run is anywhere else.
+    let without = tmp.path().join("without-log");
+    copy_dir(&dir, &without);
+    std::fs::remove_dir_all(without.join("redo")).expect("remove the log");
+    let into = tmp.path().join("fresh-without");
+    let report = salvage(&without, &into, config()).expect("salvage");
+    assert!(
+        report.runs.iter().all(|r| r.run_id != "only-logged"),
+        "{report:?}"
+    );
+}
