@@ -10,12 +10,11 @@
 //! SIGKILL loses nothing either way (the page cache survives it); a power
 //! loss or a kernel crash would lose a flush sled had answered.
 //!
-//! So a checkpoint (see `redo`: what folds the redo log into sled, which a
-//! flush is when the log has grown or a write bypassed it) follows sled's
-//! flush with this: every blob file created since the last sync is synced, then the
+//! So [`Archive::flush`](crate::Archive::flush) follows sled's flush with
+//! this: every blob file created since the last sync is synced, then the
 //! `blobs/` directory (their names), then `fdatasync` of the log file, which
-//! also writes its size and flushes the device's cache. Only then are the
-//! redo log's closed segments deleted.
+//! also writes its size and flushes the device's cache. Only then is a call
+//! told its facts are durable.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -114,7 +113,7 @@ mod tests {
     use crate::{Archive, ArchiveConfig, FingerprintKey};
 
     /// A fresh archive holding a 600 KiB artifact (above sled's blob
-    /// threshold: a blob file of its own), checkpointed once.
+    /// threshold: a blob file of its own), flushed once.
     fn flushed_with_a_blob() -> (tempfile::TempDir, Archive) {
         let dir = tempfile::tempdir().expect("tempdir");
         let archive = Archive::open(
@@ -127,13 +126,13 @@ mod tests {
         .expect("open");
         let big: Vec<u8> = (0..600 * 1024u64).map(|i| (i * 7919 % 251) as u8).collect();
         archive.put_artifact(&big).expect("put");
-        archive.checkpoint().expect("a checkpoint");
+        archive.flush().expect("flush");
         (dir, archive)
     }
 
-    /// A value above sled's blob threshold lands in a file of its own; a
-    /// checkpoint (sled's flush and these syncs) finds that file and syncs it (the bookkeeping records it at
-    /// its length), and a second checkpoint has nothing new to sync.
+    /// A value above sled's blob threshold lands in a file of its own; the
+    /// flush finds that file and syncs it (the bookkeeping records it at
+    /// its length), and a second flush has nothing new to sync.
     #[test]
     fn a_flush_syncs_the_blob_files_sled_leaves_unsynced() {
         let (dir, archive) = flushed_with_a_blob();
@@ -148,7 +147,7 @@ mod tests {
             .expect("the blob file")
             .len();
         assert_eq!(synced.get(&newest), Some(&len), "{blobs:?}");
-        archive.checkpoint().expect("a second checkpoint");
+        archive.flush().expect("a second flush");
         assert_eq!(*archive.inner.durable.synced.lock().expect("lock"), synced);
     }
 
@@ -169,7 +168,7 @@ mod tests {
             .max()
             .expect("a blob");
         durable.synced.lock().expect("lock").insert(newest, 10);
-        archive.checkpoint().expect("a second checkpoint");
+        archive.flush().expect("a second flush");
         let len = std::fs::metadata(dir.path().join("blobs").join(newest.to_string()))
             .expect("the blob file")
             .len();

@@ -187,8 +187,6 @@ impl Archive {
                 },
             );
         drop(live);
-        // Not in the redo log: the next flush is a checkpoint.
-        self.wrote_directly();
         match committed {
             Ok(()) => {}
             Err(sled::transaction::TransactionError::Abort(())) => {

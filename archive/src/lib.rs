@@ -54,12 +54,9 @@
 //!   writes everything in one sled transaction. A refused or interrupted
 //!   import leaves no trace; of concurrent imports of one run id, exactly
 //!   one wins.
-//! - Appends are durable after [`Archive::flush`]: each append is logged
-//!   to the archive's redo log (`redo/`) before it reaches sled, and a
-//!   flush syncs the log; sled is flushed off the call path, by a
-//!   checkpoint that then deletes the log it covers. [`Archive::open`]
-//!   replays the log first. After a crash, it finds every run that was
-//!   still running, rebuilds its record from its facts, and marks it
+//! - Appends are durable after [`Archive::flush`] (or sled's background
+//!   flush). After a crash, [`Archive::open`] finds every run that was still
+//!   running, rebuilds its record from its facts, and marks it
 //!   [`RunState::Incomplete`].
 //! - sled locks its directory to one process: a second opener gets
 //!   [`ArchiveError::Locked`], naming the directory, at once.
@@ -83,7 +80,6 @@ mod prune;
 mod read;
 mod record;
 mod recover;
-mod redo;
 mod salvage;
 mod stats;
 mod store;
@@ -125,13 +121,12 @@ pub use verify::{Problem, VerifyReport};
 /// | 1 | blocks of version 1 (plain), run records of version 1 |
 /// | 2 | blocks of version 2 (lz4-compressed when smaller) |
 /// | 3 | blocks of version 3 (a zstd frame when smaller); version 2 read, no longer written |
-/// | 4 | a redo log (`redo/`) beside sled's, which holds the newest appends until a checkpoint: a reel that does not replay it would miss them |
 ///
 /// Every new block or record version raises it. An archive stamped newer
 /// than this is refused on open ([`ArchiveError::NewerFormat`]), never read
 /// as damage. An older one is read as it is; its stamp is raised when this
 /// reel first writes a run into it (see [`Archive::open`]).
-pub const FORMAT_VERSION: u32 = 4;
+pub const FORMAT_VERSION: u32 = 3;
 
 /// An open archive. Cheap to clone; all clones share one database and one
 /// sequencer.
@@ -152,40 +147,6 @@ struct Inner {
     format: std::sync::atomic::AtomicU32,
     /// What makes a flush durable beyond sled's own (see `durable`).
     durable: durable::Durable,
-    /// The log a flush syncs instead of sled (see `redo`).
-    redo: redo::Redo,
-}
-
-impl Inner {
-    /// Flushes sled and syncs what its flush leaves unsynced (`durable`).
-    fn flush_sled(&self) -> std::result::Result<usize, sled::Error> {
-        let n = self.db.flush()?;
-        self.durable.sync().map_err(sled::Error::Io)?;
-        Ok(n)
-    }
-}
-
-impl Drop for Inner {
-    /// The last handle's close checkpoints, so that an archive closed
-    /// cleanly holds everything in sled and an empty log. A failure here
-    /// loses nothing: the log is still there, and the next open replays it.
-    fn drop(&mut self) {
-        if !(self.redo.holds_records() || self.redo.wants_checkpoint()) {
-            return;
-        }
-        let result = self.redo.close_segment().and_then(|(_one, next)| {
-            self.flush_sled().map_err(std::io::Error::other)?;
-            self.redo.finish_checkpoint(next)
-        });
-        if let Err(e) = result {
-            tracing::warn!(
-                archive = %self.dir.display(),
-                "reel: closing archive {}: its redo log could not be folded into the store \
-                 ({e}); nothing is lost, the next open replays it",
-                self.dir.display()
-            );
-        }
-    }
 }
 
 pub(crate) struct Trees {

@@ -128,33 +128,9 @@ impl Archive {
         };
         let (appended, _) = tokio::sync::watch::channel(0);
         let durable = crate::durable::Durable::new(&dir);
-        // The redo log holds the appends a crash may have kept out of
-        // sled's files: replayed first, folded into sled, then begun anew.
-        let io = |e: io::Error| ArchiveError::Storage {
-            dir: dir.clone(),
-            source: sled::Error::Io(e),
-        };
-        let redo_dir = dir.join(crate::redo::DIR);
-        let replayed = crate::redo::replay(&redo_dir, &trees).map_err(io)?;
-        if replayed.segments > 0 {
-            db.flush().map_err(storage)?;
-            durable.sync().map_err(io)?;
-        }
-        for damage in &replayed.damaged {
-            tracing::warn!(
-                archive = %dir.display(),
-                "reel: archive {}: its redo log has a damaged record, {damage}; the records \
-                 before it were replayed, and the segment is kept beside the log as \
-                 *.damaged. Run `reel verify` on the archive.",
-                dir.display()
-            );
-        }
-        crate::redo::keep_damaged(&redo_dir, &replayed).map_err(io)?;
-        let redo = crate::redo::Redo::start(&dir).map_err(io)?;
         let archive = Archive {
             inner: Arc::new(Inner {
                 durable,
-                redo,
                 dir,
                 db,
                 trees,
@@ -338,7 +314,6 @@ mod tests {
         t.meta
             .insert(keys::META_FORMAT, &keys::format_value(format))
             .unwrap();
-        archive.wrote_directly();
         archive.flush().unwrap();
         drop(archive);
         let archive = loop {

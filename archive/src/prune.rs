@@ -142,10 +142,6 @@ impl Archive {
                 run_id: record.run_id.clone(),
             };
             let t = self.trees();
-            // Written without the redo log, so this flush is a checkpoint:
-            // no record logged before it, which may name this run's keys,
-            // is ever replayed over the deletions that follow.
-            self.wrote_directly();
             t.pruned
                 .insert(keys::run_key(ordinal), tombstone.encode())
                 .map_err(|e| self.storage(e))?;
@@ -166,7 +162,6 @@ impl Archive {
         tombstone: &Tombstone,
         pause: &mut dyn FnMut(),
     ) -> Result<()> {
-        self.wrote_directly();
         let t = self.trees();
         let s = |e| self.storage(e);
         if let Some(record) = self.record_by_ordinal(ordinal).ok().flatten() {
@@ -254,7 +249,6 @@ impl Archive {
             .collect();
         report.artifacts = unreferenced.len() as u64;
         if !report.dry_run {
-            self.wrote_directly();
             for key in unreferenced {
                 t.artifacts.remove(key).map_err(|e| self.storage(e))?;
             }

@@ -24,10 +24,6 @@ impl Archive {
                 Some((k, o))
             })
             .collect();
-        if !running.is_empty() {
-            // Recovery writes without the redo log.
-            self.wrote_directly();
-        }
         for (status_key, ordinal) in running {
             let before = match self.record_by_ordinal(ordinal) {
                 Ok(Some(record)) => record,

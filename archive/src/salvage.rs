@@ -4,9 +4,7 @@
 //! Blocks are self-describing (see `block`: version, count, previous
 //! digest, sha-256 digest), and sled stores a value as its length (sled's
 //! varint) followed by its bytes, uncompressed, in the `db` file, in
-//! `blobs/` and wherever else a copy of a page lies; the redo log
-//! (`redo/`, which may hold the newest appends alone) stores them after a
-//! 4-byte length. So salvage reads two
+//! `blobs/` and wherever else a copy of a page lies. So salvage reads two
 //! sources and merges them:
 //!
 //! 1. sled itself, on a copy of the store (the damaged archive is never
@@ -479,16 +477,8 @@ fn varint_at(bytes: &[u8], at: usize) -> Option<(u64, usize)> {
     })
 }
 
-/// The redo log's length of a value that begins at `at` (4 bytes,
-/// little-endian, right before it; see `redo`).
-fn redo_len_before(bytes: &[u8], at: usize) -> Option<u64> {
-    let len = bytes.get(at.checked_sub(4)?..at)?;
-    Some(u32::from_le_bytes(len.try_into().ok()?) as u64)
-}
-
 /// Finds every intact block in raw bytes: a block version byte right after
-/// a sled length (or the redo log's), a plausible fact count, and a digest
-/// that matches.
+/// a sled length, a plausible fact count, and a digest that matches.
 fn scan_blocks(bytes: &[u8], pool: &mut Pool) {
     for at in 1..bytes.len() {
         if !block::known_version(bytes[at]) {
@@ -502,7 +492,7 @@ fn scan_blocks(bytes: &[u8], pool: &mut Pool) {
         if count == 0 || count as usize > (bytes.len() - at) / 5 {
             continue;
         }
-        for len in varints_before(bytes, at).chain(redo_len_before(bytes, at)) {
+        for len in varints_before(bytes, at) {
             let Ok(len) = usize::try_from(len) else {
                 continue;
             };
@@ -568,11 +558,7 @@ fn find_artifacts(pool: &Pool, wanted: &HashMap<Digest, Option<u64>>) -> HashMap
             // the key shares with its neighbours), then the value.
             let mut hit = None;
             for i in memchr::memmem::find_iter(bytes, &digest[16..]) {
-                // sled's length, or the redo log's (4 bytes, little-endian).
-                let redo = bytes
-                    .get(i + 16..i + 20)
-                    .map(|b| (u32::from_le_bytes(b.try_into().expect("4 bytes")) as u64, 4));
-                for (len, k) in varint_at(bytes, i + 16).into_iter().chain(redo) {
+                if let Some((len, k)) = varint_at(bytes, i + 16) {
                     let start = i + 16 + k;
                     if let Some(v) = usize::try_from(len)
                         .ok()
@@ -583,9 +569,6 @@ fn find_artifacts(pool: &Pool, wanted: &HashMap<Digest, Option<u64>>) -> HashMap
                             break;
                         }
                     }
-                }
-                if hit.is_some() {
-                    break;
                 }
             }
             // A value of the size the facts give, after that size as sled
@@ -783,8 +766,6 @@ impl Archive {
             record.state = RunState::Incomplete;
         }
         let ordinal = self.inner.db.generate_id().map_err(s)?;
-        // Written without the redo log: the salvage's flush checkpoints.
-        self.wrote_directly();
         for found in &run.blocks {
             t.events
                 .insert(keys::event_key(ordinal, found.first), &found.value[..])

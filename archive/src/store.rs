@@ -150,10 +150,9 @@ impl Store for Archive {
         Ok(())
     }
 
-    /// The redo log's `fdatasync` makes durable every record written
-    /// before it was called, and appends go on meanwhile (the segment's
-    /// lock is held only for a record's write); a checkpoint holds appends
-    /// off only while it closes the segment (`redo.rs`).
+    /// sled's flush makes durable every write made before it was called,
+    /// and sled takes inserts from other threads meanwhile; the syncs that
+    /// follow it (`durable.rs`) take their own lock.
     fn flushes_concurrently(&self) -> bool {
         true
     }

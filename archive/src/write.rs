@@ -10,10 +10,7 @@ use reel::run::{RunRecord, RunState};
 use reel::sequence::Sequencer;
 
 use crate::record::{decode_record, encode_record};
-use crate::redo::{Op, TreeId, Writes};
-use crate::{
-    block, keys, lock, Archive, ArchiveError, Digest, LiveRun, Result, StreamRules, Trees,
-};
+use crate::{block, keys, lock, Archive, ArchiveError, Digest, LiveRun, Result, StreamRules};
 
 impl Archive {
     /// Appends facts to a run and returns the seqs they were given. The first
@@ -95,9 +92,7 @@ impl Archive {
         };
         let mut record = before.clone();
         record.state = RunState::Running;
-        let mut writes = Writes::default();
-        record_writes(&mut writes, ordinal, &before, &record);
-        self.commit(&mut writes)?;
+        self.store_record(ordinal, &before, &record)?;
         live.insert(
             run_id.to_owned(),
             Arc::new(Mutex::new(LiveRun {
@@ -229,6 +224,7 @@ impl Archive {
         first: &Fact,
         seq: Sequencer,
     ) -> Result<Arc<Mutex<LiveRun>>> {
+        let t = self.trees();
         let Some(record) = RunRecord::from_first(first) else {
             return Err(ArchiveError::InvalidFacts {
                 run_id: run_id.into(),
@@ -244,16 +240,18 @@ impl Archive {
         // crash after the block always leaves a run to recover. The "running"
         // status entry goes first of all: it is what recovery looks for, so a
         // crash that keeps only some of these inserts (sled recovers a prefix
-        // of them; the redo log's record is whole or absent) still leaves a
-        // run that recovery finds and completes.
+        // of them) still leaves a run that recovery finds and completes.
         let entries = keys::index_entries(ordinal, &record);
-        let run_key = keys::run_key(ordinal);
-        let mut writes = Writes::with_capacity(256);
-        writes.insert(TreeId::ByStatus, &entries.status, &[]);
-        writes.insert(TreeId::Runs, &run_key, &encode_record(&record));
-        index_writes(&mut writes, &entries);
-        writes.insert(TreeId::RunIds, run_id.as_bytes(), &run_key);
-        self.commit(&mut writes)?;
+        t.by_status
+            .insert(&entries.status, &[])
+            .map_err(|e| self.storage(e))?;
+        t.runs
+            .insert(keys::run_key(ordinal), encode_record(&record))
+            .map_err(|e| self.storage(e))?;
+        self.index_but_status(&entries)?;
+        t.run_ids
+            .insert(run_id, &keys::run_key(ordinal))
+            .map_err(|e| self.storage(e))?;
         Ok(Arc::new(Mutex::new(LiveRun {
             ordinal,
             record,
@@ -280,51 +278,43 @@ impl Archive {
         }
         let first = facts[0].seq;
         let (value, digest) = block::seal(facts.len() as u32, &run.head, &payload);
-        let mut writes = Writes::with_capacity(value.len() + 256);
-        writes.insert(TreeId::Events, &keys::event_key(run.ordinal, first), &value);
-        drop(value);
-        if changed {
-            record_writes(&mut writes, run.ordinal, &before, &run.record);
-        }
-        if let Err(e) = self.commit(&mut writes) {
+        let t = self.trees();
+        if let Err(e) = t.events.insert(keys::event_key(run.ordinal, first), value) {
             run.record = before;
-            return Err(e);
+            return Err(self.storage(e));
         }
         run.head = digest;
+        if changed {
+            self.store_record(run.ordinal, &before, &run.record)?;
+        }
         self.inner.appended.send_modify(|n| *n += 1);
         Ok(())
     }
 
-    /// Logs `writes` to the redo log as one record, then applies them to
-    /// sled (see `redo`): consecutive writes to one tree as one sled batch,
-    /// which a crash never splits (a status move is never half made).
-    pub(crate) fn commit(&self, writes: &mut Writes) -> Result<()> {
-        if writes.is_empty() {
-            return Ok(());
-        }
-        // A log an older reel would not replay: the archive says so first.
-        self.stamp_format()?;
+    /// Writes a changed record and brings the indexes along.
+    fn store_record(&self, ordinal: u64, before: &RunRecord, after: &RunRecord) -> Result<()> {
         let t = self.trees();
-        let applied = self
-            .inner
-            .redo
-            .append(writes, |writes| apply(t, writes))
-            .map_err(|e| self.storage(sled::Error::Io(e)))?;
-        applied.map_err(|e| self.storage(e))
-    }
-
-    /// Marks a write made to sled without the redo log: the next flush is
-    /// a checkpoint (see `redo`).
-    pub(crate) fn wrote_directly(&self) {
-        self.inner.redo.wrote_directly();
+        let s = |e| self.storage(e);
+        t.runs
+            .insert(keys::run_key(ordinal), encode_record(after))
+            .map_err(s)?;
+        let (was, now) = (
+            keys::index_entries(ordinal, before),
+            keys::index_entries(ordinal, after),
+        );
+        for tool in now.tools.iter().filter(|k| !was.tools.contains(k)) {
+            t.by_tool.insert(tool, &[]).map_err(s)?;
+        }
+        if was.status != now.status {
+            self.swap_status(&was.status, &now.status)?;
+        }
+        Ok(())
     }
 
     /// Moves a run's status index entry from `old_key` to `new_key` in one
     /// sled batch, which a crash never splits: the archive never holds
     /// neither entry, nor both.
-    /// Written without the redo log (recovery's).
     pub(crate) fn swap_status(&self, old_key: &[u8], new_key: &[u8]) -> Result<()> {
-        self.wrote_directly();
         let mut batch = sled::Batch::default();
         batch.remove(old_key);
         batch.insert(new_key, sled::IVec::default());
@@ -335,9 +325,8 @@ impl Archive {
     }
 
     /// Inserts the start-time, tenant and tool index entries of a run (each
-    /// insert is idempotent), without the redo log (recovery's, salvage's).
+    /// insert is idempotent).
     pub(crate) fn index_but_status(&self, entries: &keys::IndexEntries) -> Result<()> {
-        self.wrote_directly();
         let t = self.trees();
         let s = |e| self.storage(e);
         t.by_time.insert(&entries.time, &[]).map_err(s)?;
@@ -354,112 +343,30 @@ impl Archive {
     /// as `sha256:<hex>`.
     pub fn put_artifact(&self, bytes: &[u8]) -> Result<String> {
         let digest: Digest = Sha256::digest(bytes).into();
-        // Stored once. An artifact found in sled was logged before it got
-        // there (see `commit`), so a flush after this makes it durable; two
-        // first stores of the same bytes log them twice, and write the same.
-        if !self
-            .trees()
+        let t = self.trees();
+        // compare_and_swap from "absent" stores the bytes once.
+        let _ = t
             .artifacts
-            .contains_key(digest)
-            .map_err(|e| self.storage(e))?
-        {
-            let mut writes = Writes::with_capacity(bytes.len() + 64);
-            writes.insert(TreeId::Artifacts, &digest, bytes);
-            self.commit(&mut writes)?;
-        }
+            .compare_and_swap(digest, None::<&[u8]>, Some(bytes))
+            .map_err(|e| self.storage(e))?;
         Ok(format!("sha256:{}", hex::encode(digest)))
     }
 
-    /// Makes everything appended so far durable: one `fdatasync` of the
-    /// redo log (see `redo`). When a write bypassed the log since the last
-    /// checkpoint (an import, a prune, recovery), or the log has grown past
-    /// its bound, the flush is a checkpoint instead: sled's flush, what it
-    /// leaves unsynced (its blob files, the log's size, the device's cache;
-    /// see `durable.rs`), and the log it covers deleted. Returns the bytes
-    /// made durable (the log's, or sled's).
+    /// Makes everything appended so far durable: sled's flush, then what
+    /// it leaves unsynced (its blob files, the log's size, the device's
+    /// cache; see `durable.rs`). Returns the bytes flushed.
     pub fn flush(&self) -> Result<usize> {
-        if self.inner.redo.wants_checkpoint() {
-            return self.checkpoint();
-        }
-        let n = self
-            .inner
-            .redo
-            .sync()
-            .map_err(|e| self.storage(sled::Error::Io(e)))?;
-        Ok(n as usize)
-    }
-
-    /// Folds the redo log into sled: closes its segment, flushes and syncs
-    /// sled, deletes the closed segments. Returns sled's bytes flushed.
-    pub(crate) fn checkpoint(&self) -> Result<usize> {
-        let io = |e| self.storage(sled::Error::Io(e));
-        let (_one, next) = self.inner.redo.close_segment().map_err(io)?;
-        let n = self.inner.flush_sled().map_err(|e| {
-            // Not covered: the next flush tries again.
-            self.wrote_directly();
-            self.storage(e)
-        })?;
-        self.inner.redo.finish_checkpoint(next).map_err(io)?;
+        let n = self.inner.db.flush().map_err(|e| self.storage(e))?;
+        self.sync_files()?;
         Ok(n)
     }
-}
 
-/// The writes of a changed record, with the index entries it brings along.
-fn record_writes(writes: &mut Writes, ordinal: u64, before: &RunRecord, after: &RunRecord) {
-    writes.insert(TreeId::Runs, &keys::run_key(ordinal), &encode_record(after));
-    let (was, now) = (
-        keys::index_entries(ordinal, before),
-        keys::index_entries(ordinal, after),
-    );
-    for tool in now.tools.iter().filter(|k| !was.tools.contains(k)) {
-        writes.insert(TreeId::ByTool, tool, &[]);
+    fn sync_files(&self) -> Result<()> {
+        self.inner
+            .durable
+            .sync()
+            .map_err(|e| self.storage(sled::Error::Io(e)))
     }
-    if was.status != now.status {
-        // Consecutive writes to one tree: one sled batch (see `apply`).
-        writes.remove(TreeId::ByStatus, &was.status);
-        writes.insert(TreeId::ByStatus, &now.status, &[]);
-    }
-}
-
-/// The start-time, tenant and tool index entries of a run.
-fn index_writes(writes: &mut Writes, entries: &keys::IndexEntries) {
-    writes.insert(TreeId::ByTime, &entries.time, &[]);
-    if let Some(tenant) = &entries.tenant {
-        writes.insert(TreeId::ByTenant, tenant, &[]);
-    }
-    for tool in &entries.tools {
-        writes.insert(TreeId::ByTool, tool, &[]);
-    }
-}
-
-/// Applies a record's writes to sled, in order; consecutive writes to one
-/// tree as one batch.
-fn apply(t: &Trees, writes: &Writes) -> sled::Result<()> {
-    // Built by this process: every write parses.
-    let ops: Vec<Op<'_>> = writes.ops().filter_map(|op| op.ok()).collect();
-    let mut i = 0;
-    while i < ops.len() {
-        let tree = ops[i].tree;
-        let run = ops[i..].iter().take_while(|op| op.tree == tree).count();
-        let target = t.by_id(tree);
-        if run == 1 {
-            match ops[i].value {
-                Some(v) => drop(target.insert(ops[i].key, v)?),
-                None => drop(target.remove(ops[i].key)?),
-            }
-        } else {
-            let mut batch = sled::Batch::default();
-            for op in &ops[i..i + run] {
-                match op.value {
-                    Some(v) => batch.insert(op.key, v),
-                    None => batch.remove(op.key),
-                }
-            }
-            target.apply_batch(batch)?;
-        }
-        i += run;
-    }
-    Ok(())
 }
 
 /// Checks a batch against the stream rules as they stand before it.

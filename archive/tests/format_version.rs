@@ -73,8 +73,8 @@ fn stamp(dir: &Path, set: Option<u32>) -> u32 {
 }
 
 #[test]
-fn this_reel_stamps_format_4_for_its_redo_log() {
-    assert_eq!(FORMAT_VERSION, 4);
+fn this_reel_stamps_format_3_for_block_format_3() {
+    assert_eq!(FORMAT_VERSION, 3);
     let dir = tempfile::tempdir().expect("tempdir");
     let archive = Archive::open(dir.path(), config()).expect("open");
     assert_eq!(archive.format_version(), FORMAT_VERSION);
