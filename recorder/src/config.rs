@@ -9,7 +9,9 @@ use reel_archive::FingerprintKey;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Durability {
     /// sled's background flush (every 500 ms by default): fastest; a crash
-    /// may lose the last moments.
+    /// may lose the last moments. The writer gathers what is filed for up
+    /// to 1 ms between drains (none of its callers waits on it), so a
+    /// reader of the archive sees a fact up to that much later.
     Buffered,
     /// A call's facts are durable before its result is handed back to the
     /// host, and a run's before `end` returns. Concurrent calls share one

@@ -231,7 +231,8 @@ impl Router {
             }
             (Dir::ServerToClient, None, Some(id)) => {
                 let mut state = self.state();
-                match state.pending.iter().position(|(k, _)| *k == key(&id)) {
+                let id = key(&id);
+                match state.pending.iter().position(|(k, _)| *k == id) {
                     Some(i) => {
                         let (_, p) = state.pending.remove(i);
                         if let Some(token) = &p.token {
@@ -239,7 +240,7 @@ impl Router {
                         }
                         finish(&self.rounds, p, m);
                     }
-                    None => state.keep_early(dir, key(&id), m),
+                    None => state.keep_early(dir, id, m),
                 }
             }
             (Dir::ServerToClient, Some("notifications/progress"), None) => {
@@ -306,7 +307,8 @@ impl Router {
 
     /// Cancels the call of the client's request `id`, if it is in flight.
     fn cancel(&self, id: &Value, reason: Option<&str>) {
-        if let Some((_, p)) = self.state().pending.iter().find(|(k, _)| *k == key(id)) {
+        let id = key(id);
+        if let Some((_, p)) = self.state().pending.iter().find(|(k, _)| *k == id) {
             p.canceller.cancel(reason);
         }
     }
@@ -401,10 +403,11 @@ impl Router {
             _ => return,
         };
         let Some(run) = &self.run else { return };
+        let id_key = key(id);
         let token = state
             .tokens
             .iter()
-            .find(|(_, v)| **v == key(id))
+            .find(|(_, v)| **v == id_key)
             .map(|(t, _)| t.clone());
         let elicitor = Arc::new(ProxyElicitor::default());
         let mut call = run.call(&name, args).protocol("mcp");
@@ -444,13 +447,13 @@ impl Router {
             tool_call,
             token,
         };
-        if let Some(response) = state.early(Dir::ServerToClient, &key(id)) {
+        if let Some(response) = state.early(Dir::ServerToClient, &id_key) {
             if let Some(token) = &pending.token {
                 state.tokens.remove(token);
             }
             return finish(&self.rounds, pending, response);
         }
-        state.pending.push((key(id), pending));
+        state.pending.push((id_key, pending));
     }
 
     /// The session is over: calls still waiting end (no answer came), and

@@ -165,7 +165,12 @@ pub fn run(dir: &Path, args: RecordArgs) -> Result<ExitCode, Failure> {
     for secret in secrets {
         proxy = proxy.secret(secret);
     }
-    let rt = super::super::runtime()?;
+    // One session: its two pumps and its calls' tasks on one thread. A
+    // second worker only adds wakeups between them, on the cores the
+    // client and the server share (the `mcp-record` bench row).
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
     let outcome = rt.block_on(async {
         // The traffic flows even when nothing can be recorded.
         let recorder = open_recorder(dir).await;
