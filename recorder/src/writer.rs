@@ -542,7 +542,7 @@ struct Writer {
     buf: Vec<u8>,
     inline_limit: usize,
     flush_every_batch: bool,
-    /// How long the writer waits after a drain that emptied the queue
+    /// How long the writer waits after a drain that did not fill
     /// before it takes the next one (buffered durability only).
     linger: Option<Duration>,
     /// The flusher thread, when the store flushes concurrently (see the
