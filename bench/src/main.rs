@@ -17,6 +17,12 @@ use std::process::ExitCode;
 
 use reel_bench::{mcp, run, summary_table, Options, Sizes, ROWS};
 
+/// The allocator the `reel` binary ships with (cli/src/main.rs), so the
+/// rows measure what it runs; `--features system-alloc` builds with glibc's.
+#[cfg(not(feature = "system-alloc"))]
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const USAGE: &str = "usage: reel-bench [--smoke] [--row NAME]... [--rounds N] [--dir DIR] [--keep]
   --smoke      tiny sizes (seconds; what the smoke test runs)
   --row NAME   run only this row (repeatable): record, record-fair, record-limit, tripwire, agent,

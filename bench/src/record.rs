@@ -345,7 +345,9 @@ pub struct Codec {
 /// The blocks the recorder seals for `shape` (each call's facts, encoded
 /// with [`reel_archive::encode_fact`] and length-prefixed: a block's payload before
 /// compression), compressed one by one with lz4 (what archive format 2
-/// stored) and zstd at levels 1 (what format 3 stores) and 3. Returns the uncompressed total and each
+/// stored) and zstd at level 1 (what format 3 stores), at level 3, and at
+/// the fast levels -1 and -3 (`--fast=1`, `--fast=3`: less compression for
+/// less CPU; any level's frames read the same). Returns the uncompressed total and each
 /// codec's figures.
 pub fn compression_survey(blocks: &[Vec<u8>]) -> io::Result<(usize, Vec<Codec>)> {
     let raw: usize = blocks.iter().map(Vec::len).sum();
@@ -368,9 +370,19 @@ pub fn compression_survey(blocks: &[Vec<u8>]) -> io::Result<(usize, Vec<Codec>)>
         decompress: t.elapsed(),
     });
     // zstd as block.rs stores blocks: one context per thread, reused.
-    for (name, level) in [("zstd -1", 1), ("zstd -3", 3)] {
+    for (name, level) in [
+        ("zstd -1", 1),
+        ("zstd -3", 3),
+        ("zstd --fast=1", -1),
+        ("zstd --fast=3", -3),
+    ] {
         let mut cctx = zstd::bulk::Compressor::new(level)?;
         let mut dctx = zstd::bulk::Decompressor::new()?;
+        // Warmed up first: the first codec timed would otherwise pay for
+        // the contexts' first touch (it read 3x slower than the next).
+        for b in blocks.iter().take(64) {
+            black_box(dctx.decompress(&cctx.compress(b)?, b.len())?);
+        }
         let t = Instant::now();
         let mut packed = Vec::with_capacity(blocks.len());
         for b in blocks {

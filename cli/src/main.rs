@@ -137,6 +137,12 @@ enum Command {
 
 /// Prints the libraries' `tracing` warnings on standard error, as
 /// `reel: WARN …`; `REEL_LOG` (an `EnvFilter`, e.g. `debug`) says more.
+/// mimalloc: the recorder's writer thread frees what tools allocated on
+/// theirs, which glibc's malloc serves from its slow path (README,
+/// Performance: the allocator's figures).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("REEL_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
