@@ -65,5 +65,5 @@ pub mod support;
 pub use recording::{Head, LoadError, RecordedCall, Recording};
 pub use replay::{
     replay, CallReport, Divergence, DivergenceKind, ReplayInput, ReplayOptions, ReplayReport,
-    ResultCheck, Verdict,
+    ResultCheck, TapeRecording, Verdict,
 };

@@ -190,14 +190,7 @@ impl Recording {
         facts: Vec<Fact>,
         artifacts: HashMap<String, Vec<u8>>,
     ) -> Result<Recording, LoadError> {
-        let head = facts
-            .first()
-            .and_then(|f| match &f.kind {
-                FactKind::RunStarted(r) => Some(Head::Run(r.clone())),
-                FactKind::CallStarted(c) => c.outside_run.as_deref().cloned().map(Head::OutsideRun),
-                _ => None,
-            })
-            .ok_or_else(|| LoadError::NoRunStarted(source.clone()))?;
+        let head = head_of(&source, &facts)?;
         let mut calls: HashMap<String, RecordedCall> = HashMap::new();
         let mut call_order = Vec::new();
         for fact in &facts {
@@ -231,6 +224,55 @@ impl Recording {
         })
     }
 
+    /// Indexes a tape for one replay ([`crate::ReplayInput::from_tape`]):
+    /// like [`Recording::new`], but each call's facts are moved into the
+    /// call, not copied, so `facts` keeps only the facts of no known call
+    /// (the run's own, and any under an unknown call id). Never handed to
+    /// a caller: `replay` reads those two parts as one.
+    pub(crate) fn index_moved(source: String, tape: Tape) -> Result<Recording, LoadError> {
+        let facts = tape.facts;
+        let head = head_of(&source, &facts)?;
+        let mut calls: HashMap<String, RecordedCall> = HashMap::new();
+        let mut call_order = Vec::new();
+        let mut rest = Vec::new();
+        for fact in facts {
+            if let FactKind::CallStarted(c) = &fact.kind {
+                if let Some(parent) = c.parent_call.as_ref().and_then(|p| calls.get_mut(p)) {
+                    parent.children.push(c.call_id.clone());
+                }
+                call_order.push(c.call_id.clone());
+                let replaced = calls.insert(
+                    c.call_id.clone(),
+                    RecordedCall {
+                        started: c.clone(),
+                        started_seq: fact.seq,
+                        facts: Vec::new(),
+                        children: Vec::new(),
+                    },
+                );
+                // A call id started twice (a damaged or hand-made tape):
+                // as in a `Recording`, the later call holds the id, and the
+                // earlier one's facts stay among the facts of no call.
+                if let Some(earlier) = replaced {
+                    rest.extend(earlier.facts);
+                }
+            }
+            match fact.call.as_ref().and_then(|c| calls.get_mut(c)) {
+                Some(call) => call.facts.push(fact),
+                None => rest.push(fact),
+            }
+        }
+        Ok(Recording {
+            source,
+            record: tape.header.run,
+            head,
+            facts: rest,
+            calls,
+            call_order,
+            artifacts: tape.artifacts.into_iter().collect(),
+        })
+    }
+
     /// Top-level calls (no parent), in start order.
     pub fn top_level_calls(&self) -> impl Iterator<Item = &RecordedCall> {
         self.call_order
@@ -238,4 +280,16 @@ impl Recording {
             .filter_map(|id| self.calls.get(id))
             .filter(|c| c.started.parent_call.is_none())
     }
+}
+
+/// What the stream's first fact says it is.
+fn head_of(source: &str, facts: &[Fact]) -> Result<Head, LoadError> {
+    facts
+        .first()
+        .and_then(|f| match &f.kind {
+            FactKind::RunStarted(r) => Some(Head::Run(r.clone())),
+            FactKind::CallStarted(c) => c.outside_run.as_deref().cloned().map(Head::OutsideRun),
+            _ => None,
+        })
+        .ok_or_else(|| LoadError::NoRunStarted(source.to_owned()))
 }

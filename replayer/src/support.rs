@@ -42,7 +42,8 @@ pub fn replay_tape(
             .start_paused(true)
             .build()
             .expect("a replay runtime");
-        rt.block_on(replay(&recording, &tools, &options))
+        // Moved in: the tape is replayed once, so nothing is copied.
+        rt.block_on(replay(recording, &tools, &options))
     });
     match worker.join() {
         Ok(report) => report,

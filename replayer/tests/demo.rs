@@ -1,12 +1,12 @@
 //! Every demo run, recorded into a real archive, replays with no divergence,
 //! from the archive and from its exported tape alike, borrowed or moved
-//! into the replay.
+//! into the replay, or indexed for one replay.
 
 use reel::tape::Tape;
 
 use reel_archive::TapeExt;
 use reel_recorder::{demo, Recorder, RecorderConfig};
-use reel_replayer::{replay, Recording, ReplayOptions, Verdict};
+use reel_replayer::{replay, Recording, ReplayInput, ReplayOptions, Verdict};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_demo_run_replays_cleanly() {
@@ -50,5 +50,26 @@ async fn every_demo_run_replays_cleanly() {
             moved.facts, again.facts,
             "{id}: a moved recording re-derives other facts"
         );
+        // Indexed for one replay (facts moved into their calls): the same
+        // report, with the tools and without any (every call served).
+        for tools in [tools.clone(), reel::tools::Tools::new()] {
+            let borrowed =
+                Recording::from_tape(format!("{id}.tape.jsonl"), Tape::read(&bytes[..]).unwrap())
+                    .unwrap();
+            let expected = replay(&borrowed, &tools, &ReplayOptions::default()).await;
+            let input =
+                ReplayInput::from_tape(format!("{id}.tape.jsonl"), Tape::read(&bytes[..]).unwrap())
+                    .unwrap();
+            let got = replay(input, &tools, &ReplayOptions::default()).await;
+            assert_eq!(
+                got.calls, expected.calls,
+                "{id}: the tape's index replays differently"
+            );
+            assert_eq!(
+                got.facts, expected.facts,
+                "{id}: the tape's index re-derives other facts"
+            );
+            assert_eq!(got.matched_facts, expected.matched_facts, "{id}");
+        }
     }
 }

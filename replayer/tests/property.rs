@@ -25,7 +25,7 @@ use reel_recorder::{
     MemoryArtifactStore, MemoryVault, Recorder, RecorderConfig, RunStart, ScriptedElicitor,
 };
 use reel_replayer::matching::resolve_refs;
-use reel_replayer::{replay, Recording, ReplayOptions};
+use reel_replayer::{replay, Recording, ReplayInput, ReplayOptions};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
@@ -246,6 +246,23 @@ fn check_runs(config: RecorderConfig) {
                     resolve_refs(&mut f.kind, &recording.artifacts);
                 }
                 prop_assert_eq!(&report.facts, &recorded);
+            }
+
+            // The tape indexed for one replay (its facts moved into their
+            // calls, not copied) replays exactly as the recording does:
+            // re-driven with the tools, and served with none (a missing
+            // tool: the recorded facts, children's and spilled payloads
+            // included, stand in the timeline).
+            for tools in [tools.clone(), Tools::new()] {
+                let expected = replay(&from_tape, &tools, &ReplayOptions::default()).await;
+                let tape = Tape::read(std::io::BufReader::new(std::fs::File::open(&path).unwrap()))
+                    .unwrap();
+                let input = ReplayInput::from_tape(from_tape.source.clone(), tape).unwrap();
+                let got = replay(input, &tools, &ReplayOptions::default()).await;
+                prop_assert_eq!(&got.calls, &expected.calls);
+                prop_assert_eq!(&got.facts, &expected.facts);
+                prop_assert_eq!(got.matched_facts, expected.matched_facts);
+                prop_assert_eq!(&got.source, &expected.source);
             }
             Ok::<(), TestCaseError>(())
         })
