@@ -235,6 +235,7 @@ impl Recording {
         let mut calls: HashMap<String, RecordedCall> = HashMap::new();
         let mut call_order = Vec::new();
         let mut rest = Vec::new();
+        let mut reordered = false;
         for fact in facts {
             if let FactKind::CallStarted(c) = &fact.kind {
                 if let Some(parent) = c.parent_call.as_ref().and_then(|p| calls.get_mut(p)) {
@@ -255,12 +256,17 @@ impl Recording {
                 // earlier one's facts stay among the facts of no call.
                 if let Some(earlier) = replaced {
                     rest.extend(earlier.facts);
+                    reordered = true;
                 }
             }
             match fact.call.as_ref().and_then(|c| calls.get_mut(c)) {
                 Some(call) => call.facts.push(fact),
                 None => rest.push(fact),
             }
+        }
+        if reordered {
+            // `replay` finds where the calls began by seq.
+            rest.sort_by_key(|f| f.seq);
         }
         Ok(Recording {
             source,

@@ -73,3 +73,66 @@ async fn every_demo_run_replays_cleanly() {
         }
     }
 }
+
+/// A hand-made tape where a call id is started twice (a run's second call
+/// renamed to its first's id): indexed for one replay, it replays exactly
+/// as the `Recording` of the same tape does, re-driven and served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tape_with_a_call_id_started_twice_replays_as_its_recording() {
+    use reel::context::{ToolContext, ToolError};
+    use reel::fact::{FactKind, RunStatus};
+    use reel_recorder::RunStart;
+    use serde_json::json;
+
+    async fn hop(ctx: ToolContext, n: u32) -> Result<u32, ToolError> {
+        for i in 1..=n {
+            ctx.progress(json!({ "message": format!("Hop {i} of {n}") }));
+        }
+        Ok(n)
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let recorder = Recorder::open(dir.path(), RecorderConfig::default())
+        .await
+        .unwrap();
+    let run = recorder.start_run(RunStart::new("twice")).await.unwrap();
+    run.call("hop", 2).invoke(hop).await.unwrap();
+    run.call("hop", 3).invoke(hop).await.unwrap();
+    run.end(RunStatus::Completed).await.unwrap();
+    let archive = recorder.archive().clone();
+    recorder.shutdown().await.unwrap();
+
+    let mut tape = Tape::export(&archive, "twice").unwrap();
+    let starts: Vec<String> = tape
+        .facts
+        .iter()
+        .filter_map(|f| match &f.kind {
+            FactKind::CallStarted(c) => Some(c.call_id.clone()),
+            _ => None,
+        })
+        .collect();
+    let [first, second] = &starts[..] else {
+        panic!("two calls were recorded: {starts:?}");
+    };
+    for f in &mut tape.facts {
+        if f.call.as_deref() == Some(second.as_str()) {
+            f.call = Some(first.clone());
+        }
+        if let FactKind::CallStarted(c) = &mut f.kind {
+            if &c.call_id == second {
+                c.call_id = first.clone();
+            }
+        }
+    }
+    for tools in [
+        reel::tools::Tools::new().register("hop", hop),
+        reel::tools::Tools::new(),
+    ] {
+        let recording = Recording::from_tape("twice".into(), tape.clone()).unwrap();
+        let expected = replay(&recording, &tools, &ReplayOptions::default()).await;
+        let input = ReplayInput::from_tape("twice", tape.clone()).unwrap();
+        let got = replay(input, &tools, &ReplayOptions::default()).await;
+        assert_eq!(got.calls, expected.calls);
+        assert_eq!(got.facts, expected.facts);
+        assert_eq!(got.matched_facts, expected.matched_facts);
+    }
+}
