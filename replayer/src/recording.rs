@@ -194,21 +194,7 @@ impl Recording {
         let mut calls: HashMap<String, RecordedCall> = HashMap::new();
         let mut call_order = Vec::new();
         for fact in &facts {
-            if let FactKind::CallStarted(c) = &fact.kind {
-                if let Some(parent) = c.parent_call.as_ref().and_then(|p| calls.get_mut(p)) {
-                    parent.children.push(c.call_id.clone());
-                }
-                call_order.push(c.call_id.clone());
-                calls.insert(
-                    c.call_id.clone(),
-                    RecordedCall {
-                        started: c.clone(),
-                        started_seq: fact.seq,
-                        facts: Vec::new(),
-                        children: Vec::new(),
-                    },
-                );
-            }
+            start_call(&mut calls, &mut call_order, fact);
             if let Some(call) = fact.call.as_ref().and_then(|c| calls.get_mut(c)) {
                 call.facts.push(fact.clone());
             }
@@ -237,27 +223,12 @@ impl Recording {
         let mut rest = Vec::new();
         let mut reordered = false;
         for fact in facts {
-            if let FactKind::CallStarted(c) = &fact.kind {
-                if let Some(parent) = c.parent_call.as_ref().and_then(|p| calls.get_mut(p)) {
-                    parent.children.push(c.call_id.clone());
-                }
-                call_order.push(c.call_id.clone());
-                let replaced = calls.insert(
-                    c.call_id.clone(),
-                    RecordedCall {
-                        started: c.clone(),
-                        started_seq: fact.seq,
-                        facts: Vec::new(),
-                        children: Vec::new(),
-                    },
-                );
-                // A call id started twice (a damaged or hand-made tape):
-                // as in a `Recording`, the later call holds the id, and the
-                // earlier one's facts stay among the facts of no call.
-                if let Some(earlier) = replaced {
-                    rest.extend(earlier.facts);
-                    reordered = true;
-                }
+            // A call id started twice (a damaged or hand-made tape): as in
+            // a `Recording`, the later call holds the id, and the earlier
+            // one's facts stay among the facts of no call.
+            if let Some(earlier) = start_call(&mut calls, &mut call_order, &fact) {
+                rest.extend(earlier.facts);
+                reordered = true;
             }
             match fact.call.as_ref().and_then(|c| calls.get_mut(c)) {
                 Some(call) => call.facts.push(fact),
@@ -286,6 +257,32 @@ impl Recording {
             .filter_map(|id| self.calls.get(id))
             .filter(|c| c.started.parent_call.is_none())
     }
+}
+
+/// Indexes `fact` when it is a `call.started`: the call under its id (its
+/// facts still to come), in start order, and among its parent's children.
+/// Returns the call it replaced, when the id was started before.
+fn start_call(
+    calls: &mut HashMap<String, RecordedCall>,
+    call_order: &mut Vec<String>,
+    fact: &Fact,
+) -> Option<RecordedCall> {
+    let FactKind::CallStarted(c) = &fact.kind else {
+        return None;
+    };
+    if let Some(parent) = c.parent_call.as_ref().and_then(|p| calls.get_mut(p)) {
+        parent.children.push(c.call_id.clone());
+    }
+    call_order.push(c.call_id.clone());
+    calls.insert(
+        c.call_id.clone(),
+        RecordedCall {
+            started: c.clone(),
+            started_seq: fact.seq,
+            facts: Vec::new(),
+            children: Vec::new(),
+        },
+    )
 }
 
 /// What the stream's first fact says it is.

@@ -6,7 +6,7 @@ use reel::tape::Tape;
 
 use reel_archive::TapeExt;
 use reel_recorder::{demo, Recorder, RecorderConfig};
-use reel_replayer::{replay, Recording, ReplayInput, ReplayOptions, Verdict};
+use reel_replayer::{replay, Recording, ReplayInput, ReplayOptions, ReplayReport, Verdict};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_demo_run_replays_cleanly() {
@@ -42,14 +42,7 @@ async fn every_demo_run_replays_cleanly() {
         // Moved into the replay instead of borrowed: the same report, fact
         // for fact (dispatched children, artifacts and all).
         let moved = replay(from_tape, &tools, &ReplayOptions::default()).await;
-        assert_eq!(
-            moved.calls, again.calls,
-            "{id}: a moved recording replays differently"
-        );
-        assert_eq!(
-            moved.facts, again.facts,
-            "{id}: a moved recording re-derives other facts"
-        );
+        assert_same(&moved, &again, &format!("{id}, moved"));
         // Indexed for one replay (facts moved into their calls): the same
         // report, with the tools and without any (every call served).
         for tools in [tools.clone(), reel::tools::Tools::new()] {
@@ -61,15 +54,7 @@ async fn every_demo_run_replays_cleanly() {
                 ReplayInput::from_tape(format!("{id}.tape.jsonl"), Tape::read(&bytes[..]).unwrap())
                     .unwrap();
             let got = replay(input, &tools, &ReplayOptions::default()).await;
-            assert_eq!(
-                got.calls, expected.calls,
-                "{id}: the tape's index replays differently"
-            );
-            assert_eq!(
-                got.facts, expected.facts,
-                "{id}: the tape's index re-derives other facts"
-            );
-            assert_eq!(got.matched_facts, expected.matched_facts, "{id}");
+            assert_same(&got, &expected, &format!("{id}, the tape's index"));
         }
     }
 }
@@ -131,8 +116,21 @@ async fn a_tape_with_a_call_id_started_twice_replays_as_its_recording() {
         let expected = replay(&recording, &tools, &ReplayOptions::default()).await;
         let input = ReplayInput::from_tape("twice", tape.clone()).unwrap();
         let got = replay(input, &tools, &ReplayOptions::default()).await;
-        assert_eq!(got.calls, expected.calls);
-        assert_eq!(got.facts, expected.facts);
-        assert_eq!(got.matched_facts, expected.matched_facts);
+        assert_same(&got, &expected, "twice, the tape's index");
     }
+}
+
+/// Two replays of the same record give the same report: each call's
+/// verdict and facts, the re-derived timeline, the facts matched.
+#[track_caller]
+fn assert_same(got: &ReplayReport, expected: &ReplayReport, what: &str) {
+    assert_eq!(got.calls, expected.calls, "{what}: the calls differ");
+    assert_eq!(
+        got.facts, expected.facts,
+        "{what}: the facts re-derived differ"
+    );
+    assert_eq!(
+        got.matched_facts, expected.matched_facts,
+        "{what}: facts matched"
+    );
 }
