@@ -32,6 +32,13 @@ pub enum ArchiveError {
         /// What sled reported.
         detail: String,
     },
+    /// A write to an archive opened only to read
+    /// ([`crate::ArchiveConfig::read_only`]).
+    #[error("archive {dir} is open only to read: open it without `read_only` to write to it")]
+    ReadOnly {
+        /// The archive directory.
+        dir: PathBuf,
+    },
     /// The directory is not an archive this reel can read.
     #[error("{dir} is not a reel archive this version can read: {detail}")]
     Format {

@@ -40,6 +40,7 @@ impl Archive {
         facts: &[Fact],
         artifacts: &[(String, Vec<u8>)],
     ) -> Result<RunRecord> {
+        self.writable()?;
         const BATCH: usize = 1024;
         let Some(first) = facts.first() else {
             return Err(ArchiveError::InvalidFacts {
@@ -117,7 +118,7 @@ impl Archive {
         refuse_existing(&lock(&self.inner.live))?;
         self.stamp_format()?;
         // Seal the blocks, chained as `append` chains them.
-        let ordinal = self.inner.db.generate_id().map_err(|e| self.storage(e))?;
+        let ordinal = self.db().generate_id().map_err(|e| self.storage(e))?;
         let mut blocks = Vec::with_capacity(facts.len().div_ceil(BATCH));
         let mut head: Digest = [0; 32];
         for chunk in facts.chunks(BATCH) {
@@ -194,6 +195,7 @@ impl Archive {
             }
             Err(sled::transaction::TransactionError::Storage(e)) => return Err(self.storage(e)),
         }
+        self.count_run();
         self.inner.appended.send_modify(|n| *n += 1);
         Ok(record)
     }

@@ -43,6 +43,26 @@ pub(crate) const META_FORMAT: &[u8] = b"format";
 /// Where older reels kept the fingerprint key; removed on open (the key
 /// now lives outside the archive).
 pub(crate) const META_KEY: &[u8] = b"key";
+/// `meta` key of the control record's epoch and run count as of the last
+/// flush (see `control`).
+pub(crate) const META_CONTROL: &[u8] = b"control";
+
+/// The value of [`META_CONTROL`]: epoch and runs, u64 BE each.
+pub(crate) fn control_value(epoch: u64, runs: u64) -> [u8; 16] {
+    let mut v = [0; 16];
+    v[..8].copy_from_slice(&epoch.to_be_bytes());
+    v[8..].copy_from_slice(&runs.to_be_bytes());
+    v
+}
+
+/// Reads [`control_value`]; `None` when damaged.
+pub(crate) fn control_from(bytes: &[u8]) -> Option<(u64, u64)> {
+    let bytes: &[u8; 16] = bytes.try_into().ok()?;
+    Some((
+        u64::from_be_bytes(bytes[..8].try_into().ok()?),
+        u64::from_be_bytes(bytes[8..].try_into().ok()?),
+    ))
+}
 
 /// The value of a `salvaged` entry: version 1, then the lost seqs as
 /// (first, last) pairs of u64 BE.

@@ -65,6 +65,7 @@
 //!   facts around it still read.
 
 mod block;
+mod control;
 mod durable;
 mod error;
 mod fingerprint;
@@ -137,8 +138,10 @@ pub struct Archive {
 
 struct Inner {
     dir: PathBuf,
-    db: sled::Db,
-    trees: Trees,
+    /// sled's store and its trees: `None` only while the last handle is
+    /// dropped (see `Drop for Inner`).
+    db: Option<sled::Db>,
+    trees: Option<Trees>,
     key: fingerprint::KeySlot,
     live: Mutex<HashMap<String, Arc<Mutex<LiveRun>>>>,
     appended: tokio::sync::watch::Sender<u64>,
@@ -147,6 +150,17 @@ struct Inner {
     format: std::sync::atomic::AtomicU32,
     /// What makes a flush durable beyond sled's own (see `durable`).
     durable: durable::Durable,
+    /// The control record (see `control`); its lock also orders flushes.
+    control: Mutex<control::Writer>,
+    /// Runs created so far, for the control record.
+    runs: std::sync::atomic::AtomicU64,
+    /// Written since the last flush: the last handle's drop flushes.
+    dirty: std::sync::atomic::AtomicBool,
+    /// Opened only to read ([`ArchiveConfig::read_only`]).
+    read_only: bool,
+    /// The recovered copy a read-only open reads from, when the store was
+    /// not sealed whole (removed with the last handle).
+    scratch: Option<tempfile::TempDir>,
 }
 
 pub(crate) struct Trees {
@@ -180,6 +194,161 @@ impl std::fmt::Debug for Archive {
     }
 }
 
+impl Inner {
+    fn trees(&self) -> &Trees {
+        self.trees
+            .as_ref()
+            .expect("open until the last handle is dropped")
+    }
+
+    fn db(&self) -> &sled::Db {
+        self.db
+            .as_ref()
+            .expect("open until the last handle is dropped")
+    }
+
+    fn storage(&self, source: sled::Error) -> ArchiveError {
+        match source {
+            // A read that meets corrupted data is damage, as at open; so
+            // is a file of the open store gone missing (a deleted blob).
+            sled::Error::Corruption { .. } => ArchiveError::Damaged {
+                dir: self.dir.clone(),
+                detail: source.to_string(),
+            },
+            sled::Error::Io(io) if io.kind() == std::io::ErrorKind::NotFound => {
+                ArchiveError::Damaged {
+                    dir: self.dir.clone(),
+                    detail: format!("a file of the store is missing ({io})"),
+                }
+            }
+            source => ArchiveError::Storage {
+                dir: self.dir.clone(),
+                source,
+            },
+        }
+    }
+
+    /// Makes everything written so far durable and numbers the flush in
+    /// the control record (see `control`): the epoch goes into sled before
+    /// sled's flush, and into the control file only after the flush and
+    /// the file syncs, so the control file never claims more than is
+    /// durable.
+    fn flush(&self) -> Result<usize> {
+        use std::sync::atomic::Ordering;
+        let mut control = lock(&self.control);
+        // Cleared before the flush: a write that lands during it sets it
+        // again, and is flushed by the next one.
+        self.dirty.store(false, Ordering::SeqCst);
+        let next = control::Control {
+            epoch: control.last.epoch + 1,
+            // Read before sled's flush: every run counted here was created
+            // before it, so the flush covers it.
+            runs: self.runs.load(Ordering::SeqCst),
+            seal: None,
+        };
+        self.trees()
+            .meta
+            .insert(keys::META_CONTROL, &next.meta_value())
+            .map_err(|e| self.storage(e))?;
+        let n = self.db().flush().map_err(|e| self.storage(e))?;
+        self.durable
+            .sync()
+            .map_err(|e| self.storage(sled::Error::Io(e)))?;
+        control
+            .write(next, false)
+            .map_err(|e| self.control_error(e))?;
+        Ok(n)
+    }
+
+    fn control_error(&self, e: std::io::Error) -> ArchiveError {
+        ArchiveError::Storage {
+            dir: self.dir.clone(),
+            source: sled::Error::Io(std::io::Error::new(
+                e.kind(),
+                format!("writing {}: {e}", control::CONTROL_FILE),
+            )),
+        }
+    }
+}
+
+/// The last handle of an archive lets sled go, then seals the store (see
+/// `control`) once sled's threads have closed its files, so that the next
+/// open need not probe a copy. A writer first brings the store to the
+/// state sled's next open leaves byte for byte as it is (sled's open
+/// records its recovery in a snapshot; done here, a reader's open changes
+/// nothing).
+impl Drop for Inner {
+    fn drop(&mut self) {
+        use std::sync::atomic::Ordering;
+        if self.trees.is_none() || self.scratch.is_some() {
+            return;
+        }
+        let flushed = self.read_only || !self.dirty.load(Ordering::SeqCst) || self.flush().is_ok();
+        let mut control = lock(&self.control).last;
+        self.trees = None;
+        self.db = None;
+        if !flushed {
+            return;
+        }
+        let Some(db) = wait_for_sled(&self.dir) else {
+            return;
+        };
+        if !self.read_only {
+            drop(db);
+            match sled::Config::new()
+                .path(&self.dir)
+                .flush_every_ms(None)
+                .open()
+            {
+                Ok(reopened) => drop(reopened),
+                Err(_) => return,
+            }
+        }
+        let Some(db) = wait_for_sled(&self.dir) else {
+            return;
+        };
+        if let Ok(seal) = control::seal_of(&self.dir) {
+            control.seal = Some(seal);
+            let mut writer = lock(&self.control);
+            if let Err(e) = writer.write(control, true) {
+                tracing::warn!(archive = %self.dir.display(), "reel: could not seal the archive's control record: {e}");
+            }
+        }
+        let _ = db.unlock();
+    }
+}
+
+/// Waits until sled's threads have let go of the store in `dir` (they hold
+/// its lock until they are done with its files), and holds the lock.
+fn wait_for_sled(dir: &Path) -> Option<std::fs::File> {
+    let db = std::fs::File::open(dir.join("db")).ok()?;
+    let started = std::time::Instant::now();
+    while db.try_lock().is_err() {
+        if started.elapsed() > std::time::Duration::from_secs(3) {
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    Some(db)
+}
+
+/// The last handle of a writer marks the runs it leaves running
+/// incomplete (as the next open would) and flushes, so that the store it
+/// seals is one a reader's open does not change.
+impl Drop for Archive {
+    fn drop(&mut self) {
+        if Arc::strong_count(&self.inner) != 1 || self.inner.read_only {
+            return;
+        }
+        if self.inner.trees.is_none() {
+            return;
+        }
+        if self.recover().is_ok() {
+            self.dirty();
+        }
+    }
+}
+
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
@@ -191,28 +360,15 @@ impl Archive {
     }
 
     pub(crate) fn trees(&self) -> &Trees {
-        &self.inner.trees
+        self.inner.trees()
+    }
+
+    pub(crate) fn db(&self) -> &sled::Db {
+        self.inner.db()
     }
 
     pub(crate) fn storage(&self, source: sled::Error) -> ArchiveError {
-        match source {
-            // A read that meets corrupted data is damage, as at open; so
-            // is a file of the open store gone missing (a deleted blob).
-            sled::Error::Corruption { .. } => ArchiveError::Damaged {
-                dir: self.inner.dir.clone(),
-                detail: source.to_string(),
-            },
-            sled::Error::Io(io) if io.kind() == std::io::ErrorKind::NotFound => {
-                ArchiveError::Damaged {
-                    dir: self.inner.dir.clone(),
-                    detail: format!("a file of the store is missing ({io})"),
-                }
-            }
-            source => ArchiveError::Storage {
-                dir: self.inner.dir.clone(),
-                source,
-            },
-        }
+        self.inner.storage(source)
     }
 
     /// A keyed MAC (HMAC-SHA256, all 32 bytes) of `data` for `purpose`,

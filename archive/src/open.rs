@@ -7,6 +7,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::control::{self, Found};
 use crate::{
     fingerprint, keys, Archive, ArchiveError, FingerprintKey, Inner, Result, Trees, FORMAT_VERSION,
 };
@@ -22,6 +23,12 @@ pub struct ArchiveConfig {
     /// Where the key of [`Archive::fingerprint`] comes from; never from the
     /// archive (default: [`crate::KEY_ENV`], else the user's key file).
     pub fingerprint_key: FingerprintKey,
+    /// Open only to read: the store files are never written. A store its
+    /// last closer sealed whole is read in place (sled's open then rewrites
+    /// nothing); any other is read from a scratch copy that sled recovers,
+    /// checked against the control record first (see `control`). Every
+    /// write is refused with [`ArchiveError::ReadOnly`].
+    pub read_only: bool,
 }
 
 impl Archive {
@@ -51,14 +58,26 @@ impl Archive {
                 });
             }
         }
-        let mut sled_config = sled::Config::new().path(&dir);
+        // Before sled touches the store: is it whole? (See `control`.)
+        let mut control = check_before_open(&dir, config.read_only)?;
+        let scratch = control.scratch.take();
+        let store = scratch.as_ref().map_or(dir.as_path(), |s| s.path());
+        let mut sled_config = sled::Config::new().path(store);
         if let Some(c) = config.cache_capacity {
             sled_config = sled_config.cache_capacity(c);
         }
         if let Some(ms) = config.flush_every_ms {
             sled_config = sled_config.flush_every_ms(if ms == 0 { None } else { Some(ms) });
         }
-        let db = open_sled(&sled_config, &dir)?;
+        let db = match open_sled(&sled_config, &dir) {
+            Err(ArchiveError::Damaged { dir, detail }) if scratch.is_none() => {
+                return Err(ArchiveError::Damaged {
+                    dir,
+                    detail: format!("{detail}; reel did not write to it"),
+                })
+            }
+            other => other?,
+        };
         let storage = |source| ArchiveError::Storage {
             dir: dir.clone(),
             source,
@@ -126,22 +145,53 @@ impl Archive {
             salvaged: tree(keys::T_SALVAGED)?,
             pruned: tree(keys::T_PRUNED)?,
         };
+        // After sled's recovery: the same check on the store itself (the
+        // files may have changed since the probe, or been sealed before
+        // damage that bypassed the file system).
+        let stored = stored_control(&trees, &dir)?;
+        if let Some(expected) = control.expected {
+            let held = stored.map_or(0, |s| s.epoch);
+            if held < expected.epoch {
+                let detail = lost_detail(&trees, expected, held);
+                return Err(ArchiveError::Damaged { dir, detail });
+            }
+        }
+        let runs = match stored {
+            Some(s) => s.runs,
+            // Written before reel kept a control record (or never flushed):
+            // count what is there.
+            None => (trees.runs.len() + trees.pruned.len()) as u64,
+        };
+        let last = control::Control {
+            epoch: stored.map_or(0, |s| s.epoch),
+            runs,
+            seal: None,
+        };
         let (appended, _) = tokio::sync::watch::channel(0);
-        let durable = crate::durable::Durable::new(&dir);
+        let durable = crate::durable::Durable::new(store);
         let archive = Archive {
             inner: Arc::new(Inner {
                 durable,
+                read_only: config.read_only,
+                scratch,
+                control: Mutex::new(control::Writer::new(&dir, control.generation, last)),
+                runs: std::sync::atomic::AtomicU64::new(runs),
+                dirty: std::sync::atomic::AtomicBool::new(false),
                 dir,
-                db,
-                trees,
+                db: Some(db),
+                trees: Some(trees),
                 key,
                 live: Mutex::new(HashMap::new()),
                 appended,
                 format: AtomicU32::new(format),
             }),
         };
-        archive.recover()?;
-        archive.finish_prunes()?;
+        // A store read in place is one its last closer sealed: recovered
+        // already, and not to be written.
+        if !(archive.inner.read_only && archive.inner.scratch.is_none()) {
+            archive.recover()?;
+            archive.finish_prunes()?;
+        }
         Ok(archive)
     }
 
@@ -163,6 +213,208 @@ impl Archive {
         meta.flush().map_err(|e| self.storage(e))?;
         self.inner.format.store(FORMAT_VERSION, Ordering::Relaxed);
         Ok(())
+    }
+}
+
+/// What the control file said at open.
+struct Expected {
+    /// Its newest intact slot's generation (0 when none).
+    generation: u64,
+    /// What it says is durable; `None` for a store without a control
+    /// record (new, or written before reel kept one).
+    expected: Option<control::Control>,
+    /// For a read-only open of a store not sealed whole: the recovered
+    /// scratch copy to read from.
+    scratch: Option<tempfile::TempDir>,
+}
+
+/// Decides, before sled opens the store in place, whether the store holds
+/// what its control record says is durable. A store as its last closer
+/// sealed it is; any other is first recovered by sled on a scratch copy,
+/// because sled's recovery of a damaged store rewrites it (see `control`).
+fn check_before_open(dir: &Path, read_only: bool) -> Result<Expected> {
+    let io_error = |what: &str, e: io::Error| ArchiveError::Storage {
+        dir: dir.to_path_buf(),
+        source: sled::Error::Io(io::Error::new(e.kind(), format!("{what}: {e}"))),
+    };
+    let found = control::read(dir).map_err(|e| io_error("reading reel.control", e))?;
+    let (generation, expected) = match found {
+        Found::Record(g, c) => (g, Some(c)),
+        Found::Absent | Found::Damaged => (0, None),
+    };
+    let mut result = Expected {
+        generation,
+        expected,
+        scratch: None,
+    };
+    let db = dir.join("db");
+    if !db.exists() {
+        return match found {
+            Found::Absent => Ok(result),
+            _ => Err(ArchiveError::Damaged {
+                dir: dir.to_path_buf(),
+                detail: "its store file `db` is missing, though its control record says the                          archive holds data"
+                    .into(),
+            }),
+        };
+    }
+    if let Some(c) = expected {
+        if c.seal.is_some() && control::seal_of(dir).ok() == c.seal {
+            return Ok(result);
+        }
+    }
+    // Another process holds the store: it is theirs to read (`reel` reads
+    // through the recorder's socket), and a copy of a live store says
+    // nothing.
+    held_elsewhere(dir, &db)?;
+    let scratch = tempfile::Builder::new()
+        .prefix("reel-probe-")
+        .tempdir()
+        .map_err(|e| io_error("making a scratch directory for the open check", e))?;
+    control::copy_store(dir, scratch.path())
+        .map_err(|e| io_error("copying the store for the open check", e))?;
+    let probe = sled::Config::new()
+        .path(scratch.path())
+        .flush_every_ms(None)
+        .open()
+        .map_err(|e| probe_error(dir, e))?;
+    let trees = |name: &str| probe.open_tree(name).map_err(|e| probe_error(dir, e));
+    let meta = trees(keys::T_META)?;
+    let stored = match meta.get(keys::META_CONTROL) {
+        Ok(v) => v.map(|v| control::Control::from_meta(&v)),
+        Err(e) => return Err(probe_error(dir, e)),
+    };
+    let damaged = |detail: String| ArchiveError::Damaged {
+        dir: dir.to_path_buf(),
+        detail,
+    };
+    let verdict = match (found, stored) {
+        (_, Some(None)) => Err(damaged("its stored control record is damaged".into())),
+        (Found::Record(_, c), stored) => {
+            let held = stored.flatten().map_or(0, |s| s.epoch);
+            if held < c.epoch {
+                let (runs, pruned) = (trees(keys::T_RUNS)?, trees(keys::T_PRUNED)?);
+                let held_runs = (runs.len() + pruned.len()) as u64;
+                Err(damaged(lost_text(c, held, held_runs)))
+            } else {
+                Ok(())
+            }
+        }
+        (Found::Absent, Some(Some(_))) => Err(damaged(format!(
+            "its control record `{}` is missing: reel cannot tell whether acknowledged data              was lost",
+            control::CONTROL_FILE
+        ))),
+        (Found::Damaged, Some(Some(_))) => Err(damaged(format!(
+            "its control record `{}` is damaged: reel cannot tell whether acknowledged data              was lost",
+            control::CONTROL_FILE
+        ))),
+        // Written before reel kept a control record: nothing to compare.
+        (Found::Absent | Found::Damaged, None) => Ok(()),
+    };
+    let damage = verdict.err().map(|e| match e {
+        ArchiveError::Damaged { dir, detail } => ArchiveError::Damaged {
+            dir,
+            detail: format!("{detail}; reel did not write to it"),
+        },
+        e => e,
+    });
+    if let Some(e) = damage {
+        return Err(e);
+    }
+    drop((meta, probe));
+    if read_only {
+        // Read from the copy sled has recovered, never the store itself.
+        result.scratch = Some(scratch);
+    }
+    Ok(result)
+}
+
+/// What damage the control record shows: flushes and runs lost.
+fn lost_text(expected: control::Control, held_epoch: u64, held_runs: u64) -> String {
+    let flushes = expected.epoch - held_epoch;
+    let mut text = format!(
+        "sled's recovery ended before the last durable flush: flush {} was acknowledged (its          control record says so), the store ends at flush {held_epoch}, so {flushes} durable          flush{} lost",
+        expected.epoch,
+        if flushes == 1 { " was" } else { "es were" },
+    );
+    if held_runs < expected.runs {
+        let lost = expected.runs - held_runs;
+        text.push_str(&format!(
+            "; {} run{} created, the store holds {held_runs}: {lost} run{} lost",
+            expected.runs,
+            if expected.runs == 1 { " was" } else { "s were" },
+            if lost == 1 { " is" } else { "s are" },
+        ));
+    }
+    text
+}
+
+fn lost_detail(trees: &Trees, expected: control::Control, held_epoch: u64) -> String {
+    let held_runs = (trees.runs.len() + trees.pruned.len()) as u64;
+    lost_text(expected, held_epoch, held_runs)
+}
+
+/// The control record sled's store holds (`Some(_)` once reel flushed it).
+fn stored_control(trees: &Trees, dir: &Path) -> Result<Option<control::Control>> {
+    match trees.meta.get(keys::META_CONTROL) {
+        Ok(None) => Ok(None),
+        Ok(Some(v)) => {
+            control::Control::from_meta(&v)
+                .map(Some)
+                .ok_or_else(|| ArchiveError::Damaged {
+                    dir: dir.to_path_buf(),
+                    detail: "its stored control record is damaged".into(),
+                })
+        }
+        Err(e) => Err(open_error(dir, e)),
+    }
+}
+
+/// `Locked` when another process holds the store (after the grace).
+fn held_elsewhere(dir: &Path, db: &Path) -> Result<()> {
+    let Ok(file) = std::fs::File::open(db) else {
+        return Ok(());
+    };
+    let started = std::time::Instant::now();
+    loop {
+        match file.try_lock() {
+            Ok(()) => {
+                let _ = file.unlock();
+                return Ok(());
+            }
+            Err(_) if started.elapsed() < LOCK_GRACE => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(_) => {
+                return Err(ArchiveError::Locked {
+                    dir: dir.to_path_buf(),
+                })
+            }
+        }
+    }
+}
+
+/// What sled said of the scratch copy: damage of the store, unless it is
+/// about the scratch directory itself.
+fn probe_error(dir: &Path, e: sled::Error) -> ArchiveError {
+    match e {
+        // A store file cut short, or bytes that are not what sled wrote.
+        sled::Error::Io(io)
+            if matches!(
+                io.kind(),
+                io::ErrorKind::UnexpectedEof | io::ErrorKind::InvalidData
+            ) =>
+        {
+            ArchiveError::Damaged {
+                dir: dir.to_path_buf(),
+                detail: format!("sled cannot recover its store: {io}"),
+            }
+        }
+        sled::Error::ReportableBug(bug) => ArchiveError::Damaged {
+            dir: dir.to_path_buf(),
+            detail: format!("sled cannot recover its store: {bug}"),
+        },
+        e => open_error(dir, e),
     }
 }
 

@@ -110,6 +110,9 @@ impl Archive {
         dry_run: bool,
         step: &mut dyn FnMut(u64, u64),
     ) -> Result<PruneReport> {
+        if !dry_run {
+            self.writable()?;
+        }
         let candidates = self.prune_candidates(filter)?;
         let total = candidates.len() as u64;
         let mut report = PruneReport {
@@ -162,6 +165,7 @@ impl Archive {
         tombstone: &Tombstone,
         pause: &mut dyn FnMut(),
     ) -> Result<()> {
+        self.dirty();
         let t = self.trees();
         let s = |e| self.storage(e);
         if let Some(record) = self.record_by_ordinal(ordinal).ok().flatten() {

@@ -78,9 +78,15 @@ pub struct SalvageReport {
     pub runs_recovered: u64,
     /// Recovered runs whose chain is broken (facts lost inside them).
     pub runs_broken: u64,
-    /// Runs sled's records name of which no first block was recovered
-    /// (known only when sled could read the records).
+    /// Runs lost: those sled's records name of which no first block was
+    /// recovered, and those the control record counts that neither sled's
+    /// records nor the blocks name.
     pub runs_lost: u64,
+    /// Durable flushes sled's own recovery lost (the control record's
+    /// epoch against sled's): what reading the store would have missed;
+    /// what salvage recovered of them is in the counts above.
+    #[serde(default)]
+    pub flushes_lost_by_sled: u64,
     /// Blocks recovered into the fresh archive.
     pub blocks_recovered: u64,
     /// Intact blocks found that no recovered run start leads to.
@@ -120,6 +126,10 @@ struct Pool {
     artifacts: HashMap<Digest, Vec<u8>>,
     /// Run ids of sled's readable records, by ordinal.
     records: BTreeMap<u64, String>,
+    /// The facts each readable record counts, by run id.
+    record_facts: HashMap<String, u64>,
+    /// The control record sled's store holds (see `control`).
+    stored_control: Option<crate::control::Control>,
     /// The archive's format stamp, when sled read it.
     format: Option<u32>,
     /// Runs pruned from the archive (sled's tombstones): copies of their
@@ -244,12 +254,34 @@ pub fn salvage(from: &Path, into: &Path, config: ArchiveConfig) -> Result<Salvag
         .flat_map(|r| &r.lost)
         .map(|l| l.last - l.first + 1)
         .sum::<u64>();
+    // A run whose record counts more facts than its recovered chain
+    // reaches lost its tail.
+    for run in &report.runs {
+        let reached = run.facts + run.lost.iter().map(|l| l.last - l.first + 1).sum::<u64>();
+        if let Some(&counted) = pool.record_facts.get(&run.run_id) {
+            report.facts_lost += counted.saturating_sub(reached);
+        }
+    }
     let recovered: HashSet<&str> = report.runs.iter().map(|r| r.run_id.as_str()).collect();
     report.runs_lost = pool
         .records
         .values()
         .filter(|id| !recovered.contains(id.as_str()))
         .count() as u64;
+    // What the control record says was durable (see `control`): runs
+    // created that no recovered run, sled record or tombstone accounts
+    // for are lost, even when sled's recovery dropped their records.
+    if let Ok(crate::control::Found::Record(_, control)) = crate::control::read(from) {
+        let named: HashSet<&str> = recovered
+            .iter()
+            .copied()
+            .chain(pool.records.values().map(String::as_str))
+            .chain(pool.pruned.iter().map(String::as_str))
+            .collect();
+        report.runs_lost += control.runs.saturating_sub(named.len() as u64);
+        let held = pool.stored_control.map_or(0, |c| c.epoch);
+        report.flushes_lost_by_sled = control.epoch.saturating_sub(held);
+    }
     Ok(report)
 }
 
@@ -283,6 +315,8 @@ fn read_with_sled(from: &Path, pool: &mut Pool) -> Option<String> {
             }
             pool.artifacts.extend(found.artifacts);
             pool.records.extend(found.records);
+            pool.record_facts.extend(found.record_facts);
+            pool.stored_control = found.stored_control;
             pool.format = found.format;
             pool.pruned = found.pruned;
             refused
@@ -306,6 +340,12 @@ fn sled_into(dir: &Path, pool: &mut Pool) -> Option<String> {
     {
         pool.format = keys::format_from(&v);
     }
+    if let Ok(Some(v)) = db
+        .open_tree(keys::T_META)
+        .and_then(|m| m.get(keys::META_CONTROL))
+    {
+        pool.stored_control = crate::control::Control::from_meta(&v);
+    }
     if let Ok(pruned) = db.open_tree(keys::T_PRUNED) {
         for (_, v) in pruned.iter().flatten() {
             if let Some((_, _, _, run_id)) = keys::tombstone_from(&v) {
@@ -319,6 +359,7 @@ fn sled_into(dir: &Path, pool: &mut Pool) -> Option<String> {
                 match item {
                     Ok((k, v)) => {
                         if let (Some(o), Ok(r)) = (keys::ordinal_from(&k), decode_record(&v)) {
+                            pool.record_facts.insert(r.run_id.clone(), r.facts);
                             pool.records.insert(o, r.run_id);
                         }
                     }
@@ -765,7 +806,7 @@ impl Archive {
         if !record.state.is_closed() {
             record.state = RunState::Incomplete;
         }
-        let ordinal = self.inner.db.generate_id().map_err(s)?;
+        let ordinal = self.db().generate_id().map_err(s)?;
         for found in &run.blocks {
             t.events
                 .insert(keys::event_key(ordinal, found.first), &found.value[..])
@@ -788,6 +829,7 @@ impl Archive {
         let entries = keys::index_entries(ordinal, &record);
         self.index_but_status(&entries)?;
         t.by_status.insert(&entries.status, &[]).map_err(s)?;
+        self.count_run();
         Ok(SalvagedRun {
             run_id: record.run_id,
             blocks: run.blocks.len() as u64,

@@ -67,7 +67,7 @@ impl Archive {
             runs,
             facts,
             artifacts: t.artifacts.len() as u64,
-            bytes_on_disk: self.inner.db.size_on_disk().map_err(s)?,
+            bytes_on_disk: self.db().size_on_disk().map_err(s)?,
             oldest: end(t.by_time.iter().next())?,
             newest: end(t.by_time.iter().next_back())?,
             damaged,

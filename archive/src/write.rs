@@ -111,6 +111,7 @@ impl Archive {
         empty: bool,
         number: impl FnOnce(&mut Sequencer) -> Vec<Fact>,
     ) -> Result<std::ops::Range<u64>> {
+        self.writable()?;
         let mut live = lock(&self.inner.live);
         let run = match live.get(run_id) {
             Some(run) => run.clone(),
@@ -235,7 +236,7 @@ impl Archive {
             });
         };
         self.stamp_format()?;
-        let ordinal = self.inner.db.generate_id().map_err(|e| self.storage(e))?;
+        let ordinal = self.db().generate_id().map_err(|e| self.storage(e))?;
         // The record and its indexes go in before the first block, so that a
         // crash after the block always leaves a run to recover. The "running"
         // status entry goes first of all: it is what recovery looks for, so a
@@ -252,6 +253,7 @@ impl Archive {
         t.run_ids
             .insert(run_id, &keys::run_key(ordinal))
             .map_err(|e| self.storage(e))?;
+        self.count_run();
         Ok(Arc::new(Mutex::new(LiveRun {
             ordinal,
             record,
@@ -284,6 +286,7 @@ impl Archive {
             return Err(self.storage(e));
         }
         run.head = digest;
+        self.dirty();
         if changed {
             self.store_record(run.ordinal, &before, &run.record)?;
         }
@@ -342,6 +345,7 @@ impl Archive {
     /// Stores artifact bytes once per sha-256 digest and returns the digest
     /// as `sha256:<hex>`.
     pub fn put_artifact(&self, bytes: &[u8]) -> Result<String> {
+        self.writable()?;
         let digest: Digest = Sha256::digest(bytes).into();
         let t = self.trees();
         // compare_and_swap from "absent" stores the bytes once.
@@ -349,23 +353,47 @@ impl Archive {
             .artifacts
             .compare_and_swap(digest, None::<&[u8]>, Some(bytes))
             .map_err(|e| self.storage(e))?;
+        self.dirty();
         Ok(format!("sha256:{}", hex::encode(digest)))
     }
 
     /// Makes everything appended so far durable: sled's flush, then what
     /// it leaves unsynced (its blob files, the log's size, the device's
     /// cache; see `durable.rs`). Returns the bytes flushed.
+    ///
+    /// Each flush is numbered in the archive's control record, outside
+    /// sled's log, after it is durable: an open that finds sled's store
+    /// behind that record reports damage (see `control`).
     pub fn flush(&self) -> Result<usize> {
-        let n = self.inner.db.flush().map_err(|e| self.storage(e))?;
-        self.sync_files()?;
-        Ok(n)
+        if self.inner.read_only {
+            return Ok(0);
+        }
+        self.inner.flush()
     }
 
-    fn sync_files(&self) -> Result<()> {
+    /// Refuses writes to an archive opened only to read.
+    pub(crate) fn writable(&self) -> Result<()> {
+        if self.inner.read_only {
+            return Err(ArchiveError::ReadOnly {
+                dir: self.inner.dir.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Marks the archive written since its last flush.
+    pub(crate) fn dirty(&self) {
         self.inner
-            .durable
-            .sync()
-            .map_err(|e| self.storage(sled::Error::Io(e)))
+            .dirty
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Counts a run created, for the control record.
+    pub(crate) fn count_run(&self) {
+        self.inner
+            .runs
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.dirty();
     }
 }
 

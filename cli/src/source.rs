@@ -34,8 +34,19 @@ pub enum Source {
 
 impl Source {
     /// Opens `dir` for reading: directly, or through the live socket when a
-    /// recorder holds it.
+    /// recorder holds it. Reading never writes the store: a store its last
+    /// closer did not seal whole is read from a checked scratch copy
+    /// ([`ArchiveConfig::read_only`]).
     pub fn open(dir: &Path) -> Result<Source, Failure> {
+        Source::open_with(dir, true)
+    }
+
+    /// Opens `dir` for a verb that writes to it (prune).
+    pub fn open_to_write(dir: &Path) -> Result<Source, Failure> {
+        Source::open_with(dir, false)
+    }
+
+    fn open_with(dir: &Path, read_only: bool) -> Result<Source, Failure> {
         if !dir.join("db").exists() {
             return Err(Failure::msg(format!(
                 "no archive at {}: record one with `reel demo --archive {}`, or pass --archive DIR (or set REEL_ARCHIVE)",
@@ -52,7 +63,11 @@ impl Source {
                 socket,
             });
         }
-        match Archive::open(dir, ArchiveConfig::default()) {
+        let config = ArchiveConfig {
+            read_only,
+            ..ArchiveConfig::default()
+        };
+        match Archive::open(dir, config) {
             Ok(a) => Ok(Source::Local(a)),
             Err(ArchiveError::Locked { .. }) => {
                 // The recorder may have started serving meanwhile.

@@ -31,6 +31,11 @@ pub fn open_existing(dir: &Path, verb: &str) -> Result<Archive, Failure> {
     Source::open(dir)?.local(verb)
 }
 
+/// As [`open_existing`], for a verb that writes to the archive.
+pub fn open_existing_to_write(dir: &Path, verb: &str) -> Result<Archive, Failure> {
+    Source::open_to_write(dir)?.local(verb)
+}
+
 /// The runtime of the verbs that drive async code (demo, lsp).
 pub fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
     Ok(tokio::runtime::Builder::new_multi_thread()

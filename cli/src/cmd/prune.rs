@@ -45,7 +45,7 @@ pub fn run(dir: &Path, args: PruneArgs) -> Result<ExitCode, Failure> {
             "--status running: a running run is never pruned; pass completed, failed, cancelled or incomplete",
         ));
     }
-    let archive = super::open_existing(dir, "prune")?;
+    let archive = super::open_existing_to_write(dir, "prune")?;
     let filter = PruneFilter {
         started_before: args.older_than,
         tenant: args.tenant,

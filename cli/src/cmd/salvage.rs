@@ -63,6 +63,19 @@ pub fn run(args: SalvageArgs) -> Result<ExitCode, Failure> {
             "lost: {} runs, {} blocks no recovered run leads to, {} facts, {} artifacts",
             report.runs_lost, report.blocks_unplaced, report.facts_lost, report.artifacts_lost
         )?;
+        if report.flushes_lost_by_sled > 0 {
+            writeln!(
+                out,
+                "sled's own recovery lost {} durable flush{} (the control record's count); \
+                 the raw scan recovered what is counted above",
+                report.flushes_lost_by_sled,
+                if report.flushes_lost_by_sled == 1 {
+                    ""
+                } else {
+                    "es"
+                }
+            )?;
+        }
         for run in report.runs.iter().filter(|r| !r.lost.is_empty()) {
             let seqs: Vec<String> = run
                 .lost
