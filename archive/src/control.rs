@@ -302,3 +302,62 @@ mod tests {
         assert_eq!(Control::from_meta(&[1, 2, 3]), None);
     }
 }
+
+#[cfg(test)]
+mod sealing {
+    use super::*;
+    use crate::{Archive, ArchiveConfig, FingerprintKey};
+    use reel::fact::{FactKind, NewFact, Producer, RunStarted};
+
+    fn config() -> ArchiveConfig {
+        ArchiveConfig {
+            fingerprint_key: FingerprintKey::Key([3; 32]),
+            ..ArchiveConfig::default()
+        }
+    }
+
+    /// A writer's close seals the store as sled leaves it: the seal still
+    /// matches once sled has closed, so the next writer opens in place.
+    /// Each flush is numbered, and the store's epoch follows the file's.
+    #[test]
+    fn a_writer_seals_the_store_it_closes_and_numbers_its_flushes() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let archive = Archive::open(dir.path(), config()).unwrap();
+            archive
+                .append(
+                    "r",
+                    vec![NewFact {
+                        at: 1,
+                        offset: 0,
+                        call: None,
+                        kind: FactKind::RunStarted(RunStarted {
+                            run_id: "r".into(),
+                            session_id: None,
+                            identity: None,
+                            producer: Producer {
+                                name: "t".into(),
+                                version: "1".into(),
+                            },
+                            labels: Default::default(),
+                            teardown_scopes: vec![],
+                        }),
+                    }],
+                )
+                .unwrap();
+            archive.flush().unwrap();
+            archive.flush().unwrap();
+            let Found::Record(_, c) = read(dir.path()).unwrap() else {
+                panic!("a control record after a flush")
+            };
+            assert_eq!((c.epoch, c.runs, c.seal), (2, 1, None));
+        }
+        // sled's threads may still be closing: give them the open's grace.
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let Found::Record(_, c) = read(dir.path()).unwrap() else {
+            panic!("a control record after the close")
+        };
+        assert!(c.epoch >= 2, "{c:?}");
+        assert_eq!(c.seal, Some(seal_of(dir.path()).unwrap()), "sealed as left");
+    }
+}

@@ -158,8 +158,8 @@ struct Inner {
     dirty: std::sync::atomic::AtomicBool,
     /// Opened only to read ([`ArchiveConfig::read_only`]).
     read_only: bool,
-    /// The recovered copy a read-only open reads from, when the store was
-    /// not sealed whole (removed with the last handle).
+    /// The recovered copy a read-only open reads from (removed with the
+    /// last handle).
     scratch: Option<tempfile::TempDir>,
 }
 
@@ -211,9 +211,9 @@ impl Inner {
         match source {
             // A read that meets corrupted data is damage, as at open; so
             // is a file of the open store gone missing (a deleted blob).
-            sled::Error::Corruption { .. } => ArchiveError::Damaged {
+            sled::Error::Corruption { at, .. } => ArchiveError::Damaged {
                 dir: self.dir.clone(),
-                detail: source.to_string(),
+                detail: corruption_detail(at),
             },
             sled::Error::Io(io) if io.kind() == std::io::ErrorKind::NotFound => {
                 ArchiveError::Damaged {
@@ -271,65 +271,30 @@ impl Inner {
     }
 }
 
-/// The last handle of an archive lets sled go, then seals the store (see
-/// `control`) once sled's threads have closed its files, so that the next
-/// open need not probe a copy. A writer first brings the store to the
-/// state sled's next open leaves byte for byte as it is (sled's open
-/// records its recovery in a snapshot; done here, a reader's open changes
-/// nothing).
+/// The last handle of a writer flushes what was written and seals the
+/// store (see `control`): the next writer's open need not probe a copy.
+/// sled's own close flushes again, which finds nothing left to write; if
+/// it did write, the seal no longer matches and the next open probes,
+/// which costs time, never safety.
 impl Drop for Inner {
     fn drop(&mut self) {
         use std::sync::atomic::Ordering;
-        if self.trees.is_none() || self.scratch.is_some() {
+        if self.trees.is_none() || self.read_only {
             return;
         }
-        let flushed = self.read_only || !self.dirty.load(Ordering::SeqCst) || self.flush().is_ok();
-        let mut control = lock(&self.control).last;
-        self.trees = None;
-        self.db = None;
-        if !flushed {
+        if self.dirty.load(Ordering::SeqCst) && self.flush().is_err() {
             return;
         }
-        let Some(db) = wait_for_sled(&self.dir) else {
-            return;
-        };
-        if !self.read_only {
-            drop(db);
-            match sled::Config::new()
-                .path(&self.dir)
-                .flush_every_ms(None)
-                .open()
-            {
-                Ok(reopened) => drop(reopened),
-                Err(_) => return,
-            }
+        let mut control = lock(&self.control);
+        let mut sealed = control.last;
+        match control::seal_of(&self.dir) {
+            Ok(seal) => sealed.seal = Some(seal),
+            Err(_) => return,
         }
-        let Some(db) = wait_for_sled(&self.dir) else {
-            return;
-        };
-        if let Ok(seal) = control::seal_of(&self.dir) {
-            control.seal = Some(seal);
-            let mut writer = lock(&self.control);
-            if let Err(e) = writer.write(control, true) {
-                tracing::warn!(archive = %self.dir.display(), "reel: could not seal the archive's control record: {e}");
-            }
+        if let Err(e) = control.write(sealed, true) {
+            tracing::warn!(archive = %self.dir.display(), "reel: could not seal the archive's control record: {e}");
         }
-        let _ = db.unlock();
     }
-}
-
-/// Waits until sled's threads have let go of the store in `dir` (they hold
-/// its lock until they are done with its files), and holds the lock.
-fn wait_for_sled(dir: &Path) -> Option<std::fs::File> {
-    let db = std::fs::File::open(dir.join("db")).ok()?;
-    let started = std::time::Instant::now();
-    while db.try_lock().is_err() {
-        if started.elapsed() > std::time::Duration::from_secs(3) {
-            return None;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(2));
-    }
-    Some(db)
 }
 
 /// The last handle of a writer marks the runs it leaves running
@@ -346,6 +311,17 @@ impl Drop for Archive {
         if self.recover().is_ok() {
             self.dirty();
         }
+    }
+}
+
+/// What sled's `Corruption` means, in words (its own text names a
+/// backtrace).
+pub(crate) fn corruption_detail(at: Option<sled::DiskPtr>) -> String {
+    match at {
+        Some(at) => format!(
+            "sled read bytes that are not what it wrote (a checksum does not match, at {at})"
+        ),
+        None => "sled read bytes that are not what it wrote (a checksum does not match)".into(),
     }
 }
 

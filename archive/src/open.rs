@@ -23,11 +23,12 @@ pub struct ArchiveConfig {
     /// Where the key of [`Archive::fingerprint`] comes from; never from the
     /// archive (default: [`crate::KEY_ENV`], else the user's key file).
     pub fingerprint_key: FingerprintKey,
-    /// Open only to read: the store files are never written. A store its
-    /// last closer sealed whole is read in place (sled's open then rewrites
-    /// nothing); any other is read from a scratch copy that sled recovers,
-    /// checked against the control record first (see `control`). Every
-    /// write is refused with [`ArchiveError::ReadOnly`].
+    /// Open only to read: the store files are never written. sled has no
+    /// read-only mode (its open rewrites the log's tail and snapshot), so
+    /// the store is read from a scratch copy that sled recovers, checked
+    /// against the control record (see `control`); the copy costs one read
+    /// and one write of the store per open. Every write is refused with
+    /// [`ArchiveError::ReadOnly`].
     pub read_only: bool,
 }
 
@@ -186,8 +187,6 @@ impl Archive {
                 format: AtomicU32::new(format),
             }),
         };
-        // A store read in place is one its last closer sealed: recovered
-        // already, and not to be written.
         if !(archive.inner.read_only && archive.inner.scratch.is_none()) {
             archive.recover()?;
             archive.finish_prunes()?;
@@ -253,13 +252,13 @@ fn check_before_open(dir: &Path, read_only: bool) -> Result<Expected> {
             Found::Absent => Ok(result),
             _ => Err(ArchiveError::Damaged {
                 dir: dir.to_path_buf(),
-                detail: "its store file `db` is missing, though its control record says the                          archive holds data"
+                detail: "its store file `db` is missing, though its control record says the archive holds data"
                     .into(),
             }),
         };
     }
     if let Some(c) = expected {
-        if c.seal.is_some() && control::seal_of(dir).ok() == c.seal {
+        if !read_only && c.seal.is_some() && control::seal_of(dir).ok() == c.seal {
             return Ok(result);
         }
     }
@@ -301,11 +300,11 @@ fn check_before_open(dir: &Path, read_only: bool) -> Result<Expected> {
             }
         }
         (Found::Absent, Some(Some(_))) => Err(damaged(format!(
-            "its control record `{}` is missing: reel cannot tell whether acknowledged data              was lost",
+            "its control record `{}` is missing: reel cannot tell whether acknowledged data was lost",
             control::CONTROL_FILE
         ))),
         (Found::Damaged, Some(Some(_))) => Err(damaged(format!(
-            "its control record `{}` is damaged: reel cannot tell whether acknowledged data              was lost",
+            "its control record `{}` is damaged: reel cannot tell whether acknowledged data was lost",
             control::CONTROL_FILE
         ))),
         // Written before reel kept a control record: nothing to compare.
@@ -333,7 +332,7 @@ fn check_before_open(dir: &Path, read_only: bool) -> Result<Expected> {
 fn lost_text(expected: control::Control, held_epoch: u64, held_runs: u64) -> String {
     let flushes = expected.epoch - held_epoch;
     let mut text = format!(
-        "sled's recovery ended before the last durable flush: flush {} was acknowledged (its          control record says so), the store ends at flush {held_epoch}, so {flushes} durable          flush{} lost",
+        "sled's recovery ended before the last durable flush: flush {} was acknowledged (its control record says so), the store ends at flush {held_epoch}, so {flushes} durable flush{} lost",
         expected.epoch,
         if flushes == 1 { " was" } else { "es were" },
     );
@@ -449,7 +448,11 @@ fn open_error(dir: &Path, e: sled::Error) -> ArchiveError {
         // so is an "unsupported" store, which is what sled says of a
         // damaged `conf` (every reel archive is sled 0.34.7's: reel's own
         // format version is checked after open, and says "newer reel").
-        sled::Error::Corruption { .. } | sled::Error::Unsupported(_) => ArchiveError::Damaged {
+        sled::Error::Corruption { at, .. } => ArchiveError::Damaged {
+            dir: dir.to_path_buf(),
+            detail: crate::corruption_detail(at),
+        },
+        sled::Error::Unsupported(_) => ArchiveError::Damaged {
             dir: dir.to_path_buf(),
             detail: e.to_string(),
         },
