@@ -7,9 +7,10 @@
 //! kinds, status, attributes, events, relative times); ids are stable
 //! across exports; a recorded `traceparent` puts a call into the caller's
 //! trace; and no planted secret, nor any argument or result byte without
-//! `--content`, reaches the receiver.
+//! `--content`, reaches the receiver. Two archives holding one run id
+//! (two hosts running one demo) send two traces.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::path::Path;
@@ -22,7 +23,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use prost::Message;
 use reel::context::{ToolContext, ToolError};
-use reel::fact::Level;
+use reel::fact::{Level, RunStatus};
 use reel::tape::Tape;
 use reel::tools::Tools;
 use reel_archive::{Archive, ArchiveConfig, FingerprintKey, TapeExt};
@@ -35,7 +36,7 @@ use reel_otlp::opentelemetry_proto::tonic::collector::trace::v1::{
 use reel_otlp::opentelemetry_proto::tonic::common::v1::{any_value, KeyValue};
 use reel_otlp::opentelemetry_proto::tonic::trace::v1::span::SpanKind;
 use reel_otlp::opentelemetry_proto::tonic::trace::v1::Span;
-use reel_recorder::{Caller, MemoryVault, Recorder, RecorderConfig};
+use reel_recorder::{Caller, MemoryVault, Recorder, RecorderConfig, RunStart};
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
 
@@ -643,6 +644,75 @@ fn a_recorded_traceparent_is_honoured_and_no_secret_reaches_the_receiver() {
     // Twice, the same ids.
     reel_ok(&config, &["--archive", a, "export", "--otlp", &http, &key]);
     assert_eq!(ids(&spans(&rx.http_got.take())), ids(&got));
+}
+
+/// Records the run `run_id` (one call of `step`) into the archive at
+/// `archive`, as a host running a demo does.
+fn record_run(archive: &Path, run_id: &str) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let recorder = Recorder::open(
+            archive,
+            RecorderConfig {
+                fingerprint_key: FingerprintKey::Key([5; 32]),
+                serve_live: false,
+                ..RecorderConfig::default()
+            },
+        )
+        .await
+        .unwrap();
+        let tools = Tools::new().register("step", |_ctx: ToolContext, args: Value| async move {
+            Ok::<_, ToolError>(args)
+        });
+        let run = recorder.start_run(RunStart::new(run_id)).await.unwrap();
+        run.call("step", json!({ "i": 1 }))
+            .invoke_tool(&tools)
+            .await
+            .unwrap();
+        run.end(RunStatus::Completed).await.unwrap();
+        recorder.shutdown().await.unwrap();
+    })
+}
+
+/// Two hosts run the same demo: two archives hold a run of the same id,
+/// with the same call ids. Their spans must not share a trace id (a
+/// viewer keeps the first trace of an id and drops the second), nor a
+/// span id; and each archive exported again gives its own ids again.
+#[test]
+fn two_archives_that_recorded_one_run_id_send_two_traces_each_stable() {
+    let tmp = tempfile::tempdir().unwrap();
+    let config = tmp.path().join("config");
+    let (here, there) = (tmp.path().join("host-a"), tmp.path().join("host-b"));
+    record_run(&here, "demo-twice");
+    record_run(&there, "demo-twice");
+    let rx = receivers();
+    let http = format!("http://{}", rx.http);
+    let export = |archive: &Path| {
+        let a = archive.to_str().unwrap();
+        reel_ok(
+            &config,
+            &["--archive", a, "export", "--otlp", &http, "demo-twice"],
+        );
+        spans(&rx.http_got.take())
+    };
+    let (a, b) = (export(&here), export(&there));
+    assert_eq!((a.len(), b.len()), (2, 2), "a run and its call, each");
+    let of = |spans: &[Span], id: fn(&Span) -> Vec<u8>| -> BTreeSet<Vec<u8>> {
+        spans.iter().map(id).collect()
+    };
+    let trace = |s: &Span| s.trace_id.clone();
+    let span = |s: &Span| s.span_id.clone();
+    assert!(
+        of(&a, trace).is_disjoint(&of(&b, trace)),
+        "two archives' runs share a trace id: a viewer drops one"
+    );
+    assert!(of(&a, span).is_disjoint(&of(&b, span)));
+    assert_eq!(ids(&export(&here)), ids(&a));
+    assert_eq!(ids(&export(&there)), ids(&b));
 }
 
 /// Records `n` calls outside any run (each its own stream, each a dispatch

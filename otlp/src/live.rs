@@ -20,7 +20,7 @@ use reel::fact::{Fact, FactKind};
 use reel::run::RunRecord;
 use reel_archive::{Store, StoreError};
 
-use crate::map::{derived_span_id, stream_spans, Options};
+use crate::map::{derived_span_id, stream_spans, Options, StreamId};
 use crate::send::{Collector, ExportError, Protocol};
 
 /// What the exporter thread has left to do: batches queued, not yet
@@ -144,9 +144,10 @@ fn handle(
     for f in &facts[1..] {
         record.observe(f);
     }
+    let id = StreamId::of(&record, facts);
     let wanted: Vec<[u8; 8]> = ended
         .iter()
-        .map(|call| derived_span_id(&record.run_id, call.as_deref()))
+        .map(|call| derived_span_id(&id, call.as_deref()))
         .collect();
     let spans: Vec<_> = stream_spans(&record, facts, options)
         .into_iter()

@@ -8,7 +8,8 @@ use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, KeyValue};
 use opentelemetry_proto::tonic::trace::v1::span::{Event, SpanKind};
 use opentelemetry_proto::tonic::trace::v1::{status::StatusCode, Span, Status};
 use reel::fact::{
-    CallOutcome, CallStarted, EffectOutcome, ElicitOutcome, Fact, FactKind, TeardownOutcome,
+    CallOutcome, CallStarted, EffectOutcome, ElicitOutcome, Fact, FactKind, Producer,
+    TeardownOutcome,
 };
 use reel::run::RunRecord;
 use serde_json::Value;
@@ -79,20 +80,104 @@ fn digest(parts: &[&str]) -> [u8; 32] {
     h.finalize().into()
 }
 
-/// The trace id reel derives for a stream (the archive's key of a run, or
-/// of a call outside any run): the first 16 bytes of a SHA-256 of it, so
-/// exporting twice gives the same id.
-pub fn derived_trace_id(stream_key: &str) -> [u8; 16] {
-    let d = digest(&["reel.trace", stream_key]);
+/// What reel derives a stream's trace and span ids from, when no
+/// recorded `traceparent` gives them: the archive's key of the stream (a
+/// run id, or the key of a call outside any run), the wall-clock `at` of
+/// its first fact (`run.started`, or the outside call's `call.started`)
+/// and its recorded producer (name and version). Each is hashed
+/// (SHA-256, length-prefixed parts) and truncated.
+///
+/// Why these: a run id alone is not unique across archives. Two hosts
+/// running the same demo record `demo-deploy` twice; a collector given
+/// both keeps the first trace and silently drops the second. The ids
+/// must stay a pure function of the record (exporting a run twice, or
+/// live and then from the archive, gives the same ids, so a collector
+/// deduplicates instead of doubling), and the record is all an export
+/// reads: these three fields are in every stream's first fact, in every
+/// version of the fact model, and never change once written. The start
+/// instant is what differs between two recordings of one run id; the
+/// producer separates two programs that share a clock tick. A per-archive
+/// salt in the archive's meta would do the same, but it is not in the
+/// record (live export sees only facts), and a tape imported elsewhere
+/// would change its ids.
+///
+/// Limits: two streams still collide when they have the same key and the
+/// same producer and started at the same nanosecond by their wall clocks
+/// (a clock of coarse resolution, or two hosts whose clocks were set to
+/// the same fixed time, make that likelier; random run ids, as `reel mcp
+/// record` gives, rule it out). A copy of a recording (a tape imported
+/// into another archive, a synced stream) keeps its ids on purpose: it
+/// is the same recording, the same trace. The ids identify, they do not
+/// hide: anyone holding the record can compute them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamId {
+    key: String,
+    started_at: i64,
+    producer_name: String,
+    producer_version: String,
+}
+
+impl StreamId {
+    /// The stream id of `key`, first recorded at `started_at` (unix
+    /// nanoseconds, its first fact's `at`) by `producer`.
+    pub fn new(key: &str, started_at: i64, producer: &Producer) -> StreamId {
+        StreamId {
+            key: key.to_owned(),
+            started_at,
+            producer_name: producer.name.clone(),
+            producer_version: producer.version.clone(),
+        }
+    }
+
+    /// The stream id of a stream's record and facts: its first fact's
+    /// `at` and producer when that fact starts the stream, else the
+    /// record's start and no producer (a stream read from its middle).
+    pub fn of(record: &RunRecord, facts: &[Fact]) -> StreamId {
+        let start = facts.first().and_then(|f| match &f.kind {
+            FactKind::RunStarted(r) => Some((f.at, &r.producer)),
+            FactKind::CallStarted(c) => c.outside_run.as_ref().map(|o| (f.at, &o.producer)),
+            _ => None,
+        });
+        match start {
+            Some((at, producer)) => StreamId::new(&record.run_id, at, producer),
+            None => StreamId {
+                key: record.run_id.clone(),
+                started_at: record.started_at,
+                producer_name: String::new(),
+                producer_version: String::new(),
+            },
+        }
+    }
+
+    fn digest(&self, domain: &str, call: Option<&str>) -> [u8; 32] {
+        let at = self.started_at.to_string();
+        let mut parts = vec![
+            domain,
+            self.key.as_str(),
+            at.as_str(),
+            self.producer_name.as_str(),
+            self.producer_version.as_str(),
+        ];
+        parts.extend(call);
+        digest(&parts)
+    }
+}
+
+/// The trace id reel derives for a stream: the first 16 bytes of a
+/// SHA-256 of its [`StreamId`], so exporting twice gives the same id and
+/// two recordings of one run id (two archives) do not collide.
+pub fn derived_trace_id(stream: &StreamId) -> [u8; 16] {
+    let d = stream.digest("reel.trace", None);
     d[..16].try_into().expect("16 bytes")
 }
 
 /// The span id reel derives for a call of a stream (`call`) or for the
-/// run itself (`None`): the first 8 bytes of a SHA-256 of them.
-pub fn derived_span_id(stream_key: &str, call: Option<&str>) -> [u8; 8] {
+/// run itself (`None`): the first 8 bytes of a SHA-256 of the
+/// [`StreamId`] and the call id.
+pub fn derived_span_id(stream: &StreamId, call: Option<&str>) -> [u8; 8] {
     let d = match call {
-        Some(call) => digest(&["reel.span.call", stream_key, call]),
-        None => digest(&["reel.span.run", stream_key]),
+        Some(call) => stream.digest("reel.span.call", Some(call)),
+        None => stream.digest("reel.span.run", None),
     };
     d[..8].try_into().expect("8 bytes")
 }
@@ -147,7 +232,7 @@ struct CallSpan {
 /// `duration_ns`; the run's ends at `run.ended`; a span that never ended
 /// ends at the stream's last fact.
 pub fn stream_spans(record: &RunRecord, facts: &[Fact], options: &Options) -> Vec<Span> {
-    let key = record.run_id.as_str();
+    let id = StreamId::of(record, facts);
     let outside = record.outside_run.is_some();
     let base_at = facts.first().map_or(record.started_at, |f| f.at);
     let base_offset = facts.first().map_or(0, |f| f.offset);
@@ -158,7 +243,7 @@ pub fn stream_spans(record: &RunRecord, facts: &[Fact], options: &Options) -> Ve
     let mut calls: BTreeMap<String, CallSpan> = BTreeMap::new();
     let mut order: Vec<String> = Vec::new();
     let mut last_time = nanos(base_at);
-    let mut trace_id = derived_trace_id(key).to_vec();
+    let mut trace_id = derived_trace_id(&id).to_vec();
     let mut run_parent: Vec<u8> = Vec::new();
     let mut trace_state = String::new();
     let mut run_session: Option<String> = None;
@@ -201,7 +286,7 @@ pub fn stream_spans(record: &RunRecord, facts: &[Fact], options: &Options) -> Ve
                 }
                 run_span = Some(Span {
                     trace_id: trace_id.clone(),
-                    span_id: derived_span_id(key, None).to_vec(),
+                    span_id: derived_span_id(&id, None).to_vec(),
                     trace_state: trace_state.clone(),
                     parent_span_id: run_parent.clone(),
                     name: "invoke_agent".into(),
@@ -233,7 +318,7 @@ pub fn stream_spans(record: &RunRecord, facts: &[Fact], options: &Options) -> Ve
             }
             (FactKind::CallStarted(c), Some(call)) => {
                 let (parent, state) = match (&c.parent_call, &c.outside_run) {
-                    (Some(p), _) => (derived_span_id(key, Some(p)).to_vec(), trace_state.clone()),
+                    (Some(p), _) => (derived_span_id(&id, Some(p)).to_vec(), trace_state.clone()),
                     (None, Some(o)) => {
                         match o
                             .labels
@@ -251,14 +336,14 @@ pub fn stream_spans(record: &RunRecord, facts: &[Fact], options: &Options) -> Ve
                         }
                     }
                     (None, None) if outside => (Vec::new(), String::new()),
-                    (None, None) => (derived_span_id(key, None).to_vec(), trace_state.clone()),
+                    (None, None) => (derived_span_id(&id, None).to_vec(), trace_state.clone()),
                 };
                 if c.outside_run.is_some() {
                     trace_state = state.clone();
                 }
                 let span = Span {
                     trace_id: trace_id.clone(),
-                    span_id: derived_span_id(key, Some(call)).to_vec(),
+                    span_id: derived_span_id(&id, Some(call)).to_vec(),
                     trace_state: state,
                     parent_span_id: parent,
                     name: format!("execute_tool {}", c.tool_name),
@@ -620,18 +705,91 @@ mod tests {
 
     #[test]
     fn derived_ids_are_stable_and_keep_streams_and_calls_apart() {
-        assert_eq!(derived_trace_id("run-1"), derived_trace_id("run-1"));
-        assert_ne!(derived_trace_id("run-1"), derived_trace_id("run-2"));
-        let run = derived_span_id("run-1", None);
-        let c1 = derived_span_id("run-1", Some("c1"));
-        assert_eq!(c1, derived_span_id("run-1", Some("c1")));
+        let id = |key: &str| StreamId::new(key, 7, &producer());
+        assert_eq!(
+            derived_trace_id(&id("run-1")),
+            derived_trace_id(&id("run-1"))
+        );
+        assert_ne!(
+            derived_trace_id(&id("run-1")),
+            derived_trace_id(&id("run-2"))
+        );
+        let run = derived_span_id(&id("run-1"), None);
+        let c1 = derived_span_id(&id("run-1"), Some("c1"));
+        assert_eq!(c1, derived_span_id(&id("run-1"), Some("c1")));
         assert_ne!(run, c1);
         // Call ids repeat across runs ("c1"); their spans do not.
-        assert_ne!(c1, derived_span_id("run-2", Some("c1")));
+        assert_ne!(c1, derived_span_id(&id("run-2"), Some("c1")));
         // Length-prefixed parts: no collision by moving a boundary.
         assert_ne!(
-            derived_span_id("ab", Some("c")),
-            derived_span_id("a", Some("bc"))
+            derived_span_id(&id("ab"), Some("c")),
+            derived_span_id(&id("a"), Some("bc"))
+        );
+    }
+
+    /// A run, its call `c1`, and the run's end, as a host with `producer`
+    /// recorded them starting at `at`.
+    fn recorded(run_id: &str, at: i64, producer: Producer) -> Vec<Fact> {
+        let mut facts = vec![
+            fact(
+                0,
+                0,
+                None,
+                FactKind::RunStarted(RunStarted {
+                    run_id: run_id.into(),
+                    session_id: None,
+                    identity: None,
+                    producer,
+                    labels: Default::default(),
+                    teardown_scopes: vec![],
+                }),
+            ),
+            fact(1, 10, Some("c1"), started("c1", None, None)),
+            fact(2, 20, Some("c1"), ended(10)),
+        ];
+        for f in &mut facts {
+            f.at += at;
+        }
+        facts
+    }
+
+    fn ids(facts: &[Fact]) -> Vec<(Vec<u8>, Vec<u8>, Vec<u8>)> {
+        let record = RunRecord::from_first(&facts[0]).unwrap();
+        stream_spans(&record, facts, &Options::default())
+            .into_iter()
+            .map(|s| (s.trace_id, s.span_id, s.parent_span_id))
+            .collect()
+    }
+
+    #[test]
+    fn two_recordings_of_one_run_id_never_share_ids_and_each_keeps_its_own() {
+        // Two hosts run the same demo: the same run id, call ids and
+        // producer, recorded at different instants (or by another program).
+        let here = recorded("demo", 0, producer());
+        let there = recorded("demo", 1_000, producer());
+        let other = recorded(
+            "demo",
+            0,
+            Producer {
+                name: "other-agent".into(),
+                version: "0".into(),
+            },
+        );
+        let (a, b, c) = (ids(&here), ids(&there), ids(&other));
+        for (x, y) in [(&a, &b), (&a, &c), (&b, &c)] {
+            for (one, two) in x.iter().zip(y.iter()) {
+                assert_ne!(one.0, two.0, "trace ids collide");
+                assert_ne!(one.1, two.1, "span ids collide");
+            }
+        }
+        // Exported again (or live, from the same facts): the same ids.
+        assert_eq!(ids(&here), a);
+        assert_eq!(ids(&recorded("demo", 0, producer())), a);
+        // The record's own start, when the stream is read from its middle.
+        let record = RunRecord::from_first(&here[0]).unwrap();
+        assert_eq!(
+            StreamId::of(&record, &here[1..]),
+            StreamId::of(&record, &[])
         );
     }
 
@@ -721,7 +879,8 @@ mod tests {
         assert!(run.parent_span_id.is_empty());
         assert_eq!(c1.parent_span_id, run.span_id);
         assert_eq!(c2.parent_span_id, c1.span_id);
-        assert!(spans.iter().all(|s| s.trace_id == derived_trace_id("r")));
+        let id = StreamId::of(&record, &facts);
+        assert!(spans.iter().all(|s| s.trace_id == derived_trace_id(&id)));
         // The first fact's `at`, then offsets: 1e9 + 10 .. + 30 for c1.
         assert_eq!(
             (c1.start_time_unix_nano, c1.end_time_unix_nano),
@@ -802,7 +961,10 @@ mod tests {
         let spans = stream_spans(&record, &facts, &Options::default());
         assert_eq!(spans.len(), 1);
         assert!(spans[0].parent_span_id.is_empty(), "no invoke_agent parent");
-        assert_eq!(spans[0].trace_id, derived_trace_id(&record.run_id));
+        assert_eq!(
+            spans[0].trace_id,
+            derived_trace_id(&StreamId::of(&record, &facts))
+        );
         assert_eq!(spans[0].name, "execute_tool t");
     }
 }
