@@ -331,6 +331,17 @@ fn tree(out: &mut String, span: &Span, all: &[&Span], base: u64, depth: usize) {
     }
 }
 
+/// A run's span: `gen_ai.operation.name` = `invoke_agent` (its name
+/// also names the agent).
+fn is_agent(span: &Span) -> bool {
+    attribute(span, "gen_ai.operation.name").as_deref() == Some("\"invoke_agent\"")
+}
+
+/// The value of `span`'s attribute `key`, as [`value`] shows it.
+fn attribute(span: &Span, key: &str) -> Option<String> {
+    span.attributes.iter().find(|a| a.key == key).map(value)
+}
+
 fn code(c: i32) -> &'static str {
     match c {
         0 => "UNSET",
@@ -404,7 +415,7 @@ fn the_demo_runs_arrive_as_genai_span_trees_over_http_and_grpc() {
         ],
     );
     let named = spans(&rx.http_got.take());
-    assert_eq!(named.iter().filter(|s| s.name == "invoke_agent").count(), 2);
+    assert_eq!(named.iter().filter(|s| is_agent(s)).count(), 2);
     reel_ok(
         &config,
         &[
@@ -420,7 +431,7 @@ fn the_demo_runs_arrive_as_genai_span_trees_over_http_and_grpc() {
     let failed = spans(&rx.http_got.take());
     let runs: Vec<String> = failed
         .iter()
-        .filter(|s| s.name == "invoke_agent")
+        .filter(|s| is_agent(s))
         .flat_map(|s| {
             s.attributes
                 .iter()

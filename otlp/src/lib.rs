@@ -1,5 +1,6 @@
 //! Recorded reel runs as OpenTelemetry spans (OTLP), following the GenAI
-//! semantic conventions: a run is an `invoke_agent` span, each call an
+//! semantic conventions: a run is an `invoke_agent {gen_ai.agent.name}`
+//! span (the agent: the recorded producer), each call an
 //! `execute_tool {gen_ai.tool.name}` span (nested dispatch as child
 //! spans), and the facts are span events. The crate's README names the
 //! version of the conventions the attribute names follow.

@@ -218,10 +218,11 @@ struct CallSpan {
     ended: bool,
 }
 
-/// The spans of one stream: for a run, an `invoke_agent` span and one
-/// `execute_tool {gen_ai.tool.name}` span per call (nested dispatch as
-/// child spans); for a call outside any run, its `execute_tool` span
-/// alone, the root of its own trace. Facts become span events. A
+/// The spans of one stream: for a run, an `invoke_agent {agent}` span
+/// (the agent: the recorded producer's name) and one `execute_tool
+/// {gen_ai.tool.name}` span per call (nested dispatch as child spans); for
+/// a call outside any run, its `execute_tool` span alone, the root of its
+/// own trace. Facts become span events. A
 /// `traceparent` label (recorded from MCP `_meta`, or given by the host)
 /// puts the spans into the caller's trace under the caller's span.
 ///
@@ -263,14 +264,18 @@ pub fn stream_spans(record: &RunRecord, facts: &[Fact], options: &Options) -> Ve
                     run_parent = tp.span_id.to_vec();
                     trace_state = r.labels.get("tracestate").cloned().unwrap_or_default();
                 }
-                let mut attributes = vec![
-                    s("gen_ai.operation.name", "invoke_agent"),
+                let agent = agent_name(&r.producer);
+                let mut attributes = vec![s("gen_ai.operation.name", "invoke_agent")];
+                if let Some(agent) = agent {
+                    attributes.push(s("gen_ai.agent.name", agent));
+                }
+                attributes.extend([
                     s("reel.run.id", r.run_id.clone()),
                     s(
                         "reel.producer",
                         format!("{} {}", r.producer.name, r.producer.version),
                     ),
-                ];
+                ]);
                 if let Some(c) = r.identity.as_ref().and_then(|i| i.conversation.clone()) {
                     attributes.push(s("gen_ai.conversation.id", c));
                 }
@@ -289,7 +294,10 @@ pub fn stream_spans(record: &RunRecord, facts: &[Fact], options: &Options) -> Ve
                     span_id: derived_span_id(&id, None).to_vec(),
                     trace_state: trace_state.clone(),
                     parent_span_id: run_parent.clone(),
-                    name: "invoke_agent".into(),
+                    name: match agent {
+                        Some(agent) => format!("invoke_agent {agent}"),
+                        None => "invoke_agent".into(),
+                    },
                     kind: SpanKind::Internal as i32,
                     start_time_unix_nano: t,
                     attributes,
@@ -446,6 +454,24 @@ pub fn stream_spans(record: &RunRecord, facts: &[Fact], options: &Options) -> Ve
         out.push(cs.span);
     }
     out
+}
+
+/// The agent a run's span is named after (`gen_ai.agent.name`): the
+/// recorded producer's name, the program the host says recorded the run
+/// (`RecorderConfig::producer`; `reel-recorder` unless the host names its
+/// agent). `None` when it is empty.
+///
+/// The GenAI conventions name an agent invocation span
+/// `invoke_agent {gen_ai.agent.name}`, and `invoke_agent` alone only when
+/// no name is available (open-telemetry/semantic-conventions-genai,
+/// `docs/gen-ai/gen-ai-agent-spans.md`, the invoke agent spans: "**Span
+/// name** SHOULD be `invoke_agent {gen_ai.agent.name}` if
+/// `gen_ai.agent.name` is readily available"). The name is low
+/// cardinality, as a span name must be: the run id is not, and stays an
+/// attribute (`reel.run.id`). A call outside any run has no agent span:
+/// its root is its own tool's span, named after the tool.
+fn agent_name(producer: &Producer) -> Option<&str> {
+    Some(producer.name.as_str()).filter(|n| !n.trim().is_empty())
 }
 
 fn identity_attributes(
@@ -875,7 +901,9 @@ mod tests {
         let [run, c1, c2] = &spans[..] else {
             panic!("{spans:?}")
         };
-        assert_eq!(run.name, "invoke_agent");
+        // Named after the agent: the recorded producer.
+        assert_eq!(run.name, "invoke_agent test");
+        assert_eq!(run.attributes[1].key, "gen_ai.agent.name");
         assert!(run.parent_span_id.is_empty());
         assert_eq!(c1.parent_span_id, run.span_id);
         assert_eq!(c2.parent_span_id, c1.span_id);
