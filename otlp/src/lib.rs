@@ -2,8 +2,10 @@
 //! semantic conventions: a run is an `invoke_agent {gen_ai.agent.name}`
 //! span (the agent: the recorded producer), each call an
 //! `execute_tool {gen_ai.tool.name}` span (nested dispatch as child
-//! spans), and the facts are span events. The crate's README names the
-//! version of the conventions the attribute names follow.
+//! spans; a call recorded from MCP follows the MCP conventions, as
+//! `tools/call {tool}`, `initialize`, ...), and the facts are span
+//! events. The crate's README names the version of the conventions the
+//! attribute names follow.
 //!
 //! - [`map`]: the mapping, a pure function of a run's record and facts.
 //! - [`stream_request`] / [`archive_request`]: an `ExportTraceServiceRequest`
