@@ -7,13 +7,17 @@
 //! kinds, status, attributes, events, relative times); ids are stable
 //! across exports; a recorded `traceparent` puts a call into the caller's
 //! trace; and no planted secret, nor any argument or result byte without
-//! `--content`, reaches the receiver.
+//! `--content`, reaches the receiver. Two archives holding one run id
+//! (two hosts running one demo) send two traces; a session `reel mcp
+//! record` recorded (in front of a python3 stand-in server on stdio)
+//! arrives as the OpenTelemetry MCP conventions' spans.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
+use std::io::{BufRead, BufReader, Write as _};
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
@@ -22,7 +26,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use prost::Message;
 use reel::context::{ToolContext, ToolError};
-use reel::fact::Level;
+use reel::fact::{Level, RunStatus};
 use reel::tape::Tape;
 use reel::tools::Tools;
 use reel_archive::{Archive, ArchiveConfig, FingerprintKey, TapeExt};
@@ -35,7 +39,7 @@ use reel_otlp::opentelemetry_proto::tonic::collector::trace::v1::{
 use reel_otlp::opentelemetry_proto::tonic::common::v1::{any_value, KeyValue};
 use reel_otlp::opentelemetry_proto::tonic::trace::v1::span::SpanKind;
 use reel_otlp::opentelemetry_proto::tonic::trace::v1::Span;
-use reel_recorder::{Caller, MemoryVault, Recorder, RecorderConfig};
+use reel_recorder::{Caller, MemoryVault, Recorder, RecorderConfig, RunStart};
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
 
@@ -245,10 +249,40 @@ fn value(kv: &KeyValue) -> String {
     }
 }
 
+/// What a rendering shows beside each span's name, kind, status,
+/// attributes and events.
+#[derive(Clone, Copy)]
+struct Shown {
+    /// Trace and span ids, and times relative to the trace's first span:
+    /// stable for the committed demo tapes, not for a fresh recording
+    /// (whose run id, invocation ids and times are new each time, and
+    /// whose [`VOLATILE`] attributes are shown as `…`).
+    ids_and_times: bool,
+}
+
+/// Attributes whose values a fresh recording makes anew (or a new reel
+/// version: the producer), and the server's command line (a temporary
+/// path and a script).
+const VOLATILE: [&str; 4] = [
+    "reel.run.id",
+    "gen_ai.tool.call.id",
+    "reel.producer",
+    "reel.label.mcp.command",
+];
+
 /// The spans as a tree per trace: children under their parent, in start
 /// order; times relative to the trace's first span. A parent outside the
 /// export (the caller's span) is named.
 fn render(spans: &[Span]) -> String {
+    render_shown(
+        spans,
+        Shown {
+            ids_and_times: true,
+        },
+    )
+}
+
+fn render_shown(spans: &[Span], shown: Shown) -> String {
     let mut traces: BTreeMap<Vec<u8>, Vec<&Span>> = BTreeMap::new();
     for s in spans {
         traces.entry(s.trace_id.clone()).or_default().push(s);
@@ -261,16 +295,20 @@ fn render(spans: &[Span]) -> String {
     let mut out = String::new();
     for t in traces {
         let base = t[0].start_time_unix_nano;
-        writeln!(out, "trace {}", hex(&t[0].trace_id)).unwrap();
+        if shown.ids_and_times {
+            writeln!(out, "trace {}", hex(&t[0].trace_id)).unwrap();
+        } else {
+            writeln!(out, "trace").unwrap();
+        }
         let ids: Vec<&Vec<u8>> = t.iter().map(|s| &s.span_id).collect();
         for root in t.iter().filter(|s| !ids.contains(&&s.parent_span_id)) {
-            tree(&mut out, root, &t, base, 1);
+            tree(&mut out, root, &t, (base, shown), 1);
         }
     }
     out
 }
 
-fn tree(out: &mut String, span: &Span, all: &[&Span], base: u64, depth: usize) {
+fn tree(out: &mut String, span: &Span, all: &[&Span], (base, shown): (u64, Shown), depth: usize) {
     let pad = "  ".repeat(depth);
     let status = span
         .status
@@ -287,23 +325,32 @@ fn tree(out: &mut String, span: &Span, all: &[&Span], base: u64, depth: usize) {
             )
         })
         .unwrap_or_else(|| "UNSET".into());
-    writeln!(
-        out,
-        "{pad}{:?} span {} kind {} status {status} +{}..+{}{}",
-        span.name,
-        hex(&span.span_id),
-        SpanKind::try_from(span.kind).map_or("?", |k| k.as_str_name()),
-        span.start_time_unix_nano - base,
-        span.end_time_unix_nano - base,
-        if depth == 1 && !span.parent_span_id.is_empty() {
-            format!(" parent {} (the caller's)", hex(&span.parent_span_id))
-        } else {
-            String::new()
-        }
-    )
-    .unwrap();
+    let kind = SpanKind::try_from(span.kind).map_or("?", |k| k.as_str_name());
+    if shown.ids_and_times {
+        writeln!(
+            out,
+            "{pad}{:?} span {} kind {kind} status {status} +{}..+{}{}",
+            span.name,
+            hex(&span.span_id),
+            span.start_time_unix_nano - base,
+            span.end_time_unix_nano - base,
+            if depth == 1 && !span.parent_span_id.is_empty() {
+                format!(" parent {} (the caller's)", hex(&span.parent_span_id))
+            } else {
+                String::new()
+            }
+        )
+        .unwrap();
+    } else {
+        writeln!(out, "{pad}{:?} kind {kind} status {status}", span.name).unwrap();
+    }
     for a in &span.attributes {
-        writeln!(out, "{pad}  @{} = {}", a.key, value(a)).unwrap();
+        let shown_value = if !shown.ids_and_times && VOLATILE.contains(&a.key.as_str()) {
+            "…".to_owned()
+        } else {
+            value(a)
+        };
+        writeln!(out, "{pad}  @{} = {shown_value}", a.key).unwrap();
     }
     for e in &span.events {
         let attrs: Vec<String> = e
@@ -311,14 +358,12 @@ fn tree(out: &mut String, span: &Span, all: &[&Span], base: u64, depth: usize) {
             .iter()
             .map(|a| format!("{}={}", a.key, value(a)))
             .collect();
-        writeln!(
-            out,
-            "{pad}  event {} +{} {}",
-            e.name,
-            e.time_unix_nano - base,
-            attrs.join(" ")
-        )
-        .unwrap();
+        let at = if shown.ids_and_times {
+            format!(" +{}", e.time_unix_nano - base)
+        } else {
+            String::new()
+        };
+        writeln!(out, "{pad}  event {}{at} {}", e.name, attrs.join(" ")).unwrap();
     }
     let mut children: Vec<&&Span> = all
         .iter()
@@ -326,8 +371,19 @@ fn tree(out: &mut String, span: &Span, all: &[&Span], base: u64, depth: usize) {
         .collect();
     children.sort_by_key(|s| s.start_time_unix_nano);
     for c in children {
-        tree(out, c, all, base, depth + 1);
+        tree(out, c, all, (base, shown), depth + 1);
     }
+}
+
+/// A run's span: `gen_ai.operation.name` = `invoke_agent` (its name
+/// also names the agent).
+fn is_agent(span: &Span) -> bool {
+    attribute(span, "gen_ai.operation.name").as_deref() == Some("\"invoke_agent\"")
+}
+
+/// The value of `span`'s attribute `key`, as [`value`] shows it.
+fn attribute(span: &Span, key: &str) -> Option<String> {
+    span.attributes.iter().find(|a| a.key == key).map(value)
 }
 
 fn code(c: i32) -> &'static str {
@@ -403,7 +459,7 @@ fn the_demo_runs_arrive_as_genai_span_trees_over_http_and_grpc() {
         ],
     );
     let named = spans(&rx.http_got.take());
-    assert_eq!(named.iter().filter(|s| s.name == "invoke_agent").count(), 2);
+    assert_eq!(named.iter().filter(|s| is_agent(s)).count(), 2);
     reel_ok(
         &config,
         &[
@@ -419,7 +475,7 @@ fn the_demo_runs_arrive_as_genai_span_trees_over_http_and_grpc() {
     let failed = spans(&rx.http_got.take());
     let runs: Vec<String> = failed
         .iter()
-        .filter(|s| s.name == "invoke_agent")
+        .filter(|s| is_agent(s))
         .flat_map(|s| {
             s.attributes
                 .iter()
@@ -578,7 +634,8 @@ fn a_recorded_traceparent_is_honoured_and_no_secret_reaches_the_receiver() {
     let got = spans(&plain);
     assert_eq!(got.len(), 1, "a call outside any run is one span: {got:?}");
     let span = &got[0];
-    assert_eq!(span.name, "execute_tool lookup");
+    // Served over MCP: named by the MCP conventions, `{method} {tool}`.
+    assert_eq!(span.name, "tools/call lookup");
     assert_eq!(hex(&span.trace_id), TRACE, "the caller's trace");
     assert_eq!(
         hex(&span.parent_span_id),
@@ -643,6 +700,217 @@ fn a_recorded_traceparent_is_honoured_and_no_secret_reaches_the_receiver() {
     // Twice, the same ids.
     reel_ok(&config, &["--archive", a, "export", "--otlp", &http, &key]);
     assert_eq!(ids(&spans(&rx.http_got.take())), ids(&got));
+}
+
+/// Records the run `run_id` (one call of `step`) into the archive at
+/// `archive`, as a host running a demo does.
+fn record_run(archive: &Path, run_id: &str) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let recorder = Recorder::open(
+            archive,
+            RecorderConfig {
+                fingerprint_key: FingerprintKey::Key([5; 32]),
+                serve_live: false,
+                ..RecorderConfig::default()
+            },
+        )
+        .await
+        .unwrap();
+        let tools = Tools::new().register("step", |_ctx: ToolContext, args: Value| async move {
+            Ok::<_, ToolError>(args)
+        });
+        let run = recorder.start_run(RunStart::new(run_id)).await.unwrap();
+        run.call("step", json!({ "i": 1 }))
+            .invoke_tool(&tools)
+            .await
+            .unwrap();
+        run.end(RunStatus::Completed).await.unwrap();
+        recorder.shutdown().await.unwrap();
+    })
+}
+
+/// Two hosts run the same demo: two archives hold a run of the same id,
+/// with the same call ids. Their spans must not share a trace id (a
+/// viewer keeps the first trace of an id and drops the second), nor a
+/// span id; and each archive exported again gives its own ids again.
+#[test]
+fn two_archives_that_recorded_one_run_id_send_two_traces_each_stable() {
+    let tmp = tempfile::tempdir().unwrap();
+    let config = tmp.path().join("config");
+    let (here, there) = (tmp.path().join("host-a"), tmp.path().join("host-b"));
+    record_run(&here, "demo-twice");
+    record_run(&there, "demo-twice");
+    let rx = receivers();
+    let http = format!("http://{}", rx.http);
+    let export = |archive: &Path| {
+        let a = archive.to_str().unwrap();
+        reel_ok(
+            &config,
+            &["--archive", a, "export", "--otlp", &http, "demo-twice"],
+        );
+        spans(&rx.http_got.take())
+    };
+    let (a, b) = (export(&here), export(&there));
+    assert_eq!((a.len(), b.len()), (2, 2), "a run and its call, each");
+    let of = |spans: &[Span], id: fn(&Span) -> Vec<u8>| -> BTreeSet<Vec<u8>> {
+        spans.iter().map(id).collect()
+    };
+    let trace = |s: &Span| s.trace_id.clone();
+    let span = |s: &Span| s.span_id.clone();
+    assert!(
+        of(&a, trace).is_disjoint(&of(&b, trace)),
+        "two archives' runs share a trace id: a viewer drops one"
+    );
+    assert!(of(&a, span).is_disjoint(&of(&b, span)));
+    assert_eq!(ids(&export(&here)), ids(&a));
+    assert_eq!(ids(&export(&there)), ids(&b));
+}
+
+/// A stand-in MCP server on stdio (python3, no packages): answers
+/// `initialize` (protocol 2025-11-25), `tools/list`, and `tools/call` of
+/// `get-weather` (a result), `flaky` (a result with `isError`) and of any
+/// other tool (JSON-RPC error -32602).
+const STDIO_SERVER: &str = r#"
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if "id" not in m:
+        continue
+    method, params = m["method"], m.get("params") or {}
+    if method == "initialize":
+        r = {"result": {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}},
+                        "serverInfo": {"name": "weather", "version": "1.0"}}}
+    elif method == "tools/list":
+        r = {"result": {"tools": [{"name": n, "inputSchema": {"type": "object"}}
+                                  for n in ("get-weather", "flaky")]}}
+    elif method == "tools/call" and params.get("name") == "get-weather":
+        r = {"result": {"content": [{"type": "text", "text": "sunny"}], "isError": False}}
+    elif method == "tools/call" and params.get("name") == "flaky":
+        r = {"result": {"content": [{"type": "text", "text": "upstream down"}], "isError": True}}
+    elif method == "tools/call":
+        r = {"error": {"code": -32602, "message": "Unknown tool: " + str(params.get("name"))}}
+    else:
+        r = {"error": {"code": -32601, "message": "Method not found"}}
+    r.update(jsonrpc="2.0", id=m["id"])
+    print(json.dumps(r), flush=True)
+"#;
+
+/// A client's session through `reel mcp record` (stdio) in front of
+/// [`STDIO_SERVER`], recorded into `archive`: `initialize`, `tools/list`,
+/// and a call of `get-weather`, `flaky` and `nope`, each answered before
+/// the next is sent.
+fn record_mcp_session(archive: &Path, config: &Path) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_reel"))
+        .args(["--color", "never", "--archive"])
+        .arg(archive)
+        .args(["mcp", "record", "--", "python3", "-c", STDIO_SERVER])
+        .env_remove("REEL_ARCHIVE")
+        .env_remove("REEL_FINGERPRINT_KEY")
+        .env("REEL_CONFIG_DIR", config)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the reel binary runs");
+    let mut to_server = child.stdin.take().unwrap();
+    let mut from_server = BufReader::new(child.stdout.take().unwrap());
+    let requests = [
+        (
+            "initialize",
+            json!({
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": { "name": "otlp-test-client", "version": "1.0" },
+            }),
+        ),
+        ("tools/list", json!({})),
+        (
+            "tools/call",
+            json!({ "name": "get-weather", "arguments": { "city": "Oslo" } }),
+        ),
+        ("tools/call", json!({ "name": "flaky", "arguments": {} })),
+        ("tools/call", json!({ "name": "nope", "arguments": {} })),
+    ];
+    for (id, (method, params)) in requests.into_iter().enumerate() {
+        let request = json!({ "jsonrpc": "2.0", "id": id + 1, "method": method, "params": params });
+        writeln!(to_server, "{request}").unwrap();
+        let mut line = String::new();
+        from_server.read_line(&mut line).unwrap();
+        let answer: Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("{method}: not a JSON-RPC answer ({e}): {line:?}"));
+        assert_eq!(answer["id"], json!(id + 1), "{answer}");
+        if method == "initialize" {
+            let note = json!({ "jsonrpc": "2.0", "method": "notifications/initialized" });
+            writeln!(to_server, "{note}").unwrap();
+        }
+    }
+    drop(to_server);
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "reel mcp record failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A session `reel mcp record` recorded arrives as the OpenTelemetry MCP
+/// conventions' spans: named `{mcp.method.name} {target}` (`initialize`,
+/// `tools/list`, `tools/call get-weather`), `mcp.method.name` the
+/// JSON-RPC method, `network.transport` = `pipe` (stdio, no session id),
+/// `mcp.protocol.version` the one `initialize` answered, a result with
+/// `isError` an ERROR with `error.type` = `tool_error`, a JSON-RPC error
+/// its code; under `invoke_agent reel-recorder`.
+#[test]
+fn a_session_reel_mcp_record_recorded_arrives_as_mcp_spans() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (archive, config) = (tmp.path().join("archive"), tmp.path().join("config"));
+    record_mcp_session(&archive, &config);
+    let rx = receivers();
+    let http = format!("http://{}", rx.http);
+    let a = archive.to_str().unwrap();
+    reel_ok(&config, &["--archive", a, "export", "--otlp", &http]);
+    let got = spans(&rx.http_got.take());
+    let names: BTreeSet<&str> = got.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(
+        names,
+        BTreeSet::from([
+            "invoke_agent reel-recorder",
+            "initialize",
+            "tools/list",
+            "tools/call get-weather",
+            "tools/call flaky",
+            "tools/call nope",
+        ])
+    );
+    let named = |name: &str| got.iter().find(|s| s.name == name).unwrap();
+    let flaky = named("tools/call flaky");
+    assert_eq!(
+        attribute(flaky, "error.type").as_deref(),
+        Some("\"tool_error\"")
+    );
+    let nope = named("tools/call nope");
+    assert_eq!(attribute(nope, "error.type").as_deref(), Some("\"-32602\""));
+    let init = named("initialize");
+    assert_eq!(attribute(init, "gen_ai.operation.name"), None);
+    assert_eq!(
+        attribute(init, "mcp.protocol.version").as_deref(),
+        Some("\"2025-11-25\"")
+    );
+    assert_eq!(attribute(init, "mcp.session.id"), None, "stdio has none");
+    insta::assert_snapshot!(
+        "mcp_session_spans",
+        render_shown(
+            &got,
+            Shown {
+                ids_and_times: false
+            }
+        )
+    );
 }
 
 /// Records `n` calls outside any run (each its own stream, each a dispatch

@@ -1,8 +1,11 @@
 //! Recorded reel runs as OpenTelemetry spans (OTLP), following the GenAI
-//! semantic conventions: a run is an `invoke_agent` span, each call an
+//! semantic conventions: a run is an `invoke_agent {gen_ai.agent.name}`
+//! span (the agent: the recorded producer), each call an
 //! `execute_tool {gen_ai.tool.name}` span (nested dispatch as child
-//! spans), and the facts are span events. The crate's README names the
-//! version of the conventions the attribute names follow.
+//! spans; a call recorded from MCP follows the MCP conventions, as
+//! `tools/call {tool}`, `initialize`, ...), and the facts are span
+//! events. The crate's README names the version of the conventions the
+//! attribute names follow.
 //!
 //! - [`map`]: the mapping, a pure function of a run's record and facts.
 //! - [`stream_request`] / [`archive_request`]: an `ExportTraceServiceRequest`
@@ -17,9 +20,15 @@
 //! redacted data, and credentials only as fingerprints.
 //!
 //! ```
-//! use reel_otlp::{derived_trace_id, TraceParent};
-//! // Stable ids: the same run id gives the same trace id.
-//! assert_eq!(derived_trace_id("run-1"), derived_trace_id("run-1"));
+//! use reel::fact::Producer;
+//! use reel_otlp::{derived_trace_id, StreamId, TraceParent};
+//! let producer = Producer { name: "demo".into(), version: "1".into() };
+//! // Stable ids: the same recording gives the same trace id ...
+//! let run = StreamId::new("run-1", 1_700_000_000_000_000_000, &producer);
+//! assert_eq!(derived_trace_id(&run), derived_trace_id(&run.clone()));
+//! // ... and another recording of the same run id (another host) another.
+//! let elsewhere = StreamId::new("run-1", 1_700_000_000_000_000_001, &producer);
+//! assert_ne!(derived_trace_id(&run), derived_trace_id(&elsewhere));
 //! assert!(TraceParent::parse("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01").is_some());
 //! ```
 
@@ -39,7 +48,7 @@ use reel::tripwire::{Encoding, Tripwire};
 use reel_archive::{Archive, ArchiveError};
 
 pub use live::{LiveExport, LiveHandle};
-pub use map::{derived_span_id, derived_trace_id, stream_spans, Options, TraceParent};
+pub use map::{derived_span_id, derived_trace_id, stream_spans, Options, StreamId, TraceParent};
 pub use opentelemetry_proto;
 pub use send::{send, Collector, ExportError, Protocol};
 

@@ -16,11 +16,12 @@ use std::collections::HashMap;
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex};
 
+use opentelemetry_proto::tonic::trace::v1::Span;
 use reel::fact::{Fact, FactKind};
 use reel::run::RunRecord;
 use reel_archive::{Store, StoreError};
 
-use crate::map::{derived_span_id, stream_spans, Options};
+use crate::map::{derived_span_id, mcp_initialize, stream_spans, Options, StreamId};
 use crate::send::{Collector, ExportError, Protocol};
 
 /// What the exporter thread has left to do: batches queued, not yet
@@ -125,46 +126,7 @@ fn handle(
     collector: &Result<Collector, ExportError>,
     options: &Options,
 ) {
-    let ended: Vec<Option<String>> = batch
-        .iter()
-        .filter_map(|f| match &f.kind {
-            FactKind::CallEnded(_) => Some(f.call.clone()),
-            FactKind::RunEnded(_) => Some(None),
-            _ => None,
-        })
-        .collect();
-    let facts = streams.entry(stream.to_owned()).or_default();
-    facts.extend(batch);
-    if ended.is_empty() {
-        return;
-    }
-    let Some(mut record) = facts.first().and_then(RunRecord::from_first) else {
-        return;
-    };
-    for f in &facts[1..] {
-        record.observe(f);
-    }
-    let wanted: Vec<[u8; 8]> = ended
-        .iter()
-        .map(|call| derived_span_id(&record.run_id, call.as_deref()))
-        .collect();
-    let spans: Vec<_> = stream_spans(&record, facts, options)
-        .into_iter()
-        .filter(|s| {
-            // A span under a caller's traceparent keeps its derived span id.
-            wanted.iter().any(|w| s.span_id == w[..])
-        })
-        .collect();
-    let stream_over = facts.last().is_some_and(|f| {
-        reel::rules::ends_stream(record.outside_run.as_deref(), f.call.as_deref(), &f.kind)
-    });
-    // An ended call's own facts are no longer needed; the run's, its
-    // start's and open calls' are.
-    let done: Vec<&str> = ended.iter().flatten().map(String::as_str).collect();
-    facts.retain(|f| f.seq == 0 || !f.call.as_deref().is_some_and(|c| done.contains(&c)));
-    if stream_over {
-        streams.remove(stream);
-    }
+    let spans = ended_spans(streams, stream, batch, options);
     if spans.is_empty() {
         return;
     }
@@ -177,6 +139,64 @@ fn handle(
             "reel-otlp: live export of {stream} failed ({e}); its spans are in the archive: `reel export --otlp` sends them"
         );
     }
+}
+
+/// One stored batch kept with its stream's facts: the spans of every call
+/// (or run) that ended in it, as an export of the archive builds them.
+fn ended_spans(
+    streams: &mut HashMap<String, Vec<Fact>>,
+    stream: &str,
+    batch: Vec<Fact>,
+    options: &Options,
+) -> Vec<Span> {
+    let ended: Vec<Option<String>> = batch
+        .iter()
+        .filter_map(|f| match &f.kind {
+            FactKind::CallEnded(_) => Some(f.call.clone()),
+            FactKind::RunEnded(_) => Some(None),
+            _ => None,
+        })
+        .collect();
+    let facts = streams.entry(stream.to_owned()).or_default();
+    facts.extend(batch);
+    if ended.is_empty() {
+        return Vec::new();
+    }
+    let Some(mut record) = facts.first().and_then(RunRecord::from_first) else {
+        return Vec::new();
+    };
+    for f in &facts[1..] {
+        record.observe(f);
+    }
+    let id = StreamId::of(&record, facts);
+    let wanted: Vec<[u8; 8]> = ended
+        .iter()
+        .map(|call| derived_span_id(&id, call.as_deref()))
+        .collect();
+    let spans: Vec<_> = stream_spans(&record, facts, options)
+        .into_iter()
+        .filter(|s| {
+            // A span under a caller's traceparent keeps its derived span id.
+            wanted.iter().any(|w| s.span_id == w[..])
+        })
+        .collect();
+    let stream_over = facts.last().is_some_and(|f| {
+        reel::rules::ends_stream(record.outside_run.as_deref(), f.call.as_deref(), &f.kind)
+    });
+    // An ended call's own facts are no longer needed; the run's, its
+    // start's, open calls' and the MCP `initialize`'s (the session's
+    // protocol version, on every later span) are.
+    let done: Vec<&str> = ended.iter().flatten().map(String::as_str).collect();
+    let initialize = mcp_initialize(facts).map(str::to_owned);
+    facts.retain(|f| {
+        f.seq == 0
+            || (initialize.is_some() && f.call == initialize)
+            || !f.call.as_deref().is_some_and(|c| done.contains(&c))
+    });
+    if stream_over {
+        streams.remove(stream);
+    }
+    spans
 }
 
 impl<S: Store> Store for LiveExport<S> {
@@ -217,5 +237,141 @@ impl<S: Store> Store for LiveExport<S> {
     /// drain's work.)
     fn flushes_concurrently(&self) -> bool {
         self.inner.flushes_concurrently()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reel::fact::{
+        CallEnded, CallMode, CallOutcome, CallStarted, Producer, RunEnded, RunStarted, RunStatus,
+    };
+    use serde_json::{json, Value};
+
+    fn fact(seq: u64, call: Option<&str>, kind: FactKind) -> Fact {
+        Fact {
+            seq,
+            at: 1_000 + seq as i64,
+            offset: seq,
+            call: call.map(str::to_owned),
+            kind,
+        }
+    }
+
+    fn mcp_call(seq: u64, call: &str, tool: &str, result: Value) -> Vec<Fact> {
+        vec![
+            fact(
+                seq,
+                Some(call),
+                FactKind::CallStarted(CallStarted {
+                    call_id: call.into(),
+                    tool_name: tool.into(),
+                    tool_id: None,
+                    parent_call: None,
+                    iteration: 0,
+                    invocation_id: None,
+                    mode: CallMode::Async,
+                    protocol: Some("mcp".into()),
+                    platform: None,
+                    client_info: None,
+                    args: json!({}),
+                    wanted: None,
+                    attached: None,
+                    spec: None,
+                    dispatch_tools: None,
+                    outside_run: None,
+                }),
+            ),
+            fact(
+                seq + 1,
+                Some(call),
+                FactKind::CallEnded(CallEnded {
+                    outcome: CallOutcome::Ok { result },
+                    duration_ns: 1,
+                    invocation_id: None,
+                }),
+            ),
+        ]
+    }
+
+    fn version(span: &Span) -> Option<String> {
+        span.attributes
+            .iter()
+            .find(|a| a.key == "mcp.protocol.version")
+            .map(|a| format!("{:?}", a.value))
+    }
+
+    /// Live, a session's `initialize` ends long before its tool calls do;
+    /// their spans still carry the version it named, as the archive's do.
+    #[test]
+    fn live_spans_of_an_mcp_session_keep_the_version_initialize_named() {
+        let started = fact(
+            0,
+            None,
+            FactKind::RunStarted(RunStarted {
+                run_id: "mcp-1".into(),
+                session_id: None,
+                identity: None,
+                producer: Producer {
+                    name: "reel-recorder".into(),
+                    version: "0".into(),
+                },
+                labels: [("mcp.transport".to_owned(), "stdio".to_owned())]
+                    .into_iter()
+                    .collect(),
+                teardown_scopes: vec![],
+            }),
+        );
+        let mut all = Vec::new();
+        let batches = [
+            vec![started],
+            mcp_call(
+                1,
+                "c1",
+                "mcp:initialize",
+                json!({ "protocolVersion": "2025-11-25" }),
+            ),
+            mcp_call(3, "c2", "mcp:tools/list", json!({ "tools": [] })),
+            mcp_call(5, "c3", "get-weather", json!({ "content": [] })),
+            vec![fact(
+                7,
+                None,
+                FactKind::RunEnded(RunEnded {
+                    status: RunStatus::Completed,
+                }),
+            )],
+        ];
+        let mut streams = HashMap::new();
+        let mut live = Vec::new();
+        for batch in batches {
+            all.extend(batch.iter().cloned());
+            live.extend(ended_spans(
+                &mut streams,
+                "mcp-1",
+                batch,
+                &Options::default(),
+            ));
+        }
+        assert!(streams.is_empty(), "the stream is over");
+        let names: Vec<&str> = live.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "initialize",
+                "tools/list",
+                "tools/call get-weather",
+                "invoke_agent reel-recorder"
+            ]
+        );
+        for span in &live[..3] {
+            assert!(version(span).is_some(), "{}: no version", span.name);
+        }
+        // The same spans as an export of the whole stream.
+        let record = RunRecord::from_first(&all[0]).unwrap();
+        let mut archived = crate::stream_spans(&record, &all, &Options::default());
+        archived.sort_by_key(|s| s.start_time_unix_nano);
+        let mut live_sorted = live.clone();
+        live_sorted.sort_by_key(|s| s.start_time_unix_nano);
+        assert_eq!(live_sorted, archived);
     }
 }
