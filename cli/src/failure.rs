@@ -1,9 +1,22 @@
 //! What a verb returns when it cannot do its job: one message for the
-//! person at the terminal.
+//! person at the terminal, and the exit codes (README, "Exit codes").
 
 use std::path::Path;
 
 use reel_viewer::render::terminal::escape;
+
+/// The exit codes, as README's "Exit codes" table lists them. 0 is done.
+pub mod exit {
+    /// A failure that is not damage (a locked archive, an unknown run, a
+    /// newer reel's archive), or a difference found (`diff`, `mcp verify`).
+    pub const FAILURE: u8 = 1;
+    /// Damage to what is stored. Nothing else exits 2.
+    pub const DAMAGE: u8 = 2;
+    /// The command line is wrong (sysexits' `EX_USAGE`): clap's usage
+    /// errors, a value reel cannot use (`--kind bogus`, an `mcp` session
+    /// that is no tape or run).
+    pub const USAGE: u8 = 64;
+}
 
 /// A failure for the person at the terminal. The message is escaped where
 /// it is printed (`main`): build it from raw strings.
@@ -11,8 +24,7 @@ use reel_viewer::render::terminal::escape;
 pub struct Failure {
     /// What went wrong, and what to do.
     pub message: String,
-    /// The exit code: 2 for damage to what is stored (as `verify` exits
-    /// when it finds some), 1 for anything else.
+    /// The exit code: one of [`exit`]'s.
     pub code: u8,
 }
 
@@ -21,7 +33,7 @@ impl Failure {
     pub fn msg(message: impl Into<String>) -> Failure {
         Failure {
             message: message.into(),
-            code: 1,
+            code: exit::FAILURE,
         }
     }
 
@@ -29,7 +41,15 @@ impl Failure {
     pub fn damaged(message: impl Into<String>) -> Failure {
         Failure {
             message: message.into(),
-            code: 2,
+            code: exit::DAMAGE,
+        }
+    }
+
+    /// A command line reel cannot use (exit code 64).
+    pub fn usage(message: impl Into<String>) -> Failure {
+        Failure {
+            message: message.into(),
+            code: exit::USAGE,
         }
     }
 }
@@ -42,7 +62,7 @@ impl<E: std::fmt::Display + 'static> From<E> for Failure {
             .is_some_and(reel_archive::ArchiveError::is_damage);
         Failure {
             message: e.to_string(),
-            code: if damage { 2 } else { 1 },
+            code: if damage { exit::DAMAGE } else { exit::FAILURE },
         }
     }
 }

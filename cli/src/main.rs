@@ -27,7 +27,7 @@ mod source;
 mod stream;
 mod templates;
 
-use failure::Failure;
+use failure::{exit, Failure};
 
 /// reel: a flight recorder for agent tool calls.
 ///
@@ -193,18 +193,27 @@ fn main() -> ExitCode {
     }
 }
 
-/// Prints clap's usage error (or help, or version) and exits with its
-/// code. clap quotes arguments as given, so the command line is parsed
-/// again with every argument escaped, and that error is the one printed.
+/// Prints clap's usage error (or help, or version) and exits: 0 for help
+/// and version, [`exit::USAGE`] for a usage error (clap's own code, 2, is
+/// the one README gives damage). clap quotes arguments as given, so the
+/// command line is parsed again with every argument escaped, and that error
+/// is the one printed.
 fn usage_error(e: clap::Error) -> ExitCode {
     let shown = std::env::args_os().map(|a| escape(&a.to_string_lossy()).into_owned());
-    match Cli::try_parse_from(shown) {
-        Err(shown) => shown.exit(),
+    let e = match Cli::try_parse_from(shown) {
+        Err(shown) => shown,
         // Not seen: escaping arguments does not mend a command line. Say it
         // anyway, all of it escaped.
         Ok(_) => {
             eprintln!("{}", escape(&e.render().to_string()));
-            ExitCode::from(2)
+            return ExitCode::from(exit::USAGE);
         }
+    };
+    // Help and version go to standard output; a closed one is not an error.
+    let _ = e.print();
+    if e.use_stderr() {
+        ExitCode::from(exit::USAGE)
+    } else {
+        ExitCode::SUCCESS
     }
 }

@@ -1117,3 +1117,105 @@ fn open_sled(dir: &std::path::Path) -> sled::Db {
         }
     }
 }
+
+// ---------------------------------------------------------------------------
+// Exit codes (README, "Exit codes")
+// ---------------------------------------------------------------------------
+
+/// The codes README's "Exit codes" table lists, with their meaning cell.
+fn readme_exit_codes() -> Vec<(i32, String)> {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))
+        .expect("README.md");
+    let section = readme
+        .split("### Exit codes\n")
+        .nth(1)
+        .expect("README has an \"Exit codes\" section");
+    section
+        .lines()
+        .skip_while(|l| !l.starts_with('|'))
+        .take_while(|l| l.starts_with('|'))
+        .filter_map(|l| {
+            let mut cells = l.trim_matches('|').split('|').map(str::trim);
+            let code = cells.next()?.parse().ok()?;
+            Some((code, cells.next()?.to_owned()))
+        })
+        .collect()
+}
+
+#[test]
+fn exit_codes_follow_the_readme_table() {
+    let table = readme_exit_codes();
+    let codes: Vec<i32> = table.iter().map(|(c, _)| *c).collect();
+    assert_eq!(codes, [0, 1, 2, 64], "{table:?}");
+    let meaning = |code: i32| &table.iter().find(|(c, _)| *c == code).expect("listed").1;
+    assert!(meaning(2).contains("damage, and nothing else"), "{table:?}");
+    assert!(meaning(64).contains("command line"), "{table:?}");
+
+    let d = demo(1);
+    let notes = d.tmp.path().join("notes.txt");
+    std::fs::write(&notes, "hello\n").expect("write");
+    let notes = notes.to_str().expect("UTF-8 path");
+    let cases: Vec<(Vec<&str>, i32)> = vec![
+        // Done.
+        (vec!["runs"], 0),
+        (vec!["show", "demo-deploy"], 0),
+        (vec!["diff", "demo-search", "demo-search"], 0),
+        (vec!["--help"], 0),
+        (vec!["--version"], 0),
+        (vec!["show", "--help"], 0),
+        // A failure that is not damage, or a difference.
+        (vec!["show", "demo-deplo"], 1),
+        (vec!["export", "demo-deplo", "-o", "-"], 1),
+        (vec!["import", notes], 1),
+        (vec!["diff", "demo-deploy", "demo-deploy-failed"], 1),
+        // The command line is wrong.
+        (vec!["frobnicate"], 64),
+        (vec!["--bogus"], 64),
+        (vec!["runs", "--bogus"], 64),
+        (vec!["runs", "--limit", "many"], 64),
+        (vec!["runs", "--since", "last tuesday"], 64),
+        (vec!["show"], 64),
+        (
+            vec!["show", "demo-deploy", "--json", "--html", "x.html"],
+            64,
+        ),
+        (vec!["diff", "demo-deploy"], 64),
+        (vec!["export"], 64),
+        (vec!["export", "demo-deploy"], 64),
+        (
+            vec!["prune", "--older-than", "1d", "--status", "running"],
+            64,
+        ),
+        (vec!["mcp", "mock", notes], 64),
+        (vec!["mcp", "mock", "demo-deploy", "--ignore", "nonce"], 64),
+    ];
+    for (args, code) in &cases {
+        let out = d.reel(args);
+        assert!(
+            codes.contains(code),
+            "{args:?}: {code} is not in README's table"
+        );
+        assert!(!out.stderr.contains("panicked"), "{args:?}: {}", out.stderr);
+        assert_eq!(
+            out.code,
+            Some(*code),
+            "{args:?}: exit code\n--- stdout\n{}\n--- stderr\n{}",
+            out.stdout,
+            out.stderr
+        );
+        if *code > 1 {
+            assert!(!out.stderr.is_empty(), "{args:?} says why");
+        }
+    }
+    // Damage, and only damage, exits 2.
+    damage_a_block(&d.dir, "demo-deploy");
+    for args in [
+        &["show", "demo-deploy"][..],
+        &["show", "demo-deploy", "--json"],
+        &["verify"],
+    ] {
+        d.reel(args).expect(2, &format!("{args:?} on damage"));
+    }
+    d.reel(&["bogus-verb"])
+        .expect(64, "a usage error on a damaged archive");
+}

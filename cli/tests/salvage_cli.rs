@@ -319,7 +319,7 @@ fn prune_deletes_old_runs_by_tenant_and_status_and_dry_runs() {
             "running",
         ],
     );
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(64), "a usage error");
 }
 
 /// SIGKILL right after each of many steps of a prune: the archive opens,

@@ -92,12 +92,12 @@ pub fn run(dir: &Path, args: ExportArgs) -> Result<ExitCode, Failure> {
         return otlp(dir, &endpoint, args);
     }
     let [run] = &args.runs[..] else {
-        return Err(Failure::msg(
+        return Err(Failure::usage(
             "name one run to export as a tape (several runs go to an OTLP collector: --otlp ENDPOINT)",
         ));
     };
     let Some(output) = &args.output else {
-        return Err(Failure::msg(
+        return Err(Failure::usage(
             "say where the tape goes (-o FILE, or -o - for standard output), or send spans with --otlp ENDPOINT",
         ));
     };

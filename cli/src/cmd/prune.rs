@@ -41,7 +41,7 @@ pub struct PruneArgs {
 /// Prunes.
 pub fn run(dir: &Path, args: PruneArgs) -> Result<ExitCode, Failure> {
     if args.status == Some(RunState::Running) {
-        return Err(Failure::msg(
+        return Err(Failure::usage(
             "--status running: a running run is never pruned; pass completed, failed, cancelled or incomplete",
         ));
     }
