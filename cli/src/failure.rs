@@ -26,6 +26,9 @@ pub struct Failure {
     pub message: String,
     /// The exit code: one of [`exit`]'s.
     pub code: u8,
+    /// Standard output was closed by its reader (`reel runs | head -1`):
+    /// nothing is said and the exit code is 0, as `ls | head` ends.
+    pub closed_output: bool,
 }
 
 impl Failure {
@@ -34,6 +37,7 @@ impl Failure {
         Failure {
             message: message.into(),
             code: exit::FAILURE,
+            closed_output: false,
         }
     }
 
@@ -42,6 +46,7 @@ impl Failure {
         Failure {
             message: message.into(),
             code: exit::DAMAGE,
+            closed_output: false,
         }
     }
 
@@ -50,19 +55,34 @@ impl Failure {
         Failure {
             message: message.into(),
             code: exit::USAGE,
+            closed_output: false,
         }
     }
 }
 
 impl<E: std::fmt::Display + 'static> From<E> for Failure {
     fn from(e: E) -> Failure {
+        let any = &e as &dyn std::any::Any;
         // Damage on disk exits 2, whatever verb met it.
-        let damage = (&e as &dyn std::any::Any)
+        let damage = any
             .downcast_ref::<reel_archive::ArchiveError>()
             .is_some_and(reel_archive::ArchiveError::is_damage);
+        // A reader that stopped reading (`| head`) is not a failure.
+        let kind = any
+            .downcast_ref::<std::io::Error>()
+            .map(std::io::Error::kind)
+            .or_else(|| {
+                any.downcast_ref::<serde_json::Error>()
+                    .and_then(serde_json::Error::io_error_kind)
+            })
+            .or_else(|| match any.downcast_ref::<reel::tape::TapeError>() {
+                Some(reel::tape::TapeError::Io(e)) => Some(e.kind()),
+                _ => None,
+            });
         Failure {
             message: e.to_string(),
             code: if damage { exit::DAMAGE } else { exit::FAILURE },
+            closed_output: kind == Some(std::io::ErrorKind::BrokenPipe),
         }
     }
 }

@@ -186,7 +186,13 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(code) => code,
-        Err(Failure { message, code }) => {
+        // The reader of standard output stopped (`reel runs | head -1`):
+        // what it did not read is not a failure.
+        Err(Failure {
+            closed_output: true,
+            ..
+        }) => ExitCode::SUCCESS,
+        Err(Failure { message, code, .. }) => {
             eprintln!("reel: {}", escape(&message));
             ExitCode::from(code)
         }

@@ -1118,6 +1118,77 @@ fn open_sled(dir: &std::path::Path) -> sled::Db {
     }
 }
 
+/// `reel ARGS` whose standard output is closed by its reader before reel
+/// writes (`reel runs | head -0`), or after `read` lines (`| head -1`).
+fn reel_into_closed_pipe(archive: &Path, args: &[&str], read: usize) -> Ran {
+    use std::io::{BufRead, BufReader, Read};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_reel"))
+        .arg("--archive")
+        .arg(archive)
+        .args(args)
+        .env_remove("REEL_ARCHIVE")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the reel binary runs");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut lines = BufReader::new(stdout);
+    let mut taken = String::new();
+    for _ in 0..read {
+        lines.read_line(&mut taken).expect("a line");
+    }
+    drop(lines);
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .expect("stderr")
+        .read_to_string(&mut stderr)
+        .expect("stderr");
+    let status = child.wait().expect("reel ends");
+    Ran {
+        code: status.code(),
+        stdout: taken,
+        stderr,
+    }
+}
+
+#[test]
+fn a_reader_that_stops_early_ends_reel_quietly() {
+    let d = demo(1);
+    let tape = d.tmp.path().join("deploy.tape.jsonl");
+    for args in [
+        &["runs"][..],
+        &["runs", "--json"],
+        &["show", "demo-search"],
+        &["show", "demo-search", "--json"],
+        &["show", "--last", "--kind", "progress"],
+        &["tail", "demo-deploy"],
+        &["diff", "demo-deploy", "demo-deploy-failed"],
+        &["export", "demo-deploy", "-o", "-"],
+        &["stats"],
+        &["verify"],
+        &["import", tape.to_str().expect("UTF-8")],
+    ] {
+        if args[0] == "import" {
+            d.reel(&["export", "demo-deploy", "-o", args[1]])
+                .expect(0, "a tape to import");
+        }
+        for read in [0, 1] {
+            let archive = if args[0] == "import" {
+                d.tmp.path().join(format!("into-{read}"))
+            } else {
+                d.dir.clone()
+            };
+            let out = reel_into_closed_pipe(&archive, args, read);
+            // `diff` still says the runs differ; the rest are done.
+            let code = if args[0] == "diff" { 1 } else { 0 };
+            assert_eq!(out.code, Some(code), "{args:?} after {read} lines: {out:?}");
+            assert_eq!(out.stderr, "", "{args:?} after {read} lines says nothing");
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------
 // Exit codes (README, "Exit codes")
 // ---------------------------------------------------------------------------

@@ -49,12 +49,17 @@ pub fn run(dir: &Path, args: DiffArgs) -> Result<ExitCode, Failure> {
     let fa = collect_facts(&source, &args.run_a)?;
     let fb = collect_facts(&source, &args.run_b)?;
     let (text, first) = render(&args.run_a, &fa, &args.run_b, &fb, args.width.max(40));
-    io::stdout().lock().write_all(text.as_bytes())?;
-    Ok(if first.is_some() {
-        ExitCode::from(1)
+    let code = if first.is_some() {
+        ExitCode::from(crate::failure::exit::FAILURE)
     } else {
         ExitCode::SUCCESS
-    })
+    };
+    match io::stdout().lock().write_all(text.as_bytes()) {
+        // The answer is known before a line is written: a reader that
+        // stopped early (`| head -1`) does not change it.
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(code),
+        other => other.map(|()| code).map_err(Failure::from),
+    }
 }
 
 /// Every fact of a run; a run with a gap cannot be diffed.

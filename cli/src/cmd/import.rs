@@ -1,7 +1,7 @@
 //! `reel import`: a tape into the archive, all of it or none.
 
 use std::fs::File;
-use std::io::BufReader;
+use std::io::{self, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -37,12 +37,13 @@ pub fn run(dir: &Path, args: ImportArgs) -> Result<ExitCode, Failure> {
         .import_with_lines(&archive, &lines)
         .map_err(|e| Failure::msg(format!("{}: {e}", file.display())))?;
     archive.flush()?;
-    println!(
+    writeln!(
+        io::stdout(),
         "imported {} ({} facts, {}) into {}",
         escape(&record.describe()),
         record.facts,
         record.state,
         shown(dir)
-    );
+    )?;
     Ok(ExitCode::SUCCESS)
 }
