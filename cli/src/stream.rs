@@ -4,7 +4,7 @@
 use reel::{Fact, RunRecord, RunState};
 use reel_archive::RunFilter;
 use reel_viewer::render::sink::RunSink;
-use reel_viewer::timeline::Timeline;
+use reel_viewer::timeline::{Timeline, TimelineBuilder};
 
 use crate::failure::Failure;
 use crate::source::{Item, Source};
@@ -64,6 +64,21 @@ pub fn stream<S: RunSink>(
         timeline: sink.finish()?,
         damaged,
     })
+}
+
+/// How many anomalies `record`'s run has: its facts through the timeline,
+/// the one definition `show`, its JSON and its HTML page count by (a gap
+/// is one; a live run's open calls are not).
+pub fn anomalies(source: &Source, record: &RunRecord) -> Result<usize, Failure> {
+    let builder = TimelineBuilder::for_record(record);
+    let streamed = stream(
+        source,
+        &record.run_id,
+        &ShowFilter::default(),
+        false,
+        builder,
+    )?;
+    Ok(streamed.timeline.anomalies.len())
 }
 
 /// Resolves a run id, suggesting near matches for an unknown one.

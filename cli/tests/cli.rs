@@ -624,6 +624,105 @@ fn show_filters_by_call_and_kind() {
     assert!(v["timeline"]["facts"].as_u64() > Some(1));
 }
 
+/// The ANOMALIES cell of each run `reel runs` lists.
+fn anomalies_column(table: &str) -> Vec<(String, String)> {
+    table
+        .lines()
+        .skip(1)
+        .filter(|l| l.starts_with("demo-"))
+        .filter_map(|l| {
+            let cells: Vec<&str> = l.split_whitespace().collect();
+            Some((cells.first()?.to_string(), cells.last()?.to_string()))
+        })
+        .collect()
+}
+
+/// Every view of every run counts its anomalies alike: the `runs` table
+/// and its JSON, `show`'s summary, its JSON timeline and the HTML page.
+fn anomalies_agree(d: &Demo, expected: &[(&str, usize)]) {
+    let table = d.reel(&["runs"]).expect(0, "runs");
+    let column = anomalies_column(&table.stdout);
+    let json: Value =
+        serde_json::from_str(&d.reel(&["runs", "--json"]).expect(0, "runs --json").stdout)
+            .expect("JSON");
+    for &(run, n) in expected {
+        let cell = column
+            .iter()
+            .find(|(id, _)| id == run)
+            .map(|(_, c)| c.clone());
+        assert_eq!(cell, Some(n.to_string()), "runs: {run}\n{}", table.stdout);
+        let listed = json["runs"]
+            .as_array()
+            .expect("runs")
+            .iter()
+            .find(|r| r["run_id"] == run)
+            .expect("listed");
+        assert_eq!(listed["anomalies"], n, "runs --json: {run}");
+        let shown = d.reel(&["show", run]).stdout;
+        let said = if n == 0 {
+            "\nanomalies none\n".to_owned()
+        } else {
+            format!("\nanomalies ({n})\n")
+        };
+        assert!(shown.contains(&said), "show {run}: {said:?} in\n{shown}");
+        let doc: Value =
+            serde_json::from_str(&d.reel(&["show", run, "--json"]).stdout).expect("JSON");
+        assert_eq!(
+            doc["timeline"]["anomalies"].as_array().map(Vec::len),
+            Some(n),
+            "show --json: {run}"
+        );
+        let page = d.tmp.path().join(format!("{run}.html"));
+        let html = d.reel(&["show", run, "--html", page.to_str().expect("UTF-8")]);
+        assert!(
+            html.stderr.contains(&format!("anomalies: {n})")),
+            "show --html: {run}: {}",
+            html.stderr
+        );
+        let page = std::fs::read_to_string(&page).expect("the page");
+        if n > 0 {
+            assert!(
+                page.contains(&format!("<h2>Anomalies ({n})</h2>")),
+                "{run}: the page's anomalies"
+            );
+        } else {
+            assert!(!page.contains("<h2>Anomalies"), "{run}: no anomalies");
+        }
+    }
+}
+
+#[test]
+fn anomalies_are_counted_alike_by_every_view() {
+    let d = demo(1);
+    anomalies_agree(
+        &d,
+        &[
+            ("demo-deploy", 1), // its session cleanup failed
+            ("demo-search", 0),
+            ("demo-walk-cancelled", 1), // a cancel after the call ended
+            ("demo-deploy-failed", 1),  // its credential failed
+            ("demo-audit-degraded", 0),
+        ],
+    );
+    let deploy = d.reel(&["show", "demo-deploy"]).expect(0, "show");
+    assert!(
+        deploy
+            .stdout
+            .contains("(session scope) failed at #19: cache directory was already gone"),
+        "a failed cleanup is named:\n{}",
+        deploy.stdout
+    );
+    // Damage is an anomaly too, in every view (`show` exits 2 for it):
+    // the gap, and what it hides (which facts depends on where the writer
+    // cut the blocks: an end or a cleanup's run may be in it).
+    damage_a_block(&d.dir, "demo-deploy");
+    let doc: Value =
+        serde_json::from_str(&d.reel(&["show", "demo-deploy", "--json"]).stdout).expect("JSON");
+    let n = doc["timeline"]["anomalies"].as_array().map_or(0, Vec::len);
+    assert!(n >= 2, "the gap and the failed cleanup, at least: {n}");
+    anomalies_agree(&d, &[("demo-deploy", n), ("demo-search", 0)]);
+}
+
 #[test]
 fn tail_of_a_closed_archive_prints_the_run_and_exits() {
     let d = demo(1);

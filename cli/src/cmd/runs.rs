@@ -10,9 +10,11 @@ use reel::RunState;
 use reel_archive::RunFilter;
 use reel_viewer::render::terminal::{escape, JsonSafe};
 use reel_viewer::render::text::{duration, timestamp};
+use serde_json::Value;
 
 use crate::failure::Failure;
 use crate::source::Source;
+use crate::stream;
 
 /// `reel runs`'s arguments.
 #[derive(Args, Debug)]
@@ -73,9 +75,25 @@ pub fn run(dir: &Path, args: RunsArgs) -> Result<ExitCode, Failure> {
         limit: Some(args.limit),
         cursor: args.cursor.map(reel_archive::Cursor),
     })?;
+    // Each run's anomalies, counted as `show` counts them (its facts are
+    // read: the index knows calls and credentials, not what happened in
+    // them). A run whose facts cannot be read at all counts as unknown.
+    let anomalies: Vec<Option<usize>> = page
+        .runs
+        .iter()
+        .map(|r| stream::anomalies(&source, r).ok())
+        .collect();
     let mut out = io::stdout().lock();
     if args.json {
-        serde_json::to_writer_pretty(JsonSafe::new(&mut out), &page)?;
+        let mut doc = serde_json::to_value(&page)?;
+        if let Some(runs) = doc.get_mut("runs").and_then(Value::as_array_mut) {
+            for (run, n) in runs.iter_mut().zip(&anomalies) {
+                if let Some(run) = run.as_object_mut() {
+                    run.insert("anomalies".into(), serde_json::json!(n));
+                }
+            }
+        }
+        serde_json::to_writer_pretty(JsonSafe::new(&mut out), &doc)?;
         writeln!(out)?;
         return Ok(ExitCode::SUCCESS);
     }
@@ -83,7 +101,8 @@ pub fn run(dir: &Path, args: RunsArgs) -> Result<ExitCode, Failure> {
     let rows: Vec<[String; 8]> = page
         .runs
         .iter()
-        .map(|r| {
+        .zip(&anomalies)
+        .map(|(r, anomalies)| {
             [
                 match &r.outside_run {
                     None => escape(&r.run_id).into_owned(),
@@ -99,7 +118,7 @@ pub fn run(dir: &Path, args: RunsArgs) -> Result<ExitCode, Failure> {
                     .collect::<Vec<_>>()
                     .join(","),
                 r.facts.to_string(),
-                r.flagged().to_string(),
+                anomalies.map_or_else(|| "?".into(), |n| n.to_string()),
             ]
         })
         .collect();

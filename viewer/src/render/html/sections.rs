@@ -139,6 +139,11 @@ fn anomaly_call<'a>(a: &'a Anomaly, t: &'a Timeline) -> Option<&'a str> {
             .iter()
             .find(|d| d.registered_seq == *seq)
             .and_then(|d| d.call.as_deref()),
+        Anomaly::TeardownFailed { seq, .. } => t
+            .teardowns
+            .iter()
+            .find(|d| d.ran_seq == Some(*seq))
+            .and_then(|d| d.call.as_deref()),
         Anomaly::UnknownCall { .. } | Anomaly::Gap(_) | Anomaly::UnendedRun => None,
     }
 }
