@@ -157,6 +157,11 @@ fn init_logging() {
 
 fn main() -> ExitCode {
     init_logging();
+    // `REEL_ARCHIVE=` (empty) is unset, not an empty `--archive` value.
+    // Nothing else runs yet: no other thread reads the environment.
+    if std::env::var_os("REEL_ARCHIVE").is_some_and(|v| v.is_empty()) {
+        std::env::remove_var("REEL_ARCHIVE");
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => return usage_error(e),

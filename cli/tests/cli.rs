@@ -724,6 +724,111 @@ fn anomalies_are_counted_alike_by_every_view() {
 }
 
 #[test]
+fn show_refuses_a_filter_that_cannot_match_by_name() {
+    let d = demo(1);
+    let page = d.tmp.path().join("page.html");
+    let page_arg = page.to_str().expect("UTF-8");
+    for view in [&[][..], &["--json"], &["--html", page_arg]] {
+        let mut args = vec!["show", "demo-search", "--kind", "bogus"];
+        args.extend(view);
+        let out = d.reel(&args).expect(64, "an unknown kind");
+        assert!(
+            out.stderr.contains("--kind bogus: no fact is of that kind")
+                && out
+                    .stderr
+                    .contains("the kinds are run.started, call.started,")
+                && out.stderr.contains("call.ended, run.ended"),
+            "{view:?}: {}",
+            out.stderr
+        );
+        assert!(out.stdout.is_empty(), "{view:?}: {}", out.stdout);
+        let mut args = vec!["show", "demo-search", "--call", "c9"];
+        args.extend(view);
+        let out = d.reel(&args).expect(1, "an unknown call");
+        assert!(
+            out.stderr.contains(
+                "--call c9: run demo-search has no such call; its calls are c1 (search), c2 (fetch), c3 (fetch)"
+            ),
+            "{view:?}: {}",
+            out.stderr
+        );
+        assert!(out.stdout.is_empty(), "{view:?}: {}", out.stdout);
+        assert!(!page.exists(), "no page is written for a refused filter");
+    }
+    let near = d
+        .reel(&["show", "demo-search", "--kind", "progres"])
+        .expect(64, "a near kind");
+    assert!(
+        near.stderr.contains("did you mean progress?"),
+        "{}",
+        near.stderr
+    );
+    // What can match still does.
+    d.reel(&[
+        "show",
+        "demo-search",
+        "--kind",
+        "teardown.ran",
+        "--call",
+        "c3",
+    ])
+    .expect(0, "a kind the run has not, of a call it has");
+}
+
+#[test]
+fn show_without_a_run_says_how_to_name_one() {
+    let d = demo(1);
+    let out = d.reel(&["show"]).expect(64, "no run");
+    assert!(
+        out.stderr.contains("`reel show --last`") && out.stderr.contains("`reel runs`"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn runs_since_a_date_alone() {
+    let d = demo(1);
+    let all: Vec<&str> = DEMO_RUNS.iter().rev().copied().collect();
+    for (args, expected) in [
+        (["--since", "2000-01-01"], all.clone()),
+        (["--since", "2999-01-01"], vec![]),
+        (["--until", "2999-01-01"], all),
+        (["--until", "2000-01-01"], vec![]),
+    ] {
+        let mut full = vec!["runs"];
+        full.extend(args);
+        let out = d.reel(&full).expect(0, &format!("{args:?}"));
+        assert_eq!(listed(&out.stdout), expected, "{args:?}");
+    }
+    let bad = d
+        .reel(&["runs", "--since", "2027-13-45"])
+        .expect(64, "not a date");
+    assert!(bad.stderr.contains("a date (2026-11-30)"), "{}", bad.stderr);
+}
+
+#[test]
+fn an_empty_reel_archive_is_unset() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    reel(&tmp.path().join("reel-archive"), &["demo"]).expect(0, "demo");
+    // No --archive: the default ./reel-archive, as if REEL_ARCHIVE were unset.
+    let out = Command::new(env!("CARGO_BIN_EXE_reel"))
+        .args(["runs"])
+        .current_dir(tmp.path())
+        .env("REEL_ARCHIVE", "")
+        .output()
+        .expect("runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(listed(&stdout).len(), 5, "{stdout}");
+}
+
+#[test]
 fn tail_of_a_closed_archive_prints_the_run_and_exits() {
     let d = demo(1);
     let tail = d.reel(&["tail", "demo-deploy"]).expect(0, "tail");

@@ -28,10 +28,10 @@ pub struct RunsArgs {
     /// Only runs in this state (running, completed, failed, cancelled, incomplete).
     #[arg(long)]
     status: Option<RunState>,
-    /// Only runs started at or after this time: RFC 3339 (2026-11-30T08:00:00Z) or an age (2h, 3days).
+    /// Only runs started at or after this time: RFC 3339 (2026-11-30T08:00:00Z), a date (2026-11-30, midnight UTC) or an age (2h, 3days).
     #[arg(long, value_parser = parse_time)]
     since: Option<i64>,
-    /// Only runs started before this time: RFC 3339 or an age.
+    /// Only runs started before this time: RFC 3339, a date or an age.
     #[arg(long, value_parser = parse_time)]
     until: Option<i64>,
     /// At most this many runs.
@@ -49,17 +49,32 @@ pub(crate) fn parse_time(s: &str) -> Result<i64, String> {
     if let Ok(t) = humantime::parse_rfc3339_weak(s) {
         return Ok(nanos(t));
     }
+    // A date alone (2027-01-01): its midnight, UTC.
+    let is_date = s.len() == 10
+        && s.bytes().enumerate().all(|(i, b)| {
+            if i == 4 || i == 7 {
+                b == b'-'
+            } else {
+                b.is_ascii_digit()
+            }
+        });
+    if is_date {
+        if let Ok(t) = humantime::parse_rfc3339(&format!("{s}T00:00:00Z")) {
+            return Ok(nanos(t));
+        }
+    }
     match humantime::parse_duration(s) {
         Ok(age) => Ok(nanos(SystemTime::now() - age)),
         Err(_) => Err(format!(
-            "\"{s}\" is neither a time (2026-11-30T08:00:00Z) nor an age (2h, 30min, 3days)"
+            "\"{s}\" is neither a time (2026-11-30T08:00:00Z), a date (2026-11-30) nor an age (2h, 30min, 3days)"
         )),
     }
 }
 
 fn nanos(t: SystemTime) -> i64 {
     t.duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos() as i64)
+        // Past 2262 a time does not fit: it is later than every run.
+        .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
         .unwrap_or(0)
 }
 

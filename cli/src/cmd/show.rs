@@ -22,7 +22,6 @@ use crate::templates::TemplateArgs;
 #[derive(Args, Debug)]
 pub struct ShowArgs {
     /// The run to show (or use --last).
-    #[arg(required_unless_present = "last")]
     run: Option<String>,
     /// Show the most recent run.
     #[arg(long, conflicts_with = "run")]
@@ -46,6 +45,11 @@ pub struct ShowArgs {
 /// Shows a run; exits 2 when some of its facts could not be read.
 pub fn run(dir: &Path, args: ShowArgs, text: TextRenderer) -> Result<ExitCode, Failure> {
     let text = text.with_templates(args.templates.load()?);
+    if args.run.is_none() && !args.last {
+        return Err(Failure::usage(
+            "which run? name one (`reel show RUN`; `reel runs` lists them), or show the newest with `reel show --last`",
+        ));
+    }
     let source = Source::open(dir)?;
     let run_id = match args.run {
         Some(r) => r,
@@ -55,8 +59,9 @@ pub fn run(dir: &Path, args: ShowArgs, text: TextRenderer) -> Result<ExitCode, F
         call: args.call,
         kinds: args.kind,
     };
+    let record = resolve_run(&source, &run_id)?;
+    filter.check(&source, &run_id)?;
     if let Some(path) = &args.html {
-        let record = resolve_run(&source, &run_id)?;
         let file = File::create(path)
             .map_err(|e| Failure::msg(format!("cannot write {}: {e}", path.display())))?;
         let page = HtmlWriter::start(BufWriter::new(file), &record)?.with_templates(text.templates);
@@ -74,7 +79,6 @@ pub fn run(dir: &Path, args: ShowArgs, text: TextRenderer) -> Result<ExitCode, F
     }
     let out = BufWriter::new(io::stdout().lock());
     if args.json {
-        let record = resolve_run(&source, &run_id)?;
         let streamed = stream(
             &source,
             &run_id,
