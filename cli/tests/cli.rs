@@ -854,7 +854,7 @@ fn export_then_import_shows_the_same_run() {
     assert!(
         exported
             .stderr
-            .contains("exported run demo-deploy (22 facts, 1 artifacts)"),
+            .contains("exported run demo-deploy (22 facts, 1 artifact)"),
         "{}",
         exported.stderr
     );
@@ -1010,6 +1010,55 @@ fn diff_marks_the_first_difference() {
         "{}",
         unknown.stderr
     );
+}
+
+#[test]
+fn one_of_a_thing_is_said_in_the_singular() {
+    let d = demo(1);
+    // An archive of one run, holding one artifact.
+    let tape = d.tmp.path().join("deploy.tape.jsonl");
+    let tape_arg = tape.to_str().expect("UTF-8");
+    let exported = d
+        .reel(&["export", "demo-deploy", "-o", tape_arg])
+        .expect(0, "export");
+    let one = d.tmp.path().join("one");
+    reel(&one, &["import", tape_arg]).expect(0, "import");
+    let salvaged = d.tmp.path().join("salvaged");
+    let outputs = [
+        exported.stderr,
+        reel(&one, &["verify"]).expect(0, "verify").stdout,
+        reel(&one, &["prune", "--older-than", "0s", "--dry-run"])
+            .expect(0, "prune")
+            .stdout,
+        reel(
+            &one,
+            &[
+                "salvage",
+                one.to_str().expect("UTF-8"),
+                "--into",
+                salvaged.to_str().expect("UTF-8"),
+            ],
+        )
+        .expect(0, "salvage")
+        .stdout,
+        reel(&one, &["show", "demo-deploy"])
+            .expect(0, "show")
+            .stdout,
+    ];
+    let all = outputs.join("\n");
+    let wrong = Regex::new(r"\b1 (run|artifact|fact|block|call|span|repeat)s\b").expect("regex");
+    assert!(!wrong.is_match(&all), "a plural for one:\n{all}");
+    for said in [
+        "exported run demo-deploy (22 facts, 1 artifact) to",
+        "checked 1 run, ",
+        ", 22 facts, 1 artifact\n",
+        "would delete 1 run (",
+        "and 1 artifact no remaining run refers to",
+        "recovered: 1 run (0 with facts lost), ",
+        "(+1 repeat)",
+    ] {
+        assert!(all.contains(said), "{said:?} in\n{all}");
+    }
 }
 
 #[test]

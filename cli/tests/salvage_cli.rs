@@ -275,7 +275,7 @@ fn prune_deletes_old_runs_by_tenant_and_status_and_dry_runs() {
     assert!(!left.contains(&"demo-deploy-failed".to_owned()));
     let out = reel(&config, &["--archive", dir, "verify"]);
     assert!(
-        text(&out.stdout).contains("1 runs were pruned"),
+        text(&out.stdout).contains("1 run was pruned"),
         "{}",
         text(&out.stdout)
     );

@@ -214,8 +214,8 @@ pub fn render(a_id: &str, a: &[Fact], b_id: &str, b: &[Fact], width: usize) -> (
         None => {
             let _ = writeln!(
                 out,
-                "the runs match ({} facts; times, durations and ids ignored)",
-                a.len()
+                "the runs match ({}; times, durations and ids ignored)",
+                reel_viewer::render::text::counted(a.len() as u64, "fact")
             );
         }
         Some((i, _)) => {

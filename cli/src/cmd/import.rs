@@ -39,9 +39,9 @@ pub fn run(dir: &Path, args: ImportArgs) -> Result<ExitCode, Failure> {
     archive.flush()?;
     writeln!(
         io::stdout(),
-        "imported {} ({} facts, {}) into {}",
+        "imported {} ({}, {}) into {}",
         escape(&record.describe()),
-        record.facts,
+        reel_viewer::render::text::counted(record.facts, "fact"),
         record.state,
         shown(dir)
     )?;

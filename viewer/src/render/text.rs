@@ -425,6 +425,12 @@ fn identity(id: &Identity) -> String {
     }
 }
 
+/// A count and its noun, singular for one: `1 run`, `0 runs`, `2 runs`
+/// (nouns that take an `s`).
+pub fn counted(n: u64, word: &str) -> String {
+    format!("{n} {}", plural(n, word))
+}
+
 /// `word` or `words`, for a count.
 fn plural(n: u64, word: &str) -> String {
     if n == 1 {

@@ -385,7 +385,7 @@ pub(super) fn ledgers(page: &mut String, t: &Timeline) {
                 call(&d.call),
                 d.registered_seq,
                 if d.repeats > 0 {
-                    format!(" (+{} repeats)", d.repeats)
+                    format!(" (+{})", crate::render::text::counted(d.repeats, "repeat"))
                 } else {
                     String::new()
                 },
