@@ -1215,6 +1215,155 @@ fn missing_archive_says_how_to_make_one() {
     }
 }
 
+/// The `reel demo --archive DIR` an error advises, if it advises one.
+fn advised_demo(stderr: &str) -> Option<String> {
+    let at = stderr.find("`reel demo --archive ")? + "`reel demo --archive ".len();
+    let len = stderr[at..].find('`')?;
+    Some(stderr[at..at + len].to_owned())
+}
+
+/// `reel --archive ARCHIVE ARGS`, run in `cwd` (advice names paths as given).
+fn reel_in(cwd: &Path, archive: &str, args: &[&str]) -> Ran {
+    let out = Command::new(env!("CARGO_BIN_EXE_reel"))
+        .args(["--archive", archive])
+        .args(args)
+        .current_dir(cwd)
+        .env_remove("REEL_ARCHIVE")
+        .output()
+        .expect("the reel binary runs");
+    Ran {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+#[test]
+fn the_advice_for_a_folder_that_is_no_archive_works() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let cwd = tmp.path();
+    std::fs::create_dir(cwd.join("notarchive")).expect("mkdir");
+    std::fs::write(cwd.join("notarchive/notes.txt"), "mine\n").expect("write");
+    std::fs::write(cwd.join("file.txt"), "mine\n").expect("write");
+    // The default's name taken by other files too: the advice goes past it.
+    std::fs::create_dir(cwd.join("reel-archive")).expect("mkdir");
+    std::fs::write(cwd.join("reel-archive/notes.txt"), "mine\n").expect("write");
+    for (given, is) in [
+        ("./notarchive", "a directory of other files"),
+        ("file.txt", "a file"),
+        ("./reel-archive", "a directory of other files"),
+        ("./nowhere", ""),
+    ] {
+        let out = reel_in(cwd, given, &["runs"]).fails(given);
+        if is.is_empty() {
+            assert!(
+                out.stderr.contains("no archive at ./nowhere"),
+                "{}",
+                out.stderr
+            );
+        } else {
+            assert!(
+                out.stderr
+                    .contains(&format!("{given} is not a reel archive ({is})")),
+                "{}",
+                out.stderr
+            );
+        }
+        // Following the advice works, and shows the runs it recorded.
+        let advised = advised_demo(&out.stderr).expect("advice to record one");
+        let recorded = reel_in(cwd, &advised, &["demo"]);
+        assert_eq!(
+            recorded.code,
+            Some(0),
+            "{given}: {advised}: {}",
+            recorded.stderr
+        );
+        let runs = reel_in(cwd, &advised, &["runs"]).expect(0, &advised);
+        assert_eq!(listed(&runs.stdout).len(), 5, "{}", runs.stdout);
+        // Nothing of the operator's was touched.
+        assert_eq!(
+            std::fs::read_to_string(cwd.join("notarchive/notes.txt")).expect("kept"),
+            "mine\n"
+        );
+        if advised != given {
+            std::fs::remove_dir_all(cwd.join(&advised)).expect("clean up");
+        }
+    }
+}
+
+#[test]
+fn a_file_that_is_no_tape_is_called_so() {
+    let d = demo(1);
+    let target = d.tmp.path().join("target");
+    for (name, bytes, why) in [
+        (
+            "notes.txt",
+            &b"hello\n"[..],
+            "its first line is no JSON object: line 1",
+        ),
+        ("empty.txt", b"", "it is empty"),
+        (
+            "bytes.bin",
+            b"\xff\xfe\x00\x01\n",
+            "line 1: not valid UTF-8",
+        ),
+        (
+            "list.json",
+            b"[1, 2, 3]\n",
+            "its first line is no JSON object",
+        ),
+    ] {
+        let file = d.tmp.path().join(name);
+        std::fs::write(&file, bytes).expect("write");
+        let out = reel(&target, &["import", file.to_str().expect("UTF-8")]).fails(name);
+        assert!(
+            out.stderr
+                .contains(&format!("{} is not a reel tape (", file.display()))
+                && out.stderr.contains(why)
+                && out.stderr.contains("import a tape `reel export` wrote"),
+            "{name}: {}",
+            out.stderr
+        );
+    }
+    // A JSON object that is no header keeps the header's hint.
+    let file = d.tmp.path().join("object.jsonl");
+    std::fs::write(&file, "{\"a\": 1}\n").expect("write");
+    let out = reel(&target, &["import", file.to_str().expect("UTF-8")]).fails("object");
+    assert!(
+        out.stderr.contains("is this a reel tape?"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn show_html_to_standard_output() {
+    let d = demo(1);
+    let out = reel_in(
+        d.tmp.path(),
+        d.dir.to_str().expect("UTF-8"),
+        &["show", "demo-search", "--html", "-"],
+    )
+    .expect(0, "--html -");
+    assert!(out.stdout.starts_with("<!doctype html>"), "{}", out.stdout);
+    assert!(out.stdout.trim_end().ends_with("</html>"), "the whole page");
+    assert!(out.stderr.contains("to standard output"), "{}", out.stderr);
+    assert!(!d.tmp.path().join("-").exists(), "no file named -");
+    let page = d.tmp.path().join("page.html");
+    d.reel(&[
+        "show",
+        "demo-search",
+        "--html",
+        page.to_str().expect("UTF-8"),
+    ])
+    .expect(0, "--html FILE");
+    assert_eq!(
+        std::fs::read_to_string(&page).expect("page").len(),
+        out.stdout.len(),
+        "the same page either way"
+    );
+}
+
 #[test]
 fn archive_held_by_a_process_without_a_socket() {
     let d = demo(1);

@@ -29,7 +29,7 @@ pub struct ShowArgs {
     /// Print as JSON.
     #[arg(long, conflicts_with = "html")]
     json: bool,
-    /// Write a self-contained HTML page to this file.
+    /// Write a self-contained HTML page to this file (`-`: standard output).
     #[arg(long)]
     html: Option<PathBuf>,
     /// Only facts of this call (and run-level facts).
@@ -62,15 +62,20 @@ pub fn run(dir: &Path, args: ShowArgs, text: TextRenderer) -> Result<ExitCode, F
     let record = resolve_run(&source, &run_id)?;
     filter.check(&source, &run_id)?;
     if let Some(path) = &args.html {
-        let file = File::create(path)
-            .map_err(|e| Failure::msg(format!("cannot write {}: {e}", path.display())))?;
-        let page = HtmlWriter::start(BufWriter::new(file), &record)?.with_templates(text.templates);
+        // `-` is standard output, as for `export -o -`.
+        let (out, to): (Box<dyn Write>, String) = if path == Path::new("-") {
+            (Box::new(io::stdout().lock()), "standard output".into())
+        } else {
+            let file = File::create(path)
+                .map_err(|e| Failure::msg(format!("cannot write {}: {e}", path.display())))?;
+            (Box::new(file), shown(path))
+        };
+        let page = HtmlWriter::start(BufWriter::new(out), &record)?.with_templates(text.templates);
         let streamed = stream(&source, &run_id, &filter, false, page)?;
         let t = &streamed.timeline;
         eprintln!(
-            "wrote the HTML report of run {} to {} (calls: {}, facts: {}, anomalies: {})",
+            "wrote the HTML report of run {} to {to} (calls: {}, facts: {}, anomalies: {})",
             escape(&run_id),
-            shown(path),
             t.calls.len(),
             t.facts,
             t.anomalies.len()
