@@ -171,14 +171,15 @@ fn main() -> ExitCode {
         ColorChoice::Never => false,
         ColorChoice::Auto => io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
     };
-    let text = TextRenderer::new(color);
+    let width = terminal_width();
+    let text = TextRenderer::new(color).with_width(width);
     let dir = &cli.archive;
     let result = match cli.command {
         Command::Demo(args) => cmd::demo::run(dir, args, text),
-        Command::Runs(args) => cmd::runs::run(dir, args),
+        Command::Runs(args) => cmd::runs::run(dir, args, width),
         Command::Show(args) => cmd::show::run(dir, args, text),
         Command::Tail(args) => cmd::tail::run(dir, args, text),
-        Command::Diff(args) => cmd::diff::run(dir, args),
+        Command::Diff(args) => cmd::diff::run(dir, args, width),
         Command::Lsp => cmd::lsp::run(),
         Command::Export(args) => cmd::export::run(dir, args),
         Command::Import(args) => cmd::import::run(dir, args),
@@ -202,6 +203,24 @@ fn main() -> ExitCode {
             ExitCode::from(code)
         }
     }
+}
+
+/// The width `runs`, `show` and `diff` size their lines to: `COLUMNS`
+/// when it is a number, else the terminal's when standard output is one;
+/// `None` (whole lines) into a pipe or a file. Never under 40.
+fn terminal_width() -> Option<usize> {
+    let columns = std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.trim().parse::<usize>().ok())
+        .filter(|c| *c > 0);
+    let width = columns.or_else(|| {
+        io::stdout()
+            .is_terminal()
+            .then(|| console::Term::stdout().size_checked())
+            .flatten()
+            .map(|(_rows, cols)| usize::from(cols))
+    })?;
+    Some(width.max(40))
 }
 
 /// Prints clap's usage error (or help, or version) and exits: 0 for help

@@ -84,6 +84,8 @@ fn reel(archive: &Path, args: &[&str]) -> Ran {
         .args(args)
         .env_remove("REEL_ARCHIVE")
         .env_remove("NO_COLOR")
+        // Into a pipe without COLUMNS: whole lines.
+        .env_remove("COLUMNS")
         .output()
         .expect("the reel binary runs");
     Ran {
@@ -330,6 +332,180 @@ fn runs_table() {
     newest_first.reverse();
     assert_eq!(ids, newest_first);
     assert!(v["next"].is_null(), "all five fit in one page");
+}
+
+/// `normalize` for lines sized to 80 columns. A cut line (80 characters,
+/// or a diff cell as wide as its column: `cell`) may end inside a
+/// volatile value, and a volatile value of another length before the cut
+/// moves it: so a cut keeps what precedes its last volatile value (then
+/// `⟨cut⟩`), else loses its last 12 characters to `⟨cut⟩`.
+fn normalize_sized(text: &str, cell: Option<usize>) -> String {
+    static TIME: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(r"\d{4}-\d{2}-\d{2}T[0-9:.]*Z?").expect("regex"));
+    static DURATION: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(r"\[duration\] +").expect("regex"));
+    static CUT: LazyLock<Vec<(Regex, &'static str)>> = LazyLock::new(|| {
+        [
+            (
+                r"(\[(?:duration|time|fingerprint|random|id|unix-nanos)\])[^…]*…$",
+                "$1 ⟨cut⟩",
+            ),
+            (r".{1,12}…$", "⟨cut⟩"),
+        ]
+        .into_iter()
+        .map(|(re, to)| (Regex::new(re).expect("a valid regex"), to))
+        .collect()
+    });
+    let piece = |raw: &str, cut: bool| {
+        let mut out = normalize(&TIME.replace_all(raw, "[time]"));
+        out = DURATION.replace_all(&out, "[duration] ").into_owned();
+        if cut {
+            for (re, to) in CUT.iter() {
+                out = re.replace(&out, *to).into_owned();
+            }
+        }
+        out
+    };
+    let width = |s: &str| s.chars().count();
+    let mut out = String::new();
+    for line in text.lines() {
+        match (cell, line.split_once(" │ ")) {
+            (Some(col), Some((left, right))) => {
+                let left = left.trim_end();
+                out.push_str(&piece(left, width(left) == col + 2));
+                out.push_str(" │ ");
+                out.push_str(&piece(right, width(right) == col));
+            }
+            _ => out.push_str(&piece(line, width(line) == 80)),
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// `normalize` for the `runs` table sized to a terminal: each run's age
+/// becomes `[age]`, padded as it was; columns are one space apart. (Its
+/// cuts are of tools, tenants and ids: nothing volatile.)
+fn normalize_table(text: &str) -> String {
+    static AGE: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(r" +\d+[smhd] ago\b").expect("regex"));
+    static DURATION: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(r"\[duration\] +").expect("regex"));
+    let out = AGE.replace_all(text, |c: &regex::Captures| {
+        format!(
+            "{}[age]",
+            " ".repeat(c[0].chars().count().saturating_sub(5))
+        )
+    });
+    DURATION
+        .replace_all(&normalize(&out), "[duration] ")
+        .into_owned()
+}
+
+/// `reel ARGS` as on an 80-column terminal (`COLUMNS=80`, into a pipe).
+fn reel_80(archive: &Path, args: &[&str]) -> Ran {
+    let out = Command::new(env!("CARGO_BIN_EXE_reel"))
+        .arg("--archive")
+        .arg(archive)
+        .args(["--color", "never"])
+        .args(args)
+        .env_remove("REEL_ARCHIVE")
+        .env("COLUMNS", "80")
+        .output()
+        .expect("the reel binary runs");
+    Ran {
+        code: out.status.code(),
+        stdout: String::from_utf8(out.stdout).expect("stdout is UTF-8"),
+        stderr: String::from_utf8(out.stderr).expect("stderr is UTF-8"),
+    }
+}
+
+/// Asserts no line of `text` is wider than 80 characters.
+fn fits_80(what: &str, text: &str) {
+    for line in text.lines() {
+        assert!(
+            line.chars().count() <= 80,
+            "{what}: a line of {} characters:\n{line}",
+            line.chars().count()
+        );
+    }
+}
+
+#[test]
+fn eighty_columns_are_readable() {
+    let d = demo(1);
+    let runs = reel_80(&d.dir, &["runs"]).expect(0, "runs");
+    fits_80("runs", &runs.stdout);
+    // Every column is still there, headed as ever; every run id whole.
+    assert!(
+        runs.stdout
+            .starts_with("RUN                 STARTED DURATION STATUS    TENANT TOOLS"),
+        "{}",
+        runs.stdout
+    );
+    assert_eq!(listed(&runs.stdout).len(), 5);
+    snapshot("runs_80", &normalize_table(&runs.stdout));
+    for run in DEMO_RUNS {
+        let out = reel_80(&d.dir, &["show", run]).expect(0, run);
+        fits_80(run, &out.stdout);
+        // One line per fact still, every fact listed.
+        let whole = d.reel(&["show", run]).expect(0, run);
+        assert_eq!(
+            fact_lines(&out.stdout).len(),
+            fact_lines(&whole.stdout).len(),
+            "{run}"
+        );
+        snapshot(
+            &format!("show_80_{run}"),
+            &normalize_sized(&out.stdout, None),
+        );
+    }
+    let diff = reel_80(&d.dir, &["diff", "demo-deploy", "demo-deploy-failed"]).expect(1, "diff");
+    fits_80("diff", &diff.stdout);
+    // `≠ ` + a cell + ` │ ` + a cell.
+    snapshot(
+        "diff_80",
+        &normalize_sized(&diff.stdout, Some((80 - 5) / 2)),
+    );
+    // --width still says how wide a diff is.
+    let wide = reel_80(
+        &d.dir,
+        &[
+            "diff",
+            "demo-deploy",
+            "demo-deploy-failed",
+            "--width",
+            "120",
+        ],
+    )
+    .expect(1, "diff --width");
+    assert!(
+        wide.stdout.lines().any(|l| l.chars().count() > 80)
+            && wide.stdout.lines().all(|l| l.chars().count() <= 120),
+        "{}",
+        wide.stdout
+    );
+    // In colour, the colours take no column.
+    let coloured = Command::new(env!("CARGO_BIN_EXE_reel"))
+        .arg("--archive")
+        .arg(&d.dir)
+        .args(["--color", "always", "show", "demo-deploy"])
+        .env("COLUMNS", "80")
+        .output()
+        .expect("runs");
+    let coloured = String::from_utf8(coloured.stdout).expect("UTF-8");
+    assert!(coloured.contains("\x1b["), "painted");
+    let colours = Regex::new("\x1b\\[[0-9;]*m").expect("regex");
+    let plain = colours.replace_all(&coloured, "");
+    fits_80("show in colour", &plain);
+    assert_eq!(
+        plain,
+        reel_80(&d.dir, &["show", "demo-deploy"]).stdout,
+        "the same lines, painted"
+    );
+    // Into a pipe without COLUMNS, lines are whole (scripts read them).
+    let piped = d.reel(&["show", "demo-deploy"]).expect(0, "piped");
+    assert!(piped.stdout.lines().any(|l| l.chars().count() > 80));
 }
 
 #[test]

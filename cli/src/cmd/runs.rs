@@ -8,6 +8,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use clap::Args;
 use reel::RunState;
 use reel_archive::RunFilter;
+use reel_viewer::render::terminal::width::fit;
 use reel_viewer::render::terminal::{escape, JsonSafe};
 use reel_viewer::render::text::{duration, timestamp};
 use serde_json::Value;
@@ -78,8 +79,20 @@ fn nanos(t: SystemTime) -> i64 {
         .unwrap_or(0)
 }
 
-/// Prints one page of runs as a table (or JSON), and the cursor of the next.
-pub fn run(dir: &Path, args: RunsArgs) -> Result<ExitCode, Failure> {
+/// How long ago, in one unit: `42s ago`, `5m ago`, `3h ago`, `12d ago`.
+fn age(ns: i64) -> String {
+    let s = ns.max(0) / 1_000_000_000;
+    match s {
+        0..=59 => format!("{s}s ago"),
+        60..=3_599 => format!("{}m ago", s / 60),
+        3_600..=172_799 => format!("{}h ago", s / 3_600),
+        _ => format!("{}d ago", s / 86_400),
+    }
+}
+
+/// Prints one page of runs as a table (or JSON), and the cursor of the
+/// next; a table wider than `width` is narrowed to it.
+pub fn run(dir: &Path, args: RunsArgs, width: Option<usize>) -> Result<ExitCode, Failure> {
     let source = Source::open(dir)?;
     let page = source.list_runs(&RunFilter {
         tenant: args.tenant,
@@ -113,7 +126,7 @@ pub fn run(dir: &Path, args: RunsArgs) -> Result<ExitCode, Failure> {
         return Ok(ExitCode::SUCCESS);
     }
     // Recorded cells are escaped before the widths are measured.
-    let rows: Vec<[String; 8]> = page
+    let mut rows: Vec<[String; 8]> = page
         .runs
         .iter()
         .zip(&anomalies)
@@ -147,19 +160,52 @@ pub fn run(dir: &Path, args: RunsArgs) -> Result<ExitCode, Failure> {
         "FACTS",
         "ANOMALIES",
     ];
-    let mut widths = head.map(str::len);
-    for row in &rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
+    let measure = |rows: &[[String; 8]]| {
+        let mut widths = head.map(str::len);
+        for row in rows {
+            for (w, cell) in widths.iter_mut().zip(row) {
+                *w = (*w).max(cell.chars().count());
+            }
+        }
+        widths
+    };
+    let mut widths = measure(&rows);
+    let mut gap = "  ";
+    let mut started_right = false;
+    // Too wide for the terminal: every column stays, their cells shrink.
+    // The start becomes an age (right-aligned), columns part by one
+    // space, then the tools, the tenant and last the run id are cut.
+    let natural = widths.iter().sum::<usize>() + 2 * (widths.len() - 1);
+    if let Some(max) = width.filter(|max| natural > *max) {
+        let now = nanos(SystemTime::now());
+        for (row, r) in rows.iter_mut().zip(&page.runs) {
+            row[1] = age(now.saturating_sub(r.started_at));
+        }
+        widths = measure(&rows);
+        gap = " ";
+        started_right = true;
+        let mut excess = (widths.iter().sum::<usize>() + widths.len() - 1).saturating_sub(max);
+        for col in [5, 4, 0] {
+            let cut = excess.min(widths[col] - head[col].len());
+            widths[col] -= cut;
+            excess -= cut;
         }
     }
     let line = |cells: &[String]| {
         cells
             .iter()
             .zip(widths)
-            .map(|(c, w)| format!("{c:<w$}"))
+            .enumerate()
+            .map(|(i, (c, w))| {
+                let c = fit(c, w);
+                if i == 1 && started_right {
+                    format!("{c:>w$}")
+                } else {
+                    format!("{c:<w$}")
+                }
+            })
             .collect::<Vec<_>>()
-            .join("  ")
+            .join(gap)
             .trim_end()
             .to_owned()
     };
