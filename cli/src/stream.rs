@@ -130,10 +130,10 @@ pub fn stream<S: RunSink>(
     })
 }
 
-/// How many anomalies `record`'s run has: its facts through the timeline,
+/// `record`'s run through the timeline, writing nothing: its anomalies are
 /// the one definition `show`, its JSON and its HTML page count by (a gap
-/// is one; a live run's open calls are not).
-pub fn anomalies(source: &Source, record: &RunRecord) -> Result<usize, Failure> {
+/// is one, and makes the run damaged; a live run's open calls are not).
+pub fn anomalies(source: &Source, record: &RunRecord) -> Result<Streamed, Failure> {
     let builder = TimelineBuilder::for_record(record);
     let streamed = stream(
         source,
@@ -142,7 +142,7 @@ pub fn anomalies(source: &Source, record: &RunRecord) -> Result<usize, Failure> 
         false,
         builder,
     )?;
-    Ok(streamed.timeline.anomalies.len())
+    Ok(streamed)
 }
 
 /// Resolves a run id, suggesting near matches for an unknown one.

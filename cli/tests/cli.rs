@@ -815,12 +815,16 @@ fn anomalies_column(table: &str) -> Vec<(String, String)> {
 
 /// Every view of every run counts its anomalies alike: the `runs` table
 /// and its JSON, `show`'s summary, its JSON timeline and the HTML page.
-fn anomalies_agree(d: &Demo, expected: &[(&str, usize)]) {
-    let table = d.reel(&["runs"]).expect(0, "runs");
+/// `runs` exits `runs_code` (2 when it met damage counting).
+fn anomalies_agree(d: &Demo, expected: &[(&str, usize)], runs_code: i32) {
+    let table = d.reel(&["runs"]).expect(runs_code, "runs");
     let column = anomalies_column(&table.stdout);
-    let json: Value =
-        serde_json::from_str(&d.reel(&["runs", "--json"]).expect(0, "runs --json").stdout)
-            .expect("JSON");
+    let json: Value = serde_json::from_str(
+        &d.reel(&["runs", "--json"])
+            .expect(runs_code, "runs --json")
+            .stdout,
+    )
+    .expect("JSON");
     for &(run, n) in expected {
         let cell = column
             .iter()
@@ -879,6 +883,7 @@ fn anomalies_are_counted_alike_by_every_view() {
             ("demo-deploy-failed", 1),  // its credential failed
             ("demo-audit-degraded", 0),
         ],
+        0,
     );
     let deploy = d.reel(&["show", "demo-deploy"]).expect(0, "show");
     assert!(
@@ -896,7 +901,7 @@ fn anomalies_are_counted_alike_by_every_view() {
         serde_json::from_str(&d.reel(&["show", "demo-deploy", "--json"]).stdout).expect("JSON");
     let n = doc["timeline"]["anomalies"].as_array().map_or(0, Vec::len);
     assert!(n >= 2, "the gap and the failed cleanup, at least: {n}");
-    anomalies_agree(&d, &[("demo-deploy", n), ("demo-search", 0)]);
+    anomalies_agree(&d, &[("demo-deploy", n), ("demo-search", 0)], 2);
 }
 
 #[test]
@@ -1671,8 +1676,16 @@ fn a_corrupted_block_shows_the_rest_and_marks_the_gap() {
     );
     // The other runs are untouched and the listing still works.
     d.reel(&["show", "demo-search"]).expect(0, "another run");
-    let runs = d.reel(&["runs"]).expect(0, "runs");
+    // `runs` reads the facts it counts anomalies in: it lists every run,
+    // says which one is damaged, and exits 2 as every verb meeting damage.
+    let runs = d.reel(&["runs"]).expect(2, "runs");
     assert_eq!(listed(&runs.stdout).len(), 5);
+    assert!(
+        runs.stderr
+            .starts_with("reel: damaged: facts of demo-deploy could not be read"),
+        "{}",
+        runs.stderr
+    );
     // A diff cannot align a run with a hole: it says so.
     let diff = d
         .reel(&["diff", "demo-deploy", "demo-search"])

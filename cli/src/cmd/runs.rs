@@ -13,7 +13,7 @@ use reel_viewer::render::terminal::{escape, JsonSafe};
 use reel_viewer::render::text::{duration, timestamp};
 use serde_json::Value;
 
-use crate::failure::Failure;
+use crate::failure::{exit, Failure};
 use crate::source::Source;
 use crate::stream;
 
@@ -106,11 +106,36 @@ pub fn run(dir: &Path, args: RunsArgs, width: Option<usize>) -> Result<ExitCode,
     // Each run's anomalies, counted as `show` counts them (its facts are
     // read: the index knows calls and credentials, not what happened in
     // them). A run whose facts cannot be read at all counts as unknown.
-    let anomalies: Vec<Option<usize>> = page
-        .runs
-        .iter()
-        .map(|r| stream::anomalies(&source, r).ok())
-        .collect();
+    // Damage met on the way is said, and exits 2, as every verb does.
+    let mut damaged = Vec::new();
+    let mut anomalies: Vec<Option<usize>> = Vec::with_capacity(page.runs.len());
+    for r in &page.runs {
+        match stream::anomalies(&source, r) {
+            Ok(streamed) => {
+                if streamed.damaged {
+                    damaged.push(r.run_id.clone());
+                }
+                anomalies.push(Some(streamed.timeline.anomalies.len()));
+            }
+            Err(e) => {
+                if e.code == exit::DAMAGE {
+                    damaged.push(r.run_id.clone());
+                }
+                anomalies.push(None);
+            }
+        }
+    }
+    // Said after the listing.
+    let done = || {
+        if damaged.is_empty() {
+            return ExitCode::SUCCESS;
+        }
+        eprintln!(
+            "reel: damaged: facts of {} could not be read (each gap counted as an anomaly): `reel show RUN` shows where, `reel verify` checks the archive",
+            escape(&damaged.join(", "))
+        );
+        ExitCode::from(exit::DAMAGE)
+    };
     let mut out = io::stdout().lock();
     if args.json {
         let mut doc = serde_json::to_value(&page)?;
@@ -123,7 +148,7 @@ pub fn run(dir: &Path, args: RunsArgs, width: Option<usize>) -> Result<ExitCode,
         }
         serde_json::to_writer_pretty(JsonSafe::new(&mut out), &doc)?;
         writeln!(out)?;
-        return Ok(ExitCode::SUCCESS);
+        return Ok(done());
     }
     // Recorded cells are escaped before the widths are measured.
     let mut rows: Vec<[String; 8]> = page
@@ -219,5 +244,5 @@ pub fn run(dir: &Path, args: RunsArgs, width: Option<usize>) -> Result<ExitCode,
     if let Some(next) = page.next {
         writeln!(out, "more: --cursor {}", escape(&next.0))?;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(done())
 }
