@@ -585,7 +585,7 @@ fn verify_passes_an_unchanged_server_and_names_a_changed_behaviour() {
 }
 
 #[test]
-fn verify_drives_the_mock_and_bad_input_exits_2() {
+fn verify_drives_the_mock_and_bad_input_exits_64() {
     let d = dirs();
     record_mock_session(&d);
     let tape = d.tape.to_str().unwrap();
