@@ -147,17 +147,6 @@ impl RunRecord {
         self.identity.as_ref()?.tenant.as_deref()
     }
 
-    /// Anomalies visible without reading facts: calls that never ended (in
-    /// a closed run), failed credentials, and an incomplete run.
-    pub fn flagged(&self) -> u64 {
-        let unended = if self.state.is_closed() {
-            self.calls.saturating_sub(self.ended_calls)
-        } else {
-            0
-        };
-        unended + self.failed_credentials + u64::from(self.state == RunState::Incomplete)
-    }
-
     /// Duration in nanoseconds, once ended.
     pub fn duration_ns(&self) -> Option<u64> {
         self.ended_at

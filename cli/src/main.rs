@@ -27,7 +27,7 @@ mod source;
 mod stream;
 mod templates;
 
-use failure::Failure;
+use failure::{exit, Failure};
 
 /// reel: a flight recorder for agent tool calls.
 ///
@@ -157,6 +157,11 @@ fn init_logging() {
 
 fn main() -> ExitCode {
     init_logging();
+    // `REEL_ARCHIVE=` (empty) is unset, not an empty `--archive` value.
+    // Nothing else runs yet: no other thread reads the environment.
+    if std::env::var_os("REEL_ARCHIVE").is_some_and(|v| v.is_empty()) {
+        std::env::remove_var("REEL_ARCHIVE");
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => return usage_error(e),
@@ -166,14 +171,15 @@ fn main() -> ExitCode {
         ColorChoice::Never => false,
         ColorChoice::Auto => io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
     };
-    let text = TextRenderer::new(color);
+    let width = terminal_width();
+    let text = TextRenderer::new(color).with_width(width);
     let dir = &cli.archive;
     let result = match cli.command {
         Command::Demo(args) => cmd::demo::run(dir, args, text),
-        Command::Runs(args) => cmd::runs::run(dir, args),
+        Command::Runs(args) => cmd::runs::run(dir, args, width),
         Command::Show(args) => cmd::show::run(dir, args, text),
         Command::Tail(args) => cmd::tail::run(dir, args, text),
-        Command::Diff(args) => cmd::diff::run(dir, args),
+        Command::Diff(args) => cmd::diff::run(dir, args, width),
         Command::Lsp => cmd::lsp::run(),
         Command::Export(args) => cmd::export::run(dir, args),
         Command::Import(args) => cmd::import::run(dir, args),
@@ -186,25 +192,58 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(code) => code,
-        Err(Failure { message, code }) => {
+        // The reader of standard output stopped (`reel runs | head -1`):
+        // what it did not read is not a failure.
+        Err(Failure {
+            closed_output: true,
+            ..
+        }) => ExitCode::SUCCESS,
+        Err(Failure { message, code, .. }) => {
             eprintln!("reel: {}", escape(&message));
             ExitCode::from(code)
         }
     }
 }
 
-/// Prints clap's usage error (or help, or version) and exits with its
-/// code. clap quotes arguments as given, so the command line is parsed
-/// again with every argument escaped, and that error is the one printed.
+/// The width `runs`, `show` and `diff` size their lines to: `COLUMNS`
+/// when it is a number, else the terminal's when standard output is one;
+/// `None` (whole lines) into a pipe or a file. Never under 40.
+fn terminal_width() -> Option<usize> {
+    let columns = std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.trim().parse::<usize>().ok())
+        .filter(|c| *c > 0);
+    let width = columns.or_else(|| {
+        io::stdout()
+            .is_terminal()
+            .then(|| console::Term::stdout().size_checked())
+            .flatten()
+            .map(|(_rows, cols)| usize::from(cols))
+    })?;
+    Some(width.max(40))
+}
+
+/// Prints clap's usage error (or help, or version) and exits: 0 for help
+/// and version, [`exit::USAGE`] for a usage error (clap's own code, 2, is
+/// the one README gives damage). clap quotes arguments as given, so the
+/// command line is parsed again with every argument escaped, and that error
+/// is the one printed.
 fn usage_error(e: clap::Error) -> ExitCode {
     let shown = std::env::args_os().map(|a| escape(&a.to_string_lossy()).into_owned());
-    match Cli::try_parse_from(shown) {
-        Err(shown) => shown.exit(),
+    let e = match Cli::try_parse_from(shown) {
+        Err(shown) => shown,
         // Not seen: escaping arguments does not mend a command line. Say it
         // anyway, all of it escaped.
         Ok(_) => {
             eprintln!("{}", escape(&e.render().to_string()));
-            ExitCode::from(2)
+            return ExitCode::from(exit::USAGE);
         }
+    };
+    // Help and version go to standard output; a closed one is not an error.
+    let _ = e.print();
+    if e.use_stderr() {
+        ExitCode::from(exit::USAGE)
+    } else {
+        ExitCode::SUCCESS
     }
 }

@@ -48,11 +48,7 @@ impl Source {
 
     fn open_with(dir: &Path, read_only: bool) -> Result<Source, Failure> {
         if !dir.join("db").exists() {
-            return Err(Failure::msg(format!(
-                "no archive at {}: record one with `reel demo --archive {}`, or pass --archive DIR (or set REEL_ARCHIVE)",
-                dir.display(),
-                dir.display()
-            )));
+            return Err(Failure::msg(no_archive(dir)));
         }
         // A recorder that answers on its socket holds the archive: ask it
         // (a stale socket left by a crashed recorder refuses connections).
@@ -235,6 +231,42 @@ impl Source {
             }
         }
     }
+}
+
+/// What to say of `dir`, which holds no archive, with advice that works:
+/// `reel demo` records into a directory that is new or empty, never into
+/// a file or a directory of other files, so for those it names another.
+fn no_archive(dir: &Path) -> String {
+    let usable = |d: &Path| {
+        !d.exists()
+            || d.join("db").exists()
+            || d.read_dir()
+                .is_ok_and(|mut entries| entries.next().is_none())
+    };
+    if usable(dir) {
+        return format!(
+            "no archive at {}: record one with `reel demo --archive {}`, or pass --archive DIR (or set REEL_ARCHIVE)",
+            dir.display(),
+            dir.display()
+        );
+    }
+    let what = if dir.is_dir() {
+        "a directory of other files"
+    } else {
+        "a file"
+    };
+    // A new directory beside it (or the default's name, when free).
+    let parent = dir.parent().unwrap_or(Path::new(""));
+    let fresh = std::iter::once("reel-archive".to_owned())
+        .chain((2..100).map(|n| format!("reel-archive-{n}")))
+        .map(|name| parent.join(name))
+        .find(|d| d.as_path() != dir && usable(d))
+        .unwrap_or_else(|| parent.join("reel-archive"));
+    format!(
+        "{} is not a reel archive ({what}): pass an archive's directory with --archive DIR (or set REEL_ARCHIVE), or record one into a new directory with `reel demo --archive {}`",
+        dir.display(),
+        fresh.display()
+    )
 }
 
 fn unexpected(reply: Reply) -> Failure {

@@ -1,10 +1,11 @@
 //! Finding a run, and the one loop that drives a run's fact stream from a
 //! [`Source`] into any [`RunSink`] (text, JSON, HTML).
 
+use reel::fact::FactKind;
 use reel::{Fact, RunRecord, RunState};
 use reel_archive::RunFilter;
 use reel_viewer::render::sink::RunSink;
-use reel_viewer::timeline::Timeline;
+use reel_viewer::timeline::{Timeline, TimelineBuilder};
 
 use crate::failure::Failure;
 use crate::source::{Item, Source};
@@ -27,6 +28,69 @@ impl ShowFilter {
             (Some(want), Some(c)) => want == c,
         };
         call_ok && (self.kinds.is_empty() || self.kinds.iter().any(|k| k == f.kind.name()))
+    }
+}
+
+impl ShowFilter {
+    /// Refuses a filter that cannot match in `run_id`, by name, listing
+    /// what would: a kind no fact is (exit 64: the catalogue is fixed), a
+    /// call the run does not have (exit 1, as an unknown run). The run's
+    /// facts are read once more only for `--call`, or for a kind this reel
+    /// does not know (a newer reel's kind may be in the run).
+    pub fn check(&self, source: &Source, run_id: &str) -> Result<(), Failure> {
+        let unknown_kinds: Vec<&String> = self
+            .kinds
+            .iter()
+            .filter(|k| !FactKind::KNOWN.contains(&k.as_str()))
+            .collect();
+        if self.call.is_none() && unknown_kinds.is_empty() {
+            return Ok(());
+        }
+        // Calls in start order (with their tool), and the kinds seen.
+        let mut calls: Vec<(String, String)> = Vec::new();
+        let mut kinds: Vec<String> = Vec::new();
+        for item in source.facts(run_id, 0, false)? {
+            let Item::Fact(f) = item? else { continue };
+            if let FactKind::CallStarted(c) = &f.kind {
+                calls.push((c.call_id.clone(), c.tool_name.clone()));
+            }
+            if !unknown_kinds.is_empty() && !kinds.iter().any(|k| k == f.kind.name()) {
+                kinds.push(f.kind.name().to_owned());
+            }
+        }
+        if let Some(kind) = unknown_kinds.iter().find(|k| !kinds.contains(k)) {
+            let near = FactKind::KNOWN
+                .iter()
+                .map(|known| (strsim::jaro_winkler(kind, known), *known))
+                .filter(|(score, _)| *score > 0.8)
+                .max_by(|a, b| a.0.total_cmp(&b.0))
+                .map(|(_, k)| format!("did you mean {k}? "))
+                .unwrap_or_default();
+            return Err(Failure::usage(format!(
+                "--kind {kind}: no fact is of that kind: {near}the kinds are {}",
+                FactKind::KNOWN.join(", ")
+            )));
+        }
+        if let Some(call) = &self.call {
+            if !calls.iter().any(|(id, _)| id == call) {
+                const SHOWN: usize = 20;
+                let mut listed = calls
+                    .iter()
+                    .take(SHOWN)
+                    .map(|(id, tool)| format!("{id} ({tool})"))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                if calls.len() > SHOWN {
+                    listed.push_str(&format!(" and {} more", calls.len() - SHOWN));
+                }
+                return Err(Failure::msg(if calls.is_empty() {
+                    format!("--call {call}: run {run_id} has no calls")
+                } else {
+                    format!("--call {call}: run {run_id} has no such call; its calls are {listed}")
+                }));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -64,6 +128,21 @@ pub fn stream<S: RunSink>(
         timeline: sink.finish()?,
         damaged,
     })
+}
+
+/// `record`'s run through the timeline, writing nothing: its anomalies are
+/// the one definition `show`, its JSON and its HTML page count by (a gap
+/// is one, and makes the run damaged; a live run's open calls are not).
+pub fn anomalies(source: &Source, record: &RunRecord) -> Result<Streamed, Failure> {
+    let builder = TimelineBuilder::for_record(record);
+    let streamed = stream(
+        source,
+        &record.run_id,
+        &ShowFilter::default(),
+        false,
+        builder,
+    )?;
+    Ok(streamed)
 }
 
 /// Resolves a run id, suggesting near matches for an unknown one.

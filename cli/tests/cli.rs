@@ -84,6 +84,8 @@ fn reel(archive: &Path, args: &[&str]) -> Ran {
         .args(args)
         .env_remove("REEL_ARCHIVE")
         .env_remove("NO_COLOR")
+        // Into a pipe without COLUMNS: whole lines.
+        .env_remove("COLUMNS")
         .output()
         .expect("the reel binary runs");
     Ran {
@@ -330,6 +332,180 @@ fn runs_table() {
     newest_first.reverse();
     assert_eq!(ids, newest_first);
     assert!(v["next"].is_null(), "all five fit in one page");
+}
+
+/// `normalize` for lines sized to 80 columns. A cut line (80 characters,
+/// or a diff cell as wide as its column: `cell`) may end inside a
+/// volatile value, and a volatile value of another length before the cut
+/// moves it: so a cut keeps what precedes its last volatile value (then
+/// `⟨cut⟩`), else loses its last 12 characters to `⟨cut⟩`.
+fn normalize_sized(text: &str, cell: Option<usize>) -> String {
+    static TIME: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(r"\d{4}-\d{2}-\d{2}T[0-9:.]*Z?").expect("regex"));
+    static DURATION: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(r"\[duration\] +").expect("regex"));
+    static CUT: LazyLock<Vec<(Regex, &'static str)>> = LazyLock::new(|| {
+        [
+            (
+                r"(\[(?:duration|time|fingerprint|random|id|unix-nanos)\])[^…]*…$",
+                "$1 ⟨cut⟩",
+            ),
+            (r".{1,12}…$", "⟨cut⟩"),
+        ]
+        .into_iter()
+        .map(|(re, to)| (Regex::new(re).expect("a valid regex"), to))
+        .collect()
+    });
+    let piece = |raw: &str, cut: bool| {
+        let mut out = normalize(&TIME.replace_all(raw, "[time]"));
+        out = DURATION.replace_all(&out, "[duration] ").into_owned();
+        if cut {
+            for (re, to) in CUT.iter() {
+                out = re.replace(&out, *to).into_owned();
+            }
+        }
+        out
+    };
+    let width = |s: &str| s.chars().count();
+    let mut out = String::new();
+    for line in text.lines() {
+        match (cell, line.split_once(" │ ")) {
+            (Some(col), Some((left, right))) => {
+                let left = left.trim_end();
+                out.push_str(&piece(left, width(left) == col + 2));
+                out.push_str(" │ ");
+                out.push_str(&piece(right, width(right) == col));
+            }
+            _ => out.push_str(&piece(line, width(line) == 80)),
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// `normalize` for the `runs` table sized to a terminal: each run's age
+/// becomes `[age]`, padded as it was; columns are one space apart. (Its
+/// cuts are of tools, tenants and ids: nothing volatile.)
+fn normalize_table(text: &str) -> String {
+    static AGE: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(r" +\d+[smhd] ago\b").expect("regex"));
+    static DURATION: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(r"\[duration\] +").expect("regex"));
+    let out = AGE.replace_all(text, |c: &regex::Captures| {
+        format!(
+            "{}[age]",
+            " ".repeat(c[0].chars().count().saturating_sub(5))
+        )
+    });
+    DURATION
+        .replace_all(&normalize(&out), "[duration] ")
+        .into_owned()
+}
+
+/// `reel ARGS` as on an 80-column terminal (`COLUMNS=80`, into a pipe).
+fn reel_80(archive: &Path, args: &[&str]) -> Ran {
+    let out = Command::new(env!("CARGO_BIN_EXE_reel"))
+        .arg("--archive")
+        .arg(archive)
+        .args(["--color", "never"])
+        .args(args)
+        .env_remove("REEL_ARCHIVE")
+        .env("COLUMNS", "80")
+        .output()
+        .expect("the reel binary runs");
+    Ran {
+        code: out.status.code(),
+        stdout: String::from_utf8(out.stdout).expect("stdout is UTF-8"),
+        stderr: String::from_utf8(out.stderr).expect("stderr is UTF-8"),
+    }
+}
+
+/// Asserts no line of `text` is wider than 80 characters.
+fn fits_80(what: &str, text: &str) {
+    for line in text.lines() {
+        assert!(
+            line.chars().count() <= 80,
+            "{what}: a line of {} characters:\n{line}",
+            line.chars().count()
+        );
+    }
+}
+
+#[test]
+fn eighty_columns_are_readable() {
+    let d = demo(1);
+    let runs = reel_80(&d.dir, &["runs"]).expect(0, "runs");
+    fits_80("runs", &runs.stdout);
+    // Every column is still there, headed as ever; every run id whole.
+    assert!(
+        runs.stdout
+            .starts_with("RUN                 STARTED DURATION STATUS    TENANT TOOLS"),
+        "{}",
+        runs.stdout
+    );
+    assert_eq!(listed(&runs.stdout).len(), 5);
+    snapshot("runs_80", &normalize_table(&runs.stdout));
+    for run in DEMO_RUNS {
+        let out = reel_80(&d.dir, &["show", run]).expect(0, run);
+        fits_80(run, &out.stdout);
+        // One line per fact still, every fact listed.
+        let whole = d.reel(&["show", run]).expect(0, run);
+        assert_eq!(
+            fact_lines(&out.stdout).len(),
+            fact_lines(&whole.stdout).len(),
+            "{run}"
+        );
+        snapshot(
+            &format!("show_80_{run}"),
+            &normalize_sized(&out.stdout, None),
+        );
+    }
+    let diff = reel_80(&d.dir, &["diff", "demo-deploy", "demo-deploy-failed"]).expect(1, "diff");
+    fits_80("diff", &diff.stdout);
+    // `≠ ` + a cell + ` │ ` + a cell.
+    snapshot(
+        "diff_80",
+        &normalize_sized(&diff.stdout, Some((80 - 5) / 2)),
+    );
+    // --width still says how wide a diff is.
+    let wide = reel_80(
+        &d.dir,
+        &[
+            "diff",
+            "demo-deploy",
+            "demo-deploy-failed",
+            "--width",
+            "120",
+        ],
+    )
+    .expect(1, "diff --width");
+    assert!(
+        wide.stdout.lines().any(|l| l.chars().count() > 80)
+            && wide.stdout.lines().all(|l| l.chars().count() <= 120),
+        "{}",
+        wide.stdout
+    );
+    // In colour, the colours take no column.
+    let coloured = Command::new(env!("CARGO_BIN_EXE_reel"))
+        .arg("--archive")
+        .arg(&d.dir)
+        .args(["--color", "always", "show", "demo-deploy"])
+        .env("COLUMNS", "80")
+        .output()
+        .expect("runs");
+    let coloured = String::from_utf8(coloured.stdout).expect("UTF-8");
+    assert!(coloured.contains("\x1b["), "painted");
+    let colours = Regex::new("\x1b\\[[0-9;]*m").expect("regex");
+    let plain = colours.replace_all(&coloured, "");
+    fits_80("show in colour", &plain);
+    assert_eq!(
+        plain,
+        reel_80(&d.dir, &["show", "demo-deploy"]).stdout,
+        "the same lines, painted"
+    );
+    // Into a pipe without COLUMNS, lines are whole (scripts read them).
+    let piped = d.reel(&["show", "demo-deploy"]).expect(0, "piped");
+    assert!(piped.stdout.lines().any(|l| l.chars().count() > 80));
 }
 
 #[test]
@@ -624,6 +800,215 @@ fn show_filters_by_call_and_kind() {
     assert!(v["timeline"]["facts"].as_u64() > Some(1));
 }
 
+/// The ANOMALIES cell of each run `reel runs` lists.
+fn anomalies_column(table: &str) -> Vec<(String, String)> {
+    table
+        .lines()
+        .skip(1)
+        .filter(|l| l.starts_with("demo-"))
+        .filter_map(|l| {
+            let cells: Vec<&str> = l.split_whitespace().collect();
+            Some((cells.first()?.to_string(), cells.last()?.to_string()))
+        })
+        .collect()
+}
+
+/// Every view of every run counts its anomalies alike: the `runs` table
+/// and its JSON, `show`'s summary, its JSON timeline and the HTML page.
+/// `runs` exits `runs_code` (2 when it met damage counting).
+fn anomalies_agree(d: &Demo, expected: &[(&str, usize)], runs_code: i32) {
+    let table = d.reel(&["runs"]).expect(runs_code, "runs");
+    let column = anomalies_column(&table.stdout);
+    let json: Value = serde_json::from_str(
+        &d.reel(&["runs", "--json"])
+            .expect(runs_code, "runs --json")
+            .stdout,
+    )
+    .expect("JSON");
+    for &(run, n) in expected {
+        let cell = column
+            .iter()
+            .find(|(id, _)| id == run)
+            .map(|(_, c)| c.clone());
+        assert_eq!(cell, Some(n.to_string()), "runs: {run}\n{}", table.stdout);
+        let listed = json["runs"]
+            .as_array()
+            .expect("runs")
+            .iter()
+            .find(|r| r["run_id"] == run)
+            .expect("listed");
+        assert_eq!(listed["anomalies"], n, "runs --json: {run}");
+        let shown = d.reel(&["show", run]).stdout;
+        let said = if n == 0 {
+            "\nanomalies none\n".to_owned()
+        } else {
+            format!("\nanomalies ({n})\n")
+        };
+        assert!(shown.contains(&said), "show {run}: {said:?} in\n{shown}");
+        let doc: Value =
+            serde_json::from_str(&d.reel(&["show", run, "--json"]).stdout).expect("JSON");
+        assert_eq!(
+            doc["timeline"]["anomalies"].as_array().map(Vec::len),
+            Some(n),
+            "show --json: {run}"
+        );
+        let page = d.tmp.path().join(format!("{run}.html"));
+        let html = d.reel(&["show", run, "--html", page.to_str().expect("UTF-8")]);
+        assert!(
+            html.stderr.contains(&format!("anomalies: {n})")),
+            "show --html: {run}: {}",
+            html.stderr
+        );
+        let page = std::fs::read_to_string(&page).expect("the page");
+        if n > 0 {
+            assert!(
+                page.contains(&format!("<h2>Anomalies ({n})</h2>")),
+                "{run}: the page's anomalies"
+            );
+        } else {
+            assert!(!page.contains("<h2>Anomalies"), "{run}: no anomalies");
+        }
+    }
+}
+
+#[test]
+fn anomalies_are_counted_alike_by_every_view() {
+    let d = demo(1);
+    anomalies_agree(
+        &d,
+        &[
+            ("demo-deploy", 1), // its session cleanup failed
+            ("demo-search", 0),
+            ("demo-walk-cancelled", 1), // a cancel after the call ended
+            ("demo-deploy-failed", 1),  // its credential failed
+            ("demo-audit-degraded", 0),
+        ],
+        0,
+    );
+    let deploy = d.reel(&["show", "demo-deploy"]).expect(0, "show");
+    assert!(
+        deploy
+            .stdout
+            .contains("(session scope) failed at #19: cache directory was already gone"),
+        "a failed cleanup is named:\n{}",
+        deploy.stdout
+    );
+    // Damage is an anomaly too, in every view (`show` exits 2 for it):
+    // the gap, and what it hides (which facts depends on where the writer
+    // cut the blocks: an end or a cleanup's run may be in it).
+    damage_a_block(&d.dir, "demo-deploy");
+    let doc: Value =
+        serde_json::from_str(&d.reel(&["show", "demo-deploy", "--json"]).stdout).expect("JSON");
+    let n = doc["timeline"]["anomalies"].as_array().map_or(0, Vec::len);
+    assert!(n >= 2, "the gap and the failed cleanup, at least: {n}");
+    anomalies_agree(&d, &[("demo-deploy", n), ("demo-search", 0)], 2);
+}
+
+#[test]
+fn show_refuses_a_filter_that_cannot_match_by_name() {
+    let d = demo(1);
+    let page = d.tmp.path().join("page.html");
+    let page_arg = page.to_str().expect("UTF-8");
+    for view in [&[][..], &["--json"], &["--html", page_arg]] {
+        let mut args = vec!["show", "demo-search", "--kind", "bogus"];
+        args.extend(view);
+        let out = d.reel(&args).expect(64, "an unknown kind");
+        assert!(
+            out.stderr.contains("--kind bogus: no fact is of that kind")
+                && out
+                    .stderr
+                    .contains("the kinds are run.started, call.started,")
+                && out.stderr.contains("call.ended, run.ended"),
+            "{view:?}: {}",
+            out.stderr
+        );
+        assert!(out.stdout.is_empty(), "{view:?}: {}", out.stdout);
+        let mut args = vec!["show", "demo-search", "--call", "c9"];
+        args.extend(view);
+        let out = d.reel(&args).expect(1, "an unknown call");
+        assert!(
+            out.stderr.contains(
+                "--call c9: run demo-search has no such call; its calls are c1 (search), c2 (fetch), c3 (fetch)"
+            ),
+            "{view:?}: {}",
+            out.stderr
+        );
+        assert!(out.stdout.is_empty(), "{view:?}: {}", out.stdout);
+        assert!(!page.exists(), "no page is written for a refused filter");
+    }
+    let near = d
+        .reel(&["show", "demo-search", "--kind", "progres"])
+        .expect(64, "a near kind");
+    assert!(
+        near.stderr.contains("did you mean progress?"),
+        "{}",
+        near.stderr
+    );
+    // What can match still does.
+    d.reel(&[
+        "show",
+        "demo-search",
+        "--kind",
+        "teardown.ran",
+        "--call",
+        "c3",
+    ])
+    .expect(0, "a kind the run has not, of a call it has");
+}
+
+#[test]
+fn show_without_a_run_says_how_to_name_one() {
+    let d = demo(1);
+    let out = d.reel(&["show"]).expect(64, "no run");
+    assert!(
+        out.stderr.contains("`reel show --last`") && out.stderr.contains("`reel runs`"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn runs_since_a_date_alone() {
+    let d = demo(1);
+    let all: Vec<&str> = DEMO_RUNS.iter().rev().copied().collect();
+    for (args, expected) in [
+        (["--since", "2000-01-01"], all.clone()),
+        (["--since", "2999-01-01"], vec![]),
+        (["--until", "2999-01-01"], all),
+        (["--until", "2000-01-01"], vec![]),
+    ] {
+        let mut full = vec!["runs"];
+        full.extend(args);
+        let out = d.reel(&full).expect(0, &format!("{args:?}"));
+        assert_eq!(listed(&out.stdout), expected, "{args:?}");
+    }
+    let bad = d
+        .reel(&["runs", "--since", "2027-13-45"])
+        .expect(64, "not a date");
+    assert!(bad.stderr.contains("a date (2026-11-30)"), "{}", bad.stderr);
+}
+
+#[test]
+fn an_empty_reel_archive_is_unset() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    reel(&tmp.path().join("reel-archive"), &["demo"]).expect(0, "demo");
+    // No --archive: the default ./reel-archive, as if REEL_ARCHIVE were unset.
+    let out = Command::new(env!("CARGO_BIN_EXE_reel"))
+        .args(["runs"])
+        .current_dir(tmp.path())
+        .env("REEL_ARCHIVE", "")
+        .output()
+        .expect("runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(listed(&stdout).len(), 5, "{stdout}");
+}
+
 #[test]
 fn tail_of_a_closed_archive_prints_the_run_and_exits() {
     let d = demo(1);
@@ -650,7 +1035,7 @@ fn export_then_import_shows_the_same_run() {
     assert!(
         exported
             .stderr
-            .contains("exported run demo-deploy (22 facts, 1 artifacts)"),
+            .contains("exported run demo-deploy (22 facts, 1 artifact)"),
         "{}",
         exported.stderr
     );
@@ -809,6 +1194,55 @@ fn diff_marks_the_first_difference() {
 }
 
 #[test]
+fn one_of_a_thing_is_said_in_the_singular() {
+    let d = demo(1);
+    // An archive of one run, holding one artifact.
+    let tape = d.tmp.path().join("deploy.tape.jsonl");
+    let tape_arg = tape.to_str().expect("UTF-8");
+    let exported = d
+        .reel(&["export", "demo-deploy", "-o", tape_arg])
+        .expect(0, "export");
+    let one = d.tmp.path().join("one");
+    reel(&one, &["import", tape_arg]).expect(0, "import");
+    let salvaged = d.tmp.path().join("salvaged");
+    let outputs = [
+        exported.stderr,
+        reel(&one, &["verify"]).expect(0, "verify").stdout,
+        reel(&one, &["prune", "--older-than", "0s", "--dry-run"])
+            .expect(0, "prune")
+            .stdout,
+        reel(
+            &one,
+            &[
+                "salvage",
+                one.to_str().expect("UTF-8"),
+                "--into",
+                salvaged.to_str().expect("UTF-8"),
+            ],
+        )
+        .expect(0, "salvage")
+        .stdout,
+        reel(&one, &["show", "demo-deploy"])
+            .expect(0, "show")
+            .stdout,
+    ];
+    let all = outputs.join("\n");
+    let wrong = Regex::new(r"\b1 (run|artifact|fact|block|call|span|repeat)s\b").expect("regex");
+    assert!(!wrong.is_match(&all), "a plural for one:\n{all}");
+    for said in [
+        "exported run demo-deploy (22 facts, 1 artifact) to",
+        "checked 1 run, ",
+        ", 22 facts, 1 artifact\n",
+        "would delete 1 run (",
+        "and 1 artifact no remaining run refers to",
+        "recovered: 1 run (0 with facts lost), ",
+        "(+1 repeat)",
+    ] {
+        assert!(all.contains(said), "{said:?} in\n{all}");
+    }
+}
+
+#[test]
 fn stats_figures() {
     let d = demo(1);
     let out = d.reel(&["stats", "--json"]).expect(0, "stats --json");
@@ -962,6 +1396,155 @@ fn missing_archive_says_how_to_make_one() {
     }
 }
 
+/// The `reel demo --archive DIR` an error advises, if it advises one.
+fn advised_demo(stderr: &str) -> Option<String> {
+    let at = stderr.find("`reel demo --archive ")? + "`reel demo --archive ".len();
+    let len = stderr[at..].find('`')?;
+    Some(stderr[at..at + len].to_owned())
+}
+
+/// `reel --archive ARCHIVE ARGS`, run in `cwd` (advice names paths as given).
+fn reel_in(cwd: &Path, archive: &str, args: &[&str]) -> Ran {
+    let out = Command::new(env!("CARGO_BIN_EXE_reel"))
+        .args(["--archive", archive])
+        .args(args)
+        .current_dir(cwd)
+        .env_remove("REEL_ARCHIVE")
+        .output()
+        .expect("the reel binary runs");
+    Ran {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+#[test]
+fn the_advice_for_a_folder_that_is_no_archive_works() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let cwd = tmp.path();
+    std::fs::create_dir(cwd.join("notarchive")).expect("mkdir");
+    std::fs::write(cwd.join("notarchive/notes.txt"), "mine\n").expect("write");
+    std::fs::write(cwd.join("file.txt"), "mine\n").expect("write");
+    // The default's name taken by other files too: the advice goes past it.
+    std::fs::create_dir(cwd.join("reel-archive")).expect("mkdir");
+    std::fs::write(cwd.join("reel-archive/notes.txt"), "mine\n").expect("write");
+    for (given, is) in [
+        ("./notarchive", "a directory of other files"),
+        ("file.txt", "a file"),
+        ("./reel-archive", "a directory of other files"),
+        ("./nowhere", ""),
+    ] {
+        let out = reel_in(cwd, given, &["runs"]).fails(given);
+        if is.is_empty() {
+            assert!(
+                out.stderr.contains("no archive at ./nowhere"),
+                "{}",
+                out.stderr
+            );
+        } else {
+            assert!(
+                out.stderr
+                    .contains(&format!("{given} is not a reel archive ({is})")),
+                "{}",
+                out.stderr
+            );
+        }
+        // Following the advice works, and shows the runs it recorded.
+        let advised = advised_demo(&out.stderr).expect("advice to record one");
+        let recorded = reel_in(cwd, &advised, &["demo"]);
+        assert_eq!(
+            recorded.code,
+            Some(0),
+            "{given}: {advised}: {}",
+            recorded.stderr
+        );
+        let runs = reel_in(cwd, &advised, &["runs"]).expect(0, &advised);
+        assert_eq!(listed(&runs.stdout).len(), 5, "{}", runs.stdout);
+        // Nothing of the operator's was touched.
+        assert_eq!(
+            std::fs::read_to_string(cwd.join("notarchive/notes.txt")).expect("kept"),
+            "mine\n"
+        );
+        if advised != given {
+            std::fs::remove_dir_all(cwd.join(&advised)).expect("clean up");
+        }
+    }
+}
+
+#[test]
+fn a_file_that_is_no_tape_is_called_so() {
+    let d = demo(1);
+    let target = d.tmp.path().join("target");
+    for (name, bytes, why) in [
+        (
+            "notes.txt",
+            &b"hello\n"[..],
+            "its first line is no JSON object: line 1",
+        ),
+        ("empty.txt", b"", "it is empty"),
+        (
+            "bytes.bin",
+            b"\xff\xfe\x00\x01\n",
+            "line 1: not valid UTF-8",
+        ),
+        (
+            "list.json",
+            b"[1, 2, 3]\n",
+            "its first line is no JSON object",
+        ),
+    ] {
+        let file = d.tmp.path().join(name);
+        std::fs::write(&file, bytes).expect("write");
+        let out = reel(&target, &["import", file.to_str().expect("UTF-8")]).fails(name);
+        assert!(
+            out.stderr
+                .contains(&format!("{} is not a reel tape (", file.display()))
+                && out.stderr.contains(why)
+                && out.stderr.contains("import a tape `reel export` wrote"),
+            "{name}: {}",
+            out.stderr
+        );
+    }
+    // A JSON object that is no header keeps the header's hint.
+    let file = d.tmp.path().join("object.jsonl");
+    std::fs::write(&file, "{\"a\": 1}\n").expect("write");
+    let out = reel(&target, &["import", file.to_str().expect("UTF-8")]).fails("object");
+    assert!(
+        out.stderr.contains("is this a reel tape?"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn show_html_to_standard_output() {
+    let d = demo(1);
+    let out = reel_in(
+        d.tmp.path(),
+        d.dir.to_str().expect("UTF-8"),
+        &["show", "demo-search", "--html", "-"],
+    )
+    .expect(0, "--html -");
+    assert!(out.stdout.starts_with("<!doctype html>"), "{}", out.stdout);
+    assert!(out.stdout.trim_end().ends_with("</html>"), "the whole page");
+    assert!(out.stderr.contains("to standard output"), "{}", out.stderr);
+    assert!(!d.tmp.path().join("-").exists(), "no file named -");
+    let page = d.tmp.path().join("page.html");
+    d.reel(&[
+        "show",
+        "demo-search",
+        "--html",
+        page.to_str().expect("UTF-8"),
+    ])
+    .expect(0, "--html FILE");
+    assert_eq!(
+        std::fs::read_to_string(&page).expect("page").len(),
+        out.stdout.len(),
+        "the same page either way"
+    );
+}
+
 #[test]
 fn archive_held_by_a_process_without_a_socket() {
     let d = demo(1);
@@ -1093,8 +1676,16 @@ fn a_corrupted_block_shows_the_rest_and_marks_the_gap() {
     );
     // The other runs are untouched and the listing still works.
     d.reel(&["show", "demo-search"]).expect(0, "another run");
-    let runs = d.reel(&["runs"]).expect(0, "runs");
+    // `runs` reads the facts it counts anomalies in: it lists every run,
+    // says which one is damaged, and exits 2 as every verb meeting damage.
+    let runs = d.reel(&["runs"]).expect(2, "runs");
     assert_eq!(listed(&runs.stdout).len(), 5);
+    assert!(
+        runs.stderr
+            .starts_with("reel: damaged: facts of demo-deploy could not be read"),
+        "{}",
+        runs.stderr
+    );
     // A diff cannot align a run with a hole: it says so.
     let diff = d
         .reel(&["diff", "demo-deploy", "demo-search"])
@@ -1116,4 +1707,177 @@ fn open_sled(dir: &std::path::Path) -> sled::Db {
             Err(e) => panic!("sled does not open {}: {e}", dir.display()),
         }
     }
+}
+
+/// `reel ARGS` whose standard output is closed by its reader before reel
+/// writes (`reel runs | head -0`), or after `read` lines (`| head -1`).
+fn reel_into_closed_pipe(archive: &Path, args: &[&str], read: usize) -> Ran {
+    use std::io::{BufRead, BufReader, Read};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_reel"))
+        .arg("--archive")
+        .arg(archive)
+        .args(args)
+        .env_remove("REEL_ARCHIVE")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the reel binary runs");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut lines = BufReader::new(stdout);
+    let mut taken = String::new();
+    for _ in 0..read {
+        lines.read_line(&mut taken).expect("a line");
+    }
+    drop(lines);
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .expect("stderr")
+        .read_to_string(&mut stderr)
+        .expect("stderr");
+    let status = child.wait().expect("reel ends");
+    Ran {
+        code: status.code(),
+        stdout: taken,
+        stderr,
+    }
+}
+
+#[test]
+fn a_reader_that_stops_early_ends_reel_quietly() {
+    let d = demo(1);
+    let tape = d.tmp.path().join("deploy.tape.jsonl");
+    for args in [
+        &["runs"][..],
+        &["runs", "--json"],
+        &["show", "demo-search"],
+        &["show", "demo-search", "--json"],
+        &["show", "--last", "--kind", "progress"],
+        &["tail", "demo-deploy"],
+        &["diff", "demo-deploy", "demo-deploy-failed"],
+        &["export", "demo-deploy", "-o", "-"],
+        &["stats"],
+        &["verify"],
+        &["import", tape.to_str().expect("UTF-8")],
+    ] {
+        if args[0] == "import" {
+            d.reel(&["export", "demo-deploy", "-o", args[1]])
+                .expect(0, "a tape to import");
+        }
+        for read in [0, 1] {
+            let archive = if args[0] == "import" {
+                d.tmp.path().join(format!("into-{read}"))
+            } else {
+                d.dir.clone()
+            };
+            let out = reel_into_closed_pipe(&archive, args, read);
+            // `diff` still says the runs differ; the rest are done.
+            let code = if args[0] == "diff" { 1 } else { 0 };
+            assert_eq!(out.code, Some(code), "{args:?} after {read} lines: {out:?}");
+            assert_eq!(out.stderr, "", "{args:?} after {read} lines says nothing");
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Exit codes (README, "Exit codes")
+// ---------------------------------------------------------------------------
+
+/// The codes README's "Exit codes" table lists, with their meaning cell.
+fn readme_exit_codes() -> Vec<(i32, String)> {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))
+        .expect("README.md");
+    let section = readme
+        .split("### Exit codes\n")
+        .nth(1)
+        .expect("README has an \"Exit codes\" section");
+    section
+        .lines()
+        .skip_while(|l| !l.starts_with('|'))
+        .take_while(|l| l.starts_with('|'))
+        .filter_map(|l| {
+            let mut cells = l.trim_matches('|').split('|').map(str::trim);
+            let code = cells.next()?.parse().ok()?;
+            Some((code, cells.next()?.to_owned()))
+        })
+        .collect()
+}
+
+#[test]
+fn exit_codes_follow_the_readme_table() {
+    let table = readme_exit_codes();
+    let codes: Vec<i32> = table.iter().map(|(c, _)| *c).collect();
+    assert_eq!(codes, [0, 1, 2, 64], "{table:?}");
+    let meaning = |code: i32| &table.iter().find(|(c, _)| *c == code).expect("listed").1;
+    assert!(meaning(2).contains("damage, and nothing else"), "{table:?}");
+    assert!(meaning(64).contains("command line"), "{table:?}");
+
+    let d = demo(1);
+    let notes = d.tmp.path().join("notes.txt");
+    std::fs::write(&notes, "hello\n").expect("write");
+    let notes = notes.to_str().expect("UTF-8 path");
+    let cases: Vec<(Vec<&str>, i32)> = vec![
+        // Done.
+        (vec!["runs"], 0),
+        (vec!["show", "demo-deploy"], 0),
+        (vec!["diff", "demo-search", "demo-search"], 0),
+        (vec!["--help"], 0),
+        (vec!["--version"], 0),
+        (vec!["show", "--help"], 0),
+        // A failure that is not damage, or a difference.
+        (vec!["show", "demo-deplo"], 1),
+        (vec!["export", "demo-deplo", "-o", "-"], 1),
+        (vec!["import", notes], 1),
+        (vec!["diff", "demo-deploy", "demo-deploy-failed"], 1),
+        // The command line is wrong.
+        (vec!["frobnicate"], 64),
+        (vec!["--bogus"], 64),
+        (vec!["runs", "--bogus"], 64),
+        (vec!["runs", "--limit", "many"], 64),
+        (vec!["runs", "--since", "last tuesday"], 64),
+        (vec!["show"], 64),
+        (
+            vec!["show", "demo-deploy", "--json", "--html", "x.html"],
+            64,
+        ),
+        (vec!["diff", "demo-deploy"], 64),
+        (vec!["export"], 64),
+        (vec!["export", "demo-deploy"], 64),
+        (
+            vec!["prune", "--older-than", "1d", "--status", "running"],
+            64,
+        ),
+        (vec!["mcp", "mock", notes], 64),
+        (vec!["mcp", "mock", "demo-deploy", "--ignore", "nonce"], 64),
+    ];
+    for (args, code) in &cases {
+        let out = d.reel(args);
+        assert!(
+            codes.contains(code),
+            "{args:?}: {code} is not in README's table"
+        );
+        assert!(!out.stderr.contains("panicked"), "{args:?}: {}", out.stderr);
+        assert_eq!(
+            out.code,
+            Some(*code),
+            "{args:?}: exit code\n--- stdout\n{}\n--- stderr\n{}",
+            out.stdout,
+            out.stderr
+        );
+        if *code > 1 {
+            assert!(!out.stderr.is_empty(), "{args:?} says why");
+        }
+    }
+    // Damage, and only damage, exits 2.
+    damage_a_block(&d.dir, "demo-deploy");
+    for args in [
+        &["show", "demo-deploy"][..],
+        &["show", "demo-deploy", "--json"],
+        &["verify"],
+    ] {
+        d.reel(args).expect(2, &format!("{args:?} on damage"));
+    }
+    d.reel(&["bogus-verb"])
+        .expect(64, "a usage error on a damaged archive");
 }

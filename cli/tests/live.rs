@@ -237,10 +237,21 @@ fn tail_follows_a_recording_process() {
         shown.starts_with("run demo-live  running"),
         "served live while recording:\n{shown}"
     );
+    // A live run's open call and missing end are what a live run looks
+    // like, not anomalies; `runs` counts them as `show` and its JSON do.
     assert!(
-        shown.contains("the run never ended (still running"),
-        "{shown}"
+        shown.contains("\nanomalies none\n"),
+        "a live run is not flagged for running:\n{shown}"
     );
+    let json = reel(&dir, &["show", "demo-live", "--json"]);
+    assert!(json.status.success(), "{}", text(&json.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&json.stdout).expect("JSON");
+    assert_eq!(doc["run"]["state"], "running", "still running");
+    assert_eq!(doc["timeline"]["anomalies"], serde_json::json!([]));
+    let listed = reel(&dir, &["runs", "--status", "running", "--json"]);
+    let listed: serde_json::Value = serde_json::from_slice(&listed.stdout).expect("JSON");
+    assert_eq!(listed["runs"][0]["run_id"], "demo-live");
+    assert_eq!(listed["runs"][0]["anomalies"], 0);
     // Two followers: one names the run, one takes the newest running run.
     let (tail, tail_out) = start_tail(&dir, Some("demo-live"));
     let (tail_newest, tail_newest_out) = start_tail(&dir, None);

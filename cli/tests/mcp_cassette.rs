@@ -585,7 +585,7 @@ fn verify_passes_an_unchanged_server_and_names_a_changed_behaviour() {
 }
 
 #[test]
-fn verify_drives_the_mock_and_bad_input_exits_2() {
+fn verify_drives_the_mock_and_bad_input_exits_64() {
     let d = dirs();
     record_mock_session(&d);
     let tape = d.tape.to_str().unwrap();
@@ -615,9 +615,13 @@ fn verify_drives_the_mock_and_bad_input_exits_2() {
     assert!(stdout.contains("all 7 calls matched"), "{stdout}");
 
     let missing = reel(&d, &["mcp", "verify", "no-such-run", "--", "true"], &[]);
-    assert_eq!(missing.status.code(), Some(2));
+    assert_eq!(
+        missing.status.code(),
+        Some(64),
+        "bad input is a usage error"
+    );
     assert!(String::from_utf8_lossy(&missing.stderr).contains("neither a tape file nor a run"));
     let bad = reel(&d, &["mcp", "mock", tape, "--ignore", "nonce"], &[]);
-    assert_eq!(bad.status.code(), Some(2));
+    assert_eq!(bad.status.code(), Some(64));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("a JSON pointer starts with `/`"));
 }

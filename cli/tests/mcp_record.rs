@@ -897,7 +897,7 @@ fn every_tools_list_page_and_the_meta_client_are_recorded() {
     assert_eq!(outcome["result"]["content"][0]["text"], "answered accept");
 }
 
-/// A bad `--upstream` is bad input (exit 2) naming the flag and what to
+/// A bad `--upstream` is bad input (exit 64) naming the flag and what to
 /// give instead.
 #[test]
 fn a_bad_upstream_is_bad_input() {
@@ -921,7 +921,7 @@ fn a_bad_upstream_is_bad_input() {
             .output()
             .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert_eq!(out.status.code(), Some(64), "{stderr}");
         assert!(
             stderr.contains("--upstream") && stderr.contains(says),
             "{stderr}"

@@ -275,7 +275,7 @@ fn prune_deletes_old_runs_by_tenant_and_status_and_dry_runs() {
     assert!(!left.contains(&"demo-deploy-failed".to_owned()));
     let out = reel(&config, &["--archive", dir, "verify"]);
     assert!(
-        text(&out.stdout).contains("1 runs were pruned"),
+        text(&out.stdout).contains("1 run was pruned"),
         "{}",
         text(&out.stdout)
     );
@@ -319,7 +319,7 @@ fn prune_deletes_old_runs_by_tenant_and_status_and_dry_runs() {
             "running",
         ],
     );
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(64), "a usage error");
 }
 
 /// SIGKILL right after each of many steps of a prune: the archive opens,

@@ -611,7 +611,7 @@ fn usage_errors_quoting_arguments_are_escaped() {
     ] {
         for color in [false, true] {
             let out = evil.reel(color, &args);
-            assert_eq!(out.code, Some(2), "{args:?}: {out:?}");
+            assert_eq!(out.code, Some(64), "{args:?}: {out:?}");
             assert!(out.stderr.starts_with("error: "), "{args:?}: {out:?}");
             shows_evil(&out.stderr, 1, &format!("{args:?}"));
         }

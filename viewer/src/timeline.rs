@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use reel::fact::*;
 use reel::gap::Gap;
-use reel::Fact;
+use reel::{Fact, RunRecord, RunState};
 use serde::Serialize;
 
 use crate::display::ProgressTemplates;
@@ -131,6 +131,17 @@ pub enum Anomaly {
         /// Seq of the registration.
         seq: u64,
     },
+    /// A cleanup that ran and failed, or did not finish in time.
+    TeardownFailed {
+        /// The scope.
+        scope: TeardownScope,
+        /// The key hash.
+        key_hash: String,
+        /// Seq of `teardown.ran`.
+        seq: u64,
+        /// What went wrong (`timed out` when it did not finish in time).
+        reason: String,
+    },
     /// A credential that failed to resolve.
     CredentialFailed {
         /// The call.
@@ -168,6 +179,7 @@ impl Anomaly {
             Anomaly::UnendedCall { seq, .. }
             | Anomaly::ProgressAfterEnd { seq, .. }
             | Anomaly::TeardownNeverRan { seq, .. }
+            | Anomaly::TeardownFailed { seq, .. }
             | Anomaly::CredentialFailed { seq, .. }
             | Anomaly::CancelAfterEnd { seq, .. }
             | Anomaly::UnknownCall { seq, .. } => Some(*seq),
@@ -192,6 +204,12 @@ impl Anomaly {
             } => {
                 format!("cleanup {key_hash} ({scope} scope, registered at #{seq}) never ran")
             }
+            Anomaly::TeardownFailed {
+                scope,
+                key_hash,
+                seq,
+                reason,
+            } => format!("cleanup {key_hash} ({scope} scope) failed at #{seq}: {reason}"),
             Anomaly::CredentialFailed { call_id, need, seq } => format!(
                 "credential {need:?} failed (#{seq}{})",
                 call_id
@@ -298,6 +316,7 @@ pub struct TimelineBuilder {
     teardown_index: HashMap<(TeardownScope, String), usize>,
     next_seq: u64,
     templates: ProgressTemplates,
+    live: bool,
 }
 
 impl TimelineBuilder {
@@ -306,6 +325,18 @@ impl TimelineBuilder {
     pub fn with_templates(mut self, templates: ProgressTemplates) -> TimelineBuilder {
         self.templates = templates;
         self
+    }
+
+    /// A builder for the run `record` describes. While that run is live
+    /// (`running`: its recorder is still writing), a call that has not
+    /// ended yet, a cleanup that has not run yet and the run's own end not
+    /// seen yet are not anomalies: they are what a live run looks like. Once the run is closed they
+    /// are (a run left `incomplete`, a call its writer never ended).
+    pub fn for_record(record: &RunRecord) -> TimelineBuilder {
+        TimelineBuilder {
+            live: record.state == RunState::Running,
+            ..TimelineBuilder::default()
+        }
     }
 
     fn t(&mut self) -> &mut Timeline {
@@ -573,6 +604,19 @@ impl TimelineBuilder {
                     entry.ran_seq = Some(fact.seq);
                     entry.outcome = Some(r.outcome.clone());
                 }
+                let reason = match &r.outcome {
+                    TeardownOutcome::Ok => None,
+                    TeardownOutcome::Error { message } => Some(message.clone()),
+                    TeardownOutcome::TimedOut => Some("timed out".to_owned()),
+                };
+                if let Some(reason) = reason {
+                    self.t().anomalies.push(Anomaly::TeardownFailed {
+                        scope: r.scope,
+                        key_hash: r.key_hash.clone(),
+                        seq: fact.seq,
+                        reason,
+                    });
+                }
             }
             FactKind::CancelRequested(_) => {
                 if let (true, Some(call_id)) = (ended, &fact.call) {
@@ -614,14 +658,17 @@ impl TimelineBuilder {
     }
 
     /// The timeline so far, with end-of-stream anomalies (unended calls,
-    /// cleanups that never ran, an unended run).
+    /// cleanups that never ran, an unended run), none of them while the
+    /// run is live ([`TimelineBuilder::for_record`]).
     pub fn finish(mut self) -> Timeline {
         self.t();
         let Some(mut t) = self.t.take() else {
             unreachable!("t() initialised the timeline")
         };
+        // A live run that has not ended: its open calls are still running.
+        let live = self.live && t.ended.is_none();
         for c in &t.calls {
-            if c.ended_seq.is_none() {
+            if c.ended_seq.is_none() && !live {
                 t.anomalies.push(Anomaly::UnendedCall {
                     call_id: c.call_id.clone(),
                     seq: c.started_seq,
@@ -629,7 +676,7 @@ impl TimelineBuilder {
             }
         }
         for d in &t.teardowns {
-            if d.ran_seq.is_none() {
+            if d.ran_seq.is_none() && !live {
                 t.anomalies.push(Anomaly::TeardownNeverRan {
                     scope: d.scope,
                     key_hash: d.key_hash.clone(),
@@ -637,7 +684,7 @@ impl TimelineBuilder {
                 });
             }
         }
-        if t.ended.is_none() {
+        if t.ended.is_none() && !live {
             t.anomalies.push(Anomaly::UnendedRun);
         }
         t

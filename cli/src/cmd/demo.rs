@@ -84,8 +84,8 @@ pub fn run(dir: &Path, args: DemoArgs, text: TextRenderer) -> Result<ExitCode, F
     let mut out = io::stdout().lock();
     writeln!(
         out,
-        "recorded {} demo runs into {}: {}",
-        ids.len(),
+        "recorded {} into {}: {}",
+        reel_viewer::render::text::counted(ids.len() as u64, "demo run"),
         shown(dir),
         escape(&ids.join(", "))
     )?;

@@ -13,6 +13,7 @@
 //! with the replayer's matcher (`reel_replayer::matching`); were the
 //! matching rules in the core, it could move to the viewer.
 
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::io::{self, Write as _};
 use std::path::Path;
@@ -22,9 +23,9 @@ use clap::Args;
 use reel::fact::FactKind;
 use reel::Fact;
 use reel_replayer::matching::{diff_kinds, show, FieldDiff, IgnoreRule};
-use reel_viewer::display::cut;
 use reel_viewer::render::terminal::escape;
-use reel_viewer::render::text::compact;
+use reel_viewer::render::terminal::width::{fit, wrap};
+use reel_viewer::render::text::TextRenderer;
 use serde_json::Value;
 
 use crate::failure::Failure;
@@ -38,23 +39,30 @@ pub struct DiffArgs {
     run_a: String,
     /// The second run.
     run_b: String,
-    /// Width of the side-by-side view.
-    #[arg(long, default_value_t = 160)]
-    width: usize,
+    /// Width of the side-by-side view (default: the terminal's, or
+    /// `COLUMNS`; 160 into a pipe or a file).
+    #[arg(long)]
+    width: Option<usize>,
 }
 
 /// Prints the two runs side by side; exits 1 when they differ.
-pub fn run(dir: &Path, args: DiffArgs) -> Result<ExitCode, Failure> {
+pub fn run(dir: &Path, args: DiffArgs, terminal: Option<usize>) -> Result<ExitCode, Failure> {
     let source = Source::open(dir)?;
     let fa = collect_facts(&source, &args.run_a)?;
     let fb = collect_facts(&source, &args.run_b)?;
-    let (text, first) = render(&args.run_a, &fa, &args.run_b, &fb, args.width.max(40));
-    io::stdout().lock().write_all(text.as_bytes())?;
-    Ok(if first.is_some() {
-        ExitCode::from(1)
+    let width = args.width.or(terminal).unwrap_or(160).max(40);
+    let (text, first) = render(&args.run_a, &fa, &args.run_b, &fb, width);
+    let code = if first.is_some() {
+        ExitCode::from(crate::failure::exit::FAILURE)
     } else {
         ExitCode::SUCCESS
-    })
+    };
+    match io::stdout().lock().write_all(text.as_bytes()) {
+        // The answer is known before a line is written: a reader that
+        // stopped early (`| head -1`) does not change it.
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(code),
+        other => other.map(|()| code).map_err(Failure::from),
+    }
 }
 
 /// Every fact of a run; a run with a gap cannot be diffed.
@@ -102,20 +110,28 @@ pub fn volatile() -> Vec<IgnoreRule> {
 /// The first difference: (index, field diffs).
 pub type First = Option<(usize, Vec<FieldDiff>)>;
 
-/// One fact on one line, escaped for the terminal (recorded kinds and
-/// payloads are untrusted).
-fn summary(f: &Fact) -> String {
-    let data = serde_json::to_value(f)
-        .ok()
-        .and_then(|v| v.get("data").cloned())
+/// One fact on one line as `reel show` words it (`#seq kind detail`),
+/// escaped for the terminal (recorded kinds and payloads are untrusted).
+/// `tools` names each call's tool.
+fn summary(f: &Fact, tools: &HashMap<&str, &str>) -> String {
+    let tool = f
+        .call
+        .as_deref()
+        .and_then(|c| tools.get(c).copied())
         .unwrap_or_default();
-    escape(&format!(
-        "#{} {} {}",
-        f.seq,
-        f.kind.name(),
-        compact(&data, 200)
-    ))
-    .into_owned()
+    let detail = TextRenderer::new(false).detail_text(f, tool);
+    format!("#{} {} {detail}", f.seq, escape(f.kind.name()))
+}
+
+/// Each call's tool, by call id.
+fn tools(facts: &[Fact]) -> HashMap<&str, &str> {
+    facts
+        .iter()
+        .filter_map(|f| match &f.kind {
+            FactKind::CallStarted(c) => Some((c.call_id.as_str(), c.tool_name.as_str())),
+            _ => None,
+        })
+        .collect()
 }
 
 /// Renders the two runs side by side; returns the text and the first
@@ -123,13 +139,15 @@ fn summary(f: &Fact) -> String {
 /// and values) is escaped for the terminal.
 pub fn render(a_id: &str, a: &[Fact], b_id: &str, b: &[Fact], width: usize) -> (String, First) {
     let ignore = volatile();
+    // `≠ ` + left + ` │ ` + right.
     let col = width.saturating_sub(5) / 2;
+    let (tools_a, tools_b) = (tools(a), tools(b));
     let mut out = String::new();
     let _ = writeln!(
         out,
         "  {:<col$} │ {}",
-        cut(&escape(a_id), col),
-        cut(&escape(b_id), col)
+        fit(&escape(a_id), col),
+        fit(&escape(b_id), col)
     );
     let mut first: First = None;
     // Aligned clock reads, artifact ids and run scopes so far: (run A's
@@ -179,13 +197,17 @@ pub fn render(a_id: &str, a: &[Fact], b_id: &str, b: &[Fact], width: usize) -> (
             }],
         };
         let mark = if diff.is_empty() { ' ' } else { '≠' };
-        let left = fa.map(summary).unwrap_or_else(|| "(no fact)".into());
-        let right = fb.map(summary).unwrap_or_else(|| "(no fact)".into());
+        let left = fa
+            .map(|f| summary(f, &tools_a))
+            .unwrap_or_else(|| "(no fact)".into());
+        let right = fb
+            .map(|f| summary(f, &tools_b))
+            .unwrap_or_else(|| "(no fact)".into());
         let _ = writeln!(
             out,
             "{mark} {:<col$} │ {}",
-            cut(&left, col.saturating_sub(12)),
-            cut(&right, col.saturating_sub(12))
+            fit(&left, col),
+            fit(&right, col)
         );
         if !diff.is_empty() && first.is_none() {
             for (n, d) in diff.iter().enumerate() {
@@ -194,13 +216,13 @@ pub fn render(a_id: &str, a: &[Fact], b_id: &str, b: &[Fact], width: usize) -> (
                 } else {
                     "  also"
                 };
-                let _ = writeln!(
-                    out,
+                let line = format!(
                     "  {lead}: {}: {} vs {}",
                     escape(&d.path),
                     escape(&show(&d.expected)),
                     escape(&show(&d.actual))
                 );
+                let _ = writeln!(out, "{}", wrap(&line, width, "      "));
             }
             first = Some((i, diff));
         }
@@ -209,8 +231,8 @@ pub fn render(a_id: &str, a: &[Fact], b_id: &str, b: &[Fact], width: usize) -> (
         None => {
             let _ = writeln!(
                 out,
-                "the runs match ({} facts; times, durations and ids ignored)",
-                a.len()
+                "the runs match ({}; times, durations and ids ignored)",
+                reel_viewer::render::text::counted(a.len() as u64, "fact")
             );
         }
         Some((i, _)) => {

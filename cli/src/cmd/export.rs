@@ -18,6 +18,7 @@ use crate::cmd::runs::parse_time;
 use crate::failure::{shown, Failure};
 use crate::source::Source;
 use crate::stream::resolve_run;
+use reel_viewer::render::text::counted;
 
 /// `reel export`'s arguments.
 #[derive(Args, Debug)]
@@ -92,12 +93,12 @@ pub fn run(dir: &Path, args: ExportArgs) -> Result<ExitCode, Failure> {
         return otlp(dir, &endpoint, args);
     }
     let [run] = &args.runs[..] else {
-        return Err(Failure::msg(
+        return Err(Failure::usage(
             "name one run to export as a tape (several runs go to an OTLP collector: --otlp ENDPOINT)",
         ));
     };
     let Some(output) = &args.output else {
-        return Err(Failure::msg(
+        return Err(Failure::usage(
             "say where the tape goes (-o FILE, or -o - for standard output), or send spans with --otlp ENDPOINT",
         ));
     };
@@ -117,10 +118,10 @@ pub fn run(dir: &Path, args: ExportArgs) -> Result<ExitCode, Failure> {
             .map_err(|e| Failure::msg(format!("cannot write {}: {e}", output.display())))?;
         tape.write(BufWriter::new(file))?;
         eprintln!(
-            "exported run {} ({} facts, {} artifacts) to {}",
+            "exported run {} ({}, {}) to {}",
             escape(run),
-            tape.facts.len(),
-            tape.artifacts.len(),
+            counted(tape.facts.len() as u64, "fact"),
+            counted(tape.artifacts.len() as u64, "artifact"),
             shown(output)
         );
     }
@@ -260,8 +261,9 @@ fn otlp(dir: &Path, endpoint: &str, args: ExportArgs) -> Result<ExitCode, Failur
         spans += n;
     }
     eprintln!(
-        "exported {} runs ({spans} spans) to {}",
-        ids.len(),
+        "exported {} ({}) to {}",
+        counted(ids.len() as u64, "run"),
+        counted(spans as u64, "span"),
         escape(endpoint)
     );
     Ok(ExitCode::SUCCESS)

@@ -11,6 +11,7 @@ use reel_archive::PruneFilter;
 use reel_viewer::render::terminal::{escape, JsonSafe};
 
 use crate::failure::Failure;
+use reel_viewer::render::text::counted;
 
 /// A pause before each deletion, in milliseconds, each announced on
 /// standard error (`prune step N`): for the crash tests, which kill a prune
@@ -41,7 +42,7 @@ pub struct PruneArgs {
 /// Prunes.
 pub fn run(dir: &Path, args: PruneArgs) -> Result<ExitCode, Failure> {
     if args.status == Some(RunState::Running) {
-        return Err(Failure::msg(
+        return Err(Failure::usage(
             "--status running: a running run is never pruned; pass completed, failed, cancelled or incomplete",
         ));
     }
@@ -92,11 +93,11 @@ pub fn run(dir: &Path, args: PruneArgs) -> Result<ExitCode, Failure> {
         };
         writeln!(
             out,
-            "{verb} {} runs ({} blocks, {} facts) and {} artifacts no remaining run refers to",
-            report.runs.len(),
-            report.blocks,
-            report.facts,
-            report.artifacts
+            "{verb} {} ({}, {}) and {} no remaining run refers to",
+            counted(report.runs.len() as u64, "run"),
+            counted(report.blocks, "block"),
+            counted(report.facts, "fact"),
+            counted(report.artifacts, "artifact")
         )?;
         for run in &report.runs {
             writeln!(out, "  {}", escape(run))?;

@@ -10,6 +10,7 @@ use reel_archive::ArchiveConfig;
 use reel_viewer::render::terminal::{escape, JsonSafe};
 
 use crate::failure::{shown, Failure};
+use reel_viewer::render::text::counted;
 
 /// `reel salvage`'s arguments.
 #[derive(Args, Debug)]
@@ -51,17 +52,20 @@ pub fn run(args: SalvageArgs) -> Result<ExitCode, Failure> {
         }
         writeln!(
             out,
-            "recovered: {} runs ({} with facts lost), {} blocks, {} facts, {} artifacts",
-            report.runs_recovered,
+            "recovered: {} ({} with facts lost), {}, {}, {}",
+            counted(report.runs_recovered as u64, "run"),
             report.runs_broken,
-            report.blocks_recovered,
-            report.facts_recovered,
-            report.artifacts_recovered
+            counted(report.blocks_recovered as u64, "block"),
+            counted(report.facts_recovered as u64, "fact"),
+            counted(report.artifacts_recovered as u64, "artifact")
         )?;
         writeln!(
             out,
-            "lost: {} runs, {} blocks no recovered run leads to, {} facts, {} artifacts",
-            report.runs_lost, report.blocks_unplaced, report.facts_lost, report.artifacts_lost
+            "lost: {}, {} no recovered run leads to, {}, {}",
+            counted(report.runs_lost as u64, "run"),
+            counted(report.blocks_unplaced as u64, "block"),
+            counted(report.facts_lost as u64, "fact"),
+            counted(report.artifacts_lost as u64, "artifact")
         )?;
         if report.flushes_lost_by_sled > 0 {
             writeln!(

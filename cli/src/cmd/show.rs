@@ -22,7 +22,6 @@ use crate::templates::TemplateArgs;
 #[derive(Args, Debug)]
 pub struct ShowArgs {
     /// The run to show (or use --last).
-    #[arg(required_unless_present = "last")]
     run: Option<String>,
     /// Show the most recent run.
     #[arg(long, conflicts_with = "run")]
@@ -30,7 +29,7 @@ pub struct ShowArgs {
     /// Print as JSON.
     #[arg(long, conflicts_with = "html")]
     json: bool,
-    /// Write a self-contained HTML page to this file.
+    /// Write a self-contained HTML page to this file (`-`: standard output).
     #[arg(long)]
     html: Option<PathBuf>,
     /// Only facts of this call (and run-level facts).
@@ -46,6 +45,11 @@ pub struct ShowArgs {
 /// Shows a run; exits 2 when some of its facts could not be read.
 pub fn run(dir: &Path, args: ShowArgs, text: TextRenderer) -> Result<ExitCode, Failure> {
     let text = text.with_templates(args.templates.load()?);
+    if args.run.is_none() && !args.last {
+        return Err(Failure::usage(
+            "which run? name one (`reel show RUN`; `reel runs` lists them), or show the newest with `reel show --last`",
+        ));
+    }
     let source = Source::open(dir)?;
     let run_id = match args.run {
         Some(r) => r,
@@ -55,17 +59,23 @@ pub fn run(dir: &Path, args: ShowArgs, text: TextRenderer) -> Result<ExitCode, F
         call: args.call,
         kinds: args.kind,
     };
+    let record = resolve_run(&source, &run_id)?;
+    filter.check(&source, &run_id)?;
     if let Some(path) = &args.html {
-        let record = resolve_run(&source, &run_id)?;
-        let file = File::create(path)
-            .map_err(|e| Failure::msg(format!("cannot write {}: {e}", path.display())))?;
-        let page = HtmlWriter::start(BufWriter::new(file), &record)?.with_templates(text.templates);
+        // `-` is standard output, as for `export -o -`.
+        let (out, to): (Box<dyn Write>, String) = if path == Path::new("-") {
+            (Box::new(io::stdout().lock()), "standard output".into())
+        } else {
+            let file = File::create(path)
+                .map_err(|e| Failure::msg(format!("cannot write {}: {e}", path.display())))?;
+            (Box::new(file), shown(path))
+        };
+        let page = HtmlWriter::start(BufWriter::new(out), &record)?.with_templates(text.templates);
         let streamed = stream(&source, &run_id, &filter, false, page)?;
         let t = &streamed.timeline;
         eprintln!(
-            "wrote the HTML report of run {} to {} (calls: {}, facts: {}, anomalies: {})",
+            "wrote the HTML report of run {} to {to} (calls: {}, facts: {}, anomalies: {})",
             escape(&run_id),
-            shown(path),
             t.calls.len(),
             t.facts,
             t.anomalies.len()
@@ -74,7 +84,6 @@ pub fn run(dir: &Path, args: ShowArgs, text: TextRenderer) -> Result<ExitCode, F
     }
     let out = BufWriter::new(io::stdout().lock());
     if args.json {
-        let record = resolve_run(&source, &run_id)?;
         let streamed = stream(
             &source,
             &run_id,

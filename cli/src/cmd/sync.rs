@@ -10,6 +10,7 @@ use reel_archive::{Archive, ArchiveConfig};
 use reel_nats::NatsConfig;
 
 use crate::failure::{shown, Failure};
+use reel_viewer::render::text::counted;
 
 /// `reel sync`'s arguments.
 #[derive(Args, Debug)]
@@ -51,11 +52,11 @@ pub fn run(dir: &Path, args: SyncArgs) -> Result<ExitCode, Failure> {
     };
     writeln!(
         io::stdout().lock(),
-        "synced {} blocks ({} facts, {} runs, {} artifacts) from {} into {}",
-        report.messages,
-        report.facts,
-        report.streams,
-        report.artifacts,
+        "synced {} ({}, {}, {}) from {} into {}",
+        counted(report.messages as u64, "block"),
+        counted(report.facts as u64, "fact"),
+        counted(report.streams as u64, "run"),
+        counted(report.artifacts as u64, "artifact"),
         config.shown(),
         shown(dir)
     )?;

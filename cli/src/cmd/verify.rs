@@ -8,6 +8,7 @@ use clap::Args;
 use reel_viewer::render::terminal::{escape, JsonSafe};
 
 use crate::failure::Failure;
+use reel_viewer::render::text::counted;
 
 /// `reel verify`'s arguments.
 #[derive(Args, Debug)]
@@ -39,8 +40,9 @@ pub fn run(dir: &Path, args: VerifyArgs) -> Result<ExitCode, Failure> {
         if !args.json {
             writeln!(
                 out,
-                "against the cluster: {} of {} runs up to date",
-                a.matching, a.streams
+                "against the cluster: {} of {} up to date",
+                a.matching,
+                counted(a.streams, "run")
             )?;
             for p in &a.problems {
                 writeln!(out, "  {}", escape(p))?;
@@ -60,14 +62,21 @@ pub fn run(dir: &Path, args: VerifyArgs) -> Result<ExitCode, Failure> {
     } else {
         writeln!(
             out,
-            "checked {} runs, {} blocks, {} facts, {} artifacts",
-            report.runs, report.blocks, report.facts, report.artifacts
+            "checked {}, {}, {}, {}",
+            counted(report.runs, "run"),
+            counted(report.blocks, "block"),
+            counted(report.facts, "fact"),
+            counted(report.artifacts, "artifact")
         )?;
         if report.pruned > 0 {
             writeln!(
                 out,
-                "{} runs were pruned (`reel prune`): not damage",
-                report.pruned
+                "{} pruned (`reel prune`): not damage",
+                if report.pruned == 1 {
+                    "1 run was".to_owned()
+                } else {
+                    format!("{} runs were", report.pruned)
+                }
             )?;
         }
         if !report.known_losses.is_empty() {

@@ -121,7 +121,7 @@ impl<W: Write> HtmlWriter<W> {
         Ok(HtmlWriter {
             out,
             record: record.clone(),
-            builder: TimelineBuilder::default(),
+            builder: TimelineBuilder::for_record(record),
             text: TextRenderer::new(false),
             nonce,
             first: true,

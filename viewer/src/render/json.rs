@@ -31,7 +31,7 @@ impl<W: Write> JsonWriter<W> {
         Ok(JsonWriter {
             out,
             first: true,
-            builder: TimelineBuilder::default(),
+            builder: TimelineBuilder::for_record(record),
         })
     }
 

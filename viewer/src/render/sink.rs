@@ -50,3 +50,21 @@ pub trait RunSink {
     where
         Self: Sized;
 }
+
+/// The sink that writes nothing: only the timeline (`reel runs` counts a
+/// run's anomalies with it, by the one definition every view uses).
+impl RunSink for crate::timeline::TimelineBuilder {
+    fn fact(&mut self, fact: &Fact, _listed: bool) -> io::Result<()> {
+        self.push(fact);
+        Ok(())
+    }
+
+    fn gap(&mut self, gap: &Gap) -> io::Result<()> {
+        self.push_gap(gap);
+        Ok(())
+    }
+
+    fn finish(self) -> io::Result<Timeline> {
+        Ok(crate::timeline::TimelineBuilder::finish(self))
+    }
+}

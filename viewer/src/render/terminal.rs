@@ -170,6 +170,116 @@ impl<W: Write> Write for JsonSafe<W> {
     }
 }
 
+/// Sizing lines to a terminal's width. Widths count characters (one
+/// column each: wide characters are not measured as two); the colours
+/// reel paints (`ESC [ ... m`, the only escape sequences in its output:
+/// recorded strings go through [`escape`]) count for nothing.
+pub mod width {
+    /// The characters of `line` a terminal shows.
+    pub fn visible(line: &str) -> usize {
+        let mut n = 0;
+        let mut chars = line.chars();
+        while let Some(c) = chars.next() {
+            if c == '\x1b' {
+                // A colour: up to its final `m`.
+                for c in chars.by_ref() {
+                    if c == 'm' {
+                        break;
+                    }
+                }
+            } else {
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// `line` cut to `width` visible characters, the last one `…` when
+    /// something was cut. Every colour sequence is kept (a reset after the
+    /// cut too), and a line whose last colour is never reset is reset.
+    pub fn fit(line: &str, width: usize) -> String {
+        if visible(line) <= width {
+            return line.to_owned();
+        }
+        let keep = width.saturating_sub(1);
+        let mut out = String::with_capacity(line.len().min(width * 4));
+        let (mut n, mut painted) = (0, false);
+        let mut chars = line.chars();
+        while let Some(c) = chars.next() {
+            if c == '\x1b' {
+                let mut seq = String::from(c);
+                for c in chars.by_ref() {
+                    seq.push(c);
+                    if c == 'm' {
+                        break;
+                    }
+                }
+                painted = seq != "\x1b[0m";
+                out.push_str(&seq);
+            } else if n < keep {
+                out.push(c);
+                n += 1;
+            }
+        }
+        out.push('…');
+        if painted {
+            out.push_str("\x1b[0m");
+        }
+        out
+    }
+
+    /// `line` wrapped to `width` visible characters, each continuation
+    /// line starting with `indent`. It breaks between the parts a double
+    /// space separates (columns) when it can, else between words; a word
+    /// longer than a line is cut. A line that fits is kept as it is.
+    pub fn wrap(line: &str, width: usize, indent: &str) -> String {
+        if visible(line) <= width {
+            return line.to_owned();
+        }
+        let lead = line.len() - line.trim_start_matches(' ').len();
+        let mut out = String::new();
+        let mut current = line[..lead].to_owned();
+        let mut filled = false;
+        let mut flush = |current: &mut String, filled: &mut bool| {
+            out.push_str(current);
+            out.push('\n');
+            *current = indent.to_owned();
+            *filled = false;
+        };
+        for part in line[lead..].split("  ").filter(|p| !p.is_empty()) {
+            if filled && visible(current.as_str()) + 2 + visible(part) <= width {
+                current.push_str("  ");
+                current.push_str(part);
+                continue;
+            }
+            if filled {
+                flush(&mut current, &mut filled);
+            }
+            if visible(&current) + visible(part) <= width {
+                current.push_str(part);
+                filled = true;
+                continue;
+            }
+            // A part wider than a line: its words.
+            for word in part.split(' ') {
+                if filled && visible(&current) + 1 + visible(word) <= width {
+                    current.push(' ');
+                    current.push_str(word);
+                    continue;
+                }
+                if filled {
+                    flush(&mut current, &mut filled);
+                }
+                let room = width.saturating_sub(visible(&current)).max(1);
+                current.push_str(&fit(word, room));
+                filled = true;
+            }
+        }
+        out.push_str(&current);
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -340,6 +450,50 @@ mod tests {
             );
             let back: serde_json::Value = serde_json::from_str(&text).unwrap();
             prop_assert_eq!(&back[&key][0], &serde_json::Value::String(s));
+        }
+    }
+
+    #[test]
+    fn lines_sized_to_a_width() {
+        use super::width::{fit, visible, wrap};
+        let red = |t: &str| format!("\x1b[31m{t}\x1b[0m");
+        assert_eq!(visible(&red("abc")), 3);
+        let cases: &[(&str, usize, &str)] = &[
+            ("short", 10, "short"),
+            ("exactly10!", 10, "exactly10!"),
+            ("eleven char", 10, "eleven ch…"),
+            ("ünïcödé wörds", 8, "ünïcödé…"),
+        ];
+        for (line, w, expected) in cases {
+            assert_eq!(fit(line, *w), *expected, "fit({line:?}, {w})");
+            assert!(visible(&fit(line, *w)) <= *w);
+        }
+        // Colours are kept whole, their resets too, when the cut falls
+        // inside one.
+        let cut = fit(&format!("ab {}", red("cdefgh")), 5);
+        assert_eq!(cut, "ab \x1b[31mc\x1b[0m…");
+        assert_eq!(visible(&cut), 5);
+        let wraps: &[(&str, usize, &str)] = &[
+            ("fits as it is", 20, "fits as it is"),
+            ("one two three four", 9, "one two\n  three\n  four"),
+            (
+                "  led by spaces and wrapped",
+                15,
+                "  led by spaces\n  and wrapped",
+            ),
+            ("averyveryverylongword x", 10, "averyvery…\n  x"),
+            // Columns (parts a double space separates) stay whole.
+            ("a b  c d  e", 5, "a b\n  c d\n  e"),
+            (
+                "run r  done  12 facts, 1 call",
+                18,
+                "run r  done\n  12 facts, 1 call",
+            ),
+        ];
+        for (line, w, expected) in wraps {
+            let got = wrap(line, *w, "  ");
+            assert_eq!(got, *expected, "wrap({line:?}, {w})");
+            assert!(got.lines().all(|l| visible(l) <= *w), "{got:?}");
         }
     }
 }

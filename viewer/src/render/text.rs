@@ -16,7 +16,7 @@ use serde_json::Value;
 use crate::display::{cut, ProgressTemplates};
 use crate::names::{call_status, name};
 use crate::render::sink::RunSink;
-use crate::render::terminal::{escape, JsonSafe};
+use crate::render::terminal::{escape, width, JsonSafe};
 use crate::timeline::{Timeline, TimelineBuilder};
 
 mod detail;
@@ -94,6 +94,10 @@ pub struct TextRenderer {
     pub color: bool,
     /// The wording of progress lines (default: seed 000's).
     pub templates: ProgressTemplates,
+    /// The terminal's width, when lines are sized to one: a fact's line
+    /// is cut (its payload, last on the line, goes first), the header's
+    /// and the summary's lines are wrapped. `None`: whole lines.
+    pub width: Option<usize>,
 }
 
 const DIM: Style = AnsiColor::BrightBlack.on_default();
@@ -109,7 +113,32 @@ impl TextRenderer {
         TextRenderer {
             color,
             templates: ProgressTemplates::default(),
+            width: None,
         }
+    }
+
+    /// The same renderer sizing its lines to `width` columns (`None`:
+    /// whole lines).
+    pub fn with_width(mut self, width: Option<usize>) -> TextRenderer {
+        self.width = width;
+        self
+    }
+
+    /// `text`'s lines wrapped to the width, each continuation indented two
+    /// more than its line.
+    fn wrapped(&self, text: &str) -> String {
+        let Some(w) = self.width else {
+            return text.to_owned();
+        };
+        let mut out = String::with_capacity(text.len());
+        for (i, line) in text.split('\n').enumerate() {
+            if i > 0 {
+                out.push('\n');
+            }
+            let lead = line.len() - line.trim_start_matches(' ').len();
+            out.push_str(&width::wrap(line, w, &" ".repeat(lead + 2)));
+        }
+        out
     }
 
     /// The same renderer with these progress templates.
@@ -170,7 +199,7 @@ impl TextRenderer {
         if let Some(s) = &record.session_id {
             let _ = write!(out, "\n  session {}", escape(s));
         }
-        out
+        self.wrapped(&out)
     }
 
     /// One fact, rendered after it was pushed into `b` (which knows the
@@ -193,7 +222,7 @@ impl TextRenderer {
         // terminal (an escape sequence could fake or hide lines). The kind
         // is recorded too (a kind this reel does not know keeps its name).
         let (who, detail) = (escape(&who), escape(&detail));
-        format!(
+        let line = format!(
             "{} {} {indent}{}{} {detail}",
             self.paint(
                 DIM,
@@ -202,7 +231,11 @@ impl TextRenderer {
             self.paint(DIM, &format!("#{:<4}", fact.seq)),
             self.paint(CYAN, &who),
             self.paint(style, &escape(fact.kind.name())),
-        )
+        );
+        match self.width {
+            Some(w) => width::fit(&line, w),
+            None => line,
+        }
     }
 
     /// The readable detail of a fact (what `reel show` prints after its
@@ -311,7 +344,7 @@ impl TextRenderer {
                 let _ = writeln!(out, "  {}", escape(&a.describe()));
             }
         }
-        out
+        self.wrapped(&out)
     }
 
     /// A whole run as text (header, facts, summary).
@@ -344,7 +377,9 @@ impl TextRenderer {
 /// w.fact(&facts[0], true).unwrap();
 /// w.gap(&reel::gap::Gap { first: 1, last: Some(2), detail: "checksum mismatch".into() }).unwrap();
 /// let timeline = w.finish().unwrap();
-/// assert_eq!(timeline.anomalies.len(), 2); // the gap, and a run that never ended
+/// // The gap; the record says the run is still running, so its missing
+/// // end is not one.
+/// assert_eq!(timeline.anomalies.len(), 1);
 /// assert!(String::from_utf8(text).unwrap().contains("✗ facts #1 to #2 damaged"));
 /// ```
 pub struct TextWriter<W: Write> {
@@ -362,7 +397,7 @@ impl<W: Write> TextWriter<W> {
         out.flush()?;
         Ok(TextWriter {
             out,
-            builder: TimelineBuilder::default().with_templates(text.templates.clone()),
+            builder: TimelineBuilder::for_record(record).with_templates(text.templates.clone()),
             text,
             follow: false,
         })
@@ -390,12 +425,12 @@ impl<W: Write> RunSink for TextWriter<W> {
 
     fn gap(&mut self, gap: &Gap) -> io::Result<()> {
         self.builder.push_gap(gap);
-        writeln!(
-            self.out,
+        let line = format!(
             "           ✗ {} damaged: could not be read ({})",
             gap.seqs(),
             escape(&gap.detail)
-        )
+        );
+        writeln!(self.out, "{}", self.text.wrapped(&line))
     }
 
     fn finish(mut self) -> io::Result<Timeline> {
@@ -421,6 +456,12 @@ fn identity(id: &Identity) -> String {
     } else {
         parts.join(" ")
     }
+}
+
+/// A count and its noun, singular for one: `1 run`, `0 runs`, `2 runs`
+/// (nouns that take an `s`).
+pub fn counted(n: u64, word: &str) -> String {
+    format!("{n} {}", plural(n, word))
 }
 
 /// `word` or `words`, for a count.

@@ -40,7 +40,7 @@ pub enum McpCommand {
     /// Re-drive a recorded session's tool calls against a live MCP server
     /// (started over stdio) and compare each answer with the record.
     ///
-    /// Exits 0 when every call matched, 1 on a divergence, 2 on bad input.
+    /// Exits 0 when every call matched, 1 on a divergence, 64 on bad input.
     /// Example: reel mcp verify session.tape.jsonl -- python3 server.py
     Verify(verify::VerifyArgs),
 }
@@ -62,8 +62,9 @@ fn ignore_rules(texts: &[String]) -> Result<Vec<IgnoreRule>, String> {
         .collect()
 }
 
-/// Bad input: said on standard error, exit code 2.
+/// Bad input (a session that is no tape or run, a bad `--ignore`): said
+/// on standard error, exit code 64 as for any usage error (2 is damage).
 fn bad_input(message: &str) -> ExitCode {
     eprintln!("reel: {}", escape(message));
-    ExitCode::from(2)
+    ExitCode::from(crate::failure::exit::USAGE)
 }

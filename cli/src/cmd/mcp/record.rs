@@ -109,7 +109,7 @@ fn run_http(
 ) -> Result<ExitCode, Failure> {
     let mut proxy = match reel_mcp::proxy::HttpProxy::new(upstream) {
         Ok(p) => p.max_body(max_body),
-        // Bad input: exit code 2, as the other `mcp` verbs.
+        // Bad input: exit code 64, as the other `mcp` verbs.
         Err(e) => return Ok(super::bad_input(&e)),
     };
     for secret in secrets {

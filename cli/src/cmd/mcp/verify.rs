@@ -26,7 +26,7 @@ pub struct VerifyArgs {
     command: Vec<String>,
 }
 
-/// Prints one line per call; 0 all matched, 1 a divergence, 2 bad input.
+/// Prints one line per call; 0 all matched, 1 a divergence, 64 bad input.
 pub fn run(dir: &Path, args: VerifyArgs) -> Result<ExitCode, Failure> {
     let ignore = match super::ignore_rules(&args.ignore) {
         Ok(rules) => rules,

@@ -139,6 +139,11 @@ fn anomaly_call<'a>(a: &'a Anomaly, t: &'a Timeline) -> Option<&'a str> {
             .iter()
             .find(|d| d.registered_seq == *seq)
             .and_then(|d| d.call.as_deref()),
+        Anomaly::TeardownFailed { seq, .. } => t
+            .teardowns
+            .iter()
+            .find(|d| d.ran_seq == Some(*seq))
+            .and_then(|d| d.call.as_deref()),
         Anomaly::UnknownCall { .. } | Anomaly::Gap(_) | Anomaly::UnendedRun => None,
     }
 }
@@ -380,7 +385,7 @@ pub(super) fn ledgers(page: &mut String, t: &Timeline) {
                 call(&d.call),
                 d.registered_seq,
                 if d.repeats > 0 {
-                    format!(" (+{} repeats)", d.repeats)
+                    format!(" (+{})", crate::render::text::counted(d.repeats, "repeat"))
                 } else {
                     String::new()
                 },
