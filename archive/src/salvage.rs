@@ -279,8 +279,12 @@ pub fn salvage(from: &Path, into: &Path, config: ArchiveConfig) -> Result<Salvag
             .chain(pool.pruned.iter().map(String::as_str))
             .collect();
         report.runs_lost += control.runs.saturating_sub(named.len() as u64);
-        let held = pool.stored_control.map_or(0, |c| c.epoch);
-        report.flushes_lost_by_sled = control.epoch.saturating_sub(held);
+        // Only where sled recovered the store at all (else it lost
+        // everything, and said so).
+        if report.sled_refused.is_none() {
+            let held = pool.stored_control.map_or(0, |c| c.epoch);
+            report.flushes_lost_by_sled = control.epoch.saturating_sub(held);
+        }
     }
     Ok(report)
 }
