@@ -481,3 +481,55 @@ fn one_damaged_byte_is_never_a_silent_loss() {
         all.iter().take(40).cloned().collect::<Vec<_>>().join("\n")
     );
 }
+
+/// The seal does not hide damage written into the sealed store itself:
+/// a writer's open (which trusts a sealed store) finds the store changed
+/// since its seal, probes a copy, and refuses before sled rewrites it.
+#[test]
+fn a_byte_flipped_in_a_sealed_store_stops_a_writer_before_sled_rewrites_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("sealed");
+    {
+        let archive = Archive::open(&dir, config(false)).unwrap();
+        write_runs(&archive);
+    }
+    let (want, _, _) = read_all(&dir).unwrap();
+    let db = dir.join("db");
+    let len = std::fs::metadata(&db).unwrap().len() as usize;
+    let mut refused = 0;
+    for frac in [2, 3, 5, 8] {
+        let copy = tmp.path().join(format!("in-place-{frac}"));
+        copy_dir(&dir, &copy);
+        // Sealed as the copy is: a writer's close of the copy seals it.
+        drop(Archive::open(&copy, config(false)).unwrap());
+        let path = copy.join("db");
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[len / frac] ^= 0x81;
+        // Written in place: same inode, as a disk or a stray write would.
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, &bytes))
+            .unwrap();
+        let before = files(&copy);
+        match Archive::open(&copy, config(false)) {
+            Err(e) => {
+                assert!(e.is_damage(), "1/{frac}: {e}");
+                assert_eq!(files(&copy), before, "1/{frac}: refused, yet written");
+                refused += 1;
+            }
+            Ok(archive) => {
+                drop(archive);
+                let (got, verified, gaps) = read_all(&copy).unwrap();
+                assert!(
+                    (got == want && verified && gaps == 0) || !verified || gaps > 0,
+                    "1/{frac}: SILENT loss after a writer's open"
+                );
+            }
+        }
+    }
+    assert!(
+        refused > 0,
+        "no flip stopped the writer: the test checks nothing"
+    );
+}
