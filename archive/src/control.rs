@@ -17,7 +17,9 @@
 //!   a durable flush: recovery that ends before it is damage.
 //! - **The runs** created so far (never lowered: prune leaves tombstones),
 //!   to say how many runs a damaged store lost, and for salvage to know
-//!   what "everything" was.
+//!   what "everything" was; and **the facts** the store holds (lowered by
+//!   prune before it deletes anything), so that `verify` and salvage find
+//!   a lost tail that no run record still counts.
 //! - **The seal.** A process that closes an archive it found whole writes a
 //!   digest of the store files' metadata (name, size, inode, modification
 //!   and change times) once sled has let go of them. An open that finds the
@@ -43,8 +45,8 @@ use sha2::{Digest as _, Sha256};
 pub(crate) const CONTROL_FILE: &str = "reel.control";
 
 const MAGIC: &[u8; 8] = b"REELCTL1";
-/// A slot: magic, generation, epoch, runs, seal flag, seal, checksum.
-const SLOT_LEN: usize = 8 + 8 + 8 + 8 + 1 + 32 + 16;
+/// A slot: magic, generation, epoch, runs, facts, seal flag, seal, checksum.
+const SLOT_LEN: usize = 8 + 8 + 8 + 8 + 8 + 1 + 32 + 16;
 /// Where each slot starts (a sector apart: a torn write of one never
 /// touches the other).
 const SLOT_AT: [u64; 2] = [0, 512];
@@ -56,6 +58,8 @@ pub(crate) struct Control {
     pub epoch: u64,
     /// Runs created up to that flush.
     pub runs: u64,
+    /// Facts the store held at that flush (at least).
+    pub facts: u64,
     /// The store files' metadata digest when a process closed the store
     /// whole; `None` while a process holds it (or after a crash).
     pub seal: Option<[u8; 32]>,
@@ -63,16 +67,17 @@ pub(crate) struct Control {
 
 impl Control {
     /// The value stored in sled's `meta` tree: epoch and runs.
-    pub(crate) fn meta_value(&self) -> [u8; 16] {
-        crate::keys::control_value(self.epoch, self.runs)
+    pub(crate) fn meta_value(&self) -> [u8; 24] {
+        crate::keys::control_value(self.epoch, self.runs, self.facts)
     }
 
     /// Reads [`Control::meta_value`]; `None` when damaged.
     pub(crate) fn from_meta(bytes: &[u8]) -> Option<Control> {
-        let (epoch, runs) = crate::keys::control_from(bytes)?;
+        let (epoch, runs, facts) = crate::keys::control_from(bytes)?;
         Some(Control {
             epoch,
             runs,
+            facts,
             seal: None,
         })
     }
@@ -83,12 +88,13 @@ impl Control {
         s[8..16].copy_from_slice(&generation.to_be_bytes());
         s[16..24].copy_from_slice(&self.epoch.to_be_bytes());
         s[24..32].copy_from_slice(&self.runs.to_be_bytes());
+        s[32..40].copy_from_slice(&self.facts.to_be_bytes());
         if let Some(seal) = &self.seal {
-            s[32] = 1;
-            s[33..65].copy_from_slice(seal);
+            s[40] = 1;
+            s[41..73].copy_from_slice(seal);
         }
-        let sum = Sha256::digest(&s[..65]);
-        s[65..].copy_from_slice(&sum[..16]);
+        let sum = Sha256::digest(&s[..73]);
+        s[73..].copy_from_slice(&sum[..16]);
         s
     }
 
@@ -97,13 +103,13 @@ impl Control {
         if s.len() < SLOT_LEN || &s[..8] != MAGIC {
             return None;
         }
-        if Sha256::digest(&s[..65])[..16] != s[65..SLOT_LEN] {
+        if Sha256::digest(&s[..73])[..16] != s[73..SLOT_LEN] {
             return None;
         }
         let u = |r: std::ops::Range<usize>| u64::from_be_bytes(s[r].try_into().expect("8 bytes"));
-        let seal = match s[32] {
+        let seal = match s[40] {
             0 => None,
-            1 => Some(s[33..65].try_into().expect("32 bytes")),
+            1 => Some(s[41..73].try_into().expect("32 bytes")),
             _ => return None,
         };
         Some((
@@ -111,6 +117,7 @@ impl Control {
             Control {
                 epoch: u(16..24),
                 runs: u(24..32),
+                facts: u(32..40),
                 seal,
             },
         ))
@@ -270,11 +277,13 @@ mod tests {
         let a = Control {
             epoch: 3,
             runs: 2,
+            facts: 10,
             seal: None,
         };
         let b = Control {
             epoch: 4,
             runs: 2,
+            facts: 12,
             seal: Some([9; 32]),
         };
         w.write(a, false).unwrap();
@@ -296,6 +305,7 @@ mod tests {
         let c = Control {
             epoch: u64::MAX - 1,
             runs: 7,
+            facts: 99,
             seal: None,
         };
         assert_eq!(Control::from_meta(&c.meta_value()), Some(c));
@@ -350,7 +360,7 @@ mod sealing {
             let Found::Record(_, c) = read(dir.path()).unwrap() else {
                 panic!("a control record after a flush")
             };
-            assert_eq!((c.epoch, c.runs, c.seal), (2, 1, None));
+            assert_eq!((c.epoch, c.runs, c.facts, c.seal), (2, 1, 1, None));
         }
         // sled's threads may still be closing: give them the open's grace.
         std::thread::sleep(std::time::Duration::from_millis(300));

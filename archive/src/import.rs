@@ -196,6 +196,7 @@ impl Archive {
             Err(sled::transaction::TransactionError::Storage(e)) => return Err(self.storage(e)),
         }
         self.count_run();
+        self.count_facts(facts.len() as u64, 0);
         self.inner.appended.send_modify(|n| *n += 1);
         Ok(record)
     }

@@ -47,20 +47,22 @@ pub(crate) const META_KEY: &[u8] = b"key";
 /// flush (see `control`).
 pub(crate) const META_CONTROL: &[u8] = b"control";
 
-/// The value of [`META_CONTROL`]: epoch and runs, u64 BE each.
-pub(crate) fn control_value(epoch: u64, runs: u64) -> [u8; 16] {
-    let mut v = [0; 16];
+/// The value of [`META_CONTROL`]: epoch, runs and facts, u64 BE each.
+pub(crate) fn control_value(epoch: u64, runs: u64, facts: u64) -> [u8; 24] {
+    let mut v = [0; 24];
     v[..8].copy_from_slice(&epoch.to_be_bytes());
-    v[8..].copy_from_slice(&runs.to_be_bytes());
+    v[8..16].copy_from_slice(&runs.to_be_bytes());
+    v[16..].copy_from_slice(&facts.to_be_bytes());
     v
 }
 
 /// Reads [`control_value`]; `None` when damaged.
-pub(crate) fn control_from(bytes: &[u8]) -> Option<(u64, u64)> {
-    let bytes: &[u8; 16] = bytes.try_into().ok()?;
+pub(crate) fn control_from(bytes: &[u8]) -> Option<(u64, u64, u64)> {
+    let bytes: &[u8; 24] = bytes.try_into().ok()?;
     Some((
         u64::from_be_bytes(bytes[..8].try_into().ok()?),
-        u64::from_be_bytes(bytes[8..].try_into().ok()?),
+        u64::from_be_bytes(bytes[8..16].try_into().ok()?),
+        u64::from_be_bytes(bytes[16..].try_into().ok()?),
     ))
 }
 

@@ -154,12 +154,14 @@ struct Inner {
     control: Mutex<control::Writer>,
     /// Runs created so far, for the control record.
     runs: std::sync::atomic::AtomicU64,
+    /// Facts the store holds, for the control record.
+    facts: std::sync::atomic::AtomicU64,
     /// Written since the last flush: the last handle's drop flushes.
     dirty: std::sync::atomic::AtomicBool,
     /// Opened only to read ([`ArchiveConfig::read_only`]).
     read_only: bool,
-    /// The recovered copy a read-only open reads from (removed with the
-    /// last handle).
+    /// The recovered copy a read-only open reads from, when the store was
+    /// not sealed whole (removed with the last handle).
     scratch: Option<tempfile::TempDir>,
 }
 
@@ -244,6 +246,7 @@ impl Inner {
             // Read before sled's flush: every run counted here was created
             // before it, so the flush covers it.
             runs: self.runs.load(Ordering::SeqCst),
+            facts: self.facts.load(Ordering::SeqCst),
             seal: None,
         };
         self.trees()
@@ -271,30 +274,66 @@ impl Inner {
     }
 }
 
-/// The last handle of a writer flushes what was written and seals the
-/// store (see `control`): the next writer's open need not probe a copy.
-/// sled's own close flushes again, which finds nothing left to write; if
-/// it did write, the seal no longer matches and the next open probes,
-/// which costs time, never safety.
+/// The last handle seals the store (see `control`) once sled has let go
+/// of its files, so that the next open need not probe a copy. A writer
+/// first flushes what it wrote, then lets sled recover the store once more
+/// and close it: sled's open records its recovery in a snapshot and pads
+/// the log's last segment, so a store sealed after that is one a reader's
+/// open leaves byte for byte as it is. A reader that read the store in
+/// place (it was sealed) seals it again: sled's open touched the files'
+/// times, not their bytes. A reader of a scratch copy seals nothing.
 impl Drop for Inner {
     fn drop(&mut self) {
         use std::sync::atomic::Ordering;
-        if self.trees.is_none() || self.read_only {
+        if self.trees.is_none() || self.scratch.is_some() {
             return;
         }
-        if self.dirty.load(Ordering::SeqCst) && self.flush().is_err() {
+        if !self.read_only && self.dirty.load(Ordering::SeqCst) && self.flush().is_err() {
             return;
         }
-        let mut control = lock(&self.control);
-        let mut sealed = control.last;
-        match control::seal_of(&self.dir) {
-            Ok(seal) => sealed.seal = Some(seal),
-            Err(_) => return,
+        let mut sealed = lock(&self.control).last;
+        self.trees = None;
+        self.db = None;
+        if !self.read_only {
+            if wait_for_sled(&self.dir).is_none() {
+                return;
+            }
+            match sled::Config::new()
+                .path(&self.dir)
+                .flush_every_ms(None)
+                .open()
+            {
+                Ok(reopened) => drop(reopened),
+                Err(_) => return,
+            }
         }
-        if let Err(e) = control.write(sealed, true) {
-            tracing::warn!(archive = %self.dir.display(), "reel: could not seal the archive's control record: {e}");
+        let Some(held) = wait_for_sled(&self.dir) else {
+            return;
+        };
+        if let Ok(seal) = control::seal_of(&self.dir) {
+            sealed.seal = Some(seal);
+            let mut writer = lock(&self.control);
+            if let Err(e) = writer.write(sealed, true) {
+                tracing::warn!(archive = %self.dir.display(), "reel: could not seal the archive's control record: {e}");
+            }
         }
+        let _ = held.unlock();
     }
+}
+
+/// Waits until sled has let go of the store in `dir` (its lock), and
+/// holds the lock.
+fn wait_for_sled(dir: &Path) -> Option<std::fs::File> {
+    let db = std::fs::File::open(dir.join("db")).ok()?;
+    let started = std::time::Instant::now();
+    while db.try_lock().is_err() {
+        if started.elapsed() > std::time::Duration::from_millis(1500) {
+            tracing::debug!(archive = %dir.display(), "reel: sled still holds the store; not sealed");
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    Some(db)
 }
 
 /// The last handle of a writer marks the runs it leaves running

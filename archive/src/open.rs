@@ -24,11 +24,12 @@ pub struct ArchiveConfig {
     /// archive (default: [`crate::KEY_ENV`], else the user's key file).
     pub fingerprint_key: FingerprintKey,
     /// Open only to read: the store files are never written. sled has no
-    /// read-only mode (its open rewrites the log's tail and snapshot), so
-    /// the store is read from a scratch copy that sled recovers, checked
-    /// against the control record (see `control`); the copy costs one read
-    /// and one write of the store per open. Every write is refused with
-    /// [`ArchiveError::ReadOnly`].
+    /// read-only mode (its open rewrites the log's tail and snapshot after
+    /// a crash or damage), so a store its last closer sealed whole (see
+    /// `control`: sled's open then rewrites nothing) is read in place, and
+    /// any other from a scratch copy that sled recovers, checked against
+    /// the control record; the copy costs one read and one write of the
+    /// store. Every write is refused with [`ArchiveError::ReadOnly`].
     pub read_only: bool,
 }
 
@@ -157,15 +158,25 @@ impl Archive {
                 return Err(ArchiveError::Damaged { dir, detail });
             }
         }
-        let runs = match stored {
-            Some(s) => s.runs,
+        let (runs, facts) = match stored {
+            Some(s) => (s.runs, s.facts),
             // Written before reel kept a control record (or never flushed):
             // count what is there.
-            None => (trees.runs.len() + trees.pruned.len()) as u64,
+            None => (
+                (trees.runs.len() + trees.pruned.len()) as u64,
+                trees
+                    .runs
+                    .iter()
+                    .values()
+                    .filter_map(|v| crate::record::decode_record(&v.ok()?).ok())
+                    .map(|r| r.facts)
+                    .sum(),
+            ),
         };
         let last = control::Control {
             epoch: stored.map_or(0, |s| s.epoch),
             runs,
+            facts,
             seal: None,
         };
         let (appended, _) = tokio::sync::watch::channel(0);
@@ -177,6 +188,7 @@ impl Archive {
                 scratch,
                 control: Mutex::new(control::Writer::new(&dir, control.generation, last)),
                 runs: std::sync::atomic::AtomicU64::new(runs),
+                facts: std::sync::atomic::AtomicU64::new(facts),
                 dirty: std::sync::atomic::AtomicBool::new(false),
                 dir,
                 db: Some(db),
@@ -258,7 +270,7 @@ fn check_before_open(dir: &Path, read_only: bool) -> Result<Expected> {
         };
     }
     if let Some(c) = expected {
-        if !read_only && c.seal.is_some() && control::seal_of(dir).ok() == c.seal {
+        if c.seal.is_some() && control::seal_of(dir).ok() == c.seal {
             return Ok(result);
         }
     }

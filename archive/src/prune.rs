@@ -148,6 +148,9 @@ impl Archive {
             t.pruned
                 .insert(keys::run_key(ordinal), tombstone.encode())
                 .map_err(|e| self.storage(e))?;
+            // The control record counts the run's facts out before any of
+            // them goes (a count below the store's is never damage).
+            self.count_facts(0, record.facts);
             self.flush()?;
             self.delete_run(ordinal, &tombstone, &mut || step(done as u64, total))?;
         }

@@ -279,6 +279,10 @@ pub fn salvage(from: &Path, into: &Path, config: ArchiveConfig) -> Result<Salvag
             .chain(pool.pruned.iter().map(String::as_str))
             .collect();
         report.runs_lost += control.runs.saturating_sub(named.len() as u64);
+        // Facts the control record counts that nothing above accounts for
+        // (a run's lost tail whose record was lost too).
+        let accounted = report.facts_recovered + report.facts_lost;
+        report.facts_lost += control.facts.saturating_sub(accounted);
         // Only where sled recovered the store at all (else it lost
         // everything, and said so).
         if report.sled_refused.is_none() {
@@ -834,6 +838,7 @@ impl Archive {
         self.index_but_status(&entries)?;
         t.by_status.insert(&entries.status, &[]).map_err(s)?;
         self.count_run();
+        self.count_facts(run.blocks.iter().map(|f| f.facts.len() as u64).sum(), 0);
         Ok(SalvagedRun {
             run_id: record.run_id,
             blocks: run.blocks.len() as u64,

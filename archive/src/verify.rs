@@ -140,6 +140,48 @@ impl Archive {
         self.verify_indexes(&records, &mut report)?;
         report.pruned = self.pruned_runs()?;
 
+        // What the control record says was durable (see `control`): fewer
+        // facts or runs than it counts, in a store where nothing else is
+        // wrong, is a loss no block or record shows (damage elsewhere is
+        // already reported, and may account for it).
+        let whole_so_far = report.problems.is_empty();
+        if let (true, Ok(crate::control::Found::Record(_, c))) =
+            (whole_so_far, crate::control::read(self.dir()))
+        {
+            let accounted = report.facts
+                + report
+                    .known_losses
+                    .iter()
+                    .filter_map(|p| p.seqs)
+                    .map(|(a, b)| b.map_or(1, |b| (b + 1).saturating_sub(a)))
+                    .sum::<u64>();
+            if accounted < c.facts {
+                report.problems.push(problem(
+                    None,
+                    None,
+                    &format!(
+                        "the store holds {} facts, but its control record counts {} acknowledged durable: {} lost; recover what is intact with `reel salvage`",
+                        report.facts,
+                        c.facts,
+                        c.facts - accounted
+                    ),
+                ));
+            }
+            if report.runs + report.pruned < c.runs {
+                report.problems.push(problem(
+                    None,
+                    None,
+                    &format!(
+                        "the store holds {} runs ({} pruned), but {} were created: {} lost; recover what is intact with `reel salvage`",
+                        report.runs,
+                        report.pruned,
+                        c.runs,
+                        c.runs - report.runs - report.pruned
+                    ),
+                ));
+            }
+        }
+
         for item in t.artifacts.iter() {
             let (key, value) = item.map_err(s)?;
             report.artifacts += 1;

@@ -286,7 +286,7 @@ impl Archive {
             return Err(self.storage(e));
         }
         run.head = digest;
-        self.dirty();
+        self.count_facts(facts.len() as u64, 0);
         if changed {
             self.store_record(run.ordinal, &before, &run.record)?;
         }
@@ -386,6 +386,19 @@ impl Archive {
         self.inner
             .dirty
             .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Counts facts stored (or, negative, deleted), for the control record.
+    pub(crate) fn count_facts(&self, added: u64, removed: u64) {
+        use std::sync::atomic::Ordering;
+        self.inner.facts.fetch_add(added, Ordering::SeqCst);
+        let _ = self
+            .inner
+            .facts
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                Some(n.saturating_sub(removed))
+            });
+        self.dirty();
     }
 
     /// Counts a run created, for the control record.
