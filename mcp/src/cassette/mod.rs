@@ -130,14 +130,10 @@ impl Cassette {
 
 fn recorded_error(text: &str) -> ErrorData {
     // `json-rpc error CODE: MESSAGE`, as the recording shape writes it.
-    if let Some(rest) = text.strip_prefix("json-rpc error ") {
-        if let Some((code, message)) = rest.split_once(": ") {
-            if let Ok(code) = code.parse::<i32>() {
-                return ErrorData::new(ErrorCode(code), message.to_owned(), None);
-            }
-        }
+    match crate::shape::parse_rpc_error(text) {
+        Some((code, message)) => ErrorData::new(ErrorCode(code), message, None),
+        None => ErrorData::internal_error(text.to_owned(), None),
     }
-    ErrorData::internal_error(text.to_owned(), None)
 }
 
 impl ServerHandler for Cassette {
@@ -351,23 +347,12 @@ impl Cassette {
             }
         }
         match &call.outcome {
-            Some(CallOutcome::Ok { result }) => {
-                serde_json::from_value::<CallToolResult>(result.clone())
-                    .map(|mut r| {
-                        r.result_type.get_or_insert(ResultType::COMPLETE);
-                        CallToolResponse::from(r)
-                    })
-                    .map_err(|e| {
-                        ErrorData::internal_error(
-                            format!(
-                        "reel mock: call {} recorded a result that is not a CallToolResult: {e}",
-                        call.call_id
-                    ),
-                            None,
-                        )
-                    })
-            }
-            Some(CallOutcome::Error { error }) => Err(recorded_error(error)),
+            Some(CallOutcome::Ok { result }) => served_result(call, result.clone()),
+            // A tool error (`isError: true`) is served as its result.
+            Some(CallOutcome::Error { error }) => match crate::shape::parse_tool_error(error) {
+                Some(result) => served_result(call, result),
+                None => Err(recorded_error(error)),
+            },
             Some(CallOutcome::Aborted { reason }) => Err(ErrorData::internal_error(
                 format!(
                     "reel mock: call {} was aborted when recorded ({})",
@@ -385,4 +370,22 @@ impl Cassette {
             )),
         }
     }
+}
+
+/// A recorded `CallToolResult` as the mock's answer.
+fn served_result(call: &Interaction, result: Value) -> Result<CallToolResponse, ErrorData> {
+    serde_json::from_value::<CallToolResult>(result)
+        .map(|mut r| {
+            r.result_type.get_or_insert(ResultType::COMPLETE);
+            CallToolResponse::from(r)
+        })
+        .map_err(|e| {
+            ErrorData::internal_error(
+                format!(
+                    "reel mock: call {} recorded a result that is not a CallToolResult: {e}",
+                    call.call_id
+                ),
+                None,
+            )
+        })
 }

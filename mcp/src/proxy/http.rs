@@ -3,8 +3,10 @@
 //!
 //! [`HttpProxy`] is a reverse proxy in front of one MCP server's
 //! streamable HTTP endpoint. Every request and response passes through
-//! unchanged (headers too, but the hop-by-hop ones and `Host`, which
-//! names the upstream), `Mcp-Session-Id` included; an SSE response
+//! unchanged (headers too, `Host` included, but the hop-by-hop ones),
+//! `Mcp-Session-Id` included, once `Host` and `Origin` name a host the
+//! proxy answers for (loopback names, and those of
+//! [`HttpProxy::allow_host`]; else `403 Forbidden`); an SSE response
 //! (`text/event-stream`) is streamed through chunk by chunk, each event
 //! linked to its call before the chunk that completes it is forwarded; a
 //! JSON response is linked whole, then forwarded. Requests to other paths
@@ -78,6 +80,20 @@ pub struct HttpProxy {
     upstream: Uri,
     secrets: Vec<Secret>,
     max_body: usize,
+    /// The host names a request's `Host` and `Origin` may name (any
+    /// port), normalized ([`normalize_host`]).
+    allowed_hosts: Vec<String>,
+}
+
+/// The host names the proxy answers for unless told more
+/// ([`HttpProxy::allow_host`]): the loopback names, any port.
+pub const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
+
+/// A host name as compared: lower case, without IPv6 brackets.
+fn normalize_host(host: &str) -> String {
+    host.trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_ascii_lowercase()
 }
 
 /// What an HTTP proxy recorded, once stopped.
@@ -115,7 +131,79 @@ impl HttpProxy {
             upstream: uri,
             secrets: Vec::new(),
             max_body: DEFAULT_MAX_BODY,
+            allowed_hosts: LOOPBACK_HOSTS.iter().map(|h| h.to_string()).collect(),
         })
+    }
+
+    /// Also answers requests whose `Host` (and `Origin`, when sent) names
+    /// `name` (a host name or address, no port: any port matches), besides
+    /// [`LOOPBACK_HOSTS`]. `Err` says what is wrong with the name.
+    pub fn allow_host(mut self, name: &str) -> Result<HttpProxy, String> {
+        let host = normalize_host(name.trim());
+        let parsed = http::uri::Authority::try_from(name.trim());
+        let bare = match &parsed {
+            Ok(a) => a.port().is_none() && normalize_host(a.host()) == host,
+            // An IPv6 address without brackets is no authority, but a host.
+            Err(_) => host.parse::<std::net::Ipv6Addr>().is_ok(),
+        };
+        if host.is_empty() || !bare {
+            return Err(format!(
+                "--allow-host {name:?} is not a host name; give a name or an address \
+                 without scheme, port or path (e.g. --allow-host mcp.internal)"
+            ));
+        }
+        if !self.allowed_hosts.contains(&host) {
+            self.allowed_hosts.push(host);
+        }
+        Ok(self)
+    }
+
+    /// Why a request may not be answered (`Host` or `Origin` naming a
+    /// host not allowed), or `None`. The guard against DNS rebinding: a
+    /// page a browser loaded from a name an attacker controls, rebound to
+    /// this address, sends that name in `Host` and its origin in `Origin`.
+    fn refusal(&self, headers: &HeaderMap) -> Option<String> {
+        let allowed = |host: &str| self.allowed_hosts.contains(&normalize_host(host));
+        let hosts = self.allowed_hosts.join(", ");
+        let advice = "start the proxy with --allow-host NAME to accept another name";
+        let host = headers.get(header::HOST).map(|v| {
+            v.to_str()
+                .ok()
+                .and_then(|t| http::uri::Authority::try_from(t).ok())
+        });
+        match host {
+            None => {
+                return Some(format!(
+                    "reel mcp record: the request has no Host header; this proxy answers only \
+                 requests naming {hosts} (any port) in Host, a guard against DNS rebinding\n"
+                ))
+            }
+            Some(Some(a)) if allowed(a.host()) => {}
+            Some(_) => {
+                let shown = headers
+                    .get(header::HOST)
+                    .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+                    .unwrap_or_default();
+                return Some(format!(
+                    "reel mcp record: refused the Host {shown:?}: this proxy answers only \
+                     {hosts} (any port), a guard against DNS rebinding; {advice}\n"
+                ));
+            }
+        }
+        let origin = headers.get(header::ORIGIN)?;
+        let origin_host = origin
+            .to_str()
+            .ok()
+            .and_then(|t| t.parse::<Uri>().ok())
+            .and_then(|u| u.host().map(str::to_owned));
+        match origin_host {
+            Some(h) if allowed(&h) => None,
+            _ => Some(format!(
+                "reel mcp record: refused the Origin {:?}: this proxy answers only pages of \
+                 {hosts} (any port), a guard against DNS rebinding; {advice}\n",
+                String::from_utf8_lossy(origin.as_bytes())
+            )),
+        }
     }
 
     /// The largest message held in memory ([`DEFAULT_MAX_BODY`] unless
@@ -383,7 +471,7 @@ fn hop_by_hop(name: &HeaderName) -> bool {
 fn forwarded_headers(from: &HeaderMap) -> HeaderMap {
     let mut headers = HeaderMap::with_capacity(from.len());
     for (name, value) in from {
-        if !hop_by_hop(name) && name != header::HOST {
+        if !hop_by_hop(name) {
             headers.append(name.clone(), value.clone());
         }
     }
@@ -432,6 +520,10 @@ async fn handle(
     req: Request<Incoming>,
 ) -> Result<Response<ProxyBody>, Infallible> {
     let (parts, body) = req.into_parts();
+    if let Some(why) = shared.proxy.refusal(&parts.headers) {
+        tracing::warn!("{}", why.trim_end());
+        return Ok(plain(StatusCode::FORBIDDEN, why));
+    }
     let endpoint = parts.uri.path() == shared.proxy.upstream.path();
     let max = shared.proxy.max_body;
     // A declared length over the limit is refused before a byte is read.
@@ -499,14 +591,9 @@ async fn handle(
     let mut upstream = Request::new(Full::new(body.clone()));
     *upstream.method_mut() = parts.method.clone();
     *upstream.uri_mut() = shared.upstream_uri(&parts.uri, endpoint);
+    // `Host` goes as the client sent it (checked above): the upstream's
+    // own guard against DNS rebinding sees what the client named.
     *upstream.headers_mut() = forwarded_headers(&parts.headers);
-    if let Some(authority) = shared.proxy.upstream.authority() {
-        if let Ok(host) =
-            HeaderValue::from_str(authority.as_str().rsplit('@').next().unwrap_or_default())
-        {
-            upstream.headers_mut().insert(header::HOST, host);
-        }
-    }
     let response = match shared.client.request(upstream).await {
         Ok(r) => r,
         Err(e) => {
@@ -907,6 +994,59 @@ mod tests {
         assert!(sse.take_oversized());
         assert_eq!(sse.feed(b"data: 12345\n\n"), vec![b"12345".to_vec()]);
         assert!(!sse.take_oversized());
+    }
+
+    #[test]
+    fn host_and_origin_name_an_allowed_host_or_are_refused() {
+        let proxy = HttpProxy::new("http://127.0.0.1:8000/mcp")
+            .unwrap()
+            .allow_host("MCP.Internal")
+            .unwrap();
+        let check = |host: Option<&str>, origin: Option<&str>| {
+            let mut h = HeaderMap::new();
+            if let Some(v) = host {
+                h.insert(header::HOST, HeaderValue::from_str(v).unwrap());
+            }
+            if let Some(v) = origin {
+                h.insert(header::ORIGIN, HeaderValue::from_str(v).unwrap());
+            }
+            proxy.refusal(&h).is_none()
+        };
+        for host in [
+            "localhost",
+            "localhost:1",
+            "127.0.0.1:8765",
+            "[::1]:80",
+            "mcp.internal:9",
+        ] {
+            assert!(check(Some(host), None), "{host}");
+        }
+        for host in [
+            "evil.test",
+            "evil.test:8765",
+            "127.0.0.2",
+            "localhost.evil.test",
+            "",
+        ] {
+            assert!(!check(Some(host), None), "{host}");
+        }
+        assert!(!check(None, None), "no Host");
+        assert!(check(Some("localhost:1"), Some("http://localhost:3000")));
+        assert!(check(Some("localhost:1"), Some("https://[::1]")));
+        for origin in ["http://evil.test", "null", "file://", "garbage"] {
+            assert!(!check(Some("localhost:1"), Some(origin)), "{origin}");
+        }
+        for bad in ["", "http://x", "x:80", "x/y"] {
+            let e = HttpProxy::new("http://127.0.0.1:8000/mcp")
+                .unwrap()
+                .allow_host(bad)
+                .unwrap_err();
+            assert!(e.contains("--allow-host"), "{e}");
+        }
+        assert!(HttpProxy::new("http://127.0.0.1:8000/mcp")
+            .unwrap()
+            .allow_host("::1")
+            .is_ok());
     }
 
     #[test]
