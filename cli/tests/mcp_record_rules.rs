@@ -588,3 +588,172 @@ fn sigterm_ends_the_http_proxy_as_ctrl_c_does() {
     let init = only_call(&shown, "mcp:initialize");
     assert_eq!(outcome(&shown, &init)["status"], "ok");
 }
+
+/// A child speaking newline-delimited JSON-RPC on its stdio.
+struct Lines {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Lines {
+    fn spawn(mut command: Command) -> Lines {
+        let mut child = command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        Lines {
+            child,
+            stdin,
+            stdout,
+        }
+    }
+
+    /// Sends a request; its response (anything before it is skipped).
+    fn ask(&mut self, request: Value) -> Value {
+        let stdin = self.stdin.as_mut().unwrap();
+        writeln!(stdin, "{request}").unwrap();
+        stdin.flush().unwrap();
+        loop {
+            let mut line = String::new();
+            assert!(self.stdout.read_line(&mut line).unwrap() > 0, "closed");
+            let m: Value = serde_json::from_str(&line).unwrap();
+            if request.get("id").is_none() || m.get("id") == request.get("id") {
+                return m;
+            }
+        }
+    }
+
+    fn tell(&mut self, notification: Value) {
+        let stdin = self.stdin.as_mut().unwrap();
+        writeln!(stdin, "{notification}").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    fn close(mut self) {
+        drop(self.stdin.take());
+        assert!(self.child.wait().unwrap().success());
+    }
+}
+
+fn request(id: u64, method: &str, params: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+}
+
+/// Tries to make the mock serve something else than was recorded: it
+/// answered through rmcp's typed models, which dropped what this version
+/// does not know (`capabilities.tasks`, a tool's `execution`, any member
+/// it has no field for), and `resources/list`/`prompts/list` with `[]`
+/// whatever the record held. Now every recorded answer goes out field for
+/// field.
+#[test]
+fn the_mock_serves_what_was_recorded_field_for_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut p = Proxied::start(dir.path());
+    let mut seen = Vec::new();
+    for (id, method, params) in [
+        (2, "tools/list", json!({})),
+        (3, "resources/list", json!({})),
+        (4, "prompts/list", json!({})),
+        (5, "tools/call", json!({"name": "echo", "arguments": {}})),
+        (6, "tools/call", json!({"name": "fail", "arguments": {}})),
+    ] {
+        p.send(request(id, method, params));
+        seen.push(p.next()["result"].clone());
+    }
+    assert_eq!(seen[0]["tools"][1]["execution"]["taskSupport"], "optional");
+    let archive = p.archive.clone();
+    let (_, shown) = p.finish();
+    let run = shown["run"]["run_id"].as_str().unwrap().to_owned();
+    let init_recorded = outcome(&shown, &only_call(&shown, "mcp:initialize"))["result"].clone();
+    assert!(init_recorded["capabilities"]["tasks"].is_object());
+
+    let mut mock = Command::new(REEL);
+    mock.arg("--archive")
+        .arg(&archive)
+        .args(["mcp", "mock", &run])
+        .env("REEL_CONFIG_DIR", dir.path().join("config"));
+    let mut mock = Lines::spawn(mock);
+    let init = mock.ask(request(
+        1,
+        "initialize",
+        json!({
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "rules-test", "version": "0"},
+        }),
+    ));
+    assert_eq!(init["result"], init_recorded, "initialize as recorded");
+    mock.tell(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let mut served = Vec::new();
+    for (id, method, params) in [
+        (2, "tools/list", json!({})),
+        (3, "resources/list", json!({})),
+        (4, "prompts/list", json!({})),
+        (5, "tools/call", json!({"name": "echo", "arguments": {}})),
+        (6, "tools/call", json!({"name": "fail", "arguments": {}})),
+    ] {
+        let answer = mock.ask(request(id, method, params));
+        served.push(answer["result"].clone());
+    }
+    mock.close();
+    for (method, (got, recorded)) in [
+        "tools/list",
+        "resources/list",
+        "prompts/list",
+        "echo",
+        "fail",
+    ]
+    .iter()
+    .zip(served.iter().zip(&seen))
+    {
+        assert_eq!(got, recorded, "{method} as recorded");
+    }
+}
+
+/// Tries to make `verify` replay a recorded elicitation answer other than
+/// it was: the client answered the server's question with a JSON-RPC
+/// error, which `verify` sent back as `cancel` (the server then answered
+/// otherwise than recorded: a false divergence). Now it answers with that
+/// error, and the unchanged server verifies.
+#[test]
+fn verify_replays_an_elicitation_answered_with_an_error_as_that_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut p = Proxied::start(dir.path());
+    p.call(2, "ask", json!({}));
+    let asked = p.next();
+    assert_eq!(asked["method"], "elicitation/create");
+    p.send(json!({"jsonrpc": "2.0", "id": asked["id"], "error": {"code": -32603, "message": "no UI here"}}));
+    let answered = p.next();
+    assert_eq!(
+        answered["result"]["content"][0]["text"],
+        "{\"code\": -32603, \"message\": \"no UI here\"}"
+    );
+    let archive = p.archive.clone();
+    let (_, shown) = p.finish();
+    let ask = only_call(&shown, "ask");
+    assert_eq!(
+        of_call(&shown, &ask, "elicit.answered")[0]["data"]["outcome"],
+        json!({"outcome": "error", "message": "json-rpc error -32603: no UI here"})
+    );
+    let run = shown["run"]["run_id"].as_str().unwrap();
+    let out = Command::new(REEL)
+        .arg("--archive")
+        .arg(&archive)
+        .args(["mcp", "verify", run, "--", "python3"])
+        .arg(tests_dir().join("raw_mcp_server.py"))
+        .env("REEL_CONFIG_DIR", dir.path().join("config"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("matched"), "{stdout}");
+}

@@ -14,6 +14,11 @@ keep apart. Standard library only.
   for the client's `notifications/cancelled` of this request, then sends
   four more (a server slow to notice), and never answers it (the spec
   lets a server drop a cancelled request).
+
+Its `initialize`, `tools/list`, `resources/list`, `prompts/list` and
+`echo` answers carry fields newer than this reel's model
+(`capabilities.tasks`, a tool's `execution`, unknown members), which a
+mock must serve back as recorded.
 """
 
 import json
@@ -54,11 +59,21 @@ for line in sys.stdin:
     params = m.get("params") or {}
     method = m["method"]
     if method == "initialize":
-        result = {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}},
-                  "serverInfo": {"name": "raw", "version": "0"}}
+        result = {"protocolVersion": "2025-11-25",
+                  "capabilities": {"tools": {"listChanged": False}, "resources": {}, "prompts": {},
+                                   "tasks": {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}},
+                  "serverInfo": {"name": "raw", "version": "0", "x-build": "future"},
+                  "instructions": "be kind"}
     elif method == "tools/list":
-        result = {"tools": [{"name": n, "inputSchema": {"type": "object"}}
-                            for n in ["forge_next", "echo", "ask", "fail", "broken", "count"]]}
+        result = {"tools": [{"name": n, "inputSchema": {"type": "object"},
+                             "execution": {"taskSupport": "optional"}, "x-rank": i}
+                            for i, n in enumerate(["forge_next", "echo", "ask", "fail", "broken", "count"])]}
+    elif method == "resources/list":
+        result = {"resources": [{"uri": "file:///notes.txt", "name": "notes", "mimeType": "text/plain",
+                                 "x-size-class": "small"}]}
+    elif method == "prompts/list":
+        result = {"prompts": [{"name": "greet", "description": "Say hello",
+                               "arguments": [{"name": "who", "required": True}], "x-tone": "warm"}]}
     elif method == "tools/call":
         name = params.get("name")
         if name == "forge_next":
@@ -66,6 +81,7 @@ for line in sys.stdin:
             result = text("forged the next")
         elif name == "echo":
             result = text(f"genuine {rid}")
+            result["x-trace"] = {"span": "s-1"}
         elif name == "ask":
             qid = server_id
             server_id += 1
