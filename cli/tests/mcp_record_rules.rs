@@ -757,3 +757,90 @@ fn verify_replays_an_elicitation_answered_with_an_error_as_that_error() {
     );
     assert!(stdout.contains("matched"), "{stdout}");
 }
+
+/// Without a session (2026-07-28), what tells clients apart is how each
+/// names itself in every request's `_meta` (`clientInfo`, name and
+/// version). Tries to file two clients' calls in one run (every
+/// sessionless exchange went into the proxy's one run): each client now
+/// has its own, labelled `mcp.client`.
+#[test]
+fn sessionless_clients_are_recorded_in_runs_of_their_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut server = Killed(
+        Command::new("python3")
+            .arg(tests_dir().join("raw_http_server.py"))
+            .arg(port.to_string())
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    for _ in 0..1200 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            break;
+        }
+        assert!(server.0.try_wait().unwrap().is_none(), "the server exited");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let archive = dir.path().join("archive");
+    let upstream = format!("http://127.0.0.1:{port}/mcp");
+    let (mut proxy, addr) = http_proxy(&archive, &upstream, &[]);
+    let call = |id: u64, name: &str, tool: &str| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+            "name": tool, "arguments": {},
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientInfo": {"name": name, "version": "1.0"},
+            },
+        }})
+    };
+    // Both number their requests from 1.
+    for (id, name, tool) in [(1, "alpha", "a1"), (1, "beta", "b1"), (2, "alpha", "a2")] {
+        let (status, text) = post(&addr, &addr, None, &call(id, name, tool));
+        assert_eq!(status, 200, "{text}");
+        assert!(text.contains(&format!("hello {name}")), "{text}");
+    }
+    // Ctrl-C (SIGINT) stops it.
+    let sent = Command::new("kill")
+        .args(["-INT", &proxy.0.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    assert!(proxy.0.wait().unwrap().success());
+    let mut clients: Vec<(String, Vec<String>)> = runs(&archive)
+        .iter()
+        .map(|run| {
+            let shown = reel(
+                &archive,
+                &["show", run["run_id"].as_str().unwrap(), "--json"],
+            );
+            assert_eq!(shown["run"]["state"], "completed");
+            let tools = facts(&shown, "call.started")
+                .iter()
+                .map(|f| f["data"]["tool_name"].as_str().unwrap().to_owned())
+                .collect();
+            (
+                shown["run"]["labels"]["mcp.client"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned(),
+                tools,
+            )
+        })
+        .collect();
+    clients.sort();
+    assert_eq!(
+        clients,
+        [
+            (
+                "alpha 1.0".to_owned(),
+                vec!["a1".to_owned(), "a2".to_owned()]
+            ),
+            ("beta 1.0".to_owned(), vec!["b1".to_owned()]),
+        ]
+    );
+}

@@ -23,8 +23,10 @@
 //!   proxy stops ends `cancelled`.
 //! - Requests without a session (protocol 2026-07-28 has none; a
 //!   stateless server gives none) are self-contained exchanges: they go
-//!   into one run for the proxy's lifetime, ended `completed` when the
-//!   proxy stops, each exchange's messages linked within that exchange
+//!   into one run per client for the proxy's lifetime (the client as it
+//!   names itself, `clientInfo` name and version, label `mcp.client`),
+//!   ended `completed` when the proxy stops, each exchange's messages
+//!   linked within that exchange
 //!   (two clients may both number their requests from 1), but for a
 //!   call's input-required rounds, which are one call across exchanges
 //!   (by the echoed `requestState`). Each `tools/list` of such an
@@ -278,7 +280,7 @@ impl BoundHttpProxy {
             recorder: recorder.cloned(),
             proxy: self.proxy,
             sessions: tokio::sync::Mutex::new(HashMap::new()),
-            sessionless: tokio::sync::OnceCell::new(),
+            sessionless: tokio::sync::Mutex::new(HashMap::new()),
             rounds: Rounds::default(),
             run_ids: Mutex::new(Vec::new()),
             closing: Mutex::new(Vec::new()),
@@ -329,7 +331,14 @@ impl BoundHttpProxy {
         for session in sessions {
             session.end(RunStatus::Cancelled).await;
         }
-        if let Some(Some(run)) = shared.sessionless.get() {
+        let sessionless: Vec<Run> = shared
+            .sessionless
+            .lock()
+            .await
+            .drain()
+            .filter_map(|(_, run)| run)
+            .collect();
+        for run in sessionless {
             if let Err(e) = run.end(RunStatus::Completed).await {
                 tracing::warn!("the sessionless MCP run did not end cleanly: {e}");
             }
@@ -349,7 +358,9 @@ struct Shared {
     recorder: Option<Recorder>,
     sessions: tokio::sync::Mutex<HashMap<String, Arc<Session>>>,
     /// The run of requests without a session, started with the first.
-    sessionless: tokio::sync::OnceCell<Option<Run>>,
+    /// Runs of requests without a session, one per client (see
+    /// [`Requests::client`]), each started with its first request.
+    sessionless: tokio::sync::Mutex<HashMap<String, Option<Run>>>,
     /// Its calls suspended at input-required rounds (2026-07-28): the
     /// next round is another exchange.
     rounds: Rounds,
@@ -377,13 +388,16 @@ impl Session {
 
 impl Shared {
     /// Starts a run; `None` (and the operator told) when it cannot be.
-    async fn start_run(&self, session: Option<&str>) -> Option<Run> {
+    async fn start_run(&self, session: Option<&str>, client: Option<&str>) -> Option<Run> {
         let recorder = self.recorder.as_ref()?;
         let mut start = RunStart::new(format!("mcp-{:032x}", rand::random::<u128>()))
             .label("mcp.transport", "streamable-http")
             .label("mcp.upstream", self.proxy.upstream_shown());
         if let Some(session) = session {
             start = start.label("mcp.session", session);
+        }
+        if let Some(client) = client {
+            start = start.label("mcp.client", client);
         }
         for secret in &self.proxy.secrets {
             start = start.secret(secret.clone());
@@ -407,7 +421,7 @@ impl Shared {
         if let Some(s) = sessions.get(id) {
             return Some(s.clone());
         }
-        let run = self.start_run(Some(id)).await;
+        let run = self.start_run(Some(id), None).await;
         let session = Arc::new(Session {
             router: Arc::new(Router::new(run.clone())),
             run,
@@ -416,14 +430,20 @@ impl Shared {
         Some(session)
     }
 
-    /// A router for one sessionless exchange, in the sessionless run.
-    async fn exchange(&self) -> Option<Arc<Router>> {
+    /// A router for one sessionless exchange, in the run of its client
+    /// (started with the client's first exchange).
+    async fn exchange(&self, client: &Option<String>) -> Option<Arc<Router>> {
         self.recorder.as_ref()?;
-        let run = self
-            .sessionless
-            .get_or_init(|| self.start_run(None))
-            .await
-            .clone()?;
+        let mut runs = self.sessionless.lock().await;
+        let key = client.clone().unwrap_or_default();
+        let run = match runs.get(&key) {
+            Some(run) => run.clone(),
+            None => {
+                let run = self.start_run(None, client.as_deref()).await;
+                runs.insert(key, run.clone());
+                run
+            }
+        }?;
         Some(Arc::new(Router::sharing(Some(run), self.rounds.clone())))
     }
 
@@ -484,6 +504,14 @@ pub(crate) struct Requests {
     ids: Vec<Value>,
     initialize: bool,
     modern: bool,
+    /// Who sent them, as the client names itself (`NAME VERSION`): its
+    /// `initialize`'s `clientInfo`, or on 2026-07-28 the
+    /// `io.modelcontextprotocol/clientInfo` of a request's `_meta`. Without
+    /// a session it is all that tells clients apart: each gets its own
+    /// run. (Two instances of the same client and version share one; the
+    /// network address does not tell them apart either, behind a local
+    /// proxy.)
+    client: Option<String>,
 }
 
 pub(crate) fn requests(body: &[u8]) -> Requests {
@@ -491,6 +519,7 @@ pub(crate) fn requests(body: &[u8]) -> Requests {
         ids: Vec::new(),
         initialize: false,
         modern: false,
+        client: None,
     };
     let Ok(message) = serde_json::from_slice::<Value>(body) else {
         return out;
@@ -507,12 +536,28 @@ pub(crate) fn requests(body: &[u8]) -> Requests {
             out.ids.push(id.clone());
         }
         out.initialize |= method == "initialize";
+        if out.client.is_none() {
+            let info = m
+                .pointer("/params/clientInfo")
+                .or_else(|| m.pointer("/params/_meta/io.modelcontextprotocol~1clientInfo"));
+            out.client = info.and_then(client_name);
+        }
         out.modern |= m
             .pointer("/params/_meta/io.modelcontextprotocol~1protocolVersion")
             .and_then(Value::as_str)
             .is_some_and(|v| v >= MODERN);
     }
     out
+}
+
+/// An MCP `Implementation` as `NAME VERSION` (`NAME` without a version);
+/// `None` without a name.
+fn client_name(info: &Value) -> Option<String> {
+    let name = info.get("name").and_then(Value::as_str)?;
+    Some(match info.get("version").and_then(Value::as_str) {
+        Some(version) => format!("{name} {version}"),
+        None => name.to_owned(),
+    })
 }
 
 async fn handle(
@@ -553,6 +598,7 @@ async fn handle(
             ids: Vec::new(),
             initialize: false,
             modern: false,
+            client: None,
         }
     };
     let modern = seen.modern
@@ -575,7 +621,7 @@ async fn handle(
             }
             None if seen.initialize => {}
             None if parts.method == Method::POST => {
-                router = shared.exchange().await;
+                router = shared.exchange(&seen.client).await;
                 exchange = true;
             }
             None => {}
@@ -630,7 +676,7 @@ async fn handle(
                 router = session.as_ref().map(|s| s.router.clone());
             }
             None => {
-                router = shared.exchange().await;
+                router = shared.exchange(&seen.client).await;
                 exchange = true;
             }
         }
