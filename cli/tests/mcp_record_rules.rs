@@ -844,3 +844,66 @@ fn sessionless_clients_are_recorded_in_runs_of_their_own() {
         ]
     );
 }
+
+/// Tries to reorder what one client sends: a GET stream opened before a
+/// POST must reach the server first (the server sends a session's
+/// requests on the open stream). The proxy served its connections
+/// concurrently and forwarded through a pooled client, which sends on
+/// whichever upstream connection is ready first; now each request takes
+/// its place in line where it enters the proxy (a connection's first at
+/// its accept) and keeps it until its first bytes are in the upstream's
+/// socket. The upstream here notes the order requests arrive on the wire;
+/// ten GET-then-POST pairs, sent back to back. (A race: the previous
+/// binary failed it in two of three runs here, not every time.)
+#[test]
+fn the_http_proxy_forwards_requests_in_the_order_it_got_them() {
+    use std::io::Read;
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut server = Killed(
+        Command::new("python3")
+            .arg(tests_dir().join("order_http_server.py"))
+            .arg(port.to_string())
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let probe = loop {
+        if let Ok(s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+            break s;
+        }
+        assert!(server.0.try_wait().unwrap().is_none(), "the server exited");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    // The probe's connection is read by the server as a request: close it
+    // empty (it notes nothing for it).
+    drop(probe);
+    let archive = dir.path().join("archive");
+    let (_proxy, addr) = http_proxy(&archive, &format!("http://127.0.0.1:{port}/mcp"), &[]);
+    let mut streams = Vec::new();
+    for i in 0..10 {
+        let mut get = std::net::TcpStream::connect(&addr).unwrap();
+        write!(
+            get,
+            "GET /mcp HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\nMcp-Session-Id: s-1\r\n\r\n"
+        )
+        .unwrap();
+        // No wait for the GET's answer: the POST follows at once.
+        let (status, text) = post(&addr, &addr, None, &request(i + 2, "ping", json!({})));
+        assert_eq!(status, 200, "{text}");
+        streams.push(get);
+    }
+    let (_, text) = post(&addr, &addr, None, &request(99, "order", json!({})));
+    let body = &text[text.find("{\"jsonrpc\"").expect("a JSON answer")..];
+    let answer: Value = serde_json::from_str(body.trim()).unwrap();
+    let expected: Vec<&str> = (0..10).flat_map(|_| ["GET", "POST"]).collect();
+    assert_eq!(answer["result"]["order"], json!(expected));
+    for mut s in streams {
+        let _ = s.set_read_timeout(Some(std::time::Duration::from_millis(1)));
+        let _ = s.read(&mut [0; 64]);
+    }
+}

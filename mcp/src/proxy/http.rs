@@ -51,8 +51,6 @@ use http::{
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto::Builder;
 use reel::context::Secret;
@@ -63,6 +61,7 @@ use tokio::net::TcpListener;
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
+use super::line::{Line, Ticket};
 use super::link::{end_rounds, Dir, Rounds, Router};
 
 /// The header naming a streamable HTTP session.
@@ -276,7 +275,7 @@ impl BoundHttpProxy {
         stop: impl Future<Output = ()>,
     ) -> std::io::Result<HttpOutcome> {
         let shared = Arc::new(Shared {
-            client: Client::builder(TokioExecutor::new()).build_http(),
+            line: Arc::new(Line::default()),
             recorder: recorder.cloned(),
             proxy: self.proxy,
             sessions: tokio::sync::Mutex::new(HashMap::new()),
@@ -301,8 +300,15 @@ impl BoundHttpProxy {
             };
             let shared = shared.clone();
             let stop = ct.child_token();
+            // The connection's first request holds its place in line from
+            // now (accepts come in order); later ones from their head.
+            let first = Arc::new(Mutex::new(Some(shared.line.take())));
             connections.spawn(async move {
-                let service = hyper::service::service_fn(move |req| handle(shared.clone(), req));
+                let service = hyper::service::service_fn(move |req| {
+                    let ticket = lock(&first).take();
+                    let ticket = ticket.unwrap_or_else(|| shared.line.take());
+                    handle(shared.clone(), req, ticket)
+                });
                 let conn = Builder::new(TokioExecutor::new())
                     .serve_connection(TokioIo::new(stream), service)
                     .into_owned();
@@ -354,7 +360,9 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 struct Shared {
     proxy: HttpProxy,
-    client: Client<HttpConnector, Full<Bytes>>,
+    /// Requests reach the upstream in the order they reached the proxy
+    /// (see [`super::line`]).
+    line: Arc<Line>,
     recorder: Option<Recorder>,
     sessions: tokio::sync::Mutex<HashMap<String, Arc<Session>>>,
     /// The run of requests without a session, started with the first.
@@ -563,6 +571,7 @@ fn client_name(info: &Value) -> Option<String> {
 async fn handle(
     shared: Arc<Shared>,
     req: Request<Incoming>,
+    ticket: Ticket,
 ) -> Result<Response<ProxyBody>, Infallible> {
     let (parts, body) = req.into_parts();
     if let Some(why) = shared.proxy.refusal(&parts.headers) {
@@ -585,6 +594,9 @@ async fn handle(
             ))
         }
     };
+    // Its turn: every request that reached the proxy before it is
+    // written upstream (see `super::line`).
+    let ticket = ticket.turn().await;
     let session_id = parts
         .headers
         .get(SESSION)
@@ -640,7 +652,7 @@ async fn handle(
     // `Host` goes as the client sent it (checked above): the upstream's
     // own guard against DNS rebinding sees what the client named.
     *upstream.headers_mut() = forwarded_headers(&parts.headers);
-    let response = match shared.client.request(upstream).await {
+    let response = match send_in_order(&shared.proxy.upstream, upstream, ticket).await {
         Ok(r) => r,
         Err(e) => {
             tracing::warn!(
@@ -729,6 +741,125 @@ async fn handle(
     };
     drop(session);
     Ok(Response::from_parts(head, body.boxed()))
+}
+
+/// How long connecting to the upstream may take (the line of requests
+/// waits for it).
+const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Sends `request` to `upstream` on a connection of its own, releasing
+/// its `ticket` once its first bytes are in the connection's socket (or it
+/// failed): the next request in line is sent after it, so the upstream
+/// receives the client's requests in the order the proxy received them
+/// (a GET stream opened before a POST is open before the POST arrives).
+/// A pooled client could not say so: it hands a request to whichever
+/// connection is ready first.
+async fn send_in_order(
+    upstream: &Uri,
+    mut request: Request<Full<Bytes>>,
+    ticket: Ticket,
+) -> Result<Response<Incoming>, String> {
+    let host = upstream.host().unwrap_or_default();
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let port = upstream.port_u16().unwrap_or(80);
+    let stream = tokio::time::timeout(
+        CONNECT_TIMEOUT,
+        tokio::net::TcpStream::connect((host, port)),
+    )
+    .await
+    .map_err(|_| format!("no connection within {} s", CONNECT_TIMEOUT.as_secs()))?
+    .map_err(|e| e.to_string())?;
+    let _ = stream.set_nodelay(true);
+    let (written, mut on_written) = tokio::sync::oneshot::channel();
+    let io = TokioIo::new(Written {
+        inner: stream,
+        written: Some(written),
+    });
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(io)
+        .await
+        .map_err(|e| e.to_string())?;
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    // A connection of its own is sent the origin form.
+    let path = request
+        .uri()
+        .path_and_query()
+        .cloned()
+        .unwrap_or_else(|| http::uri::PathAndQuery::from_static("/"));
+    *request.uri_mut() = Uri::from(path);
+    let response = sender.send_request(request);
+    tokio::pin!(response);
+    let answered = tokio::select! {
+        r = &mut response => Some(r),
+        // Written (or the connection is gone: the response says how).
+        _ = &mut on_written => None,
+    };
+    drop(ticket);
+    match answered {
+        Some(r) => r,
+        None => response.await,
+    }
+    .map_err(|e| e.to_string())
+}
+
+/// An upstream connection that says when bytes were first written to it.
+struct Written {
+    inner: tokio::net::TcpStream,
+    written: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl Written {
+    fn wrote<T>(&mut self, poll: Poll<std::io::Result<T>>) -> Poll<std::io::Result<T>> {
+        if matches!(poll, Poll::Ready(Ok(_))) {
+            if let Some(tx) = self.written.take() {
+                let _ = tx.send(());
+            }
+        }
+        poll
+    }
+}
+
+impl tokio::io::AsyncRead for Written {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for Written {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let poll = Pin::new(&mut self.inner).poll_write(cx, buf);
+        self.wrote(poll)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let poll = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        self.wrote(poll)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
 }
 
 /// `413 Payload Too Large` for a request body over `max` bytes.

@@ -64,6 +64,7 @@
 //! traffic still flows.
 
 pub(crate) mod http;
+pub(crate) mod line;
 pub(crate) mod link;
 
 pub use http::{BoundHttpProxy, HttpOutcome, HttpProxy, DEFAULT_MAX_BODY};
