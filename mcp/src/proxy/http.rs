@@ -167,6 +167,7 @@ impl HttpProxy {
         let allowed = |host: &str| self.allowed_hosts.contains(&normalize_host(host));
         let hosts = self.allowed_hosts.join(", ");
         let advice = "start the proxy with --allow-host NAME to accept another name";
+        // (An HTTP/2 request's `:authority` was made its `Host` by then.)
         let host = headers.get(header::HOST).map(|v| {
             v.to_str()
                 .ok()
@@ -573,7 +574,18 @@ async fn handle(
     req: Request<Incoming>,
     ticket: Ticket,
 ) -> Result<Response<ProxyBody>, Infallible> {
-    let (parts, body) = req.into_parts();
+    let (mut parts, body) = req.into_parts();
+    // HTTP/2 names the host in `:authority`, HTTP/1.1 in `Host`: the
+    // guard checks, and the upstream (HTTP/1.1) is sent, one `Host`.
+    if !parts.headers.contains_key(header::HOST) {
+        if let Some(host) = parts
+            .uri
+            .authority()
+            .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
+        {
+            parts.headers.insert(header::HOST, host);
+        }
+    }
     if let Some(why) = shared.proxy.refusal(&parts.headers) {
         tracing::warn!("{}", why.trim_end());
         return Ok(plain(StatusCode::FORBIDDEN, why));
