@@ -177,6 +177,17 @@ fn a_response_out_of_turn_is_recorded_unmatched_and_never_as_an_answer() {
     p.call(4, "echo", json!({}));
     let genuine = p.next();
     assert_eq!(genuine["result"]["content"][0]["text"], "genuine 4");
+    // Requests that are no calls are matched all the same: their
+    // responses and progress are no unmatched messages.
+    p.send(request(5, "ping", json!({})));
+    assert_eq!(p.next()["id"], 5);
+    p.send(request(
+        6,
+        "resources/read",
+        json!({"uri": "file:///notes.txt", "_meta": {"progressToken": "r-6"}}),
+    ));
+    assert_eq!(p.next()["method"], "notifications/progress");
+    assert_eq!(p.next()["id"], 6);
     let (stderr, shown) = p.finish();
 
     let ask = only_call(&shown, "ask");

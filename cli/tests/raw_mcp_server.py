@@ -10,6 +10,8 @@ keep apart. Standard library only.
   for its response, and answers with what it got.
 - `fail`: a tool error (`isError: true`, with `structuredContent`).
 - `broken`: a JSON-RPC error (-32000).
+- `resources/read`: one progress notification on the request's token,
+  then the contents; `ping`: `{}`.
 - `count`: two progress notifications on the request's token, then waits
   for the client's `notifications/cancelled` of this request, then sends
   four more (a server slow to notice), and never answers it (the spec
@@ -74,6 +76,13 @@ for line in sys.stdin:
     elif method == "prompts/list":
         result = {"prompts": [{"name": "greet", "description": "Say hello",
                                "arguments": [{"name": "who", "required": True}], "x-tone": "warm"}]}
+    elif method == "resources/read":
+        token = params.get("_meta", {}).get("progressToken")
+        if token is not None:
+            progress(token, 1)
+        result = {"contents": [{"uri": params.get("uri"), "text": "notes"}]}
+    elif method == "ping":
+        result = {}
     elif method == "tools/call":
         name = params.get("name")
         if name == "forge_next":

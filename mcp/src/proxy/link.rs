@@ -81,6 +81,10 @@ struct State {
     /// The server's other requests (sampling, roots, ping, an elicitation
     /// with no call in flight) forwarded and not answered yet, by id.
     server_asked: VecDeque<String>,
+    /// The progress tokens of the client's requests not recorded as
+    /// `tools/call`s (the newest [`UNANSWERED`]): progress on them is
+    /// forwarded, not recorded, and no unmatched message.
+    other_tokens: VecDeque<String>,
 }
 
 /// Calls suspended at an input-required round (2026-07-28), by the
@@ -216,9 +220,17 @@ impl Router {
         let params = obj.remove("params");
         match (dir, method.as_deref(), id) {
             (Dir::ClientToServer, Some(method), Some(id)) => {
+                let token = params
+                    .as_ref()
+                    .and_then(|p| p.pointer("/_meta/progressToken"))
+                    .map(key);
                 let recorded = self.request(method, &id, params);
+                let mut state = self.state();
                 if !recorded {
-                    remember(&mut self.state().client_asked, key(&id));
+                    remember(&mut state.client_asked, key(&id));
+                }
+                if let (Some(token), false) = (token, method == "tools/call") {
+                    remember(&mut state.other_tokens, token);
                 }
             }
             (Dir::ClientToServer, Some("notifications/cancelled"), None) => {
@@ -284,6 +296,7 @@ impl Router {
                     Some(events) => {
                         let _ = events.send(Event::Progress(Value::Object(params)));
                     }
+                    None if state.other_tokens.contains(&key(&token)) => {}
                     None => {
                         let why = format!(
                             "progress on token {}, which no request in flight carries",
