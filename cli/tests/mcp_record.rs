@@ -325,8 +325,20 @@ fn proxy_records_a_fastmcp_session_exactly() {
         "Really deploy?"
     );
 
+    // A tool error (`isError: true`) is the call's error, the whole
+    // result after `tool error: ` (issue 29).
     let fail = &calls_of(&shown, "fail")[0].0;
-    assert_eq!(ended(&shown, fail)["result"]["isError"], true);
+    let failed = ended(&shown, fail);
+    assert_eq!(failed["status"], "error", "{failed}");
+    let result: Value = serde_json::from_str(
+        failed["error"]
+            .as_str()
+            .unwrap()
+            .strip_prefix("tool error: ")
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(result["isError"], true);
 
     let wait = &calls_of(&shown, "wait")[0].0;
     assert_eq!(of_call(&shown, wait, "cancel.requested").len(), 1);

@@ -55,7 +55,7 @@ fn a_body_over_max_body_is_refused_by_the_binary() {
         let mut s = TcpStream::connect(&addr).unwrap();
         write!(
             s,
-            "POST /mcp HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {len}\r\nconnection: close\r\n\r\n{}",
+            "POST /mcp HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ncontent-length: {len}\r\nconnection: close\r\n\r\n{}",
             "x".repeat(len.min(100))
         )
         .unwrap();

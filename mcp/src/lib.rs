@@ -40,4 +40,5 @@ pub mod cassette;
 pub mod fuzzing;
 pub mod proxy;
 pub mod serve;
+pub mod shape;
 pub mod verify;

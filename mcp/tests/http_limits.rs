@@ -162,7 +162,7 @@ fn post(method: &str) -> (String, Vec<u8>) {
         format!(r#"{{"jsonrpc":"2.0","id":1,"method":"{method}","params":{{}}}}"#).into_bytes();
     (
         format!(
-            "POST /mcp HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+            "POST /mcp HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
             body.len()
         ),
         body,
@@ -205,7 +205,7 @@ async fn the_http_proxy_holds_no_message_over_its_limit() {
     // A declared length of 1 GiB: refused before a byte of it is sent.
     let (status, text) = raw(
         addr,
-        "POST /mcp HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 1073741824\r\n\r\n".into(),
+        "POST /mcp HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ncontent-length: 1073741824\r\n\r\n".into(),
         b"",
     )
     .await;
@@ -224,7 +224,7 @@ async fn the_http_proxy_holds_no_message_over_its_limit() {
     }
     let (status, text) = raw(
         addr,
-        "POST /mcp HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n".into(),
+        "POST /mcp HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n".into(),
         &chunks,
     )
     .await;

@@ -26,7 +26,17 @@
 //!   whose seal does not hold, of another tool or round, or used already
 //!   is refused (`-32602`). A recorded result or listing without
 //!   `resultType` gets `complete`, as that version requires.
-//! - `tools/list` with a `cursor` answers the recorded page of that cursor.
+//! - `tools/list` with a `cursor` answers the recorded page of that cursor;
+//!   `resources/list` and `prompts/list` answer their recorded pages when
+//!   the record has them (else as a server without them does).
+//! - Every answer taken from the record goes out field for field as
+//!   recorded, fields this version's model does not know included
+//!   (`capabilities.tasks`, a tool's `execution`): rmcp answers through
+//!   typed models, so a relay between rmcp and the client puts the recorded
+//!   JSON back in place of the typed result; rmcp decides only the
+//!   negotiated `protocolVersion` and top-level members the record lacks
+//!   (what the negotiated version requires: `resultType`, a listing's
+//!   `ttlMs` on 2026-07-28).
 //! - A miss is JSON-RPC error `-32602` whose message names the closest
 //!   recorded call (same tool, fewest differing fields; else the nearest
 //!   tool name) and the first differing field as a JSON pointer into the
@@ -39,6 +49,7 @@ pub(crate) mod rounds;
 pub mod session;
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use reel::context::Elicitation;
@@ -46,14 +57,15 @@ use reel::fact::{CallOutcome, ElicitMode};
 use reel_replayer::matching::IgnoreRule;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ErrorCode, ErrorData,
-    InitializeRequestParams, InitializeResult, ListToolsResult, LoggingMessageNotification,
-    LoggingMessageNotificationParam, PaginatedRequestParams, ProgressNotification,
-    ProgressNotificationParam, ProtocolVersion, ResultType, ServerCapabilities, ServerConfig,
-    ServerNotification, SetLevelRequestParams,
+    InitializeRequestParams, InitializeResult, ListPromptsResult, ListResourcesResult,
+    ListToolsResult, LoggingMessageNotification, LoggingMessageNotificationParam,
+    PaginatedRequestParams, ProgressNotification, ProgressNotificationParam, ProtocolVersion,
+    ResultType, ServerCapabilities, ServerConfig, ServerNotification, SetLevelRequestParams,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ServerHandler, ServiceExt};
 use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 
 use crate::serve::ServeError;
 pub use matching::{parse_ignore, Match};
@@ -67,7 +79,12 @@ pub struct Cassette {
     ignored: Arc<Vec<String>>,
     used: Arc<Mutex<Vec<bool>>>,
     rounds: rounds::Rounds,
+    /// The recorded JSON of answers on their way out, by request id (as
+    /// JSON text): the relay puts it in place of rmcp's typed result.
+    exact: Exact,
 }
+
+type Exact = Arc<Mutex<HashMap<String, Value>>>;
 
 impl std::fmt::Debug for Cassette {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -88,6 +105,14 @@ impl Cassette {
             ignored: Arc::new(matching::arg_ignores(ignore)),
             used: Arc::new(Mutex::new(vec![false; n])),
             rounds: rounds::Rounds::new(),
+            exact: Exact::default(),
+        }
+    }
+
+    /// The answer to request `context.id` is `recorded`, field for field.
+    fn exactly(&self, context: &RequestContext<RoleServer>, recorded: &Value) {
+        if let Ok(id) = serde_json::to_string(&context.id) {
+            lock(&self.exact).insert(id, recorded.clone());
         }
     }
 
@@ -107,15 +132,32 @@ impl Cassette {
         R: tokio::io::AsyncRead + Send + Unpin + 'static,
         W: tokio::io::AsyncWrite + Send + Unpin + 'static,
     {
-        let running = self
-            .serve((read, write))
-            .await
-            .map_err(|e| ServeError::Init(e.to_string()))?;
-        running
-            .waiting()
-            .await
-            .map_err(|e| ServeError::Init(e.to_string()))?;
-        Ok(())
+        // client -> rmcp as it comes; rmcp -> client through `relay`.
+        let (rmcp_side, relay_side) = tokio::io::duplex(64 << 10);
+        let (rmcp_read, rmcp_write) = tokio::io::split(rmcp_side);
+        let (relay_read, mut relay_write) = tokio::io::split(relay_side);
+        let inbound = tokio::spawn(async move {
+            let mut read = read;
+            let _ = tokio::io::copy(&mut read, &mut relay_write).await;
+            let _ = relay_write.shutdown().await;
+        });
+        let outbound = tokio::spawn(relay(relay_read, write, self.exact.clone()));
+        let served = async {
+            let running = self
+                .serve((rmcp_read, rmcp_write))
+                .await
+                .map_err(|e| ServeError::Init(e.to_string()))?;
+            running
+                .waiting()
+                .await
+                .map_err(|e| ServeError::Init(e.to_string()))?;
+            Ok(())
+        }
+        .await;
+        // rmcp's side is dropped: the relay reads to its end and flushes.
+        let _ = outbound.await;
+        inbound.abort();
+        served
     }
 
     fn take(&self, tool: &str, args: &Value) -> Match {
@@ -128,16 +170,66 @@ impl Cassette {
     }
 }
 
-fn recorded_error(text: &str) -> ErrorData {
-    // `json-rpc error CODE: MESSAGE`, as the recording shape writes it.
-    if let Some(rest) = text.strip_prefix("json-rpc error ") {
-        if let Some((code, message)) = rest.split_once(": ") {
-            if let Ok(code) = code.parse::<i32>() {
-                return ErrorData::new(ErrorCode(code), message.to_owned(), None);
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Copies rmcp's lines to the client; a response whose recorded JSON is
+/// in `exact` goes out as recorded (see the module docs).
+async fn relay<R, W>(read: R, mut write: W, exact: Exact)
+where
+    R: tokio::io::AsyncRead + Unpin,
+    W: tokio::io::AsyncWrite + Unpin,
+{
+    let mut read = tokio::io::BufReader::new(read);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match read.read_until(b'\n', &mut line).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        let out = recorded_answer(&line, &exact).unwrap_or_else(|| line.clone());
+        if write.write_all(&out).await.is_err() || write.flush().await.is_err() {
+            break;
+        }
+    }
+    let _ = write.shutdown().await;
+}
+
+/// `line` (a response of rmcp's) with its result replaced by the recorded
+/// one waiting in `exact`, rmcp's own additions kept; `None`: unchanged.
+fn recorded_answer(line: &[u8], exact: &Exact) -> Option<Vec<u8>> {
+    let mut message: Value = serde_json::from_slice(line).ok()?;
+    let id = serde_json::to_string(message.get("id")?).ok()?;
+    let typed = message.get_mut("result")?;
+    let Value::Object(mut recorded) = lock(exact).remove(&id)? else {
+        return None;
+    };
+    // What rmcp decides, not the record: the version negotiated with this
+    // client, and members the record lacks that the negotiated version
+    // requires (2026-07-28's `resultType`, a listing's `ttlMs`...).
+    if let Value::Object(typed) = typed.take() {
+        for (k, v) in typed {
+            if k == "protocolVersion" {
+                recorded.insert(k, v);
+            } else {
+                recorded.entry(k).or_insert(v);
             }
         }
     }
-    ErrorData::internal_error(text.to_owned(), None)
+    *typed = Value::Object(recorded);
+    let mut out = serde_json::to_vec(&message).ok()?;
+    out.push(b'\n');
+    Some(out)
+}
+
+fn recorded_error(text: &str) -> ErrorData {
+    // `json-rpc error CODE: MESSAGE`, as the recording shape writes it.
+    match crate::shape::parse_rpc_error(text) {
+        Some((code, message)) => ErrorData::new(ErrorCode(code), message, None),
+        None => ErrorData::internal_error(text.to_owned(), None),
+    }
 }
 
 impl ServerHandler for Cassette {
@@ -161,7 +253,11 @@ impl ServerHandler for Cassette {
         context: RequestContext<RoleServer>,
     ) -> Result<InitializeResult, ErrorData> {
         context.peer.set_peer_info(request.clone());
-        self.negotiate_initialize(&request)
+        let answer = self.negotiate_initialize(&request);
+        if let (Some(recorded), true) = (&self.session.initialize_result, answer.is_ok()) {
+            self.exactly(&context, recorded);
+        }
+        answer
     }
 
     async fn set_level(
@@ -173,10 +269,48 @@ impl ServerHandler for Cassette {
         Ok(())
     }
 
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let recorded = self.listing("resources/list", request, &context)?;
+        match recorded {
+            Some(page) => Ok(page),
+            None if self.get_info().capabilities.resources.is_some() => {
+                Ok(ListResourcesResult::default())
+            }
+            None => Err(ErrorData::new(
+                ErrorCode::METHOD_NOT_FOUND,
+                "reel mock: the record has no resources/list answer",
+                None,
+            )),
+        }
+    }
+
+    async fn list_prompts(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        let recorded = self.listing("prompts/list", request, &context)?;
+        match recorded {
+            Some(page) => Ok(page),
+            None if self.get_info().capabilities.prompts.is_some() => {
+                Ok(ListPromptsResult::default())
+            }
+            None => Err(ErrorData::new(
+                ErrorCode::METHOD_NOT_FOUND,
+                "reel mock: the record has no prompts/list answer",
+                None,
+            )),
+        }
+    }
+
     async fn list_tools(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let cursor = request.and_then(|r| r.cursor);
         let page = match &cursor {
@@ -202,6 +336,7 @@ impl ServerHandler for Cassette {
                     // 2026-07-28 requires `resultType` (a 2025-11-25
                     // recording has none); rmcp drops it for older peers.
                     list.result_type.get_or_insert(ResultType::COMPLETE);
+                    self.exactly(&context, v);
                     list
                 })
                 .map_err(|e| {
@@ -258,6 +393,54 @@ impl ServerHandler for Cassette {
 }
 
 impl Cassette {
+    /// The recorded page of listing `method` for the request's cursor,
+    /// read as `T` (its JSON kept for the relay); `None`: not recorded.
+    fn listing<T: serde::de::DeserializeOwned>(
+        &self,
+        method: &str,
+        request: Option<PaginatedRequestParams>,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Option<T>, ErrorData> {
+        let cursor = request.and_then(|r| r.cursor);
+        let Some((_, _, page)) = self
+            .session
+            .listings
+            .iter()
+            .find(|(m, c, _)| m == method && *c == cursor)
+        else {
+            return match cursor {
+                Some(c) => Err(ErrorData::invalid_params(
+                    format!("reel mock: no {method} page was recorded for cursor {c:?}"),
+                    None,
+                )),
+                None => Ok(None),
+            };
+        };
+        let typed = serde_json::from_value::<T>(page.clone()).map_err(|e| {
+            ErrorData::internal_error(
+                format!("reel mock: the recorded {method} does not read: {e}"),
+                None,
+            )
+        })?;
+        self.exactly(context, page);
+        Ok(Some(typed))
+    }
+
+    /// A recorded `CallToolResult` as the answer to `context`'s request,
+    /// the relay told its JSON.
+    fn served(
+        &self,
+        context: &RequestContext<RoleServer>,
+        call: &Interaction,
+        result: Value,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let answer = served_result(call, result.clone());
+        if answer.is_ok() {
+            self.exactly(context, &result);
+        }
+        answer
+    }
+
     /// Replays recorded call `index` from its event `from` on: progress and
     /// log messages, questions (`elicitation/create`; on 2026-07-28 an
     /// input-required round, after which the client's next round resumes
@@ -351,23 +534,12 @@ impl Cassette {
             }
         }
         match &call.outcome {
-            Some(CallOutcome::Ok { result }) => {
-                serde_json::from_value::<CallToolResult>(result.clone())
-                    .map(|mut r| {
-                        r.result_type.get_or_insert(ResultType::COMPLETE);
-                        CallToolResponse::from(r)
-                    })
-                    .map_err(|e| {
-                        ErrorData::internal_error(
-                            format!(
-                        "reel mock: call {} recorded a result that is not a CallToolResult: {e}",
-                        call.call_id
-                    ),
-                            None,
-                        )
-                    })
-            }
-            Some(CallOutcome::Error { error }) => Err(recorded_error(error)),
+            Some(CallOutcome::Ok { result }) => self.served(context, call, result.clone()),
+            // A tool error (`isError: true`) is served as its result.
+            Some(CallOutcome::Error { error }) => match crate::shape::parse_tool_error(error) {
+                Some(result) => self.served(context, call, result),
+                None => Err(recorded_error(error)),
+            },
             Some(CallOutcome::Aborted { reason }) => Err(ErrorData::internal_error(
                 format!(
                     "reel mock: call {} was aborted when recorded ({})",
@@ -385,4 +557,22 @@ impl Cassette {
             )),
         }
     }
+}
+
+/// A recorded `CallToolResult` as the mock's answer.
+fn served_result(call: &Interaction, result: Value) -> Result<CallToolResponse, ErrorData> {
+    serde_json::from_value::<CallToolResult>(result)
+        .map(|mut r| {
+            r.result_type.get_or_insert(ResultType::COMPLETE);
+            CallToolResponse::from(r)
+        })
+        .map_err(|e| {
+            ErrorData::internal_error(
+                format!(
+                    "reel mock: call {} recorded a result that is not a CallToolResult: {e}",
+                    call.call_id
+                ),
+                None,
+            )
+        })
 }

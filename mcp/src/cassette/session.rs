@@ -91,6 +91,10 @@ pub struct Session {
     pub tools_list_pages: Vec<(Option<String>, Value)>,
     /// Every recorded `tools/call`, in start order.
     pub calls: Vec<Interaction>,
+    /// Other recorded listings (`resources/list`, `prompts/list`): the
+    /// method, the request's `cursor` (`None` for the first page) and the
+    /// server's result, in recorded order.
+    pub listings: Vec<(String, Option<String>, Value)>,
 }
 
 impl Session {
@@ -138,6 +142,7 @@ impl Session {
             tools_list: None,
             tools_list_pages: Vec::new(),
             calls: Vec::new(),
+            listings: Vec::new(),
         };
         // call id -> what it is: an exchange name, or an index into calls.
         enum Slot {
@@ -153,7 +158,10 @@ impl Session {
                     if c.parent_call.is_some() {
                         continue;
                     }
-                    if c.tool_name == INITIALIZE || c.tool_name == TOOLS_LIST {
+                    // `mcp:` names are the protocol's exchanges (and the
+                    // proxy's unmatched messages), never a tool's: MCP tool
+                    // names have no colon.
+                    if c.tool_name.starts_with("mcp:") {
                         slots.insert(c.call_id, Slot::Exchange(c.tool_name, c.args));
                     } else {
                         slots.insert(c.call_id.clone(), Slot::Call(session.calls.len()));
@@ -186,6 +194,16 @@ impl Session {
                                 if name == INITIALIZE {
                                     session.initialize_params = Some(args.clone());
                                     session.initialize_result = result;
+                                } else if name != TOOLS_LIST {
+                                    if let (Some(result), Some(method)) =
+                                        (result, name.strip_prefix("mcp:"))
+                                    {
+                                        let cursor = args
+                                            .get("cursor")
+                                            .and_then(Value::as_str)
+                                            .map(str::to_owned);
+                                        session.listings.push((method.to_owned(), cursor, result));
+                                    }
                                 } else if let Some(result) = result {
                                     let cursor = args
                                         .get("cursor")

@@ -3,8 +3,10 @@
 //!
 //! [`HttpProxy`] is a reverse proxy in front of one MCP server's
 //! streamable HTTP endpoint. Every request and response passes through
-//! unchanged (headers too, but the hop-by-hop ones and `Host`, which
-//! names the upstream), `Mcp-Session-Id` included; an SSE response
+//! unchanged (headers too, `Host` included, but the hop-by-hop ones),
+//! `Mcp-Session-Id` included, once `Host` and `Origin` name a host the
+//! proxy answers for (loopback names, and those of
+//! [`HttpProxy::allow_host`]; else `403 Forbidden`); an SSE response
 //! (`text/event-stream`) is streamed through chunk by chunk, each event
 //! linked to its call before the chunk that completes it is forwarded; a
 //! JSON response is linked whole, then forwarded. Requests to other paths
@@ -21,8 +23,10 @@
 //!   proxy stops ends `cancelled`.
 //! - Requests without a session (protocol 2026-07-28 has none; a
 //!   stateless server gives none) are self-contained exchanges: they go
-//!   into one run for the proxy's lifetime, ended `completed` when the
-//!   proxy stops, each exchange's messages linked within that exchange
+//!   into one run per client for the proxy's lifetime (the client as it
+//!   names itself, `clientInfo` name and version, label `mcp.client`),
+//!   ended `completed` when the proxy stops, each exchange's messages
+//!   linked within that exchange
 //!   (two clients may both number their requests from 1), but for a
 //!   call's input-required rounds, which are one call across exchanges
 //!   (by the echoed `requestState`). Each `tools/list` of such an
@@ -47,8 +51,6 @@ use http::{
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto::Builder;
 use reel::context::Secret;
@@ -59,6 +61,7 @@ use tokio::net::TcpListener;
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
+use super::line::{Line, Ticket};
 use super::link::{end_rounds, Dir, Rounds, Router};
 
 /// The header naming a streamable HTTP session.
@@ -78,6 +81,20 @@ pub struct HttpProxy {
     upstream: Uri,
     secrets: Vec<Secret>,
     max_body: usize,
+    /// The host names a request's `Host` and `Origin` may name (any
+    /// port), normalized ([`normalize_host`]).
+    allowed_hosts: Vec<String>,
+}
+
+/// The host names the proxy answers for unless told more
+/// ([`HttpProxy::allow_host`]): the loopback names, any port.
+pub const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
+
+/// A host name as compared: lower case, without IPv6 brackets.
+fn normalize_host(host: &str) -> String {
+    host.trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_ascii_lowercase()
 }
 
 /// What an HTTP proxy recorded, once stopped.
@@ -115,7 +132,80 @@ impl HttpProxy {
             upstream: uri,
             secrets: Vec::new(),
             max_body: DEFAULT_MAX_BODY,
+            allowed_hosts: LOOPBACK_HOSTS.iter().map(|h| h.to_string()).collect(),
         })
+    }
+
+    /// Also answers requests whose `Host` (and `Origin`, when sent) names
+    /// `name` (a host name or address, no port: any port matches), besides
+    /// [`LOOPBACK_HOSTS`]. `Err` says what is wrong with the name.
+    pub fn allow_host(mut self, name: &str) -> Result<HttpProxy, String> {
+        let host = normalize_host(name.trim());
+        let parsed = http::uri::Authority::try_from(name.trim());
+        let bare = match &parsed {
+            Ok(a) => a.port().is_none() && normalize_host(a.host()) == host,
+            // An IPv6 address without brackets is no authority, but a host.
+            Err(_) => host.parse::<std::net::Ipv6Addr>().is_ok(),
+        };
+        if host.is_empty() || !bare {
+            return Err(format!(
+                "--allow-host {name:?} is not a host name; give a name or an address \
+                 without scheme, port or path (e.g. --allow-host mcp.internal)"
+            ));
+        }
+        if !self.allowed_hosts.contains(&host) {
+            self.allowed_hosts.push(host);
+        }
+        Ok(self)
+    }
+
+    /// Why a request may not be answered (`Host` or `Origin` naming a
+    /// host not allowed), or `None`. The guard against DNS rebinding: a
+    /// page a browser loaded from a name an attacker controls, rebound to
+    /// this address, sends that name in `Host` and its origin in `Origin`.
+    fn refusal(&self, headers: &HeaderMap) -> Option<String> {
+        let allowed = |host: &str| self.allowed_hosts.contains(&normalize_host(host));
+        let hosts = self.allowed_hosts.join(", ");
+        let advice = "start the proxy with --allow-host NAME to accept another name";
+        // (An HTTP/2 request's `:authority` was made its `Host` by then.)
+        let host = headers.get(header::HOST).map(|v| {
+            v.to_str()
+                .ok()
+                .and_then(|t| http::uri::Authority::try_from(t).ok())
+        });
+        match host {
+            None => {
+                return Some(format!(
+                    "reel mcp record: the request has no Host header; this proxy answers only \
+                 requests naming {hosts} (any port) in Host, a guard against DNS rebinding\n"
+                ))
+            }
+            Some(Some(a)) if allowed(a.host()) => {}
+            Some(_) => {
+                let shown = headers
+                    .get(header::HOST)
+                    .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+                    .unwrap_or_default();
+                return Some(format!(
+                    "reel mcp record: refused the Host {shown:?}: this proxy answers only \
+                     {hosts} (any port), a guard against DNS rebinding; {advice}\n"
+                ));
+            }
+        }
+        let origin = headers.get(header::ORIGIN)?;
+        let origin_host = origin
+            .to_str()
+            .ok()
+            .and_then(|t| t.parse::<Uri>().ok())
+            .and_then(|u| u.host().map(str::to_owned));
+        match origin_host {
+            Some(h) if allowed(&h) => None,
+            _ => Some(format!(
+                "reel mcp record: refused the Origin {:?}: this proxy answers only pages of \
+                 {hosts} (any port), a guard against DNS rebinding; {advice}\n",
+                String::from_utf8_lossy(origin.as_bytes())
+            )),
+        }
     }
 
     /// The largest message held in memory ([`DEFAULT_MAX_BODY`] unless
@@ -186,11 +276,11 @@ impl BoundHttpProxy {
         stop: impl Future<Output = ()>,
     ) -> std::io::Result<HttpOutcome> {
         let shared = Arc::new(Shared {
-            client: Client::builder(TokioExecutor::new()).build_http(),
+            line: Arc::new(Line::default()),
             recorder: recorder.cloned(),
             proxy: self.proxy,
             sessions: tokio::sync::Mutex::new(HashMap::new()),
-            sessionless: tokio::sync::OnceCell::new(),
+            sessionless: tokio::sync::Mutex::new(HashMap::new()),
             rounds: Rounds::default(),
             run_ids: Mutex::new(Vec::new()),
             closing: Mutex::new(Vec::new()),
@@ -211,8 +301,15 @@ impl BoundHttpProxy {
             };
             let shared = shared.clone();
             let stop = ct.child_token();
+            // The connection's first request holds its place in line from
+            // now (accepts come in order); later ones from their head.
+            let first = Arc::new(Mutex::new(Some(shared.line.take())));
             connections.spawn(async move {
-                let service = hyper::service::service_fn(move |req| handle(shared.clone(), req));
+                let service = hyper::service::service_fn(move |req| {
+                    let ticket = lock(&first).take();
+                    let ticket = ticket.unwrap_or_else(|| shared.line.take());
+                    handle(shared.clone(), req, ticket)
+                });
                 let conn = Builder::new(TokioExecutor::new())
                     .serve_connection(TokioIo::new(stream), service)
                     .into_owned();
@@ -241,7 +338,14 @@ impl BoundHttpProxy {
         for session in sessions {
             session.end(RunStatus::Cancelled).await;
         }
-        if let Some(Some(run)) = shared.sessionless.get() {
+        let sessionless: Vec<Run> = shared
+            .sessionless
+            .lock()
+            .await
+            .drain()
+            .filter_map(|(_, run)| run)
+            .collect();
+        for run in sessionless {
             if let Err(e) = run.end(RunStatus::Completed).await {
                 tracing::warn!("the sessionless MCP run did not end cleanly: {e}");
             }
@@ -257,11 +361,15 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 struct Shared {
     proxy: HttpProxy,
-    client: Client<HttpConnector, Full<Bytes>>,
+    /// Requests reach the upstream in the order they reached the proxy
+    /// (see [`super::line`]).
+    line: Arc<Line>,
     recorder: Option<Recorder>,
     sessions: tokio::sync::Mutex<HashMap<String, Arc<Session>>>,
     /// The run of requests without a session, started with the first.
-    sessionless: tokio::sync::OnceCell<Option<Run>>,
+    /// Runs of requests without a session, one per client (see
+    /// [`Requests::client`]), each started with its first request.
+    sessionless: tokio::sync::Mutex<HashMap<String, Option<Run>>>,
     /// Its calls suspended at input-required rounds (2026-07-28): the
     /// next round is another exchange.
     rounds: Rounds,
@@ -289,13 +397,16 @@ impl Session {
 
 impl Shared {
     /// Starts a run; `None` (and the operator told) when it cannot be.
-    async fn start_run(&self, session: Option<&str>) -> Option<Run> {
+    async fn start_run(&self, session: Option<&str>, client: Option<&str>) -> Option<Run> {
         let recorder = self.recorder.as_ref()?;
         let mut start = RunStart::new(format!("mcp-{:032x}", rand::random::<u128>()))
             .label("mcp.transport", "streamable-http")
             .label("mcp.upstream", self.proxy.upstream_shown());
         if let Some(session) = session {
             start = start.label("mcp.session", session);
+        }
+        if let Some(client) = client {
+            start = start.label("mcp.client", client);
         }
         for secret in &self.proxy.secrets {
             start = start.secret(secret.clone());
@@ -319,7 +430,7 @@ impl Shared {
         if let Some(s) = sessions.get(id) {
             return Some(s.clone());
         }
-        let run = self.start_run(Some(id)).await;
+        let run = self.start_run(Some(id), None).await;
         let session = Arc::new(Session {
             router: Arc::new(Router::new(run.clone())),
             run,
@@ -328,14 +439,20 @@ impl Shared {
         Some(session)
     }
 
-    /// A router for one sessionless exchange, in the sessionless run.
-    async fn exchange(&self) -> Option<Arc<Router>> {
+    /// A router for one sessionless exchange, in the run of its client
+    /// (started with the client's first exchange).
+    async fn exchange(&self, client: &Option<String>) -> Option<Arc<Router>> {
         self.recorder.as_ref()?;
-        let run = self
-            .sessionless
-            .get_or_init(|| self.start_run(None))
-            .await
-            .clone()?;
+        let mut runs = self.sessionless.lock().await;
+        let key = client.clone().unwrap_or_default();
+        let run = match runs.get(&key) {
+            Some(run) => run.clone(),
+            None => {
+                let run = self.start_run(None, client.as_deref()).await;
+                runs.insert(key, run.clone());
+                run
+            }
+        }?;
         Some(Arc::new(Router::sharing(Some(run), self.rounds.clone())))
     }
 
@@ -383,7 +500,7 @@ fn hop_by_hop(name: &HeaderName) -> bool {
 fn forwarded_headers(from: &HeaderMap) -> HeaderMap {
     let mut headers = HeaderMap::with_capacity(from.len());
     for (name, value) in from {
-        if !hop_by_hop(name) && name != header::HOST {
+        if !hop_by_hop(name) {
             headers.append(name.clone(), value.clone());
         }
     }
@@ -396,6 +513,14 @@ pub(crate) struct Requests {
     ids: Vec<Value>,
     initialize: bool,
     modern: bool,
+    /// Who sent them, as the client names itself (`NAME VERSION`): its
+    /// `initialize`'s `clientInfo`, or on 2026-07-28 the
+    /// `io.modelcontextprotocol/clientInfo` of a request's `_meta`. Without
+    /// a session it is all that tells clients apart: each gets its own
+    /// run. (Two instances of the same client and version share one; the
+    /// network address does not tell them apart either, behind a local
+    /// proxy.)
+    client: Option<String>,
 }
 
 pub(crate) fn requests(body: &[u8]) -> Requests {
@@ -403,6 +528,7 @@ pub(crate) fn requests(body: &[u8]) -> Requests {
         ids: Vec::new(),
         initialize: false,
         modern: false,
+        client: None,
     };
     let Ok(message) = serde_json::from_slice::<Value>(body) else {
         return out;
@@ -419,6 +545,12 @@ pub(crate) fn requests(body: &[u8]) -> Requests {
             out.ids.push(id.clone());
         }
         out.initialize |= method == "initialize";
+        if out.client.is_none() {
+            let info = m
+                .pointer("/params/clientInfo")
+                .or_else(|| m.pointer("/params/_meta/io.modelcontextprotocol~1clientInfo"));
+            out.client = info.and_then(client_name);
+        }
         out.modern |= m
             .pointer("/params/_meta/io.modelcontextprotocol~1protocolVersion")
             .and_then(Value::as_str)
@@ -427,11 +559,37 @@ pub(crate) fn requests(body: &[u8]) -> Requests {
     out
 }
 
+/// An MCP `Implementation` as `NAME VERSION` (`NAME` without a version);
+/// `None` without a name.
+fn client_name(info: &Value) -> Option<String> {
+    let name = info.get("name").and_then(Value::as_str)?;
+    Some(match info.get("version").and_then(Value::as_str) {
+        Some(version) => format!("{name} {version}"),
+        None => name.to_owned(),
+    })
+}
+
 async fn handle(
     shared: Arc<Shared>,
     req: Request<Incoming>,
+    ticket: Ticket,
 ) -> Result<Response<ProxyBody>, Infallible> {
-    let (parts, body) = req.into_parts();
+    let (mut parts, body) = req.into_parts();
+    // HTTP/2 names the host in `:authority`, HTTP/1.1 in `Host`: the
+    // guard checks, and the upstream (HTTP/1.1) is sent, one `Host`.
+    if !parts.headers.contains_key(header::HOST) {
+        if let Some(host) = parts
+            .uri
+            .authority()
+            .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
+        {
+            parts.headers.insert(header::HOST, host);
+        }
+    }
+    if let Some(why) = shared.proxy.refusal(&parts.headers) {
+        tracing::warn!("{}", why.trim_end());
+        return Ok(plain(StatusCode::FORBIDDEN, why));
+    }
     let endpoint = parts.uri.path() == shared.proxy.upstream.path();
     let max = shared.proxy.max_body;
     // A declared length over the limit is refused before a byte is read.
@@ -448,6 +606,9 @@ async fn handle(
             ))
         }
     };
+    // Its turn: every request that reached the proxy before it is
+    // written upstream (see `super::line`).
+    let ticket = ticket.turn().await;
     let session_id = parts
         .headers
         .get(SESSION)
@@ -461,6 +622,7 @@ async fn handle(
             ids: Vec::new(),
             initialize: false,
             modern: false,
+            client: None,
         }
     };
     let modern = seen.modern
@@ -483,7 +645,7 @@ async fn handle(
             }
             None if seen.initialize => {}
             None if parts.method == Method::POST => {
-                router = shared.exchange().await;
+                router = shared.exchange(&seen.client).await;
                 exchange = true;
             }
             None => {}
@@ -499,15 +661,10 @@ async fn handle(
     let mut upstream = Request::new(Full::new(body.clone()));
     *upstream.method_mut() = parts.method.clone();
     *upstream.uri_mut() = shared.upstream_uri(&parts.uri, endpoint);
+    // `Host` goes as the client sent it (checked above): the upstream's
+    // own guard against DNS rebinding sees what the client named.
     *upstream.headers_mut() = forwarded_headers(&parts.headers);
-    if let Some(authority) = shared.proxy.upstream.authority() {
-        if let Ok(host) =
-            HeaderValue::from_str(authority.as_str().rsplit('@').next().unwrap_or_default())
-        {
-            upstream.headers_mut().insert(header::HOST, host);
-        }
-    }
-    let response = match shared.client.request(upstream).await {
+    let response = match send_in_order(&shared.proxy.upstream, upstream, ticket).await {
         Ok(r) => r,
         Err(e) => {
             tracing::warn!(
@@ -543,7 +700,7 @@ async fn handle(
                 router = session.as_ref().map(|s| s.router.clone());
             }
             None => {
-                router = shared.exchange().await;
+                router = shared.exchange(&seen.client).await;
                 exchange = true;
             }
         }
@@ -596,6 +753,125 @@ async fn handle(
     };
     drop(session);
     Ok(Response::from_parts(head, body.boxed()))
+}
+
+/// How long connecting to the upstream may take (the line of requests
+/// waits for it).
+const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Sends `request` to `upstream` on a connection of its own, releasing
+/// its `ticket` once its first bytes are in the connection's socket (or it
+/// failed): the next request in line is sent after it, so the upstream
+/// receives the client's requests in the order the proxy received them
+/// (a GET stream opened before a POST is open before the POST arrives).
+/// A pooled client could not say so: it hands a request to whichever
+/// connection is ready first.
+async fn send_in_order(
+    upstream: &Uri,
+    mut request: Request<Full<Bytes>>,
+    ticket: Ticket,
+) -> Result<Response<Incoming>, String> {
+    let host = upstream.host().unwrap_or_default();
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let port = upstream.port_u16().unwrap_or(80);
+    let stream = tokio::time::timeout(
+        CONNECT_TIMEOUT,
+        tokio::net::TcpStream::connect((host, port)),
+    )
+    .await
+    .map_err(|_| format!("no connection within {} s", CONNECT_TIMEOUT.as_secs()))?
+    .map_err(|e| e.to_string())?;
+    let _ = stream.set_nodelay(true);
+    let (written, mut on_written) = tokio::sync::oneshot::channel();
+    let io = TokioIo::new(Written {
+        inner: stream,
+        written: Some(written),
+    });
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(io)
+        .await
+        .map_err(|e| e.to_string())?;
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    // A connection of its own is sent the origin form.
+    let path = request
+        .uri()
+        .path_and_query()
+        .cloned()
+        .unwrap_or_else(|| http::uri::PathAndQuery::from_static("/"));
+    *request.uri_mut() = Uri::from(path);
+    let response = sender.send_request(request);
+    tokio::pin!(response);
+    let answered = tokio::select! {
+        r = &mut response => Some(r),
+        // Written (or the connection is gone: the response says how).
+        _ = &mut on_written => None,
+    };
+    drop(ticket);
+    match answered {
+        Some(r) => r,
+        None => response.await,
+    }
+    .map_err(|e| e.to_string())
+}
+
+/// An upstream connection that says when bytes were first written to it.
+struct Written {
+    inner: tokio::net::TcpStream,
+    written: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl Written {
+    fn wrote<T>(&mut self, poll: Poll<std::io::Result<T>>) -> Poll<std::io::Result<T>> {
+        if matches!(poll, Poll::Ready(Ok(_))) {
+            if let Some(tx) = self.written.take() {
+                let _ = tx.send(());
+            }
+        }
+        poll
+    }
+}
+
+impl tokio::io::AsyncRead for Written {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for Written {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let poll = Pin::new(&mut self.inner).poll_write(cx, buf);
+        self.wrote(poll)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let poll = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        self.wrote(poll)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
 }
 
 /// `413 Payload Too Large` for a request body over `max` bytes.
@@ -907,6 +1183,59 @@ mod tests {
         assert!(sse.take_oversized());
         assert_eq!(sse.feed(b"data: 12345\n\n"), vec![b"12345".to_vec()]);
         assert!(!sse.take_oversized());
+    }
+
+    #[test]
+    fn host_and_origin_name_an_allowed_host_or_are_refused() {
+        let proxy = HttpProxy::new("http://127.0.0.1:8000/mcp")
+            .unwrap()
+            .allow_host("MCP.Internal")
+            .unwrap();
+        let check = |host: Option<&str>, origin: Option<&str>| {
+            let mut h = HeaderMap::new();
+            if let Some(v) = host {
+                h.insert(header::HOST, HeaderValue::from_str(v).unwrap());
+            }
+            if let Some(v) = origin {
+                h.insert(header::ORIGIN, HeaderValue::from_str(v).unwrap());
+            }
+            proxy.refusal(&h).is_none()
+        };
+        for host in [
+            "localhost",
+            "localhost:1",
+            "127.0.0.1:8765",
+            "[::1]:80",
+            "mcp.internal:9",
+        ] {
+            assert!(check(Some(host), None), "{host}");
+        }
+        for host in [
+            "evil.test",
+            "evil.test:8765",
+            "127.0.0.2",
+            "localhost.evil.test",
+            "",
+        ] {
+            assert!(!check(Some(host), None), "{host}");
+        }
+        assert!(!check(None, None), "no Host");
+        assert!(check(Some("localhost:1"), Some("http://localhost:3000")));
+        assert!(check(Some("localhost:1"), Some("https://[::1]")));
+        for origin in ["http://evil.test", "null", "file://", "garbage"] {
+            assert!(!check(Some("localhost:1"), Some(origin)), "{origin}");
+        }
+        for bad in ["", "http://x", "x:80", "x/y"] {
+            let e = HttpProxy::new("http://127.0.0.1:8000/mcp")
+                .unwrap()
+                .allow_host(bad)
+                .unwrap_err();
+            assert!(e.contains("--allow-host"), "{e}");
+        }
+        assert!(HttpProxy::new("http://127.0.0.1:8000/mcp")
+            .unwrap()
+            .allow_host("::1")
+            .is_ok());
     }
 
     #[test]

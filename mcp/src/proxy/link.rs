@@ -1,7 +1,7 @@
 //! Linking the messages of a proxied session to the calls they belong to,
 //! and filing them through each call's context.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -65,7 +65,8 @@ struct Pending {
 struct State {
     client: Option<ClientInfo>,
     initialized: bool,
-    listed: bool,
+    /// The listing methods whose first page was recorded.
+    listed: HashSet<String>,
     /// Client requests in flight, by id (as JSON text), oldest first.
     pending: Vec<(String, Pending)>,
     /// progressToken (as JSON text) -> request id.
@@ -73,12 +74,17 @@ struct State {
     /// Server requests (elicitations) waiting for the client's response.
     asked: HashMap<String, oneshot::Sender<Value>>,
     tasks: Vec<JoinHandle<()>>,
-    /// Responses (by id) and progress notifications (by
-    /// [`progress_key`]) seen before the request they belong to (lines are
-    /// linked before they are forwarded, so this is rare: a message in a
-    /// batch, or one whose call's task has not taken its question yet).
-    /// The newest [`EARLY`] are kept.
-    early: VecDeque<(Dir, String, Value)>,
+    /// The client's other requests forwarded and not answered yet (ping,
+    /// resources/read, a second tools/list...), by id: their responses
+    /// are matched, not recorded. The newest [`UNANSWERED`] are kept.
+    client_asked: VecDeque<String>,
+    /// The server's other requests (sampling, roots, ping, an elicitation
+    /// with no call in flight) forwarded and not answered yet, by id.
+    server_asked: VecDeque<String>,
+    /// The progress tokens of the client's requests not recorded as
+    /// `tools/call`s (the newest [`UNANSWERED`]): progress on them is
+    /// forwarded, not recorded, and no unmatched message.
+    other_tokens: VecDeque<String>,
 }
 
 /// Calls suspended at an input-required round (2026-07-28), by the
@@ -97,23 +103,31 @@ pub(crate) struct Round {
     answers: Vec<(String, oneshot::Sender<Value>)>,
 }
 
-/// How many responses that overtook their request are kept.
-const EARLY: usize = 256;
+/// How many unanswered requests not recorded as calls are remembered
+/// each way (a peer that never answers cannot grow the proxy's memory).
+const UNANSWERED: usize = 1024;
 
-impl State {
-    fn early(&mut self, dir: Dir, id: &str) -> Option<Value> {
-        let i = self
-            .early
-            .iter()
-            .position(|(d, k, _)| *d == dir && k == id)?;
-        self.early.remove(i).map(|(_, _, m)| m)
+/// Tool name of the record of a message that matched nothing: a response
+/// to no request in flight in its direction, progress on no known token.
+pub const UNMATCHED: &str = "mcp:unmatched";
+
+/// Remembers request `id` in `book` (the oldest forgotten past
+/// [`UNANSWERED`]).
+fn remember(book: &mut VecDeque<String>, id: String) {
+    if book.len() == UNANSWERED {
+        book.pop_front();
     }
+    book.push_back(id);
+}
 
-    fn keep_early(&mut self, dir: Dir, id: String, m: Value) {
-        if self.early.len() == EARLY {
-            self.early.pop_front();
+/// Takes request `id` out of `book`; whether it was there.
+fn answered(book: &mut VecDeque<String>, id: &str) -> bool {
+    match book.iter().position(|k| k == id) {
+        Some(i) => {
+            book.remove(i);
+            true
         }
-        self.early.push_back((dir, id, m));
+        None => false,
     }
 }
 
@@ -140,11 +154,6 @@ pub(crate) struct Router {
 
 fn key(id: &Value) -> String {
     id.to_string()
-}
-
-/// Where progress on `token` that overtook its request is kept.
-fn progress_key(token: &Value) -> String {
-    format!("progress {}", key(token))
 }
 
 impl Router {
@@ -210,7 +219,20 @@ impl Router {
         let id = obj.get("id").cloned();
         let params = obj.remove("params");
         match (dir, method.as_deref(), id) {
-            (Dir::ClientToServer, Some(method), Some(id)) => self.request(method, &id, params),
+            (Dir::ClientToServer, Some(method), Some(id)) => {
+                let token = params
+                    .as_ref()
+                    .and_then(|p| p.pointer("/_meta/progressToken"))
+                    .map(key);
+                let recorded = self.request(method, &id, params);
+                let mut state = self.state();
+                if !recorded {
+                    remember(&mut state.client_asked, key(&id));
+                }
+                if let (Some(token), false) = (token, method == "tools/call") {
+                    remember(&mut state.other_tokens, token);
+                }
+            }
             (Dir::ClientToServer, Some("notifications/cancelled"), None) => {
                 let params = params.unwrap_or(Value::Null);
                 let Some(id) = params.get("requestId") else {
@@ -220,13 +242,21 @@ impl Router {
                 self.cancel(id, reason);
             }
             (Dir::ClientToServer, None, Some(id)) => {
-                // The client's response to a server request (an elicitation).
+                // The client's response to a server request: an
+                // elicitation's answer only when that elicitation was
+                // forwarded and is still waiting (issue 29: a response
+                // sent before the question is no answer to it).
                 let mut state = self.state();
-                match state.asked.remove(&key(&id)) {
-                    Some(tx) => {
-                        let _ = tx.send(m);
-                    }
-                    None => state.keep_early(dir, key(&id), m),
+                let id = key(&id);
+                if let Some(tx) = state.asked.remove(&id) {
+                    let _ = tx.send(m);
+                } else if !answered(&mut state.server_asked, &id) {
+                    self.unmatched(
+                        &mut state,
+                        dir,
+                        m,
+                        format!("a response to id {id}, which no forwarded server request was waiting for"),
+                    );
                 }
             }
             (Dir::ServerToClient, None, Some(id)) => {
@@ -240,7 +270,13 @@ impl Router {
                         }
                         finish(&self.rounds, p, m);
                     }
-                    None => state.keep_early(dir, id, m),
+                    None if answered(&mut state.client_asked, &id) => {}
+                    None => self.unmatched(
+                        &mut state,
+                        dir,
+                        m,
+                        format!("a response to id {id}, which no forwarded client request was waiting for"),
+                    ),
                 }
             }
             (Dir::ServerToClient, Some("notifications/progress"), None) => {
@@ -251,12 +287,25 @@ impl Router {
                     return;
                 };
                 let mut state = self.state();
-                let Some(id) = state.tokens.get(&key(&token)) else {
-                    // Maybe the request it reports on is not seen yet.
-                    return state.keep_early(dir, progress_key(&token), Value::Object(params));
-                };
-                if let Some((_, p)) = state.pending.iter().find(|(k, _)| k == id) {
-                    let _ = p.events.send(Event::Progress(Value::Object(params)));
+                let call = state
+                    .tokens
+                    .get(&key(&token))
+                    .and_then(|id| state.pending.iter().find(|(k, _)| k == id))
+                    .map(|(_, p)| p.events.clone());
+                match call {
+                    Some(events) => {
+                        let _ = events.send(Event::Progress(Value::Object(params)));
+                    }
+                    None if state.other_tokens.contains(&key(&token)) => {}
+                    None => {
+                        let why = format!(
+                            "progress on token {}, which no request in flight carries",
+                            key(&token)
+                        );
+                        params.insert("progressToken".into(), token);
+                        m["params"] = Value::Object(params);
+                        self.unmatched(&mut state, dir, m, why);
+                    }
                 }
             }
             (Dir::ServerToClient, Some("notifications/message"), None) => {
@@ -278,31 +327,51 @@ impl Router {
                     });
                 }
             }
-            (Dir::ServerToClient, Some("elicitation/create"), Some(id)) => {
-                let question = question_of(params.as_ref());
+            (Dir::ServerToClient, Some(method), Some(id)) => {
                 let mut state = self.state();
-                let Some(events) = state
+                let events = state
                     .pending
                     .iter()
                     .rev()
                     .find(|(_, p)| p.tool_call)
-                    .map(|(_, p)| p.events.clone())
-                else {
-                    return;
+                    .map(|(_, p)| p.events.clone());
+                let (Some(events), "elicitation/create") = (events, method) else {
+                    // Not recorded; its response is matched to it.
+                    return remember(&mut state.server_asked, key(&id));
                 };
+                let question = question_of(params.as_ref());
                 let (tx, answer) = oneshot::channel();
-                match state.early(Dir::ClientToServer, &key(&id)) {
-                    Some(response) => {
-                        let _ = tx.send(response);
-                    }
-                    None => {
-                        state.asked.insert(key(&id), tx);
-                    }
-                }
+                state.asked.insert(key(&id), tx);
                 let _ = events.send(Event::Elicit { question, answer });
             }
             _ => {}
         }
+    }
+
+    /// Records a message that matched nothing in flight in its direction
+    /// as what it is: a call [`UNMATCHED`] whose args are the message and
+    /// where it came from, ended with `why` as its error. It is never
+    /// taken as an answer.
+    fn unmatched(&self, state: &mut State, dir: Dir, message: Value, why: String) {
+        let Some(run) = &self.run else { return };
+        tracing::warn!(
+            "the {} sent {why}: forwarded, recorded as {UNMATCHED}",
+            dir.source()
+        );
+        let call = run
+            .call(
+                UNMATCHED,
+                json!({ "from": dir.source(), "message": message }),
+            )
+            .protocol("mcp");
+        let why = format!("unmatched: the {} sent {why}", dir.source());
+        state.tasks.push(tokio::spawn(async move {
+            let _ = call
+                .invoke(
+                    move |_ctx, _args: Value| async move { Err::<Value, _>(ToolError::msg(why)) },
+                )
+                .await;
+        }));
     }
 
     /// Cancels the call of the client's request `id`, if it is in flight.
@@ -319,9 +388,11 @@ impl Router {
         self.cancel(id, Some(reason));
     }
 
-    /// A client request: `initialize`, the first `tools/list` and every
-    /// `tools/call` become calls.
-    fn request(&self, method: &str, id: &Value, params: Option<Value>) {
+    /// A client request: `initialize`, the first `tools/list`,
+    /// `resources/list` and `prompts/list` (each page of them), and every
+    /// `tools/call` become calls. Whether it did (a request that did not
+    /// is only remembered, for its response to match).
+    fn request(&self, method: &str, id: &Value, params: Option<Value>) -> bool {
         let mut state = self.state();
         let mut client = None;
         let (name, args, tool_call) = match method {
@@ -332,12 +403,13 @@ impl Router {
                 ("mcp:initialize".to_owned(), params, false)
             }
             // The first listing, and every further page of one.
-            "tools/list"
-                if !state.listed || params.as_ref().is_some_and(|p| p.get("cursor").is_some()) =>
+            "tools/list" | "resources/list" | "prompts/list"
+                if !state.listed.contains(method)
+                    || params.as_ref().is_some_and(|p| p.get("cursor").is_some()) =>
             {
-                state.listed = true;
+                state.listed.insert(method.to_owned());
                 (
-                    "mcp:tools/list".to_owned(),
+                    format!("mcp:{method}"),
                     params.unwrap_or_else(|| json!({})),
                     false,
                 )
@@ -352,7 +424,8 @@ impl Router {
                     .and_then(Value::as_str)
                     .map(str::to_owned)
                 else {
-                    return tracing::warn!("a tools/call without a tool name: not recorded");
+                    tracing::warn!("a tools/call without a tool name: not recorded");
+                    return false;
                 };
                 let meta = params.get("_meta");
                 let token = meta.and_then(|m| m.get("progressToken")).map(key);
@@ -388,21 +461,15 @@ impl Router {
                         tool_call: true,
                         token: token.clone(),
                     };
-                    if let Some(response) = state.early(Dir::ServerToClient, &key(id)) {
-                        if let Some(token) = &token {
-                            state.tokens.remove(token);
-                        }
-                        return finish(&self.rounds, pending, response);
-                    }
                     state.pending.push((key(id), pending));
-                    return;
+                    return true;
                 }
                 let args = params.remove("arguments").unwrap_or_else(|| json!({}));
                 (name, args, true)
             }
-            _ => return,
+            _ => return false,
         };
-        let Some(run) = &self.run else { return };
+        let Some(run) = &self.run else { return false };
         let id_key = key(id);
         let token = state
             .tokens
@@ -435,25 +502,14 @@ impl Router {
             state.tasks.retain(|t| !t.is_finished());
         }
         state.tasks.push(task);
-        if let Some(token) = &token {
-            while let Some(params) = state.early(Dir::ServerToClient, &format!("progress {token}"))
-            {
-                let _ = events.send(Event::Progress(params));
-            }
-        }
         let pending = Pending {
             events,
             canceller,
             tool_call,
             token,
         };
-        if let Some(response) = state.early(Dir::ServerToClient, &id_key) {
-            if let Some(token) = &pending.token {
-                state.tokens.remove(token);
-            }
-            return finish(&self.rounds, pending, response);
-        }
         state.pending.push((id_key, pending));
+        true
     }
 
     /// The session is over: calls still waiting end (no answer came), and
@@ -570,19 +626,23 @@ fn level_of(level: &str) -> Level {
 }
 
 /// The body of a proxied call: files what the proxy saw of it through its
-/// context until the server's response (its result), a cancellation from
-/// the client, or the end of the session.
+/// context until the server's response (its result), or the end of the
+/// session. A cancellation from the client is filed when it comes
+/// (`cancel.requested`), but the call goes on filing what the server still
+/// sends for it (progress, log messages: the client was sent them) until
+/// the server answers or the session ends; then it ends cancelled.
 async fn follow(
     ctx: ToolContext,
     mut events: mpsc::UnboundedReceiver<Event>,
     elicitor: Arc<ProxyElicitor>,
 ) -> Result<Value, ToolError> {
+    let mut cancelled = false;
     loop {
         let event = tokio::select! {
             biased;
             event = events.recv() => event,
-            _ = ctx.cancelled() => {
-                ctx.check_cancel()?;
+            _ = ctx.cancelled(), if !cancelled => {
+                cancelled = true;
                 continue;
             }
         };
@@ -614,21 +674,13 @@ async fn follow(
                 // The answer (or its failure) is recorded by the context.
                 let _ = ctx.elicit(question).await;
             }
-            Some(Event::Done(Ok(result))) => return Ok(result),
-            Some(Event::Done(Err(error))) => return Err(ToolError::msg(rpc_error(&error))),
+            Some(Event::Done(response)) => {
+                // Answered after the client gave up on it: cancelled.
+                ctx.check_cancel()?;
+                return crate::shape::call_end(response).map_err(ToolError::msg);
+            }
         }
     }
-}
-
-fn rpc_error(error: &Value) -> String {
-    format!(
-        "json-rpc error {}: {}",
-        error.get("code").map(Value::to_string).unwrap_or_default(),
-        error
-            .get("message")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-    )
 }
 
 /// Answers a proxied call's elicitation with the client's response to it.
@@ -653,7 +705,7 @@ impl Elicitor for ProxyElicitor {
                 .await
                 .map_err(|_| "the session ended before the client answered".to_owned())?;
             if let Some(error) = response.get("error") {
-                return Err(rpc_error(error));
+                return Err(crate::shape::rpc_error_text(error));
             }
             let result = response.get("result").cloned().unwrap_or(Value::Null);
             let outcome = match result.get("action").and_then(Value::as_str) {

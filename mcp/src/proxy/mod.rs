@@ -23,8 +23,15 @@
 //! - Each `tools/call` is a call of the MCP tool's name, protocol `mcp`,
 //!   with the client's `clientInfo`; its args are the request's
 //!   `arguments` exactly (`{}` when absent), its result the whole
-//!   `CallToolResult` the server sent. A JSON-RPC error response ends it
-//!   with the error `json-rpc error <code>: <message>`.
+//!   `CallToolResult` the server sent; one with `isError: true` ends it
+//!   with the error `tool error: <the result as JSON>`, a JSON-RPC error
+//!   response with `json-rpc error <code>: <message>` ([`crate::shape`]).
+//!   `resources/list` and `prompts/list` are recorded as
+//!   `initialize` is (`mcp:resources/list`, `mcp:prompts/list`, each page).
+//! - A response is matched only to a request forwarded the other way and
+//!   still unanswered; anything else (a response out of turn, progress on
+//!   no token in flight) is the call `mcp:unmatched` (args `from` and
+//!   `message`, ended `error`), never an answer.
 //! - What belongs to a call is filed through its context, as ordinary
 //!   facts: `notifications/progress` (linked by `progressToken`) is a
 //!   `progress` fact of the params without the token;
@@ -32,7 +39,9 @@
 //!   `elicitation/create` an `elicit.requested` answered by the client's
 //!   response to that request (accept, decline, cancel; a JSON-RPC error is
 //!   outcome `error`); the client's `notifications/cancelled` (linked by
-//!   `requestId`) a `cancel.requested`, which ends the call cancelled.
+//!   `requestId`) a `cancel.requested`; the call still files what the
+//!   server sends for it (the client was sent it) until the server
+//!   answers or the session ends, and ends cancelled.
 //!   On 2026-07-28 a `tools/call` answered `resultType: "input_required"`
 //!   stays one call across its rounds: each `elicitation/create` of its
 //!   `inputRequests` is an `elicit.requested`, answered from the
@@ -44,7 +53,7 @@
 //!   values given to [`StdioProxy::secret`] scrubbed from every fact.
 //! - The run ends `completed` when the client closes the connection,
 //!   `failed` when the server went away first, `cancelled` when the
-//!   proxy was stopped. Once the session is over the server's stdin is
+//!   proxy was stopped (Ctrl-C or SIGTERM). Once the session is over the server's stdin is
 //!   closed and it gets [`EXIT_GRACE`] (or [`StdioProxy::exit_grace`]) to
 //!   exit; a server still running then is killed
 //!   ([`ProxyOutcome::killed`]).
@@ -55,6 +64,7 @@
 //! traffic still flows.
 
 pub(crate) mod http;
+pub(crate) mod line;
 pub(crate) mod link;
 
 pub use http::{BoundHttpProxy, HttpOutcome, HttpProxy, DEFAULT_MAX_BODY};

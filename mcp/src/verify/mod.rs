@@ -155,28 +155,26 @@ fn default_initialize() -> Value {
     })
 }
 
-/// The outcome a JSON-RPC response is recorded as.
+/// The outcome a JSON-RPC response is recorded as ([`crate::shape`]).
 pub fn outcome_of(response: &Result<Value, Value>) -> CallOutcome {
-    match response {
-        Ok(result) => CallOutcome::Ok {
-            result: result.clone(),
-        },
-        Err(e) => CallOutcome::Error {
-            error: format!(
-                "json-rpc error {}: {}",
-                e.get("code").map(Value::to_string).unwrap_or_default(),
-                e.get("message").and_then(Value::as_str).unwrap_or_default()
-            ),
-        },
+    match crate::shape::call_end(response.clone()) {
+        Ok(result) => CallOutcome::Ok { result },
+        Err(error) => CallOutcome::Error { error },
     }
 }
 
-/// An elicitation answer as MCP's `ElicitResult`.
-fn elicit_result(outcome: &ElicitOutcome) -> Value {
+/// A recorded elicitation answer as the client's response: MCP's
+/// `ElicitResult`, or the JSON-RPC error the client answered with (recorded
+/// as outcome `error`, `json-rpc error CODE: MESSAGE`).
+fn elicit_result(outcome: &ElicitOutcome) -> Result<Value, Value> {
     match outcome {
-        ElicitOutcome::Accept { content } => json!({"action": "accept", "content": content}),
-        ElicitOutcome::Decline => json!({"action": "decline"}),
-        _ => json!({"action": "cancel"}),
+        ElicitOutcome::Accept { content } => Ok(json!({"action": "accept", "content": content})),
+        ElicitOutcome::Decline => Ok(json!({"action": "decline"})),
+        ElicitOutcome::Error { message } => match crate::shape::parse_rpc_error(message) {
+            Some((code, message)) => Err(json!({"code": code, "message": message})),
+            None => Ok(json!({"action": "cancel"})),
+        },
+        _ => Ok(json!({"action": "cancel"})),
     }
 }
 
@@ -474,9 +472,7 @@ pub async fn verify(
             .collect();
         let mut answer = |m: &str, _: &Value| -> Result<Value, Value> {
             if m == "elicitation/create" {
-                Ok(elicit_result(
-                    &answers.pop_front().unwrap_or(ElicitOutcome::Cancel),
-                ))
+                elicit_result(&answers.pop_front().unwrap_or(ElicitOutcome::Cancel))
             } else {
                 answer_plain(m)
             }

@@ -35,6 +35,13 @@ pub struct RecordArgs {
     /// `--listen` proxies.
     #[arg(long, value_name = "URL", requires = "listen")]
     upstream: Option<String>,
+    /// With `--listen`: a host name (or address) clients may name in
+    /// `Host` and `Origin`, besides localhost, 127.0.0.1 and [::1], on any
+    /// port (repeatable). Any other is refused (403): a guard against DNS
+    /// rebinding, a web page's script reaching the proxy through a name
+    /// it controls.
+    #[arg(long = "allow-host", value_name = "NAME", requires = "listen")]
+    allow_host: Vec<String>,
     /// The largest message (bytes) the proxy holds in memory. On stdio, a
     /// line over it is passed through unrecorded, either way; with
     /// `--listen`, a request body over it is refused (413), and a response
@@ -93,25 +100,53 @@ async fn close_recorder(recorder: Option<Recorder>) {
     }
 }
 
-async fn ctrl_c() {
-    if tokio::signal::ctrl_c().await.is_err() {
-        std::future::pending::<()>().await;
+/// Resolves when the process is asked to stop: Ctrl-C (SIGINT) or, on
+/// Unix, SIGTERM (what a service manager, `kill` or a container runtime
+/// sends). Both end the proxy the same way: every run ended, the archive
+/// closed.
+async fn interrupted() {
+    let ctrl_c = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = ctrl_c => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => ctrl_c.await,
+        }
     }
+    #[cfg(not(unix))]
+    ctrl_c.await
 }
 
-/// `--listen ADDR --upstream URL`: serves until interrupted (Ctrl-C).
+/// `--listen ADDR --upstream URL`: serves until interrupted (Ctrl-C,
+/// SIGTERM).
 fn run_http(
     dir: &Path,
     listen: std::net::SocketAddr,
     upstream: &str,
     secrets: Vec<Secret>,
-    max_body: usize,
+    args: &RecordArgs,
 ) -> Result<ExitCode, Failure> {
     let mut proxy = match reel_mcp::proxy::HttpProxy::new(upstream) {
-        Ok(p) => p.max_body(max_body),
+        Ok(p) => p.max_body(args.max_body),
         // Bad input: exit code 64, as the other `mcp` verbs.
         Err(e) => return Ok(super::bad_input(&e)),
     };
+    for name in &args.allow_host {
+        proxy = match proxy.allow_host(name) {
+            Ok(p) => p,
+            Err(e) => return Ok(super::bad_input(&e)),
+        };
+    }
     for secret in secrets {
         proxy = proxy.secret(secret);
     }
@@ -124,11 +159,11 @@ fn run_http(
             .map_err(|e| Failure::msg(format!("cannot listen at {listen}: {e}")))?;
         let recorder = open_recorder(dir).await;
         eprintln!(
-            "reel: recording MCP traffic to {} at {} (Ctrl-C stops)",
+            "reel: recording MCP traffic to {} at {} (Ctrl-C or SIGTERM stops)",
             escape(&shown_upstream),
             bound.url()
         );
-        let outcome = bound.run(recorder.as_ref(), ctrl_c()).await;
+        let outcome = bound.run(recorder.as_ref(), interrupted()).await;
         close_recorder(recorder).await;
         outcome.map_err(|e| Failure::msg(format!("the MCP proxy failed: {e}")))
     })?;
@@ -147,7 +182,7 @@ fn run_http(
 pub fn run(dir: &Path, args: RecordArgs) -> Result<ExitCode, Failure> {
     let secrets = secrets(&args.secret_env);
     if let (Some(listen), Some(upstream)) = (args.listen, &args.upstream) {
-        return run_http(dir, listen, upstream, secrets, args.max_body);
+        return run_http(dir, listen, upstream, secrets, &args);
     }
     let mut command = args.command.into_iter();
     let Some(program) = command.next() else {
@@ -176,7 +211,7 @@ pub fn run(dir: &Path, args: RecordArgs) -> Result<ExitCode, Failure> {
         let recorder = open_recorder(dir).await;
         let (client_in, client_out) = reel_mcp::proxy::client_stdio();
         let outcome = proxy
-            .run(recorder.as_ref(), client_in, client_out, ctrl_c())
+            .run(recorder.as_ref(), client_in, client_out, interrupted())
             .await;
         close_recorder(recorder).await;
         outcome
