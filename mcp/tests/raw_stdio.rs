@@ -3,7 +3,7 @@
 //! elicitation capability gets no elicitor (the tool's question is refused
 //! and recorded as such); a request `_meta` without a progress token gets no
 //! progress; a forged `requestState` on 2026-07-28 is refused before any
-//! call is touched.
+//! call is touched. Every tool is listed with a description.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
@@ -94,6 +94,34 @@ fn facts(dir: &std::path::Path) -> Vec<Vec<Value>> {
         .collect();
     streams.sort_by_key(|s: &Vec<Value>| s[0]["at"].as_i64().unwrap());
     streams
+}
+
+/// MCP requires a description of every listed tool (the conformance
+/// suite's `tools-list` failed on `confirm`, which had none).
+#[test]
+fn every_tool_is_listed_with_a_description() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut wire = Wire::start(dir.path());
+    let mut seen = Vec::new();
+    wire.send(json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": { "name": "raw-test", "version": "0" },
+        },
+    }));
+    wire.answer(1, &mut seen);
+    wire.send(json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }));
+    wire.send(json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/list" }));
+    let listed = wire.answer(2, &mut seen);
+    let tools = listed["result"]["tools"].as_array().unwrap();
+    assert!(tools.iter().any(|t| t["name"] == "confirm"), "{listed}");
+    for tool in tools {
+        let described = tool["description"].as_str().is_some_and(|d| !d.is_empty());
+        assert!(described, "{} has no description: {tool}", tool["name"]);
+    }
+    wire.close();
 }
 
 #[test]

@@ -163,6 +163,7 @@ pub fn tools() -> Tools {
         .tool(
             ToolSpec::new::<ConfirmArgs, Value>("confirm")
                 .title("Confirm an action")
+                .description("Asks the user to confirm an action (a form elicitation).")
                 .annotations(Annotations {
                     destructive_hint: Some(true),
                     ..Annotations::default()
