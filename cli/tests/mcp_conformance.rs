@@ -73,16 +73,40 @@ struct Outcome {
     /// Every check of every scenario run: (scenario, check id) to the
     /// statuses of its occurrences, in order.
     checks: BTreeMap<(String, String), Vec<String>>,
+    /// The scenarios run but not scored for the revision (extensions,
+    /// pending, added after its release), as the suite lists them.
+    not_scored: Vec<String>,
     /// What the suite printed (colours removed).
     output: String,
 }
 
 impl Outcome {
-    /// Checks that ended `SUCCESS`, and all checks.
-    fn counts(&self) -> (usize, usize) {
-        let all = self.checks.values().flatten();
-        let passed = all.clone().filter(|s| *s == "SUCCESS").count();
-        (passed, all.count())
+    /// How many checks ended with each status (`SUCCESS`, `FAILURE`,
+    /// `WARNING`, `SKIPPED`, ...), of the required scenarios (`required`)
+    /// or of all run.
+    fn tally(&self, required: bool) -> BTreeMap<&str, usize> {
+        let mut tally = BTreeMap::new();
+        self.checks
+            .iter()
+            .filter(|((scenario, _), _)| !required || !self.not_scored.contains(scenario))
+            .flat_map(|(_, statuses)| statuses)
+            .for_each(|s| *tally.entry(s.as_str()).or_insert(0) += 1);
+        tally
+    }
+
+    /// One line of counts for the test's output.
+    fn summary(&self) -> String {
+        let line = |tally: BTreeMap<&str, usize>| {
+            let total: usize = tally.values().sum();
+            let each: Vec<String> = tally.iter().map(|(s, n)| format!("{n} {s}")).collect();
+            format!("{total} checks: {}", each.join(", "))
+        };
+        format!(
+            "required scenarios {}; with the {} not scored {}",
+            line(self.tally(true)),
+            self.not_scored.len(),
+            line(self.tally(false))
+        )
     }
 }
 
@@ -108,6 +132,24 @@ fn plain(text: &str) -> String {
         }
     }
     out
+}
+
+/// The server scenarios the suite's requirement set of `revision` runs
+/// without scoring (its `not_scored` entries of leg `server`).
+fn not_scored(suite: &Suite, revision: &str) -> Vec<String> {
+    let package = suite.script.parent().and_then(Path::parent).unwrap();
+    let set = package.join(format!("requirements/{revision}.yaml"));
+    let text = std::fs::read_to_string(&set).unwrap_or_else(|e| panic!("{}: {e}", set.display()));
+    let mut names = Vec::new();
+    let mut scenario = None;
+    for line in text.lines().map(str::trim) {
+        if let Some(name) = line.strip_prefix("- scenario: ") {
+            scenario = Some(name.to_owned());
+        } else if line == "leg: server" {
+            names.extend(scenario.take());
+        }
+    }
+    names
 }
 
 /// Runs `revision`'s required server scenarios against `url`.
@@ -161,6 +203,7 @@ fn run(suite: &Suite, revision: &str, url: &str, results: &Path) -> Outcome {
     Outcome {
         passed: out.status.success(),
         checks,
+        not_scored: not_scored(suite, revision),
         output,
     }
 }
@@ -254,8 +297,7 @@ fn check(revision: &str) {
     }));
 
     let direct = run(&suite, revision, &url, &dir.path().join("direct"));
-    let (passed, total) = direct.counts();
-    println!("{revision} direct: {passed}/{total} checks passed");
+    println!("{revision} direct: {}", direct.summary());
     assert!(
         direct.passed,
         "{revision}: a required check failed that the baseline does not list (or a baselined one now passes):\n{}",
@@ -265,8 +307,7 @@ fn check(revision: &str) {
     let (mut recording, proxy_url) =
         proxy(&dir.path().join("proxy"), &url, &dir.path().join("config"));
     let proxied = run(&suite, revision, &proxy_url, &dir.path().join("proxied"));
-    let (passed, total) = proxied.counts();
-    println!("{revision} through reel mcp record: {passed}/{total} checks passed");
+    println!("{revision} through reel mcp record: {}", proxied.summary());
     let differ = differences(&direct, &proxied);
     assert!(
         differ.is_empty(),
@@ -279,6 +320,34 @@ fn check(revision: &str) {
         recording.0.try_wait().unwrap().is_none(),
         "the proxy exited during the suite"
     );
+    // Interrupted, it ends cleanly, having recorded the suite's sessions.
+    let interrupted = Command::new("kill")
+        .args(["-INT", &recording.0.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(interrupted.success());
+    let status = recording.0.wait().unwrap();
+    assert!(status.success(), "the proxy exited {status}");
+    let runs = Command::new(REEL)
+        .arg("--archive")
+        .arg(dir.path().join("proxy"))
+        .args(["runs", "--json"])
+        .env("REEL_CONFIG_DIR", dir.path().join("config"))
+        .output()
+        .unwrap();
+    assert!(
+        runs.status.success(),
+        "{}",
+        String::from_utf8_lossy(&runs.stderr)
+    );
+    let runs: Value = serde_json::from_slice(&runs.stdout).unwrap();
+    let runs = runs["runs"].as_array().unwrap();
+    assert!(
+        runs.iter()
+            .all(|r| r["run_id"].as_str().unwrap().starts_with("mcp-")),
+        "{runs:?}"
+    );
+    assert!(!runs.is_empty(), "the proxy recorded no session");
 
     let _ = stop.send(());
     rt.block_on(serving).unwrap().unwrap();
