@@ -245,7 +245,10 @@ pub struct Elicitation {
     pub ttl_ms: Option<u64>,
     /// URL mode: the link the user visits.
     pub url: Option<String>,
-    /// URL mode: the elicitation's id.
+    /// The elicitation's id. URL mode: the id the client's completion
+    /// notification names. Either mode, over MCP 2026-07-28: the key of
+    /// the question in the input-required round's `inputRequests` (without
+    /// one, the host names it).
     pub elicitation_id: Option<String>,
 }
 

@@ -66,7 +66,9 @@
 //! The tool runs once, on the server, across the rounds: when it asks a
 //! question, the `tools/call` is answered with `resultType:
 //! "input_required"`, the question in `inputRequests`, and a
-//! `requestState` that names the waiting call. The client answers by
+//! `requestState` that names the waiting call. The question's key in
+//! `inputRequests` is its `elicitation_id` when it has one (a tool names
+//! its question so), `elicit-<round>` otherwise. The client answers by
 //! calling again with `inputResponses` and the state echoed; the tool gets
 //! the answer and goes on. The state is sealed with the archive's keyed MAC
 //! ([`reel_archive::Archive::keyed_mac`], HMAC-SHA256 under a key derived from the

@@ -218,7 +218,13 @@ async fn next(
                 };
                 run.notifier.flush().await;
                 let round = round + 1;
-                let key = format!("elicit-{round}");
+                // The question's id names it, when it has one.
+                let key = question
+                    .question
+                    .elicitation_id
+                    .clone()
+                    .filter(|id| !id.is_empty())
+                    .unwrap_or_else(|| format!("elicit-{round}"));
                 let sealed = seal(host, &State { call: id.clone(), tool, round });
                 let mut requests = BTreeMap::new();
                 requests.insert(key.clone(), InputRequest::Elicitation(ElicitRequest::new(params)));

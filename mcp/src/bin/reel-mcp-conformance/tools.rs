@@ -53,16 +53,20 @@ fn field(answer: &ElicitAnswer, key: &str) -> Option<String> {
     }
 }
 
-/// A form question with one required property.
-fn ask_one(message: &str, key: &str, kind: &str) -> Elicitation {
-    Elicitation::form(
-        message,
-        json!({
-            "type": "object",
-            "properties": { key: { "type": kind } },
-            "required": [key],
-        }),
-    )
+/// A form question with one required property, named `id` (on
+/// 2026-07-28 its key in the round's `inputRequests`).
+fn ask_one(id: &str, message: &str, key: &str, kind: &str) -> Elicitation {
+    Elicitation {
+        elicitation_id: Some(id.into()),
+        ..Elicitation::form(
+            message,
+            json!({
+                "type": "object",
+                "properties": { key: { "type": kind } },
+                "required": [key],
+            }),
+        )
+    }
 }
 
 /// `tools-call-simple-text`.
@@ -198,7 +202,7 @@ async fn sep1330_enums(ctx: ToolContext, _args: Value) -> Result<String, ToolErr
 /// `input-required-result-basic-elicitation` and `-result-type`.
 async fn ir_elicitation(ctx: ToolContext, _args: Value) -> Result<String, ToolError> {
     let answer = ctx
-        .elicit(ask_one("What is your name?", "name", "string"))
+        .elicit(ask_one("user_name", "What is your name?", "name", "string"))
         .await?;
     let name = field(&answer, "name").unwrap_or_else(|| "stranger".into());
     Ok(format!("Hello, {name}!"))
@@ -208,7 +212,7 @@ async fn ir_elicitation(ctx: ToolContext, _args: Value) -> Result<String, ToolEr
 /// whole, or this round would have been refused.
 async fn ir_request_state(ctx: ToolContext, _args: Value) -> Result<String, ToolError> {
     let answer = ctx
-        .elicit(ask_one("Please confirm", "ok", "boolean"))
+        .elicit(ask_one("confirm", "Please confirm", "ok", "boolean"))
         .await?;
     Ok(format!("state-ok: {}", answered(&answer)))
 }
@@ -216,10 +220,16 @@ async fn ir_request_state(ctx: ToolContext, _args: Value) -> Result<String, Tool
 /// `input-required-result-multi-round`: two questions, two rounds.
 async fn ir_multi_round(ctx: ToolContext, _args: Value) -> Result<String, ToolError> {
     let first = ctx
-        .elicit(ask_one("Step 1: What is your name?", "name", "string"))
+        .elicit(ask_one(
+            "step1",
+            "Step 1: What is your name?",
+            "name",
+            "string",
+        ))
         .await?;
     let second = ctx
         .elicit(ask_one(
+            "step2",
             "Step 2: What is your favorite color?",
             "color",
             "string",
@@ -236,7 +246,7 @@ async fn ir_multi_round(ctx: ToolContext, _args: Value) -> Result<String, ToolEr
 /// state with the archive's keyed MAC.
 async fn ir_tampered_state(ctx: ToolContext, _args: Value) -> Result<String, ToolError> {
     let answer = ctx
-        .elicit(ask_one("Please confirm", "ok", "boolean"))
+        .elicit(ask_one("confirm", "Please confirm", "ok", "boolean"))
         .await?;
     Ok(format!("state-ok: {}", answered(&answer)))
 }
@@ -249,7 +259,7 @@ async fn ir_capabilities(ctx: ToolContext, _args: Value) -> Result<String, ToolE
         return Ok("no input requested: the client declared no elicitation".into());
     }
     let answer = ctx
-        .elicit(ask_one("What is your name?", "name", "string"))
+        .elicit(ask_one("user_name", "What is your name?", "name", "string"))
         .await?;
     Ok(format!("Completed: {}", answered(&answer)))
 }
@@ -264,7 +274,7 @@ async fn logging_tool(ctx: ToolContext, _args: Value) -> Result<String, ToolErro
 /// `server-stateless`'s diagnostic streaming elicitation tool.
 async fn streaming_elicitation(ctx: ToolContext, _args: Value) -> Result<String, ToolError> {
     let answer = ctx
-        .elicit(ask_one("What is your name?", "name", "string"))
+        .elicit(ask_one("user_name", "What is your name?", "name", "string"))
         .await?;
     Ok(format!("Completed: {}", answered(&answer)))
 }
