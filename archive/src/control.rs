@@ -251,6 +251,35 @@ pub(crate) fn seal_of(dir: &Path) -> io::Result<[u8; 32]> {
     Ok(h.finalize().into())
 }
 
+/// The name of a scratch copy in the temporary directory starts with this,
+/// then the pid of the process that made it.
+pub(crate) const SCRATCH_PREFIX: &str = "reel-probe-";
+
+/// Removes the scratch copies of processes that no longer run (killed
+/// before they could remove their own). Only where `/proc` tells which
+/// processes run; a pid reused since keeps its copy until it ends.
+pub(crate) fn remove_stale_scratch() {
+    let proc_fs = Path::new("/proc/self");
+    if !proc_fs.exists() {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(SCRATCH_PREFIX)) else {
+            continue;
+        };
+        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
+        if !Path::new("/proc").join(pid.to_string()).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
 /// Copies the store files of `from` into the empty directory `into`, for
 /// sled to recover there instead of in place.
 pub(crate) fn copy_store(from: &Path, into: &Path) -> io::Result<()> {
@@ -298,6 +327,24 @@ mod tests {
         bytes[512 + 20] ^= 1;
         std::fs::write(&path, &bytes).unwrap();
         assert_eq!(read(dir.path()).unwrap(), Found::Damaged);
+    }
+
+    /// A scratch copy left by a process that no longer runs is removed by
+    /// the next probe; one of a running process is kept.
+    #[test]
+    fn scratch_copies_of_ended_processes_are_removed() {
+        let tmp = std::env::temp_dir();
+        // pid 0 never names a process in /proc.
+        let stale = tmp.join(format!("{SCRATCH_PREFIX}0-test"));
+        let live = tmp.join(format!("{SCRATCH_PREFIX}{}-test", std::process::id()));
+        for d in [&stale, &live] {
+            std::fs::create_dir_all(d.join("blobs")).unwrap();
+            std::fs::write(d.join("db"), b"x").unwrap();
+        }
+        remove_stale_scratch();
+        assert!(!stale.exists());
+        assert!(live.exists());
+        std::fs::remove_dir_all(&live).unwrap();
     }
 
     #[test]

@@ -278,8 +278,13 @@ fn check_before_open(dir: &Path, read_only: bool) -> Result<Expected> {
     // through the recorder's socket), and a copy of a live store says
     // nothing.
     held_elsewhere(dir, &db)?;
+    control::remove_stale_scratch();
     let scratch = tempfile::Builder::new()
-        .prefix("reel-probe-")
+        .prefix(&format!(
+            "{}{}-",
+            control::SCRATCH_PREFIX,
+            std::process::id()
+        ))
         .tempdir()
         .map_err(|e| io_error("making a scratch directory for the open check", e))?;
     control::copy_store(dir, scratch.path())
