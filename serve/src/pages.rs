@@ -230,6 +230,20 @@ pub(crate) async fn runs(
         escape(&some(&query.tenant).unwrap_or_default()),
         escape(&some(&query.tool).unwrap_or_default()),
     );
+    let counts = console.counts();
+    if !counts.is_empty() {
+        body.push_str("<p id=\"counts\" class=\"counts\">");
+        for (state, n) in counts {
+            let _ = write!(
+                body,
+                "<a class=\"count\" data-status=\"{s}\" href=\"/?status={s}\">\
+                 <span class=\"pill {}\">{s}</span> {n}</a> ",
+                state_class(state),
+                s = state.as_str(),
+            );
+        }
+        body.push_str("<span class=\"muted\">runs in the archive</span></p>");
+    }
     let first_page = some(&query.cursor).is_none();
     let _ = write!(
         body,

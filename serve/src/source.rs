@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime};
 
+use reel::RunState;
 use reel_archive::{Archive, ArchiveConfig, ArchiveError};
 use tokio::sync::watch;
 
@@ -38,6 +39,8 @@ pub struct Console {
 
 struct Current {
     archive: Archive,
+    /// Runs per state in this copy (empty when they could not be counted).
+    counts: Vec<(RunState, u64)>,
     stamp: Option<Stamp>,
     /// Why the newest state of the archive is not shown, when it is not.
     stale: Option<String>,
@@ -58,14 +61,17 @@ fn stamp(dir: &Path) -> Option<Stamp> {
     })
 }
 
-fn open_read_only(dir: &Path) -> Result<Archive, ArchiveError> {
-    Archive::open(
+/// A read-only copy and its runs per state.
+fn open_read_only(dir: &Path) -> Result<(Archive, Vec<(RunState, u64)>), ArchiveError> {
+    let archive = Archive::open(
         dir,
         ArchiveConfig {
             read_only: true,
             ..ArchiveConfig::default()
         },
-    )
+    )?;
+    let counts = archive.count_by_status().unwrap_or_default();
+    Ok((archive, counts))
 }
 
 impl Console {
@@ -97,7 +103,8 @@ impl Console {
             dir,
             poll: config.poll,
             current: RwLock::new(Current {
-                archive: opened.0,
+                archive: (opened.0).0,
+                counts: (opened.0).1,
                 stamp: opened.1,
                 stale: None,
             }),
@@ -112,6 +119,15 @@ impl Console {
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .archive
+            .clone()
+    }
+
+    /// Runs per state in the copy read now (counted once per copy).
+    pub fn counts(&self) -> Vec<(RunState, u64)> {
+        self.current
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .counts
             .clone()
     }
 
@@ -156,12 +172,13 @@ impl Console {
             return false;
         }
         match open_read_only(&self.dir) {
-            Ok(archive) => {
+            Ok((archive, counts)) => {
                 // A flush between the stamp and the copy is caught by the
                 // next look: the stamp read before the open is kept.
                 let mut current = self.current.write().unwrap_or_else(|e| e.into_inner());
                 *current = Current {
                     archive,
+                    counts,
                     stamp: now,
                     stale: None,
                 };

@@ -38,6 +38,9 @@
           if (!known.has(r.dataset.run)) r.classList.add("fresh");
         });
         old.replaceWith(document.adoptNode(fresh));
+        var counts = doc.getElementById("counts");
+        var oldCounts = document.getElementById("counts");
+        if (counts && oldCounts) oldCounts.replaceWith(document.adoptNode(counts));
         state.textContent = "live: updated " + new Date().toLocaleTimeString();
         document.body.dataset.updates = String(Number(document.body.dataset.updates || "0") + 1);
       }).catch(function () {
