@@ -133,6 +133,8 @@ fn hostile_run(dir: &Path) {
 struct Served {
     child: Child,
     base: String,
+    /// Its standard output, kept open while it runs.
+    _out: BufReader<std::process::ChildStdout>,
 }
 
 impl Drop for Served {
@@ -143,24 +145,32 @@ impl Drop for Served {
 }
 
 fn serve(dir: &Path) -> Served {
-    let mut child = reel()
+    let child = reel()
         .args(["serve", "--listen", "127.0.0.1:0", "--archive"])
         .arg(dir)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
         .expect("reel serve starts");
+    served(child)
+}
+
+/// Reads the address a `reel serve` child prints first.
+fn served(mut child: Child) -> Served {
+    let mut out = BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    out.read_line(&mut line).unwrap();
     let base = line
         .split_whitespace()
         .find(|w| w.starts_with("http://"))
         .unwrap_or_else(|| panic!("reel serve printed no address: {line:?}"))
         .trim_end_matches('/')
         .to_owned();
-    Served { child, base }
+    Served {
+        child,
+        base,
+        _out: out,
+    }
 }
 
 /// One raw HTTP/1.1 request; the status and the whole answer.
@@ -462,7 +472,7 @@ fn with_a_token_every_request_presents_it() {
     demo(&dir);
     let token_file = tmp.path().join("token");
     std::fs::write(&token_file, "0123456789abcdef0123\n").unwrap();
-    let mut child = reel()
+    let child = reel()
         .args(["serve", "--listen", "127.0.0.1:0", "--token-file"])
         .arg(&token_file)
         .arg("--archive")
@@ -470,17 +480,7 @@ fn with_a_token_every_request_presents_it() {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let base = line
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .unwrap()
-        .trim_end_matches('/')
-        .to_owned();
-    let served = Served { child, base };
+    let served = served(child);
     let (status, answer) = http_get(&served.base, "/runs/demo-deploy", &[]);
     assert_eq!(status, 401, "{answer}");
     assert!(!answer.contains("seq-0"));

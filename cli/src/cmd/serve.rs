@@ -1,6 +1,7 @@
 //! `reel serve`: the operator's console (`reel_serve`) in the browser,
 //! read-only over the archive.
 
+use std::io::Write as _;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -57,15 +58,21 @@ pub fn run(dir: &Path, args: ServeArgs) -> Result<ExitCode, Failure> {
             .await
             .map_err(|e| Failure::msg(format!("cannot listen on {}: {e}", config.listen)))?;
         let addr = listener.local_addr()?;
-        println!(
+        // Said, not required: a closed standard output (a reader that
+        // took the address and left) must not stop the console.
+        let mut out = std::io::stdout();
+        let _ = writeln!(
+            out,
             "reel serve: http://{addr}/ (archive {}, read-only; Ctrl-C stops)",
             shown(dir)
         );
         if config.token.is_some() {
-            println!(
+            let _ = writeln!(
+                out,
                 "reel serve: open http://{addr}/login?token=TOKEN once to sign this browser in"
             );
         }
+        let _ = out.flush();
         tokio::select! {
             served = reel_serve::serve(console, listener) => served.map_err(failure)?,
             _ = tokio::signal::ctrl_c() => {}
