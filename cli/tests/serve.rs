@@ -129,6 +129,84 @@ fn hostile_run(dir: &Path) {
     archive.flush().unwrap();
 }
 
+/// A run of `n` progress reports in one call: more than a page of facts.
+fn big_run(dir: &Path, n: u64) {
+    let archive = Archive::open(dir, ArchiveConfig::default()).unwrap();
+    let fact = |offset: u64, call: Option<&str>, kind| NewFact {
+        at: 1_700_000_000_000_000_000 + offset as i64,
+        offset,
+        call: call.map(Into::into),
+        kind,
+    };
+    let mut facts = vec![
+        fact(
+            0,
+            None,
+            FactKind::RunStarted(RunStarted {
+                run_id: "big".into(),
+                session_id: None,
+                identity: None,
+                producer: Producer {
+                    name: "test".into(),
+                    version: "1".into(),
+                },
+                labels: Default::default(),
+                teardown_scopes: vec![],
+            }),
+        ),
+        fact(
+            1,
+            Some("walk"),
+            FactKind::CallStarted(CallStarted {
+                call_id: "walk".into(),
+                tool_name: "walk".into(),
+                tool_id: None,
+                parent_call: None,
+                iteration: 0,
+                invocation_id: None,
+                mode: CallMode::Async,
+                protocol: None,
+                platform: None,
+                client_info: None,
+                args: json!(n),
+                wanted: None,
+                attached: None,
+                spec: None,
+                dispatch_tools: None,
+                outside_run: None,
+            }),
+        ),
+    ];
+    for i in 0..n {
+        facts.push(fact(
+            2 + i,
+            Some("walk"),
+            FactKind::Progress(Progress {
+                payload: json!({ "message": format!("hop {i}") }),
+                count: 0,
+            }),
+        ));
+    }
+    facts.push(fact(
+        n + 2,
+        Some("walk"),
+        FactKind::CallEnded(CallEnded {
+            outcome: CallOutcome::Ok { result: json!(n) },
+            duration_ns: n,
+            invocation_id: None,
+        }),
+    ));
+    facts.push(fact(
+        n + 3,
+        None,
+        FactKind::RunEnded(RunEnded {
+            status: RunStatus::Completed,
+        }),
+    ));
+    archive.append("big", facts).unwrap();
+    archive.flush().unwrap();
+}
+
 /// A `reel serve` child on a free loopback port; killed on drop.
 struct Served {
     child: Child,
@@ -327,6 +405,7 @@ async fn console_in_chromium() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("archive");
     demo(&dir);
+    big_run(&dir, 5000);
     hostile_run(&dir);
     let served = serve(&dir);
     let driver = driver();
@@ -400,6 +479,105 @@ async fn console_in_chromium() {
         !shown.is_empty() && shown.iter().all(|k| k == "call.started"),
         "{shown:?}"
     );
+
+    // A big run is listed a page at a time; a deep link past the first
+    // page opens the page that holds it.
+    open(&c, &format!("{base}/runs/big")).await;
+    let listed = js(
+        &c,
+        "return document.querySelectorAll('.fact-list .fact').length",
+    )
+    .await;
+    assert_eq!(listed, json!(2000));
+    open(&c, &format!("{base}/runs/big#seq-4321")).await;
+    let started = Instant::now();
+    while js(&c, "return location.search").await != json!("?from=4000") {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no page change"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    while js(
+        &c,
+        "return document.body && document.body.dataset.ready === '1' && !!document.getElementById('seq-4321')",
+    )
+    .await
+        != json!(true)
+    {
+        assert!(started.elapsed() < Duration::from_secs(30), "no page 4000");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let page = js(
+        &c,
+        "var f = document.querySelectorAll('.fact-list .fact');          return [f.length, f[0].id, document.querySelector('#seq-4321 details').open]",
+    )
+    .await;
+    assert_eq!(page, json!([1004, "seq-4000", true]));
+
+    // Live: a run written while the table is open appears in it, unless
+    // paused; resuming shows it.
+    open(&c, &format!("{base}/")).await;
+    let before = runs_listed(&c).await.len();
+    let d = dir.clone();
+    tokio::task::spawn_blocking(move || demo(&d)).await.unwrap();
+    let started = Instant::now();
+    let after = loop {
+        let now = runs_listed(&c).await.len();
+        if now > before {
+            break now;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the table did not update"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let fresh = js(
+        &c,
+        "return document.querySelectorAll('tr.run.fresh').length",
+    )
+    .await;
+    assert_eq!(fresh, json!(after - before), "new runs are marked");
+    c.find(Locator::Id("pause"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let d = dir.clone();
+    tokio::task::spawn_blocking(move || demo(&d)).await.unwrap();
+    let started = Instant::now();
+    while !js(
+        &c,
+        "return document.getElementById('live-state').textContent",
+    )
+    .await
+    .as_str()
+    .unwrap()
+    .starts_with("new runs")
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no word of new runs"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(runs_listed(&c).await.len(), after, "paused: no update");
+    c.find(Locator::Id("pause"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let started = Instant::now();
+    while runs_listed(&c).await.len() == after {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "resuming did not update"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 
     // Hostile strings render as text; no script of theirs runs.
     for url in [format!("{base}/"), format!("{base}/runs/hostile")] {
