@@ -684,3 +684,72 @@ fn with_a_token_every_request_presents_it() {
     );
     assert_eq!(status, 200);
 }
+
+#[test]
+fn while_a_recorder_holds_the_archive_it_is_read_through_its_socket() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("archive");
+    // The demo runs, then a slow live run served on the recorder's socket.
+    let mut recorder = reel()
+        .args([
+            "demo",
+            "--live-hops",
+            "60",
+            "--live-pause-ms",
+            "100",
+            "--archive",
+        ])
+        .arg(&dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let socket = dir.join("reel.sock");
+    let started = Instant::now();
+    while std::os::unix::net::UnixStream::connect(&socket).is_err() {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the recorder serves no socket"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let served = serve(&dir);
+    // The socket is served before the live run starts.
+    let started = Instant::now();
+    loop {
+        let (status, page) = http_get(&served.base, "/", &[]);
+        assert_eq!(status, 200, "{page}");
+        assert!(page.contains("live socket"), "{page}");
+        if page.contains("data-run=\"demo-live\" data-status=\"running\"") {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the live run is not listed: {page}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (status, run) = http_get(&served.base, "/runs/demo-live", &[]);
+    assert_eq!(status, 200, "{run}");
+    assert!(run.contains("id=\"seq-0\""), "{run}");
+    let (status, _) = http_get(&served.base, "/runs/demo-live/tape", &[]);
+    assert_eq!(status, 400);
+    // Once the recorder is done, the archive itself is read again.
+    assert!(recorder.wait().unwrap().success());
+    let started = Instant::now();
+    loop {
+        let (_, page) = http_get(&served.base, "/", &[]);
+        if page.contains("data-run=\"demo-live\" data-status=\"completed\"")
+            && !page.contains("live socket")
+        {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the console did not read the closed archive: {page}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let (status, _) = http_get(&served.base, "/runs/demo-live/tape", &[]);
+    assert_eq!(status, 200);
+}

@@ -12,6 +12,8 @@
 //! checked scratch copy, never the store itself; when the archive changes
 //! (its control record, `reel.control`, is rewritten by every writer's
 //! flush) it is opened again and the pages are told ([`Console::watch`]).
+//! While a recorder holds it, the pages read through the recorder's live
+//! socket instead.
 //!
 //! ```no_run
 //! # async fn doc() -> Result<(), reel_serve::ServeError> {
@@ -32,6 +34,7 @@
 //! [`escape`]: reel_viewer::render::html::escape
 #![warn(missing_docs)]
 
+mod live;
 mod pages;
 pub mod security;
 mod source;

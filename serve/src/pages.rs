@@ -12,11 +12,12 @@ use axum::http::{header, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{Html, IntoResponse, Response};
 use reel::{Fact, RunRecord, RunState};
-use reel_archive::{ArchiveError, Cursor, RunFilter, TapeExt};
+use reel_archive::{Cursor, RunFilter};
 use reel_viewer::render::html::{escape, fragment, sections, STYLE};
 use reel_viewer::render::text::{duration, timestamp, TextRenderer};
 use reel_viewer::timeline::TimelineBuilder;
 
+use crate::source::{FactItem, ReadError, Reader};
 use crate::{Console, FACTS_PER_PAGE};
 
 /// The console's script: live updates, the filter inside a run, deep
@@ -98,13 +99,12 @@ async fn blocking<T: Send + 'static>(
     })
 }
 
-fn archive_error(e: ArchiveError) -> Failed {
-    let status = match e {
-        ArchiveError::UnknownRun { .. } => StatusCode::NOT_FOUND,
-        ArchiveError::BadCursor { .. } => StatusCode::BAD_REQUEST,
-        _ => StatusCode::INTERNAL_SERVER_ERROR,
-    };
-    Failed(status, e.to_string())
+fn read_error(e: ReadError) -> Failed {
+    match e {
+        ReadError::UnknownRun(m) => Failed(StatusCode::NOT_FOUND, m),
+        ReadError::BadRequest(m) => Failed(StatusCode::BAD_REQUEST, m),
+        ReadError::Other(m) => Failed(StatusCode::INTERNAL_SERVER_ERROR, m),
+    }
 }
 
 /// The runs table's query: every filter the archive's listing answers.
@@ -195,8 +195,8 @@ pub(crate) async fn runs(
         Ok(f) => f,
         Err(why) => return error_page(StatusCode::BAD_REQUEST, &why),
     };
-    let archive = console.archive();
-    let listed = blocking(move || archive.list_runs(&filter).map_err(archive_error)).await;
+    let reader = console.reader();
+    let listed = blocking(move || reader.list_runs(&filter).map_err(read_error)).await;
     let listed = match listed {
         Ok(p) => p,
         Err(r) => return r.into_response(),
@@ -330,11 +330,11 @@ pub(crate) async fn run(
     Path(run_id): Path<String>,
     Query(query): Query<RunQuery>,
 ) -> Response {
-    let archive = console.archive();
+    let reader = console.reader();
     let from = query.from.unwrap_or(0) / FACTS_PER_PAGE * FACTS_PER_PAGE;
     let rendered = blocking(move || {
-        let record = archive.run(&run_id).map_err(archive_error)?;
-        render_run(&archive, &record, from).map_err(archive_error)
+        let record = reader.run(&run_id).map_err(read_error)?;
+        render_run(&reader, &record, from).map_err(read_error)
     })
     .await;
     match rendered {
@@ -347,38 +347,35 @@ pub(crate) async fn run(
 /// waterfall describes all of it); facts `from..from + FACTS_PER_PAGE` are
 /// listed.
 fn render_run(
-    archive: &reel_archive::Archive,
+    reader: &Reader,
     record: &RunRecord,
     from: u64,
-) -> Result<(String, String), ArchiveError> {
+) -> Result<(String, String), ReadError> {
     let mut builder = TimelineBuilder::for_record(record);
     let text = TextRenderer::new(false);
     let until = from + FACTS_PER_PAGE;
     let mut list = String::new();
     let mut listed = 0u64;
     let mut gaps = Vec::new();
-    for item in archive.facts(&record.run_id, ..)? {
-        match item {
-            Ok(fact) => {
-                builder.push(&fact);
-                if (from..until).contains(&fact.seq) {
-                    let tool = fact
-                        .call
-                        .as_deref()
-                        .and_then(|c| builder.call_info(c))
-                        .map_or("", |(t, _)| t)
-                        .to_owned();
-                    fact_item(&mut list, &fact, &tool, &text.detail_text(&fact, &tool));
-                    listed += 1;
-                }
+    reader.facts(&record.run_id, |item| match item {
+        FactItem::Fact(fact) => {
+            builder.push(&fact);
+            if (from..until).contains(&fact.seq) {
+                let tool = fact
+                    .call
+                    .as_deref()
+                    .and_then(|c| builder.call_info(c))
+                    .map_or("", |(t, _)| t)
+                    .to_owned();
+                fact_item(&mut list, &fact, &tool, &text.detail_text(&fact, &tool));
+                listed += 1;
             }
-            Err(ArchiveError::Corrupt { gap, .. }) => {
-                builder.push_gap(&gap);
-                gaps.push(gap);
-            }
-            Err(e) => return Err(e),
         }
-    }
+        FactItem::Gap(gap) => {
+            builder.push_gap(&gap);
+            gaps.push(gap);
+        }
+    })?;
     let timeline = builder.finish();
     let mut body = String::new();
     sections::header(&mut body, record, &timeline, listed);
@@ -524,10 +521,10 @@ pub(crate) async fn tape(
     State(console): State<Arc<Console>>,
     Path(run_id): Path<String>,
 ) -> Response {
-    let archive = console.archive();
+    let reader = console.reader();
     let id = run_id.clone();
     let written = blocking(move || {
-        let tape = reel::tape::Tape::export(&archive, &id).map_err(archive_error)?;
+        let tape = reader.tape(&id).map_err(read_error)?;
         let mut out = Vec::new();
         tape.write(&mut out).map_err(|e| {
             Failed(

@@ -8,16 +8,23 @@
 //! (requests in flight keep the old one, dropped with their last handle)
 //! and bumps the generation the `/events` stream announces.
 //!
-//! While a recorder holds the archive (sled's lock), it cannot be opened:
-//! the console keeps the copy it has and says so on every page. Reading
-//! through the recorder's live socket instead is not done yet.
+//! While a recorder holds the archive (sled's lock) and serves its live
+//! socket, the console reads through the socket instead ([`Reader::Live`]),
+//! and tells the pages when the first page of runs changed (ids, states,
+//! fact counts); once the recorder is gone it opens the archive again.
+//! Held by a process that serves no socket, the archive cannot be read:
+//! the console keeps the copy it has and says so on every page.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime};
 
-use reel::RunState;
-use reel_archive::{Archive, ArchiveConfig, ArchiveError};
+use reel::tape::Tape;
+use reel::{RunRecord, RunState};
+use reel_archive::live::SOCKET_NAME;
+use reel_archive::{Archive, ArchiveConfig, ArchiveError, RunFilter, RunPage, TapeExt};
+
+use crate::live::{Asked, Item, Live};
 use tokio::sync::watch;
 
 use crate::security::Security;
@@ -37,8 +44,117 @@ pub struct Console {
     pub(crate) security: Security,
 }
 
+/// Where the pages read from: a read-only copy of the archive, or the
+/// live socket of the recorder that holds it.
+#[derive(Clone)]
+pub(crate) enum Reader {
+    Archive(Archive),
+    Live(Live),
+}
+
+/// Why a read failed.
+pub(crate) enum ReadError {
+    UnknownRun(String),
+    BadRequest(String),
+    Other(String),
+}
+
+impl From<ArchiveError> for ReadError {
+    fn from(e: ArchiveError) -> ReadError {
+        match e {
+            ArchiveError::UnknownRun { .. } => ReadError::UnknownRun(e.to_string()),
+            ArchiveError::BadCursor { .. } => ReadError::BadRequest(e.to_string()),
+            e => ReadError::Other(e.to_string()),
+        }
+    }
+}
+
+impl From<Asked> for ReadError {
+    fn from(e: Asked) -> ReadError {
+        match e {
+            Asked::UnknownRun(m) => ReadError::UnknownRun(m),
+            Asked::Failed(m) => ReadError::Other(m),
+        }
+    }
+}
+
+/// One item of a run's fact stream: a fact, or facts that could not be
+/// read.
+pub(crate) use crate::live::Item as FactItem;
+
+impl Reader {
+    pub(crate) fn list_runs(&self, filter: &RunFilter) -> Result<RunPage, ReadError> {
+        match self {
+            Reader::Archive(a) => Ok(a.list_runs(filter)?),
+            Reader::Live(l) => Ok(l.list_runs(filter)?),
+        }
+    }
+
+    pub(crate) fn run(&self, run_id: &str) -> Result<RunRecord, ReadError> {
+        match self {
+            Reader::Archive(a) => Ok(a.run(run_id)?),
+            Reader::Live(l) => Ok(l.run(run_id)?),
+        }
+    }
+
+    /// Every fact of the run in seq order, each handed to `each`.
+    pub(crate) fn facts(
+        &self,
+        run_id: &str,
+        mut each: impl FnMut(FactItem),
+    ) -> Result<(), ReadError> {
+        match self {
+            Reader::Archive(a) => {
+                for item in a.facts(run_id, ..)? {
+                    match item {
+                        Ok(f) => each(Item::Fact(f)),
+                        Err(ArchiveError::Corrupt { gap, .. }) => each(Item::Gap(gap)),
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+            }
+            Reader::Live(l) => {
+                for item in l.facts(run_id)? {
+                    each(item?);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The run as a tape (with its artifacts): from the archive only.
+    pub(crate) fn tape(&self, run_id: &str) -> Result<Tape, ReadError> {
+        match self {
+            Reader::Archive(a) => Ok(Tape::export(a, run_id)?),
+            Reader::Live(_) => Err(ReadError::BadRequest(
+                "a recorder holds the archive: its tapes can be downloaded once it stops \
+                 (`reel export` says the same)"
+                    .into(),
+            )),
+        }
+    }
+
+    /// What the runs table's first page shows: changes here are news.
+    fn signature(&self) -> Vec<(String, RunState, u64)> {
+        let filter = RunFilter {
+            limit: Some(50),
+            ..RunFilter::default()
+        };
+        self.list_runs(&filter)
+            .map(|p| {
+                p.runs
+                    .into_iter()
+                    .map(|r| (r.run_id, r.state, r.facts))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
 struct Current {
-    archive: Archive,
+    reader: Reader,
+    /// The first page's runs, while reading through the live socket.
+    signature: Vec<(String, RunState, u64)>,
     /// Runs per state in this copy (empty when they could not be counted).
     counts: Vec<(RunState, u64)>,
     stamp: Option<Stamp>,
@@ -90,11 +206,33 @@ impl Console {
             )));
         }
         let security = Security::new(&config)?;
-        let opened = {
+        let current = {
             let dir = dir.clone();
-            tokio::task::spawn_blocking(move || {
+            tokio::task::spawn_blocking(move || -> Result<Current, ServeError> {
                 let before = stamp(&dir);
-                open_read_only(&dir).map(|a| (a, before))
+                let socket = dir.join(SOCKET_NAME);
+                let live = || {
+                    Current::live(
+                        Live {
+                            socket: socket.clone(),
+                        },
+                        before,
+                    )
+                };
+                if Live::answers(&socket) {
+                    return Ok(live());
+                }
+                match open_read_only(&dir) {
+                    Ok((archive, counts)) => Ok(Current {
+                        reader: Reader::Archive(archive),
+                        signature: Vec::new(),
+                        counts,
+                        stamp: before,
+                        stale: None,
+                    }),
+                    Err(ArchiveError::Locked { .. }) if Live::answers(&socket) => Ok(live()),
+                    Err(e) => Err(e.into()),
+                }
             })
             .await
             .map_err(|e| ServeError::Io(std::io::Error::other(e)))??
@@ -102,24 +240,30 @@ impl Console {
         Ok(Arc::new(Console {
             dir,
             poll: config.poll,
-            current: RwLock::new(Current {
-                archive: (opened.0).0,
-                counts: (opened.0).1,
-                stamp: opened.1,
-                stale: None,
-            }),
+            current: RwLock::new(current),
             generation: watch::channel(0).0,
             security,
         }))
     }
 
-    /// The archive copy to read now (cheap: a handle).
-    pub fn archive(&self) -> Archive {
+    /// Where to read now (cheap: a handle).
+    pub(crate) fn reader(&self) -> Reader {
         self.current
             .read()
             .unwrap_or_else(|e| e.into_inner())
-            .archive
+            .reader
             .clone()
+    }
+
+    /// Whether the pages read through a recorder's live socket.
+    pub fn is_live(&self) -> bool {
+        matches!(
+            self.current
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .reader,
+            Reader::Live(_)
+        )
     }
 
     /// Runs per state in the copy read now (counted once per copy).
@@ -131,13 +275,19 @@ impl Console {
             .clone()
     }
 
-    /// Why the pages may not show the archive's newest state, if so.
+    /// What the pages say of where they read from, when it is not a
+    /// closed archive's latest copy.
     pub fn stale(&self) -> Option<String> {
-        self.current
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .stale
-            .clone()
+        let c = self.current.read().unwrap_or_else(|e| e.into_inner());
+        match (&c.stale, &c.reader) {
+            (Some(why), _) => Some(why.clone()),
+            (None, Reader::Live(_)) => Some(
+                "a recorder holds this archive: the console reads through its live socket \
+                 (tapes download once it stops)"
+                    .into(),
+            ),
+            (None, Reader::Archive(_)) => None,
+        }
     }
 
     /// The archive directory.
@@ -163,35 +313,59 @@ impl Console {
         }
     }
 
-    /// One look at the control record; reopens when it changed. Returns
-    /// whether a new copy was swapped in.
+    /// One look at the archive: reopens when its control record changed
+    /// (or, while a recorder holds it, asks the recorder whether the first
+    /// page of runs changed). Returns whether the pages were told.
     pub fn refresh(&self) -> bool {
         let now = stamp(&self.dir);
-        let seen = self.current.read().unwrap_or_else(|e| e.into_inner()).stamp;
-        if now == seen {
+        let socket = self.dir.join(SOCKET_NAME);
+        let (reader, seen) = {
+            let c = self.current.read().unwrap_or_else(|e| e.into_inner());
+            (c.reader.clone(), c.stamp)
+        };
+        if let Reader::Live(live) = &reader {
+            if Live::answers(&live.socket) {
+                let signature = reader.signature();
+                let mut c = self.current.write().unwrap_or_else(|e| e.into_inner());
+                if c.signature == signature {
+                    return false;
+                }
+                c.signature = signature;
+                drop(c);
+                self.generation.send_modify(|g| *g += 1);
+                return true;
+            }
+            // The recorder is gone: read the archive again.
+        } else if now == seen {
             return false;
         }
         match open_read_only(&self.dir) {
             Ok((archive, counts)) => {
                 // A flush between the stamp and the copy is caught by the
                 // next look: the stamp read before the open is kept.
-                let mut current = self.current.write().unwrap_or_else(|e| e.into_inner());
-                *current = Current {
-                    archive,
+                self.swap(Current {
+                    reader: Reader::Archive(archive),
+                    signature: Vec::new(),
                     counts,
                     stamp: now,
                     stale: None,
-                };
-                drop(current);
-                self.generation.send_modify(|g| *g += 1);
+                });
+                true
+            }
+            Err(ArchiveError::Locked { .. }) if Live::answers(&socket) => {
+                self.swap(Current::live(Live { socket }, now));
                 true
             }
             Err(e) => {
+                if matches!(reader, Reader::Live(_)) {
+                    // The recorder is closing: the archive opens soon.
+                    return false;
+                }
                 let why = match e {
                     ArchiveError::Locked { .. } => format!(
-                        "a recorder is writing into {} (it holds the archive): this page shows the \
-                         archive as it was when the console last opened it, and updates once the \
-                         recorder closes it",
+                        "a process that serves no live socket holds {}: this page shows the \
+                         archive as it was when the console last opened it, and updates once \
+                         that process closes it",
                         self.dir.display()
                     ),
                     e => format!(
@@ -206,6 +380,24 @@ impl Console {
                 current.stale = Some(why);
                 false
             }
+        }
+    }
+
+    fn swap(&self, new: Current) {
+        *self.current.write().unwrap_or_else(|e| e.into_inner()) = new;
+        self.generation.send_modify(|g| *g += 1);
+    }
+}
+
+impl Current {
+    fn live(live: Live, stamp: Option<Stamp>) -> Current {
+        let reader = Reader::Live(live);
+        Current {
+            signature: reader.signature(),
+            reader,
+            counts: Vec::new(),
+            stamp,
+            stale: None,
         }
     }
 }
