@@ -605,8 +605,21 @@ fn a_foreign_host_is_refused() {
     let dir = tmp.path().join("archive");
     demo(&dir);
     let served = serve(&dir);
-    let (status, _) = http_get(&served.base, "/", &[]);
+    let (status, page) = http_get(&served.base, "/", &[]);
     assert_eq!(status, 200);
+    // Runs per state, from the status index: the demo's five runs.
+    for (state, n) in [
+        ("running", 0),
+        ("completed", 3),
+        ("failed", 1),
+        ("cancelled", 1),
+        ("incomplete", 0),
+    ] {
+        assert!(
+            page.contains(&format!("\">{state}</span> {n}</a>")),
+            "{state} {n}: {page}"
+        );
+    }
     for path in [
         "/",
         "/runs/demo-deploy",
