@@ -15,7 +15,7 @@ use reel::{Fact, RunRecord, RunState};
 use reel_archive::{Cursor, RunFilter};
 use reel_viewer::render::html::{escape, fragment, sections, STYLE};
 use reel_viewer::render::text::{duration, timestamp, TextRenderer};
-use reel_viewer::timeline::TimelineBuilder;
+use reel_viewer::timeline::{Timeline, TimelineBuilder};
 
 use crate::source::{FactItem, ReadError, Reader};
 use crate::{Console, FACTS_PER_PAGE};
@@ -332,9 +332,18 @@ pub(crate) async fn run(
 ) -> Response {
     let reader = console.reader();
     let from = query.from.unwrap_or(0) / FACTS_PER_PAGE * FACTS_PER_PAGE;
+    let cached = console.timeline(&run_id);
+    let kept = console.clone();
     let rendered = blocking(move || {
         let record = reader.run(&run_id).map_err(read_error)?;
-        render_run(&reader, &record, from).map_err(read_error)
+        let (title, body, timeline) =
+            render_run(&reader, &record, from, cached).map_err(read_error)?;
+        // A closed run's timeline no longer changes: later pages read only
+        // their own facts.
+        if record.state.is_closed() && matches!(reader, Reader::Archive(_)) {
+            kept.keep_timeline(&run_id, timeline);
+        }
+        Ok((title, body))
     })
     .await;
     match rendered {
@@ -344,39 +353,59 @@ pub(crate) async fn run(
 }
 
 /// The run's page body: the whole run folds into the timeline (the
-/// waterfall describes all of it); facts `from..from + FACTS_PER_PAGE` are
-/// listed.
+/// waterfall describes all of it), unless `cached` holds it already; facts
+/// `from..from + FACTS_PER_PAGE` are listed.
 fn render_run(
     reader: &Reader,
     record: &RunRecord,
     from: u64,
-) -> Result<(String, String), ReadError> {
-    let mut builder = TimelineBuilder::for_record(record);
+    cached: Option<Arc<Timeline>>,
+) -> Result<(String, String, Arc<Timeline>), ReadError> {
     let text = TextRenderer::new(false);
     let until = from + FACTS_PER_PAGE;
     let mut list = String::new();
     let mut listed = 0u64;
     let mut gaps = Vec::new();
-    reader.facts(&record.run_id, |item| match item {
-        FactItem::Fact(fact) => {
-            builder.push(&fact);
-            if (from..until).contains(&fact.seq) {
-                let tool = fact
-                    .call
-                    .as_deref()
-                    .and_then(|c| builder.call_info(c))
-                    .map_or("", |(t, _)| t)
-                    .to_owned();
-                fact_item(&mut list, &fact, &tool, &text.detail_text(&fact, &tool));
-                listed += 1;
-            }
+    let timeline = match cached {
+        Some(timeline) => {
+            reader.facts(&record.run_id, from, Some(until), |item| match item {
+                FactItem::Fact(fact) => {
+                    let tool = fact
+                        .call
+                        .as_deref()
+                        .and_then(|c| timeline.call(c))
+                        .map_or("", |c| c.tool.as_str());
+                    fact_item(&mut list, &fact, tool, &text.detail_text(&fact, tool));
+                    listed += 1;
+                }
+                FactItem::Gap(gap) => gaps.push(gap),
+            })?;
+            timeline
         }
-        FactItem::Gap(gap) => {
-            builder.push_gap(&gap);
-            gaps.push(gap);
+        None => {
+            let mut builder = TimelineBuilder::for_record(record);
+            reader.facts(&record.run_id, 0, None, |item| match item {
+                FactItem::Fact(fact) => {
+                    builder.push(&fact);
+                    if (from..until).contains(&fact.seq) {
+                        let tool = fact
+                            .call
+                            .as_deref()
+                            .and_then(|c| builder.call_info(c))
+                            .map_or("", |(t, _)| t)
+                            .to_owned();
+                        fact_item(&mut list, &fact, &tool, &text.detail_text(&fact, &tool));
+                        listed += 1;
+                    }
+                }
+                FactItem::Gap(gap) => {
+                    builder.push_gap(&gap);
+                    gaps.push(gap);
+                }
+            })?;
+            Arc::new(builder.finish())
         }
-    })?;
-    let timeline = builder.finish();
+    };
     let mut body = String::new();
     sections::header(&mut body, record, &timeline, listed);
     let id = fragment(&record.run_id);
@@ -421,7 +450,7 @@ fn render_run(
     body.push_str(&pager);
     body.push_str("</section>\n");
     sections::ledgers(&mut body, &timeline);
-    Ok((format!("reel: {}", record.describe()), body))
+    Ok((format!("reel: {}", record.describe()), body, timeline))
 }
 
 fn pager(id: &str, from: u64, total: u64) -> String {

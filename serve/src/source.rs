@@ -15,8 +15,9 @@
 //! Held by a process that serves no socket, the archive cannot be read:
 //! the console keeps the copy it has and says so on every page.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime};
 
 use reel::tape::Tape;
@@ -25,6 +26,7 @@ use reel_archive::live::SOCKET_NAME;
 use reel_archive::{Archive, ArchiveConfig, ArchiveError, RunFilter, RunPage, TapeExt};
 
 use crate::live::{Asked, Item, Live};
+use reel_viewer::timeline::Timeline;
 use tokio::sync::watch;
 
 use crate::security::Security;
@@ -41,8 +43,14 @@ pub struct Console {
     poll: Duration,
     current: RwLock<Current>,
     generation: watch::Sender<u64>,
+    /// Timelines of closed runs read from this copy of the archive, so
+    /// that paging a big run reads only the page's facts after the first.
+    timelines: Mutex<HashMap<String, Arc<Timeline>>>,
     pub(crate) security: Security,
 }
+
+/// The most timelines kept (dropped all at once past it).
+const TIMELINES_KEPT: usize = 64;
 
 /// Where the pages read from: a read-only copy of the archive, or the
 /// live socket of the recorder that holds it.
@@ -97,15 +105,18 @@ impl Reader {
         }
     }
 
-    /// Every fact of the run in seq order, each handed to `each`.
+    /// The run's facts from `from` up to `until` (all of them: `None`) in
+    /// seq order, each handed to `each`.
     pub(crate) fn facts(
         &self,
         run_id: &str,
+        from: u64,
+        until: Option<u64>,
         mut each: impl FnMut(FactItem),
     ) -> Result<(), ReadError> {
         match self {
             Reader::Archive(a) => {
-                for item in a.facts(run_id, ..)? {
+                for item in a.facts(run_id, from..until.unwrap_or(u64::MAX))? {
                     match item {
                         Ok(f) => each(Item::Fact(f)),
                         Err(ArchiveError::Corrupt { gap, .. }) => each(Item::Gap(gap)),
@@ -115,7 +126,16 @@ impl Reader {
             }
             Reader::Live(l) => {
                 for item in l.facts(run_id)? {
-                    each(item?);
+                    let item = item?;
+                    if let Item::Fact(f) = &item {
+                        if f.seq < from {
+                            continue;
+                        }
+                        if until.is_some_and(|u| f.seq >= u) {
+                            break;
+                        }
+                    }
+                    each(item);
                 }
             }
         }
@@ -242,6 +262,7 @@ impl Console {
             poll: config.poll,
             current: RwLock::new(current),
             generation: watch::channel(0).0,
+            timelines: Mutex::new(HashMap::new()),
             security,
         }))
     }
@@ -383,8 +404,30 @@ impl Console {
         }
     }
 
+    /// The timeline of a closed run read from the current copy, if kept.
+    pub(crate) fn timeline(&self, run_id: &str) -> Option<Arc<Timeline>> {
+        self.timelines
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(run_id)
+            .cloned()
+    }
+
+    /// Keeps the timeline of a closed run read from the archive.
+    pub(crate) fn keep_timeline(&self, run_id: &str, timeline: Arc<Timeline>) {
+        let mut kept = self.timelines.lock().unwrap_or_else(|e| e.into_inner());
+        if kept.len() >= TIMELINES_KEPT {
+            kept.clear();
+        }
+        kept.insert(run_id.to_owned(), timeline);
+    }
+
     fn swap(&self, new: Current) {
         *self.current.write().unwrap_or_else(|e| e.into_inner()) = new;
+        self.timelines
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
         self.generation.send_modify(|g| *g += 1);
     }
 }
