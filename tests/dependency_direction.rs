@@ -12,6 +12,7 @@
 //! reel-nats       -> reel, reel-archive   (the JetStream store and its projection; beside the recorder, not under it)
 //! reel-mcp        -> reel, reel-archive, reel-recorder, reel-replayer
 //! reel-otlp       -> reel, reel-archive, reel-viewer  (spans of records; the viewer's display rule)
+//! reel-serve      -> reel, reel-archive, reel-viewer  (the console: reads archives, shows with the viewer's pieces)
 //! reel-cli        -> anything but reel-bench (the `reel` binary, at the top)
 //! reel-bench      -> anything
 //! ```
@@ -38,6 +39,7 @@ const RULES: &[(&str, Option<&[&str]>)] = &[
         Some(&["reel", "reel-archive", "reel-recorder", "reel-replayer"]),
     ),
     ("reel-otlp", Some(&["reel", "reel-archive", "reel-viewer"])),
+    ("reel-serve", Some(&["reel", "reel-archive", "reel-viewer"])),
     (
         "reel-cli",
         Some(&[
@@ -49,6 +51,7 @@ const RULES: &[(&str, Option<&[&str]>)] = &[
             "reel-mcp",
             "reel-otlp",
             "reel-nats",
+            "reel-serve",
         ]),
     ),
     ("reel-bench", None),
@@ -152,7 +155,7 @@ fn the_rules_catch_a_wrong_edge() {
         violations(&edges),
         [
             "reel depends on reel-viewer, which the direction forbids (allowed: [])",
-            "reel-cli depends on reel-bench, which the direction forbids (allowed: [\"reel\", \"reel-archive\", \"reel-recorder\", \"reel-replayer\", \"reel-viewer\", \"reel-mcp\", \"reel-otlp\", \"reel-nats\"])",
+            "reel-cli depends on reel-bench, which the direction forbids (allowed: [\"reel\", \"reel-archive\", \"reel-recorder\", \"reel-replayer\", \"reel-viewer\", \"reel-mcp\", \"reel-otlp\", \"reel-nats\", \"reel-serve\"])",
             "reel-new has no rule: add its direction to ARCHITECTURE.md and to RULES here",
             "reel-otlp depends on reel-recorder, which the direction forbids (allowed: [\"reel\", \"reel-archive\", \"reel-viewer\"])",
             "reel-viewer depends on reel-archive, which the direction forbids (allowed: [\"reel\"])",

@@ -140,3 +140,25 @@ fn matches(filter: &RunFilter, r: &RunRecord) -> bool {
         && filter.since.is_none_or(|s| r.started_at >= s)
         && filter.until.is_none_or(|u| r.started_at < u)
 }
+
+impl Archive {
+    /// How many runs are in each state, in [`RunState::ALL`]'s order,
+    /// counted from the status index's keys (no record is read: cheap
+    /// enough for a console's header on every new copy of the archive).
+    pub fn count_by_status(&self) -> Result<Vec<(RunState, u64)>> {
+        let t = self.trees();
+        RunState::ALL
+            .iter()
+            .map(|&state| {
+                let mut n = 0;
+                if let Some(range) = Listing::Status(state).range(None, None, None) {
+                    for item in t.by_status.range(range) {
+                        item.map_err(|e| self.storage(e))?;
+                        n += 1;
+                    }
+                }
+                Ok((state, n))
+            })
+            .collect()
+    }
+}

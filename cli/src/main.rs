@@ -123,6 +123,12 @@ enum Command {
     ///
     /// Example: reel sync --nats nats://10.0.0.1:4222,nats://10.0.0.2:4222 --archive ./fleet
     Sync(cmd::sync::SyncArgs),
+    /// The operator's console in the browser: runs, a run's waterfall and
+    /// facts, tapes to download; read-only, live as runs are written.
+    ///
+    /// Loopback only unless --token-file is given.
+    /// Example: reel serve --archive ./reel-archive --listen 127.0.0.1:7777
+    Serve(cmd::serve::ServeArgs),
     /// Figures about the archive: runs, facts, bytes on disk.
     ///
     /// Example: reel stats --json
@@ -185,6 +191,7 @@ fn main() -> ExitCode {
         Command::Import(args) => cmd::import::run(dir, args),
         Command::Verify(args) => cmd::verify::run(dir, args),
         Command::Stats(args) => cmd::stats::run(dir, args),
+        Command::Serve(args) => cmd::serve::run(dir, args),
         Command::Salvage(args) => cmd::salvage::run(args),
         Command::Prune(args) => cmd::prune::run(dir, args),
         Command::Sync(args) => cmd::sync::run(dir, args),

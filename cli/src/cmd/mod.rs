@@ -13,6 +13,7 @@ pub mod mcp;
 pub mod prune;
 pub mod runs;
 pub mod salvage;
+pub mod serve;
 pub mod show;
 pub mod stats;
 pub mod sync;

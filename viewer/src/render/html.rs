@@ -52,7 +52,7 @@ use crate::render::sink::RunSink;
 use crate::render::text::{duration, TextRenderer};
 use crate::timeline::{Timeline, TimelineBuilder};
 
-mod sections;
+pub mod sections;
 use sections::{anomalies, header, ledgers, waterfall};
 
 /// The `id` of the `<script type="application/json">` block holding the
@@ -311,8 +311,9 @@ fn nonce() -> String {
     out
 }
 
-/// The page's styles (`assets/report.css`), inline in its `<style>`.
-const STYLE: &str = include_str!("assets/report.css");
+/// The page's styles (`assets/report.css`), inline in its `<style>`; the
+/// console (`reel serve`) serves them as part of its stylesheet.
+pub const STYLE: &str = include_str!("assets/report.css");
 
 /// The page's one script (`assets/report.js`). It reads recorded data only
 /// from the JSON block and from attributes, and writes it only with

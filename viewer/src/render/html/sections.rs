@@ -1,7 +1,14 @@
 //! The page's sections, written by [`HtmlWriter::finish`](super::HtmlWriter::finish)
 //! once the timeline is whole: the header, the anomalies, the waterfall
 //! and the ledgers. Every recorded string is escaped where it lands
-//! ([`escape`]).
+//! ([`escape`]). Public so that other pages of a run (the console of
+//! `reel serve`) show the same sections, not a second rendering of the
+//! timeline.
+//!
+//! The waterfall places its bars with `style` attributes (`left`,
+//! `width`, `padding-left`): a page that serves it under a
+//! Content-Security-Policy must allow style attributes
+//! (`style-src-attr 'unsafe-inline'`), never inline scripts.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
@@ -23,7 +30,9 @@ fn state_class(state: RunState) -> &'static str {
     }
 }
 
-pub(super) fn header(page: &mut String, r: &RunRecord, t: &Timeline, listed: u64) {
+/// The run's header: id, state, start, duration, identity, counts,
+/// labels and kinds; `listed` is how many facts the page lists.
+pub fn header(page: &mut String, r: &RunRecord, t: &Timeline, listed: u64) {
     // A call outside any run has no run: the title says so.
     let title = match &r.outside_run {
         None => format!(
@@ -148,7 +157,8 @@ fn anomaly_call<'a>(a: &'a Anomaly, t: &'a Timeline) -> Option<&'a str> {
     }
 }
 
-pub(super) fn anomalies(page: &mut String, t: &Timeline) {
+/// The anomalies, each linking to its call (`#call=`) where it has one.
+pub fn anomalies(page: &mut String, t: &Timeline) {
     if t.anomalies.is_empty() {
         return;
     }
@@ -214,7 +224,9 @@ fn tree_order(t: &Timeline) -> Vec<&CallNode> {
     order
 }
 
-pub(super) fn waterfall(page: &mut String, t: &Timeline) {
+/// The waterfall: one row per call in tree order (class
+/// [`ROW_CLASS`], `data-call`, `data-tool`, `data-status`), a bar per call.
+pub fn waterfall(page: &mut String, t: &Timeline) {
     let span = t.duration_ns().max(t.last_offset).max(1);
     let pct = |ns: u64| ns.min(span) as f64 * 100.0 / span as f64;
     let mut marks: HashMap<&str, Vec<String>> = HashMap::new();
@@ -308,7 +320,8 @@ pub(super) fn waterfall(page: &mut String, t: &Timeline) {
     page.push_str("</section>\n");
 }
 
-pub(super) fn ledgers(page: &mut String, t: &Timeline) {
+/// The ledgers: credentials, artifacts, teardown (registered vs ran).
+pub fn ledgers(page: &mut String, t: &Timeline) {
     let call = |c: &Option<String>| match c {
         Some(c) => format!(
             "<a class=\"mono\" href=\"#call={}\">{}</a>",

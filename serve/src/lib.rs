@@ -1,0 +1,140 @@
+//! # reel-serve: the operator's console
+//!
+//! `reel serve --archive DIR` in the browser: the runs of an archive (newest
+//! first, paged by the archive's cursor, filtered in the URL) and one run
+//! (the viewer's header, anomalies, waterfall and ledgers, then its facts,
+//! a page at a time, each with the `#seq-N` anchor the CLI names it by, an
+//! inspector of its fields and raw JSON, a filter that hides what does not
+//! match), its tape for download, and a server-sent event when the list of
+//! runs changes.
+//!
+//! Read-only: the archive is opened with [`ArchiveConfig::read_only`], a
+//! checked scratch copy, never the store itself; when the archive changes
+//! (its control record, `reel.control`, is rewritten by every writer's
+//! flush) it is opened again and the pages are told ([`Console::watch`]).
+//! While a recorder holds it, the pages read through the recorder's live
+//! socket instead.
+//!
+//! ```no_run
+//! # async fn doc() -> Result<(), reel_serve::ServeError> {
+//! use reel_serve::{Console, ServeConfig};
+//! let config = ServeConfig::new("./reel-archive".into(), "127.0.0.1:7777".parse().unwrap());
+//! let listener = tokio::net::TcpListener::bind(config.listen).await?;
+//! let console = Console::open(config).await?;
+//! reel_serve::serve(console, listener).await
+//! # }
+//! ```
+//!
+//! # Security
+//!
+//! See [`security`]: loopback unless a token is given, `Host` and `Origin`
+//! checked, a strict Content-Security-Policy (no inline script), every
+//! recorded string escaped with the viewer's [`escape`].
+//!
+//! [`escape`]: reel_viewer::render::html::escape
+#![warn(missing_docs)]
+
+mod live;
+mod pages;
+pub mod security;
+mod source;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::routing::get;
+use axum::Router;
+
+pub use security::check_listen;
+pub use source::Console;
+
+/// How many facts a run's page lists.
+pub const FACTS_PER_PAGE: u64 = 2000;
+
+/// What `reel serve` serves and how.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    /// The archive directory.
+    pub archive: PathBuf,
+    /// The address to listen on (loopback unless a token is given).
+    pub listen: SocketAddr,
+    /// The secret a client must present (bearer or cookie); required off
+    /// loopback.
+    pub token: Option<String>,
+    /// Host names (beyond the loopback ones and the listen address's IP)
+    /// the `Host` and `Origin` headers may name.
+    pub allowed_hosts: Vec<String>,
+    /// How often the archive's control record is looked at for changes.
+    pub poll: Duration,
+}
+
+impl ServeConfig {
+    /// Loopback defaults: no token, no other host names, polled twice a
+    /// second.
+    pub fn new(archive: PathBuf, listen: SocketAddr) -> ServeConfig {
+        ServeConfig {
+            archive,
+            listen,
+            token: None,
+            allowed_hosts: Vec::new(),
+            poll: Duration::from_millis(500),
+        }
+    }
+}
+
+/// Why the console cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// A non-loopback address without a token.
+    #[error(
+        "refusing to listen on {addr} without a token: anyone who can reach that address \
+         could read every run. Pass --token-file FILE (a file holding a secret of at least \
+         16 characters), or listen on loopback (the default, 127.0.0.1:7777)"
+    )]
+    NeedsToken {
+        /// The address asked for.
+        addr: SocketAddr,
+    },
+    /// A token too short to be a secret.
+    #[error(
+        "the token is {len} characters long: use at least 16 (e.g. `openssl rand -hex 32 > FILE`)"
+    )]
+    WeakToken {
+        /// Its length.
+        len: usize,
+    },
+    /// The archive cannot be opened.
+    #[error("{0}")]
+    Archive(#[from] reel_archive::ArchiveError),
+    /// Listening or serving failed.
+    #[error("serving failed: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// The console's routes, behind its security layers.
+pub fn router(console: Arc<Console>) -> Router {
+    let routes = Router::new()
+        .route("/", get(pages::runs))
+        .route("/runs/{id}", get(pages::run))
+        .route("/runs/{id}/tape", get(pages::tape))
+        .route("/events", get(pages::events))
+        .route("/assets/console.js", get(pages::script))
+        .route("/assets/console.css", get(pages::style))
+        .route("/login", get(security::login))
+        .with_state(console.clone());
+    security::layers(routes, console)
+}
+
+/// Serves `console` on `listener` until the future is dropped.
+pub async fn serve(
+    console: Arc<Console>,
+    listener: tokio::net::TcpListener,
+) -> Result<(), ServeError> {
+    let watcher = tokio::spawn(console.clone().watch());
+    let app = router(console);
+    let served = axum::serve(listener, app).await;
+    watcher.abort();
+    Ok(served?)
+}

@@ -1,0 +1,611 @@
+//! The pages: server-rendered HTML, every recorded string through the
+//! viewer's `escape`; the runs table, a run, its tape, the event stream and
+//! the two embedded assets.
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use axum::extract::{Path, Query, State};
+use axum::http::{header, StatusCode};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{Html, IntoResponse, Response};
+use reel::{Fact, RunRecord, RunState};
+use reel_archive::{Cursor, RunFilter};
+use reel_viewer::render::html::{escape, fragment, sections, STYLE};
+use reel_viewer::render::text::{duration, timestamp, TextRenderer};
+use reel_viewer::timeline::{Timeline, TimelineBuilder};
+
+use crate::source::{FactItem, ReadError, Reader};
+use crate::{Console, FACTS_PER_PAGE};
+
+/// The console's script: live updates, the filter inside a run, deep
+/// links. It writes recorded data only with `textContent`.
+const SCRIPT: &str = include_str!("assets/console.js");
+/// The console's own styles, served after the viewer's.
+const CONSOLE_STYLE: &str = include_str!("assets/console.css");
+/// Runs per page of the runs table.
+const RUNS_PER_PAGE: usize = 50;
+
+pub(crate) async fn script() -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
+        SCRIPT,
+    )
+        .into_response()
+}
+
+pub(crate) async fn style() -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/css; charset=utf-8")],
+        format!("{STYLE}\n{CONSOLE_STYLE}"),
+    )
+        .into_response()
+}
+
+/// The page around `body`: the stylesheet, the script, nothing inline.
+fn page(title: &str, kind: &str, stale: Option<String>, body: &str) -> String {
+    let mut out = String::with_capacity(body.len() + 1024);
+    let _ = write!(
+        out,
+        "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <title>{}</title>\n<link rel=\"stylesheet\" href=\"/assets/console.css\">\n\
+         <script src=\"/assets/console.js\" defer></script>\n</head>\n\
+         <body data-page=\"{kind}\">\n<nav class=\"top\"><a href=\"/\">reel</a> \
+         <span class=\"muted\">console · read-only</span></nav>\n",
+        escape(title)
+    );
+    if let Some(stale) = stale {
+        let _ = writeln!(
+            out,
+            "<p class=\"stale\" role=\"status\">{}</p>",
+            escape(&stale)
+        );
+    }
+    out.push_str(body);
+    out.push_str("\n</body>\n</html>\n");
+    out
+}
+
+fn error_page(status: StatusCode, message: &str) -> Response {
+    let body = format!(
+        "<main class=\"panel\"><h1>{}</h1><p>{}</p><p><a href=\"/\">All runs</a></p></main>",
+        status.as_u16(),
+        escape(message)
+    );
+    (status, Html(page("reel: error", "error", None, &body))).into_response()
+}
+
+/// Why a request failed: its status and what to say.
+struct Failed(StatusCode, String);
+
+impl IntoResponse for Failed {
+    fn into_response(self) -> Response {
+        error_page(self.0, &self.1)
+    }
+}
+
+/// Runs blocking archive reads off the async workers.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, Failed> + Send + 'static,
+) -> Result<T, Failed> {
+    tokio::task::spawn_blocking(f).await.unwrap_or_else(|e| {
+        Err(Failed(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("the request failed: {e}"),
+        ))
+    })
+}
+
+fn read_error(e: ReadError) -> Failed {
+    match e {
+        ReadError::UnknownRun(m) => Failed(StatusCode::NOT_FOUND, m),
+        ReadError::BadRequest(m) => Failed(StatusCode::BAD_REQUEST, m),
+        ReadError::Other(m) => Failed(StatusCode::INTERNAL_SERVER_ERROR, m),
+    }
+}
+
+/// The runs table's query: every filter the archive's listing answers.
+#[derive(Debug, Default, serde::Deserialize)]
+pub(crate) struct RunsQuery {
+    status: Option<String>,
+    tenant: Option<String>,
+    tool: Option<String>,
+    cursor: Option<String>,
+}
+
+fn some(v: &Option<String>) -> Option<String> {
+    v.as_deref()
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .map(Into::into)
+}
+
+impl RunsQuery {
+    fn filter(&self) -> Result<RunFilter, String> {
+        let status = match some(&self.status) {
+            None => None,
+            Some(s) => Some(s.parse::<RunState>().map_err(|_| {
+                format!(
+                    "unknown status {s:?}: use one of {}",
+                    RunState::ALL.map(|s| s.as_str()).join(", ")
+                )
+            })?),
+        };
+        Ok(RunFilter {
+            tenant: some(&self.tenant),
+            tool: some(&self.tool),
+            status,
+            limit: Some(RUNS_PER_PAGE),
+            cursor: some(&self.cursor).map(Cursor),
+            ..RunFilter::default()
+        })
+    }
+
+    /// This query's address with `cursor` in place of its own.
+    fn href(&self, cursor: Option<&str>) -> String {
+        let mut parts = Vec::new();
+        for (name, value) in [
+            ("status", some(&self.status)),
+            ("tenant", some(&self.tenant)),
+            ("tool", some(&self.tool)),
+            ("cursor", cursor.map(Into::into)),
+        ] {
+            if let Some(v) = value {
+                parts.push(format!("{name}={}", fragment(&v)));
+            }
+        }
+        if parts.is_empty() {
+            "/".into()
+        } else {
+            format!("/?{}", parts.join("&"))
+        }
+    }
+}
+
+fn state_class(state: RunState) -> &'static str {
+    match state {
+        RunState::Completed => "st-ok",
+        RunState::Running => "st-running",
+        RunState::Cancelled => "st-aborted",
+        _ => "st-error",
+    }
+}
+
+fn run_href(run_id: &str) -> String {
+    format!("/runs/{}", fragment(run_id))
+}
+
+fn took(r: &RunRecord) -> String {
+    match (r.duration_ns(), r.state) {
+        (Some(d), _) => duration(d),
+        (None, RunState::Running) => "running".into(),
+        (None, _) => "never ended".into(),
+    }
+}
+
+/// `/`: the runs, newest first, a page at a time.
+pub(crate) async fn runs(
+    State(console): State<Arc<Console>>,
+    Query(query): Query<RunsQuery>,
+) -> Response {
+    let filter = match query.filter() {
+        Ok(f) => f,
+        Err(why) => return error_page(StatusCode::BAD_REQUEST, &why),
+    };
+    let reader = console.reader();
+    let listed = blocking(move || reader.list_runs(&filter).map_err(read_error)).await;
+    let listed = match listed {
+        Ok(p) => p,
+        Err(r) => return r.into_response(),
+    };
+    let mut body = String::new();
+    body.push_str("<header class=\"panel\"><h1>Runs</h1>\n");
+    let _ = write!(
+        body,
+        "<p class=\"muted mono\">{}</p>\n<form class=\"filters\" method=\"get\" action=\"/\">\
+         <label>status <select name=\"status\"><option value=\"\">any</option>",
+        escape(&console.dir().display().to_string())
+    );
+    let chosen = some(&query.status);
+    for s in RunState::ALL {
+        let _ = write!(
+            body,
+            "<option{}>{}</option>",
+            if chosen.as_deref() == Some(s.as_str()) {
+                " selected"
+            } else {
+                ""
+            },
+            s.as_str()
+        );
+    }
+    let _ = write!(
+        body,
+        "</select></label> <label>tenant <input name=\"tenant\" value=\"{}\"></label> \
+         <label>tool <input name=\"tool\" value=\"{}\"></label> <button>Filter</button> \
+         <a href=\"/\">clear</a></form>",
+        escape(&some(&query.tenant).unwrap_or_default()),
+        escape(&some(&query.tool).unwrap_or_default()),
+    );
+    let counts = console.counts();
+    if !counts.is_empty() {
+        body.push_str("<p id=\"counts\" class=\"counts\">");
+        for (state, n) in counts {
+            let _ = write!(
+                body,
+                "<a class=\"count\" data-status=\"{s}\" href=\"/?status={s}\">\
+                 <span class=\"pill {}\">{s}</span> {n}</a> ",
+                state_class(state),
+                s = state.as_str(),
+            );
+        }
+        body.push_str("<span class=\"muted\">runs in the archive</span></p>");
+    }
+    let first_page = some(&query.cursor).is_none();
+    let _ = write!(
+        body,
+        "<p id=\"live\" class=\"live\" data-first-page=\"{first_page}\">\
+         <span id=\"live-state\">live: new runs appear here</span> \
+         <button id=\"pause\" type=\"button\">Pause</button></p></header>"
+    );
+    body.push_str("<section id=\"runs\" class=\"panel\">\n");
+    if !listed.damaged.is_empty() {
+        let _ = write!(
+            body,
+            "<p class=\"bad\">{} run record(s) are damaged and not listed: run <code>reel verify</code>.</p>",
+            listed.damaged.len()
+        );
+    }
+    body.push_str(
+        "<table class=\"runs\"><thead><tr><th>status</th><th>run</th><th>started</th>\
+         <th>tenant</th><th>principal</th><th>session</th><th>tools</th><th>duration</th>\
+         <th>calls</th><th>facts</th></tr></thead><tbody>\n",
+    );
+    for r in &listed.runs {
+        let identity = r.identity.as_ref();
+        let cell = |v: Option<&String>| v.map(|v| escape(v)).unwrap_or_default();
+        let tools: Vec<String> = r.tools.iter().map(|t| escape(t)).collect();
+        let _ = writeln!(
+            body,
+            "<tr class=\"run\" data-run=\"{id}\" data-status=\"{st}\"><td><span class=\"pill {cls}\">{st}</span></td>\
+             <td><a class=\"mono\" href=\"{href}\">{id}</a>{outside}</td><td class=\"muted\">{started}</td>\
+             <td>{tenant}</td><td>{principal}</td><td class=\"mono\">{session}</td><td>{tools}</td>\
+             <td>{took}</td><td>{calls}</td><td>{facts}</td></tr>",
+            id = escape(&r.run_id),
+            st = r.state.as_str(),
+            cls = state_class(r.state),
+            href = escape(&run_href(&r.run_id)),
+            outside = if r.outside_run.is_some() {
+                " <span class=\"muted\">(no run)</span>"
+            } else {
+                ""
+            },
+            started = escape(&timestamp(r.started_at)),
+            tenant = cell(identity.and_then(|i| i.tenant.as_ref())),
+            principal = cell(identity.and_then(|i| i.principal.as_ref())),
+            session = cell(r.session_id.as_ref()),
+            tools = tools.join(", "),
+            took = escape(&took(r)),
+            calls = r.calls,
+            facts = r.facts,
+        );
+    }
+    body.push_str("</tbody></table>\n");
+    if listed.runs.is_empty() {
+        body.push_str("<p class=\"muted\">No runs match.</p>\n");
+    }
+    body.push_str("<p class=\"pager\">");
+    if !first_page {
+        let _ = write!(
+            body,
+            "<a href=\"{}\">newest</a> ",
+            escape(&query.href(None))
+        );
+    }
+    if let Some(next) = &listed.next {
+        let _ = write!(
+            body,
+            "<a id=\"older\" href=\"{}\">older runs →</a>",
+            escape(&query.href(Some(&next.0)))
+        );
+    }
+    body.push_str("</p></section>\n");
+    Html(page("reel: runs", "runs", console.stale(), &body)).into_response()
+}
+
+/// A run page's query.
+#[derive(Debug, Default, serde::Deserialize)]
+pub(crate) struct RunQuery {
+    /// The first seq listed (rounded down to a page boundary).
+    from: Option<u64>,
+}
+
+/// `/runs/{id}`: the run's header, anomalies and waterfall (the viewer's),
+/// one page of its facts, its ledgers.
+pub(crate) async fn run(
+    State(console): State<Arc<Console>>,
+    Path(run_id): Path<String>,
+    Query(query): Query<RunQuery>,
+) -> Response {
+    let reader = console.reader();
+    let from = query.from.unwrap_or(0) / FACTS_PER_PAGE * FACTS_PER_PAGE;
+    let cached = console.timeline(&run_id);
+    let kept = console.clone();
+    let rendered = blocking(move || {
+        let record = reader.run(&run_id).map_err(read_error)?;
+        let (title, body, timeline) =
+            render_run(&reader, &record, from, cached).map_err(read_error)?;
+        // A closed run's timeline no longer changes: later pages read only
+        // their own facts.
+        if record.state.is_closed() && matches!(reader, Reader::Archive(_)) {
+            kept.keep_timeline(&run_id, timeline);
+        }
+        Ok((title, body))
+    })
+    .await;
+    match rendered {
+        Ok((title, body)) => Html(page(&title, "run", console.stale(), &body)).into_response(),
+        Err(r) => r.into_response(),
+    }
+}
+
+/// The run's page body: the whole run folds into the timeline (the
+/// waterfall describes all of it), unless `cached` holds it already; facts
+/// `from..from + FACTS_PER_PAGE` are listed.
+fn render_run(
+    reader: &Reader,
+    record: &RunRecord,
+    from: u64,
+    cached: Option<Arc<Timeline>>,
+) -> Result<(String, String, Arc<Timeline>), ReadError> {
+    let text = TextRenderer::new(false);
+    let until = from + FACTS_PER_PAGE;
+    let mut list = String::new();
+    let mut listed = 0u64;
+    let mut gaps = Vec::new();
+    let timeline = match cached {
+        Some(timeline) => {
+            reader.facts(&record.run_id, from, Some(until), |item| match item {
+                FactItem::Fact(fact) => {
+                    let tool = fact
+                        .call
+                        .as_deref()
+                        .and_then(|c| timeline.call(c))
+                        .map_or("", |c| c.tool.as_str());
+                    fact_item(&mut list, &fact, tool, &text.detail_text(&fact, tool));
+                    listed += 1;
+                }
+                FactItem::Gap(gap) => gaps.push(gap),
+            })?;
+            timeline
+        }
+        None => {
+            let mut builder = TimelineBuilder::for_record(record);
+            reader.facts(&record.run_id, 0, None, |item| match item {
+                FactItem::Fact(fact) => {
+                    builder.push(&fact);
+                    if (from..until).contains(&fact.seq) {
+                        let tool = fact
+                            .call
+                            .as_deref()
+                            .and_then(|c| builder.call_info(c))
+                            .map_or("", |(t, _)| t)
+                            .to_owned();
+                        fact_item(&mut list, &fact, &tool, &text.detail_text(&fact, &tool));
+                        listed += 1;
+                    }
+                }
+                FactItem::Gap(gap) => {
+                    builder.push_gap(&gap);
+                    gaps.push(gap);
+                }
+            })?;
+            Arc::new(builder.finish())
+        }
+    };
+    let mut body = String::new();
+    sections::header(&mut body, record, &timeline, listed);
+    let id = fragment(&record.run_id);
+    let _ = writeln!(
+        body,
+        "<p class=\"actions\"><a href=\"/runs/{}/tape\" download>Download tape</a> \
+         <span class=\"muted\">· <code>reel show {}</code></span></p>",
+        escape(&id),
+        escape(&record.run_id)
+    );
+    sections::anomalies(&mut body, &timeline);
+    sections::waterfall(&mut body, &timeline);
+    // The facts: a filter, the pager, the list.
+    let _ = write!(
+        body,
+        "<section id=\"facts\" class=\"panel\" data-from=\"{from}\" data-per-page=\"{FACTS_PER_PAGE}\" \
+         data-total=\"{}\"><h2>Facts {}–{} of {}</h2>\n<div class=\"filters\">\
+         <label>kind <select id=\"kind-filter\"><option value=\"\">any</option>",
+        timeline.facts,
+        if listed == 0 { 0 } else { from },
+        if listed == 0 { 0 } else { from + listed - 1 },
+        timeline.facts
+    );
+    for kind in timeline.kinds.keys() {
+        let _ = write!(body, "<option>{}</option>", escape(kind));
+    }
+    body.push_str(
+        "</select></label> <label>text <input id=\"text-filter\" type=\"search\" \
+         placeholder=\"tool, call, message…\"></label> \
+         <span id=\"call-filter\" class=\"tag\" hidden></span> \
+         <button id=\"clear-filter\" type=\"button\">clear</button> \
+         <span id=\"filter-count\" class=\"muted\"></span></div>\n",
+    );
+    let pager = pager(&id, from, timeline.facts);
+    body.push_str(&pager);
+    for gap in &gaps {
+        let _ = writeln!(body, "<p class=\"bad\">⚠ {}</p>", escape(&gap.to_string()));
+    }
+    body.push_str("<ol class=\"fact-list\">\n");
+    body.push_str(&list);
+    body.push_str("</ol>\n");
+    body.push_str(&pager);
+    body.push_str("</section>\n");
+    sections::ledgers(&mut body, &timeline);
+    Ok((format!("reel: {}", record.describe()), body, timeline))
+}
+
+fn pager(id: &str, from: u64, total: u64) -> String {
+    let mut out = String::from("<p class=\"pager\">");
+    if from > 0 {
+        let _ = write!(
+            out,
+            "<a class=\"prev\" href=\"/runs/{}?from={}\">← facts {}–{}</a> ",
+            escape(id),
+            from - FACTS_PER_PAGE,
+            from - FACTS_PER_PAGE,
+            from - 1
+        );
+    }
+    if from + FACTS_PER_PAGE < total {
+        let next = from + FACTS_PER_PAGE;
+        let _ = write!(
+            out,
+            "<a class=\"next\" href=\"/runs/{}?from={next}\">facts {next}–{} →</a>",
+            escape(id),
+            (next + FACTS_PER_PAGE).min(total) - 1
+        );
+    }
+    out.push_str("</p>\n");
+    out
+}
+
+/// One fact: its anchor (`seq-N`, the CLI's seq), its line as `reel show`
+/// words it, and the inspector (fields and raw JSON).
+fn fact_item(out: &mut String, fact: &Fact, tool: &str, line: &str) {
+    let json = serde_json::to_value(fact).unwrap_or_default();
+    let kind = json["kind"].as_str().unwrap_or("").to_owned();
+    let call = fact.call.as_deref().unwrap_or("");
+    let _ = write!(
+        out,
+        "<li class=\"fact\" id=\"seq-{seq}\" data-seq=\"{seq}\" data-kind=\"{k}\" data-call=\"{c}\">\
+         <div class=\"fact-head\"><a class=\"mono anchor\" href=\"#seq-{seq}\">#{seq}</a> \
+         <span class=\"mono muted\">+{t}</span> <span class=\"kind\">{k}</span> ",
+        seq = fact.seq,
+        k = escape(&kind),
+        c = escape(call),
+        t = escape(&duration(fact.offset)),
+    );
+    if !call.is_empty() {
+        let _ = write!(
+            out,
+            "<span class=\"mono\">{}</span> <b>{}</b> ",
+            escape(call),
+            escape(tool)
+        );
+    }
+    let _ = write!(
+        out,
+        "<span class=\"fact-line\">{}</span></div><details class=\"inspect\"><summary>fields</summary>\
+         <table class=\"fields\"><tr><th>seq</th><td>{}</td></tr><tr><th>at</th><td>{}</td></tr>\
+         <tr><th>offset</th><td>+{}</td></tr><tr><th>kind</th><td>{}</td></tr>",
+        escape(line),
+        fact.seq,
+        escape(&timestamp(fact.at)),
+        escape(&duration(fact.offset)),
+        escape(&kind),
+    );
+    if !call.is_empty() {
+        let _ = write!(
+            out,
+            "<tr><th>call</th><td class=\"mono\">{}</td></tr>",
+            escape(call)
+        );
+    }
+    let fields: BTreeMap<String, serde_json::Value> = match &json["data"] {
+        serde_json::Value::Object(m) => m.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        _ => BTreeMap::new(),
+    };
+    for (name, value) in &fields {
+        let shown = match value {
+            serde_json::Value::String(s) => s.clone(),
+            v => v.to_string(),
+        };
+        let _ = write!(
+            out,
+            "<tr><th>{}</th><td class=\"mono\">{}</td></tr>",
+            escape(name),
+            escape(&shown)
+        );
+    }
+    let raw = serde_json::to_string_pretty(&json).unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "</table><pre class=\"raw\">{}</pre></details></li>",
+        escape(&raw)
+    );
+}
+
+/// `/runs/{id}/tape`: the run as a tape (JSON Lines), as `reel export`
+/// writes it.
+pub(crate) async fn tape(
+    State(console): State<Arc<Console>>,
+    Path(run_id): Path<String>,
+) -> Response {
+    let reader = console.reader();
+    let id = run_id.clone();
+    let written = blocking(move || {
+        let tape = reader.tape(&id).map_err(read_error)?;
+        let mut out = Vec::new();
+        tape.write(&mut out).map_err(|e| {
+            Failed(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("writing the tape failed: {e}"),
+            )
+        })?;
+        Ok(out)
+    })
+    .await;
+    match written {
+        Ok(bytes) => {
+            // A file name of the id's safe characters only.
+            let name: String = run_id
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
+                .collect();
+            (
+                [
+                    (header::CONTENT_TYPE, "application/x-ndjson".to_owned()),
+                    (
+                        header::CONTENT_DISPOSITION,
+                        format!("attachment; filename=\"{name}.tape.jsonl\""),
+                    ),
+                ],
+                bytes,
+            )
+                .into_response()
+        }
+        Err(r) => r.into_response(),
+    }
+}
+
+/// `/events`: a `runs` event each time the archive was opened again (new
+/// or changed runs).
+pub(crate) async fn events(State(console): State<Arc<Console>>) -> Response {
+    let rx = console.subscribe();
+    let stream = futures::stream::unfold(rx, |mut rx| async move {
+        rx.changed().await.ok()?;
+        let generation = *rx.borrow_and_update();
+        Some((
+            Ok::<_, Infallible>(Event::default().event("runs").data(generation.to_string())),
+            rx,
+        ))
+    });
+    Sse::new(stream)
+        .keep_alive(KeepAlive::default())
+        .into_response()
+}

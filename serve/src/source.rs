@@ -1,0 +1,446 @@
+//! The archive the console reads, opened again when it changes.
+//!
+//! A read-only open reads a checked scratch copy of the store
+//! ([`ArchiveConfig::read_only`]), so runs written after it are not in it.
+//! Every writer's flush rewrites the archive's control record
+//! (`reel.control`); [`Console::watch`] looks at its modification time and
+//! length, opens the archive again when they change, swaps the new copy in
+//! (requests in flight keep the old one, dropped with their last handle)
+//! and bumps the generation the `/events` stream announces.
+//!
+//! While a recorder holds the archive (sled's lock) and serves its live
+//! socket, the console reads through the socket instead ([`Reader::Live`]),
+//! and tells the pages when the first page of runs changed (ids, states,
+//! fact counts); once the recorder is gone it opens the archive again.
+//! Held by a process that serves no socket, the archive cannot be read:
+//! the console keeps the copy it has and says so on every page.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, SystemTime};
+
+use reel::tape::Tape;
+use reel::{RunRecord, RunState};
+use reel_archive::live::SOCKET_NAME;
+use reel_archive::{Archive, ArchiveConfig, ArchiveError, RunFilter, RunPage, TapeExt};
+
+use crate::live::{Asked, Item, Live};
+use reel_viewer::timeline::Timeline;
+use tokio::sync::watch;
+
+use crate::security::Security;
+use crate::{ServeConfig, ServeError};
+
+/// The control record's name in the archive directory (written by every
+/// flush of every writer).
+const CONTROL_FILE: &str = "reel.control";
+
+/// The console's state: the archive copy it reads, the generation of that
+/// copy, and the security settings.
+pub struct Console {
+    dir: PathBuf,
+    poll: Duration,
+    current: RwLock<Current>,
+    generation: watch::Sender<u64>,
+    /// Timelines of closed runs read from this copy of the archive, so
+    /// that paging a big run reads only the page's facts after the first.
+    timelines: Mutex<HashMap<String, Arc<Timeline>>>,
+    pub(crate) security: Security,
+}
+
+/// The most timelines kept (dropped all at once past it).
+const TIMELINES_KEPT: usize = 64;
+
+/// Where the pages read from: a read-only copy of the archive, or the
+/// live socket of the recorder that holds it.
+#[derive(Clone)]
+pub(crate) enum Reader {
+    Archive(Archive),
+    Live(Live),
+}
+
+/// Why a read failed.
+pub(crate) enum ReadError {
+    UnknownRun(String),
+    BadRequest(String),
+    Other(String),
+}
+
+impl From<ArchiveError> for ReadError {
+    fn from(e: ArchiveError) -> ReadError {
+        match e {
+            ArchiveError::UnknownRun { .. } => ReadError::UnknownRun(e.to_string()),
+            ArchiveError::BadCursor { .. } => ReadError::BadRequest(e.to_string()),
+            e => ReadError::Other(e.to_string()),
+        }
+    }
+}
+
+impl From<Asked> for ReadError {
+    fn from(e: Asked) -> ReadError {
+        match e {
+            Asked::UnknownRun(m) => ReadError::UnknownRun(m),
+            Asked::Failed(m) => ReadError::Other(m),
+        }
+    }
+}
+
+/// One item of a run's fact stream: a fact, or facts that could not be
+/// read.
+pub(crate) use crate::live::Item as FactItem;
+
+impl Reader {
+    pub(crate) fn list_runs(&self, filter: &RunFilter) -> Result<RunPage, ReadError> {
+        match self {
+            Reader::Archive(a) => Ok(a.list_runs(filter)?),
+            Reader::Live(l) => Ok(l.list_runs(filter)?),
+        }
+    }
+
+    pub(crate) fn run(&self, run_id: &str) -> Result<RunRecord, ReadError> {
+        match self {
+            Reader::Archive(a) => Ok(a.run(run_id)?),
+            Reader::Live(l) => Ok(l.run(run_id)?),
+        }
+    }
+
+    /// The run's facts from `from` up to `until` (all of them: `None`) in
+    /// seq order, each handed to `each`.
+    pub(crate) fn facts(
+        &self,
+        run_id: &str,
+        from: u64,
+        until: Option<u64>,
+        mut each: impl FnMut(FactItem),
+    ) -> Result<(), ReadError> {
+        match self {
+            Reader::Archive(a) => {
+                for item in a.facts(run_id, from..until.unwrap_or(u64::MAX))? {
+                    match item {
+                        Ok(f) => each(Item::Fact(f)),
+                        Err(ArchiveError::Corrupt { gap, .. }) => each(Item::Gap(gap)),
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+            }
+            Reader::Live(l) => {
+                for item in l.facts(run_id)? {
+                    let item = item?;
+                    if let Item::Fact(f) = &item {
+                        if f.seq < from {
+                            continue;
+                        }
+                        if until.is_some_and(|u| f.seq >= u) {
+                            break;
+                        }
+                    }
+                    each(item);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The run as a tape (with its artifacts): from the archive only.
+    pub(crate) fn tape(&self, run_id: &str) -> Result<Tape, ReadError> {
+        match self {
+            Reader::Archive(a) => Ok(Tape::export(a, run_id)?),
+            Reader::Live(_) => Err(ReadError::BadRequest(
+                "a recorder holds the archive: its tapes can be downloaded once it stops \
+                 (`reel export` says the same)"
+                    .into(),
+            )),
+        }
+    }
+
+    /// What the runs table's first page shows: changes here are news.
+    fn signature(&self) -> Vec<(String, RunState, u64)> {
+        let filter = RunFilter {
+            limit: Some(50),
+            ..RunFilter::default()
+        };
+        self.list_runs(&filter)
+            .map(|p| {
+                p.runs
+                    .into_iter()
+                    .map(|r| (r.run_id, r.state, r.facts))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+struct Current {
+    reader: Reader,
+    /// The first page's runs, while reading through the live socket.
+    signature: Vec<(String, RunState, u64)>,
+    /// Runs per state in this copy (empty when they could not be counted).
+    counts: Vec<(RunState, u64)>,
+    stamp: Option<Stamp>,
+    /// Why the newest state of the archive is not shown, when it is not.
+    stale: Option<String>,
+}
+
+/// What identifies a state of the control record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stamp {
+    modified: SystemTime,
+    len: u64,
+}
+
+fn stamp(dir: &Path) -> Option<Stamp> {
+    let meta = std::fs::metadata(dir.join(CONTROL_FILE)).ok()?;
+    Some(Stamp {
+        modified: meta.modified().ok()?,
+        len: meta.len(),
+    })
+}
+
+/// A read-only copy and its runs per state.
+fn open_read_only(dir: &Path) -> Result<(Archive, Vec<(RunState, u64)>), ArchiveError> {
+    let archive = Archive::open(
+        dir,
+        ArchiveConfig {
+            read_only: true,
+            ..ArchiveConfig::default()
+        },
+    )?;
+    let counts = archive.count_by_status().unwrap_or_default();
+    Ok((archive, counts))
+}
+
+impl Console {
+    /// Opens the archive in `config.archive` (read-only) for serving.
+    /// The directory must hold an archive.
+    pub async fn open(config: ServeConfig) -> Result<Arc<Console>, ServeError> {
+        let dir = config.archive.clone();
+        if !dir.join("db").exists() {
+            return Err(ServeError::Io(std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!(
+                    "no archive at {}: record one with `reel demo --archive {}`, or pass --archive DIR",
+                    dir.display(),
+                    dir.display()
+                ),
+            )));
+        }
+        let security = Security::new(&config)?;
+        let current = {
+            let dir = dir.clone();
+            tokio::task::spawn_blocking(move || -> Result<Current, ServeError> {
+                let before = stamp(&dir);
+                let socket = dir.join(SOCKET_NAME);
+                let live = || {
+                    Current::live(
+                        Live {
+                            socket: socket.clone(),
+                        },
+                        before,
+                    )
+                };
+                if Live::answers(&socket) {
+                    return Ok(live());
+                }
+                match open_read_only(&dir) {
+                    Ok((archive, counts)) => Ok(Current {
+                        reader: Reader::Archive(archive),
+                        signature: Vec::new(),
+                        counts,
+                        stamp: before,
+                        stale: None,
+                    }),
+                    Err(ArchiveError::Locked { .. }) if Live::answers(&socket) => Ok(live()),
+                    Err(e) => Err(e.into()),
+                }
+            })
+            .await
+            .map_err(|e| ServeError::Io(std::io::Error::other(e)))??
+        };
+        Ok(Arc::new(Console {
+            dir,
+            poll: config.poll,
+            current: RwLock::new(current),
+            generation: watch::channel(0).0,
+            timelines: Mutex::new(HashMap::new()),
+            security,
+        }))
+    }
+
+    /// Where to read now (cheap: a handle).
+    pub(crate) fn reader(&self) -> Reader {
+        self.current
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .reader
+            .clone()
+    }
+
+    /// Whether the pages read through a recorder's live socket.
+    pub fn is_live(&self) -> bool {
+        matches!(
+            self.current
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .reader,
+            Reader::Live(_)
+        )
+    }
+
+    /// Runs per state in the copy read now (counted once per copy).
+    pub fn counts(&self) -> Vec<(RunState, u64)> {
+        self.current
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .counts
+            .clone()
+    }
+
+    /// What the pages say of where they read from, when it is not a
+    /// closed archive's latest copy.
+    pub fn stale(&self) -> Option<String> {
+        let c = self.current.read().unwrap_or_else(|e| e.into_inner());
+        match (&c.stale, &c.reader) {
+            (Some(why), _) => Some(why.clone()),
+            (None, Reader::Live(_)) => Some(
+                "a recorder holds this archive: the console reads through its live socket \
+                 (tapes download once it stops)"
+                    .into(),
+            ),
+            (None, Reader::Archive(_)) => None,
+        }
+    }
+
+    /// The archive directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// A receiver of the generation: it changes each time the archive is
+    /// opened again.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.generation.subscribe()
+    }
+
+    /// Opens the archive again whenever its control record changes; runs
+    /// until dropped.
+    pub async fn watch(self: Arc<Console>) {
+        let mut tick = tokio::time::interval(self.poll);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let this = self.clone();
+            let _ = tokio::task::spawn_blocking(move || this.refresh()).await;
+        }
+    }
+
+    /// One look at the archive: reopens when its control record changed
+    /// (or, while a recorder holds it, asks the recorder whether the first
+    /// page of runs changed). Returns whether the pages were told.
+    pub fn refresh(&self) -> bool {
+        let now = stamp(&self.dir);
+        let socket = self.dir.join(SOCKET_NAME);
+        let (reader, seen) = {
+            let c = self.current.read().unwrap_or_else(|e| e.into_inner());
+            (c.reader.clone(), c.stamp)
+        };
+        if let Reader::Live(live) = &reader {
+            if Live::answers(&live.socket) {
+                let signature = reader.signature();
+                let mut c = self.current.write().unwrap_or_else(|e| e.into_inner());
+                if c.signature == signature {
+                    return false;
+                }
+                c.signature = signature;
+                drop(c);
+                self.generation.send_modify(|g| *g += 1);
+                return true;
+            }
+            // The recorder is gone: read the archive again.
+        } else if now == seen {
+            return false;
+        }
+        match open_read_only(&self.dir) {
+            Ok((archive, counts)) => {
+                // A flush between the stamp and the copy is caught by the
+                // next look: the stamp read before the open is kept.
+                self.swap(Current {
+                    reader: Reader::Archive(archive),
+                    signature: Vec::new(),
+                    counts,
+                    stamp: now,
+                    stale: None,
+                });
+                true
+            }
+            Err(ArchiveError::Locked { .. }) if Live::answers(&socket) => {
+                self.swap(Current::live(Live { socket }, now));
+                true
+            }
+            Err(e) => {
+                if matches!(reader, Reader::Live(_)) {
+                    // The recorder is closing: the archive opens soon.
+                    return false;
+                }
+                let why = match e {
+                    ArchiveError::Locked { .. } => format!(
+                        "a process that serves no live socket holds {}: this page shows the \
+                         archive as it was when the console last opened it, and updates once \
+                         that process closes it",
+                        self.dir.display()
+                    ),
+                    e => format!(
+                        "the archive changed but could not be opened again ({e}): this page shows \
+                         it as it was"
+                    ),
+                };
+                let mut current = self.current.write().unwrap_or_else(|e| e.into_inner());
+                if current.stale.as_deref() != Some(why.as_str()) {
+                    tracing::warn!("{why}");
+                }
+                current.stale = Some(why);
+                false
+            }
+        }
+    }
+
+    /// The timeline of a closed run read from the current copy, if kept.
+    pub(crate) fn timeline(&self, run_id: &str) -> Option<Arc<Timeline>> {
+        self.timelines
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(run_id)
+            .cloned()
+    }
+
+    /// Keeps the timeline of a closed run read from the archive.
+    pub(crate) fn keep_timeline(&self, run_id: &str, timeline: Arc<Timeline>) {
+        let mut kept = self.timelines.lock().unwrap_or_else(|e| e.into_inner());
+        if kept.len() >= TIMELINES_KEPT {
+            kept.clear();
+        }
+        kept.insert(run_id.to_owned(), timeline);
+    }
+
+    fn swap(&self, new: Current) {
+        *self.current.write().unwrap_or_else(|e| e.into_inner()) = new;
+        self.timelines
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+        self.generation.send_modify(|g| *g += 1);
+    }
+}
+
+impl Current {
+    fn live(live: Live, stamp: Option<Stamp>) -> Current {
+        let reader = Reader::Live(live);
+        Current {
+            signature: reader.signature(),
+            reader,
+            counts: Vec::new(),
+            stamp,
+            stale: None,
+        }
+    }
+}
