@@ -1222,6 +1222,15 @@ impl ToolContext {
     /// Reports progress. Never blocks, never fails; the payload is stored
     /// untouched (after redaction). A top-level string `message` is what a
     /// person reads; the rest is what the record keeps.
+    ///
+    /// Where reel differs from seed 000 ("payload ... forwarded
+    /// untouched"): the payload is redacted before it is persisted, like
+    /// every fact ([`crate::redact`]): values under secret-named keys
+    /// (`token`, `access_token`, `api_key`, ...) become `[REDACTED]`, and
+    /// the run's known secrets are scrubbed from its strings. Counts and
+    /// usage are not secrets: `token_count`, `promptTokenCount`,
+    /// `total_tokens` and the other usage fields of the model APIs are kept
+    /// as sent, and no number is learned from them.
     pub fn progress(&self, payload: Value) {
         if self.after_respond("progress").is_err() {
             return;
