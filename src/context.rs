@@ -794,6 +794,14 @@ pub trait CallBackend: Send + Sync {
         key_hash: &str,
         cleanup: Cleanup,
     ) -> Registration;
+    /// The hash recorded in place of a teardown key (in `teardown.*`
+    /// facts, and the name its holder keeps the cleanup under). The
+    /// default is the unkeyed [`teardown_key_hash`]; the recorder keys it
+    /// under the fingerprint key ([`keyed_teardown_key_hash`]), and the
+    /// replayer gives back the recorded hash a key was bound to.
+    fn teardown_key_hash(&self, tool: &str, scope: TeardownScope, key: &str) -> String {
+        teardown_key_hash(tool, scope, key)
+    }
     /// True when nested tool dispatch is available.
     fn can_dispatch(&self) -> bool;
     /// The tools this call can dispatch to, sorted: `None` when it has no
@@ -1593,7 +1601,9 @@ impl ToolContext {
     /// so is the session scope on a run with no session id. Cleanups are
     /// held per [`ToolContext::teardown_key`] of the scope, so another
     /// tenant, principal, session or run never runs, nor repeats, this one.
-    /// Only a hash of the key is recorded.
+    /// Only a hash of the key is recorded: the recorder's is keyed under
+    /// the fingerprint key (see [`keyed_teardown_key_hash`]), so a copy of
+    /// the archive cannot test guessed keys.
     pub fn on_teardown<F, Fut, E>(
         &self,
         scope: TeardownScope,
@@ -1606,7 +1616,10 @@ impl ToolContext {
         E: fmt::Display,
     {
         self.after_respond("on_teardown")?;
-        let key_hash = teardown_key_hash(self.tool_name(), scope, key);
+        let key_hash = self
+            .inner
+            .backend
+            .teardown_key_hash(self.tool_name(), scope, key);
         let holder = if self.inner.info.teardown_scopes.contains(&scope) {
             self.teardown_key(scope)
         } else {
@@ -2109,9 +2122,12 @@ impl fmt::Debug for Services {
     }
 }
 
-/// The hash recorded in place of a teardown key: sha-256 over tool, scope
-/// and key, first 16 bytes, hex. The same key gives the same hash in every
-/// archive, so a replay matches it.
+/// The unkeyed hash of a teardown key: sha-256 over tool, scope and key,
+/// first 16 bytes, hex, `sha256:...`. What archives written before keyed
+/// hashes hold (a replay of one still matches them), and what a backend
+/// that holds no key records. Anyone can compute it: a guessable key (a
+/// PIN) is found from it by trying every guess. The recorder records
+/// [`keyed_teardown_key_hash`] instead.
 pub fn teardown_key_hash(tool: &str, scope: TeardownScope, key: &str) -> String {
     let mut h = Sha256::new();
     h.update(b"reel.teardown.v1\0");
@@ -2122,6 +2138,49 @@ pub fn teardown_key_hash(tool: &str, scope: TeardownScope, key: &str) -> String 
     h.update(key.as_bytes());
     let out = h.finalize();
     format!("sha256:{}", hex::encode(&out[..16]))
+}
+
+/// The purpose a keyed teardown key hash is MACed under (the recorder's
+/// `Archive::keyed_mac`, under the fingerprint key, which never lives in
+/// the archive).
+pub const TEARDOWN_KEY_PURPOSE: &str = "reel/teardown-key";
+
+/// The keyed hash of a teardown key, `hmac-sha256:...` (first 16 bytes,
+/// hex), given `mac`: a keyed MAC (HMAC-SHA256 under a key kept outside
+/// the archive) of the bytes it is handed. The bytes are tool, scope and
+/// key, each framed by its byte length, so no two triples share them.
+/// Without the key a recorded hash tells nothing about the key, and a
+/// guess cannot be tested against it.
+///
+/// ```
+/// use reel::context::{keyed_teardown_key_hash, teardown_key_hash};
+/// use reel::fact::TeardownScope;
+/// let mac = |bytes: &[u8]| {
+///     // Stands in for `Archive::keyed_mac(TEARDOWN_KEY_PURPOSE, bytes)`.
+///     let mut out = [0u8; 32];
+///     out[..bytes.len().min(32)].copy_from_slice(&bytes[..bytes.len().min(32)]);
+///     out
+/// };
+/// let h = keyed_teardown_key_hash(mac, "walk", TeardownScope::Call, "4711");
+/// assert!(h.starts_with("hmac-sha256:"));
+/// assert_ne!(h, teardown_key_hash("walk", TeardownScope::Call, "4711"));
+/// ```
+pub fn keyed_teardown_key_hash(
+    mac: impl FnOnce(&[u8]) -> [u8; 32],
+    tool: &str,
+    scope: TeardownScope,
+    key: &str,
+) -> String {
+    let scope = scope.to_string();
+    let mut bytes = Vec::with_capacity(tool.len() + scope.len() + key.len() + 24);
+    for part in [tool, scope.as_str(), key] {
+        bytes.extend_from_slice(part.len().to_string().as_bytes());
+        bytes.push(b':');
+        bytes.extend_from_slice(part.as_bytes());
+    }
+    let out = mac(&bytes);
+    zeroize::Zeroize::zeroize(&mut bytes);
+    format!("hmac-sha256:{}", hex::encode(&out[..16]))
 }
 
 /// The isolation key of a teardown scope's holder (see
