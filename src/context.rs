@@ -1258,6 +1258,13 @@ impl ToolContext {
     /// The optional parts are named, never positional: build them with
     /// [`McpProgress`]; a bare number is a progress with neither.
     ///
+    /// Unlike FrontMCP's `progress`, it returns nothing: whether a report
+    /// went to a client is not in the record (a `progress` fact has no
+    /// `delivered`, as a `log` fact has), so a replay could not give the
+    /// live answer back, and a tool branching on it would replay
+    /// differently. Use [`ToolContext::notify`] where the tool needs to
+    /// know.
+    ///
     /// ```
     /// use reel::context::{McpProgress, ToolContext};
     /// fn walk(ctx: &ToolContext) {
@@ -1305,8 +1312,18 @@ impl ToolContext {
     }
 
     /// MCP `notify` (seed 004's `notify(message)`): a log message for the
-    /// client at level info, FrontMCP's default. Returns whether a client
-    /// received it (the `log` fact records that as `delivered`).
+    /// client at level info, FrontMCP's default.
+    ///
+    /// Returns whether the message was handed on for a client: true when
+    /// the call's log listener accepted it (over MCP: a client session is
+    /// attached and the message passes the level the client set, and it
+    /// was queued for sending; it is sent after, in order, and before the
+    /// call's result). It is not an acknowledgement: true does not mean the
+    /// client received it (a client that went away meanwhile makes no
+    /// error). False when no listener is attached, the client's level
+    /// filters the message out, the queue is closed, or the call has
+    /// responded. The `log` fact records the same boolean as `delivered`,
+    /// and a replay returns the recorded one.
     pub fn notify(&self, message: impl Into<Value>) -> bool {
         self.notify_at(Level::Info, message)
     }
