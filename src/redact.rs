@@ -195,9 +195,11 @@ fn word_is(word: &str, rule: &str) -> bool {
 /// quantity of the thing rather than the thing: `token_count`,
 /// `promptTokenCount`, `token_usage`, `password_length` hold numbers about
 /// tokens and passwords, never one.
+///
+/// Not `per`: `token_per_user` may hold a token for each user.
 pub const QUANTITY_AFTER: &[&str] = &[
-    "count", "counts", "usage", "usages", "limit", "limits", "budget", "total", "per", "rate",
-    "length", "len",
+    "count", "counts", "usage", "usages", "limit", "limits", "budget", "total", "rate", "length",
+    "len",
 ];
 
 /// Words that, right before a rule's words in a key, make it name a
@@ -1232,6 +1234,7 @@ mod tests {
             ("session_token", true),
             ("x-auth-token", true),
             ("count_token", true),
+            ("token_per_user", true),
             ("username", false),
             ("message", false),
             ("keyboard", false),
