@@ -280,8 +280,12 @@ impl Tripwire {
                     .push((zeroize::Zeroizing::new(pattern), encoding));
             }
         }
+        // A contiguous NFA, not a DFA: the long escaped forms (six bytes
+        // per character, twice for each case) made the DFA's build, once
+        // per run and secret, cost more than its faster scan saved.
         self.matcher = AhoCorasick::builder()
             .match_kind(MatchKind::Standard)
+            .kind(Some(aho_corasick::AhoCorasickKind::ContiguousNFA))
             .build(self.patterns.iter().map(|(p, _)| p.as_slice()))
             .ok();
     }
