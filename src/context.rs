@@ -797,6 +797,14 @@ pub trait CallBackend: Send + Sync {
         key_hash: &str,
         cleanup: Cleanup,
     ) -> Registration;
+    /// The hash recorded in place of a teardown key (in `teardown.*`
+    /// facts, and the name its holder keeps the cleanup under). The
+    /// default is the unkeyed [`teardown_key_hash`]; the recorder keys it
+    /// under the fingerprint key ([`keyed_teardown_key_hash`]), and the
+    /// replayer gives back the recorded hash a key was bound to.
+    fn teardown_key_hash(&self, tool: &str, scope: TeardownScope, key: &str) -> String {
+        teardown_key_hash(tool, scope, key)
+    }
     /// True when nested tool dispatch is available.
     fn can_dispatch(&self) -> bool;
     /// The tools this call can dispatch to, sorted: `None` when it has no
@@ -1225,6 +1233,15 @@ impl ToolContext {
     /// Reports progress. Never blocks, never fails; the payload is stored
     /// untouched (after redaction). A top-level string `message` is what a
     /// person reads; the rest is what the record keeps.
+    ///
+    /// Where reel differs from seed 000 ("payload ... forwarded
+    /// untouched"): the payload is redacted before it is persisted, like
+    /// every fact ([`crate::redact`]): values under secret-named keys
+    /// (`token`, `access_token`, `api_key`, ...) become `[REDACTED]`, and
+    /// the run's known secrets are scrubbed from its strings. Counts and
+    /// usage are not secrets: `token_count`, `promptTokenCount`,
+    /// `total_tokens` and the other usage fields of the model APIs are kept
+    /// as sent, and no number is learned from them.
     pub fn progress(&self, payload: Value) {
         if self.after_respond("progress").is_err() {
             return;
@@ -1243,6 +1260,13 @@ impl ToolContext {
     /// `{progress, total?, message?}` through [`ToolContext::progress`].
     /// The optional parts are named, never positional: build them with
     /// [`McpProgress`]; a bare number is a progress with neither.
+    ///
+    /// Unlike FrontMCP's `progress`, it returns nothing: whether a report
+    /// went to a client is not in the record (a `progress` fact has no
+    /// `delivered`, as a `log` fact has), so a replay could not give the
+    /// live answer back, and a tool branching on it would replay
+    /// differently. Use [`ToolContext::notify`] where the tool needs to
+    /// know.
     ///
     /// ```
     /// use reel::context::{McpProgress, ToolContext};
@@ -1291,8 +1315,18 @@ impl ToolContext {
     }
 
     /// MCP `notify` (seed 004's `notify(message)`): a log message for the
-    /// client at level info, FrontMCP's default. Returns whether a client
-    /// received it (the `log` fact records that as `delivered`).
+    /// client at level info, FrontMCP's default.
+    ///
+    /// Returns whether the message was handed on for a client: true when
+    /// the call's log listener accepted it (over MCP: a client session is
+    /// attached and the message passes the level the client set, and it
+    /// was queued for sending; it is sent after, in order, and before the
+    /// call's result). It is not an acknowledgement: true does not mean the
+    /// client received it (a client that went away meanwhile makes no
+    /// error). False when no listener is attached, the client's level
+    /// filters the message out, the queue is closed, or the call has
+    /// responded. The `log` fact records the same boolean as `delivered`,
+    /// and a replay returns the recorded one.
     pub fn notify(&self, message: impl Into<Value>) -> bool {
         self.notify_at(Level::Info, message)
     }
@@ -1587,7 +1621,9 @@ impl ToolContext {
     /// so is the session scope on a run with no session id. Cleanups are
     /// held per [`ToolContext::teardown_key`] of the scope, so another
     /// tenant, principal, session or run never runs, nor repeats, this one.
-    /// Only a hash of the key is recorded.
+    /// Only a hash of the key is recorded: the recorder's is keyed under
+    /// the fingerprint key (see [`keyed_teardown_key_hash`]), so a copy of
+    /// the archive cannot test guessed keys.
     pub fn on_teardown<F, Fut, E>(
         &self,
         scope: TeardownScope,
@@ -1600,7 +1636,10 @@ impl ToolContext {
         E: fmt::Display,
     {
         self.after_respond("on_teardown")?;
-        let key_hash = teardown_key_hash(self.tool_name(), scope, key);
+        let key_hash = self
+            .inner
+            .backend
+            .teardown_key_hash(self.tool_name(), scope, key);
         let holder = if self.inner.info.teardown_scopes.contains(&scope) {
             self.teardown_key(scope)
         } else {
@@ -2103,9 +2142,12 @@ impl fmt::Debug for Services {
     }
 }
 
-/// The hash recorded in place of a teardown key: sha-256 over tool, scope
-/// and key, first 16 bytes, hex. The same key gives the same hash in every
-/// archive, so a replay matches it.
+/// The unkeyed hash of a teardown key: sha-256 over tool, scope and key,
+/// first 16 bytes, hex, `sha256:...`. What archives written before keyed
+/// hashes hold (a replay of one still matches them), and what a backend
+/// that holds no key records. Anyone can compute it: a guessable key (a
+/// PIN) is found from it by trying every guess. The recorder records
+/// [`keyed_teardown_key_hash`] instead.
 pub fn teardown_key_hash(tool: &str, scope: TeardownScope, key: &str) -> String {
     let mut h = Sha256::new();
     h.update(b"reel.teardown.v1\0");
@@ -2116,6 +2158,49 @@ pub fn teardown_key_hash(tool: &str, scope: TeardownScope, key: &str) -> String 
     h.update(key.as_bytes());
     let out = h.finalize();
     format!("sha256:{}", hex::encode(&out[..16]))
+}
+
+/// The purpose a keyed teardown key hash is MACed under (the recorder's
+/// `Archive::keyed_mac`, under the fingerprint key, which never lives in
+/// the archive).
+pub const TEARDOWN_KEY_PURPOSE: &str = "reel/teardown-key";
+
+/// The keyed hash of a teardown key, `hmac-sha256:...` (first 16 bytes,
+/// hex), given `mac`: a keyed MAC (HMAC-SHA256 under a key kept outside
+/// the archive) of the bytes it is handed. The bytes are tool, scope and
+/// key, each framed by its byte length, so no two triples share them.
+/// Without the key a recorded hash tells nothing about the key, and a
+/// guess cannot be tested against it.
+///
+/// ```
+/// use reel::context::{keyed_teardown_key_hash, teardown_key_hash};
+/// use reel::fact::TeardownScope;
+/// let mac = |bytes: &[u8]| {
+///     // Stands in for `Archive::keyed_mac(TEARDOWN_KEY_PURPOSE, bytes)`.
+///     let mut out = [0u8; 32];
+///     out[..bytes.len().min(32)].copy_from_slice(&bytes[..bytes.len().min(32)]);
+///     out
+/// };
+/// let h = keyed_teardown_key_hash(mac, "walk", TeardownScope::Call, "4711");
+/// assert!(h.starts_with("hmac-sha256:"));
+/// assert_ne!(h, teardown_key_hash("walk", TeardownScope::Call, "4711"));
+/// ```
+pub fn keyed_teardown_key_hash(
+    mac: impl FnOnce(&[u8]) -> [u8; 32],
+    tool: &str,
+    scope: TeardownScope,
+    key: &str,
+) -> String {
+    let scope = scope.to_string();
+    let mut bytes = Vec::with_capacity(tool.len() + scope.len() + key.len() + 24);
+    for part in [tool, scope.as_str(), key] {
+        bytes.extend_from_slice(part.len().to_string().as_bytes());
+        bytes.push(b':');
+        bytes.extend_from_slice(part.as_bytes());
+    }
+    let out = mac(&bytes);
+    zeroize::Zeroize::zeroize(&mut bytes);
+    format!("hmac-sha256:{}", hex::encode(&out[..16]))
 }
 
 /// The isolation key of a teardown scope's holder (see

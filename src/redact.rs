@@ -8,8 +8,17 @@
 //!    (split at `_`, `-`, `.`, spaces and camelCase humps, lower-cased)
 //!    contain the words of a rule in a row: the rule `api_key` matches
 //!    `apiKey`, `x-api-key` and `API_KEY`, the rule `token` matches
-//!    `access_token` and `refreshToken` but not `max_tokens`. The value (every
-//!    string and number in it) also joins the run's [`KnownSecrets`].
+//!    `access_token` and `refreshToken` but not `max_tokens`. Words after
+//!    the rule's that say "how many" ([`QUANTITY_AFTER`]: `count`, `usage`,
+//!    `limit`, ...) or one right before them ([`QUANTITY_BEFORE`]: `max`,
+//!    `num`, ...) make the key name a quantity, not a secret: `token_count`,
+//!    `promptTokenCount`, `token_usage` and `max_token` are kept, so the
+//!    usage fields of the model APIs (OpenAI, Anthropic, Gemini, Bedrock)
+//!    are recorded as sent. The value also joins the run's
+//!    [`KnownSecrets`]: every string in it, and the numbers that stand
+//!    under a secret-named key itself (directly or in an array), not those
+//!    under a plain key of an object inside one (`expires_in`, a count). A
+//!    number is never learned from a key that does not name a secret.
 //! 2. **Known secret values.** Every occurrence of a known secret (a
 //!    credential the recorder resolved in this run, or a value learned in
 //!    pass 1 from this fact or an earlier one of the run) is replaced by
@@ -182,6 +191,21 @@ fn word_is(word: &str, rule: &str) -> bool {
     }
 }
 
+/// Words that, anywhere after a rule's words in a key, make it name a
+/// quantity of the thing rather than the thing: `token_count`,
+/// `promptTokenCount`, `token_usage`, `password_length` hold numbers about
+/// tokens and passwords, never one.
+///
+/// Not `per`: `token_per_user` may hold a token for each user.
+pub const QUANTITY_AFTER: &[&str] = &[
+    "count", "counts", "usage", "usages", "limit", "limits", "budget", "total", "rate", "length",
+    "len",
+];
+
+/// Words that, right before a rule's words in a key, make it name a
+/// quantity: `max_token`, `num_token`, `total_token`.
+pub const QUANTITY_BEFORE: &[&str] = &["max", "min", "num", "total"];
+
 /// Keys with at most this many words are matched without allocating.
 const STACK_WORDS: usize = 16;
 
@@ -254,16 +278,27 @@ impl Redactor {
             n += 1;
         });
         if n > STACK_WORDS {
-            let w = words(key);
-            return self
-                .rules
-                .iter()
-                .any(|rule| w.windows(rule.len()).any(|win| win == rule.as_slice()));
+            return self.names_secret(&words(key));
         }
-        let w = &stack[..n];
+        self.names_secret(&stack[..n])
+    }
+
+    /// True when the words of a key (as they stand in it, or lower-cased)
+    /// hold a rule's words in a row that do not name a quantity (see
+    /// [`QUANTITY_AFTER`]).
+    fn names_secret<W: AsRef<str>>(&self, w: &[W]) -> bool {
+        let is = |word: &W, r: &str| word_is(word.as_ref(), r);
         self.rules.iter().any(|rule| {
-            w.windows(rule.len())
-                .any(|win| win.iter().zip(rule).all(|(word, r)| word_is(word, r)))
+            let n = rule.len();
+            (0..(w.len() + 1).saturating_sub(n)).any(|i| {
+                w[i..i + n].iter().zip(rule).all(|(word, r)| is(word, r))
+                    && !i
+                        .checked_sub(1)
+                        .is_some_and(|b| QUANTITY_BEFORE.iter().any(|q| is(&w[b], q)))
+                    && !w[i + n..]
+                        .iter()
+                        .any(|word| QUANTITY_AFTER.iter().any(|q| is(word, q)))
+            })
         })
     }
 
@@ -329,7 +364,7 @@ impl Redactor {
                 let mut deep = depth >= MAX_JSON_DEPTH;
                 for (k, v) in map.iter_mut() {
                     if self.is_secret_key(k) {
-                        secrets.learn(v);
+                        secrets.learn(v, true, self);
                         *v = Value::String(MARKER.into());
                     } else {
                         deep |= self.mark_json_at(v, secrets, depth + 1);
@@ -770,13 +805,22 @@ impl KnownSecrets {
     }
 
     /// Learns the strings and numbers of a value found under a
-    /// secret-named key.
-    fn learn(&mut self, value: &Value) {
+    /// secret-named key. `secret_key`: the value (or the array holding it)
+    /// stands under a secret-named key itself, not under a plain key of an
+    /// object inside one. Numbers are learned only there: a number under a
+    /// plain key (`expires_in`, a count) is redacted with its object but is
+    /// not a secret (learned, it would be scrubbed from every later fact).
+    fn learn(&mut self, value: &Value, secret_key: bool, redactor: &Redactor) {
         match value {
             Value::String(s) => self.learn_str(s, false),
-            Value::Number(n) => self.learn_str(&n.to_string(), true),
-            Value::Array(items) => items.iter().for_each(|v| self.learn(v)),
-            Value::Object(map) => map.values().for_each(|v| self.learn(v)),
+            Value::Number(n) if secret_key => self.learn_str(&n.to_string(), true),
+            Value::Number(_) => {}
+            Value::Array(items) => items
+                .iter()
+                .for_each(|v| self.learn(v, secret_key, redactor)),
+            Value::Object(map) => map
+                .iter()
+                .for_each(|(k, v)| self.learn(v, redactor.is_secret_key(k), redactor)),
             Value::Bool(_) | Value::Null => {}
         }
     }
@@ -1175,6 +1219,22 @@ mod tests {
             ("client_secret", true),
             ("max_tokens", false),
             ("tokens_used", false),
+            // Counts, usage and limits of tokens are quantities, not
+            // tokens: a quantity word after the rule's words, or a
+            // quantity word right before them, says so.
+            ("token_count", false),
+            ("promptTokenCount", false),
+            ("cachedContentTokenCount", false),
+            ("token_usage", false),
+            ("TOKEN_LIMIT", false),
+            ("max_token", false),
+            ("num_token", false),
+            ("password_length", false),
+            ("token_type", true),
+            ("session_token", true),
+            ("x-auth-token", true),
+            ("count_token", true),
+            ("token_per_user", true),
             ("username", false),
             ("message", false),
             ("keyboard", false),
@@ -1191,9 +1251,15 @@ mod tests {
         let r = Redactor::new(&["session_cookie", "x-Ärger", "İd"]);
         let reference = |key: &str| {
             let w = words(key);
-            r.rules
-                .iter()
-                .any(|rule| w.windows(rule.len()).any(|win| win == rule.as_slice()))
+            r.rules.iter().any(|rule| {
+                (0..w.len()).any(|i| {
+                    w[i..].starts_with(rule)
+                        && !(i > 0 && QUANTITY_BEFORE.contains(&w[i - 1].as_str()))
+                        && !w[i + rule.len()..]
+                            .iter()
+                            .any(|x| QUANTITY_AFTER.contains(&x.as_str()))
+                })
+            })
         };
         let long = "a_".repeat(STACK_WORDS + 3) + "api_key";
         let keys = [
@@ -1244,6 +1310,16 @@ mod tests {
             "a_b_c_d_e_f_g_h_i_j_k_l_m_n_o_p_q",
             "a_b_c_d_e_f_g_h_i_j_k_l_m_n_o_p",
             "a_b_c_d_e_f_g_h_i_j_k_l_m_n_o_token",
+            "a_b_c_d_e_f_g_h_i_j_k_l_m_n_o_p_token_count",
+            "a_b_c_d_e_f_g_h_i_j_k_l_m_n_o_p_max_token",
+            "token_count",
+            "TokenCount",
+            "promptTokenCount",
+            "token_type",
+            "maxToken",
+            "max_api_key",
+            "api_key_length",
+            "count_token",
         ];
         for key in keys {
             assert_eq!(r.is_secret_key(key), reference(key), "key {key:?}");
@@ -1443,7 +1519,7 @@ mod tests {
         let mut args = json!({
             "password": 73920938,
             "pin_token": "hzkQx",
-            "api_key": {"id": 7.5, "parts": ["k1", true, null, ""]},
+            "api_key": [7.5, {"parts": ["k1", true, null, ""]}],
             "secret": false,
             "note": "seen hzkQx",
         });
@@ -1475,6 +1551,37 @@ mod tests {
         assert_eq!(
             echo,
             json!({"n": MARKER, "other": 173920938, "f": MARKER, "count": 3})
+        );
+    }
+
+    /// A number is learned only from a secret-named key: inside an object
+    /// under one, a number under a non-secret key (an expiry, a count) is
+    /// redacted where it stands but not learned, while strings are (a
+    /// credential object's `value` holds the secret).
+    #[test]
+    fn numbers_are_learned_only_from_secret_named_keys() {
+        let r = Redactor::default();
+        let mut secrets = KnownSecrets::new();
+        let mut v = json!({
+            "credentials": {"value": "s3cr3t-v4lue", "expires_in": 3600, "pin_code": [4711],
+                            "password": 9183, "extra": {"token": [55]}},
+            "token_count": 1200,
+            "usage": {"promptTokenCount": 17},
+        });
+        r.redact_value(&mut v, &mut secrets);
+        assert_eq!(
+            v,
+            json!({"credentials": MARKER, "token_count": 1200, "usage": {"promptTokenCount": 17}})
+        );
+        // s3cr3t-v4lue, 9183 and 55; not 3600, 4711, 1200 or 17.
+        assert_eq!(secrets.len(), 3, "{secrets:?}");
+        let mut later = json!({"note": "3600 s, 1200 tokens, pin 4711, 17, 9183, 55",
+                               "n": [3600, 1200, 4711, 17, 9183, 55]});
+        r.redact_value(&mut later, &mut secrets);
+        assert_eq!(
+            later,
+            json!({"note": "3600 s, 1200 tokens, pin 4711, 17, [REDACTED], [REDACTED]",
+                   "n": [3600, 1200, 4711, 17, MARKER, MARKER]})
         );
     }
 

@@ -17,7 +17,18 @@
 //!   without padding, at each of the 3 alignments a value can have inside
 //!   a longer base64 run, so `user:secret` (basic auth) and a secret in the
 //!   middle of an encoded JSON body are found: for each alignment only the
-//!   characters that depend on the secret's bytes alone are searched.
+//!   characters that depend on the secret's bytes alone are searched;
+//! - `hex`: the bytes' hex digits, lower or upper case;
+//! - `unicode-escape`: every UTF-16 unit `\uXXXX`-escaped (lower or upper
+//!   case digits), as an escape-everything JSON or JavaScript encoder
+//!   writes it, and that escaped again;
+//! - `utf16le` / `utf16be`: UTF-16 text, found in bytes (an artifact's).
+//!
+//! Not found: a secret compressed (gzip, zstd: an artifact's bytes are
+//! scanned as stored, not decompressed), encrypted or hashed, in an
+//! encoding not listed (base32, hex with separators, `\x` escapes), or
+//! split across two strings or two facts (two progress reports each
+//! holding half): each string is scanned on its own.
 //!
 //! All patterns are searched at once (Aho-Corasick) over every string of
 //! the fact (every string, map key and byte string its serialization
@@ -76,6 +87,15 @@ pub enum Encoding {
     Base64,
     /// Base64, url-safe alphabet (padded or not, at any alignment).
     Base64Url,
+    /// Hex digits of the bytes, lower or upper case.
+    Hex,
+    /// Every character `\uXXXX`-escaped (JSON or JavaScript text from an
+    /// escape-everything encoder), hex digits in lower or upper case.
+    UnicodeEscape,
+    /// UTF-16 little-endian bytes (in an artifact's bytes).
+    Utf16Le,
+    /// UTF-16 big-endian bytes (in an artifact's bytes).
+    Utf16Be,
 }
 
 impl Encoding {
@@ -88,6 +108,10 @@ impl Encoding {
             Encoding::Percent => "percent",
             Encoding::Base64 => "base64",
             Encoding::Base64Url => "base64url",
+            Encoding::Hex => "hex",
+            Encoding::UnicodeEscape => "unicode-escape",
+            Encoding::Utf16Le => "utf16le",
+            Encoding::Utf16Be => "utf16be",
         }
     }
 }
@@ -206,15 +230,29 @@ impl Tripwire {
             debug.as_bytes()[1..debug.len() - 1].to_vec(),
             Encoding::Debug,
         ));
+        // Every UTF-16 unit `\uXXXX`-escaped, as an escape-everything JSON
+        // or JavaScript encoder writes it (escaped again below).
+        for upper in [false, true] {
+            let mut escaped = String::with_capacity(secret.len() * 6);
+            for unit in secret.encode_utf16() {
+                if upper {
+                    escaped.push_str(&format!("\\u{unit:04X}"));
+                } else {
+                    escaped.push_str(&format!("\\u{unit:04x}"));
+                }
+            }
+            new.push((escaped.into_bytes(), Encoding::UnicodeEscape));
+        }
         // An escaped form inside JSON text (a JSON body logged as a
         // string, exported as a JSON attribute) is escaped again.
-        let escaped: Vec<Vec<u8>> = new[1..].iter().map(|(p, _)| p.clone()).collect();
-        for once in escaped {
+        let escaped: Vec<(Vec<u8>, Encoding)> = new[1..].to_vec();
+        for (once, encoding) in escaped {
             if let Ok(twice) = serde_json::to_string(&String::from_utf8_lossy(&once)) {
-                new.push((
-                    twice.as_bytes()[1..twice.len() - 1].to_vec(),
-                    Encoding::Json,
-                ));
+                let encoding = match encoding {
+                    Encoding::UnicodeEscape => encoding,
+                    _ => Encoding::Json,
+                };
+                new.push((twice.as_bytes()[1..twice.len() - 1].to_vec(), encoding));
             }
         }
         for (upper, plus) in [(true, false), (false, false), (true, true), (false, true)] {
@@ -224,14 +262,30 @@ impl Tripwire {
             new.push((base64_core(&STANDARD_NO_PAD, b, k), Encoding::Base64));
             new.push((base64_core(&URL_SAFE_NO_PAD, b, k), Encoding::Base64Url));
         }
+        new.push((hex::encode(b).into_bytes(), Encoding::Hex));
+        new.push((hex::encode_upper(b).into_bytes(), Encoding::Hex));
+        // UTF-16 text is found in bytes (an artifact's), not in a fact's
+        // strings, which are UTF-8.
+        new.push((
+            secret.encode_utf16().flat_map(u16::to_le_bytes).collect(),
+            Encoding::Utf16Le,
+        ));
+        new.push((
+            secret.encode_utf16().flat_map(u16::to_be_bytes).collect(),
+            Encoding::Utf16Be,
+        ));
         for (pattern, encoding) in new {
             if pattern.len() >= MIN_LEN && !self.patterns.iter().any(|(p, _)| **p == pattern) {
                 self.patterns
                     .push((zeroize::Zeroizing::new(pattern), encoding));
             }
         }
+        // A contiguous NFA, not a DFA: the long escaped forms (six bytes
+        // per character, twice for each case) made the DFA's build, once
+        // per run and secret, cost more than its faster scan saved.
         self.matcher = AhoCorasick::builder()
             .match_kind(MatchKind::Standard)
+            .kind(Some(aho_corasick::AhoCorasickKind::ContiguousNFA))
             .build(self.patterns.iter().map(|(p, _)| p.as_slice()))
             .ok();
     }
@@ -555,7 +609,53 @@ mod tests {
             out.push((URL_SAFE_NO_PAD.encode(&whole), Encoding::Base64Url));
         }
         out.push((STANDARD.encode(b), Encoding::Base64));
+        out.push((hex::encode(b), Encoding::Hex));
+        out.push((hex::encode_upper(b), Encoding::Hex));
+        let escaped = |upper: bool| {
+            s.encode_utf16()
+                .map(|u| {
+                    if upper {
+                        format!("\\u{u:04X}")
+                    } else {
+                        format!("\\u{u:04x}")
+                    }
+                })
+                .collect::<String>()
+        };
+        out.push((escaped(false), Encoding::UnicodeEscape));
+        out.push((escaped(true), Encoding::UnicodeEscape));
+        // Escaped again, as JSON text inside a JSON string holds it.
+        out.push((
+            escaped(false).replace('\\', "\\\\"),
+            Encoding::UnicodeEscape,
+        ));
         out
+    }
+
+    /// A secret written as UTF-16 text (little- and big-endian), as a
+    /// Windows tool or a `.reg`/PowerShell export writes it, is found in
+    /// bytes: an artifact holding it is withheld.
+    #[test]
+    fn utf16_bytes_are_found() {
+        let mut wire = Tripwire::new();
+        wire.add(S);
+        for (bytes, encoding) in [
+            (
+                S.encode_utf16()
+                    .flat_map(u16::to_le_bytes)
+                    .collect::<Vec<u8>>(),
+                Encoding::Utf16Le,
+            ),
+            (
+                S.encode_utf16().flat_map(u16::to_be_bytes).collect(),
+                Encoding::Utf16Be,
+            ),
+        ] {
+            let mut file = b"\xff\xfe".to_vec();
+            file.extend_from_slice(&bytes);
+            file.extend_from_slice(&[b'\n', 0]);
+            assert_eq!(wire.scan(&file), Some(encoding));
+        }
     }
 
     #[test]

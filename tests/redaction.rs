@@ -233,3 +233,168 @@ fn the_planter_reaches_names_and_skips_tags() {
         ["/name", "/request/k (key)", "/request/k", "/outcome/err"]
     );
 }
+
+/// The usage fields of the common model APIs: counts and limits, never
+/// secrets, though many hold the word `token`.
+const USAGE_KEYS: &[&str] = &[
+    // OpenAI (chat completions and responses).
+    "prompt_tokens",
+    "completion_tokens",
+    "total_tokens",
+    "cached_tokens",
+    "reasoning_tokens",
+    "max_tokens",
+    "max_completion_tokens",
+    "input_tokens",
+    "output_tokens",
+    // Anthropic.
+    "cache_creation_input_tokens",
+    "cache_read_input_tokens",
+    // Gemini.
+    "promptTokenCount",
+    "candidatesTokenCount",
+    "totalTokenCount",
+    "cachedContentTokenCount",
+    "thoughtsTokenCount",
+    "maxOutputTokens",
+    // Bedrock (Converse).
+    "inputTokens",
+    "outputTokens",
+    "totalTokens",
+    "maxTokens",
+    // Generic.
+    "token_count",
+    "token_usage",
+    "tokens_per_second",
+    "num_tokens",
+];
+
+/// Keys that name a credential: their values are redacted and learned.
+const SECRET_KEYS: &[&str] = &[
+    "token",
+    "access_token",
+    "refresh_token",
+    "id_token",
+    "api_token",
+    "auth_token",
+    "bearer_token",
+    "x-auth-token",
+    "sessionToken",
+    "csrf_token",
+];
+
+/// The usage objects of the APIs above as they send them (nested where
+/// they nest), numbers drawn.
+fn usage_shape() -> impl Strategy<Value = Value> {
+    use serde_json::json;
+    let n = || 0u64..200_000;
+    prop_oneof![
+        // OpenAI chat completions, with the nested details.
+        (n(), n(), n(), n(), n()).prop_map(|(p, c, t, cached, reasoning)| json!({
+            "usage": {"prompt_tokens": p, "completion_tokens": c, "total_tokens": t,
+                      "prompt_tokens_details": {"cached_tokens": cached},
+                      "completion_tokens_details": {"reasoning_tokens": reasoning}},
+            "request": {"max_tokens": c, "max_completion_tokens": t}
+        })),
+        // OpenAI responses and Anthropic messages.
+        (n(), n(), n(), n(), n()).prop_map(|(i, o, w, r, m)| json!({
+            "usage": {"input_tokens": i, "output_tokens": o,
+                      "cache_creation_input_tokens": w, "cache_read_input_tokens": r},
+            "max_tokens": m
+        })),
+        // Gemini.
+        (n(), n(), n(), n(), n(), n()).prop_map(|(p, c, t, cached, th, m)| json!({
+            "usageMetadata": {"promptTokenCount": p, "candidatesTokenCount": c,
+                              "totalTokenCount": t, "cachedContentTokenCount": cached,
+                              "thoughtsTokenCount": th},
+            "generationConfig": {"maxOutputTokens": m}
+        })),
+        // Bedrock Converse.
+        (n(), n(), n(), n()).prop_map(|(i, o, t, m)| json!({
+            "usage": {"inputTokens": i, "outputTokens": o, "totalTokens": t},
+            "inferenceConfig": {"maxTokens": m}
+        })),
+        // Generic counters, one level deep or at the top.
+        (n(), n(), n(), n(), any::<bool>()).prop_map(|(c, u, s, k, nested)| {
+            let v = json!({"token_count": c, "token_usage": u,
+                           "tokens_per_second": s as f64 / 10.0, "num_tokens": k});
+            if nested {
+                json!({"stats": v})
+            } else {
+                v
+            }
+        }),
+    ]
+}
+
+/// The numbers of a JSON value, as text.
+fn numbers(v: &Value, out: &mut Vec<String>) {
+    match v {
+        Value::Number(n) => out.push(n.to_string()),
+        Value::Array(items) => items.iter().for_each(|i| numbers(i, out)),
+        Value::Object(map) => map.values().for_each(|i| numbers(i, out)),
+        _ => {}
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 256,
+        failure_persistence: None,
+        rng_algorithm: proptest::test_runner::RngAlgorithm::XorShift,
+        ..ProptestConfig::default()
+    })]
+
+    /// A usage object is recorded as sent, beside a secret-named member
+    /// that is redacted; none of its numbers becomes a known secret, so a
+    /// later fact quoting them (as text and as numbers) is kept too.
+    #[test]
+    fn usage_telemetry_is_kept_and_teaches_no_secret(
+        usage in usage_shape(),
+        secret_key in proptest::sample::select(SECRET_KEYS),
+        secret in "[a-zA-Z]{12,20}",
+    ) {
+        use reel::fact::{Level, Log, Progress};
+        use reel::redact::MARKER;
+        let r = Redactor::default();
+        let mut secrets = KnownSecrets::new();
+        let mut payload = usage.clone();
+        payload[secret_key] = Value::String(secret.clone());
+        let mut kind = FactKind::Progress(Progress { payload, count: 1 });
+        r.redact_fact(&mut kind, &mut secrets);
+        let FactKind::Progress(p) = &kind else { unreachable!() };
+        let mut want = usage.clone();
+        want[secret_key] = Value::String(MARKER.into());
+        prop_assert_eq!(&p.payload, &want);
+        prop_assert_eq!(secrets.len(), 1, "only the credential is learned");
+        // A later fact quoting every number of the usage.
+        let mut quoted = Vec::new();
+        numbers(&usage, &mut quoted);
+        let text = format!("used {} ({})", quoted.join(" tokens, "), secret);
+        let mut later = FactKind::Log(Log {
+            level: Level::Info,
+            logger: None,
+            subflow: None,
+            data: serde_json::json!({"message": text, "usage": usage}),
+            delivered: false,
+        });
+        r.redact_fact(&mut later, &mut secrets);
+        let FactKind::Log(l) = &later else { unreachable!() };
+        let want_text = format!("used {} ({})", quoted.join(" tokens, "), MARKER);
+        prop_assert_eq!(&l.data["message"], &Value::String(want_text));
+        prop_assert_eq!(&l.data["usage"], &usage);
+    }
+}
+
+/// Each usage key alone is no secret key, and each credential key is one.
+#[test]
+fn usage_keys_are_not_secret_keys_and_credential_keys_are() {
+    let r = Redactor::default();
+    let misjudged: Vec<(&str, bool)> = USAGE_KEYS
+        .iter()
+        .map(|k| (*k, false))
+        .chain(SECRET_KEYS.iter().map(|k| (*k, true)))
+        .filter(|(k, secret)| r.is_secret_key(k) != *secret)
+        .collect();
+    assert_eq!(misjudged, [], "(key, should be secret)");
+}

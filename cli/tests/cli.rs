@@ -124,8 +124,8 @@ impl Demo {
 /// wall-clock times, offsets and durations, credential fingerprints (keyed
 /// by a per-archive random key), random reads and the hop ids the walk
 /// derives from them, artifact ids (128 random bits), raw unix nanos and
-/// listing cursors. Content digests
-/// (artifacts, teardown key hashes) are stable and kept.
+/// listing cursors, teardown key hashes (keyed like fingerprints). Content
+/// digests (artifacts) are stable and kept.
 fn normalize(text: &str) -> String {
     static RULES: LazyLock<Vec<(Regex, &'static str)>> = LazyLock::new(|| {
         // Not the `2m03s` form: no demo duration is that long, and the
@@ -176,6 +176,9 @@ const VOLATILE_FIELDS: &[&str] = &[
     "ended_offset",
     "last_offset",
     "fingerprint",
+    // Teardown key hashes: keyed under the fingerprint key, like
+    // fingerprints (the text snapshots keep their equalities).
+    "key_hash",
     // Generated per call from OS-seeded randomness.
     "invocation_id",
     // Teardown liveness: wall-clock times of registrations.

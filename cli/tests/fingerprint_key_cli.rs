@@ -44,14 +44,30 @@ fn demo_fingerprint(config: &Path, key: Option<&str>, archive: &Path) -> String 
         String::from_utf8_lossy(&out.stderr)
     );
     let text = String::from_utf8(out.stdout).unwrap();
-    let mut found: Vec<&str> = text
-        .match_indices("hmac-sha256:")
-        .map(|(i, m)| &text[i..i + m.len() + 32])
-        .collect();
+    // The `fingerprint` fields: teardown key hashes are keyed under the
+    // same key (`hmac-sha256:` too), but are not fingerprints.
+    let mut found = Vec::new();
+    fingerprints(&serde_json::from_str(&text).unwrap(), &mut found);
     found.sort();
     found.dedup();
     assert_eq!(found.len(), 1, "one credential fingerprint in {text}");
-    found[0].to_owned()
+    found[0].clone()
+}
+
+/// Every string under a `fingerprint` key of `v`.
+fn fingerprints(v: &serde_json::Value, out: &mut Vec<String>) {
+    match v {
+        serde_json::Value::Object(map) => {
+            for (k, v) in map {
+                match (k.as_str(), v) {
+                    ("fingerprint", serde_json::Value::String(s)) => out.push(s.clone()),
+                    _ => fingerprints(v, out),
+                }
+            }
+        }
+        serde_json::Value::Array(items) => items.iter().for_each(|v| fingerprints(v, out)),
+        _ => {}
+    }
 }
 
 /// The fingerprint of the demo's secret under `key`.

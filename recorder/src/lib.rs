@@ -58,3 +58,22 @@ pub use providers::{
     MemoryVault, ProgressListener, ResolvedSecret, ScriptedElicitor,
 };
 pub use writer::{RunFailure, WriteError, RUNS_SHOWN};
+
+/// The hash the recorder records in place of a teardown key: keyed
+/// ([`reel::context::keyed_teardown_key_hash`]) under `archive`'s
+/// fingerprint key, which never lives in the archive, so a copy of an
+/// archive cannot test guessed keys against it. A replay needs no key: it
+/// binds each key the tool registers to the recorded hash at its place.
+pub fn teardown_key_hash(
+    archive: &reel_archive::Archive,
+    tool: &str,
+    scope: reel::fact::TeardownScope,
+    key: &str,
+) -> String {
+    reel::context::keyed_teardown_key_hash(
+        |bytes| archive.keyed_mac(reel::context::TEARDOWN_KEY_PURPOSE, bytes),
+        tool,
+        scope,
+        key,
+    )
+}

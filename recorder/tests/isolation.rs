@@ -475,7 +475,7 @@ async fn a_session_registration_on_a_run_without_a_session_id_is_refused() {
     assert_eq!(refused[0].honoured, [Call, Run, Session]);
     assert_eq!(
         refused[0].key_hash,
-        reel::context::teardown_key_hash("browser", Session, "browser")
+        reel_recorder::teardown_key_hash(&book.archive, "browser", Session, "browser")
     );
     assert!(all!(facts, TeardownRegistered).is_empty());
     assert!(all!(facts, TeardownRan).is_empty());

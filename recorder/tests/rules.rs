@@ -396,7 +396,6 @@ async fn cleanups_run_once_each_in_reverse_registration_order() {
     let (out, facts) = call(
         |c| c,
         |ctx: ToolContext, _: Value| async move {
-            let mut hashes = Vec::new();
             for i in 1..=5 {
                 let o = o.clone();
                 ctx.on_teardown(
@@ -407,17 +406,17 @@ async fn cleanups_run_once_each_in_reverse_registration_order() {
                         Ok::<_, String>(())
                     },
                 )?;
-                hashes.push(reel::context::teardown_key_hash(
-                    ctx.tool_name(),
-                    TeardownScope::Call,
-                    &format!("key-{i}"),
-                ));
             }
-            Ok::<_, ToolError>(hashes)
+            Ok::<_, ToolError>(())
         },
     )
     .await;
-    let mut hashes = out.unwrap();
+    out.unwrap();
+    let mut hashes: Vec<String> = all!(facts, TeardownRegistered)
+        .iter()
+        .map(|r| r.key_hash.clone())
+        .collect();
+    assert_eq!(hashes.len(), 5, "five distinct keys, five hashes");
     assert_eq!(*order.lock().unwrap(), [5, 4, 3, 2, 1]);
     hashes.reverse();
     let ran: Vec<String> = all!(facts, TeardownRan)
@@ -669,8 +668,8 @@ async fn teardown_keys_are_recorded_only_as_hashes() {
         };
         assert_eq!(
             hash,
-            &reel::context::teardown_key_hash("tool", scope, KEY),
-            "the key is recorded as its hash"
+            &reel_recorder::teardown_key_hash(&book.archive, "tool", scope, KEY),
+            "the key is recorded as its keyed hash"
         );
     }
     let Book { archive, _dir } = book;
@@ -682,6 +681,61 @@ async fn teardown_keys_are_recorded_only_as_hashes() {
             path.display()
         );
     }
+}
+
+/// A teardown key shaped like a 4-digit PIN: its recorded hash is keyed
+/// under the fingerprint key, which is not in the archive, so trying every
+/// PIN with what an archive's reader can compute finds nothing (the
+/// unkeyed hash of every PIN, under every scope), while under the key the
+/// hash is the key's. Two archives with different keys record different
+/// hashes of one key.
+#[tokio::test]
+async fn a_pin_shaped_teardown_key_is_not_found_from_its_recorded_hash() {
+    const PIN: &str = "4711";
+    let mut recorded = Vec::new();
+    for key in [[3u8; 32], [4u8; 32]] {
+        let config = RecorderConfig {
+            fingerprint_key: reel_archive::FingerprintKey::Key(key),
+            ..RecorderConfig::default()
+        };
+        let (_, facts, book) = record(config, RunStart::new("run-1"), |run| async move {
+            run.call("pin", json!({}))
+                .invoke(|ctx: ToolContext, _: Value| async move {
+                    ctx.on_teardown(TeardownScope::Call, PIN, || async { Ok::<_, String>(()) })?;
+                    Ok::<_, ToolError>(())
+                })
+                .await
+                .unwrap();
+        })
+        .await;
+        let hash = one!(facts, TeardownRegistered).key_hash.clone();
+        assert_eq!(
+            hash,
+            reel_recorder::teardown_key_hash(&book.archive, "pin", TeardownScope::Call, PIN)
+        );
+        assert!(hash.starts_with("hmac-sha256:"), "{hash}");
+        let started = std::time::Instant::now();
+        let found: Vec<String> = (0..10_000)
+            .map(|n| format!("{n:04}"))
+            .filter(|guess| {
+                [
+                    TeardownScope::Call,
+                    TeardownScope::Run,
+                    TeardownScope::Session,
+                ]
+                .into_iter()
+                .any(|scope| reel::context::teardown_key_hash("pin", scope, guess) == hash)
+            })
+            .collect();
+        assert_eq!(
+            found,
+            Vec::<String>::new(),
+            "guessed from the archive alone in {:?}",
+            started.elapsed()
+        );
+        recorded.push(hash);
+    }
+    assert_ne!(recorded[0], recorded[1], "the hash depends on the key");
 }
 
 // ---------------------------------------------------------------------------

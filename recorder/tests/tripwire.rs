@@ -1,15 +1,16 @@
 //! The tripwire, tried as an attacker: a tool resolves a credential and
 //! smuggles it, in every encoding the tripwire knows (raw, JSON-escaped,
 //! Rust Debug-escaped, percent-encoded, base64 standard and url-safe with
-//! and without padding, `user:secret` basic auth, and base64 at each
-//! alignment inside a longer run), into a dispatched call's arguments, its
+//! and without padding, `user:secret` basic auth, base64 at each alignment
+//! inside a longer run, hex in lower and upper case, and every character
+//! `\uXXXX`-escaped), into a dispatched call's arguments, its
 //! result, an effect's request and answer, a log message, a progress
 //! report's text and an artifact's media type; the host puts a declared
 //! secret's encodings in a run label. No form is left in any file of the
 //! archive, in the facts read back, or in the exported tape, and each
 //! place is named by a `redaction.tripped` fact. A second test puts the
 //! forms in payloads large enough to spill into artifacts, and in artifact
-//! bytes the tool keeps.
+//! bytes the tool keeps (base64, and UTF-16LE text).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -72,7 +73,58 @@ fn forms(s: &str) -> Vec<(&'static str, String)> {
             "base64-offset-0",
             URL_SAFE_NO_PAD.encode(with_prefix("{\"k\"")),
         ),
+        ("hex", hex(b, false)),
+        ("hex-upper", hex(b, true)),
+        ("unicode-escape", unicode_escape(s, false)),
+        ("unicode-escape-upper", unicode_escape(s, true)),
     ]
+}
+
+/// The bytes' hex digits.
+fn hex(b: &[u8], upper: bool) -> String {
+    b.iter()
+        .map(|c| {
+            if upper {
+                format!("{c:02X}")
+            } else {
+                format!("{c:02x}")
+            }
+        })
+        .collect()
+}
+
+/// Every UTF-16 unit `\uXXXX`-escaped, as an escape-everything JSON
+/// encoder writes it.
+fn unicode_escape(s: &str, upper: bool) -> String {
+    s.encode_utf16()
+        .map(|u| {
+            if upper {
+                format!("\\u{u:04X}")
+            } else {
+                format!("\\u{u:04x}")
+            }
+        })
+        .collect()
+}
+
+/// Every string (and object key) of `value`, each on its own line: the
+/// text the facts hold, before any JSON escaping of their own.
+fn strings_of(value: &Value, out: &mut Vec<u8>) {
+    match value {
+        Value::String(s) => {
+            out.extend_from_slice(s.as_bytes());
+            out.push(b'\n');
+        }
+        Value::Array(items) => items.iter().for_each(|v| strings_of(v, out)),
+        Value::Object(map) => {
+            for (k, v) in map {
+                out.extend_from_slice(k.as_bytes());
+                out.push(b'\n');
+                strings_of(v, out);
+            }
+        }
+        _ => {}
+    }
 }
 
 /// The needles a scan looks for: each form whole, and for base64 forms the
@@ -200,12 +252,16 @@ async fn every_encoding_of_a_resolved_or_declared_secret_is_scrubbed_and_named()
         .unwrap();
     let facts_json = serde_json::to_vec(&facts).unwrap();
 
+    let mut facts_strings = Vec::new();
+    strings_of(&serde_json::to_value(&facts).unwrap(), &mut facts_strings);
     let mut places = archive_files(dir.path());
     places.push(("the facts read back".into(), facts_json.clone()));
+    places.push(("the strings of the facts".into(), facts_strings.clone()));
     places.push(("the tape".into(), tape_bytes));
     assert_no_form_in(&places);
     // The scan can find things: the tool did run, its facts are there.
     assert!(contains(&facts_json, b"step basic-auth: "));
+    assert!(contains(&facts_strings, b"step unicode-escape-upper: "));
 
     // Each place is named, never the value.
     let tripped: Vec<_> = facts
@@ -238,7 +294,7 @@ async fn every_encoding_of_a_resolved_or_declared_secret_is_scrubbed_and_named()
     let encodings: BTreeSet<&str> = tripped.iter().map(|(_, t)| t.encoding.as_str()).collect();
     // (A url-safe form without `-` or `_` is the standard one: named
     // `base64`.)
-    for e in ["base64", "percent"] {
+    for e in ["base64", "percent", "hex", "unicode-escape"] {
         assert!(encodings.contains(e), "{encodings:?}");
     }
     for (fact, t) in &tripped {
@@ -297,6 +353,19 @@ async fn a_large_payload_is_guarded_before_it_spills_into_an_artifact() {
             ctx.artifacts()
                 .put("text/plain", leaked.into_bytes())
                 .await?;
+            // UTF-16LE text (with its byte-order mark), as a Windows tool
+            // writes a config file.
+            let utf16: Vec<u8> = [0xFF, 0xFE]
+                .into_iter()
+                .chain(
+                    format!("token={}\r\n", cred.secret().expose())
+                        .encode_utf16()
+                        .flat_map(u16::to_le_bytes),
+                )
+                .collect();
+            ctx.artifacts()
+                .put("text/plain; charset=utf-16le", utf16)
+                .await?;
             ctx.artifacts()
                 .put("text/plain", b"harmless bytes".to_vec())
                 .await?;
@@ -327,6 +396,10 @@ async fn a_large_payload_is_guarded_before_it_spills_into_an_artifact() {
     }
     places.push(("the tape".into(), tape_bytes));
     assert_no_form_in(&places);
+    let utf16: Vec<u8> = CRED.encode_utf16().flat_map(u16::to_le_bytes).collect();
+    for (place, bytes) in &places {
+        assert!(!contains(bytes, &utf16), "the UTF-16LE form is in {place}");
+    }
     // The scan can find things: the padding is in an artifact.
     assert!(tape
         .artifacts

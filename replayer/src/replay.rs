@@ -52,6 +52,11 @@ pub struct ReplayOptions {
     /// registers its own (see [`ReplayOptions::service`]). Not serialised.
     #[serde(skip)]
     pub services: Services,
+    /// The archive whose fingerprint key the recording's teardown key
+    /// hashes were keyed under (see [`ReplayOptions::teardown_keys`]).
+    /// Not serialised.
+    #[serde(skip)]
+    pub teardown_keys: Option<reel_archive::Archive>,
 }
 
 impl ReplayOptions {
@@ -59,6 +64,19 @@ impl ReplayOptions {
     /// `ctx.get::<T>()` returns (a test double, or the real thing).
     pub fn service<T: Send + Sync + 'static>(mut self, service: Arc<T>) -> ReplayOptions {
         self.services.insert(service);
+        self
+    }
+
+    /// Checks every teardown key a replayed tool registers exactly: its
+    /// hash is keyed under `archive`'s fingerprint key, as the recorder
+    /// keyed it, and compared with the record. Give the archive the
+    /// recording was made with, or one opened with the same fingerprint
+    /// key. Without it (another machine, a tape alone) each key is bound to
+    /// the recorded hash at its place instead, which sees a key used where
+    /// the record has another one already bound, but not a renaming of
+    /// keys the record uses nowhere else (README, Safety).
+    pub fn teardown_keys(mut self, archive: &reel_archive::Archive) -> ReplayOptions {
+        self.teardown_keys = Some(archive.clone());
         self
     }
 
@@ -205,6 +223,7 @@ pub async fn replay<'r>(
         options: options.clone(),
         out: Mutex::new(out),
         run_teardowns: Mutex::new(HashMap::new()),
+        teardown_hashes: Mutex::new(TeardownHashes::default()),
     });
     let recording = &session.recording;
     let (before_calls, after_calls) = recording.facts.split_at(first_call_at);
@@ -264,6 +283,30 @@ struct Session {
     out: Mutex<Out>,
     /// Run- and session-scoped registrations so far, per `scope:key_hash`.
     run_teardowns: Mutex<HashMap<String, u64>>,
+    /// Which recorded (keyed) hash each teardown key of this replay stands
+    /// for.
+    teardown_hashes: Mutex<TeardownHashes>,
+}
+
+/// The recorder keys teardown key hashes under a key a replay does not
+/// have, so a replay cannot compute them. It binds instead: the first
+/// time the tool registers a key (tool, scope, key), the key is bound to
+/// the keyed hash the record holds at that place, and from then on stands
+/// for it; a recorded hash already bound to another key is not bound
+/// again. So a replay that registers the same keys as the record, in the
+/// same places, matches it on any machine, and one that registers a key
+/// where the record has another, or one key where the record has two, or
+/// two where it has one, diverges. (What it cannot see is a consistent
+/// renaming: keys `a`, `b` registered as `b`, `a` throughout; given the
+/// key, [`ReplayOptions::teardown_keys`], the replay computes the keyed
+/// hash and sees that too.) A recorded unkeyed `sha256:` hash (an older
+/// archive) is computed as it was.
+#[derive(Default)]
+struct TeardownHashes {
+    /// The key's unkeyed hash (memory only) to the recorded hash.
+    by_key: HashMap<String, String>,
+    /// The recorded hashes bound so far.
+    bound: HashSet<String>,
 }
 
 #[derive(Default)]

@@ -139,6 +139,8 @@ async fn a_recorded_cross_run_session_repeat_replays_from_the_archive_and_the_ta
     let archive = record_session_runs(dir.path()).await;
     for recording in recordings(&archive, dir.path(), "s-2") {
         assert_eq!(registered_firsts(&recording.facts), [false]);
+        let keyed = ReplayOptions::default().teardown_keys(&archive);
+        assert_clean(&replay(&recording, &tools(), &keyed).await);
         let report = replay(&recording, &tools(), &ReplayOptions::default()).await;
         assert_clean(&report);
         assert_eq!(
@@ -161,11 +163,17 @@ async fn the_recorded_answer_does_not_hide_a_tool_that_registers_another_key() {
     let archive = record_session_runs(dir.path()).await;
     // Today's tool registers under another key: the record's `first`
     // belongs to the old key and is not given out; the change is reported.
+    // The key's hash is keyed under the archive's fingerprint key: the
+    // replay that has the key sees the new key (one without it binds the
+    // only key of the run to the only recorded hash, and cannot).
     let changed = Tools::new().register("browser", |ctx, _key: String| {
         browser(ctx, "browser-v2".into())
     });
+    let keyed = ReplayOptions::default().teardown_keys(&archive);
     for recording in recordings(&archive, dir.path(), "s-2") {
-        let report = replay(&recording, &changed, &ReplayOptions::default()).await;
+        let unkeyed = replay(&recording, &changed, &ReplayOptions::default()).await;
+        assert!(unkeyed.is_match(), "{unkeyed}");
+        let report = replay(&recording, &changed, &keyed).await;
         assert!(!report.is_match(), "{report}");
         let d = report.calls[0].divergence.as_ref().unwrap();
         assert_eq!(d.kind, DivergenceKind::FactMismatch, "{report}");

@@ -224,7 +224,9 @@ async fn a_run_cleanup_counts_its_repeats_and_replay_counts_them_again() {
 
     // Replay counts the run's registrations itself: a tool that now
     // registers under a fresh key every time is told each is a first, and
-    // the change is reported.
+    // the change is reported. (The first call's key is bound to the
+    // recorded hash, see `keyed_teardown_hashes_...` below: the second
+    // call's fresh key is where it diverges.)
     let fresh = Tools::new().register("scratch", |ctx: ToolContext, n: u32| async move {
         let key = format!("{}#{n}", ctx.teardown_key(TeardownScope::Run)?);
         Ok::<_, ToolError>(
@@ -234,9 +236,91 @@ async fn a_run_cleanup_counts_its_repeats_and_replay_counts_them_again() {
     let recording = Recording::from_archive(&archive, "run").unwrap();
     let report = replay(&recording, &fresh, &ReplayOptions::default()).await;
     assert!(!report.is_match(), "{report}");
-    let d = report.calls[0].divergence.as_ref().unwrap();
+    assert!(report.calls[0].divergence.is_none(), "{report}");
+    let d = report.calls[1].divergence.as_ref().unwrap();
     let paths: Vec<&str> = d.diff.iter().map(|x| x.path.as_str()).collect();
     assert!(paths.contains(&"teardown.registered.key_hash"), "{paths:?}");
+}
+
+/// Registers a call-scoped cleanup under the key it is given (a PIN).
+async fn pin(ctx: ToolContext, key: String) -> Result<bool, ToolError> {
+    Ok(ctx.on_teardown(TeardownScope::Call, &key, || async { Ok::<_, String>(()) })?)
+}
+
+/// Teardown keys are recorded as a hash keyed under the fingerprint key,
+/// which a replay does not have: the replay binds each key to the recorded
+/// hash at its place, so the same keys in the same places replay clean
+/// from the archive and from a tape (on any machine: no key is read), and
+/// a key registered where the record holds another one diverges.
+#[tokio::test]
+async fn keyed_teardown_hashes_replay_without_the_key_and_a_changed_key_diverges() {
+    let dir = tempfile::tempdir().unwrap();
+    let recorder = Recorder::open(dir.path().join("archive"), config())
+        .await
+        .unwrap();
+    let run = recorder.start_run(RunStart::new("pins")).await.unwrap();
+    let pins = Tools::new().register("pin", pin);
+    for key in ["4711", "0042", "4711"] {
+        run.call("pin", json!(key))
+            .invoke_erased(pins.get("pin").unwrap())
+            .await
+            .unwrap();
+    }
+    run.end(RunStatus::Completed).await.unwrap();
+    let archive = recorder.archive().clone();
+    recorder.shutdown().await.unwrap();
+
+    let hashes: Vec<String> = registered(&facts(&archive, "pins"))
+        .into_iter()
+        .map(|r| r.key_hash)
+        .collect();
+    assert_eq!(hashes.len(), 3);
+    assert!(
+        hashes.iter().all(|h| h.starts_with("hmac-sha256:")),
+        "{hashes:?}"
+    );
+    assert_eq!(hashes[0], hashes[2], "one key, one hash");
+    assert_ne!(hashes[0], hashes[1]);
+    assert_eq!(
+        hashes[0],
+        reel_recorder::teardown_key_hash(&archive, "pin", TeardownScope::Call, "4711")
+    );
+    assert_ne!(
+        hashes[0],
+        reel::context::teardown_key_hash("pin", TeardownScope::Call, "4711"),
+        "not the unkeyed hash anyone can compute"
+    );
+
+    let keyed = ReplayOptions::default().teardown_keys(&archive);
+    for recording in recordings(&archive, dir.path(), "pins") {
+        assert_clean(&replay(&recording, &pins, &keyed).await);
+        let report = replay(&recording, &pins, &ReplayOptions::default()).await;
+        assert_clean(&report);
+        let replayed: Vec<String> = registered(&report.facts)
+            .into_iter()
+            .map(|r| r.key_hash)
+            .collect();
+        assert_eq!(replayed, hashes);
+    }
+
+    // The third call now registers the second call's key: its hash is
+    // already bound to that key, the record wants the first call's.
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let changed = Tools::new().register("pin", |ctx: ToolContext, key: String| async move {
+        let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        pin(ctx, if n == 2 { "0042".to_owned() } else { key }).await
+    });
+    let recording = Recording::from_archive(&archive, "pins").unwrap();
+    let report = replay(&recording, &changed, &ReplayOptions::default()).await;
+    assert!(!report.is_match(), "{report}");
+    let diverged: Vec<&str> = report
+        .calls
+        .iter()
+        .filter_map(|c| c.divergence.as_ref())
+        .flat_map(|d| d.diff.iter().map(|x| x.path.as_str()))
+        .collect();
+    assert_eq!(diverged[0], "teardown.registered.key_hash", "{report}");
+    assert!(report.calls[..2].iter().all(|c| c.divergence.is_none()));
 }
 
 #[test]

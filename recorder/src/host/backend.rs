@@ -367,6 +367,10 @@ impl CallBackend for LiveBackend {
         }
     }
 
+    fn teardown_key_hash(&self, tool: &str, scope: TeardownScope, key: &str) -> String {
+        crate::teardown_key_hash(&self.run.inner.rec.archive, tool, scope, key)
+    }
+
     fn can_dispatch(&self) -> bool {
         self.providers.dispatcher.is_some()
     }

@@ -597,6 +597,40 @@ impl CallBackend for ReplayBackend {
         registration
     }
 
+    fn teardown_key_hash(&self, tool: &str, scope: TeardownScope, key: &str) -> String {
+        // See `TeardownHashes`.
+        let local = reel::context::teardown_key_hash(tool, scope, key);
+        let recorded = match self.peek().map(|f| &f.kind) {
+            Some(FactKind::TeardownRegistered(r)) if r.scope == scope => Some(&r.key_hash),
+            Some(FactKind::TeardownRefused(r)) if r.scope == scope => Some(&r.key_hash),
+            _ => None,
+        };
+        let old = recorded.is_some_and(|r| r.starts_with("sha256:"));
+        if let (Some(archive), false) = (&self.session.options.teardown_keys, old) {
+            return reel::context::keyed_teardown_key_hash(
+                |bytes| archive.keyed_mac(reel::context::TEARDOWN_KEY_PURPOSE, bytes),
+                tool,
+                scope,
+                key,
+            );
+        }
+        let mut hashes = self
+            .session
+            .teardown_hashes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if let Some(bound) = hashes.by_key.get(&local) {
+            return bound.clone();
+        }
+        match recorded {
+            Some(r) if r.starts_with("hmac-sha256:") && hashes.bound.insert(r.clone()) => {
+                hashes.by_key.insert(local, r.clone());
+                r.clone()
+            }
+            _ => local,
+        }
+    }
+
     fn can_dispatch(&self) -> bool {
         match self.call.started.attached {
             Some(a) => a.dispatch,
