@@ -31,6 +31,11 @@ pub struct ArchiveConfig {
     /// the control record; the copy costs one read and one write of the
     /// store. Every write is refused with [`ArchiveError::ReadOnly`].
     pub read_only: bool,
+    /// With `read_only`: read a scratch copy even of a sealed store, so
+    /// that this reader never holds the store's lock (sled allows one
+    /// process per store): for a long-lived reader, such as `reel serve`,
+    /// beside which a recorder may start.
+    pub copy: bool,
 }
 
 impl Archive {
@@ -61,7 +66,7 @@ impl Archive {
             }
         }
         // Before sled touches the store: is it whole? (See `control`.)
-        let mut control = check_before_open(&dir, config.read_only)?;
+        let mut control = check_before_open(&dir, config.read_only, config.copy)?;
         let scratch = control.scratch.take();
         let store = scratch.as_ref().map_or(dir.as_path(), |s| s.path());
         let mut sled_config = sled::Config::new().path(store);
@@ -243,7 +248,7 @@ struct Expected {
 /// what its control record says is durable. A store as its last closer
 /// sealed it is; any other is first recovered by sled on a scratch copy,
 /// because sled's recovery of a damaged store rewrites it (see `control`).
-fn check_before_open(dir: &Path, read_only: bool) -> Result<Expected> {
+fn check_before_open(dir: &Path, read_only: bool, copy: bool) -> Result<Expected> {
     let io_error = |what: &str, e: io::Error| ArchiveError::Storage {
         dir: dir.to_path_buf(),
         source: sled::Error::Io(io::Error::new(e.kind(), format!("{what}: {e}"))),
@@ -270,7 +275,8 @@ fn check_before_open(dir: &Path, read_only: bool) -> Result<Expected> {
         };
     }
     if let Some(c) = expected {
-        if c.seal.is_some() && control::seal_of(dir).ok() == c.seal {
+        let in_place = !(read_only && copy);
+        if in_place && c.seal.is_some() && control::seal_of(dir).ok() == c.seal {
             return Ok(result);
         }
     }

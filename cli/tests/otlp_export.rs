@@ -1088,7 +1088,13 @@ fn tls_receivers(cert_pem: &str, key_pem: &str) -> TlsReceivers {
         let server = TraceServiceServer::new(Grpc(got.clone(), Some(authorization.clone())));
         tokio::spawn(async move {
             tonic::transport::Server::builder()
-                .tls_config(tonic::transport::ServerTlsConfig::new().identity(identity))
+                .tls_config({
+                    // tonic's server takes the process's default provider,
+                    // ambiguous when the test build links both (fantoccini's
+                    // hyper-rustls brings aws-lc-rs).
+                    let _ = rustls::crypto::ring::default_provider().install_default();
+                    tonic::transport::ServerTlsConfig::new().identity(identity)
+                })
                 .unwrap()
                 .add_service(server)
                 .serve_with_incoming(incoming)

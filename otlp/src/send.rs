@@ -294,6 +294,14 @@ impl Collector {
                         detail: error_chain(&e),
                     })?;
                 if tls {
+                    // tonic builds its rustls config from the process's
+                    // default provider, which rustls cannot choose when a
+                    // build links both of its providers (a dependency's
+                    // features can turn on the second): name ring, the one
+                    // reel uses, unless the host already chose one.
+                    if rustls::crypto::CryptoProvider::get_default().is_none() {
+                        let _ = rustls::crypto::ring::default_provider().install_default();
+                    }
                     let mut config = tonic::transport::ClientTlsConfig::new().with_native_roots();
                     if !self.roots_pem.is_empty() {
                         config = config.ca_certificate(tonic::transport::Certificate::from_pem(

@@ -203,6 +203,9 @@ fn open_read_only(dir: &Path) -> Result<(Archive, Vec<(RunState, u64)>), Archive
         dir,
         ArchiveConfig {
             read_only: true,
+            // Never the store's lock: a recorder may start beside the
+            // console.
+            copy: true,
             ..ArchiveConfig::default()
         },
     )?;
