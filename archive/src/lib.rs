@@ -344,9 +344,6 @@ impl Drop for Archive {
         if Arc::strong_count(&self.inner) != 1 || self.inner.read_only {
             return;
         }
-        if self.inner.trees.is_none() {
-            return;
-        }
         if self.recover().is_ok() {
             self.dirty();
         }

@@ -388,16 +388,19 @@ impl Archive {
             .store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
-    /// Counts facts stored (or, negative, deleted), for the control record.
+    /// Counts facts stored and deleted, for the control record.
     pub(crate) fn count_facts(&self, added: u64, removed: u64) {
         use std::sync::atomic::Ordering;
         self.inner.facts.fetch_add(added, Ordering::SeqCst);
-        let _ = self
-            .inner
-            .facts
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
-                Some(n.saturating_sub(removed))
-            });
+        // Only prune removes (off the append path).
+        if removed > 0 {
+            let _ = self
+                .inner
+                .facts
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                    Some(n.saturating_sub(removed))
+                });
+        }
         self.dirty();
     }
 
