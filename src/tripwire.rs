@@ -61,66 +61,20 @@ use aho_corasick::{AhoCorasick, MatchKind};
 use base64::engine::general_purpose::{STANDARD_NO_PAD, URL_SAFE_NO_PAD};
 use serde_json::Value;
 
-use crate::context::Secret;
+use crate::secret::Secret;
 use crate::fact::{Fact, FactKind, NewFact, RedactionTripped};
 use crate::redact::MARKER;
 use crate::rules::ends_stream;
 use crate::tape::Tape;
 
+/// How a secret value was encoded where the tripwire found it (the core's:
+/// `redaction.tripped` names it, and [`Guard`] answers with it).
+pub use reel_core::guard::{Encoding, Guard};
+
 mod strings;
 
 /// The shortest value the tripwire searches for, in bytes.
 pub const MIN_LEN: usize = 8;
-
-/// How a secret value was encoded where the tripwire found it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Encoding {
-    /// As it is.
-    Raw,
-    /// JSON-escaped.
-    Json,
-    /// Rust `{:?}`-escaped.
-    Debug,
-    /// Percent-encoded.
-    Percent,
-    /// Base64, standard alphabet (padded or not, at any alignment).
-    Base64,
-    /// Base64, url-safe alphabet (padded or not, at any alignment).
-    Base64Url,
-    /// Hex digits of the bytes, lower or upper case.
-    Hex,
-    /// Every character `\uXXXX`-escaped (JSON or JavaScript text from an
-    /// escape-everything encoder), hex digits in lower or upper case.
-    UnicodeEscape,
-    /// UTF-16 little-endian bytes (in an artifact's bytes).
-    Utf16Le,
-    /// UTF-16 big-endian bytes (in an artifact's bytes).
-    Utf16Be,
-}
-
-impl Encoding {
-    /// The name recorded in `redaction.tripped`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Encoding::Raw => "raw",
-            Encoding::Json => "json",
-            Encoding::Debug => "debug",
-            Encoding::Percent => "percent",
-            Encoding::Base64 => "base64",
-            Encoding::Base64Url => "base64url",
-            Encoding::Hex => "hex",
-            Encoding::UnicodeEscape => "unicode-escape",
-            Encoding::Utf16Le => "utf16le",
-            Encoding::Utf16Be => "utf16be",
-        }
-    }
-}
-
-impl std::fmt::Display for Encoding {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 /// Where a hit was found in a fact: a JSON pointer into its envelope
 /// (`/data/...`), and how the value was encoded there.
@@ -558,6 +512,26 @@ impl Tripwire {
             .collect();
         *tape = Tape::new(run, facts, artifacts);
         added
+    }
+}
+
+/// The core's seam ([`Guard`]): what the archive's tape export and the
+/// OTLP export call, with this tripwire passed in by the host.
+impl Guard for Tripwire {
+    fn is_empty(&self) -> bool {
+        Tripwire::is_empty(self)
+    }
+
+    fn scan(&self, bytes: &[u8]) -> Option<Encoding> {
+        Tripwire::scan(self, bytes)
+    }
+
+    fn scrub_str(&self, text: &mut String) -> Option<Encoding> {
+        Tripwire::scrub_str(self, text)
+    }
+
+    fn guard_tape(&self, tape: &mut Tape, point: &str, rule: &str) -> usize {
+        Tripwire::guard_tape(self, tape, point, rule)
     }
 }
 

@@ -11,7 +11,7 @@ use proptest::sample::Index;
 use proptest::test_runner::{FileFailurePersistence, RngAlgorithm, TestRng, TestRunner};
 use reel::codec::{decode_fact, encode_fact, encode_fact_serde};
 use reel::fact::*;
-use reel::spec::{Annotations, ToolSpec};
+use reel::spec::{Annotations, ToolSpec, ToolSpecExt};
 use reel::strategy;
 use reel::tape::{facts_digest, parse_line, Tape, TapeHeader, TapeLine, FORMAT};
 use reel::RunRecord;

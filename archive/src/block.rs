@@ -40,8 +40,8 @@ use std::borrow::Cow;
 
 use sha2::{Digest as _, Sha256};
 
-use reel::codec::{decode_fact, encode_fact, Digest};
-use reel::fact::Fact;
+use reel_core::codec::{decode_fact, encode_fact, Digest};
+use reel_core::fact::Fact;
 
 /// Block format version of a block whose payload is stored plain.
 pub(crate) const BLOCK_PLAIN: u8 = 1;
@@ -334,13 +334,13 @@ mod tests {
     #[test]
     fn a_declared_count_is_not_trusted_with_an_allocation() {
         let mut payload = Vec::new();
-        let fact = reel::fact::Fact {
+        let fact = reel_core::fact::Fact {
             seq: 0,
             at: 0,
             offset: 0,
             call: None,
-            kind: reel::fact::FactKind::RunEnded(reel::fact::RunEnded {
-                status: reel::fact::RunStatus::Completed,
+            kind: reel_core::fact::FactKind::RunEnded(reel_core::fact::RunEnded {
+                status: reel_core::fact::RunStatus::Completed,
             }),
         };
         push_fact(&mut payload, &fact).unwrap();
@@ -356,7 +356,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use reel::fact::{FactKind, Progress};
+    use reel_core::fact::{FactKind, Progress};
 
     /// A progress fact of a long run: similar to its neighbours, as most
     /// facts of a block are.
@@ -682,7 +682,7 @@ mod tests {
         /// to be compressed.
         #[test]
         fn sealed_facts_read_back(
-            run in reel::strategy::facts_of_run("run-1"),
+            run in reel_core::strategy::facts_of_run("run-1"),
             take in 1usize..10,
             copies in 1usize..6,
             first_seq in 0u64..1_000_000,

@@ -11,9 +11,9 @@ use async_nats::HeaderMap;
 use bytes::Bytes;
 use sha2::{Digest as _, Sha256};
 
-use reel::fact::{Fact, FactKind};
-use reel::rules::StreamRules;
-use reel::run::RunRecord;
+use reel_core::fact::{Fact, FactKind};
+use reel_core::rules::StreamRules;
+use reel_core::run::RunRecord;
 use reel_archive::{Digest, Store, StoreError, StreamFailure};
 
 use crate::config::{NatsConfig, OfflinePolicy};

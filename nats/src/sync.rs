@@ -11,7 +11,7 @@ use futures::StreamExt as _;
 use sha2::{Digest as _, Sha256};
 use tokio::io::AsyncReadExt as _;
 
-use reel::run::RunRecord;
+use reel_core::run::RunRecord;
 use reel_archive::wire::open_block;
 use reel_archive::{Archive, ArchiveError, Digest};
 
@@ -649,7 +649,7 @@ fn land(
             }));
         }
         let n = block.facts.len() as u64;
-        refers = reel::tape::referenced_digests(&block.facts)
+        refers = reel_core::tape::referenced_digests(&block.facts)
             .into_iter()
             .collect();
         archive
