@@ -387,6 +387,45 @@ mod tests {
         seal(facts.len() as u32, prev, &payload_of(facts))
     }
 
+    /// The blocks this reel writes, pinned with the archive format they
+    /// belong to: a plain block (one fact) and a zstd block (forty), by the
+    /// sha-256 of their stored bytes. A change to the block layout or to a
+    /// fact's encoding that keeps [`crate::FORMAT_VERSION`] fails here: raise
+    /// the version (an older reel must refuse the new blocks) and pin the
+    /// new bytes under it. (Only the compressor's output changing, with
+    /// old blocks still read, is the one change that needs no raise.)
+    const PINNED_BLOCKS: &[(u32, &str, &str)] = &[(
+        3,
+        "ec6a132e60ef99f7ff6e18525dc27aac7d5eabf288c2a484bbb33d5390291a81",
+        "b5abcb676f6b49e63e521297afea795f6d5bcc07f4b75ea84b602413cfafca26",
+    )];
+
+    #[test]
+    fn the_blocks_written_are_pinned_to_the_format_version() {
+        let hex_of = |value: &[u8]| hex::encode(Sha256::digest(value));
+        let (plain, _) = sealed(&[progress(0)], &[7; 32]);
+        assert_eq!(plain[0], BLOCK_PLAIN);
+        let facts: Vec<Fact> = (0..40).map(progress).collect();
+        let (zstd, _) = sealed(&facts, &[7; 32]);
+        assert_eq!(zstd[0], BLOCK_ZSTD);
+        let found = (hex_of(&plain), hex_of(&zstd));
+        let Some((_, want_plain, want_zstd)) =
+            PINNED_BLOCKS.iter().find(|(v, ..)| *v == crate::FORMAT_VERSION)
+        else {
+            panic!(
+                "FORMAT_VERSION {} has no pinned blocks: pin {found:?} under it",
+                crate::FORMAT_VERSION
+            );
+        };
+        assert_eq!(
+            (found.0.as_str(), found.1.as_str()),
+            (*want_plain, *want_zstd),
+            "the blocks this reel writes changed, but FORMAT_VERSION is still {}: raise it \
+             (and pin the new bytes under the new version)",
+            crate::FORMAT_VERSION
+        );
+    }
+
     /// A block built by hand: `version`, `count`, and `stored` as its stored
     /// payload, with a correct checksum over those bytes.
     fn forged(version: u8, count: u32, stored: &[u8]) -> Vec<u8> {
