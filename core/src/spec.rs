@@ -1,5 +1,5 @@
 //! Tool specs as data: what a tool declares about itself, as recorded in
-//! `call.started` (see [`CallStarted::spec`](crate::fact::CallStarted::spec)).
+//! `call.started` (see `fact::CallStarted::spec`).
 //!
 //! A [`ToolSpec`] holds what a tool says about itself (name, id, title,
 //! description, MCP annotations), the JSON Schema of its input and output,
@@ -45,7 +45,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 /// What a tool declares about itself. Serialisable: it is recorded in
-/// `call.started` (see [`CallStarted::spec`](crate::fact::CallStarted::spec)).
+/// `call.started` (see `fact::CallStarted::spec`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolSpec {
     /// The tool's name: the name it is registered and called under.

@@ -5,7 +5,7 @@
 //!
 //! A tool is a plain `async fn(ToolContext, Args) -> Result<Out, ToolError>`.
 //! [`ToolContext`] is one concrete type, so tool signatures carry no generic
-//! parameter and a registry of tools ([`crate::tools::Tools`]) is a plain map.
+//! parameter and a registry of tools (`reel::tools::Tools`) is a plain map.
 //! The context itself decides which facts a capability files and in which
 //! order (request, answer); a [`CallBackend`] only supplies the answers and
 //! receives the facts. The recorder's backend asks real providers and writes
