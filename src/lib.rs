@@ -46,12 +46,12 @@
 
 // The fact model and its formats: the core's, re-exported whole so every
 // path (`reel::fact::Fact`, `reel::tape::Tape`, ...) keeps working.
-pub use reel_core::{
-    codec, display, fact, gap, guard, marker, matching, report, rules, run, sequence, store, tape,
-};
 /// Proptest strategies for the fact model (feature `proptest`).
 #[cfg(feature = "proptest")]
 pub use reel_core::strategy;
+pub use reel_core::{
+    codec, display, fact, gap, guard, marker, matching, report, rules, run, sequence, store, tape,
+};
 
 pub mod context;
 pub mod redact;

@@ -28,7 +28,9 @@ pub trait ToolSpecExt {
     /// A spec for a tool taking `A` and returning `O`: the input and output
     /// schemas are derived from the types. Async until a registry or host
     /// accepts a sync function for it.
-    fn new<A: JsonSchema, O: JsonSchema>(name: impl Into<String>) -> ToolSpec;
+    fn new<A: JsonSchema, O: JsonSchema>(name: impl Into<String>) -> Self
+    where
+        Self: Sized;
 
     /// Checks `input` against the input schema. `Err` lists every failing
     /// place, in the schema's order; a message under a secret-named key

@@ -61,10 +61,10 @@ use aho_corasick::{AhoCorasick, MatchKind};
 use base64::engine::general_purpose::{STANDARD_NO_PAD, URL_SAFE_NO_PAD};
 use serde_json::Value;
 
-use crate::secret::Secret;
 use crate::fact::{Fact, FactKind, NewFact, RedactionTripped};
 use crate::redact::MARKER;
 use crate::rules::ends_stream;
+use crate::secret::Secret;
 use crate::tape::Tape;
 
 /// How a secret value was encoded where the tripwire found it (the core's:

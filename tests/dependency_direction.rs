@@ -40,8 +40,14 @@ const RULES: &[(&str, Option<&[&str]>)] = &[
     ("reel", Some(&["reel-core"])),
     ("reel-archive", Some(&["reel-core"])),
     ("reel-viewer", Some(&["reel-core"])),
-    ("reel-recorder", Some(&["reel-core", "reel", "reel-archive"])),
-    ("reel-replayer", Some(&["reel-core", "reel", "reel-archive"])),
+    (
+        "reel-recorder",
+        Some(&["reel-core", "reel", "reel-archive"]),
+    ),
+    (
+        "reel-replayer",
+        Some(&["reel-core", "reel", "reel-archive"]),
+    ),
     ("reel-nats", Some(&["reel-core", "reel-archive"])),
     (
         "reel-mcp",
@@ -149,7 +155,13 @@ fn violations(edges: &BTreeMap<String, Vec<String>>) -> Vec<String> {
 #[test]
 fn every_crate_keeps_the_written_direction() {
     let edges = workspace_edges();
-    for expected in ["reel-core", "reel", "reel-archive", "reel-viewer", "reel-cli"] {
+    for expected in [
+        "reel-core",
+        "reel",
+        "reel-archive",
+        "reel-viewer",
+        "reel-cli",
+    ] {
         assert!(edges.contains_key(expected), "no package {expected}");
     }
     let found = violations(&edges);
@@ -310,8 +322,9 @@ fn naming(
     manifests
         .iter()
         .filter(|(_, deps)| {
-            deps.iter()
-                .any(|(name, kind)| crates.contains(&name.as_str()) && kinds.contains(&kind.as_str()))
+            deps.iter().any(|(name, kind)| {
+                crates.contains(&name.as_str()) && kinds.contains(&kind.as_str())
+            })
         })
         .map(|(package, _)| package.clone())
         .collect()
@@ -346,20 +359,39 @@ fn only_the_viewer_knows_lsp() {
 
 /// Crates that do network IO (or the runtime it needs).
 const NETWORK: &[&str] = &[
-    "tokio", "mio", "socket2", "hyper", "hyper-util", "reqwest", "tonic", "async-nats", "h2",
-    "rustls", "async-std", "smol",
+    "tokio",
+    "mio",
+    "socket2",
+    "hyper",
+    "hyper-util",
+    "reqwest",
+    "tonic",
+    "async-nats",
+    "h2",
+    "rustls",
+    "async-std",
+    "smol",
 ];
 
 #[test]
 fn the_core_does_no_network_io() {
     let graph = ResolvedGraph::of_workspace();
     let linked = graph.closure("reel-core");
-    let bad: Vec<&String> = linked.iter().filter(|c| NETWORK.contains(&c.as_str())).collect();
+    let bad: Vec<&String> = linked
+        .iter()
+        .filter(|c| NETWORK.contains(&c.as_str()))
+        .collect();
     assert!(bad.is_empty(), "reel-core links network crates: {bad:?}");
     let mut sources = Vec::new();
     rust_files(&root().join("core/src"), &mut sources);
     assert!(!sources.is_empty(), "no sources under core/src");
-    let words = ["std::net", "TcpStream", "UdpSocket", "TcpListener", "tokio::"];
+    let words = [
+        "std::net",
+        "TcpStream",
+        "UdpSocket",
+        "TcpListener",
+        "tokio::",
+    ];
     for path in sources {
         let text = std::fs::read_to_string(&path).expect("a source reads");
         for word in words {
@@ -431,7 +463,8 @@ fn the_crates_that_read_facts_link_none_of_the_contracts_dependencies() {
     let reel = graph.contract_links("reel");
     for dep in ["jsonschema", "schemars", "aho-corasick", "tokio-util"] {
         assert!(
-            reel.iter().any(|line| line.contains(&format!("links {dep} "))),
+            reel.iter()
+                .any(|line| line.contains(&format!("links {dep} "))),
             "{dep} is not found in reel's own dependencies: {reel:?}"
         );
     }
@@ -456,7 +489,12 @@ impl ResolvedGraph {
             .as_array()
             .expect("packages")
             .iter()
-            .map(|p| (p["id"].as_str().expect("id"), p["name"].as_str().expect("name")))
+            .map(|p| {
+                (
+                    p["id"].as_str().expect("id"),
+                    p["name"].as_str().expect("name"),
+                )
+            })
             .collect();
         let mut deps: BTreeMap<String, Vec<String>> = BTreeMap::new();
         for node in meta["resolve"]["nodes"].as_array().expect("resolve") {

@@ -715,15 +715,24 @@ fn the_stored_encoding_of_every_kind_is_pinned_to_its_version() {
     let mut bytes = Vec::new();
     let mut seen = BTreeSet::new();
     for mut fact in facts {
-        if let FactKind::CallStarted(CallStarted { spec: Some(spec), .. }) = &mut fact.kind {
+        if let FactKind::CallStarted(CallStarted {
+            spec: Some(spec), ..
+        }) = &mut fact.kind
+        {
             spec.input_schema = json!({"type": "array", "items": {"type": "string"}});
             spec.output_schema = Some(json!({"type": "array"}));
         }
         seen.insert(fact.kind.name().to_owned());
         encode_fact(&fact, &mut bytes).expect("a fact encodes");
     }
-    let missing: Vec<_> = FactKind::KNOWN.iter().filter(|k| !seen.contains(**k)).collect();
-    assert!(missing.is_empty(), "the pinned facts miss kinds: {missing:?}");
+    let missing: Vec<_> = FactKind::KNOWN
+        .iter()
+        .filter(|k| !seen.contains(**k))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "the pinned facts miss kinds: {missing:?}"
+    );
     let found = hex::encode(Sha256::digest(&bytes));
     let version = reel::codec::FACT_VERSION;
     let Some((_, want)) = PINNED_FACTS.iter().find(|(v, _)| *v == version) else {

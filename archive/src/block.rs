@@ -409,8 +409,9 @@ mod tests {
         let (zstd, _) = sealed(&facts, &[7; 32]);
         assert_eq!(zstd[0], BLOCK_ZSTD);
         let found = (hex_of(&plain), hex_of(&zstd));
-        let Some((_, want_plain, want_zstd)) =
-            PINNED_BLOCKS.iter().find(|(v, ..)| *v == crate::FORMAT_VERSION)
+        let Some((_, want_plain, want_zstd)) = PINNED_BLOCKS
+            .iter()
+            .find(|(v, ..)| *v == crate::FORMAT_VERSION)
         else {
             panic!(
                 "FORMAT_VERSION {} has no pinned blocks: pin {found:?} under it",

@@ -109,10 +109,10 @@ pub use read::Facts;
 pub use reel_core::codec::{decode_fact, encode_fact, parse_digest, Digest};
 pub use reel_core::gap::Gap;
 pub use reel_core::rules::{Rule, StreamRules, Violation};
-pub use salvage::{salvage, LostSeqs, SalvageReport, SalvagedRun};
-pub use stats::ArchiveStats;
 /// The storage seam is the core's; re-exported so `reel_archive::Store` keeps working.
 pub use reel_core::store::{Store, StoreError, StreamFailure};
+pub use salvage::{salvage, LostSeqs, SalvageReport, SalvagedRun};
+pub use stats::ArchiveStats;
 pub use tape::TapeExt;
 pub use verify::{Problem, VerifyReport};
 

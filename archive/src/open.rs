@@ -510,7 +510,9 @@ mod tests {
     /// the run reads back the same, verifies, and the stamp is kept.
     fn an_old_archive_reads(format: u32, version: u8) {
         use crate::block;
-        use reel_core::fact::{FactKind, NewFact, Producer, Progress, RunEnded, RunStarted, RunStatus};
+        use reel_core::fact::{
+            FactKind, NewFact, Producer, Progress, RunEnded, RunStarted, RunStatus,
+        };
         let dir = tempfile::tempdir().expect("tempdir");
         let config = || ArchiveConfig {
             fingerprint_key: FingerprintKey::Key([1; 32]),

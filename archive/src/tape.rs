@@ -5,9 +5,9 @@
 //! read as they always did once the trait is in scope.
 
 use reel_core::fact::Fact;
+use reel_core::guard::Guard;
 use reel_core::run::RunRecord;
 use reel_core::tape::{referenced_digests, Tape, TapeError, TapeLines};
-use reel_core::guard::Guard;
 
 use crate::{Archive, ArchiveError};
 

@@ -429,7 +429,9 @@ fn problem(run_id: Option<String>, seqs: Option<(u64, Option<u64>)>, what: &str)
 mod tests {
     use crate::record::encode_record;
     use crate::{block, keys, Archive, ArchiveConfig};
-    use reel_core::fact::{Fact, FactKind, Log, NewFact, Producer, RunEnded, RunStarted, RunStatus};
+    use reel_core::fact::{
+        Fact, FactKind, Log, NewFact, Producer, RunEnded, RunStarted, RunStatus,
+    };
 
     fn new(kind: FactKind) -> NewFact {
         NewFact {

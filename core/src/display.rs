@@ -58,4 +58,3 @@ pub fn cut(text: &str, limit: usize) -> String {
         }
     }
 }
-

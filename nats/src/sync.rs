@@ -11,9 +11,9 @@ use futures::StreamExt as _;
 use sha2::{Digest as _, Sha256};
 use tokio::io::AsyncReadExt as _;
 
-use reel_core::run::RunRecord;
 use reel_archive::wire::open_block;
 use reel_archive::{Archive, ArchiveError, Digest};
+use reel_core::run::RunRecord;
 
 use crate::store::Cluster;
 use crate::subject::{stream_of_subject, subject_token, tenant_token_of_subject};

@@ -42,10 +42,10 @@ use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, InstrumentationScope, KeyValue};
 use opentelemetry_proto::tonic::resource::v1::Resource;
 use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
-use reel_core::fact::Fact;
-use reel_core::run::RunRecord;
-use reel_core::guard::{Encoding, Guard};
 use reel_archive::{Archive, ArchiveError};
+use reel_core::fact::Fact;
+use reel_core::guard::{Encoding, Guard};
+use reel_core::run::RunRecord;
 
 pub use live::{LiveExport, LiveHandle};
 pub use map::{derived_span_id, derived_trace_id, stream_spans, Options, StreamId, TraceParent};

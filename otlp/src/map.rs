@@ -950,7 +950,9 @@ fn artifact_meta(a: &mut Vec<KeyValue>, m: &reel_core::fact::ArtifactMeta) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use reel_core::fact::{CallEnded, CallMode, OutsideRun, Producer, RunEnded, RunStarted, RunStatus};
+    use reel_core::fact::{
+        CallEnded, CallMode, OutsideRun, Producer, RunEnded, RunStarted, RunStatus,
+    };
     use serde_json::json;
 
     #[test]

@@ -75,7 +75,10 @@ impl ToolContext {
     /// ends the same await the same way. On cancellation `fut` is dropped
     /// and nothing of it is filed: `cancel.requested` (the host's) already
     /// marks the point, and the call ends `aborted` unless the tool goes on.
-    pub(super) async fn until_cancelled<T>(&self, fut: impl Future<Output = T>) -> Result<T, ContextError> {
+    pub(super) async fn until_cancelled<T>(
+        &self,
+        fut: impl Future<Output = T>,
+    ) -> Result<T, ContextError> {
         self.check_cancel()?;
         let cancelled = self.inner.cancel.cancelled();
         futures::pin_mut!(cancelled);

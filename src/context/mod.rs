@@ -45,8 +45,8 @@ use sha2::{Digest as _, Sha256};
 use tokio_util::sync::CancellationToken;
 
 use crate::fact::*;
-use reel_core::spec::ToolSpec;
 use crate::schema::{InputError, ToolSpecExt as _};
+use reel_core::spec::ToolSpec;
 
 mod artifacts;
 mod backend;
@@ -63,6 +63,8 @@ mod progress;
 mod services;
 mod teardown;
 
+/// A secret value (its own module: redaction and the tripwire hold it too).
+pub use crate::secret::Secret;
 pub use artifacts::*;
 pub use backend::*;
 pub use call::*;
@@ -75,8 +77,6 @@ pub use output::*;
 pub use progress::*;
 pub use services::*;
 pub use teardown::*;
-/// A secret value (its own module: redaction and the tripwire hold it too).
-pub use crate::secret::Secret;
 
 /// A boxed, sendable future.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;

@@ -88,7 +88,12 @@ impl ToolContext {
             .cloned()
     }
 
-    pub(super) fn push_output(&self, value: impl Serialize, stage: Option<&str>, note: Option<&str>) -> Value {
+    pub(super) fn push_output(
+        &self,
+        value: impl Serialize,
+        stage: Option<&str>,
+        note: Option<&str>,
+    ) -> Value {
         let value = serde_json::to_value(value)
             .unwrap_or_else(|e| json!({ "unserialisable": e.to_string() }));
         self.inner

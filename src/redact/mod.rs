@@ -72,8 +72,8 @@ use std::collections::BTreeMap;
 use aho_corasick::{AhoCorasick, MatchKind};
 use serde_json::Value;
 
-use crate::secret::Secret;
 use crate::fact::*;
+use crate::secret::Secret;
 use reel_core::marker::each_json_field_mut;
 
 mod keys;

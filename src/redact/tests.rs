@@ -206,8 +206,7 @@ fn scrubbed(values: &[&str], text: &str) -> String {
 #[test]
 fn secrets_are_scrubbed_everywhere() {
     let r = Redactor::default();
-    let mut v =
-        json!({"note": "used ghp_abc123 to call", "list": ["ghp_abc123"], "ghp_abc123": 1});
+    let mut v = json!({"note": "used ghp_abc123 to call", "list": ["ghp_abc123"], "ghp_abc123": 1});
     r.redact_value(&mut v, &mut known(&["ghp_abc123"]));
     let text = v.to_string();
     assert!(!text.contains("ghp_abc123"), "{text}");

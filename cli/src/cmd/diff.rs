@@ -21,8 +21,8 @@ use std::process::ExitCode;
 
 use clap::Args;
 use reel::fact::FactKind;
-use reel::Fact;
 use reel::matching::{diff_kinds, show, FieldDiff, IgnoreRule};
+use reel::Fact;
 use reel_viewer::render::terminal::escape;
 use reel_viewer::render::terminal::width::{fit, wrap};
 use reel_viewer::render::text::TextRenderer;

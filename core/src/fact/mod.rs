@@ -35,7 +35,6 @@
 //! assert_eq!(back, fact);
 //! ```
 
-
 mod enums;
 mod kind;
 mod kinds;
