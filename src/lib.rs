@@ -1,10 +1,13 @@
 //! # reel: a flight recorder for agent tool calls
 //!
-//! This crate is reel's small, stable core: the [fact model](fact), the
-//! [context contract](context) a tool is written against, [redaction](redact),
-//! the [stream rules](rules), the [fact encoding](codec), the [replay
-//! report](report)'s data types and the [tape]
-//! format (a JSON Lines export of one run). It has no storage: the sled
+//! This crate is what a tool is written against: the [context
+//! contract](context), [redaction](redact), the [tripwire], the tool
+//! [registry](tools) and [tool specs](spec) with their JSON Schema. It sits
+//! on `reel-core` (as `tracing` on `tracing-core`) and re-exports it
+//! whole: the [fact model](fact), the [stream rules](rules), the [fact
+//! encoding](codec), the [replay report](report)'s data types and the
+//! [tape] format (a JSON Lines export of one run) are reached as
+//! `reel::fact`, `reel::rules`, ... as always. It has no storage: the sled
 //! archive is `reel-archive`, and the recorder, the replayer and the viewer
 //! are built on these in their own crates.
 //!
@@ -41,22 +44,23 @@
 //! ```
 #![warn(missing_docs)]
 
-pub mod codec;
-pub mod context;
-pub mod fact;
-pub mod gap;
-pub mod redact;
-pub mod report;
-pub mod rules;
-pub mod run;
-pub mod sequence;
-pub mod spec;
+// The fact model and its formats: the core's, re-exported whole so every
+// path (`reel::fact::Fact`, `reel::tape::Tape`, ...) keeps working.
 /// Proptest strategies for the fact model (feature `proptest`).
 #[cfg(feature = "proptest")]
-pub mod strategy;
-pub mod tape;
+pub use reel_core::strategy;
+pub use reel_core::{
+    codec, display, fact, gap, guard, marker, matching, report, rules, run, sequence, store, tape,
+};
+
+pub mod context;
+pub mod redact;
+mod schema;
+mod secret;
+pub mod spec;
 pub mod tools;
 pub mod tripwire;
 
 pub use fact::{Fact, FactKind, NewFact};
 pub use run::{RunRecord, RunState};
+pub use spec::ToolSpecExt;

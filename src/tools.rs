@@ -13,7 +13,7 @@
 //! ```
 //! use reel::context::{ToolContext, ToolError};
 //! use reel::fact::CallMode;
-//! use reel::spec::ToolSpec;
+//! use reel::spec::{ToolSpec, ToolSpecExt};
 //! use reel::tools::Tools;
 //!
 //! async fn add(_ctx: ToolContext, (a, b): (i64, i64)) -> Result<i64, ToolError> {
@@ -42,7 +42,7 @@ use serde_json::Value;
 
 use crate::context::{BoxFuture, ToolContext, ToolError};
 use crate::fact::CallMode;
-use crate::spec::ToolSpec;
+use reel_core::spec::ToolSpec;
 
 /// A type-erased tool: JSON in, JSON out.
 pub type ToolFn =

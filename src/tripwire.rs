@@ -61,66 +61,20 @@ use aho_corasick::{AhoCorasick, MatchKind};
 use base64::engine::general_purpose::{STANDARD_NO_PAD, URL_SAFE_NO_PAD};
 use serde_json::Value;
 
-use crate::context::Secret;
 use crate::fact::{Fact, FactKind, NewFact, RedactionTripped};
 use crate::redact::MARKER;
 use crate::rules::ends_stream;
+use crate::secret::Secret;
 use crate::tape::Tape;
+
+/// How a secret value was encoded where the tripwire found it (the core's:
+/// `redaction.tripped` names it, and [`Guard`] answers with it).
+pub use reel_core::guard::{Encoding, Guard};
 
 mod strings;
 
 /// The shortest value the tripwire searches for, in bytes.
 pub const MIN_LEN: usize = 8;
-
-/// How a secret value was encoded where the tripwire found it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Encoding {
-    /// As it is.
-    Raw,
-    /// JSON-escaped.
-    Json,
-    /// Rust `{:?}`-escaped.
-    Debug,
-    /// Percent-encoded.
-    Percent,
-    /// Base64, standard alphabet (padded or not, at any alignment).
-    Base64,
-    /// Base64, url-safe alphabet (padded or not, at any alignment).
-    Base64Url,
-    /// Hex digits of the bytes, lower or upper case.
-    Hex,
-    /// Every character `\uXXXX`-escaped (JSON or JavaScript text from an
-    /// escape-everything encoder), hex digits in lower or upper case.
-    UnicodeEscape,
-    /// UTF-16 little-endian bytes (in an artifact's bytes).
-    Utf16Le,
-    /// UTF-16 big-endian bytes (in an artifact's bytes).
-    Utf16Be,
-}
-
-impl Encoding {
-    /// The name recorded in `redaction.tripped`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Encoding::Raw => "raw",
-            Encoding::Json => "json",
-            Encoding::Debug => "debug",
-            Encoding::Percent => "percent",
-            Encoding::Base64 => "base64",
-            Encoding::Base64Url => "base64url",
-            Encoding::Hex => "hex",
-            Encoding::UnicodeEscape => "unicode-escape",
-            Encoding::Utf16Le => "utf16le",
-            Encoding::Utf16Be => "utf16be",
-        }
-    }
-}
-
-impl std::fmt::Display for Encoding {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 /// Where a hit was found in a fact: a JSON pointer into its envelope
 /// (`/data/...`), and how the value was encoded there.
@@ -561,6 +515,26 @@ impl Tripwire {
     }
 }
 
+/// The core's seam ([`Guard`]): what the archive's tape export and the
+/// OTLP export call, with this tripwire passed in by the host.
+impl Guard for Tripwire {
+    fn is_empty(&self) -> bool {
+        Tripwire::is_empty(self)
+    }
+
+    fn scan(&self, bytes: &[u8]) -> Option<Encoding> {
+        Tripwire::scan(self, bytes)
+    }
+
+    fn scrub_str(&self, text: &mut String) -> Option<Encoding> {
+        Tripwire::scrub_str(self, text)
+    }
+
+    fn guard_tape(&self, tape: &mut Tape, point: &str, rule: &str) -> usize {
+        Tripwire::guard_tape(self, tape, point, rule)
+    }
+}
+
 /// The `redaction.tripped` fact of `hit` in a fact of kind `fact`.
 pub fn tripped(point: &str, rule: &str, fact: &str, hit: &Hit) -> FactKind {
     FactKind::RedactionTripped(RedactionTripped {
@@ -577,147 +551,4 @@ fn escape_pointer(key: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use base64::Engine as _;
-
-    const S: &str = "sk-Live_9f8e7d6c5b4a/3+2=1 \"q\"";
-
-    fn forms(s: &str) -> Vec<(String, Encoding)> {
-        use base64::engine::general_purpose::{STANDARD, URL_SAFE};
-        let b = s.as_bytes();
-        let mut out = vec![
-            (s.to_owned(), Encoding::Raw),
-            (serde_json::to_string(s).unwrap(), Encoding::Json),
-            (format!("{s:?}"), Encoding::Debug),
-            (
-                String::from_utf8(percent(b, true, false)).unwrap(),
-                Encoding::Percent,
-            ),
-            (
-                String::from_utf8(percent(b, false, true)).unwrap(),
-                Encoding::Percent,
-            ),
-        ];
-        for prefix in ["", "u:", "ann:", "a much longer prefix:"] {
-            let mut whole = prefix.as_bytes().to_vec();
-            whole.extend_from_slice(b);
-            whole.extend_from_slice(b" tail");
-            out.push((STANDARD.encode(&whole), Encoding::Base64));
-            out.push((STANDARD_NO_PAD.encode(&whole), Encoding::Base64));
-            out.push((URL_SAFE.encode(&whole), Encoding::Base64Url));
-            out.push((URL_SAFE_NO_PAD.encode(&whole), Encoding::Base64Url));
-        }
-        out.push((STANDARD.encode(b), Encoding::Base64));
-        out.push((hex::encode(b), Encoding::Hex));
-        out.push((hex::encode_upper(b), Encoding::Hex));
-        let escaped = |upper: bool| {
-            s.encode_utf16()
-                .map(|u| {
-                    if upper {
-                        format!("\\u{u:04X}")
-                    } else {
-                        format!("\\u{u:04x}")
-                    }
-                })
-                .collect::<String>()
-        };
-        out.push((escaped(false), Encoding::UnicodeEscape));
-        out.push((escaped(true), Encoding::UnicodeEscape));
-        // Escaped again, as JSON text inside a JSON string holds it.
-        out.push((
-            escaped(false).replace('\\', "\\\\"),
-            Encoding::UnicodeEscape,
-        ));
-        out
-    }
-
-    /// A secret written as UTF-16 text (little- and big-endian), as a
-    /// Windows tool or a `.reg`/PowerShell export writes it, is found in
-    /// bytes: an artifact holding it is withheld.
-    #[test]
-    fn utf16_bytes_are_found() {
-        let mut wire = Tripwire::new();
-        wire.add(S);
-        for (bytes, encoding) in [
-            (
-                S.encode_utf16()
-                    .flat_map(u16::to_le_bytes)
-                    .collect::<Vec<u8>>(),
-                Encoding::Utf16Le,
-            ),
-            (
-                S.encode_utf16().flat_map(u16::to_be_bytes).collect(),
-                Encoding::Utf16Be,
-            ),
-        ] {
-            let mut file = b"\xff\xfe".to_vec();
-            file.extend_from_slice(&bytes);
-            file.extend_from_slice(&[b'\n', 0]);
-            assert_eq!(wire.scan(&file), Some(encoding));
-        }
-    }
-
-    #[test]
-    fn every_form_is_found_and_scrubbed() {
-        let mut wire = Tripwire::new();
-        wire.add(S);
-        for (form, encoding) in forms(S) {
-            let mut text = format!("before {form} after");
-            let found = wire.scrub_str(&mut text);
-            assert!(found.is_some(), "{encoding}: not found in {form}");
-            assert!(text.contains(MARKER));
-            assert!(!text.contains(&form), "{encoding}: left in {text}");
-            assert!(wire.scan(text.as_bytes()).is_none(), "{encoding}: {text}");
-        }
-    }
-
-    #[test]
-    fn ordinary_text_and_short_values_pass() {
-        let mut wire = Tripwire::new();
-        wire.add("short");
-        assert!(wire.is_empty());
-        wire.add(S);
-        let mut text = String::from("a progress report: step 5 of 9, aGVsbG8gd29ybGQ=");
-        assert_eq!(wire.scrub_str(&mut text), None);
-    }
-
-    #[test]
-    fn a_fact_is_scrubbed_and_the_field_named() {
-        use crate::fact::{Level, Log};
-        let mut wire = Tripwire::new();
-        wire.add(S);
-        let enc = STANDARD_NO_PAD.encode(S);
-        let mut facts = vec![NewFact {
-            at: 1,
-            offset: 2,
-            call: Some("c1".into()),
-            kind: FactKind::Log(Log {
-                level: Level::Info,
-                logger: None,
-                subflow: None,
-                data: serde_json::json!({"hdr": {"x/y": format!("Basic {enc}")}}),
-                delivered: false,
-            }),
-        }];
-        let added = wire.guard_batch("archive", "known-values", None, &mut facts, &mut Vec::new());
-        assert_eq!(added, 1);
-        let FactKind::RedactionTripped(t) = &facts[1].kind else {
-            panic!("{:?}", facts[1].kind)
-        };
-        assert_eq!(
-            (
-                t.point.as_str(),
-                t.fact.as_str(),
-                t.field.as_str(),
-                t.encoding.as_str()
-            ),
-            ("archive", "log", "/data/data/hdr/x~1y", "base64")
-        );
-        assert_eq!(facts[1].call.as_deref(), Some("c1"));
-        let FactKind::Log(l) = &facts[0].kind else {
-            panic!()
-        };
-        assert!(!l.data.to_string().contains(&enc[..12]));
-    }
-}
+mod tests;

@@ -4,21 +4,29 @@
 //! reaching the production `reel` binary.
 //!
 //! ```text
-//! reel (core)     -> nothing of ours
-//! reel-archive    -> reel
-//! reel-viewer     -> reel                 (the library: timelines, renderers, LSP)
+//! reel-core       -> nothing of ours      (the fact model and its formats, at the bottom)
+//! reel            -> reel-core            (the contract, redaction, the tripwire, tools)
+//! reel-archive    -> reel-core
+//! reel-viewer     -> reel-core            (the library: timelines, renderers, LSP)
 //! reel-recorder   -> reel, reel-archive
 //! reel-replayer   -> reel, reel-archive   (replay reads records; it never records)
-//! reel-nats       -> reel, reel-archive   (the JetStream store and its projection; beside the recorder, not under it)
+//! reel-nats       -> reel-core, reel-archive  (the JetStream store and its projection; beside the recorder, not under it)
 //! reel-mcp        -> reel, reel-archive, reel-recorder, reel-replayer
-//! reel-otlp       -> reel, reel-archive, reel-viewer  (spans of records; the viewer's display rule)
+//! reel-otlp       -> reel-core, reel-archive  (spans of records; the core's display rule)
 //! reel-serve      -> reel, reel-archive, reel-viewer  (the console: reads archives, shows with the viewer's pieces)
 //! reel-cli        -> anything but reel-bench (the `reel` binary, at the top)
 //! reel-bench      -> anything
 //! ```
 //!
 //! Only normal (and build) dependencies count: tests may reach further up
-//! (the core's tests drive a recorder), a library may not.
+//! (the core's tests drive a recorder), a library may not. (`reel-core` may
+//! be named beside `reel` by any crate above it.)
+//!
+//! The invariants of ARCHITECTURE.md that are about dependencies are held
+//! here too, each by a check that can fail: only the archive names sled,
+//! only the viewer knows LSP, the core does no network IO, only binaries
+//! set the allocator, and the crates that read facts (viewer, archive,
+//! nats, otlp) link none of the contract's dependencies.
 
 use std::collections::BTreeMap;
 use std::process::Command;
@@ -28,21 +36,38 @@ use serde_json::Value;
 /// What each package of ours may depend on (normal and build
 /// dependencies), by package name. `None`: anything of ours.
 const RULES: &[(&str, Option<&[&str]>)] = &[
-    ("reel", Some(&[])),
-    ("reel-archive", Some(&["reel"])),
-    ("reel-viewer", Some(&["reel"])),
-    ("reel-recorder", Some(&["reel", "reel-archive"])),
-    ("reel-replayer", Some(&["reel", "reel-archive"])),
-    ("reel-nats", Some(&["reel", "reel-archive"])),
+    ("reel-core", Some(&[])),
+    ("reel", Some(&["reel-core"])),
+    ("reel-archive", Some(&["reel-core"])),
+    ("reel-viewer", Some(&["reel-core"])),
+    (
+        "reel-recorder",
+        Some(&["reel-core", "reel", "reel-archive"]),
+    ),
+    (
+        "reel-replayer",
+        Some(&["reel-core", "reel", "reel-archive"]),
+    ),
+    ("reel-nats", Some(&["reel-core", "reel-archive"])),
     (
         "reel-mcp",
-        Some(&["reel", "reel-archive", "reel-recorder", "reel-replayer"]),
+        Some(&[
+            "reel-core",
+            "reel",
+            "reel-archive",
+            "reel-recorder",
+            "reel-replayer",
+        ]),
     ),
-    ("reel-otlp", Some(&["reel", "reel-archive", "reel-viewer"])),
-    ("reel-serve", Some(&["reel", "reel-archive", "reel-viewer"])),
+    ("reel-otlp", Some(&["reel-core", "reel-archive"])),
+    (
+        "reel-serve",
+        Some(&["reel-core", "reel", "reel-archive", "reel-viewer"]),
+    ),
     (
         "reel-cli",
         Some(&[
+            "reel-core",
             "reel",
             "reel-archive",
             "reel-recorder",
@@ -130,7 +155,13 @@ fn violations(edges: &BTreeMap<String, Vec<String>>) -> Vec<String> {
 #[test]
 fn every_crate_keeps_the_written_direction() {
     let edges = workspace_edges();
-    for expected in ["reel", "reel-archive", "reel-viewer", "reel-cli"] {
+    for expected in [
+        "reel-core",
+        "reel",
+        "reel-archive",
+        "reel-viewer",
+        "reel-cli",
+    ] {
         assert!(edges.contains_key(expected), "no package {expected}");
     }
     let found = violations(&edges);
@@ -139,14 +170,15 @@ fn every_crate_keeps_the_written_direction() {
 
 #[test]
 fn the_rules_catch_a_wrong_edge() {
-    // The check itself can fail: a viewer that reached the archive, a core
-    // that reached the viewer, and a package without a rule.
+    // The check itself can fail: a viewer that reached the contract and
+    // the archive, a core that reached back up, and a package without a
+    // rule.
     let mut edges = BTreeMap::new();
     edges.insert(
         "reel-viewer".to_owned(),
-        vec!["reel".into(), "reel-archive".into()],
+        vec!["reel-core".into(), "reel".into(), "reel-archive".into()],
     );
-    edges.insert("reel".to_owned(), vec!["reel-viewer".into()]);
+    edges.insert("reel-core".to_owned(), vec!["reel".into()]);
     edges.insert("reel-cli".to_owned(), vec!["reel-bench".into()]);
     edges.insert("reel-new".to_owned(), vec![]);
     // The exporter reads records; it never records.
@@ -154,11 +186,12 @@ fn the_rules_catch_a_wrong_edge() {
     assert_eq!(
         violations(&edges),
         [
-            "reel depends on reel-viewer, which the direction forbids (allowed: [])",
-            "reel-cli depends on reel-bench, which the direction forbids (allowed: [\"reel\", \"reel-archive\", \"reel-recorder\", \"reel-replayer\", \"reel-viewer\", \"reel-mcp\", \"reel-otlp\", \"reel-nats\", \"reel-serve\"])",
+            "reel-cli depends on reel-bench, which the direction forbids (allowed: [\"reel-core\", \"reel\", \"reel-archive\", \"reel-recorder\", \"reel-replayer\", \"reel-viewer\", \"reel-mcp\", \"reel-otlp\", \"reel-nats\", \"reel-serve\"])",
+            "reel-core depends on reel, which the direction forbids (allowed: [])",
             "reel-new has no rule: add its direction to ARCHITECTURE.md and to RULES here",
-            "reel-otlp depends on reel-recorder, which the direction forbids (allowed: [\"reel\", \"reel-archive\", \"reel-viewer\"])",
-            "reel-viewer depends on reel-archive, which the direction forbids (allowed: [\"reel\"])",
+            "reel-otlp depends on reel-recorder, which the direction forbids (allowed: [\"reel-core\", \"reel-archive\"])",
+            "reel-viewer depends on reel, which the direction forbids (allowed: [\"reel-core\"])",
+            "reel-viewer depends on reel-archive, which the direction forbids (allowed: [\"reel-core\"])",
         ]
     );
 }
@@ -247,4 +280,305 @@ fn test_util_enablers() -> Vec<String> {
         }
     }
     out
+}
+
+// ---------------------------------------------------------------------------
+// The invariants of ARCHITECTURE.md that are about dependencies
+// ---------------------------------------------------------------------------
+
+/// Each workspace package's dependencies as its manifest names them:
+/// (name, kind), kind `"normal"`, `"dev"` or `"build"`.
+fn manifest_dependencies() -> BTreeMap<String, Vec<(String, String)>> {
+    let mut c = cargo();
+    c.args(["metadata", "--format-version", "1", "--no-deps"]);
+    let meta: Value = serde_json::from_str(&run(c)).expect("cargo metadata prints JSON");
+    meta["packages"]
+        .as_array()
+        .expect("packages")
+        .iter()
+        .map(|p| {
+            let deps = p["dependencies"]
+                .as_array()
+                .expect("dependencies")
+                .iter()
+                .map(|d| {
+                    let name = d["name"].as_str().expect("name").to_owned();
+                    let kind = d["kind"].as_str().unwrap_or("normal").to_owned();
+                    (name, kind)
+                })
+                .collect();
+            (p["name"].as_str().expect("name").to_owned(), deps)
+        })
+        .collect()
+}
+
+/// The packages whose manifest names one of `crates`, as `kinds` of
+/// dependency.
+fn naming(
+    manifests: &BTreeMap<String, Vec<(String, String)>>,
+    crates: &[&str],
+    kinds: &[&str],
+) -> Vec<String> {
+    manifests
+        .iter()
+        .filter(|(_, deps)| {
+            deps.iter().any(|(name, kind)| {
+                crates.contains(&name.as_str()) && kinds.contains(&kind.as_str())
+            })
+        })
+        .map(|(package, _)| package.clone())
+        .collect()
+}
+
+/// Test code that may name sled to damage an archive's bytes on purpose
+/// (the CLI's damage, drift and scale tests, as `archive/tests` do).
+const SLED_IN_TESTS: &[&str] = &["reel-archive", "reel-cli"];
+
+#[test]
+fn only_the_archive_names_sled() {
+    let manifests = manifest_dependencies();
+    let found = naming(&manifests, &["sled"], &["normal", "build"]);
+    assert_eq!(found, ["reel-archive"], "only `archive/` talks to sled");
+    let tests: Vec<String> = naming(&manifests, &["sled"], &["dev"])
+        .into_iter()
+        .filter(|p| !SLED_IN_TESTS.contains(&p.as_str()))
+        .collect();
+    assert!(
+        tests.is_empty(),
+        "tests of {tests:?} name sled: damage archives through `reel-archive`, or add them to SLED_IN_TESTS with the reason"
+    );
+}
+
+#[test]
+fn only_the_viewer_knows_lsp() {
+    let manifests = manifest_dependencies();
+    let lsp = ["tower-lsp-server", "tower-lsp", "lsp-types", "ls-types"];
+    let found = naming(&manifests, &lsp, &["normal", "build"]);
+    assert_eq!(found, ["reel-viewer"], "only the viewer knows LSP");
+}
+
+/// Crates that do network IO (or the runtime it needs).
+const NETWORK: &[&str] = &[
+    "tokio",
+    "mio",
+    "socket2",
+    "hyper",
+    "hyper-util",
+    "reqwest",
+    "tonic",
+    "async-nats",
+    "h2",
+    "rustls",
+    "async-std",
+    "smol",
+];
+
+#[test]
+fn the_core_does_no_network_io() {
+    let graph = ResolvedGraph::of_workspace();
+    let linked = graph.closure("reel-core");
+    let bad: Vec<&String> = linked
+        .iter()
+        .filter(|c| NETWORK.contains(&c.as_str()))
+        .collect();
+    assert!(bad.is_empty(), "reel-core links network crates: {bad:?}");
+    let mut sources = Vec::new();
+    rust_files(&root().join("core/src"), &mut sources);
+    assert!(!sources.is_empty(), "no sources under core/src");
+    let words = [
+        "std::net",
+        "TcpStream",
+        "UdpSocket",
+        "TcpListener",
+        "tokio::",
+    ];
+    for path in sources {
+        let text = std::fs::read_to_string(&path).expect("a source reads");
+        for word in words {
+            assert!(
+                !text.contains(word),
+                "{} names {word}: the core does no network IO",
+                path.display()
+            );
+        }
+    }
+}
+
+#[test]
+fn only_binaries_set_the_allocator() {
+    // Spelt in two pieces so that this file does not name it.
+    let needle = concat!("#[global", "_allocator]");
+    let mut sources = Vec::new();
+    rust_files(&root(), &mut sources);
+    let mut found = Vec::new();
+    for path in sources {
+        let text = std::fs::read_to_string(&path).expect("a source reads");
+        if text.lines().any(|l| l.trim_start().starts_with(needle)) {
+            let rel = path.strip_prefix(root()).unwrap_or(&path).to_owned();
+            let binary = rel.ends_with("src/main.rs")
+                || rel.components().any(|c| c.as_os_str() == "bin")
+                    && rel.components().any(|c| c.as_os_str() == "src");
+            if !binary {
+                found.push(rel.display().to_string());
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "a library sets the global allocator (only a binary's main.rs or src/bin/ may): {found:?}"
+    );
+}
+
+/// The dependencies of the contract (`reel`) that the crates reading facts
+/// must not link: schema derivation and validation, the tripwire's
+/// matcher, the context's cancellation.
+const CONTRACT_ONLY: &[&str] = &["jsonschema", "schemars", "aho-corasick", "tokio-util"];
+
+/// Third-party crates that bring one of [`CONTRACT_ONLY`] on their own, by
+/// the crate of ours that needs them: tower-lsp-server (the viewer's
+/// language server) uses tokio-util's codec; async-nats (nats) uses
+/// tokio-util and regex (aho-corasick); hyper's HTTP/2 and tonic (otlp)
+/// use tokio-util. None of these is the contract: what must not happen is
+/// one of them reached through `reel` or `reel-core`.
+const CARRIERS: &[(&str, &str)] = &[
+    ("tokio-util", "tower-lsp-server"),
+    ("tokio-util", "async-nats"),
+    ("tokio-util", "h2"),
+    ("tokio-util", "tower"),
+    ("tokio-util", "tonic"),
+    ("tokio-util", "hyper-util"),
+    ("aho-corasick", "regex"),
+    ("aho-corasick", "regex-automata"),
+];
+
+#[test]
+fn the_crates_that_read_facts_link_none_of_the_contracts_dependencies() {
+    let graph = ResolvedGraph::of_workspace();
+    let mut found = Vec::new();
+    for package in ["reel-viewer", "reel-archive", "reel-nats", "reel-otlp"] {
+        found.extend(graph.contract_links(package));
+    }
+    assert!(found.is_empty(), "{}", found.join("\n"));
+    // The check can fail: the contract itself links all of them.
+    let reel = graph.contract_links("reel");
+    for dep in ["jsonschema", "schemars", "aho-corasick", "tokio-util"] {
+        assert!(
+            reel.iter()
+                .any(|line| line.contains(&format!("links {dep} "))),
+            "{dep} is not found in reel's own dependencies: {reel:?}"
+        );
+    }
+}
+
+/// The resolved dependency graph of the workspace (`cargo metadata`,
+/// normal and build edges), by package name.
+struct ResolvedGraph {
+    /// Package name -> the names of its normal and build dependencies.
+    deps: BTreeMap<String, Vec<String>>,
+}
+
+impl ResolvedGraph {
+    fn of_workspace() -> ResolvedGraph {
+        let mut c = cargo();
+        // This machine's platform only: the other platforms' crates need
+        // not be downloaded, and are not what this build links.
+        c.args(["metadata", "--format-version", "1", "--offline"]);
+        c.args(["--filter-platform", &host()]);
+        let meta: Value = serde_json::from_str(&run(c)).expect("cargo metadata prints JSON");
+        let names: BTreeMap<&str, &str> = meta["packages"]
+            .as_array()
+            .expect("packages")
+            .iter()
+            .map(|p| {
+                (
+                    p["id"].as_str().expect("id"),
+                    p["name"].as_str().expect("name"),
+                )
+            })
+            .collect();
+        let mut deps: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for node in meta["resolve"]["nodes"].as_array().expect("resolve") {
+            let name = names[node["id"].as_str().expect("id")];
+            let out = deps.entry(name.to_owned()).or_default();
+            for dep in node["deps"].as_array().expect("deps") {
+                let normal = dep["dep_kinds"]
+                    .as_array()
+                    .expect("dep_kinds")
+                    .iter()
+                    .any(|k| k["kind"].as_str() != Some("dev"));
+                if normal {
+                    out.push(names[dep["pkg"].as_str().expect("pkg")].to_owned());
+                }
+            }
+        }
+        ResolvedGraph { deps }
+    }
+
+    /// Every package `package` links (itself excluded).
+    fn closure(&self, package: &str) -> std::collections::BTreeSet<String> {
+        let mut seen = std::collections::BTreeSet::new();
+        let mut todo = vec![package.to_owned()];
+        while let Some(p) = todo.pop() {
+            for d in self.deps.get(&p).into_iter().flatten() {
+                if seen.insert(d.clone()) {
+                    todo.push(d.clone());
+                }
+            }
+        }
+        seen
+    }
+
+    /// One line per way `package` links a crate of [`CONTRACT_ONLY`] other
+    /// than through a third-party carrier of [`CARRIERS`]: `<package>
+    /// links <crate> through <parent>`.
+    fn contract_links(&self, package: &str) -> Vec<String> {
+        let mut linked = self.closure(package);
+        linked.insert(package.to_owned());
+        let mut out = Vec::new();
+        for parent in &linked {
+            for dep in self.deps.get(parent).into_iter().flatten() {
+                let dep = dep.as_str();
+                if CONTRACT_ONLY.contains(&dep) && !CARRIERS.contains(&(dep, parent.as_str())) {
+                    out.push(format!("{package} links {dep} through {parent}"));
+                }
+            }
+        }
+        out.sort();
+        out.dedup();
+        out
+    }
+}
+
+/// The host's target triple (`rustc -vV`).
+fn host() -> String {
+    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    let mut c = Command::new(rustc);
+    c.arg("-vV");
+    run(c)
+        .lines()
+        .find_map(|l| l.strip_prefix("host: "))
+        .expect("rustc -vV names the host")
+        .to_owned()
+}
+
+fn root() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Every `.rs` file under `dir`, build output and fuzz corpora left out.
+fn rust_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let name = entry.file_name();
+        if path.is_dir() {
+            if name != "target" && name != ".git" && name != "corpus" && name != "artifacts" {
+                rust_files(&path, out);
+            }
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
 }

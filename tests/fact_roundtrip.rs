@@ -11,7 +11,7 @@ use proptest::sample::Index;
 use proptest::test_runner::{FileFailurePersistence, RngAlgorithm, TestRng, TestRunner};
 use reel::codec::{decode_fact, encode_fact, encode_fact_serde};
 use reel::fact::*;
-use reel::spec::{Annotations, ToolSpec};
+use reel::spec::{Annotations, ToolSpec, ToolSpecExt};
 use reel::strategy;
 use reel::tape::{facts_digest, parse_line, Tape, TapeHeader, TapeLine, FORMAT};
 use reel::RunRecord;
@@ -679,6 +679,70 @@ fn one_of_each_kind() -> Vec<Fact> {
             kind,
         })
         .collect()
+}
+
+/// The stored encoding of one fact of every kind (and an unknown one),
+/// pinned with the fact encoding version it belongs to, by the sha-256 of
+/// the facts' bytes in a row (the spec's derived schemas replaced by fixed
+/// ones, so a `schemars` upgrade is not a format change). A change to the
+/// bytes that keeps `FACT_VERSION` fails here: an older reel would misread
+/// the new bytes, so raise the version (and the archive's
+/// `FORMAT_VERSION`, whose blocks hold these bytes; see the archive's
+/// block pin) and pin the new bytes under it.
+const PINNED_FACTS: &[(u8, &str)] = &[(
+    1,
+    "58052c4c226311b43fdf8112d0b70c5d243bdca8adc291c3432885b206ec5bfc",
+)];
+
+#[test]
+fn the_stored_encoding_of_every_kind_is_pinned_to_its_version() {
+    let mut facts = one_of_each_kind();
+    facts.push(fact(
+        Some("call-1"),
+        FactKind::ElicitRefused(ElicitRefused {
+            message: "Deploy?".into(),
+            mode: ElicitMode::Form,
+            reason: "no elicitor is attached".into(),
+        }),
+    ));
+    facts.push(fact(
+        Some("call-1"),
+        FactKind::Unknown {
+            kind: "from.the.future".into(),
+            data: json!({"a": [1, 2.5, "x"], "b": null}),
+        },
+    ));
+    let mut bytes = Vec::new();
+    let mut seen = BTreeSet::new();
+    for mut fact in facts {
+        if let FactKind::CallStarted(CallStarted {
+            spec: Some(spec), ..
+        }) = &mut fact.kind
+        {
+            spec.input_schema = json!({"type": "array", "items": {"type": "string"}});
+            spec.output_schema = Some(json!({"type": "array"}));
+        }
+        seen.insert(fact.kind.name().to_owned());
+        encode_fact(&fact, &mut bytes).expect("a fact encodes");
+    }
+    let missing: Vec<_> = FactKind::KNOWN
+        .iter()
+        .filter(|k| !seen.contains(**k))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "the pinned facts miss kinds: {missing:?}"
+    );
+    let found = hex::encode(Sha256::digest(&bytes));
+    let version = reel::codec::FACT_VERSION;
+    let Some((_, want)) = PINNED_FACTS.iter().find(|(v, _)| *v == version) else {
+        panic!("FACT_VERSION {version} has no pinned encoding: pin {found:?} under it");
+    };
+    assert_eq!(
+        found, *want,
+        "the stored encoding of facts changed, but FACT_VERSION is still {version}: raise it \
+         (and the archive's FORMAT_VERSION), and pin the new bytes under the new version"
+    );
 }
 
 /// Floats come back bit for bit (integral ones stay floats), through JSON

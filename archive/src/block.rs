@@ -40,8 +40,8 @@ use std::borrow::Cow;
 
 use sha2::{Digest as _, Sha256};
 
-use reel::codec::{decode_fact, encode_fact, Digest};
-use reel::fact::Fact;
+use reel_core::codec::{decode_fact, encode_fact, Digest};
+use reel_core::fact::Fact;
 
 /// Block format version of a block whose payload is stored plain.
 pub(crate) const BLOCK_PLAIN: u8 = 1;
@@ -334,13 +334,13 @@ mod tests {
     #[test]
     fn a_declared_count_is_not_trusted_with_an_allocation() {
         let mut payload = Vec::new();
-        let fact = reel::fact::Fact {
+        let fact = reel_core::fact::Fact {
             seq: 0,
             at: 0,
             offset: 0,
             call: None,
-            kind: reel::fact::FactKind::RunEnded(reel::fact::RunEnded {
-                status: reel::fact::RunStatus::Completed,
+            kind: reel_core::fact::FactKind::RunEnded(reel_core::fact::RunEnded {
+                status: reel_core::fact::RunStatus::Completed,
             }),
         };
         push_fact(&mut payload, &fact).unwrap();
@@ -356,7 +356,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use reel::fact::{FactKind, Progress};
+    use reel_core::fact::{FactKind, Progress};
 
     /// A progress fact of a long run: similar to its neighbours, as most
     /// facts of a block are.
@@ -385,6 +385,46 @@ mod tests {
     /// `facts` sealed into one block after `prev`.
     fn sealed(facts: &[Fact], prev: &Digest) -> (Vec<u8>, Digest) {
         seal(facts.len() as u32, prev, &payload_of(facts))
+    }
+
+    /// The blocks this reel writes, pinned with the archive format they
+    /// belong to: a plain block (one fact) and a zstd block (forty), by the
+    /// sha-256 of their stored bytes. A change to the block layout or to a
+    /// fact's encoding that keeps [`crate::FORMAT_VERSION`] fails here: raise
+    /// the version (an older reel must refuse the new blocks) and pin the
+    /// new bytes under it. (Only the compressor's output changing, with
+    /// old blocks still read, is the one change that needs no raise.)
+    const PINNED_BLOCKS: &[(u32, &str, &str)] = &[(
+        3,
+        "ec6a132e60ef99f7ff6e18525dc27aac7d5eabf288c2a484bbb33d5390291a81",
+        "b5abcb676f6b49e63e521297afea795f6d5bcc07f4b75ea84b602413cfafca26",
+    )];
+
+    #[test]
+    fn the_blocks_written_are_pinned_to_the_format_version() {
+        let hex_of = |value: &[u8]| hex::encode(Sha256::digest(value));
+        let (plain, _) = sealed(&[progress(0)], &[7; 32]);
+        assert_eq!(plain[0], BLOCK_PLAIN);
+        let facts: Vec<Fact> = (0..40).map(progress).collect();
+        let (zstd, _) = sealed(&facts, &[7; 32]);
+        assert_eq!(zstd[0], BLOCK_ZSTD);
+        let found = (hex_of(&plain), hex_of(&zstd));
+        let Some((_, want_plain, want_zstd)) = PINNED_BLOCKS
+            .iter()
+            .find(|(v, ..)| *v == crate::FORMAT_VERSION)
+        else {
+            panic!(
+                "FORMAT_VERSION {} has no pinned blocks: pin {found:?} under it",
+                crate::FORMAT_VERSION
+            );
+        };
+        assert_eq!(
+            (found.0.as_str(), found.1.as_str()),
+            (*want_plain, *want_zstd),
+            "the blocks this reel writes changed, but FORMAT_VERSION is still {}: raise it \
+             (and pin the new bytes under the new version)",
+            crate::FORMAT_VERSION
+        );
     }
 
     /// A block built by hand: `version`, `count`, and `stored` as its stored
@@ -682,7 +722,7 @@ mod tests {
         /// to be compressed.
         #[test]
         fn sealed_facts_read_back(
-            run in reel::strategy::facts_of_run("run-1"),
+            run in reel_core::strategy::facts_of_run("run-1"),
             take in 1usize..10,
             copies in 1usize..6,
             first_seq in 0u64..1_000_000,

@@ -364,7 +364,7 @@ mod tests {
 mod sealing {
     use super::*;
     use crate::{Archive, ArchiveConfig, FingerprintKey};
-    use reel::fact::{FactKind, NewFact, Producer, RunStarted};
+    use reel_core::fact::{FactKind, NewFact, Producer, RunStarted};
 
     fn config() -> ArchiveConfig {
         ArchiveConfig {

@@ -2,9 +2,9 @@
 
 use std::path::PathBuf;
 
-use reel::gap::Gap;
-use reel::rules::Violation;
-use reel::run::RunState;
+use reel_core::gap::Gap;
+use reel_core::rules::Violation;
+use reel_core::run::RunState;
 
 /// Errors of the archive. Each message says what happened and what to do.
 #[derive(Debug, thiserror::Error)]
@@ -139,7 +139,7 @@ pub enum ArchiveError {
         detail: String,
     },
     /// An import was refused: one of its facts breaks a rule of the run's
-    /// fact stream (see [`reel::rules`]). Nothing of the import was stored.
+    /// fact stream (see [`reel_core::rules`]). Nothing of the import was stored.
     #[error("run {run_id:?}: fact {index} of the import breaks a stream rule: {violation}; nothing was imported: fix that fact, or export the run again")]
     ImportBreaksRule {
         /// The run.

@@ -4,8 +4,8 @@ use std::collections::VecDeque;
 
 use futures::Stream;
 
-use reel::fact::Fact;
-use reel::gap::Gap;
+use reel_core::fact::Fact;
+use reel_core::gap::Gap;
 
 use crate::{Archive, ArchiveError, Result};
 

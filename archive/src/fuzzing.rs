@@ -2,8 +2,8 @@
 //! decoders of bytes read from disk, reachable without a sled store. Not
 //! part of the API; hidden from the docs.
 
-use reel::fact::Fact;
-use reel::run::RunRecord;
+use reel_core::fact::Fact;
+use reel_core::run::RunRecord;
 
 /// Checks a stored block (header, checksum, version, decompression) and
 /// decodes its facts, numbered from 0: what a read does with a block

@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 use sha2::{Digest as _, Sha256};
 use sled::Transactional as _;
 
-use reel::fact::{Fact, FactKind};
-use reel::run::{RunRecord, RunState};
+use reel_core::fact::{Fact, FactKind};
+use reel_core::run::{RunRecord, RunState};
 
 use crate::record::encode_record;
 use crate::{
@@ -29,7 +29,7 @@ impl Archive {
     /// ended is marked incomplete.
     ///
     /// Everything is checked before anything is written: every fact against
-    /// the stream rules ([`reel::rules`], the checks `append` applies;
+    /// the stream rules ([`reel_core::rules`], the checks `append` applies;
     /// [`ArchiveError::ImportBreaksRule`] names the first fact that breaks
     /// one), every artifact's bytes against its `sha256:<hex>` digest
     /// ([`ArchiveError::ImportArtifactMismatch`]), the encoding of every

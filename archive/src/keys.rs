@@ -23,7 +23,7 @@
 
 use std::ops::{Range, RangeInclusive};
 
-use reel::run::{RunRecord, RunState};
+use reel_core::run::{RunRecord, RunState};
 
 pub(crate) const T_META: &str = "meta";
 pub(crate) const T_RUN_IDS: &str = "run_ids";

@@ -8,7 +8,7 @@
 //!
 //! ```
 //! use reel_archive::{Archive, ArchiveConfig, RunFilter};
-//! use reel::fact::{FactKind, NewFact, Producer, Progress, RunStarted, RunEnded, RunStatus};
+//! use reel_core::fact::{FactKind, NewFact, Producer, Progress, RunStarted, RunEnded, RunStatus};
 //! use serde_json::json;
 //!
 //! let dir = tempfile::tempdir().unwrap();
@@ -46,7 +46,7 @@
 //!   gapless from 0, and stores each batch as one block (one sled insert, so a
 //!   crash never tears a fact). The first batch of a run must start with
 //!   `run.started`; a batch containing `run.ended` closes the run. Every
-//!   batch is held to the stream rules of [`reel::rules`] before any of it is
+//!   batch is held to the stream rules of [`reel_core::rules`] before any of it is
 //!   stored.
 //! - [`Archive::import_run_with_artifacts`] (and [`Archive::import_run`])
 //!   is all or nothing: it checks the whole stream against the same rules,
@@ -96,9 +96,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
-use reel::fact::Fingerprint;
-use reel::run::RunRecord;
-use reel::sequence::Sequencer;
+use reel_core::fact::Fingerprint;
+use reel_core::run::RunRecord;
+use reel_core::sequence::Sequencer;
 
 pub use error::{ArchiveError, Result};
 pub use fingerprint::{FingerprintKey, CONFIG_DIR_ENV, KEY_ENV, KEY_FILE};
@@ -106,12 +106,13 @@ pub use list::{Cursor, DamagedRun, RunFilter, RunPage};
 pub use open::ArchiveConfig;
 pub use prune::{PruneFilter, PruneReport};
 pub use read::Facts;
-pub use reel::codec::{decode_fact, encode_fact, parse_digest, Digest};
-pub use reel::gap::Gap;
-pub use reel::rules::{Rule, StreamRules, Violation};
+pub use reel_core::codec::{decode_fact, encode_fact, parse_digest, Digest};
+pub use reel_core::gap::Gap;
+pub use reel_core::rules::{Rule, StreamRules, Violation};
+/// The storage seam is the core's; re-exported so `reel_archive::Store` keeps working.
+pub use reel_core::store::{Store, StoreError, StreamFailure};
 pub use salvage::{salvage, LostSeqs, SalvageReport, SalvagedRun};
 pub use stats::ArchiveStats;
-pub use store::{Store, StoreError, StreamFailure};
 pub use tape::TapeExt;
 pub use verify::{Problem, VerifyReport};
 
@@ -183,7 +184,7 @@ pub(crate) struct Trees {
 struct LiveRun {
     ordinal: u64,
     record: RunRecord,
-    /// Numbers the run's appends (the one numberer, `reel::sequence`).
+    /// Numbers the run's appends (the one numberer, `reel_core::sequence`).
     seq: Sequencer,
     head: Digest,
 }

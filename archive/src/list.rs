@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::keys::{ListCursor, Listing};
 use crate::{Archive, ArchiveError, Result};
-use reel::run::{RunRecord, RunState};
+use reel_core::run::{RunRecord, RunState};
 
 /// Which runs to list. All filters combine with AND; runs come newest first.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

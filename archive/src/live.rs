@@ -12,8 +12,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::{ArchiveStats, RunFilter, RunPage};
-use reel::gap::Gap;
-use reel::{Fact, RunRecord};
+use reel_core::gap::Gap;
+use reel_core::{Fact, RunRecord};
 
 /// The socket's file name inside the archive directory.
 pub const SOCKET_NAME: &str = "reel.sock";

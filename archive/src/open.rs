@@ -40,7 +40,7 @@ pub struct ArchiveConfig {
 
 impl Archive {
     /// Opens the archive in `dir`, creating it when absent. Runs left running
-    /// by a writer that stopped are marked [`reel::run::RunState::Incomplete`].
+    /// by a writer that stopped are marked [`reel_core::run::RunState::Incomplete`].
     pub fn open(dir: impl AsRef<Path>, config: ArchiveConfig) -> Result<Archive> {
         let dir = dir.as_ref().to_path_buf();
         if dir.exists() && !dir.is_dir() {
@@ -510,7 +510,9 @@ mod tests {
     /// the run reads back the same, verifies, and the stamp is kept.
     fn an_old_archive_reads(format: u32, version: u8) {
         use crate::block;
-        use reel::fact::{FactKind, NewFact, Producer, Progress, RunEnded, RunStarted, RunStatus};
+        use reel_core::fact::{
+            FactKind, NewFact, Producer, Progress, RunEnded, RunStarted, RunStatus,
+        };
         let dir = tempfile::tempdir().expect("tempdir");
         let config = || ArchiveConfig {
             fingerprint_key: FingerprintKey::Key([1; 32]),

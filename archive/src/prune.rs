@@ -18,7 +18,7 @@ use std::collections::BTreeSet;
 
 use serde::Serialize;
 
-use reel::run::{RunRecord, RunState};
+use reel_core::run::{RunRecord, RunState};
 
 use crate::{keys, parse_digest, Archive, Result, RunFilter};
 
@@ -240,7 +240,7 @@ impl Archive {
                     Err(e) => return Err(e),
                 }
             }
-            for digest in reel::tape::referenced_digests(&facts) {
+            for digest in reel_core::tape::referenced_digests(&facts) {
                 if let Some(raw) = parse_digest(&digest) {
                     referenced.insert(raw);
                 }

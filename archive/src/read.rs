@@ -4,9 +4,9 @@
 use std::collections::VecDeque;
 use std::ops::{Bound, RangeBounds};
 
-use reel::fact::Fact;
-use reel::gap::Gap;
-use reel::run::RunRecord;
+use reel_core::fact::Fact;
+use reel_core::gap::Gap;
+use reel_core::run::RunRecord;
 
 use crate::record::decode_record;
 use crate::{block, keys, lock, parse_digest, Archive, ArchiveError, Result};

@@ -1,7 +1,7 @@
 //! The stored run record: one version byte, then MessagePack with field
 //! names.
 
-use reel::run::RunRecord;
+use reel_core::run::RunRecord;
 
 pub(crate) fn encode_record(record: &RunRecord) -> Vec<u8> {
     let mut out = vec![1u8];

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use reel::run::{RunRecord, RunState};
+use reel_core::run::{RunRecord, RunState};
 
 use crate::record::encode_record;
 use crate::{block, keys, Archive, Result};

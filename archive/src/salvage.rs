@@ -39,8 +39,8 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use sha2::{Digest as _, Sha256};
 
-use reel::fact::Fact;
-use reel::run::{RunRecord, RunState};
+use reel_core::fact::Fact;
+use reel_core::run::{RunRecord, RunState};
 
 use crate::record::{decode_record, encode_record};
 use crate::{block, keys, Archive, ArchiveConfig, ArchiveError, Digest, Result};
@@ -566,7 +566,7 @@ fn scan_blocks(bytes: &[u8], pool: &mut Pool) {
 fn collect_artifacts(value: &serde_json::Value, out: &mut HashMap<Digest, Option<u64>>) {
     match value {
         serde_json::Value::String(s) => {
-            if let Some(d) = reel::codec::parse_digest(s) {
+            if let Some(d) = reel_core::codec::parse_digest(s) {
                 out.entry(d).or_insert(None);
             }
         }
@@ -575,7 +575,7 @@ fn collect_artifacts(value: &serde_json::Value, out: &mut HashMap<Digest, Option
             let size = map.get("size").and_then(serde_json::Value::as_u64);
             for v in map.values() {
                 if let (Some(size), Some(d)) =
-                    (size, v.as_str().and_then(reel::codec::parse_digest))
+                    (size, v.as_str().and_then(reel_core::codec::parse_digest))
                 {
                     out.insert(d, Some(size));
                 } else {

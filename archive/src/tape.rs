@@ -1,13 +1,13 @@
 //! Tapes in and out of the archive. The tape format itself (lines, header,
-//! `facts_sha256`) is the core's ([`reel::tape`]); this module moves a tape
+//! `facts_sha256`) is the core's ([`reel_core::tape`]); this module moves a tape
 //! between that format and a sled archive, as [`TapeExt`] methods on
 //! [`Tape`], so `Tape::export(&archive, id)` and `tape.import(&archive)`
 //! read as they always did once the trait is in scope.
 
-use reel::fact::Fact;
-use reel::run::RunRecord;
-use reel::tape::{referenced_digests, Tape, TapeError, TapeLines};
-use reel::tripwire::Tripwire;
+use reel_core::fact::Fact;
+use reel_core::guard::Guard;
+use reel_core::run::RunRecord;
+use reel_core::tape::{referenced_digests, Tape, TapeError, TapeLines};
 
 use crate::{Archive, ArchiveError};
 
@@ -17,15 +17,16 @@ pub trait TapeExt: Sized {
     /// with the artifacts its facts refer to.
     fn export(archive: &Archive, run_id: &str) -> Result<Tape, ArchiveError>;
 
-    /// [`TapeExt::export`] through the tripwire ([`Tripwire::guard_tape`]):
-    /// the values `wire` holds (the host's declared secrets, e.g. `reel
-    /// export --secret-env`) are scrubbed from the tape in every encoding,
+    /// [`TapeExt::export`] through the tripwire ([`Guard::guard_tape`]; the
+    /// host passes `reel::tripwire::Tripwire`): the values `wire` holds
+    /// (the host's declared secrets, e.g. `reel export --secret-env`) are
+    /// scrubbed from the tape in every encoding,
     /// each hit named by a `redaction.tripped` fact (point `tape`, rule
     /// `declared-at-export`). The tape, and how many tripped facts it gained.
     fn export_guarded(
         archive: &Archive,
         run_id: &str,
-        wire: &Tripwire,
+        wire: &dyn Guard,
     ) -> Result<(Tape, usize), ArchiveError>;
 
     /// Imports the tape into `archive`, all or nothing (see
@@ -37,7 +38,7 @@ pub trait TapeExt: Sized {
 
     /// Imports the tape into `archive`, all or nothing. A tape that holds
     /// fewer facts than its header counts (cut short), a fact that breaks a
-    /// stream rule (the checks `append` applies; see [`reel::rules`]) or an
+    /// stream rule (the checks `append` applies; see [`reel_core::rules`]) or an
     /// artifact that does not match its digest is refused with the line it
     /// is on, before anything is stored; so is a first fact naming another
     /// stream than the header, and an id the archive has already
@@ -65,7 +66,7 @@ impl TapeExt for Tape {
     fn export_guarded(
         archive: &Archive,
         run_id: &str,
-        wire: &Tripwire,
+        wire: &dyn Guard,
     ) -> Result<(Tape, usize), ArchiveError> {
         let mut tape = Tape::export(archive, run_id)?;
         let tripped = wire.guard_tape(&mut tape, "tape", "declared-at-export");

@@ -8,7 +8,7 @@ use sha2::{Digest as _, Sha256};
 
 use crate::record::decode_record;
 use crate::{block, keys, Archive, Result, StreamRules};
-use reel::run::RunRecord;
+use reel_core::run::RunRecord;
 
 /// One thing wrong with the archive.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -70,7 +70,7 @@ impl Archive {
     /// Checks the whole archive: every block decodes and matches its
     /// checksum, each run's hash chain is unbroken, seqs are gapless from 0,
     /// each run's facts keep the stream rules that `append` and import
-    /// apply ([`reel::rules`]), run records agree with their facts,
+    /// apply ([`reel_core::rules`]), run records agree with their facts,
     /// indexes agree with run records, and artifacts match their digests.
     /// Never stops at the first problem.
     pub fn verify(&self) -> Result<VerifyReport> {
@@ -429,7 +429,9 @@ fn problem(run_id: Option<String>, seqs: Option<(u64, Option<u64>)>, what: &str)
 mod tests {
     use crate::record::encode_record;
     use crate::{block, keys, Archive, ArchiveConfig};
-    use reel::fact::{Fact, FactKind, Log, NewFact, Producer, RunEnded, RunStarted, RunStatus};
+    use reel_core::fact::{
+        Fact, FactKind, Log, NewFact, Producer, RunEnded, RunStarted, RunStatus,
+    };
 
     fn new(kind: FactKind) -> NewFact {
         NewFact {
@@ -456,7 +458,7 @@ mod tests {
 
     fn log() -> FactKind {
         FactKind::Log(Log {
-            level: reel::fact::Level::Info,
+            level: reel_core::fact::Level::Info,
             logger: None,
             subflow: None,
             data: serde_json::json!("forged"),

@@ -3,7 +3,7 @@
 //! that keeps blocks elsewhere (the JetStream backend, `reel-nats`), and
 //! for the projection of such a store back into an archive.
 
-use reel::fact::Fact;
+use reel_core::fact::Fact;
 
 use crate::{block, Digest};
 

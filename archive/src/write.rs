@@ -5,9 +5,9 @@ use std::sync::{Arc, Mutex};
 
 use sha2::{Digest as _, Sha256};
 
-use reel::fact::{Fact, NewFact};
-use reel::run::{RunRecord, RunState};
-use reel::sequence::Sequencer;
+use reel_core::fact::{Fact, NewFact};
+use reel_core::run::{RunRecord, RunState};
+use reel_core::sequence::Sequencer;
 
 use crate::record::{decode_record, encode_record};
 use crate::{block, keys, lock, Archive, ArchiveError, Digest, LiveRun, Result, StreamRules};
@@ -16,15 +16,15 @@ impl Archive {
     /// Appends facts to a run and returns the seqs they were given. The first
     /// batch of a run must begin with `run.started` naming `run_id`; the
     /// whole batch becomes one block. The batch is numbered by the run's
-    /// [`Sequencer`](reel::sequence::Sequencer) (seqs, and the count of a
+    /// [`Sequencer`](reel_core::sequence::Sequencer) (seqs, and the count of a
     /// progress report filed unnumbered) and checked against the stream
-    /// rules ([`reel::rules`]) from where the run stands before any of it is
+    /// rules ([`reel_core::rules`]) from where the run stands before any of it is
     /// stored: a batch that breaks one is refused whole.
     pub fn append(&self, run_id: &str, facts: Vec<NewFact>) -> Result<std::ops::Range<u64>> {
         self.append_with(run_id, facts.is_empty(), |seq| seq.number_all(facts))
     }
 
-    /// Appends facts a [`Sequencer`](reel::sequence::Sequencer) of the
+    /// Appends facts a [`Sequencer`](reel_core::sequence::Sequencer) of the
     /// caller numbered (the recorder's writer numbers its streams itself,
     /// so that every [`Store`](crate::Store) gets the same numbers): they
     /// are held to the same rules as [`Archive::append`]'s, seqs included,

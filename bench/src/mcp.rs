@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use reel::context::{ToolContext, ToolError};
-use reel::spec::{JsonSchema, ToolSpec};
+use reel::spec::{JsonSchema, ToolSpec, ToolSpecExt};
 use reel::tools::Tools;
 use reel_mcp::serve::McpHost;
 use reel_recorder::{Recorder, RecorderConfig};

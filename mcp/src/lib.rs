@@ -15,7 +15,7 @@
 //!
 //! ```no_run
 //! use reel::context::{ToolContext, ToolError};
-//! use reel::spec::ToolSpec;
+//! use reel::spec::{ToolSpec, ToolSpecExt};
 //! use reel::tools::Tools;
 //! use reel_mcp::serve::McpHost;
 //! use reel_recorder::{Recorder, RecorderConfig};

@@ -11,10 +11,10 @@ use async_nats::HeaderMap;
 use bytes::Bytes;
 use sha2::{Digest as _, Sha256};
 
-use reel::fact::{Fact, FactKind};
-use reel::rules::StreamRules;
-use reel::run::RunRecord;
 use reel_archive::{Digest, Store, StoreError, StreamFailure};
+use reel_core::fact::{Fact, FactKind};
+use reel_core::rules::StreamRules;
+use reel_core::run::RunRecord;
 
 use crate::config::{NatsConfig, OfflinePolicy};
 use crate::subject::{kv_key, subject_of, subject_token};

@@ -11,9 +11,9 @@ use futures::StreamExt as _;
 use sha2::{Digest as _, Sha256};
 use tokio::io::AsyncReadExt as _;
 
-use reel::run::RunRecord;
 use reel_archive::wire::open_block;
 use reel_archive::{Archive, ArchiveError, Digest};
+use reel_core::run::RunRecord;
 
 use crate::store::Cluster;
 use crate::subject::{stream_of_subject, subject_token, tenant_token_of_subject};
@@ -649,7 +649,7 @@ fn land(
             }));
         }
         let n = block.facts.len() as u64;
-        refers = reel::tape::referenced_digests(&block.facts)
+        refers = reel_core::tape::referenced_digests(&block.facts)
             .into_iter()
             .collect();
         archive

@@ -20,7 +20,7 @@
 //! redacted data, and credentials only as fingerprints.
 //!
 //! ```
-//! use reel::fact::Producer;
+//! use reel_core::fact::Producer;
 //! use reel_otlp::{derived_trace_id, StreamId, TraceParent};
 //! let producer = Producer { name: "demo".into(), version: "1".into() };
 //! // Stable ids: the same recording gives the same trace id ...
@@ -42,10 +42,10 @@ use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, InstrumentationScope, KeyValue};
 use opentelemetry_proto::tonic::resource::v1::Resource;
 use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
-use reel::fact::Fact;
-use reel::run::RunRecord;
-use reel::tripwire::{Encoding, Tripwire};
 use reel_archive::{Archive, ArchiveError};
+use reel_core::fact::Fact;
+use reel_core::guard::{Encoding, Guard};
+use reel_core::run::RunRecord;
 
 pub use live::{LiveExport, LiveHandle};
 pub use map::{derived_span_id, derived_trace_id, stream_spans, Options, StreamId, TraceParent};
@@ -125,9 +125,9 @@ pub fn archive_request(
     Ok(request(spans))
 }
 
-/// The tripwire over a request about to be sent ([`reel::tripwire`]): its
-/// protobuf bytes are searched for every value `wire` holds, raw and
-/// encoded; on a hit, every string of every span (name, attributes,
+/// The tripwire over a request about to be sent ([`Guard`]; the host
+/// passes `reel::tripwire::Tripwire`): its protobuf bytes are searched
+/// for every value `wire` holds, raw and encoded; on a hit, every string of every span (name, attributes,
 /// events, links, nested values) is scrubbed, and the span gains a
 /// `redaction.tripped` event per field hit, with `reel.redaction.point`
 /// (`otlp`), `reel.redaction.span` (the span's name),
@@ -136,7 +136,7 @@ pub fn archive_request(
 /// hit.
 pub fn guard_request(
     request: &mut ExportTraceServiceRequest,
-    wire: &Tripwire,
+    wire: &dyn Guard,
     rule: &str,
 ) -> usize {
     use prost::Message as _;
@@ -206,7 +206,7 @@ pub fn guard_request(
 }
 
 fn scrub_attributes(
-    wire: &Tripwire,
+    wire: &dyn Guard,
     attributes: &mut [KeyValue],
     at: &str,
     hits: &mut Vec<(String, Encoding)>,
@@ -222,7 +222,7 @@ fn scrub_attributes(
     }
 }
 
-fn scrub_any(wire: &Tripwire, value: &mut AnyValue, at: &str, hits: &mut Vec<(String, Encoding)>) {
+fn scrub_any(wire: &dyn Guard, value: &mut AnyValue, at: &str, hits: &mut Vec<(String, Encoding)>) {
     match &mut value.value {
         Some(any_value::Value::StringValue(s)) => {
             if let Some(e) = wire.scrub_str(s) {
@@ -232,7 +232,7 @@ fn scrub_any(wire: &Tripwire, value: &mut AnyValue, at: &str, hits: &mut Vec<(St
         Some(any_value::Value::BytesValue(b)) => {
             if let Some(e) = wire.scan(b) {
                 b.clear();
-                b.extend_from_slice(reel::redact::MARKER.as_bytes());
+                b.extend_from_slice(reel_core::marker::MARKER.as_bytes());
                 hits.push((at.to_owned(), e));
             }
         }

@@ -17,9 +17,9 @@ use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex};
 
 use opentelemetry_proto::tonic::trace::v1::Span;
-use reel::fact::{Fact, FactKind};
-use reel::run::RunRecord;
 use reel_archive::{Store, StoreError};
+use reel_core::fact::{Fact, FactKind};
+use reel_core::run::RunRecord;
 
 use crate::map::{derived_span_id, mcp_initialize, stream_spans, Options, StreamId};
 use crate::send::{Collector, ExportError, Protocol};
@@ -181,7 +181,7 @@ fn ended_spans(
         })
         .collect();
     let stream_over = facts.last().is_some_and(|f| {
-        reel::rules::ends_stream(record.outside_run.as_deref(), f.call.as_deref(), &f.kind)
+        reel_core::rules::ends_stream(record.outside_run.as_deref(), f.call.as_deref(), &f.kind)
     });
     // An ended call's own facts are no longer needed; the run's, its
     // start's, open calls' and the MCP `initialize`'s (the session's
@@ -243,7 +243,7 @@ impl<S: Store> Store for LiveExport<S> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use reel::fact::{
+    use reel_core::fact::{
         CallEnded, CallMode, CallOutcome, CallStarted, Producer, RunEnded, RunStarted, RunStatus,
     };
     use serde_json::{json, Value};

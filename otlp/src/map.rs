@@ -7,11 +7,11 @@ use std::collections::BTreeMap;
 use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, KeyValue};
 use opentelemetry_proto::tonic::trace::v1::span::{Event, SpanKind};
 use opentelemetry_proto::tonic::trace::v1::{status::StatusCode, Span, Status};
-use reel::fact::{
+use reel_core::fact::{
     CallEnded, CallOutcome, CallStarted, EffectOutcome, ElicitOutcome, Fact, FactKind, Producer,
     TeardownOutcome,
 };
-use reel::run::RunRecord;
+use reel_core::run::RunRecord;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
@@ -318,7 +318,7 @@ pub fn stream_spans(record: &RunRecord, facts: &[Fact], options: &Options) -> Ve
                     span.attributes
                         .push(s("reel.run.status", e.status.as_str()));
                     span.status = Some(match e.status {
-                        reel::fact::RunStatus::Completed => Status {
+                        reel_core::fact::RunStatus::Completed => Status {
                             code: StatusCode::Ok as i32,
                             message: String::new(),
                         },
@@ -327,7 +327,7 @@ pub fn stream_spans(record: &RunRecord, facts: &[Fact], options: &Options) -> Ve
                             message: format!("run {other}"),
                         },
                     });
-                    if e.status != reel::fact::RunStatus::Completed {
+                    if e.status != reel_core::fact::RunStatus::Completed {
                         span.attributes.push(s("error.type", e.status.as_str()));
                     }
                 }
@@ -519,7 +519,7 @@ fn agent_name(producer: &Producer) -> Option<&str> {
 
 fn identity_attributes(
     attributes: &mut Vec<KeyValue>,
-    identity: Option<&reel::fact::Identity>,
+    identity: Option<&reel_core::fact::Identity>,
     session: Option<&str>,
 ) {
     if let Some(i) = identity {
@@ -841,7 +841,7 @@ fn fact_event(kind: &FactKind, t: u64, tool: Option<&str>, options: &Options) ->
             a.push(int("reel.progress.count", f.count as i64));
             a.push(s(
                 "reel.progress.line",
-                reel_viewer::display::progress_line(tool.unwrap_or("?"), &f.payload, f.count),
+                reel_core::display::progress_line(tool.unwrap_or("?"), &f.payload, f.count),
             ));
             if c {
                 a.push(json("reel.progress.payload", &f.payload));
@@ -940,7 +940,7 @@ fn fact_event(kind: &FactKind, t: u64, tool: Option<&str>, options: &Options) ->
     Some(event(name, t, a))
 }
 
-fn artifact_meta(a: &mut Vec<KeyValue>, m: &reel::fact::ArtifactMeta) {
+fn artifact_meta(a: &mut Vec<KeyValue>, m: &reel_core::fact::ArtifactMeta) {
     a.push(s("reel.artifact.id", m.id.clone()));
     a.push(s("reel.artifact.digest", m.digest.clone()));
     a.push(int("reel.artifact.size", m.size as i64));
@@ -950,7 +950,9 @@ fn artifact_meta(a: &mut Vec<KeyValue>, m: &reel::fact::ArtifactMeta) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use reel::fact::{CallEnded, CallMode, OutsideRun, Producer, RunEnded, RunStarted, RunStatus};
+    use reel_core::fact::{
+        CallEnded, CallMode, OutsideRun, Producer, RunEnded, RunStarted, RunStatus,
+    };
     use serde_json::json;
 
     #[test]

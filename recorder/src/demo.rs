@@ -11,7 +11,7 @@ use reel::context::{
     ContextError, Elicitation, McpProgress, Report, Stage, ToolContext, ToolError,
 };
 use reel::fact::{ElicitOutcome, Identity, Level, RunStatus, TeardownScope};
-use reel::spec::{Annotations, ToolSpec};
+use reel::spec::{Annotations, ToolSpec, ToolSpecExt};
 use reel::tools::Tools;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

@@ -55,7 +55,9 @@
 //! ```
 #![warn(missing_docs)]
 
-pub mod matching;
+/// Matching one emitted fact against one recorded fact: the core's
+/// ([`reel_core::matching`]), re-exported so its paths keep working.
+pub use reel_core::matching;
 mod recording;
 mod replay;
 #[cfg(feature = "insta")]

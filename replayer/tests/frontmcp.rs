@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 
 use reel::context::*;
 use reel::fact::*;
-use reel::spec::ToolSpec;
+use reel::spec::{ToolSpec, ToolSpecExt};
 use reel::tape::Tape;
 use reel::tools::Tools;
 use reel_archive::FingerprintKey;

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use reel::context::*;
 use reel::fact::*;
-use reel::spec::{claim_ticket, Annotations, InputError, JsonSchema, ToolSpec};
+use reel::spec::{claim_ticket, Annotations, InputError, JsonSchema, ToolSpec, ToolSpecExt};
 use reel::tape::Tape;
 use reel::tools::Tools;
 use reel_archive::TapeExt;

@@ -11,59 +11,11 @@ use serde_json::Value;
 
 use crate::render::terminal::needs_escape;
 
-/// The most characters of a progress `message` shown before the cut.
-pub const MESSAGE_LIMIT: usize = 120;
-
-/// The status line for a progress report (seed 000's display rule), in the
-/// default wording: [`ProgressTemplates::line`] of the default templates.
-///
-/// A top-level string `message` is shown verbatim, trimmed, cut at 120
-/// characters with the cut stated (`… (+N more)`). Anything else (no
-/// `message`, a non-string one, an empty one, a bare string payload) shows
-/// the generic line `` `tool` reported progress (N so far)… ``. The payload is
-/// never pretty-printed into the sentence. Characters, not bytes, are
-/// counted, and a cut never splits a character.
-///
-/// ```
-/// use reel_viewer::display::progress_line;
-/// use serde_json::json;
-///
-/// assert_eq!(progress_line("walk", &json!({"message": "  Hop 3 of 12  "}), 3), "Hop 3 of 12");
-/// assert_eq!(progress_line("walk", &json!({"done": 3}), 3), "`walk` reported progress (3 so far)…");
-/// ```
-pub fn progress_line(tool: &str, payload: &Value, count: u64) -> String {
-    match shown_message(payload) {
-        Some(m) => m,
-        None => generic_line(tool, count),
-    }
-}
-
-/// The message a person reads: a top-level string `message`, trimmed, not
-/// empty, cut at [`MESSAGE_LIMIT`].
-fn shown_message(payload: &Value) -> Option<String> {
-    payload
-        .as_object()
-        .and_then(|m| m.get("message"))
-        .and_then(Value::as_str)
-        .map(str::trim)
-        .filter(|m| !m.is_empty())
-        .map(|m| cut(m, MESSAGE_LIMIT))
-}
-
-fn generic_line(tool: &str, count: u64) -> String {
-    format!("`{tool}` reported progress ({count} so far)…")
-}
-
-/// Cuts `text` to `limit` characters, stating how many were cut.
-pub fn cut(text: &str, limit: usize) -> String {
-    match text.char_indices().nth(limit) {
-        None => text.to_owned(),
-        Some((byte, _)) => {
-            let more = text[byte..].chars().count();
-            format!("{}… (+{more} more)", &text[..byte])
-        }
-    }
-}
+/// The display rule itself (the default line, the message cut) is the
+/// core's, so every reader of facts (this viewer, the OTLP export) shows a
+/// report the same way.
+pub use reel_core::display::{cut, progress_line, MESSAGE_LIMIT};
+use reel_core::display::{generic_line, shown_message};
 
 /// The key of the line shown when a report has a usable `message`.
 pub const KEY_MESSAGE: &str = "tool.progress";

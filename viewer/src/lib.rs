@@ -6,8 +6,8 @@
 //! lives beside this library.
 //!
 //! ```
-//! use reel::fact::*;
-//! use reel::Fact;
+//! use reel_core::fact::*;
+//! use reel_core::Fact;
 //! use reel_viewer::timeline::Timeline;
 //! use serde_json::json;
 //!

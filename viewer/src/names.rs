@@ -8,14 +8,14 @@
 //! `as_str()` is a change here and at its callers only. [`call_status`] is
 //! the one wording of a call's status (text summary, HTML waterfall, LSP).
 
-use reel::fact::CallStatus;
+use reel_core::fact::CallStatus;
 use serde::Serialize;
 
 /// The stored name of a unit enum variant (`RunStatus::Completed` is
 /// `completed`, `Level::Warning` is `warning`).
 ///
 /// ```
-/// use reel::fact::RunStatus;
+/// use reel_core::fact::RunStatus;
 /// assert_eq!(reel_viewer::names::name(&RunStatus::Cancelled), "cancelled");
 /// ```
 pub fn name<T: Serialize>(value: &T) -> String {
@@ -31,7 +31,7 @@ pub fn name<T: Serialize>(value: &T) -> String {
 /// or `never ended` for a call with no `call.ended`.
 ///
 /// ```
-/// use reel::fact::CallStatus;
+/// use reel_core::fact::CallStatus;
 /// use reel_viewer::names::call_status;
 /// assert_eq!(call_status(Some(CallStatus::Aborted)), "aborted");
 /// assert_eq!(call_status(None), "never ended");
@@ -48,7 +48,7 @@ pub fn call_status(status: Option<CallStatus>) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use reel::fact::{CallMode, Level, RunStatus};
+    use reel_core::fact::{CallMode, Level, RunStatus};
 
     #[test]
     fn names_are_the_stored_ones() {

@@ -6,9 +6,9 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use reel::fact::*;
-use reel::gap::Gap;
-use reel::{Fact, RunRecord, RunState};
+use reel_core::fact::*;
+use reel_core::gap::Gap;
+use reel_core::{Fact, RunRecord, RunState};
 use serde::Serialize;
 
 use crate::display::ProgressTemplates;
@@ -255,7 +255,7 @@ pub struct RunHeader {
     pub teardown_scopes: Vec<TeardownScope>,
 }
 
-pub use reel::gap::seq_range;
+pub use reel_core::gap::seq_range;
 
 /// A run rebuilt from its facts.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -2,9 +2,9 @@
 //! and durations. Each anomaly case is one row fed to [`check`]: the steps
 //! of a run and the anomaly lines an operator must read.
 
-use reel::fact::*;
-use reel::gap::Gap;
-use reel::{Fact, RunRecord};
+use reel_core::fact::*;
+use reel_core::gap::Gap;
+use reel_core::{Fact, RunRecord};
 use reel_viewer::render::sink::RunSink;
 use reel_viewer::render::text::{TextRenderer, TextWriter};
 use reel_viewer::timeline::{Anomaly, Timeline, TimelineBuilder};
@@ -468,7 +468,7 @@ fn anomalies() {
 
 /// The anomaly lines of a run whose record is in `state`, as `reel show`
 /// builds its timeline.
-fn described_for(state: reel::RunState, steps: Vec<Step>) -> Vec<String> {
+fn described_for(state: reel_core::RunState, steps: Vec<Step>) -> Vec<String> {
     let facts = number(steps);
     let mut record = RunRecord::from_first(&facts[0]).expect("a run");
     record.state = state;
@@ -492,12 +492,12 @@ fn a_live_run_is_not_flagged_for_what_it_has_not_done_yet() {
     // Still being recorded: the open call, the cleanup not run yet and
     // the missing end are what a live run looks like; the rest counts.
     assert_eq!(
-        described_for(reel::RunState::Running, running()),
+        described_for(reel_core::RunState::Running, running()),
         ["credential \"github\" failed (#2, call c1)"]
     );
     // Its writer stopped: now they are anomalies.
     assert_eq!(
-        described_for(reel::RunState::Incomplete, running()),
+        described_for(reel_core::RunState::Incomplete, running()),
         [
             "credential \"github\" failed (#2, call c1)",
             "call c1 (started at #1) never ended",
@@ -510,7 +510,7 @@ fn a_live_run_is_not_flagged_for_what_it_has_not_done_yet() {
     let mut ended_meanwhile = running();
     ended_meanwhile.push(run_ended(RunStatus::Completed));
     assert_eq!(
-        described_for(reel::RunState::Running, ended_meanwhile),
+        described_for(reel_core::RunState::Running, ended_meanwhile),
         [
             "credential \"github\" failed (#2, call c1)",
             "call c1 (started at #1) never ended",
@@ -881,8 +881,8 @@ fn an_unended_run_lasts_until_its_last_fact() {
 /// in without overflow.
 #[test]
 fn the_largest_seq_does_not_overflow() {
-    use reel::fact::{FactKind, Progress};
-    let fact = reel::Fact {
+    use reel_core::fact::{FactKind, Progress};
+    let fact = reel_core::Fact {
         seq: u64::MAX,
         at: 0,
         offset: 0,
@@ -894,13 +894,13 @@ fn the_largest_seq_does_not_overflow() {
     };
     let t = reel_viewer::timeline::Timeline::build([&fact]);
     assert_eq!(t.facts, 1);
-    let mut record = reel::RunRecord {
+    let mut record = reel_core::RunRecord {
         run_id: "r".into(),
         outside_run: None,
         session_id: None,
         identity: None,
         labels: Default::default(),
-        state: reel::RunState::Running,
+        state: reel_core::RunState::Running,
         started_at: 0,
         ended_at: None,
         facts: 0,

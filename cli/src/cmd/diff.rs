@@ -9,9 +9,9 @@
 //! aligned `artifact.put`s are one id), and for an artifact scope made from
 //! the run id (`run:<id>`).
 //!
-//! It lives in the binary, not the viewer library, because it matches
-//! with the replayer's matcher (`reel_replayer::matching`); were the
-//! matching rules in the core, it could move to the viewer.
+//! It matches with the core's matcher (`reel::matching`, the rules the
+//! replayer applies), so it no longer needs the replayer and could move to
+//! the viewer.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -21,8 +21,8 @@ use std::process::ExitCode;
 
 use clap::Args;
 use reel::fact::FactKind;
+use reel::matching::{diff_kinds, show, FieldDiff, IgnoreRule};
 use reel::Fact;
-use reel_replayer::matching::{diff_kinds, show, FieldDiff, IgnoreRule};
 use reel_viewer::render::terminal::escape;
 use reel_viewer::render::terminal::width::{fit, wrap};
 use reel_viewer::render::text::TextRenderer;

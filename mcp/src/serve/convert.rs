@@ -151,7 +151,7 @@ pub(crate) fn answer(result: ElicitResult) -> ElicitAnswer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use reel::spec::Annotations;
+    use reel::spec::{Annotations, ToolSpecExt};
 
     #[test]
     fn a_spec_lists_with_its_schemas_and_hints_and_a_bare_tool_takes_any_object() {

@@ -4,9 +4,9 @@
 
 use std::fmt::Write as _;
 
-use reel::fact::*;
-use reel::redact::{ARTIFACT_REF, MARKER, NESTED};
-use reel::Fact;
+use reel_core::fact::*;
+use reel_core::marker::{ARTIFACT_REF, MARKER, NESTED};
+use reel_core::Fact;
 use serde_json::Value;
 use tower_lsp_server::ls_types::{
     Diagnostic, DiagnosticSeverity, DocumentSymbol, FoldingRange, FoldingRangeKind, Hover,
@@ -19,7 +19,7 @@ use crate::display::{cut, progress_line};
 use crate::names::name;
 use crate::render::text::{duration, timestamp};
 use crate::timeline::Anomaly;
-use reel::report::ReplayReport;
+use reel_core::report::ReplayReport;
 
 /// The most characters of a pretty-printed payload shown in a hover.
 pub const HOVER_PAYLOAD_LIMIT: usize = 20_000;

@@ -2,7 +2,7 @@
 //! under incremental edits; and the [`Index`] derived from them.
 //!
 //! A tape is one JSON value per line, so a line parses alone
-//! ([`reel::tape::parse_line`]): an edit re-parses only the lines it touches
+//! ([`reel_core::tape::parse_line`]): an edit re-parses only the lines it touches
 //! (the lines of its range, as they are after the edit) and the lines below
 //! keep their parses while their numbers shift. Only the first line's parse
 //! depends on its number (it must be the header), and an edit can only move
@@ -20,9 +20,9 @@
 
 use std::collections::HashMap;
 
-use reel::fact::FactKind;
-use reel::tape::{parse_line, TapeError, TapeHeader, TapeLine};
-use reel::Fact;
+use reel_core::fact::FactKind;
+use reel_core::tape::{parse_line, TapeError, TapeHeader, TapeLine};
+use reel_core::Fact;
 use tower_lsp_server::ls_types::{Position, Range};
 
 use super::position::Encoding;
@@ -386,7 +386,7 @@ impl Index {
                             code: "no-header",
                             message: format!(
                                 "line 1 must be the tape header {{\"format\":\"{}\",...}}",
-                                reel::tape::FORMAT
+                                reel_core::tape::FORMAT
                             ),
                         });
                     }

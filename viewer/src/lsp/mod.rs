@@ -48,7 +48,7 @@ use tower_lsp_server::{Client, ClientSocket, LanguageServer, LspService, Server}
 use analysis::ReportInput;
 use document::Document;
 use position::Encoding;
-use reel::report::ReplayReport;
+use reel_core::report::ReplayReport;
 use report::{parse_report, report_path};
 
 /// Serves the language server on standard input and output; returns when

@@ -2,12 +2,12 @@
 //!
 //! The replayer (`reel-replayer`) writes its report as JSON; the language
 //! server reads it back as the same type, [`ReplayReport`], which lives in
-//! the core (`reel::report`) so that neither side names the other's
+//! the core (`reel_core::report`) so that neither side names the other's
 //! fields: a renamed field fails to compile, not to show.
 
 use std::path::{Path, PathBuf};
 
-use reel::report::ReplayReport;
+use reel_core::report::ReplayReport;
 
 /// Where the report of a tape sits: the tape's path plus `.report.json`
 /// (the replayer's [`ReplayReport::path_beside`]).
@@ -29,7 +29,7 @@ pub fn parse_report(text: &str) -> Result<ReplayReport, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use reel::report::{
+    use reel_core::report::{
         CallReport, Divergence, DivergenceKind, ReplayReport, ResultCheck, Verdict,
     };
 

@@ -44,8 +44,8 @@ use std::fmt::Write as _;
 use std::hash::{BuildHasher, Hasher};
 use std::io::{self, Write};
 
-use reel::gap::Gap;
-use reel::{Fact, RunRecord};
+use reel_core::gap::Gap;
+use reel_core::{Fact, RunRecord};
 
 use crate::display::ProgressTemplates;
 use crate::render::sink::RunSink;
@@ -68,8 +68,8 @@ pub const ROW_CLASS: &str = "wf-row";
 ///
 /// ```
 /// use reel_viewer::render::html::HtmlWriter;
-/// # use reel::fact::*;
-/// # use reel::{Fact, RunRecord};
+/// # use reel_core::fact::*;
+/// # use reel_core::{Fact, RunRecord};
 /// # let facts = vec![Fact { seq: 0, at: 0, offset: 0, call: None, kind: FactKind::RunStarted(RunStarted {
 /// #     run_id: "r".into(), session_id: None, identity: None,
 /// #     producer: Producer { name: "doc".into(), version: "1".into() },
@@ -323,7 +323,7 @@ const SCRIPT: &str = include_str!("assets/report.js");
 #[cfg(test)]
 mod tests {
     use super::*;
-    use reel::fact::*;
+    use reel_core::fact::*;
     use serde_json::json;
 
     fn fact(seq: u64, call: Option<&str>, kind: FactKind) -> Fact {

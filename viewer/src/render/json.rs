@@ -7,8 +7,8 @@
 
 use std::io::{self, Write};
 
-use reel::gap::Gap;
-use reel::{Fact, RunRecord};
+use reel_core::gap::Gap;
+use reel_core::{Fact, RunRecord};
 
 use crate::render::sink::RunSink;
 use crate::render::terminal::JsonSafe;

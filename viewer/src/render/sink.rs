@@ -7,8 +7,8 @@
 
 use std::io;
 
-use reel::gap::Gap;
-use reel::Fact;
+use reel_core::gap::Gap;
+use reel_core::Fact;
 
 use crate::timeline::Timeline;
 

@@ -8,9 +8,9 @@ use std::fmt::Write as _;
 use std::io::{self, Write};
 
 use anstyle::{AnsiColor, Style};
-use reel::fact::*;
-use reel::gap::Gap;
-use reel::{Fact, RunRecord};
+use reel_core::fact::*;
+use reel_core::gap::Gap;
+use reel_core::{Fact, RunRecord};
 use serde_json::Value;
 
 use crate::display::{cut, ProgressTemplates};
@@ -54,7 +54,7 @@ pub fn compact(value: &Value, limit: usize) -> String {
 /// has it).
 ///
 /// ```
-/// use reel::spec::{Annotations, ToolSpec};
+/// use reel::spec::{Annotations, ToolSpec, ToolSpecExt};
 /// use reel_viewer::render::text::spec_summary;
 ///
 /// let spec = ToolSpec::new::<String, ()>("deploy")
@@ -63,7 +63,7 @@ pub fn compact(value: &Value, limit: usize) -> String {
 ///     .needs(["github"]);
 /// assert_eq!(spec_summary(&spec), r#"spec "Deploy a service" [destructive] needs github"#);
 /// ```
-pub fn spec_summary(spec: &reel::spec::ToolSpec) -> String {
+pub fn spec_summary(spec: &reel_core::spec::ToolSpec) -> String {
     let mut d = String::from("spec");
     if let Some(t) = &spec.title {
         let _ = write!(d, " {:?}", cut(t, 80));
@@ -158,8 +158,8 @@ impl TextRenderer {
     /// The header of a run: id, state, start, duration, identity, counts.
     pub fn header(&self, record: &RunRecord) -> String {
         let state_style = match record.state {
-            reel::RunState::Completed => GREEN,
-            reel::RunState::Running => CYAN,
+            reel_core::RunState::Completed => GREEN,
+            reel_core::RunState::Running => CYAN,
             _ => RED,
         };
         // A call outside any run has no run: the header says so, and names
@@ -365,8 +365,8 @@ impl TextRenderer {
 /// ```
 /// use reel_viewer::render::sink::RunSink;
 /// use reel_viewer::render::text::{TextRenderer, TextWriter};
-/// # use reel::fact::*;
-/// # use reel::{Fact, RunRecord};
+/// # use reel_core::fact::*;
+/// # use reel_core::{Fact, RunRecord};
 /// # let facts = vec![Fact { seq: 0, at: 0, offset: 0, call: None, kind: FactKind::RunStarted(RunStarted {
 /// #     run_id: "r".into(), session_id: None, identity: None,
 /// #     producer: Producer { name: "doc".into(), version: "1".into() },
@@ -375,7 +375,7 @@ impl TextRenderer {
 /// let mut text = Vec::new();
 /// let mut w = TextWriter::start(&mut text, TextRenderer::new(false), &record).unwrap();
 /// w.fact(&facts[0], true).unwrap();
-/// w.gap(&reel::gap::Gap { first: 1, last: Some(2), detail: "checksum mismatch".into() }).unwrap();
+/// w.gap(&reel_core::gap::Gap { first: 1, last: Some(2), detail: "checksum mismatch".into() }).unwrap();
 /// let timeline = w.finish().unwrap();
 /// // The gap; the record says the run is still running, so its missing
 /// // end is not one.

@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use clap::Subcommand;
-use reel_replayer::matching::IgnoreRule;
+use reel::matching::IgnoreRule;
 use reel_viewer::render::terminal::escape;
 
 use crate::failure::Failure;

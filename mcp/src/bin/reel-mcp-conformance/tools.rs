@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use reel::context::{ElicitAnswer, Elicitation, ToolContext, ToolError};
 use reel::fact::{ElicitOutcome, Level};
-use reel::spec::ToolSpec;
+use reel::spec::{ToolSpec, ToolSpecExt};
 use reel::tools::Tools;
 use serde_json::{json, Value};
 

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use reel::context::{Elicitation, ToolContext, ToolError};
 use reel::fact::{ElicitOutcome, Level};
-use reel::spec::{Annotations, JsonSchema, ToolSpec};
+use reel::spec::{Annotations, JsonSchema, ToolSpec, ToolSpecExt};
 use reel::tools::Tools;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};

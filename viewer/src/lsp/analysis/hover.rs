@@ -262,7 +262,7 @@ fn pointer(path: &str) -> String {
 /// The hover's section on a call's tool spec: title and name, the
 /// description, the annotations, mode, needs, wants and the input's
 /// members (the whole spec is in the payload below).
-fn spec_hover(s: &mut String, spec: &reel::spec::ToolSpec) {
+fn spec_hover(s: &mut String, spec: &reel_core::spec::ToolSpec) {
     let _ = write!(s, "\n\n**Tool spec** {}", code(&spec.name));
     if let Some(t) = &spec.title {
         let _ = write!(s, " · {}", escape(&cut(t, 200)));

@@ -13,8 +13,8 @@
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 
-use reel::fact::{CallStatus, TeardownOutcome};
-use reel::{RunRecord, RunState};
+use reel_core::fact::{CallStatus, TeardownOutcome};
+use reel_core::{RunRecord, RunState};
 
 use super::{escape, fragment, ROW_CLASS};
 use crate::names::{call_status, name};

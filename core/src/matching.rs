@@ -3,13 +3,13 @@
 
 use std::collections::HashMap;
 
-use reel::fact::FactKind;
-use reel::redact::{artifact_ref, json_fields_mut};
-use reel::Fact;
+use crate::fact::FactKind;
+use crate::marker::{artifact_ref, json_fields_mut};
+use crate::Fact;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-pub use reel::report::FieldDiff;
+pub use crate::report::FieldDiff;
 
 /// Fields to ignore when matching: a JSON pointer into a fact's `data`,
 /// for one kind or for every kind.

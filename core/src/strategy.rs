@@ -21,7 +21,7 @@
 //! use proptest::test_runner::TestRunner;
 //!
 //! let mut runner = TestRunner::deterministic();
-//! let facts = reel::strategy::facts_of_run("run-1")
+//! let facts = reel_core::strategy::facts_of_run("run-1")
 //!     .new_tree(&mut runner)
 //!     .unwrap()
 //!     .current();

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 /// `None` when the damage hides where the missing facts end.
 ///
 /// ```
-/// use reel::gap::Gap;
+/// use reel_core::gap::Gap;
 /// let gap = Gap { first: 3, last: Some(5), detail: "checksum mismatch".into() };
 /// assert_eq!(gap.to_string(), "facts #3 to #5 could not be read: checksum mismatch");
 /// assert_eq!(Gap { first: 3, last: None, detail: "x".into() }.seqs(), "facts from #3 on");

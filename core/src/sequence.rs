@@ -11,8 +11,8 @@ use crate::fact::{Fact, FactKind, NewFact};
 /// Numbers one stream's facts and its calls' progress reports.
 ///
 /// ```
-/// use reel::sequence::Sequencer;
-/// use reel::fact::{FactKind, Log, Level, NewFact};
+/// use reel_core::sequence::Sequencer;
+/// use reel_core::fact::{FactKind, Log, Level, NewFact};
 ///
 /// let mut seq = Sequencer::new();
 /// let fact = NewFact { at: 0, offset: 0, call: None, kind: FactKind::Log(Log {
@@ -24,14 +24,14 @@ use crate::fact::{Fact, FactKind, NewFact};
 /// assert_eq!(seq.progress_so_far("c1"), 2);
 ///
 /// // A progress report filed unnumbered (count 0) gets its call's next count.
-/// use reel::fact::Progress;
+/// use reel_core::fact::Progress;
 /// let report = |count| NewFact { at: 0, offset: 0, call: Some("c1".into()),
 ///     kind: FactKind::Progress(Progress { payload: "p".into(), count }) };
 /// let FactKind::Progress(p) = seq.number(report(0)).kind else { unreachable!() };
 /// assert_eq!(p.count, 3);
 ///
 /// // Dropped reports are counted: the next report says how many came before.
-/// use reel::fact::ProgressDropped;
+/// use reel_core::fact::ProgressDropped;
 /// seq.number(NewFact { at: 0, offset: 0, call: Some("c1".into()),
 ///     kind: FactKind::ProgressDropped(ProgressDropped { count: 10 }) });
 /// let FactKind::Progress(p) = seq.number(report(0)).kind else { unreachable!() };

@@ -10,7 +10,7 @@ pub const FACT_VERSION: u8 = 1;
 
 /// The deepest nesting a stored fact may have (the fact's own structure
 /// plus its JSON payloads, which the recorder caps at
-/// [`crate::redact::MAX_JSON_DEPTH`]).
+/// [`crate::marker::MAX_JSON_DEPTH`]).
 pub const MAX_DECODE_DEPTH: usize = 160;
 
 /// A sha-256 digest.

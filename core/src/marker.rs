@@ -1,0 +1,141 @@
+//! The record's reserved strings and shapes: what redaction leaves in a
+//! fact ([`MARKER`]), a too-deep subtree kept as text ([`NESTED`]), a
+//! payload spilled into an artifact ([`ARTIFACT_REF`]), and the JSON fields
+//! of a fact they apply to. They are part of the record format: every
+//! reader (the viewer's language server, the OTLP export, replay matching)
+//! recognises them, and only `reel::redact` writes [`MARKER`].
+
+use serde_json::Value;
+
+use crate::fact::{CallOutcome, EffectOutcome, ElicitOutcome, FactKind};
+
+/// What a redacted value is replaced with.
+pub const MARKER: &str = "[REDACTED]";
+
+/// How deep a recorded JSON value may nest. Deeper subtrees are kept whole
+/// as JSON text under `{"$reel.nested": "..."}`, so that every reader
+/// (the archive's decoder, a tape's JSON parser) can read them back.
+pub const MAX_JSON_DEPTH: usize = 100;
+
+/// The key that holds a too-deep subtree as JSON text.
+pub const NESTED: &str = "$reel.nested";
+
+/// Replaces subtrees nested deeper than [`MAX_JSON_DEPTH`] by their JSON text.
+pub fn cap_depth(value: &mut Value) {
+    fn walk(v: &mut Value, depth: usize) {
+        match v {
+            Value::Array(_) | Value::Object(_) if depth >= MAX_JSON_DEPTH => {
+                let text = serde_json::to_string(v).unwrap_or_default();
+                let mut m = serde_json::Map::new();
+                m.insert(NESTED.into(), Value::String(text));
+                *v = Value::Object(m);
+            }
+            Value::Array(items) => items.iter_mut().for_each(|i| walk(i, depth + 1)),
+            Value::Object(map) => map.values_mut().for_each(|i| walk(i, depth + 1)),
+            _ => {}
+        }
+    }
+    walk(value, 0)
+}
+
+/// The key of an artifact reference: a JSON value too large to store inline
+/// is stored as an artifact and replaced by
+/// `{"$reel.artifact": "sha256:...", "size": N, "media_type": "application/json"}`.
+pub const ARTIFACT_REF: &str = "$reel.artifact";
+
+/// The digest an artifact reference points at, if `value` is one.
+pub fn artifact_ref(value: &Value) -> Option<&str> {
+    match value {
+        Value::Object(map) if map.len() == 3 => map.get(ARTIFACT_REF)?.as_str(),
+        _ => None,
+    }
+}
+
+/// The JSON fields of a fact (payloads, args, results, ...).
+pub fn json_fields_mut(kind: &mut FactKind) -> Vec<&mut Value> {
+    let mut out = Vec::new();
+    each_json_field_mut(kind, |v| out.push(v));
+    out
+}
+
+/// Calls `each` with every JSON field of a fact, in the order
+/// [`json_fields_mut`] lists them, without collecting them (the writer
+/// calls this for every fact).
+pub fn each_json_field_mut<'a>(kind: &'a mut FactKind, mut each: impl FnMut(&'a mut Value)) {
+    match kind {
+        FactKind::CallStarted(c) => each(&mut c.args),
+        FactKind::Progress(p) => each(&mut p.payload),
+        FactKind::Log(l) => each(&mut l.data),
+        FactKind::ElicitRequested(e) => each(&mut e.schema),
+        FactKind::ElicitAnswered(e) => {
+            if let ElicitOutcome::Accept { content } = &mut e.outcome {
+                each(content)
+            }
+        }
+        FactKind::Effect(e) => {
+            each(&mut e.request);
+            if let EffectOutcome::Ok(v) = &mut e.outcome {
+                each(v)
+            }
+        }
+        FactKind::CallOutput(o) => each(&mut o.value),
+        FactKind::CallEnded(e) => {
+            if let CallOutcome::Ok { result } = &mut e.outcome {
+                each(result)
+            }
+        }
+        FactKind::Unknown { data, .. } => each(data),
+        _ => {}
+    }
+}
+
+/// A cheap upper estimate of a JSON value's encoded size, which stops
+/// counting once past `limit`.
+pub fn approx_size(value: &Value, limit: usize) -> usize {
+    fn walk(v: &Value, acc: &mut usize, limit: usize) {
+        if *acc > limit {
+            return;
+        }
+        match v {
+            Value::Null | Value::Bool(_) => *acc += 1,
+            Value::Number(_) => *acc += 9,
+            Value::String(s) => *acc += s.len() + 5,
+            Value::Array(items) => {
+                *acc += 5;
+                for i in items {
+                    walk(i, acc, limit);
+                }
+            }
+            Value::Object(map) => {
+                *acc += 5;
+                for (k, i) in map {
+                    *acc += k.len() + 5;
+                    walk(i, acc, limit);
+                }
+            }
+        }
+    }
+    let mut acc = 0;
+    walk(value, &mut acc, limit);
+    acc
+}
+
+/// Moves every JSON field of `kind` larger than `limit` bytes into an
+/// artifact (via `store`, which returns its digest) and leaves a reference
+/// in its place. Nothing is cut: the whole value is in the artifact.
+pub fn spill_large(kind: &mut FactKind, limit: usize, mut store: impl FnMut(&[u8]) -> String) {
+    each_json_field_mut(kind, |field| {
+        if approx_size(field, limit) > limit {
+            let bytes = serde_json::to_vec(field).unwrap_or_default();
+            let digest = store(&bytes);
+            let mut r = serde_json::Map::new();
+            r.insert(ARTIFACT_REF.into(), Value::String(digest));
+            r.insert("size".into(), Value::from(bytes.len() as u64));
+            r.insert(
+                "media_type".into(),
+                Value::String("application/json".into()),
+            );
+            *field = Value::Object(r);
+        }
+    });
+}

@@ -1,0 +1,326 @@
+//! Known secret values ([`KnownSecrets`]): learned from secret-named keys
+//! and resolved credentials, scrubbed from every string of a fact.
+
+use super::*;
+
+/// Values shorter than this many characters are scrubbed only where they
+/// stand as whole tokens (see the module docs); longer ones everywhere.
+pub const MIN_ANYWHERE: usize = 8;
+
+/// One known secret value.
+#[derive(Clone)]
+pub(super) struct Known {
+    value: Secret,
+    /// Scrubbed only as a whole token.
+    whole_token: bool,
+    /// An escaped form of another known value, not a value of its own.
+    escaped: bool,
+}
+
+/// The secret values known in one run: resolved credentials and values
+/// learned from secret-named keys. Kept in memory only; the values are
+/// zeroed on drop (the matcher built over them is not).
+#[derive(Clone, Default)]
+pub struct KnownSecrets {
+    known: Vec<Known>,
+    /// Some value could be the text of a JSON number (then numbers are
+    /// checked too).
+    numeric: bool,
+    /// Built over `known` when a string is first scrubbed after a change.
+    matcher: Option<AhoCorasick>,
+}
+
+impl std::fmt::Debug for KnownSecrets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "KnownSecrets({} values)", self.known.len())
+    }
+}
+
+impl KnownSecrets {
+    /// No secrets known yet.
+    pub fn new() -> KnownSecrets {
+        KnownSecrets::default()
+    }
+
+    /// Adds a secret value (a resolved credential, say): scrubbed
+    /// everywhere, or as a whole token when shorter than [`MIN_ANYWHERE`]
+    /// characters. The empty string is ignored.
+    pub fn add(&mut self, secret: Secret) {
+        let whole_token = secret.expose().chars().count() < MIN_ANYWHERE;
+        self.insert(secret, whole_token);
+    }
+
+    /// How many distinct values are known.
+    pub fn len(&self) -> usize {
+        self.known.iter().filter(|k| !k.escaped).count()
+    }
+
+    /// True when no value is known.
+    pub fn is_empty(&self) -> bool {
+        self.known.is_empty()
+    }
+
+    /// Replaces every occurrence of every known value in `text` by
+    /// [`MARKER`] (see the module docs); true when something was replaced.
+    pub fn scrub(&mut self, text: &mut String) -> bool {
+        self.scrubber().is_some_and(|s| s.scrub(text))
+    }
+
+    /// Learns the strings and numbers of a value found under a
+    /// secret-named key. `secret_key`: the value (or the array holding it)
+    /// stands under a secret-named key itself, not under a plain key of an
+    /// object inside one. Numbers are learned only there: a number under a
+    /// plain key (`expires_in`, a count) is redacted with its object but is
+    /// not a secret (learned, it would be scrubbed from every later fact).
+    pub(super) fn learn(&mut self, value: &Value, secret_key: bool, redactor: &Redactor) {
+        match value {
+            Value::String(s) => self.learn_str(s, false),
+            Value::Number(n) if secret_key => self.learn_str(&n.to_string(), true),
+            Value::Number(_) => {}
+            Value::Array(items) => items
+                .iter()
+                .for_each(|v| self.learn(v, secret_key, redactor)),
+            Value::Object(map) => map
+                .iter()
+                .for_each(|(k, v)| self.learn(v, redactor.is_secret_key(k), redactor)),
+            Value::Bool(_) | Value::Null => {}
+        }
+    }
+
+    pub(super) fn learn_str(&mut self, s: &str, number: bool) {
+        if matches!(s, "" | "true" | "false" | "null" | MARKER) {
+            return;
+        }
+        let whole_token = number || s.chars().count() < MIN_ANYWHERE;
+        self.insert(Secret::new(s), whole_token);
+    }
+
+    pub(super) fn insert(&mut self, value: Secret, whole_token: bool) {
+        if value.expose().is_empty() {
+            return;
+        }
+        // A value with quotes, backslashes or control characters also
+        // occurs escaped, where a message quotes it (`{:?}`) or embeds it
+        // as JSON text: those forms are scrubbed as well.
+        let raw = value.expose();
+        let quoted = |s: String| Secret::new(&s[1..s.len() - 1]);
+        let escaped = [
+            quoted(format!("{raw:?}")),
+            quoted(serde_json::to_string(raw).unwrap_or_default()),
+        ];
+        self.insert_form(value, whole_token, false);
+        for form in escaped {
+            self.insert_form(form, whole_token, true);
+        }
+    }
+
+    pub(super) fn insert_form(&mut self, value: Secret, whole_token: bool, escaped: bool) {
+        match self.known.iter_mut().find(|k| k.value == value) {
+            Some(k) => {
+                // Learned as a number and known as a string: everywhere
+                // wins; a value given itself counts as one.
+                let changed = k.whole_token && !whole_token;
+                k.whole_token &= whole_token;
+                k.escaped &= escaped;
+                if !changed {
+                    return;
+                }
+            }
+            None => {
+                self.numeric |= looks_numeric(value.expose());
+                self.known.push(Known {
+                    value,
+                    whole_token,
+                    escaped,
+                })
+            }
+        }
+        self.matcher = None;
+    }
+
+    /// A scrubber over the known values; `None` when none is known.
+    pub(super) fn scrubber(&mut self) -> Option<Scrubber<'_>> {
+        if self.known.is_empty() {
+            return None;
+        }
+        if self.matcher.is_none() {
+            let built = AhoCorasick::builder()
+                .match_kind(MatchKind::Standard)
+                .build(self.known.iter().map(|k| k.value.expose()));
+            // Building fails only past the automaton's size limits (many
+            // megabytes of secrets): then scrub one value at a time.
+            self.matcher = built.ok();
+        }
+        Some(Scrubber {
+            matcher: self.matcher.as_ref(),
+            known: &self.known,
+            numeric: self.numeric,
+        })
+    }
+}
+
+/// Pass 2: every occurrence of every known value, in every string.
+pub(super) struct Scrubber<'a> {
+    matcher: Option<&'a AhoCorasick>,
+    known: &'a [Known],
+    /// See [`KnownSecrets::numeric`].
+    numeric: bool,
+}
+
+/// True when `value` could occur in a JSON number's text.
+pub(super) fn looks_numeric(value: &str) -> bool {
+    value
+        .chars()
+        .all(|c| c.is_ascii_digit() || matches!(c, '-' | '+' | '.' | 'e' | 'E'))
+}
+
+pub(super) fn is_word(c: Option<char>) -> bool {
+    c.is_some_and(char::is_alphanumeric)
+}
+
+/// True when `text[start..end]` stands as a whole token: no letter or
+/// digit runs on from either alphanumeric end.
+pub(super) fn whole_token(text: &str, start: usize, end: usize) -> bool {
+    let m = &text[start..end];
+    let left = is_word(m.chars().next()) && is_word(text[..start].chars().next_back());
+    let right = is_word(m.chars().next_back()) && is_word(text[end..].chars().next());
+    !left && !right
+}
+
+impl Scrubber<'_> {
+    /// The spans of `text` that hold a known value, sorted (they may
+    /// overlap). Allocates only when there is one.
+    pub(super) fn spans(&self, text: &str) -> Vec<(usize, usize)> {
+        let mut spans = Vec::new();
+        // A marker put in place by pass 1 (or by the recording a replay
+        // compares with) stays as it is.
+        if text.is_empty() || text == MARKER {
+            return spans;
+        }
+        let mut keep = |k: &Known, start: usize, end: usize| {
+            if !k.whole_token || whole_token(text, start, end) {
+                spans.push((start, end));
+            }
+        };
+        match self.matcher {
+            Some(ac) => {
+                for m in ac.find_overlapping_iter(text) {
+                    keep(&self.known[m.pattern().as_usize()], m.start(), m.end());
+                }
+            }
+            None => {
+                for k in self.known {
+                    let v = k.value.expose();
+                    let mut from = 0;
+                    while let Some(i) = text[from..].find(v) {
+                        let start = from + i;
+                        keep(k, start, start + v.len());
+                        from = start + text[start..].chars().next().map_or(1, char::len_utf8);
+                    }
+                }
+            }
+        }
+        spans.sort_unstable();
+        spans
+    }
+
+    /// True when `text` holds a known value.
+    pub(super) fn finds(&self, text: &str) -> bool {
+        !self.spans(text).is_empty()
+    }
+
+    /// Replaces every occurrence in `text`; true when something was.
+    pub(super) fn scrub(&self, text: &mut String) -> bool {
+        let spans = self.spans(text);
+        if spans.is_empty() {
+            return false;
+        }
+        // Merge overlapping spans, then replace each merged span once: the
+        // result does not depend on the order the values became known.
+        let mut out = String::with_capacity(text.len());
+        let mut at = 0;
+        let mut i = 0;
+        while i < spans.len() {
+            let (start, mut end) = spans[i];
+            i += 1;
+            while i < spans.len() && spans[i].0 < end {
+                end = end.max(spans[i].1);
+                i += 1;
+            }
+            out.push_str(&text[at..start]);
+            out.push_str(MARKER);
+            at = end;
+        }
+        out.push_str(&text[at..]);
+        *text = out;
+        true
+    }
+
+    /// Scrubs every string and object key of a JSON value.
+    pub(super) fn json(&self, value: &mut Value) {
+        match value {
+            Value::String(s) => {
+                self.scrub(s);
+            }
+            Value::Array(items) => items.iter_mut().for_each(|v| self.json(v)),
+            Value::Object(map) => {
+                // Keys may themselves carry a secret value.
+                if map.keys().any(|k| self.finds(k)) {
+                    for (mut k, v) in std::mem::take(map) {
+                        self.scrub(&mut k);
+                        let k = unique_key(k, |k| map.contains_key(k));
+                        map.insert(k, v);
+                    }
+                }
+                map.values_mut().for_each(|v| self.json(v));
+            }
+            // A number whose text holds a known value (a PIN echoed as a
+            // number) is replaced whole: a number cannot be cut.
+            Value::Number(n) if self.numeric => {
+                if self.finds(&n.to_string()) {
+                    *value = Value::String(MARKER.into());
+                }
+            }
+            Value::Number(_) | Value::Bool(_) | Value::Null => {}
+        }
+    }
+}
+
+/// `key`, or when `taken` (two keys scrubbed to the same text) `key` with
+/// ` #2`, ` #3`, ... appended: no member is lost to a collision.
+pub(super) fn unique_key(key: String, taken: impl Fn(&str) -> bool) -> String {
+    if !taken(&key) {
+        return key;
+    }
+    (2..)
+        .map(|n| format!("{key} #{n}"))
+        .find(|k| !taken(k))
+        .expect("some suffix is free")
+}
+
+impl Fields for Scrubber<'_> {
+    fn text(&mut self, text: &mut String) {
+        self.scrub(text);
+    }
+
+    fn json(&mut self, value: &mut Value) {
+        Scrubber::json(self, value);
+    }
+
+    fn labels(&mut self, labels: &mut BTreeMap<String, String>) {
+        self.keys(labels);
+        for v in labels.values_mut() {
+            self.scrub(v);
+        }
+    }
+
+    fn keys<V>(&mut self, map: &mut BTreeMap<String, V>) {
+        if map.keys().any(|k| self.finds(k)) {
+            for (mut k, v) in std::mem::take(map) {
+                self.scrub(&mut k);
+                let k = unique_key(k, |k| map.contains_key(k));
+                map.insert(k, v);
+            }
+        }
+    }
+}
