@@ -621,9 +621,9 @@ impl TapeCheck {
             });
             return;
         }
-        let rules = self.rules.get_or_insert_with(|| {
-            StreamRules::new(head_names(&fact.kind).unwrap_or_default())
-        });
+        let rules = self
+            .rules
+            .get_or_insert_with(|| StreamRules::new(head_names(&fact.kind).unwrap_or_default()));
         if let Err(violation) = rules.check(fact) {
             faults.push(Fault {
                 line: line_no,

@@ -319,16 +319,25 @@ fn each_damage_is_named_at_its_line_by_both() {
             status: RunStatus::Completed,
         })
     };
-    let good = written(
-        facts(vec![started.clone(), log(), log(), ended()]),
-        true,
-    );
+    let good = written(facts(vec![started.clone(), log(), log(), ended()]), true);
     let cases: Vec<(&str, Vec<Mutation>, Option<usize>)> = vec![
         ("valid", vec![], None),
-        ("a fact after run.ended", vec![Mutation::FactAfterEnd], Some(6)),
-        ("a second run.started", vec![Mutation::Duplicate(1)], Some(3)),
+        (
+            "a fact after run.ended",
+            vec![Mutation::FactAfterEnd],
+            Some(6),
+        ),
+        (
+            "a second run.started",
+            vec![Mutation::Duplicate(1)],
+            Some(3),
+        ),
         ("a log dropped", vec![Mutation::Drop(2)], Some(3)),
-        ("run.ended dropped: cut short", vec![Mutation::Drop(4)], Some(1)),
+        (
+            "run.ended dropped: cut short",
+            vec![Mutation::Drop(4)],
+            Some(1),
+        ),
         ("a seq changed", vec![Mutation::Seq(3, 7)], Some(4)),
         ("two logs swapped", vec![Mutation::Swap(2, 3)], Some(3)),
         ("header moved", vec![Mutation::MoveHeader(3)], Some(1)),

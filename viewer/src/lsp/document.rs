@@ -11,9 +11,13 @@
 //! every line parse, for tests that show a keystroke costs one line.
 //!
 //! The [`Index`] (the [`Timeline`] over the parsed facts, the calls with the
-//! lines they stand on, artifact puts and lines, structural problems) is
+//! lines they stand on, artifact puts and lines, the tape's faults) is
 //! derived from the parsed lines without parsing anything: it is dropped on
 //! each edit and rebuilt on the next question, one pass over the facts.
+//! What may stand where and the stream rules are the core's
+//! ([`TapeCheck`], which runs [`reel::rules::StreamRules`]): the index
+//! only places each fault on its line, so the editor marks what `reel
+//! import` and `verify` refuse.
 //!
 //! Lines end at `\n`; a `\r` before it belongs to the line's text for edits
 //! and is left out for parsing and for positions.
@@ -482,9 +486,9 @@ impl Index {
                     GAP
                 }
                 Rule::Gapless { .. } => "seq-order",
-                Rule::BeginsWithRunStarted
-                | Rule::HeadNamesOtherCall
-                | Rule::HeadOfOtherKind => "no-head",
+                Rule::BeginsWithRunStarted | Rule::HeadNamesOtherCall | Rule::HeadOfOtherKind => {
+                    "no-head"
+                }
                 Rule::RunStartedNamesRun { .. } | Rule::CallNamesStream { .. } => "other-stream",
                 Rule::OneRunStarted | Rule::OneCallHead => "second-head",
                 Rule::RunEndedOutsideRun => "run-ended-outside-run",

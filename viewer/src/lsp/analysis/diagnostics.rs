@@ -3,7 +3,6 @@
 
 use std::collections::HashSet;
 
-use super::super::document::GAP;
 use super::*;
 
 /// What is known about the replay report beside the tape.
