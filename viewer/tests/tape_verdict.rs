@@ -1,7 +1,8 @@
 //! The editor and `reel import`/`verify` agree on what is damage, on every
 //! tape: valid tapes, and tapes mutated as hands and disks mutate them
 //! (lines dropped, duplicated, swapped; a seq changed; the header moved or
-//! removed; a fact after the end; a byte changed in a line).
+//! removed; a fact after the end; a byte changed in a line; a blank line;
+//! the last newline there or not).
 //!
 //! The verdict of the core: [`Tape::read_with_lines`], then
 //! [`Tape::check_whole`], then the [`StreamRules`] of the stream the first
@@ -146,6 +147,8 @@ enum Mutation {
     FactAfterEnd,
     /// An ASCII byte of a line replaced by another printable one.
     Byte(usize, usize, u8),
+    /// A blank line before this line.
+    Blank(usize),
 }
 
 fn mutation() -> impl Strategy<Value = Mutation> {
@@ -160,6 +163,7 @@ fn mutation() -> impl Strategy<Value = Mutation> {
         Just(Mutation::RemoveHeader),
         Just(Mutation::FactAfterEnd),
         (i(), any::<usize>(), 0x20u8..0x7f).prop_map(|(l, at, b)| Mutation::Byte(l, at, b)),
+        i().prop_map(Mutation::Blank),
     ]
 }
 
@@ -218,6 +222,7 @@ fn apply(lines: &mut Vec<String>, m: &Mutation) {
             let line = serde_json::to_string(&fact).expect("a fact serializes");
             lines.insert(last + 1, line);
         }
+        Mutation::Blank(i) => lines.insert(i % n, String::new()),
         Mutation::Byte(l, at, b) => {
             let line = &mut lines[l % n];
             let ascii: Vec<usize> = line
@@ -256,12 +261,16 @@ proptest! {
         facts in valid_facts(),
         artifact in any::<bool>(),
         mutations in proptest::collection::vec(mutation(), 1..4),
+        last_newline in any::<bool>(),
     ) {
         let mut lines = written(facts, artifact);
         for m in &mutations {
             apply(&mut lines, m);
         }
-        let text = lines.join("\n") + "\n";
+        let mut text = lines.join("\n");
+        if last_newline {
+            text.push('\n');
+        }
         check(&text)?;
     }
 
