@@ -1205,11 +1205,17 @@ fn a_keystroke_reparses_one_line_and_shifts_the_rest() {
 /// A tape of `calls` calls of `per_call` facts each (plus run.started and
 /// run.ended).
 fn big_tape(calls: usize, per_call: usize) -> String {
-    let header = tape("demo-walk-cancelled.tape.jsonl")
-        .lines()
-        .next()
-        .unwrap()
-        .to_owned();
+    // The header of another run, renamed: a header naming another run
+    // than its run.started is damage (`reel import` refuses it).
+    let mut header: Value = serde_json::from_str(
+        tape("demo-walk-cancelled.tape.jsonl")
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    header["run"]["run_id"] = json!("big");
+    let header = header.to_string();
     let mut out = header;
     let mut seq = 0u64;
     let mut push = |out: &mut String, call: Option<&str>, kind: &str, data: Value| {

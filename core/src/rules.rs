@@ -170,6 +170,18 @@ pub fn ends_stream(outside: Option<&str>, call: Option<&str>, kind: &FactKind) -
     }
 }
 
+/// The stream a head (rule 2) names: the run of a `run.started`, or the
+/// key of the `call.started` of a call outside any run; `None` for any
+/// other fact. A stream read whole (an import, a tape) is checked with the
+/// rules of the stream its first fact names.
+pub fn head_names(kind: &FactKind) -> Option<&str> {
+    match kind {
+        FactKind::RunStarted(s) => Some(&s.run_id),
+        FactKind::CallStarted(c) => c.outside_run.as_ref().map(|o| o.key.as_str()),
+        _ => None,
+    }
+}
+
 /// A fact filed after its stream ended (rule 4): it is not recorded. The
 /// one error for it, wherever the recorder meets one (a tool filing after
 /// `run.ended`, a fact racing the end in the writer's queue, a store that

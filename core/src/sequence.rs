@@ -114,6 +114,30 @@ impl Sequencer {
         }
     }
 
+    /// [`Sequencer::observe`] for a reader of a stored stream, giving the
+    /// count a progress report stands for: its stored count, or, for a
+    /// report stored without one (count 0), the count numbering gives it
+    /// (its call's next). `None` for any other fact; a `progress.dropped`
+    /// counts its reports ([`Sequencer::progress_so_far`] includes them).
+    /// The viewer's timeline counts with it, so that a report is numbered
+    /// in one place only.
+    pub fn observe_count(&mut self, fact: &Fact) -> Option<u64> {
+        match &fact.kind {
+            FactKind::Progress(p) if p.count == 0 => {
+                self.next_seq = self.next_seq.max(fact.seq.saturating_add(1));
+                Some(self.progress(fact.call.as_deref().unwrap_or_default()))
+            }
+            FactKind::Progress(p) => {
+                self.observe(fact);
+                Some(p.count)
+            }
+            _ => {
+                self.observe(fact);
+                None
+            }
+        }
+    }
+
     /// `count` reports of `call` were dropped: they are counted.
     fn dropped(&mut self, call: &str, count: u64) {
         self.update(call, |n| n.saturating_add(count));

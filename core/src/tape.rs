@@ -29,6 +29,7 @@ use sha2::{Digest as _, Sha256};
 
 use crate::codec::{encode_fact, parse_digest};
 use crate::fact::{Fact, FactKind};
+use crate::rules::{head_names, Rule, StreamRules, Violation};
 use crate::run::RunRecord;
 
 /// The format tag of this version's tapes.
@@ -249,41 +250,53 @@ impl Tape {
     }
 
     /// [`Tape::read`], also giving the line each fact and artifact was on.
+    ///
+    /// What may stand where is [`TapeCheck`]'s: reading refuses what it
+    /// finds that [`Fault::read_refuses`] (a missing header, a fact after
+    /// the artifacts, a seq out of order); the rest of the stream rules are
+    /// the import's and `verify`'s ([`Tape::check_whole`], [`crate::rules`]).
     pub fn read_with_lines(reader: impl BufRead) -> Result<(Tape, TapeLines), TapeError> {
         let mut header = None;
         let mut facts: Vec<Fact> = Vec::new();
         let mut artifacts = Vec::new();
         let mut at = TapeLines::default();
-        let mut lines = 0;
+        let mut check = TapeCheck::default();
+        let mut faults = Vec::new();
+        let refused = |faults: &mut Vec<Fault>| {
+            faults
+                .drain(..)
+                .find(Fault::read_refuses)
+                .map_or(Ok(()), |f| Err(f.into_error()))
+        };
         for (i, line) in reader.split(b'\n').enumerate() {
             let line_no = i + 1;
-            lines = line_no;
             let bytes = line?;
-            let text = std::str::from_utf8(&bytes).map_err(|e| {
-                TapeError::at(
-                    line_no,
-                    format!(
-                        "not valid UTF-8 (byte {}): tapes are UTF-8 JSON Lines",
-                        e.valid_up_to() + 1
-                    ),
-                )
-            })?;
-            match parse_line(line_no, text.trim_end_matches('\r'))? {
+            let parsed = std::str::from_utf8(&bytes)
+                .map_err(|e| {
+                    TapeError::at(
+                        line_no,
+                        format!(
+                            "not valid UTF-8 (byte {}): tapes are UTF-8 JSON Lines",
+                            e.valid_up_to() + 1
+                        ),
+                    )
+                })
+                .and_then(|text| parse_line(line_no, text.trim_end_matches('\r')));
+            let parsed = match parsed {
+                Ok(parsed) => parsed,
+                Err(e) => {
+                    // A fault of an earlier line this one shows (line 1
+                    // blank, and the tape goes on) comes first.
+                    check.line(line_no, Seen::Invalid, &mut faults);
+                    refused(&mut faults)?;
+                    return Err(e);
+                }
+            };
+            check.line(line_no, Seen::of(&parsed), &mut faults);
+            refused(&mut faults)?;
+            match parsed {
                 TapeLine::Header(h) => header = Some(h),
                 TapeLine::Fact(f) => {
-                    if !artifacts.is_empty() {
-                        return Err(TapeError::at(
-                            line_no,
-                            "a fact after the artifact lines: facts come first",
-                        ));
-                    }
-                    let want = facts.len() as u64;
-                    if f.seq != want {
-                        return Err(TapeError::at(
-                            line_no,
-                            format!("fact has seq {} where {want} was expected: facts run from 0 without a gap", f.seq),
-                        ));
-                    }
                     facts.push(f);
                     at.facts.push(line_no);
                 }
@@ -294,8 +307,11 @@ impl Tape {
                 TapeLine::Blank => {}
             }
         }
+        check.finish(&mut faults);
+        refused(&mut faults)?;
         let header = header.ok_or_else(|| {
-            TapeError::at(lines.max(1), "the tape is empty: it has no header line")
+            // Not reached: a tape without its header was refused above.
+            TapeError::at(1, "the tape has no header line")
         })?;
         let tape = Tape {
             header,
@@ -353,48 +369,341 @@ impl Tape {
     /// stored anywhere: that it holds every fact its header counts (a tape
     /// cut short is refused), at least one, and that its first fact names
     /// the stream the header names. Errors name lines as `lines` gives them.
+    /// (These are [`TapeCheck::finish`]'s faults of a whole tape.)
     pub fn check_whole(&self, lines: &TapeLines) -> Result<(), TapeError> {
         let fact_line = |index: usize| lines.facts.get(index).copied().unwrap_or(index + 2);
-        let counted = self.header.run.facts;
-        if (self.facts.len() as u64) < counted {
-            let last = match self.facts.len() {
-                0 => "it holds none".to_owned(),
-                n => format!("the last is on line {}", fact_line(n - 1)),
-            };
-            return Err(TapeError::at(
-                1,
-                format!(
-                    "the header counts {counted} facts but the tape holds {} ({last}): the tape is cut short or facts were removed; nothing was imported: export the run again",
-                    self.facts.len()
-                ),
-            ));
-        }
-        if self.facts.is_empty() {
-            return Err(TapeError::at(
-                2,
-                "the tape holds no facts: a run holds at least its run.started, on the line after the header; nothing was imported",
-            ));
-        }
-        let named = match &self.facts[0].kind {
-            FactKind::RunStarted(started) => Some(("run.started names run", &started.run_id)),
-            FactKind::CallStarted(c) => c
-                .outside_run
-                .as_ref()
-                .map(|o| ("the call outside any run names key", &o.key)),
-            _ => None,
+        let whole = Whole {
+            header: Some((self.header.run.run_id.as_str(), self.header.run.facts)),
+            held: self.facts.len() as u64,
+            last: self.facts.len().checked_sub(1).map(fact_line),
+            first: self
+                .facts
+                .first()
+                .and_then(|f| Some((fact_line(0), naming(&f.kind)?))),
         };
-        if let Some((what, id)) = named {
-            if *id != self.header.run.run_id {
-                return Err(TapeError::at(
-                    fact_line(0),
-                    format!(
-                        "{what} {id:?} but the header (line 1) names {:?}; nothing was imported: make them agree",
-                        self.header.run.run_id
-                    ),
-                ));
+        match whole.fault() {
+            None => Ok(()),
+            Some(fault) => {
+                let tail = match fault.kind {
+                    FaultKind::CutShort { .. } => "; nothing was imported: export the run again",
+                    FaultKind::OtherStream { .. } => "; nothing was imported: make them agree",
+                    _ => "; nothing was imported",
+                };
+                Err(TapeError::at(fault.line, format!("{}{tail}", fault.kind)))
             }
         }
-        Ok(())
+    }
+}
+
+/// A line of a tape as [`TapeCheck`] takes it: what [`parse_line`] made
+/// of it, borrowed.
+#[derive(Debug, Clone, Copy)]
+pub enum Seen<'a> {
+    /// An empty line.
+    Blank,
+    /// The header.
+    Header(&'a TapeHeader),
+    /// A fact.
+    Fact(&'a Fact),
+    /// An artifact.
+    Artifact,
+    /// A line [`parse_line`] refused.
+    Invalid,
+}
+
+impl<'a> Seen<'a> {
+    /// What `line` holds.
+    pub fn of(line: &'a TapeLine) -> Seen<'a> {
+        match line {
+            TapeLine::Header(h) => Seen::Header(h),
+            TapeLine::Fact(f) => Seen::Fact(f),
+            TapeLine::Artifact(..) => Seen::Artifact,
+            TapeLine::Blank => Seen::Blank,
+        }
+    }
+}
+
+/// What is wrong with a tape beyond one line's parse, and on which line.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fault {
+    /// 1-based line number.
+    pub line: usize,
+    /// What is wrong.
+    pub kind: FaultKind,
+}
+
+/// What [`TapeCheck`] finds.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FaultKind {
+    /// Line 1 is blank, and the tape goes on: line 1 must be the header.
+    NoHeader,
+    /// Nothing but blank lines.
+    Empty,
+    /// A fact after the artifact lines.
+    FactAfterArtifacts,
+    /// A fact whose seq is `u64::MAX`: no stream is numbered that far.
+    SeqOutOfRange,
+    /// A fact that breaks a stream rule ([`StreamRules`], with the rules
+    /// of the stream the first fact names).
+    Breaks(Violation),
+    /// The first fact names another stream than the header.
+    OtherStream {
+        /// What names it (`run.started names run`, ...).
+        what: &'static str,
+        /// The stream it names.
+        named: String,
+        /// The stream the header names.
+        header: String,
+    },
+    /// The header counts more facts than the tape holds.
+    CutShort {
+        /// The facts the header counts.
+        counted: u64,
+        /// The facts the tape holds.
+        held: u64,
+        /// The line of the last fact, if there is one.
+        last: Option<usize>,
+    },
+    /// The tape holds no fact.
+    NoFacts,
+}
+
+impl Fault {
+    /// Whether [`Tape::read`] refuses a tape for it (else only an import
+    /// and `verify` do): a tape that does not read as a tape, or whose
+    /// seqs are out of order ([`Rule::Gapless`]).
+    pub fn read_refuses(&self) -> bool {
+        match &self.kind {
+            FaultKind::NoHeader
+            | FaultKind::Empty
+            | FaultKind::FactAfterArtifacts
+            | FaultKind::SeqOutOfRange => true,
+            FaultKind::Breaks(v) => matches!(v.rule, Rule::Gapless { .. }),
+            FaultKind::OtherStream { .. } | FaultKind::CutShort { .. } | FaultKind::NoFacts => {
+                false
+            }
+        }
+    }
+
+    /// The fault as the error reading a tape gives.
+    pub fn into_error(self) -> TapeError {
+        TapeError::at(self.line, self.kind.to_string())
+    }
+}
+
+impl std::fmt::Display for FaultKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FaultKind::NoHeader => write!(
+                f,
+                "line 1 is blank: it must be the tape header {{\"format\":\"{FORMAT}\",...}}"
+            ),
+            FaultKind::Empty => f.write_str("the tape is empty: it has no header line"),
+            FaultKind::FactAfterArtifacts => {
+                f.write_str("a fact after the artifact lines: facts come first")
+            }
+            FaultKind::SeqOutOfRange => write!(f, "seq {} is out of range", u64::MAX),
+            FaultKind::Breaks(Violation {
+                seq,
+                rule: Rule::Gapless { expected },
+                ..
+            }) => write!(
+                f,
+                "fact has seq {seq} where {expected} was expected: facts run from 0 without a gap, in order"
+            ),
+            FaultKind::Breaks(v) => write!(f, "{v}"),
+            FaultKind::OtherStream {
+                what,
+                named,
+                header,
+            } => write!(
+                f,
+                "{what} {named:?} but the header (line 1) names {header:?}"
+            ),
+            FaultKind::CutShort {
+                counted,
+                held,
+                last,
+            } => {
+                let last = match last {
+                    None => "it holds none".to_owned(),
+                    Some(line) => format!("the last is on line {line}"),
+                };
+                write!(
+                    f,
+                    "the header counts {counted} facts but the tape holds {held} ({last}): the tape is cut short or facts were removed"
+                )
+            }
+            FaultKind::NoFacts => f.write_str(
+                "the tape holds no facts: a run holds at least its run.started, on the line after the header",
+            ),
+        }
+    }
+}
+
+/// What may stand where in a tape, and the stream rules over its facts,
+/// checked one line at a time: the one statement of a tape's structure.
+/// [`Tape::read_with_lines`] feeds it the lines it reads and refuses at
+/// the first fault that [`Fault::read_refuses`]; the language server feeds
+/// it every line of a document, also invalid ones, and shows every fault.
+///
+/// The structure: line 1 is the header; then the facts, whose seqs keep
+/// the stream rules ([`StreamRules`], of the stream the first fact
+/// names, as an import checks them); then the artifacts. The header counts
+/// the facts, and names the stream the first fact names.
+#[derive(Debug, Clone, Default)]
+pub struct TapeCheck {
+    blank_first: bool,
+    any: bool,
+    header: Option<(String, u64)>,
+    artifacts: bool,
+    rules: Option<StreamRules>,
+    /// Facts (and invalid lines where facts stand) so far.
+    held: u64,
+    last: Option<usize>,
+    /// The first fact's line and the stream it names, once seen.
+    first: Option<(usize, Option<(&'static str, String)>)>,
+}
+
+impl TapeCheck {
+    /// Takes line `line_no` (1-based, in order), pushing what is wrong
+    /// onto `faults`.
+    pub fn line(&mut self, line_no: usize, seen: Seen<'_>, faults: &mut Vec<Fault>) {
+        if matches!(seen, Seen::Blank) {
+            self.blank_first |= line_no == 1;
+            return;
+        }
+        if self.blank_first && !self.any {
+            faults.push(Fault {
+                line: 1,
+                kind: FaultKind::NoHeader,
+            });
+        }
+        self.any = true;
+        let fact = match seen {
+            Seen::Blank => return,
+            Seen::Header(h) => {
+                self.header = Some((h.run.run_id.clone(), h.run.facts));
+                return;
+            }
+            Seen::Artifact => {
+                self.artifacts = true;
+                return;
+            }
+            // A line that should be a fact (none was lost to count it as
+            // cut short); the rules see a gap at the next fact.
+            Seen::Invalid => {
+                if !self.artifacts && line_no > 1 {
+                    self.held += 1;
+                }
+                return;
+            }
+            Seen::Fact(f) => f,
+        };
+        self.held += 1;
+        self.last = Some(line_no);
+        if self.artifacts {
+            faults.push(Fault {
+                line: line_no,
+                kind: FaultKind::FactAfterArtifacts,
+            });
+        }
+        if self.first.is_none() {
+            let named = naming(&fact.kind).map(|(what, id)| (what, id.to_owned()));
+            self.first = Some((line_no, named));
+        }
+        if fact.seq == u64::MAX {
+            faults.push(Fault {
+                line: line_no,
+                kind: FaultKind::SeqOutOfRange,
+            });
+            return;
+        }
+        let rules = self
+            .rules
+            .get_or_insert_with(|| StreamRules::new(head_names(&fact.kind).unwrap_or_default()));
+        if let Err(violation) = rules.check(fact) {
+            faults.push(Fault {
+                line: line_no,
+                kind: FaultKind::Breaks(violation),
+            });
+        }
+    }
+
+    /// After the last line: pushes what is wrong with the tape as a whole
+    /// (empty; cut short; no fact; a first fact naming another stream).
+    pub fn finish(&self, faults: &mut Vec<Fault>) {
+        if !self.any {
+            // Line 1, where the header is missing: a reader and an editor
+            // count the lines after a last newline differently.
+            faults.push(Fault {
+                line: 1,
+                kind: FaultKind::Empty,
+            });
+            return;
+        }
+        let whole = Whole {
+            header: self.header.as_ref().map(|(id, n)| (id.as_str(), *n)),
+            held: self.held,
+            last: self.last,
+            first: match &self.first {
+                Some((line, Some((what, named)))) => Some((*line, (*what, named.as_str()))),
+                _ => None,
+            },
+        };
+        faults.extend(whole.fault());
+    }
+}
+
+/// What a whole tape says of itself: the header's stream and count, the
+/// facts it holds, the first fact.
+struct Whole<'a> {
+    header: Option<(&'a str, u64)>,
+    held: u64,
+    last: Option<usize>,
+    /// The first fact's line, when it names a stream, and what it names.
+    first: Option<(usize, (&'static str, &'a str))>,
+}
+
+/// What a head names (see [`head_names`]), and how a message says so.
+fn naming(kind: &FactKind) -> Option<(&'static str, &str)> {
+    let what = match kind {
+        FactKind::RunStarted(_) => "run.started names run",
+        _ => "the call outside any run names key",
+    };
+    head_names(kind).map(|id| (what, id))
+}
+
+impl Whole<'_> {
+    /// The first fault of a whole tape: cut short, then no fact, then a
+    /// first fact naming another stream than the header.
+    fn fault(&self) -> Option<Fault> {
+        let (stream, counted) = self.header?;
+        if self.held < counted {
+            return Some(Fault {
+                line: 1,
+                kind: FaultKind::CutShort {
+                    counted,
+                    held: self.held,
+                    last: self.last,
+                },
+            });
+        }
+        if self.held == 0 {
+            return Some(Fault {
+                line: 2,
+                kind: FaultKind::NoFacts,
+            });
+        }
+        let (line, (what, named)) = self.first?;
+        (named != stream).then(|| Fault {
+            line,
+            kind: FaultKind::OtherStream {
+                what,
+                named: named.to_owned(),
+                header: stream.to_owned(),
+            },
+        })
     }
 }
 

@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use reel_core::fact::*;
 use reel_core::gap::Gap;
+use reel_core::sequence::Sequencer;
 use reel_core::{Fact, RunRecord, RunState};
 use serde::Serialize;
 
@@ -315,6 +316,9 @@ pub struct TimelineBuilder {
     index: HashMap<String, usize>,
     teardown_index: HashMap<(TeardownScope, String), usize>,
     next_seq: u64,
+    /// The core's numberer, observing: a report stored without a count
+    /// (0) is numbered there, and drops are counted there.
+    sequencer: Sequencer,
     templates: ProgressTemplates,
     live: bool,
 }
@@ -402,6 +406,7 @@ impl TimelineBuilder {
             }
         }
         self.next_seq = self.next_seq.max(fact.seq.saturating_add(1));
+        let count = self.sequencer.observe_count(fact);
         let t = self.t();
         t.facts += 1;
         t.last_offset = t.last_offset.max(fact.offset);
@@ -495,12 +500,9 @@ impl TimelineBuilder {
                     // the report; reports lost in a gap were counted
                     // there): so the fact line, which prints the stored
                     // count, and the summary agree. A report stored
-                    // without one (count 0) is counted here.
-                    node.progress = if p.count > 0 {
-                        p.count
-                    } else {
-                        node.progress + 1
-                    };
+                    // without one (count 0) is numbered by the core's
+                    // `Sequencer`, as the writer would have.
+                    node.progress = count.unwrap_or(p.count);
                     node.last_progress =
                         Some(self.templates.line(&node.tool, &p.payload, node.progress));
                     if ended {
@@ -513,11 +515,14 @@ impl TimelineBuilder {
                 }
             }
             // Reports the recorder dropped are counted (the next report's
-            // count includes them; trailing drops have no next report).
-            FactKind::ProgressDropped(d) => {
+            // count includes them; trailing drops have no next report):
+            // by the `Sequencer`, which counts them where it numbers.
+            FactKind::ProgressDropped(_) => {
                 if let Some(i) = call_idx {
-                    let node = &mut self.t().calls[i];
-                    node.progress = node.progress.saturating_add(d.count);
+                    let so_far = self
+                        .sequencer
+                        .progress_so_far(fact.call.as_deref().unwrap_or_default());
+                    self.t().calls[i].progress = so_far;
                 }
             }
             FactKind::CredentialResolved(c) => self.t().credentials.push(CredentialEntry {

@@ -13,7 +13,7 @@ use tower_lsp_server::ls_types::{
     HoverContents, MarkupContent, MarkupKind, NumberOrString, Position, Range, SymbolKind,
 };
 
-use super::document::{Item, Parsed, View, MAX_NESTING};
+use super::document::{Item, Parsed, View, GAP, MAX_NESTING};
 use super::position::Encoding;
 use crate::display::{cut, progress_line};
 use crate::names::name;

@@ -11,9 +11,13 @@
 //! every line parse, for tests that show a keystroke costs one line.
 //!
 //! The [`Index`] (the [`Timeline`] over the parsed facts, the calls with the
-//! lines they stand on, artifact puts and lines, structural problems) is
+//! lines they stand on, artifact puts and lines, the tape's faults) is
 //! derived from the parsed lines without parsing anything: it is dropped on
 //! each edit and rebuilt on the next question, one pass over the facts.
+//! What may stand where and the stream rules are the core's
+//! ([`TapeCheck`], which runs [`reel::rules::StreamRules`]): the index
+//! only places each fault on its line, so the editor marks what `reel
+//! import` and `verify` refuse.
 //!
 //! Lines end at `\n`; a `\r` before it belongs to the line's text for edits
 //! and is left out for parsing and for positions.
@@ -21,7 +25,8 @@
 use std::collections::HashMap;
 
 use reel_core::fact::FactKind;
-use reel_core::tape::{parse_line, TapeError, TapeHeader, TapeLine};
+use reel_core::rules::Rule;
+use reel_core::tape::{parse_line, Fault, FaultKind, Seen, TapeCheck, TapeError, TapeHeader, TapeLine};
 use reel_core::Fact;
 use tower_lsp_server::ls_types::{Position, Range};
 
@@ -34,6 +39,11 @@ pub const MAX_NESTING: usize = 32;
 
 /// No line, no call.
 const NONE: usize = usize::MAX;
+
+/// The code of a problem that is a gap in the seqs: the timeline's gap
+/// anomaly says it too, and where both stand on one line only the
+/// anomaly is shown.
+pub const GAP: &str = "gap";
 
 /// What a line holds.
 #[derive(Debug, Clone, PartialEq)]
@@ -372,70 +382,47 @@ impl Index {
             artifact_line: HashMap::new(),
             fact_call: vec![NONE; lines.len()],
         };
-        let mut next_seq = 0u64;
-        let mut artifacts_seen = false;
+        // What may stand where, and the stream rules, are the tape's
+        // (`TapeCheck`): the editor shows what `reel import` and `verify`
+        // refuse, at the same lines.
+        let mut check = TapeCheck::default();
+        let mut faults = Vec::new();
         for (n, line) in lines.iter().enumerate() {
             if line.parsed != Parsed::Blank {
                 ix.last_line = n;
             }
+            let seen = match &line.parsed {
+                Parsed::Blank => Seen::Blank,
+                Parsed::Invalid { .. } => Seen::Invalid,
+                Parsed::Header(h) => Seen::Header(h),
+                Parsed::Artifact { .. } => Seen::Artifact,
+                Parsed::Fact(f) => Seen::Fact(f),
+            };
+            faults.clear();
+            check.line(n + 1, seen, &mut faults);
+            let mut out_of_range = false;
+            for fault in faults.drain(..) {
+                out_of_range |= fault.kind == FaultKind::SeqOutOfRange;
+                ix.fault(fault);
+            }
             let fact = match &line.parsed {
-                Parsed::Blank => {
-                    if n == 0 {
-                        ix.problems.push(Problem {
-                            line: 0,
-                            code: "no-header",
-                            message: format!(
-                                "line 1 must be the tape header {{\"format\":\"{}\",...}}",
-                                reel_core::tape::FORMAT
-                            ),
-                        });
-                    }
-                    continue;
-                }
-                Parsed::Invalid { .. } => continue,
+                Parsed::Blank | Parsed::Invalid { .. } => continue,
                 Parsed::Header(_) => {
                     ix.header = Some(n);
                     ix.top.push(Item::Line(n));
                     continue;
                 }
                 Parsed::Artifact { digest, .. } => {
-                    artifacts_seen = true;
                     ix.artifact_line.entry(digest.clone()).or_insert(n);
                     ix.top.push(Item::Line(n));
                     continue;
                 }
                 Parsed::Fact(f) => f,
             };
-            if artifacts_seen {
-                ix.problems.push(Problem {
-                    line: n,
-                    code: "fact-after-artifacts",
-                    message: "a fact after the artifact lines: facts come first".into(),
-                });
-            }
-            if fact.seq == u64::MAX {
-                ix.problems.push(Problem {
-                    line: n,
-                    code: "seq-out-of-range",
-                    message: format!("seq {} is out of range", fact.seq),
-                });
+            if out_of_range {
                 ix.top.push(Item::Line(n));
                 continue;
             }
-            if fact.seq < next_seq {
-                ix.problems.push(Problem {
-                    line: n,
-                    code: "seq-order",
-                    message: format!(
-                        "fact has seq {} where {next_seq} was expected: facts run from 0 without a gap, in order",
-                        fact.seq
-                    ),
-                });
-            } else if fact.seq > next_seq {
-                // The timeline reports the gap; it belongs on this line.
-                ix.gap_line.insert(next_seq, n);
-            }
-            next_seq = next_seq.max(fact.seq + 1);
             if let FactKind::Unknown { kind, .. } = &fact.kind {
                 ix.problems.push(Problem {
                     line: n,
@@ -466,6 +453,10 @@ impl Index {
                 ix.calls[p].last = ix.calls[p].last.max(last);
             }
         }
+        check.finish(&mut faults);
+        for fault in faults {
+            ix.fault(fault);
+        }
         ix.timeline = b.finish();
         ix.timeline_call = ix
             .timeline
@@ -475,6 +466,42 @@ impl Index {
             .map(|(i, c)| (c.call_id.clone(), i))
             .collect();
         ix
+    }
+
+    /// A fault of the tape's structure or of the stream rules, as a problem
+    /// at its line. A seq that skips ahead is also the timeline's gap:
+    /// its line is kept for the gap's diagnostic.
+    fn fault(&mut self, fault: Fault) {
+        let line = fault.line.saturating_sub(1);
+        let code = match &fault.kind {
+            FaultKind::NoHeader | FaultKind::Empty => "no-header",
+            FaultKind::FactAfterArtifacts => "fact-after-artifacts",
+            FaultKind::SeqOutOfRange => "seq-out-of-range",
+            FaultKind::OtherStream { .. } => "other-stream",
+            FaultKind::CutShort { .. } => "cut-short",
+            FaultKind::NoFacts => "no-facts",
+            FaultKind::Breaks(v) => match v.rule {
+                Rule::Gapless { expected } if v.seq > expected => {
+                    self.gap_line.entry(expected).or_insert(line);
+                    GAP
+                }
+                Rule::Gapless { .. } => "seq-order",
+                Rule::BeginsWithRunStarted | Rule::HeadNamesOtherCall | Rule::HeadOfOtherKind => {
+                    "no-head"
+                }
+                Rule::RunStartedNamesRun { .. } | Rule::CallNamesStream { .. } => "other-stream",
+                Rule::OneRunStarted | Rule::OneCallHead => "second-head",
+                Rule::RunEndedOutsideRun => "run-ended-outside-run",
+                Rule::NothingAfterRunEnded { .. } | Rule::NothingAfterCallEnded { .. } => {
+                    "after-end"
+                }
+            },
+        };
+        self.problems.push(Problem {
+            line,
+            code,
+            message: fault.kind.to_string(),
+        });
     }
 
     fn place_fact(&mut self, n: usize, fact: &Fact) {

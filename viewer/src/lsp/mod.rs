@@ -17,7 +17,9 @@
 //!   the call's duration, the progress display line and the payload
 //!   pretty-printed, redaction markers named as such.
 //! - **Diagnostics**: lines that are not valid tape lines (with the parser's
-//!   column), structural problems, the timeline's anomalies, and the
+//!   column), the tape's faults ([`reel::tape::TapeCheck`]: what stands
+//!   where, and the stream rules, as `reel import` and `verify` judge
+//!   them), the timeline's anomalies, and the
 //!   divergences of a replay report beside the tape (`<tape>.report.json`,
 //!   see [`report`]), re-read whenever it changes on disk.
 //! - **Go to definition**: `artifact.get` → its `artifact.put`; any fact of
@@ -27,7 +29,8 @@
 //! Positions are UTF-16 (the LSP default) unless the client offers UTF-8
 //! (see [`position`]). A position that is not in the document gets an
 //! empty answer. A panic in an answer is caught and answered empty (and
-//! logged on stderr): the server never goes down with a document.
+//! logged through `tracing`; the `reel` binary prints it on stderr): the
+//! server never goes down with a document.
 
 pub mod analysis;
 pub mod document;
@@ -78,7 +81,7 @@ pub async fn serve_stdio() {
             }
         });
     if let Err(e) = reader {
-        eprintln!("reel lsp: cannot start the stdin reader: {e}");
+        tracing::error!("reel lsp: cannot start the stdin reader: {e}");
         return;
     }
     serve(rx, tokio::io::stdout()).await;
@@ -101,7 +104,7 @@ where
 ///
 /// Messages pass through a filter first: a frame whose body is not a
 /// JSON-RPC message (broken JSON, invalid UTF-8, a lone surrogate) is
-/// dropped with a line on stderr, where tower-lsp-server would answer it
+/// dropped with a `tracing` warning, where tower-lsp-server would answer it
 /// with a parse error and then stop reading, ending the session.
 pub async fn serve_service<I, O>(
     service: LspService<Backend>,
@@ -162,7 +165,7 @@ where
         }
         let len = len.unwrap_or_default();
         if len > MAX_MESSAGE {
-            eprintln!(
+            tracing::error!(
                 "reel lsp: a message of {len} bytes is over the limit of {MAX_MESSAGE}: stopping"
             );
             return;
@@ -178,7 +181,7 @@ where
             let why = serde_json::from_slice::<serde_json::Value>(&body)
                 .err()
                 .map_or_else(|| "not a JSON-RPC message".to_owned(), |e| e.to_string());
-            eprintln!("reel lsp: dropped a message of {len} bytes: {why}");
+            tracing::warn!("reel lsp: dropped a message of {len} bytes: {why}");
             continue;
         }
         let head = format!("Content-Length: {len}\r\n\r\n");
@@ -251,10 +254,11 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Runs `f`, turning a panic into `T::default()` (logged on stderr).
+/// Runs `f`, turning a panic into `T::default()` (logged through
+/// `tracing`).
 fn guarded<T: Default>(what: &str, f: impl FnOnce() -> T) -> T {
     catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|_| {
-        eprintln!("reel lsp: {what} failed (a bug in reel): answered empty");
+        tracing::error!("reel lsp: {what} failed (a bug in reel): answered empty");
         T::default()
     })
 }

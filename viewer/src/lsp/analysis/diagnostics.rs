@@ -1,6 +1,8 @@
 //! Diagnostics: parse errors, stream-rule breaks, the timeline's
 //! anomalies, and a replay report's divergences at their lines.
 
+use std::collections::HashSet;
+
 use super::*;
 
 /// What is known about the replay report beside the tape.
@@ -58,7 +60,29 @@ pub fn diagnostics(view: View<'_>, enc: Encoding, report: ReportInput<'_>) -> Ve
             ));
         }
     }
+    let anomaly_line = |a: &Anomaly| {
+        match a {
+            Anomaly::Gap(gap) => ix
+                .line_of_gap(gap.first)
+                .or_else(|| gap.last.and_then(|l| ix.line_of_seq(l.saturating_add(1)))),
+            Anomaly::UnendedRun => ix.run_started.or(ix.header),
+            other => other.seq().and_then(|s| ix.line_of_seq(s)),
+        }
+        .unwrap_or(0)
+    };
+    // A seq that skips ahead is a gap the timeline reports too: one
+    // diagnostic on its line.
+    let gap_lines: HashSet<usize> = ix
+        .timeline
+        .anomalies
+        .iter()
+        .filter(|a| matches!(a, Anomaly::Gap(_)))
+        .map(anomaly_line)
+        .collect();
     for p in &ix.problems {
+        if p.code == GAP && gap_lines.contains(&p.line) {
+            continue;
+        }
         let severity = match p.code {
             "call-restarted" => DiagnosticSeverity::WARNING,
             "unknown-kind" => DiagnosticSeverity::INFORMATION,
@@ -73,14 +97,7 @@ pub fn diagnostics(view: View<'_>, enc: Encoding, report: ReportInput<'_>) -> Ve
         ));
     }
     for a in &ix.timeline.anomalies {
-        let line = match a {
-            Anomaly::Gap(gap) => ix
-                .line_of_gap(gap.first)
-                .or_else(|| gap.last.and_then(|l| ix.line_of_seq(l.saturating_add(1)))),
-            Anomaly::UnendedRun => ix.run_started.or(ix.header),
-            other => other.seq().and_then(|s| ix.line_of_seq(s)),
-        }
-        .unwrap_or(0);
+        let line = anomaly_line(a);
         let code = serde_json::to_value(a)
             .ok()
             .and_then(|v| v.get("anomaly").and_then(Value::as_str).map(str::to_owned))
