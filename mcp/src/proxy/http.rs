@@ -57,6 +57,7 @@ mod observed;
 mod sse;
 mod upstream;
 
+#[cfg(feature = "fuzzing")]
 pub(crate) use exchange::requests;
 pub(crate) use sse::Sse;
 
