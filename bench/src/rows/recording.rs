@@ -4,6 +4,16 @@
 #[allow(unused_imports)]
 use crate::*;
 
+/// The rows of this module.
+const ROWS: [&str; 6] = [
+    "record",
+    "record-fair",
+    "record-limit",
+    "tracing",
+    "bytes",
+    "timeline",
+];
+
 /// Measures the rows of this module that `opts` asks for, into `rows`.
 pub(crate) fn rows(
     opts: &Options,
@@ -14,16 +24,7 @@ pub(crate) fn rows(
 ) -> io::Result<()> {
     let s = &opts.sizes;
     let rounds = opts.sizes.rounds.max(1);
-    // ---- record, tracing, bytes, timeline --------------------------------
-    let recording_rows = [
-        "record",
-        "record-fair",
-        "record-limit",
-        "tracing",
-        "bytes",
-        "timeline",
-    ];
-    if recording_rows.iter().any(|r| opts.wants(r)) {
+    if ROWS.iter().any(|r| opts.wants(r)) {
         let shape = s.shape;
         let with_plain = opts.wants("record") || opts.wants("bytes") || opts.wants("timeline");
         let with_fair = opts.wants("record-fair");
