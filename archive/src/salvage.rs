@@ -299,9 +299,6 @@ pub fn salvage(from: &Path, into: &Path, config: ArchiveConfig) -> Result<Salvag
     Ok(report)
 }
 
-/// Reads what sled can of a copy of the store into `pool`; returns what
-/// sled said when it refused (or panicked), `None` when it opened.
-
 impl Archive {
     /// Writes one reassembled run into this (fresh) archive: its blocks as
     /// they were stored, its record derived from its facts, its index
