@@ -83,25 +83,7 @@ impl Archive {
         if !record.state.is_closed() {
             record.state = RunState::Incomplete;
         }
-        let mut digests = Vec::with_capacity(artifacts.len());
-        for (index, (digest, bytes)) in artifacts.iter().enumerate() {
-            let actual: Digest = Sha256::digest(bytes).into();
-            let refuse = |detail: String| ArchiveError::ImportArtifactMismatch {
-                index,
-                digest: digest.clone(),
-                detail,
-            };
-            match parse_digest(digest) {
-                None => return Err(refuse("the digest is not sha256:<64 hex digits>".into())),
-                Some(given) if given != actual => {
-                    return Err(refuse(format!(
-                        "its bytes have the digest sha256:{}",
-                        hex::encode(actual)
-                    )))
-                }
-                Some(_) => digests.push(actual),
-            }
-        }
+        let digests = check_artifacts(artifacts)?;
         let refuse_existing = |live: &HashMap<String, Arc<Mutex<LiveRun>>>| -> Result<()> {
             let stored = self
                 .trees()
@@ -200,4 +182,29 @@ impl Archive {
         self.inner.appended.send_modify(|n| *n += 1);
         Ok(record)
     }
+}
+
+/// The digest of each artifact to import, checked against the digest it
+/// is given under.
+fn check_artifacts(artifacts: &[(String, Vec<u8>)]) -> Result<Vec<Digest>> {
+    let mut digests = Vec::with_capacity(artifacts.len());
+    for (index, (digest, bytes)) in artifacts.iter().enumerate() {
+        let actual: Digest = Sha256::digest(bytes).into();
+        let refuse = |detail: String| ArchiveError::ImportArtifactMismatch {
+            index,
+            digest: digest.clone(),
+            detail,
+        };
+        match parse_digest(digest) {
+            None => return Err(refuse("the digest is not sha256:<64 hex digits>".into())),
+            Some(given) if given != actual => {
+                return Err(refuse(format!(
+                    "its bytes have the digest sha256:{}",
+                    hex::encode(actual)
+                )))
+            }
+            Some(_) => digests.push(actual),
+        }
+    }
+    Ok(digests)
 }

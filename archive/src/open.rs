@@ -43,28 +43,7 @@ impl Archive {
     /// by a writer that stopped are marked [`reel_core::run::RunState::Incomplete`].
     pub fn open(dir: impl AsRef<Path>, config: ArchiveConfig) -> Result<Archive> {
         let dir = dir.as_ref().to_path_buf();
-        if dir.exists() && !dir.is_dir() {
-            return Err(ArchiveError::Format {
-                dir,
-                detail: "it is a file, not a directory; pass the archive directory".into(),
-            });
-        }
-        if dir.is_dir() && !dir.join("conf").exists() && !dir.join("db").exists() {
-            let has_files = std::fs::read_dir(&dir)
-                .map(|mut d| {
-                    d.any(|e| {
-                        e.map(|e| !e.file_name().to_string_lossy().starts_with("reel."))
-                            .unwrap_or(false)
-                    })
-                })
-                .unwrap_or(false);
-            if has_files {
-                return Err(ArchiveError::Format {
-                    dir,
-                    detail: "the directory has files but no archive; pass an empty or new directory, or an existing archive".into(),
-                });
-            }
-        }
+        check_dir(&dir)?;
         // Before sled touches the store: is it whole? (See `control`.)
         let mut control = check_before_open(&dir, config.read_only, config.copy)?;
         let scratch = control.scratch.take();
@@ -484,6 +463,34 @@ fn open_error(dir: &Path, e: sled::Error) -> ArchiveError {
             source,
         },
     }
+}
+
+/// Refuses a path that is no archive directory: a file, or a directory
+/// holding other files but no archive.
+fn check_dir(dir: &Path) -> Result<()> {
+    if dir.exists() && !dir.is_dir() {
+        return Err(ArchiveError::Format {
+            dir: dir.to_path_buf(),
+            detail: "it is a file, not a directory; pass the archive directory".into(),
+        });
+    }
+    if dir.is_dir() && !dir.join("conf").exists() && !dir.join("db").exists() {
+        let has_files = std::fs::read_dir(dir)
+            .map(|mut d| {
+                d.any(|e| {
+                    e.map(|e| !e.file_name().to_string_lossy().starts_with("reel."))
+                        .unwrap_or(false)
+                })
+            })
+            .unwrap_or(false);
+        if has_files {
+            return Err(ArchiveError::Format {
+                dir: dir.to_path_buf(),
+                detail: "the directory has files but no archive; pass an empty or new directory, or an existing archive".into(),
+            });
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ use sha2::{Digest as _, Sha256};
 
 use crate::record::decode_record;
 use crate::{block, keys, Archive, Result, StreamRules};
+use reel_core::fact::Fact;
 use reel_core::run::RunRecord;
 
 /// One thing wrong with the archive.
@@ -289,26 +290,7 @@ impl Archive {
                     if rules.next_seq() != first {
                         rules.lost_until(first);
                     }
-                    for fact in &facts {
-                        if let Err(violation) = rules.check(fact) {
-                            report.problems.push(problem(
-                                run.clone(),
-                                Some((fact.seq, Some(fact.seq))),
-                                &violation.to_string(),
-                            ));
-                        }
-                        match &mut derived {
-                            None => {
-                                derived = RunRecord::from_first(fact).map(|mut r| {
-                                    r.observe(fact);
-                                    r
-                                })
-                            }
-                            Some(r) => {
-                                r.observe(fact);
-                            }
-                        }
-                    }
+                    check_facts(&facts, &mut rules, &mut derived, &run, report);
                     expect_seq = first + count as u64;
                     decoded += 1;
                     tail_known = true;
@@ -425,13 +407,42 @@ fn problem(run_id: Option<String>, seqs: Option<(u64, Option<u64>)>, what: &str)
     }
 }
 
+/// Checks a block's facts against the stream rules, reporting each
+/// violation, and derives the run's record from them.
+fn check_facts(
+    facts: &[Fact],
+    rules: &mut StreamRules,
+    derived: &mut Option<RunRecord>,
+    run: &Option<String>,
+    report: &mut VerifyReport,
+) {
+    for fact in facts {
+        if let Err(violation) = rules.check(fact) {
+            report.problems.push(problem(
+                run.clone(),
+                Some((fact.seq, Some(fact.seq))),
+                &violation.to_string(),
+            ));
+        }
+        match derived {
+            None => {
+                *derived = RunRecord::from_first(fact).map(|mut r| {
+                    r.observe(fact);
+                    r
+                })
+            }
+            Some(r) => {
+                r.observe(fact);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use crate::record::encode_record;
     use crate::{block, keys, Archive, ArchiveConfig};
-    use reel_core::fact::{
-        Fact, FactKind, Log, NewFact, Producer, RunEnded, RunStarted, RunStatus,
-    };
+    use reel_core::fact::{Fact, FactKind, Log, NewFact, Producer, RunEnded, RunStarted, RunStatus};
 
     fn new(kind: FactKind) -> NewFact {
         NewFact {

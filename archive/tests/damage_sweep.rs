@@ -17,6 +17,9 @@
 //!
 //! The counts are printed (`--nocapture`).
 
+mod common;
+use common::copy_dir;
+
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
@@ -111,19 +114,6 @@ fn write_runs(archive: &Archive) {
         .append("open", (0..3).map(|i| progress(2000 + i, 300)).collect())
         .unwrap();
     archive.flush().unwrap();
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
 }
 
 /// Every file of a directory with its bytes, by path relative to it.

@@ -10,6 +10,9 @@
 //! the same scan finds the key an older reel kept in the archive, and opening
 //! such an archive removes it.
 
+mod common;
+use common::copy_dir;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -36,14 +39,6 @@ fn files_under(dir: &Path) -> Vec<PathBuf> {
         }
     }
     out
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    for path in files_under(from) {
-        let target = to.join(path.strip_prefix(from).unwrap());
-        std::fs::create_dir_all(target.parent().unwrap()).unwrap();
-        std::fs::copy(&path, &target).unwrap();
-    }
 }
 
 /// The fingerprint `key` gives `secret`, as `Archive::fingerprint` makes it.

@@ -7,6 +7,9 @@
 //! the one recorded under that run and seq. The share of facts recovered
 //! is printed.
 
+mod common;
+use common::copy_dir;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -118,19 +121,6 @@ fn record(dir: &Path) -> Recorded {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     (facts, artifacts)
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
 }
 
 fn files(dir: &Path, sub: &str, prefix: &str) -> Vec<PathBuf> {

@@ -3,6 +3,9 @@
 //! it; never "not an archive this version can read" (a version problem),
 //! and never a panic. The archive is a real one, recorded by `reel demo`.
 
+mod common;
+use common::copy_dir;
+
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -15,19 +18,6 @@ fn reel(config: &Path, args: &[&str]) -> Output {
         .env("REEL_CONFIG_DIR", config)
         .output()
         .expect("the reel binary runs")
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
 }
 
 /// One way of damaging sled's `conf`, named.

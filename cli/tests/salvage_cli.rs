@@ -1,6 +1,9 @@
 //! `reel salvage` and `reel prune` through the real binary, on a real
 //! archive recorded by `reel demo`.
 
+mod common;
+use common::copy_dir;
+
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -27,19 +30,6 @@ fn text(out: &[u8]) -> String {
 fn demo(config: &Path, archive: &Path) {
     let made = reel(config, &["demo", "--archive", archive.to_str().unwrap()]);
     assert!(made.status.success(), "{}", text(&made.stderr));
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
 }
 
 #[test]

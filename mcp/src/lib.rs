@@ -34,6 +34,7 @@
 //! ```
 #![warn(missing_docs)]
 
+mod accept;
 pub mod cassette;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]

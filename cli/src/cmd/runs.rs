@@ -151,30 +151,7 @@ pub fn run(dir: &Path, args: RunsArgs, width: Option<usize>) -> Result<ExitCode,
         return Ok(done());
     }
     // Recorded cells are escaped before the widths are measured.
-    let mut rows: Vec<[String; 8]> = page
-        .runs
-        .iter()
-        .zip(&anomalies)
-        .map(|(r, anomalies)| {
-            [
-                match &r.outside_run {
-                    None => escape(&r.run_id).into_owned(),
-                    Some(_) => format!("{} (no run)", escape(&r.run_id)),
-                },
-                timestamp(r.started_at),
-                r.duration_ns().map(duration).unwrap_or_else(|| "-".into()),
-                r.state.to_string(),
-                escape(r.tenant().unwrap_or("-")).into_owned(),
-                r.tools
-                    .iter()
-                    .map(|t| escape(t))
-                    .collect::<Vec<_>>()
-                    .join(","),
-                r.facts.to_string(),
-                anomalies.map_or_else(|| "?".into(), |n| n.to_string()),
-            ]
-        })
-        .collect();
+    let mut rows = cells(&page.runs, &anomalies);
     let head = [
         "RUN",
         "STARTED",
@@ -245,4 +222,31 @@ pub fn run(dir: &Path, args: RunsArgs, width: Option<usize>) -> Result<ExitCode,
         writeln!(out, "more: --cursor {}", escape(&next.0))?;
     }
     Ok(done())
+}
+
+/// The table's cells of each run, escaped: id, start, duration, status,
+/// tenant, tools, facts, anomalies (`?` when unknown).
+fn cells(runs: &[reel::RunRecord], anomalies: &[Option<usize>]) -> Vec<[String; 8]> {
+    runs.iter()
+        .zip(anomalies)
+        .map(|(r, anomalies)| {
+            [
+                match &r.outside_run {
+                    None => escape(&r.run_id).into_owned(),
+                    Some(_) => format!("{} (no run)", escape(&r.run_id)),
+                },
+                timestamp(r.started_at),
+                r.duration_ns().map(duration).unwrap_or_else(|| "-".into()),
+                r.state.to_string(),
+                escape(r.tenant().unwrap_or("-")).into_owned(),
+                r.tools
+                    .iter()
+                    .map(|t| escape(t))
+                    .collect::<Vec<_>>()
+                    .join(","),
+                r.facts.to_string(),
+                anomalies.map_or_else(|| "?".into(), |n| n.to_string()),
+            ]
+        })
+        .collect()
 }

@@ -63,11 +63,11 @@ use rmcp::model::{
     ResultType, ServerCapabilities, ServerConfig, ServerNotification, SetLevelRequestParams,
 };
 use rmcp::service::{RequestContext, RoleServer};
-use rmcp::{ServerHandler, ServiceExt};
+use rmcp::ServerHandler;
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 
-use crate::serve::ServeError;
+use crate::serve::{serve_until_closed, ServeError};
 pub use matching::{parse_ignore, Match};
 pub use session::{Event, Interaction, LoadError, Session};
 
@@ -142,18 +142,7 @@ impl Cassette {
             let _ = relay_write.shutdown().await;
         });
         let outbound = tokio::spawn(relay(relay_read, write, self.exact.clone()));
-        let served = async {
-            let running = self
-                .serve((rmcp_read, rmcp_write))
-                .await
-                .map_err(|e| ServeError::Init(e.to_string()))?;
-            running
-                .waiting()
-                .await
-                .map_err(|e| ServeError::Init(e.to_string()))?;
-            Ok(())
-        }
-        .await;
+        let served = serve_until_closed(self, rmcp_read, rmcp_write).await;
         // rmcp's side is dropped: the relay reads to its end and flushes.
         let _ = outbound.await;
         inbound.abort();

@@ -4,8 +4,6 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto::Builder;
 use hyper_util::service::TowerToHyperService;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
@@ -13,6 +11,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use super::McpHost;
+use crate::accept::{accept_until, AcceptFailure};
 
 /// A bound streamable HTTP server ([`McpHost::bind_http`]). Sessions of
 /// 2025-11-25 clients are kept in memory (`Mcp-Session-Id`); 2026-07-28
@@ -67,25 +66,10 @@ impl HttpServer {
             Arc::new(LocalSessionManager::default()),
             config,
         ));
-        tokio::pin!(shutdown);
-        loop {
-            let (stream, _) = tokio::select! {
-                _ = &mut shutdown => break,
-                accepted = self.listener.accept() => accepted?,
-            };
-            let service = service.clone();
-            let stop = ct.child_token();
-            tokio::spawn(async move {
-                let conn = Builder::new(TokioExecutor::new())
-                    .serve_connection(TokioIo::new(stream), service)
-                    .into_owned();
-                tokio::select! {
-                    _ = conn => {}
-                    _ = stop.cancelled() => {}
-                }
-            });
-        }
-        ct.cancel();
+        accept_until(&self.listener, shutdown, &ct, AcceptFailure::Return, || {
+            service.clone()
+        })
+        .await?;
         Ok(())
     }
 }

@@ -221,16 +221,7 @@ impl McpHost {
         R: tokio::io::AsyncRead + Send + Unpin + 'static,
         W: tokio::io::AsyncWrite + Send + Unpin + 'static,
     {
-        let running = self
-            .handler()
-            .serve((read, write))
-            .await
-            .map_err(|e| ServeError::Init(e.to_string()))?;
-        running
-            .waiting()
-            .await
-            .map_err(|e| ServeError::Init(e.to_string()))?;
-        Ok(())
+        serve_until_closed(self.handler(), read, write).await
     }
 
     /// Binds streamable HTTP at `addr` (MCP endpoint `/mcp`); serve it with
@@ -239,6 +230,30 @@ impl McpHost {
     pub async fn bind_http(self, addr: std::net::SocketAddr) -> std::io::Result<HttpServer> {
         HttpServer::bind(self, addr).await
     }
+}
+
+/// Serves `handler` to one client on a byte stream pair until the client
+/// closes it: the crate's one rmcp serve-and-wait (the MCP host, the
+/// cassette server).
+pub(crate) async fn serve_until_closed<H, R, W>(
+    handler: H,
+    read: R,
+    write: W,
+) -> Result<(), ServeError>
+where
+    H: ServerHandler,
+    R: tokio::io::AsyncRead + Send + Unpin + 'static,
+    W: tokio::io::AsyncWrite + Send + Unpin + 'static,
+{
+    let running = handler
+        .serve((read, write))
+        .await
+        .map_err(|e| ServeError::Init(e.to_string()))?;
+    running
+        .waiting()
+        .await
+        .map_err(|e| ServeError::Init(e.to_string()))?;
+    Ok(())
 }
 
 /// The MCP handler of one connection: [`rmcp::ServerHandler`] over an

@@ -2,21 +2,35 @@
 //! clock, randomness, effects run once, cleanups held per scope).
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use reel::context::*;
 use reel::fact::*;
+use reel::tools::Tools;
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
 use crate::config::Durability;
+use crate::providers::{
+    ArtifactStore, CredentialProvider, Elicitor, LogListener, ProgressListener,
+};
 use crate::writer::unix_nanos;
 
-use super::call::Providers;
 use super::lock;
 use super::run::Run;
 use super::teardown::Teardowns;
+
+/// The host's providers a call's live answers come from.
+#[derive(Clone, Default)]
+pub(super) struct Providers {
+    pub(super) credentials: Option<Arc<dyn CredentialProvider>>,
+    pub(super) artifacts: Option<Arc<dyn ArtifactStore>>,
+    pub(super) elicitor: Option<Arc<dyn Elicitor>>,
+    pub(super) dispatcher: Option<Tools>,
+    pub(super) listener: Option<Arc<dyn LogListener>>,
+    pub(super) progress: Option<Arc<dyn ProgressListener>>,
+}
 
 /// The live answers to one call's context.
 pub(super) struct LiveBackend {

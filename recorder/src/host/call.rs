@@ -21,20 +21,10 @@ use crate::providers::{
     ArtifactStore, CredentialProvider, Elicitor, LogListener, ProgressListener,
 };
 
-use super::backend::LiveBackend;
+use super::backend::{LiveBackend, Providers};
 use super::lock;
-use super::run::{Caller, Run};
+use super::run::{new_invocation_id, Caller, Run};
 use super::teardown::Teardowns;
-
-#[derive(Clone, Default)]
-pub(super) struct Providers {
-    pub(super) credentials: Option<Arc<dyn CredentialProvider>>,
-    pub(super) artifacts: Option<Arc<dyn ArtifactStore>>,
-    pub(super) elicitor: Option<Arc<dyn Elicitor>>,
-    pub(super) dispatcher: Option<Tools>,
-    pub(super) listener: Option<Arc<dyn LogListener>>,
-    pub(super) progress: Option<Arc<dyn ProgressListener>>,
-}
 
 /// A call about to be made. Attach what the tool may use, then `invoke`.
 pub struct CallBuilder {
@@ -324,27 +314,12 @@ impl CallBuilder {
                 teardown_scopes: run.inner.teardown_scopes.clone(),
             }));
         }
-        // The mode is what accepted the function, never a label.
-        started.mode = mode;
-        if let Some(spec) = &mut started.spec {
-            spec.mode = mode;
-            if started.tool_id.is_none() {
-                started.tool_id = spec.id.clone();
-            }
-        }
-        started.dispatch_tools = self
-            .providers
-            .dispatcher
-            .as_ref()
-            .map(|tools| tools.names().map(str::to_owned).collect());
-        started.attached = Some(Attached {
-            credentials: self.providers.credentials.is_some(),
-            artifacts: self.providers.artifacts.is_some(),
-            elicitor: self.providers.elicitor.is_some(),
-            dispatch: self.providers.dispatcher.is_some(),
-            log_listener: self.providers.listener.is_some(),
-            content_logging: run.inner.rec.config.content_logging,
-        });
+        describe(
+            &mut started,
+            mode,
+            &self.providers,
+            run.inner.rec.config.content_logging,
+        );
         let call_id = started.call_id.clone();
         // The call's own services over the recorder's.
         let services = self.services.over(
@@ -439,6 +414,73 @@ impl CallBuilder {
             // its facts are durable; the tool's own error says more.
             (Err(detail), Ok(_)) => Err(ContextError::NotRecorded { detail }.into()),
             (_, result) => result,
+        }
+    }
+}
+
+/// Completes a call's `call.started` with how it runs: the mode that
+/// accepted the function, the spec's tool id, the tools it may dispatch to
+/// and what the host attached.
+fn describe(
+    started: &mut CallStarted,
+    mode: CallMode,
+    providers: &Providers,
+    content_logging: bool,
+) {
+    // The mode is what accepted the function, never a label.
+    started.mode = mode;
+    if let Some(spec) = &mut started.spec {
+        spec.mode = mode;
+        if started.tool_id.is_none() {
+            started.tool_id = spec.id.clone();
+        }
+    }
+    started.dispatch_tools = providers
+        .dispatcher
+        .as_ref()
+        .map(|tools| tools.names().map(str::to_owned).collect());
+    started.attached = Some(Attached {
+        credentials: providers.credentials.is_some(),
+        artifacts: providers.artifacts.is_some(),
+        elicitor: providers.elicitor.is_some(),
+        dispatch: providers.dispatcher.is_some(),
+        log_listener: providers.listener.is_some(),
+        content_logging,
+    });
+}
+
+/// Making a call in a run.
+impl Run {
+    /// Prepares a call of `tool` with `args`.
+    pub fn call(&self, tool: &str, args: impl Serialize) -> CallBuilder {
+        let n = self.inner.next_call.fetch_add(1, Ordering::Relaxed);
+        let args = serde_json::to_value(args)
+            .unwrap_or_else(|e| serde_json::json!({ "unserialisable": e.to_string() }));
+        CallBuilder {
+            run: self.clone(),
+            outside: None,
+            started: CallStarted {
+                call_id: format!("c{n}"),
+                tool_name: tool.into(),
+                tool_id: None,
+                parent_call: None,
+                iteration: 0,
+                invocation_id: Some(new_invocation_id()),
+                mode: CallMode::Async,
+                protocol: None,
+                platform: None,
+                client_info: None,
+                args,
+                wanted: None,
+                attached: None,
+                spec: None,
+                dispatch_tools: None,
+                outside_run: None,
+            },
+            providers: Providers::default(),
+            needs: Vec::new(),
+            cancel: CancelHandle::new(),
+            services: Services::default(),
         }
     }
 }

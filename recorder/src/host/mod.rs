@@ -9,10 +9,14 @@
 //! - `teardown`: the cleanups a holder keeps and running them;
 //! - `backend`: `LiveBackend`, the live answers of a call's context.
 
+// The modules import one another only downwards, in this order (each
+// may use those above it, never one below):
+// teardown -> shared -> run -> backend -> call -> recorder.
 mod backend;
 mod call;
 mod recorder;
 mod run;
+mod shared;
 mod teardown;
 
 use std::sync::Mutex;

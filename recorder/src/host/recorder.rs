@@ -17,7 +17,7 @@ use crate::writer::Queue;
 use super::call::CallBuilder;
 use super::lock;
 use super::run::{Caller, Run, RunStart};
-use super::teardown::Teardowns;
+use super::shared::RecorderInner;
 use super::RecorderError;
 
 /// Records runs into an archive. Cheap to clone. Dropping the last clone
@@ -26,19 +26,6 @@ use super::RecorderError;
 #[derive(Clone)]
 pub struct Recorder {
     pub(super) inner: Arc<RecorderInner>,
-}
-
-pub(super) struct RecorderInner {
-    pub(super) archive: Archive,
-    pub(super) queue: Queue,
-    pub(super) live: Mutex<Option<crate::live::LiveServer>>,
-    pub(super) config: RecorderConfig,
-    pub(super) live_runs: Mutex<HashSet<String>>,
-    /// Session-scoped cleanups by (tenant, principal, session): never by
-    /// the session string alone.
-    pub(super) sessions: Mutex<HashMap<TeardownKey, Teardowns>>,
-    /// Services every call gets ([`Recorder::service`]).
-    pub(super) services: std::sync::RwLock<Services>,
 }
 
 impl std::fmt::Debug for Recorder {

@@ -4,21 +4,20 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Instant;
 
 use reel::context::*;
 use reel::fact::*;
 use reel::rules::{ends_stream, LateFact};
 use reel::NewFact;
-use serde::Serialize;
 use serde_json::Value;
 
 use crate::config::Durability;
 use crate::writer::report_late;
 
-use super::call::{CallBuilder, Providers};
 use super::lock;
-use super::recorder::RecorderInner;
-use super::teardown::Teardowns;
+use super::shared::RecorderInner;
+use super::teardown::{run_cleanup, Teardowns};
 use super::RecorderError;
 
 /// How to start a run.
@@ -258,39 +257,6 @@ impl Run {
         });
     }
 
-    /// Prepares a call of `tool` with `args`.
-    pub fn call(&self, tool: &str, args: impl Serialize) -> CallBuilder {
-        let n = self.inner.next_call.fetch_add(1, Ordering::Relaxed);
-        let args = serde_json::to_value(args)
-            .unwrap_or_else(|e| serde_json::json!({ "unserialisable": e.to_string() }));
-        CallBuilder {
-            run: self.clone(),
-            outside: None,
-            started: CallStarted {
-                call_id: format!("c{n}"),
-                tool_name: tool.into(),
-                tool_id: None,
-                parent_call: None,
-                iteration: 0,
-                invocation_id: Some(new_invocation_id()),
-                mode: CallMode::Async,
-                protocol: None,
-                platform: None,
-                client_info: None,
-                args,
-                wanted: None,
-                attached: None,
-                spec: None,
-                dispatch_tools: None,
-                outside_run: None,
-            },
-            providers: Providers::default(),
-            needs: Vec::new(),
-            cancel: CancelHandle::new(),
-            services: Services::default(),
-        }
-    }
-
     /// Ends the run: runs its run-scoped cleanups (reverse order, each
     /// bounded in time, failures recorded), files `run.ended`, and with
     /// call-boundary or every-fact durability waits until all of it is
@@ -340,4 +306,33 @@ impl Run {
 /// to guess): a receipt naming it cannot be forged for another call.
 pub(super) fn new_invocation_id() -> String {
     format!("inv-{:032x}", rand::random::<u128>())
+}
+
+/// Running a holder's cleanups (see [`super::teardown`]).
+impl Run {
+    pub(super) async fn run_teardowns(
+        &self,
+        call: Option<&str>,
+        scope: TeardownScope,
+        teardowns: Teardowns,
+    ) {
+        let bound = self.inner.rec.config.teardown_timeout;
+        for (key_hash, cleanup, (registrations, last_registered_at)) in
+            teardowns.into_reverse_order()
+        {
+            let started = Instant::now();
+            let outcome = run_cleanup(cleanup, bound).await;
+            self.emit(
+                call,
+                FactKind::TeardownRan(TeardownRan {
+                    scope,
+                    key_hash,
+                    outcome,
+                    duration_ns: started.elapsed().as_nanos() as u64,
+                    registrations,
+                    last_registered_at,
+                }),
+            );
+        }
+    }
 }

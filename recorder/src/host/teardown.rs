@@ -2,40 +2,10 @@
 //! keeps, and running them in reverse with a time bound.
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use reel::context::*;
 use reel::fact::*;
-
-use super::run::Run;
-
-impl Run {
-    pub(super) async fn run_teardowns(
-        &self,
-        call: Option<&str>,
-        scope: TeardownScope,
-        teardowns: Teardowns,
-    ) {
-        let bound = self.inner.rec.config.teardown_timeout;
-        for (key_hash, cleanup, (registrations, last_registered_at)) in
-            teardowns.into_reverse_order()
-        {
-            let started = Instant::now();
-            let outcome = run_cleanup(cleanup, bound).await;
-            self.emit(
-                call,
-                FactKind::TeardownRan(TeardownRan {
-                    scope,
-                    key_hash,
-                    outcome,
-                    duration_ns: started.elapsed().as_nanos() as u64,
-                    registrations,
-                    last_registered_at,
-                }),
-            );
-        }
-    }
-}
 
 pub(super) async fn run_cleanup(cleanup: Cleanup, bound: Duration) -> TeardownOutcome {
     // Spawned, so that a panicking cleanup is recorded, not thrown.

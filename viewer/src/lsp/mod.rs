@@ -17,7 +17,7 @@
 //!   the call's duration, the progress display line and the payload
 //!   pretty-printed, redaction markers named as such.
 //! - **Diagnostics**: lines that are not valid tape lines (with the parser's
-//!   column), the tape's faults ([`reel::tape::TapeCheck`]: what stands
+//!   column), the tape's faults ([`reel_core::tape::TapeCheck`]: what stands
 //!   where, and the stream rules, as `reel import` and `verify` judge
 //!   them), the timeline's anomalies, and the
 //!   divergences of a replay report beside the tape (`<tape>.report.json`,

@@ -1,0 +1,158 @@
+//! The response body on its way back: passed through unchanged, each SSE
+//! event or JSON reply linked to its call before it is forwarded.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http::HeaderMap;
+use hyper::body::{Body, Frame, Incoming, SizeHint};
+
+use crate::proxy::link::{Dir, Router};
+
+use super::*;
+
+/// How a response body is observed.
+pub(super) enum Kind {
+    /// Passed through unseen.
+    Raw,
+    /// Server-sent events: each event's data is a message.
+    Sse(Sse),
+    /// One JSON message (or batch), linked whole before it goes out.
+    Json(Vec<u8>),
+}
+
+/// A response body passed through unchanged while its messages are linked.
+pub(super) struct Observed {
+    pub(super) inner: Incoming,
+    pub(super) kind: Kind,
+    /// The most a JSON body may buffer (see [`HttpProxy::max_body`]).
+    pub(super) max: usize,
+    /// Trailers held while a JSON body's data goes out first.
+    pub(super) trailers: Option<HeaderMap>,
+    /// Called once: `true` at the body's end, `false` when it was dropped
+    /// (the client closed the stream) or failed before.
+    pub(super) on_close: Option<Box<dyn FnOnce(bool) + Send + Sync>>,
+    pub(super) router_of: Option<Arc<Router>>,
+}
+
+impl Observed {
+    fn close(&mut self, complete: bool) {
+        if let Some(f) = self.on_close.take() {
+            f(complete);
+        }
+    }
+
+    fn router(&self) -> Option<&Router> {
+        self.router_of.as_deref()
+    }
+}
+
+impl Drop for Observed {
+    fn drop(&mut self) {
+        self.close(false);
+    }
+}
+
+impl Body for Observed {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        let this = &mut *self;
+        if let Some(trailers) = this.trailers.take() {
+            return Poll::Ready(Some(Ok(Frame::trailers(trailers))));
+        }
+        loop {
+            let frame = match Pin::new(&mut this.inner).poll_frame(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(frame) => frame,
+            };
+            match frame {
+                Some(Ok(frame)) => {
+                    let frame = match frame.into_data() {
+                        Ok(data) => {
+                            match &mut this.kind {
+                                Kind::Raw => {}
+                                Kind::Sse(sse) => {
+                                    let events = sse.feed(&data);
+                                    let oversized = sse.take_oversized();
+                                    for event in events {
+                                        if let Some(r) = this.router() {
+                                            r.observe(Dir::ServerToClient, &event);
+                                        }
+                                    }
+                                    if oversized {
+                                        tracing::warn!(
+                                            "a server-sent event over {} bytes was passed through unrecorded (--max-body)",
+                                            this.max
+                                        );
+                                    }
+                                }
+                                Kind::Json(buf) if buf.len() + data.len() > this.max => {
+                                    // Over the limit: what was held goes out
+                                    // with this chunk, the rest as it comes,
+                                    // none of it recorded.
+                                    tracing::warn!(
+                                        "a JSON response over {} bytes was passed through unrecorded (--max-body)",
+                                        this.max
+                                    );
+                                    let mut held = std::mem::take(buf);
+                                    this.kind = Kind::Raw;
+                                    held.extend_from_slice(&data);
+                                    return Poll::Ready(Some(Ok(Frame::data(Bytes::from(held)))));
+                                }
+                                Kind::Json(buf) => {
+                                    buf.extend_from_slice(&data);
+                                    continue;
+                                }
+                            }
+                            return Poll::Ready(Some(Ok(Frame::data(data))));
+                        }
+                        Err(frame) => frame,
+                    };
+                    let Kind::Json(buf) = &mut this.kind else {
+                        // Trailers of a body passed through as it comes.
+                        return Poll::Ready(Some(Ok(frame)));
+                    };
+                    let Ok(trailers) = frame.into_trailers() else {
+                        continue;
+                    };
+                    // A JSON body's data goes out (linked) before its
+                    // trailers.
+                    let data = std::mem::take(buf);
+                    if let Some(r) = this.router() {
+                        r.observe(Dir::ServerToClient, &data);
+                    }
+                    this.trailers = Some(trailers);
+                    return Poll::Ready(Some(Ok(Frame::data(Bytes::from(data)))));
+                }
+                Some(Err(e)) => {
+                    this.close(false);
+                    return Poll::Ready(Some(Err(e)));
+                }
+                None => {
+                    if let Kind::Json(buf) = &mut this.kind {
+                        if !buf.is_empty() {
+                            let data = std::mem::take(buf);
+                            if let Some(r) = this.router() {
+                                r.observe(Dir::ServerToClient, &data);
+                            }
+                            return Poll::Ready(Some(Ok(Frame::data(Bytes::from(data)))));
+                        }
+                    }
+                    this.close(true);
+                    return Poll::Ready(None);
+                }
+            }
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
