@@ -16,6 +16,7 @@
 //! reel-serve      -> reel, reel-archive, reel-viewer  (the console: reads archives, shows with the viewer's pieces)
 //! reel-cli        -> anything but reel-bench (the `reel` binary, at the top)
 //! reel-bench      -> anything
+//! xtask           -> nothing of ours      (project chores: provisioning, the book)
 //! ```
 //!
 //! Only normal (and build) dependencies count: tests may reach further up
@@ -80,6 +81,7 @@ const RULES: &[(&str, Option<&[&str]>)] = &[
         ]),
     ),
     ("reel-bench", None),
+    ("xtask", Some(&[])),
 ];
 
 /// Crates the production binary must not link. (`tempfile` is not one

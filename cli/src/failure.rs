@@ -1,11 +1,12 @@
 //! What a verb returns when it cannot do its job: one message for the
-//! person at the terminal, and the exit codes (README, "Exit codes").
+//! person at the terminal, and the exit codes (the book's "Exit codes",
+//! docs/src/exit-codes.md).
 
 use std::path::Path;
 
 use reel_viewer::render::terminal::escape;
 
-/// The exit codes, as README's "Exit codes" table lists them. 0 is done.
+/// The exit codes, as the book's "Exit codes" table lists them. 0 is done.
 pub mod exit {
     /// A failure that is not damage (a locked archive, an unknown run, a
     /// newer reel's archive), or a difference found (`diff`, `mcp verify`).

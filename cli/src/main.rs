@@ -144,8 +144,8 @@ enum Command {
 /// Prints the libraries' `tracing` warnings on standard error, as
 /// `reel: WARN …`; `REEL_LOG` (an `EnvFilter`, e.g. `debug`) says more.
 /// mimalloc: the recorder's writer thread frees what tools allocated on
-/// theirs, which glibc's malloc serves from its slow path (README,
-/// Performance: the allocator's figures).
+/// theirs, which glibc's malloc serves from its slow path (the
+/// book's Performance page: the allocator's figures).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -232,7 +232,7 @@ fn terminal_width() -> Option<usize> {
 
 /// Prints clap's usage error (or help, or version) and exits: 0 for help
 /// and version, [`exit::USAGE`] for a usage error (clap's own code, 2, is
-/// the one README gives damage). clap quotes arguments as given, so the
+/// the one the book's exit codes give damage). clap quotes arguments as given, so the
 /// command line is parsed again with every argument escaped, and that error
 /// is the one printed.
 fn usage_error(e: clap::Error) -> ExitCode {

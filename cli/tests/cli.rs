@@ -1784,17 +1784,20 @@ fn a_reader_that_stops_early_ends_reel_quietly() {
 }
 
 // ---------------------------------------------------------------------------
-// Exit codes (README, "Exit codes")
+// Exit codes (the book's "Exit codes" page, docs/src/exit-codes.md)
 // ---------------------------------------------------------------------------
 
-/// The codes README's "Exit codes" table lists, with their meaning cell.
-fn readme_exit_codes() -> Vec<(i32, String)> {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))
-        .expect("README.md");
-    let section = readme
-        .split("### Exit codes\n")
+/// The codes the book's "Exit codes" table lists, with their meaning cell.
+fn book_exit_codes() -> Vec<(i32, String)> {
+    let page = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../docs/src/exit-codes.md"
+    ))
+    .expect("docs/src/exit-codes.md");
+    let section = page
+        .split("# Exit codes\n")
         .nth(1)
-        .expect("README has an \"Exit codes\" section");
+        .expect("the page has an \"Exit codes\" heading");
     section
         .lines()
         .skip_while(|l| !l.starts_with('|'))
@@ -1808,8 +1811,8 @@ fn readme_exit_codes() -> Vec<(i32, String)> {
 }
 
 #[test]
-fn exit_codes_follow_the_readme_table() {
-    let table = readme_exit_codes();
+fn exit_codes_follow_the_book_table() {
+    let table = book_exit_codes();
     let codes: Vec<i32> = table.iter().map(|(c, _)| *c).collect();
     assert_eq!(codes, [0, 1, 2, 64], "{table:?}");
     let meaning = |code: i32| &table.iter().find(|(c, _)| *c == code).expect("listed").1;
@@ -1858,7 +1861,7 @@ fn exit_codes_follow_the_readme_table() {
         let out = d.reel(args);
         assert!(
             codes.contains(code),
-            "{args:?}: {code} is not in README's table"
+            "{args:?}: {code} is not in the book's table"
         );
         assert!(!out.stderr.contains("panicked"), "{args:?}: {}", out.stderr);
         assert_eq!(

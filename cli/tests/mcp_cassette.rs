@@ -1,7 +1,7 @@
 //! `reel mcp mock` and `reel mcp verify` with real MCP clients and servers:
 //! the official Python `mcp` client against the mock, and verify against a
 //! live Python FastMCP (`MCPServer`) server. The tapes are recorded in the
-//! proxy's shape (README, "MCP servers and clients") by the real recorder
+//! proxy's shape (the book's "MCP servers and clients") by the real recorder
 //! and exported by `reel export`.
 //!
 //! Without python3 and the `mcp` package the tests fail, saying how to

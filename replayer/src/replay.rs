@@ -74,7 +74,7 @@ impl ReplayOptions {
     /// key. Without it (another machine, a tape alone) each key is bound to
     /// the recorded hash at its place instead, which sees a key used where
     /// the record has another one already bound, but not a renaming of
-    /// keys the record uses nowhere else (README, Safety).
+    /// keys the record uses nowhere else (the book's Secrets page).
     pub fn teardown_keys(mut self, archive: &reel_archive::Archive) -> ReplayOptions {
         self.teardown_keys = Some(archive.clone());
         self

@@ -2,7 +2,7 @@
 //! directory and returns the exit code (or a [`Failure`] that `main`
 //! prints): 0 done, 1 a difference found (`diff`), 2 damage found (a gap
 //! in a run shown, problems in `verify`), 64 a command line reel cannot use
-//! (`crate::failure::exit`, README's "Exit codes").
+//! (`crate::failure::exit`, the book's "Exit codes").
 
 pub mod demo;
 pub mod diff;

@@ -1,5 +1,5 @@
 //! A proxied MCP session loaded from a tape or an archive run, as the
-//! recording shape has it (README, "MCP servers and clients"): one run,
+//! recording shape has it (the book's "MCP servers and clients"): one run,
 //! `mcp:initialize` and `mcp:tools/list` calls once, then one call per
 //! `tools/call` whose progress, log and elicitation facts are filed under it.
 
