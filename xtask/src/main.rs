@@ -80,6 +80,21 @@ fn main() -> ExitCode {
 }
 
 /// Provisions, checks and builds the book, then runs the tests.
+/// The arguments of the `cargo` that runs the tests: `test`, then
+/// `--workspace` unless a package is named, then the caller's arguments.
+fn test_line(args: &[String]) -> Vec<&str> {
+    let packages = args
+        .iter()
+        .take_while(|a| *a != "--")
+        .any(|a| a.starts_with("-p") || a.starts_with("--package"));
+    let mut line = vec!["test"];
+    if !packages {
+        line.push("--workspace");
+    }
+    line.extend(args.iter().map(String::as_str));
+    line
+}
+
 fn test(root: &Path, args: &[String]) -> Result<Done, Failure> {
     let args = match args.first().map(String::as_str) {
         Some("--") => &args[1..],
@@ -89,7 +104,7 @@ fn test(root: &Path, args: &[String]) -> Result<Done, Failure> {
     book::check_and_build(root, &mdbook)?;
 
     let mut cargo = Command::new(provision::cargo());
-    cargo.arg("test").current_dir(root);
+    cargo.current_dir(root);
     // What `cargo run` told this package about itself is not the tests'.
     for (name, _) in std::env::vars_os() {
         let name = name.to_string_lossy();
@@ -108,17 +123,9 @@ fn test(root: &Path, args: &[String]) -> Result<Done, Failure> {
     }
     // The conformance test finds the suite here, where provisioning put it.
     cargo.env("REEL_CONFORMANCE_DIR", provision::conformance_dir());
-    let packages = args
-        .iter()
-        .take_while(|a| *a != "--")
-        .any(|a| a.starts_with("-p") || a.starts_with("--package"));
-    let mut line = vec!["cargo", "test"];
-    if !packages {
-        line.push("--workspace");
-    }
-    line.extend(args.iter().map(String::as_str));
-    cargo.args(&line[1..]);
-    println!("xtask: {}", line.join(" "));
+    let line = test_line(args);
+    cargo.args(&line);
+    println!("xtask: cargo {}", line.join(" "));
     let status = cargo
         .status()
         .map_err(|e| Failure(format!("cannot start cargo: {e}")))?;
@@ -145,4 +152,37 @@ pub fn run(command: &mut Command) -> Result<(), Failure> {
 fn root() -> PathBuf {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
     manifest.parent().unwrap_or(manifest).to_path_buf()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::test_line;
+
+    fn line(args: &[&str]) -> Vec<String> {
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        test_line(&args).into_iter().map(String::from).collect()
+    }
+
+    /// `cargo test` once: a second `test` would be a test-name filter
+    /// that silently skips every test whose name lacks "test".
+    #[test]
+    fn the_whole_workspace_runs_unfiltered() {
+        assert_eq!(line(&[]), ["test", "--workspace"]);
+        assert_eq!(
+            line(&["--no-fail-fast"]),
+            ["test", "--workspace", "--no-fail-fast"]
+        );
+    }
+
+    #[test]
+    fn a_named_package_replaces_the_workspace() {
+        assert_eq!(
+            line(&["-p", "reel-archive"]),
+            ["test", "-p", "reel-archive"]
+        );
+        assert_eq!(
+            line(&["--", "--package"]),
+            ["test", "--workspace", "--", "--package"]
+        );
+    }
 }
