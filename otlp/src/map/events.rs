@@ -13,7 +13,12 @@ pub(super) fn event(name: &str, t: u64, attributes: Vec<KeyValue>) -> Event {
 
 /// The span event of one fact other than the span boundaries; `None` for
 /// facts no trace viewer needs (clock and random reads).
-pub(super) fn fact_event(kind: &FactKind, t: u64, tool: Option<&str>, options: &Options) -> Option<Event> {
+pub(super) fn fact_event(
+    kind: &FactKind,
+    t: u64,
+    tool: Option<&str>,
+    options: &Options,
+) -> Option<Event> {
     let c = options.content;
     let name = kind.name();
     let mut a = Vec::new();
