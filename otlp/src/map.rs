@@ -277,7 +277,7 @@ fn agent_span(
     }
     Span {
         trace_id,
-        span_id: derived_span_id(&id, None).to_vec(),
+        span_id: derived_span_id(id, None).to_vec(),
         trace_state,
         parent_span_id: parent,
         name: match agent {
