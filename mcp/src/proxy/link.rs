@@ -1,5 +1,6 @@
 //! Linking the messages of a proxied session to the calls they belong to,
-//! and filing them through each call's context.
+//! and filing them through each call's context: one state machine over the
+//! session's JSON-RPC messages.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::future::Future;

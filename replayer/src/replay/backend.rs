@@ -1,4 +1,4 @@
-//! The replay backend: a `CallBackend` that answers every capability of a
+//! The replay backend: one `CallBackend` that answers every capability of a
 //! re-driven call from the record (identity, credentials as stand-ins,
 //! artifacts, elicitation, effects, clock, randomness, children, cleanups)
 //! and matches each fact the tool files against the recorded fact at its

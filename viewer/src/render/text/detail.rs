@@ -24,37 +24,7 @@ impl TextRenderer {
                 let _ = write!(d, "; teardown scopes [{}]", scopes.join(", "));
                 (BOLD, d)
             }
-            FactKind::CallStarted(c) => {
-                let mut d = format!("▶ args {}", compact(&c.args, 100));
-                if let Some(o) = &c.outside_run {
-                    let _ = write!(
-                        d,
-                        " (outside any run, by {} {}",
-                        o.producer.name, o.producer.version
-                    );
-                    match &o.identity {
-                        Some(id) => {
-                            let _ = write!(d, "; identity {}", identity(id));
-                        }
-                        None => d.push_str("; no caller identity"),
-                    }
-                    if let Some(s) = &o.session_id {
-                        let _ = write!(d, "; session {s}");
-                    }
-                    let scopes: Vec<_> = o.teardown_scopes.iter().map(|s| s.to_string()).collect();
-                    let _ = write!(d, "; teardown scopes [{}])", scopes.join(", "));
-                }
-                if let Some(p) = &c.parent_call {
-                    let _ = write!(d, " (child of {p})");
-                }
-                if let Some(spec) = &c.spec {
-                    let _ = write!(d, " · {}", spec_summary(spec));
-                }
-                if c.mode == CallMode::Sync {
-                    d.push_str(" · sync");
-                }
-                (BOLD, d)
-            }
+            FactKind::CallStarted(c) => call_started(c),
             FactKind::CredentialRequested(c) => (plain, format!("{} ({})", c.need, mode(c.mode))),
             FactKind::CredentialResolved(c) => (
                 GREEN,
@@ -108,25 +78,7 @@ impl TextRenderer {
                     t.point, t.encoding, t.fact, t.field, t.rule
                 ),
             ),
-            FactKind::Log(l) => {
-                let mut d = name(&l.level);
-                if let Some(s) = &l.subflow {
-                    let _ = write!(d, " [{s}]");
-                }
-                let text = match &l.data {
-                    Value::String(s) => cut(s, 120),
-                    other => compact(other, 120),
-                };
-                let _ = write!(d, " {text}");
-                let style = if l.level <= Level::Error {
-                    RED
-                } else if l.level == Level::Warning {
-                    YELLOW
-                } else {
-                    plain
-                };
-                (style, d)
-            }
+            FactKind::Log(l) => log(l),
             FactKind::ElicitRequested(e) => (
                 plain,
                 format!(
@@ -147,22 +99,7 @@ impl TextRenderer {
                 ),
             ),
             FactKind::ElicitRefused(e) => (YELLOW, format!("\"{}\": {}", e.message, e.reason)),
-            FactKind::ElicitAnswered(e) => {
-                let mut d = match &e.outcome {
-                    ElicitOutcome::Accept { content } => format!("accept {}", compact(content, 80)),
-                    ElicitOutcome::Decline => "decline".into(),
-                    ElicitOutcome::Cancel => "cancel".into(),
-                    ElicitOutcome::Timeout => "timeout".into(),
-                    ElicitOutcome::Error { message } => format!("error: {}", cut(message, 120)),
-                };
-                if !e.validation_errors.is_empty() {
-                    let _ = write!(d, "; invalid: {}", e.validation_errors.join("; "));
-                }
-                if e.pre_resolved {
-                    d.push_str(" (pre-resolved)");
-                }
-                (plain, d)
-            }
+            FactKind::ElicitAnswered(e) => elicit_answered(e),
             FactKind::TeardownRegistered(t) => {
                 let what = match (t.first, t.registrations) {
                     (true, _) => "first".to_owned(),
@@ -175,36 +112,7 @@ impl TextRenderer {
                 (plain, format!("{} {} {what}", t.scope, t.key_hash))
             }
             FactKind::TeardownRefused(t) => (YELLOW, format!("{}: {}", t.scope, t.reason)),
-            FactKind::TeardownRan(t) => {
-                let (style, o) = match &t.outcome {
-                    TeardownOutcome::Ok => (plain, "ok".to_string()),
-                    TeardownOutcome::Error { message } => (RED, format!("error: {message}")),
-                    TeardownOutcome::TimedOut => (RED, "timed out".to_string()),
-                };
-                let mut d = format!(
-                    "{} {} {o} in {}",
-                    t.scope,
-                    t.key_hash,
-                    duration(t.duration_ns)
-                );
-                // How many executes kept the resource alive, and when it
-                // was last used (seed 000's liveness); nothing on facts
-                // recorded before it was counted.
-                let last = || match t.last_registered_at {
-                    0 => String::new(),
-                    at => format!(" at {}", timestamp(at)),
-                };
-                match t.registrations {
-                    0 => {}
-                    1 => {
-                        let _ = write!(d, "; registered once{}", last());
-                    }
-                    n => {
-                        let _ = write!(d, "; kept alive by {n} registrations, the last{}", last());
-                    }
-                }
-                (style, d)
-            }
+            FactKind::TeardownRan(t) => teardown_ran(t),
             FactKind::Effect(e) => {
                 let outcome = match &e.outcome {
                     EffectOutcome::Ok(v) => format!("ok {}", compact(v, 80)),
@@ -232,31 +140,7 @@ impl TextRenderer {
                 }
                 (plain, d)
             }
-            FactKind::CallEnded(e) => match &e.outcome {
-                CallOutcome::Ok { result } => (
-                    GREEN,
-                    format!(
-                        "■ ok in {} → {}",
-                        duration(e.duration_ns),
-                        compact(result, 100)
-                    ),
-                ),
-                CallOutcome::Error { error } => (
-                    RED,
-                    format!("■ error in {}: {error}", duration(e.duration_ns)),
-                ),
-                CallOutcome::Aborted { reason } => (
-                    YELLOW,
-                    format!(
-                        "■ aborted in {}{}",
-                        duration(e.duration_ns),
-                        reason
-                            .as_ref()
-                            .map(|r| format!(": {r}"))
-                            .unwrap_or_default()
-                    ),
-                ),
-            },
+            FactKind::CallEnded(e) => call_ended(e),
             FactKind::RunEnded(e) => (BOLD, name(&e.status)),
             FactKind::Unknown { data, .. } => (
                 YELLOW,
@@ -266,5 +150,139 @@ impl TextRenderer {
                 ),
             ),
         }
+    }
+}
+
+/// A call's start: its arguments, where it stands, what it declares.
+fn call_started(c: &reel_core::fact::CallStarted) -> (Style, String) {
+    let mut d = format!("▶ args {}", compact(&c.args, 100));
+    if let Some(o) = &c.outside_run {
+        let _ = write!(
+            d,
+            " (outside any run, by {} {}",
+            o.producer.name, o.producer.version
+        );
+        match &o.identity {
+            Some(id) => {
+                let _ = write!(d, "; identity {}", identity(id));
+            }
+            None => d.push_str("; no caller identity"),
+        }
+        if let Some(s) = &o.session_id {
+            let _ = write!(d, "; session {s}");
+        }
+        let scopes: Vec<_> = o.teardown_scopes.iter().map(|s| s.to_string()).collect();
+        let _ = write!(d, "; teardown scopes [{}])", scopes.join(", "));
+    }
+    if let Some(p) = &c.parent_call {
+        let _ = write!(d, " (child of {p})");
+    }
+    if let Some(spec) = &c.spec {
+        let _ = write!(d, " · {}", spec_summary(spec));
+    }
+    if c.mode == CallMode::Sync {
+        d.push_str(" · sync");
+    }
+    (BOLD, d)
+}
+
+/// A log line, styled by its level.
+fn log(l: &reel_core::fact::Log) -> (Style, String) {
+    let mut d = name(&l.level);
+    if let Some(s) = &l.subflow {
+        let _ = write!(d, " [{s}]");
+    }
+    let text = match &l.data {
+        Value::String(s) => cut(s, 120),
+        other => compact(other, 120),
+    };
+    let _ = write!(d, " {text}");
+    let style = if l.level <= Level::Error {
+        RED
+    } else if l.level == Level::Warning {
+        YELLOW
+    } else {
+        Style::new()
+    };
+    (style, d)
+}
+
+/// An elicitation's answer.
+fn elicit_answered(e: &reel_core::fact::ElicitAnswered) -> (Style, String) {
+    let mut d = match &e.outcome {
+        ElicitOutcome::Accept { content } => format!("accept {}", compact(content, 80)),
+        ElicitOutcome::Decline => "decline".into(),
+        ElicitOutcome::Cancel => "cancel".into(),
+        ElicitOutcome::Timeout => "timeout".into(),
+        ElicitOutcome::Error { message } => format!("error: {}", cut(message, 120)),
+    };
+    if !e.validation_errors.is_empty() {
+        let _ = write!(d, "; invalid: {}", e.validation_errors.join("; "));
+    }
+    if e.pre_resolved {
+        d.push_str(" (pre-resolved)");
+    }
+    (Style::new(), d)
+}
+
+/// A cleanup that ran: its outcome and how long the resource was kept
+/// alive.
+fn teardown_ran(t: &reel_core::fact::TeardownRan) -> (Style, String) {
+    let (style, o) = match &t.outcome {
+        TeardownOutcome::Ok => (Style::new(), "ok".to_string()),
+        TeardownOutcome::Error { message } => (RED, format!("error: {message}")),
+        TeardownOutcome::TimedOut => (RED, "timed out".to_string()),
+    };
+    let mut d = format!(
+        "{} {} {o} in {}",
+        t.scope,
+        t.key_hash,
+        duration(t.duration_ns)
+    );
+    // How many executes kept the resource alive, and when it
+    // was last used (seed 000's liveness); nothing on facts
+    // recorded before it was counted.
+    let last = || match t.last_registered_at {
+        0 => String::new(),
+        at => format!(" at {}", timestamp(at)),
+    };
+    match t.registrations {
+        0 => {}
+        1 => {
+            let _ = write!(d, "; registered once{}", last());
+        }
+        n => {
+            let _ = write!(d, "; kept alive by {n} registrations, the last{}", last());
+        }
+    }
+    (style, d)
+}
+
+/// A call's end: its outcome and duration.
+fn call_ended(e: &reel_core::fact::CallEnded) -> (Style, String) {
+    match &e.outcome {
+        CallOutcome::Ok { result } => (
+            GREEN,
+            format!(
+                "■ ok in {} → {}",
+                duration(e.duration_ns),
+                compact(result, 100)
+            ),
+        ),
+        CallOutcome::Error { error } => (
+            RED,
+            format!("■ error in {}: {error}", duration(e.duration_ns)),
+        ),
+        CallOutcome::Aborted { reason } => (
+            YELLOW,
+            format!(
+                "■ aborted in {}{}",
+                duration(e.duration_ns),
+                reason
+                    .as_ref()
+                    .map(|r| format!(": {r}"))
+                    .unwrap_or_default()
+            ),
+        ),
     }
 }
