@@ -442,7 +442,9 @@ fn check_facts(
 mod tests {
     use crate::record::encode_record;
     use crate::{block, keys, Archive, ArchiveConfig};
-    use reel_core::fact::{Fact, FactKind, Log, NewFact, Producer, RunEnded, RunStarted, RunStatus};
+    use reel_core::fact::{
+        Fact, FactKind, Log, NewFact, Producer, RunEnded, RunStarted, RunStatus,
+    };
 
     fn new(kind: FactKind) -> NewFact {
         NewFact {

@@ -394,7 +394,7 @@ impl Host {
             ..Default::default()
         };
         let recorder = rt.block_on(async {
-            reel_recorder::Recorder::with_store(archive, store.clone(), config).unwrap()
+            reel_recorder::Recorder::with_archive_and_store(archive, store.clone(), config).unwrap()
         });
         Host {
             rt,

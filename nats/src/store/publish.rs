@@ -11,9 +11,9 @@ use async_nats::HeaderMap;
 use bytes::Bytes;
 use sha2::{Digest as _, Sha256};
 
+use reel_archive::Digest;
 use reel_core::fact::Fact;
 use reel_core::run::RunRecord;
-use reel_archive::Digest;
 
 use crate::config::OfflinePolicy;
 use crate::subject::kv_key;

@@ -5,9 +5,9 @@ use std::collections::HashMap;
 
 use async_nats::jetstream;
 
-use reel_core::run::RunRecord;
 use reel_archive::wire::open_block;
 use reel_archive::{Archive, ArchiveError, Digest};
+use reel_core::run::RunRecord;
 
 use super::state::State;
 use super::{Refused, SyncReport};

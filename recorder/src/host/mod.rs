@@ -21,7 +21,7 @@ mod teardown;
 
 use std::sync::Mutex;
 
-use reel_archive::ArchiveError;
+use reel_archive::{ArchiveError, StoreError};
 
 use crate::writer::WriteError;
 
@@ -35,6 +35,14 @@ pub enum RecorderError {
     /// The archive failed.
     #[error(transparent)]
     Archive(#[from] ArchiveError),
+    /// The store recorded into failed (a store that is not the archive:
+    /// the archive's own errors are [`RecorderError::Archive`]).
+    #[error("the store failed: {0}")]
+    Store(StoreError),
+    /// The fingerprint key of [`crate::RecorderConfig::fingerprint_key`]
+    /// cannot be used; the message says what to do.
+    #[error("the fingerprint key cannot be used: {0}")]
+    FingerprintKey(String),
     /// A run with this id exists already.
     #[error(
         "run {0:?} already exists in the archive or is being recorded: give each run a unique id"
@@ -60,6 +68,20 @@ pub enum RecorderError {
     /// The writer thread could not start.
     #[error("the recorder's writer thread could not start: {0}")]
     Thread(#[from] std::io::Error),
+}
+
+impl From<StoreError> for RecorderError {
+    /// The archive's errors stay [`RecorderError::Archive`], as when the
+    /// recorder reads the archive directly.
+    fn from(e: StoreError) -> RecorderError {
+        match e {
+            StoreError::Other(e) => match e.downcast::<ArchiveError>() {
+                Ok(e) => RecorderError::Archive(*e),
+                Err(e) => RecorderError::Store(StoreError::Other(e)),
+            },
+            e => RecorderError::Store(e),
+        }
+    }
 }
 
 pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -26,7 +26,9 @@ use std::collections::HashMap;
 
 use reel_core::fact::FactKind;
 use reel_core::rules::Rule;
-use reel_core::tape::{parse_line, Fault, FaultKind, Seen, TapeCheck, TapeError, TapeHeader, TapeLine};
+use reel_core::tape::{
+    parse_line, Fault, FaultKind, Seen, TapeCheck, TapeError, TapeHeader, TapeLine,
+};
 use reel_core::Fact;
 use tower_lsp_server::ls_types::{Position, Range};
 
