@@ -91,7 +91,7 @@ mod write;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use reel_core::fact::Fingerprint;
 use reel_core::run::RunRecord;
@@ -359,9 +359,7 @@ pub(crate) fn corruption_detail(at: Option<sled::DiskPtr>) -> String {
     }
 }
 
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
+pub(crate) use reel_core::sync::lock;
 
 impl Archive {
     /// The archive directory.

@@ -19,8 +19,6 @@ mod run;
 mod shared;
 mod teardown;
 
-use std::sync::Mutex;
-
 use reel_archive::{ArchiveError, StoreError};
 
 use crate::writer::WriteError;
@@ -84,6 +82,4 @@ impl From<StoreError> for RecorderError {
     }
 }
 
-pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
+use reel::sync::lock;
