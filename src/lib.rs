@@ -50,7 +50,8 @@
 #[cfg(feature = "proptest")]
 pub use reel_core::strategy;
 pub use reel_core::{
-    codec, display, fact, gap, guard, marker, matching, report, rules, run, sequence, store, tape,
+    codec, display, fact, gap, guard, marker, matching, report, rules, run, sequence, store, sync,
+    tape,
 };
 
 pub mod context;

@@ -10,7 +10,11 @@
 use std::fmt;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
+
+use hmac::{Hmac, Mac};
+use reel_core::fact::Fingerprint;
+use sha2::Sha256;
 
 use zeroize::Zeroizing;
 
@@ -74,6 +78,57 @@ fn parse_hex(text: &str) -> Result<Zeroizing<[u8; 32]>, String> {
                 " with non-hex ones"
             }
         )),
+    }
+}
+
+/// The fingerprint key in use: where it comes from (decided when it is
+/// made, without touching the file system) and the key once it was first
+/// needed. Cheap to clone: clones share one key. The archive keeps one
+/// ([`crate::Archive::keyring`]); a recorder over a store that is not the
+/// archive makes its own from its configuration.
+#[derive(Clone)]
+pub struct Keyring(Arc<KeySlot>);
+
+impl fmt::Debug for Keyring {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Keyring(..)")
+    }
+}
+
+impl Keyring {
+    /// Decides where the key comes from. Fails only on a malformed
+    /// [`KEY_ENV`] (the message says what to do).
+    pub fn new(config: &FingerprintKey) -> Result<Keyring, String> {
+        KeySlot::new(config).map(|slot| Keyring(Arc::new(slot)))
+    }
+
+    /// A keyed MAC (HMAC-SHA256, all 32 bytes) of `data` for `purpose`,
+    /// under a key derived from the fingerprint key for that purpose
+    /// alone. A MAC for one purpose says nothing of another's, nor of any
+    /// [`Keyring::fingerprint`].
+    pub fn keyed_mac(&self, purpose: &str, data: &[u8]) -> [u8; 32] {
+        let mut derive = <Hmac<Sha256> as Mac>::new_from_slice(&self.0.key()[..])
+            .expect("HMAC takes any key size");
+        // NUL-framed, so that no secret a credential fingerprints (text)
+        // names the derived key.
+        derive.update(b"\0reel keyed mac\0");
+        derive.update(purpose.as_bytes());
+        derive.update(b"\0");
+        let subkey = derive.finalize().into_bytes();
+        let mut mac =
+            <Hmac<Sha256> as Mac>::new_from_slice(&subkey).expect("HMAC takes any key size");
+        mac.update(data);
+        mac.finalize().into_bytes().into()
+    }
+
+    /// The keyed fingerprint of a secret (HMAC-SHA256, first 16 bytes,
+    /// hex). The key is read (or created) on the first call.
+    pub fn fingerprint(&self, secret: &[u8]) -> Fingerprint {
+        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.0.key()[..])
+            .expect("HMAC takes any key size");
+        mac.update(secret);
+        let out = mac.finalize().into_bytes();
+        Fingerprint(format!("hmac-sha256:{}", hex::encode(&out[..16])))
     }
 }
 

@@ -91,17 +91,14 @@ mod write;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
-
-use hmac::{Hmac, Mac};
-use sha2::Sha256;
+use std::sync::{Arc, Mutex};
 
 use reel_core::fact::Fingerprint;
 use reel_core::run::RunRecord;
 use reel_core::sequence::Sequencer;
 
 pub use error::{ArchiveError, Result};
-pub use fingerprint::{FingerprintKey, CONFIG_DIR_ENV, KEY_ENV, KEY_FILE};
+pub use fingerprint::{FingerprintKey, Keyring, CONFIG_DIR_ENV, KEY_ENV, KEY_FILE};
 pub use list::{Cursor, DamagedRun, RunFilter, RunPage};
 pub use open::ArchiveConfig;
 pub use prune::{PruneFilter, PruneReport};
@@ -143,7 +140,7 @@ struct Inner {
     /// dropped (see `Drop for Inner`).
     db: Option<sled::Db>,
     trees: Option<Trees>,
-    key: fingerprint::KeySlot,
+    key: Keyring,
     live: Mutex<HashMap<String, Arc<Mutex<LiveRun>>>>,
     appended: tokio::sync::watch::Sender<u64>,
     /// The format the archive is stamped with (raised to
@@ -362,9 +359,7 @@ pub(crate) fn corruption_detail(at: Option<sled::DiskPtr>) -> String {
     }
 }
 
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
+pub(crate) use reel_core::sync::lock;
 
 impl Archive {
     /// The archive directory.
@@ -389,7 +384,7 @@ impl Archive {
     /// purpose alone: what a host seals state it hands out with (e.g. an
     /// MCP server's `requestState`), and checks when it comes back. A MAC
     /// for one purpose says nothing of another's, nor of any
-    /// [`Archive::fingerprint`].
+    /// [`Archive::fingerprint`]. See [`Keyring::keyed_mac`].
     ///
     /// ```
     /// # let dir = tempfile::tempdir().unwrap();
@@ -400,18 +395,7 @@ impl Archive {
     /// assert_ne!(tag, archive.keyed_mac("example/other", b"round 1"));
     /// ```
     pub fn keyed_mac(&self, purpose: &str, data: &[u8]) -> [u8; 32] {
-        let mut derive = <Hmac<Sha256> as Mac>::new_from_slice(&self.inner.key.key()[..])
-            .expect("HMAC takes any key size");
-        // NUL-framed, so that no secret a credential fingerprints (text)
-        // names the derived key.
-        derive.update(b"\0reel keyed mac\0");
-        derive.update(purpose.as_bytes());
-        derive.update(b"\0");
-        let subkey = derive.finalize().into_bytes();
-        let mut mac =
-            <Hmac<Sha256> as Mac>::new_from_slice(&subkey).expect("HMAC takes any key size");
-        mac.update(data);
-        mac.finalize().into_bytes().into()
+        self.inner.key.keyed_mac(purpose, data)
     }
 
     /// The keyed fingerprint of a secret (HMAC-SHA256, first 16 bytes, hex)
@@ -419,12 +403,14 @@ impl Archive {
     /// (or created) on the first call and never stored in the archive.
     /// Equal secrets give equal fingerprints under one key; without the key
     /// a fingerprint tells nothing about the secret, and a guess cannot be
-    /// tested against it.
+    /// tested against it. See [`Keyring::fingerprint`].
     pub fn fingerprint(&self, secret: &[u8]) -> Fingerprint {
-        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.inner.key.key()[..])
-            .expect("HMAC takes any key size");
-        mac.update(secret);
-        let out = mac.finalize().into_bytes();
-        Fingerprint(format!("hmac-sha256:{}", hex::encode(&out[..16])))
+        self.inner.key.fingerprint(secret)
+    }
+
+    /// The archive's fingerprint key (cheap to clone): what a recorder
+    /// fingerprints credentials and keys cleanups with.
+    pub fn keyring(&self) -> Keyring {
+        self.inner.key.clone()
     }
 }

@@ -112,7 +112,7 @@ impl Archive {
                 dir.display()
             );
         }
-        let key = fingerprint::KeySlot::new(&config.fingerprint_key).map_err(|detail| {
+        let key = fingerprint::Keyring::new(&config.fingerprint_key).map_err(|detail| {
             ArchiveError::FingerprintKey {
                 dir: dir.clone(),
                 detail,

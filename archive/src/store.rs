@@ -46,4 +46,13 @@ impl Store for Archive {
     fn flushes_concurrently(&self) -> bool {
         true
     }
+
+    /// A run the archive holds (an unknown one is not an error).
+    fn has_stream(&self, stream: &str) -> Result<bool, StoreError> {
+        match self.run(stream) {
+            Ok(_) => Ok(true),
+            Err(ArchiveError::UnknownRun { .. }) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
 }

@@ -138,7 +138,7 @@ pub fn reel(urls: &str, tag: &str, shape: Shape, workers: usize) -> io::Result<P
     let rt = runtime(workers)?;
     rt.block_on(async {
         let before = last_seq(urls).await?;
-        let recorder = Recorder::with_store(archive, store.clone(), recorder_config())
+        let recorder = Recorder::with_archive_and_store(archive, store.clone(), recorder_config())
             .map_err(io::Error::other)?;
         let started = Instant::now();
         crate::record::drive(&recorder, shape, |r| {

@@ -56,7 +56,8 @@ fn lines_of(out: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String> 
 static ONE_CLUSTER: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn one_cluster() -> std::sync::MutexGuard<'static, ()> {
-    ONE_CLUSTER.lock().unwrap_or_else(|p| p.into_inner())
+    // A test that failed holding it failed on its own.
+    reel::sync::lock(&ONE_CLUSTER)
 }
 
 fn ok(out: &Output, what: &str) -> String {
@@ -394,7 +395,7 @@ impl Host {
             ..Default::default()
         };
         let recorder = rt.block_on(async {
-            reel_recorder::Recorder::with_store(archive, store.clone(), config).unwrap()
+            reel_recorder::Recorder::with_archive_and_store(archive, store.clone(), config).unwrap()
         });
         Host {
             rt,

@@ -65,6 +65,7 @@ pub mod store;
 /// Proptest strategies for the fact model (feature `proptest`).
 #[cfg(feature = "proptest")]
 pub mod strategy;
+pub mod sync;
 pub mod tape;
 
 pub use fact::{Fact, FactKind, NewFact};

@@ -89,6 +89,16 @@ impl StreamFailure {
 /// - [`Store::flush`] returns once everything appended before is durable.
 /// - [`Store::close_stream`] says the writer will send the stream nothing
 ///   more (after its end fact was appended).
+/// - [`Store::has_stream`] is what a recorder reads back, beyond
+///   appending: whether a run id is taken. The default (nothing is known
+///   taken) suits a store that cannot tell; the recorder still refuses an
+///   id it is recording itself.
+///
+/// What the recorder needs besides is not the store's: the fingerprint
+/// key comes from the recorder's configuration (the archive's is read
+/// from outside the archive too), and live inspection is the archive's own
+/// (it serves from the archive's directory), so a recorder over another
+/// store serves none.
 pub trait Store: Send + Sync + 'static {
     /// Appends one numbered batch of a stream.
     fn append_batch(&self, stream: &str, facts: Vec<Fact>) -> Result<(), StoreError>;
@@ -115,5 +125,15 @@ pub trait Store: Send + Sync + 'static {
     /// the flush's device round trips with encoding the next drain.
     fn flushes_concurrently(&self) -> bool {
         false
+    }
+
+    /// Whether `stream` holds facts already, so that a recorder refuses a
+    /// run id taken before it started (the archive: a run it holds).
+    /// Default: `Ok(false)`, for a store that cannot tell (a write-only
+    /// sink); run ids are then unique only among the recorder's own runs.
+    /// An error fails only the run being started.
+    fn has_stream(&self, stream: &str) -> Result<bool, StoreError> {
+        let _ = stream;
+        Ok(false)
     }
 }

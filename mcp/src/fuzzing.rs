@@ -77,7 +77,7 @@ fn harness() -> &'static Harness {
                 },
             )
             .expect("an archive");
-            Recorder::with_store(
+            Recorder::with_archive_and_store(
                 archive,
                 memory.clone(),
                 RecorderConfig {

@@ -196,9 +196,7 @@ impl Drop for NatsStore {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
+use reel_core::sync::lock;
 
 fn other(e: NatsError) -> StoreError {
     StoreError::Other(Box::new(e))

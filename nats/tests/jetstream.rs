@@ -161,7 +161,7 @@ fn child() {
         .build()
         .unwrap();
     rt.block_on(async move {
-        let recorder = Recorder::with_store(archive, store, recorder_config()).unwrap();
+        let recorder = Recorder::with_archive_and_store(archive, store, recorder_config()).unwrap();
         for r in 0..runs {
             let id = format!("{prefix}-{r}");
             let run = match recorder.start_run(RunStart::new(id.clone())).await {
@@ -488,7 +488,8 @@ fn conflicting_recorder_goes_on(cluster: &ClusterUnderTest) -> BTreeSet<(String,
         .build()
         .unwrap();
     let recorder = rt.block_on(async {
-        Recorder::with_store(open_projection(scratch.path()), store, recorder_config()).unwrap()
+        Recorder::with_archive_and_store(open_projection(scratch.path()), store, recorder_config())
+            .unwrap()
     });
     let mut returned = BTreeSet::new();
     let mut call = |run: &reel_recorder::Run, steps: u64| {
@@ -703,7 +704,7 @@ fn offline_and_back(cluster: &mut ClusterUnderTest) {
         .build()
         .unwrap();
     let recorder = rt.block_on(async {
-        Recorder::with_store(archive, store.clone(), recorder_config()).unwrap()
+        Recorder::with_archive_and_store(archive, store.clone(), recorder_config()).unwrap()
     });
     let run = rt
         .block_on(recorder.start_run(RunStart::new("offline-0")))
@@ -716,7 +717,7 @@ fn offline_and_back(cluster: &mut ClusterUnderTest) {
     let fail_store = Arc::new(NatsStore::connect(fail_config).unwrap());
     let fail_scratch = tempfile::tempdir().unwrap();
     let fail_recorder = rt.block_on(async {
-        Recorder::with_store(
+        Recorder::with_archive_and_store(
             open_projection(fail_scratch.path()),
             fail_store,
             recorder_config(),

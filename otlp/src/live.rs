@@ -2,7 +2,7 @@
 //! is still being recorded.
 //!
 //! [`LiveExport`] wraps the recorder's [`Store`] (the write pipeline's
-//! seam: `Recorder::with_store`). After a batch is stored it hands the
+//! seam: `Recorder::with_archive_and_store`). After a batch is stored it hands the
 //! stored facts (numbered, timed, redacted: what the archive holds) to an
 //! exporter thread over an unbounded channel, so neither the tools nor
 //! the recorder's writer ever wait on a collector. The exporter keeps each
@@ -59,7 +59,7 @@ impl LiveHandle {
 }
 
 /// A [`Store`] that stores into `inner` and exports each ended call's span
-/// live. Pass it to `Recorder::with_store`.
+/// live. Pass it to `Recorder::with_archive_and_store`.
 pub struct LiveExport<S: Store> {
     inner: S,
     queue: mpsc::Sender<(String, Vec<Fact>)>,

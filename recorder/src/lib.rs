@@ -70,8 +70,18 @@ pub fn teardown_key_hash(
     scope: reel::fact::TeardownScope,
     key: &str,
 ) -> String {
+    keyed_teardown_key_hash(&archive.keyring(), tool, scope, key)
+}
+
+/// [`teardown_key_hash`] under a recorder's key, whatever it records into.
+pub(crate) fn keyed_teardown_key_hash(
+    keys: &reel_archive::Keyring,
+    tool: &str,
+    scope: reel::fact::TeardownScope,
+    key: &str,
+) -> String {
     reel::context::keyed_teardown_key_hash(
-        |bytes| archive.keyed_mac(reel::context::TEARDOWN_KEY_PURPOSE, bytes),
+        |bytes| keys.keyed_mac(reel::context::TEARDOWN_KEY_PURPOSE, bytes),
         tool,
         scope,
         key,

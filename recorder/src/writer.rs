@@ -63,10 +63,10 @@ mod failure;
 mod flusher;
 
 use drain::{Writer, LINGER};
-use failure::lock_failures;
 pub(crate) use failure::Failures;
 pub use failure::{RunFailure, WriteError, RUNS_SHOWN};
 use flusher::Flusher;
+use reel::sync::lock;
 
 /// A message to the writer.
 ///
@@ -345,11 +345,11 @@ impl Queue {
 
     /// Every write failure so far, for the whole recorder, if any.
     pub(crate) fn failure(&self) -> Option<WriteError> {
-        lock_failures(&self.failure).whole()
+        lock(&self.failure).whole()
     }
 
     fn set_failure(&self, f: WriteError) {
-        lock_failures(&self.failure).global.get_or_insert(f);
+        lock(&self.failure).global.get_or_insert(f);
     }
 
     /// Closes the queue and waits for the writer to append and flush

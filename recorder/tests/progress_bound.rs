@@ -85,7 +85,7 @@ async fn the_progress_bound_is_exact_across_threads_and_every_drop_is_counted() 
     )
     .unwrap();
     let store = Arc::new(GatedStore::default());
-    let recorder = Recorder::with_store(
+    let recorder = Recorder::with_archive_and_store(
         archive,
         store.clone(),
         RecorderConfig {

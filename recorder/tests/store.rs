@@ -1,6 +1,6 @@
 //! The write pipeline targets a storage trait (`reel_archive::Store`): a
 //! second implementation, an in-memory store that keeps every batch it is
-//! given, receives through `Recorder::with_store` exactly the facts the
+//! given, receives through `Recorder::with_archive_and_store` exactly the facts the
 //! same run stores in the archive: the same kinds, calls, payloads, seqs
 //! and progress counts, redacted the same, numbered by the writer's one
 //! sequencer; only the clock readings and the generated ids differ. A
@@ -166,7 +166,8 @@ async fn a_second_store_receives_exactly_the_facts_the_archive_stores() {
     let dir = tempfile::tempdir().expect("tempdir");
     let reads = reads_archive(dir.path());
     let memory = Arc::new(MemoryStore::default());
-    let recorder = Recorder::with_store(reads.clone(), memory.clone(), config()).expect("recorder");
+    let recorder = Recorder::with_archive_and_store(reads.clone(), memory.clone(), config())
+        .expect("recorder");
     workload(recorder).await;
     let received = memory.facts("r1");
 
@@ -208,7 +209,8 @@ async fn facts_filed_after_the_run_ended_never_reach_the_store() {
     let dir = tempfile::tempdir().expect("tempdir");
     let reads = reads_archive(dir.path());
     let memory = Arc::new(MemoryStore::default());
-    let recorder = Recorder::with_store(reads, memory.clone(), config()).expect("recorder");
+    let recorder =
+        Recorder::with_archive_and_store(reads, memory.clone(), config()).expect("recorder");
     let run = recorder
         .start_run(RunStart::new("r2"))
         .await
@@ -254,7 +256,8 @@ async fn a_result_whose_facts_are_not_durable_is_not_handed_back() {
             durability,
             ..config()
         };
-        let recorder = Recorder::with_store(reads, memory.clone(), config).expect("recorder");
+        let recorder =
+            Recorder::with_archive_and_store(reads, memory.clone(), config).expect("recorder");
         let run = recorder
             .start_run(RunStart::new("r1"))
             .await
@@ -437,8 +440,12 @@ async fn a_failed_run_fails_alone() {
             let case = format!("{at:?}, concurrent flush: {concurrent}");
             let dir = tempfile::tempdir().expect("tempdir");
             let store = Arc::new(StreamFailingStore::new(at, concurrent));
-            let recorder = Recorder::with_store(reads_archive(dir.path()), store.clone(), config())
-                .expect("recorder");
+            let recorder = Recorder::with_archive_and_store(
+                reads_archive(dir.path()),
+                store.clone(),
+                config(),
+            )
+            .expect("recorder");
             let good = recorder
                 .start_run(RunStart::new("good"))
                 .await
@@ -567,7 +574,8 @@ async fn the_shutdown_names_the_failed_run_and_its_dropped_facts() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = Arc::new(StreamFailingStore::new(FailAt::Append, true));
     let recorder =
-        Recorder::with_store(reads_archive(dir.path()), store.clone(), config()).expect("recorder");
+        Recorder::with_archive_and_store(reads_archive(dir.path()), store.clone(), config())
+            .expect("recorder");
     let bad = recorder
         .start_run(RunStart::new("bad"))
         .await

@@ -53,7 +53,7 @@ pub fn run(dir: &Path, args: DemoArgs, text: TextRenderer) -> Result<ExitCode, F
     let (archive, ids) = rt.block_on(async {
         let recorder = match &cluster {
             Some((_, archive, store)) => {
-                Recorder::with_store(archive.clone(), store.clone(), RecorderConfig::default())?
+                Recorder::with_archive_and_store(archive.clone(), store.clone(), RecorderConfig::default())?
             }
             None => Recorder::open(dir, RecorderConfig::default()).await?,
         };

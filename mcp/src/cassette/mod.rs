@@ -159,9 +159,7 @@ impl Cassette {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
+use reel::sync::lock;
 
 /// Copies rmcp's lines to the client; a response whose recorded JSON is
 /// in `exact` goes out as recorded (see the module docs).

@@ -332,9 +332,7 @@ impl BoundHttpProxy {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
+use reel::sync::lock;
 
 struct Shared {
     proxy: HttpProxy,

@@ -47,7 +47,7 @@ pub(crate) struct Ticket {
 
 impl Line {
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        reel::sync::lock(&self.state)
     }
 
     /// A place at the back of the line.

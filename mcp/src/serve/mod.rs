@@ -265,9 +265,7 @@ pub struct ReelServer {
     log_level: Arc<Mutex<Option<LoggingLevel>>>,
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
+use reel::sync::lock;
 
 /// What one `tools/call` request says besides the tool and its arguments.
 struct Request {

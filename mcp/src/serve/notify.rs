@@ -70,9 +70,7 @@ pub(crate) struct Notifier {
     reports: AtomicU64,
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
+use reel::sync::lock;
 
 impl Notifier {
     /// Starts the call's sender task; it sends to `peer` until

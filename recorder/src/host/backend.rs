@@ -216,7 +216,7 @@ impl CallBackend for LiveBackend {
                 .run
                 .inner
                 .rec
-                .archive
+                .keys
                 .fingerprint(resolved.secret.expose().as_bytes());
             let mut c = Credential::new(need.need.clone(), resolved.secret, fingerprint);
             c.kind = resolved.kind.or_else(|| need.kind.clone());
@@ -382,7 +382,7 @@ impl CallBackend for LiveBackend {
     }
 
     fn teardown_key_hash(&self, tool: &str, scope: TeardownScope, key: &str) -> String {
-        crate::teardown_key_hash(&self.run.inner.rec.archive, tool, scope, key)
+        crate::keyed_teardown_key_hash(&self.run.inner.rec.keys, tool, scope, key)
     }
 
     fn can_dispatch(&self) -> bool {

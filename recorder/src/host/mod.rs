@@ -19,9 +19,7 @@ mod run;
 mod shared;
 mod teardown;
 
-use std::sync::Mutex;
-
-use reel_archive::ArchiveError;
+use reel_archive::{ArchiveError, StoreError};
 
 use crate::writer::WriteError;
 
@@ -35,6 +33,14 @@ pub enum RecorderError {
     /// The archive failed.
     #[error(transparent)]
     Archive(#[from] ArchiveError),
+    /// The store recorded into failed (a store that is not the archive:
+    /// the archive's own errors are [`RecorderError::Archive`]).
+    #[error("the store failed: {0}")]
+    Store(StoreError),
+    /// The fingerprint key of [`crate::RecorderConfig::fingerprint_key`]
+    /// cannot be used; the message says what to do.
+    #[error("the fingerprint key cannot be used: {0}")]
+    FingerprintKey(String),
     /// A run with this id exists already.
     #[error(
         "run {0:?} already exists in the archive or is being recorded: give each run a unique id"
@@ -62,6 +68,18 @@ pub enum RecorderError {
     Thread(#[from] std::io::Error),
 }
 
-pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
+impl From<StoreError> for RecorderError {
+    /// The archive's errors stay [`RecorderError::Archive`], as when the
+    /// recorder reads the archive directly.
+    fn from(e: StoreError) -> RecorderError {
+        match e {
+            StoreError::Other(e) => match e.downcast::<ArchiveError>() {
+                Ok(e) => RecorderError::Archive(*e),
+                Err(e) => RecorderError::Store(StoreError::Other(e)),
+            },
+            e => RecorderError::Store(e),
+        }
+    }
 }
+
+use reel::sync::lock;

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use reel::context::*;
 use reel::fact::*;
-use reel_archive::{Archive, ArchiveConfig, ArchiveError, Store};
+use reel_archive::{Archive, ArchiveConfig, Keyring, Store};
 use serde::Serialize;
 
 use crate::config::{Durability, RecorderConfig};
@@ -20,7 +20,7 @@ use super::run::{Caller, Run, RunStart};
 use super::shared::RecorderInner;
 use super::RecorderError;
 
-/// Records runs into an archive. Cheap to clone. Dropping the last clone
+/// Records runs into an archive, or into any [`Store`]. Cheap to clone. Dropping the last clone
 /// (and every [`Run`]) flushes and stops the writer, like a guard;
 /// [`Recorder::shutdown`] does the same and says when everything is durable.
 #[derive(Clone)]
@@ -31,7 +31,7 @@ pub struct Recorder {
 impl std::fmt::Debug for Recorder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Recorder")
-            .field("archive", &self.inner.archive.dir())
+            .field("archive", &self.inner.archive.as_ref().map(Archive::dir))
             .finish_non_exhaustive()
     }
 }
@@ -66,27 +66,61 @@ impl Recorder {
         archive: Archive,
         config: RecorderConfig,
     ) -> Result<Recorder, RecorderError> {
-        Recorder::with_store(archive.clone(), Arc::new(archive), config)
+        Recorder::with_archive_and_store(archive.clone(), Arc::new(archive), config)
     }
 
-    /// Records into `store` (any [`Store`]: the archive, or another
-    /// backend), numbered, redacted and timed by the recorder's writer as
-    /// for the archive. `archive` is what the recorder reads: whether a run
-    /// id is taken, the fingerprint key, and live inspection.
+    /// Records into `store`, any [`Store`] (the archive is one; this one
+    /// need not be), numbered, redacted and timed by the recorder's writer
+    /// as for the archive. Run ids are checked with [`Store::has_stream`],
+    /// credentials are fingerprinted under
+    /// [`RecorderConfig::fingerprint_key`], and there is no live
+    /// inspection (it serves an archive's directory):
+    /// [`Recorder::archive`] has none to give.
     pub fn with_store(
+        store: Arc<dyn Store>,
+        config: RecorderConfig,
+    ) -> Result<Recorder, RecorderError> {
+        let keys = Keyring::new(&config.fingerprint_key).map_err(RecorderError::FingerprintKey)?;
+        Recorder::start(None, store.clone(), store, keys, config)
+    }
+
+    /// Records into `store`, reading from `archive`: whether a run id is
+    /// taken, the fingerprint key, and live inspection. For a store that
+    /// feeds the archive, as a replicated log projected into a local
+    /// archive (`reel-nats`), or a store in front of the archive (otlp's
+    /// live exporter).
+    pub fn with_archive_and_store(
         archive: Archive,
         store: Arc<dyn Store>,
         config: RecorderConfig,
     ) -> Result<Recorder, RecorderError> {
+        let keys = archive.keyring();
+        let reads: Arc<dyn Store> = Arc::new(archive.clone());
+        Recorder::start(Some(archive), reads, store, keys, config)
+    }
+
+    fn start(
+        archive: Option<Archive>,
+        reads: Arc<dyn Store>,
+        store: Arc<dyn Store>,
+        keys: Keyring,
+        config: RecorderConfig,
+    ) -> Result<Recorder, RecorderError> {
         let queue = Queue::start(store, &config)?;
         // Live inspection needs a tokio runtime to serve on.
-        let live = match (config.serve_live, tokio::runtime::Handle::try_current()) {
-            (true, Ok(_)) => Some(crate::live::LiveServer::start(archive.clone())?),
+        let live = match (
+            &archive,
+            config.serve_live,
+            tokio::runtime::Handle::try_current(),
+        ) {
+            (Some(archive), true, Ok(_)) => Some(crate::live::LiveServer::start(archive.clone())?),
             _ => None,
         };
         Ok(Recorder {
             inner: Arc::new(RecorderInner {
                 archive,
+                reads,
+                keys,
                 queue,
                 live: Mutex::new(live),
                 config,
@@ -98,8 +132,22 @@ impl Recorder {
     }
 
     /// The archive recorded into (for reads).
+    ///
+    /// # Panics
+    ///
+    /// When the recorder records into a store without an archive
+    /// ([`Recorder::with_store`]): see [`Recorder::try_archive`].
     pub fn archive(&self) -> &Archive {
-        &self.inner.archive
+        self.try_archive().expect(
+            "this recorder records into a store without an archive (Recorder::with_store): \
+             read the store itself, or use Recorder::try_archive",
+        )
+    }
+
+    /// The archive recorded into, if any: `None` for a recorder made with
+    /// [`Recorder::with_store`].
+    pub fn try_archive(&self) -> Option<&Archive> {
+        self.inner.archive.as_ref()
     }
 
     /// The configuration.
@@ -140,11 +188,7 @@ impl Recorder {
         }
         {
             let mut live = lock(&self.inner.live_runs);
-            let exists = match self.inner.archive.run(&id) {
-                Ok(_) => true,
-                Err(ArchiveError::UnknownRun { .. }) => false,
-                Err(e) => return Err(e.into()),
-            };
+            let exists = self.inner.reads.has_stream(&id)?;
             if exists || !live.insert(id.clone()) {
                 return Err(RecorderError::RunExists(id));
             }

@@ -1,11 +1,13 @@
-//! What every handle of one recorder shares: its archive, its write
+//! What every handle of one recorder shares: its store and archive, its key, its write
 //! queue, its configuration, its sessions' cleanups and its services.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
 use reel::context::*;
-use reel_archive::Archive;
+use std::sync::Arc;
+
+use reel_archive::{Archive, Keyring, Store};
 
 use crate::config::RecorderConfig;
 use crate::writer::Queue;
@@ -14,7 +16,14 @@ use super::teardown::Teardowns;
 
 /// The state behind a [`super::Recorder`] and each of its runs.
 pub(super) struct RecorderInner {
-    pub(super) archive: Archive,
+    /// The archive recorded into, when there is one (reads, live
+    /// inspection).
+    pub(super) archive: Option<Archive>,
+    /// What the recorder reads run ids from ([`Store::has_stream`]): the
+    /// archive when there is one, else the store recorded into.
+    pub(super) reads: Arc<dyn Store>,
+    /// The fingerprint key: the archive's, else the configuration's.
+    pub(super) keys: Keyring,
     pub(super) queue: Queue,
     pub(super) live: Mutex<Option<crate::live::LiveServer>>,
     pub(super) config: RecorderConfig,

@@ -285,7 +285,7 @@ impl Writer {
             if self.failed(&run) {
                 // The run's stream failed: the store takes nothing more
                 // of it. Counted in its failure, warned about once.
-                lock_failures(&self.failure).dropped(&run, pending.len());
+                lock(&self.failure).dropped(&run, pending.len());
                 pending.clear();
                 if spare.len() < SPARE_MAX && pending.capacity() <= SPARE_CAP {
                     spare.push(pending);
@@ -365,7 +365,7 @@ impl Writer {
                 });
             }
             if let Some(e) = spill_err {
-                let mut failures = lock_failures(&self.failure);
+                let mut failures = lock(&self.failure);
                 failures.record("storing a large payload", Some(&run), facts.len(), &e);
                 if failures.failed(&run) {
                     // A fact would refer to bytes the store does not
@@ -550,10 +550,10 @@ impl Writer {
 
     /// Keeps a failure (see [`Failures::record`]).
     pub(super) fn fail(&self, what: &str, run: Option<&str>, dropped: usize, e: &StoreError) {
-        lock_failures(&self.failure).record(what, run, dropped, e);
+        lock(&self.failure).record(what, run, dropped, e);
     }
 
     pub(super) fn failed(&self, run: &str) -> bool {
-        lock_failures(&self.failure).failed(run)
+        lock(&self.failure).failed(run)
     }
 }

@@ -2,7 +2,6 @@
 //! each failed run's, and who is told which.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
 
 use reel_archive::StoreError;
 
@@ -167,8 +166,4 @@ impl Failures {
             }),
         }
     }
-}
-
-pub(super) fn lock_failures(f: &Mutex<Failures>) -> std::sync::MutexGuard<'_, Failures> {
-    f.lock().unwrap_or_else(|p| p.into_inner())
 }

@@ -14,7 +14,7 @@ pub(super) type Ack = (Option<Arc<str>>, oneshot::Sender<Result<(), WriteError>>
 /// Answers each ack after a flush: its run's failure or the store's, if
 /// any (see [`Msg::Flush`]).
 pub(super) fn answer(failures: &Mutex<Failures>, acks: &mut Vec<Ack>) {
-    let failures = lock_failures(failures);
+    let failures = lock(failures);
     for (run, ack) in acks.drain(..) {
         let _ = ack.send(failures.answer(run.as_deref()));
     }
@@ -36,7 +36,7 @@ struct FlushQueue {
 
 impl Flusher {
     fn lock(&self) -> std::sync::MutexGuard<'_, FlushQueue> {
-        self.queue.lock().unwrap_or_else(|p| p.into_inner())
+        reel::sync::lock(&self.queue)
     }
 
     /// Hands over the acks of facts already appended (emptying `acks`).
@@ -68,7 +68,7 @@ impl Flusher {
                 std::mem::swap(&mut acks, &mut queue.acks);
             }
             if let Err(e) = store.flush() {
-                lock_failures(failure).record("flushing", None, 0, &e);
+                lock(failure).record("flushing", None, 0, &e);
             }
             answer(failure, &mut acks);
         }

@@ -40,7 +40,7 @@ pub mod report;
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
@@ -248,11 +248,9 @@ impl Probe {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panic while holding the lock was caught (see `guarded`); the data
-    // is still usable.
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
+// A panic while holding the lock was caught (see `guarded`); the data is
+// still usable.
+use reel_core::sync::lock;
 
 /// Runs `f`, turning a panic into `T::default()` (logged through
 /// `tracing`).
