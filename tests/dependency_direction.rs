@@ -586,15 +586,6 @@ fn rust_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
     }
 }
 
-/// Copies of the poison-ignoring lock known to remain, by file, with why:
-/// these files are being split by another change, which takes
-/// `reel_core::sync::lock` in their place.
-const KNOWN_LOCK_COPIES: &[(&str, &str)] = &[
-    ("mcp/src/proxy/link.rs", "merged next"),
-    ("replayer/src/replay.rs", "merged next"),
-    ("replayer/src/replay/backend.rs", "merged next"),
-];
-
 /// The lines of `text` that start a function handing out a `MutexGuard`
 /// whose body ignores poisoning itself (`into_inner` within its first
 /// lines): a copy of `reel_core::sync::lock`.
@@ -626,7 +617,7 @@ fn one_poison_ignoring_lock_lives_in_the_core() {
     for path in sources {
         let rel = path.strip_prefix(root()).unwrap_or(&path).to_owned();
         let rel = rel.display().to_string();
-        if rel == "core/src/sync.rs" || KNOWN_LOCK_COPIES.iter().any(|(p, _)| *p == rel) {
+        if rel == "core/src/sync.rs" {
             continue;
         }
         let text = std::fs::read_to_string(&path).expect("a source reads");
@@ -638,14 +629,6 @@ fn one_poison_ignoring_lock_lives_in_the_core() {
         found.is_empty(),
         "a copy of the poison-ignoring lock: use `reel_core::sync::lock` (`reel::sync::lock`) instead: {found:?}"
     );
-    // The known copies are still there: once merged, drop them from the list.
-    for (path, why) in KNOWN_LOCK_COPIES {
-        let text = std::fs::read_to_string(root().join(path)).unwrap_or_default();
-        assert!(
-            !lock_copies(&text).is_empty(),
-            "{path} ({why}) holds no copy any more: take it off KNOWN_LOCK_COPIES"
-        );
-    }
 }
 
 #[test]

@@ -334,7 +334,7 @@ impl Out {
 
 impl Session {
     fn lock_out(&self) -> std::sync::MutexGuard<'_, Out> {
-        self.out.lock().unwrap_or_else(|p| p.into_inner())
+        reel_core::sync::lock(&self.out)
     }
 }
 

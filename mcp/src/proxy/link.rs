@@ -180,7 +180,7 @@ impl Router {
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        reel::sync::lock(&self.state)
     }
 
     /// Records what one line says (after it was forwarded). Never fails:
@@ -575,9 +575,7 @@ pub(crate) fn end_rounds(rounds: &Rounds) {
     lock(rounds).clear();
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
+use reel::sync::lock;
 
 /// An `elicitation/create`'s params as the question recorded.
 fn question_of(params: Option<&Value>) -> Elicitation {

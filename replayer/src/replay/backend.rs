@@ -100,7 +100,7 @@ pub(super) fn divergence(
 
 impl ReplayBackend {
     fn state(&self) -> std::sync::MutexGuard<'_, CallState> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        reel_core::sync::lock(&self.state)
     }
 
     /// The `i`th fact the record says the tool filed.
