@@ -648,3 +648,109 @@ fn the_lock_rule_catches_a_copy() {
     let user = "fn lock_all(&self) -> Vec<u8> {\n    reel::sync::lock(&self.m).clone()\n}\n";
     assert!(lock_copies(user).is_empty());
 }
+
+/// The top-level modules of the crate whose sources are under `dir`, and
+/// the modules each names through `crate::` in its production code
+/// (comments, `tests.rs` files and everything from a `#[cfg(test)]` on are
+/// left out: a test may reach anywhere).
+fn module_edges(
+    dir: &str,
+) -> std::collections::BTreeMap<String, std::collections::BTreeSet<String>> {
+    let mut files = Vec::new();
+    rust_files(&root().join(dir), &mut files);
+    let mut edges: std::collections::BTreeMap<String, std::collections::BTreeSet<String>> =
+        Default::default();
+    for path in files {
+        let rel = path.strip_prefix(root().join(dir)).expect("under dir");
+        let first = rel.components().next().expect("a file");
+        let module = first
+            .as_os_str()
+            .to_string_lossy()
+            .trim_end_matches(".rs")
+            .to_string();
+        if module == "lib" || module == "main" || rel.ends_with("tests.rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).expect("a source reads");
+        let production = text.split("#[cfg(test)]").next().unwrap_or("");
+        let targets = edges.entry(module.clone()).or_default();
+        for line in production
+            .lines()
+            .filter(|l| !l.trim_start().starts_with("//"))
+        {
+            for (i, _) in line.match_indices("crate::") {
+                let name: String = line[i + 7..]
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                if !name.is_empty()
+                    && name != module
+                    && name.chars().next().is_some_and(|c| c.is_lowercase())
+                {
+                    targets.insert(name);
+                }
+            }
+        }
+    }
+    edges
+}
+
+/// A circle in `edges`, if there is one (as the modules on it).
+fn circle(
+    edges: &std::collections::BTreeMap<String, std::collections::BTreeSet<String>>,
+) -> Option<Vec<String>> {
+    fn visit(
+        at: &str,
+        edges: &std::collections::BTreeMap<String, std::collections::BTreeSet<String>>,
+        path: &mut Vec<String>,
+        done: &mut std::collections::BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(i) = path.iter().position(|m| m == at) {
+            let mut c = path[i..].to_vec();
+            c.push(at.to_string());
+            return Some(c);
+        }
+        if done.contains(at) {
+            return None;
+        }
+        path.push(at.to_string());
+        for next in edges.get(at).into_iter().flatten() {
+            if let Some(c) = visit(next, edges, path, done) {
+                return Some(c);
+            }
+        }
+        path.pop();
+        done.insert(at.to_string());
+        None
+    }
+    let mut done = Default::default();
+    edges
+        .keys()
+        .find_map(|m| visit(m, edges, &mut Vec::new(), &mut done))
+}
+
+/// ARCHITECTURE.md: the modules of the core and of the contract import one
+/// another as a DAG (a circle was fact -> spec -> context -> redact -> fact).
+#[test]
+fn the_modules_of_the_core_and_the_contract_form_no_circle() {
+    for dir in ["core/src", "src", "recorder/src/host"] {
+        let edges = module_edges(dir);
+        assert!(edges.len() > 3, "{dir}: modules found: {edges:?}");
+        assert_eq!(
+            circle(&edges),
+            None,
+            "{dir}: modules that import one another in a circle"
+        );
+    }
+    // The check can fail.
+    let mut edges = module_edges("core/src");
+    assert!(edges["fact"].contains("spec"), "fact names spec: {edges:?}");
+    edges
+        .entry("spec".into())
+        .or_default()
+        .insert("fact".into());
+    assert!(
+        circle(&edges).is_some(),
+        "a planted circle spec -> fact -> spec is found"
+    );
+}
