@@ -5,24 +5,31 @@
 //! and progress counts, redacted the same, numbered by the writer's one
 //! sequencer; only the clock readings and the generated ids differ. A
 //! store that cannot make a call's facts durable keeps its result from the
-//! host (call-boundary durability).
+//! host (call-boundary durability). The recorder takes any store: with
+//! `Recorder::with_store` alone (no archive anywhere) a run with a tool
+//! call, progress and a spilled payload reaches the store as the facts and
+//! bytes the archive stores for the same run.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use reel::context::{ContextError, ToolContext, ToolError};
 use reel::fact::{Fact, FactKind, Level, RunStatus};
-use reel_archive::{Archive, ArchiveConfig, FingerprintKey, Store, StoreError};
-use reel_recorder::{Durability, MemoryVault, Recorder, RecorderConfig, RunStart};
+use reel_archive::{Archive, ArchiveConfig, FingerprintKey, Store, StoreError, StreamRules};
+use reel_recorder::{Durability, MemoryVault, Recorder, RecorderConfig, RecorderError, RunStart};
 use serde_json::{json, Value};
+use sha2::{Digest as _, Sha256};
 
 const SECRET: &str = "s3cr3t-canary-7f1e";
 
-/// Keeps every batch, per stream, in order.
+/// Keeps every batch, per stream, in order, each held whole to its
+/// stream's rules as the archive holds it; artifacts by digest.
 #[derive(Default)]
 struct MemoryStore {
     batches: Mutex<Vec<(String, Vec<Fact>)>>,
-    artifacts: Mutex<Vec<Vec<u8>>>,
+    rules: Mutex<HashMap<String, StreamRules>>,
+    artifacts: Mutex<HashMap<String, Vec<u8>>>,
     flushes: Mutex<usize>,
     closed: Mutex<Vec<String>>,
     /// Every flush fails (a disk or a cluster gone).
@@ -31,6 +38,17 @@ struct MemoryStore {
 
 impl Store for MemoryStore {
     fn append_batch(&self, stream: &str, facts: Vec<Fact>) -> Result<(), StoreError> {
+        let mut rules = self.rules.lock().unwrap();
+        // Whole or not at all: checked on a copy of where the stream stands.
+        let mut next = rules
+            .get(stream)
+            .cloned()
+            .unwrap_or_else(|| StreamRules::new(stream));
+        for fact in &facts {
+            next.check(fact)
+                .map_err(|v| StoreError::stream(stream, v.to_string()))?;
+        }
+        rules.insert(stream.to_owned(), next);
         self.batches
             .lock()
             .unwrap()
@@ -39,8 +57,12 @@ impl Store for MemoryStore {
     }
 
     fn put_artifact(&self, bytes: &[u8]) -> Result<String, StoreError> {
-        self.artifacts.lock().unwrap().push(bytes.to_vec());
-        Ok(format!("sha256:{}", "0".repeat(64)))
+        let digest = format!("sha256:{}", hex::encode(Sha256::digest(bytes)));
+        self.artifacts
+            .lock()
+            .unwrap()
+            .insert(digest.clone(), bytes.to_vec());
+        Ok(digest)
     }
 
     fn flush(&self) -> Result<(), StoreError> {
@@ -54,6 +76,10 @@ impl Store for MemoryStore {
     fn close_stream(&self, stream: &str) -> Result<(), StoreError> {
         self.closed.lock().unwrap().push(stream.to_owned());
         Ok(())
+    }
+
+    fn has_stream(&self, stream: &str) -> Result<bool, StoreError> {
+        Ok(self.rules.lock().unwrap().contains_key(stream))
     }
 }
 
@@ -597,4 +623,98 @@ async fn the_shutdown_names_the_failed_run_and_its_dropped_facts() {
         other => panic!("expected the run's failure, got {other:?}"),
     }
     assert_eq!(*store.offered_after.lock().unwrap(), 0);
+}
+
+// ---- the recorder over a store alone ------------------------------------
+
+fn spilling_config() -> RecorderConfig {
+    RecorderConfig {
+        fingerprint_key: FingerprintKey::Key([5; 32]),
+        serve_live: false,
+        // A result this large is spilled into an artifact.
+        inline_limit: 1024,
+        ..RecorderConfig::default()
+    }
+}
+
+async fn reporter(ctx: ToolContext, n: u32) -> Result<Value, ToolError> {
+    for i in 0..n {
+        ctx.progress(json!({ "message": format!("step {i}") }));
+    }
+    Ok(json!({ "report": "x".repeat(4096) }))
+}
+
+/// Records the workload through `recorder` and shuts it down.
+async fn spilling_workload(recorder: Recorder) {
+    let run = recorder
+        .start_run(RunStart::new("r1"))
+        .await
+        .expect("start");
+    let out = run.call("work", 3u32).invoke(reporter).await.expect("call");
+    assert_eq!(out["report"].as_str().map(str::len), Some(4096));
+    run.end(RunStatus::Completed).await.expect("end");
+    recorder.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_that_is_not_the_archive_records_what_the_archive_would() {
+    // The run into the archive.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let recorder = Recorder::open(dir.path(), spilling_config())
+        .await
+        .expect("open");
+    let archive = recorder.archive().clone();
+    spilling_workload(recorder).await;
+    let stored: Vec<Fact> = archive
+        .facts("r1", ..)
+        .expect("facts")
+        .collect::<Result<_, _>>()
+        .expect("read");
+
+    // The same run into memory, with no archive anywhere.
+    let memory = Arc::new(MemoryStore::default());
+    let recorder = Recorder::with_store(memory.clone(), spilling_config()).expect("recorder");
+    assert!(recorder.try_archive().is_none());
+    spilling_workload(recorder).await;
+    let received = memory.facts("r1");
+
+    assert_eq!(
+        received.iter().map(comparable).collect::<Vec<_>>(),
+        stored.iter().map(comparable).collect::<Vec<_>>()
+    );
+    let kinds: Vec<&str> = received.iter().map(|f| f.kind.name()).collect();
+    assert!(kinds.contains(&"progress"), "{kinds:?}");
+    assert!(kinds.contains(&"call.ended"), "{kinds:?}");
+    // The spilled result: the same bytes under the same digest.
+    let artifacts = memory.artifacts.lock().unwrap().clone();
+    assert_eq!(artifacts.len(), 1, "one spilled payload");
+    for (digest, bytes) in &artifacts {
+        assert_eq!(archive.artifact(digest).expect("read"), Some(bytes.clone()));
+        assert!(serde_json::to_string(&received)
+            .expect("json")
+            .contains(digest.trim_start_matches("sha256:")));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_id_the_store_holds_is_refused() {
+    let memory = Arc::new(MemoryStore::default());
+    let recorder = Recorder::with_store(memory.clone(), spilling_config()).expect("recorder");
+    let run = recorder
+        .start_run(RunStart::new("r1"))
+        .await
+        .expect("start");
+    run.end(RunStatus::Completed).await.expect("end");
+    recorder.shutdown().await.expect("shutdown");
+
+    // A new recorder over the same store: the store says the id is taken.
+    let recorder = Recorder::with_store(memory.clone(), spilling_config()).expect("recorder");
+    match recorder.start_run(RunStart::new("r1")).await {
+        Err(RecorderError::RunExists(id)) => assert_eq!(id, "r1"),
+        other => panic!("expected RunExists, got {:?}", other.map(|_| ())),
+    }
+    assert!(matches!(
+        memory.facts("r1").last().map(|f| &f.kind),
+        Some(FactKind::RunEnded(_))
+    ));
 }
