@@ -19,8 +19,9 @@
 #[path = "../../mcp/src/bin/reel-mcp-conformance/tools.rs"]
 mod tools;
 
+mod common;
+
 use std::collections::BTreeMap;
-use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -235,22 +236,7 @@ fn proxy(archive: &Path, upstream: &str, config: &Path) -> (Killed, String) {
             .unwrap(),
     );
     let mut stderr = std::io::BufReader::new(child.0.stderr.take().unwrap());
-    let mut said = String::new();
-    let url = loop {
-        let mut line = String::new();
-        assert!(
-            stderr.read_line(&mut line).unwrap() > 0,
-            "the proxy never said where it listens: {said}"
-        );
-        said.push_str(&line);
-        if line.starts_with("reel: recording MCP traffic to ") {
-            let url = line
-                .split_whitespace()
-                .rev()
-                .find(|w| w.starts_with("http://"));
-            break url.expect("an address").to_owned();
-        }
-    };
+    let (url, _) = common::proxy_url(&mut stderr);
     // Drain what else it says, so it never blocks on a full pipe.
     std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
     (child, url)

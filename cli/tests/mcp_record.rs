@@ -12,6 +12,8 @@
 //! Without python3 and the `mcp` package, or node and npm, the tests fail
 //! saying how to install them.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -562,7 +564,6 @@ struct HttpProxy {
 
 impl HttpProxy {
     fn start(archive: &Path, upstream: &str, dir: &Path) -> HttpProxy {
-        use std::io::BufRead;
         let mut child = Killed(
             Command::new(REEL)
                 .arg("--archive")
@@ -578,22 +579,7 @@ impl HttpProxy {
                 .unwrap(),
         );
         let mut stderr = std::io::BufReader::new(child.0.stderr.take().unwrap());
-        let mut before = String::new();
-        let url = loop {
-            let mut line = String::new();
-            assert!(
-                stderr.read_line(&mut line).unwrap() > 0,
-                "the proxy never said where it listens: {before}"
-            );
-            before.push_str(&line);
-            if line.starts_with("reel: recording MCP traffic to ") {
-                let url = line
-                    .split_whitespace()
-                    .rev()
-                    .find(|w| w.starts_with("http://"));
-                break url.expect("an address").to_owned();
-            }
-        };
+        let (url, before) = common::proxy_url(&mut stderr);
         assert!(url.ends_with("/mcp"), "{before}");
         let rest = std::thread::spawn(move || {
             let mut rest = String::new();

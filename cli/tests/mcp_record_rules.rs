@@ -3,6 +3,8 @@
 //! (tests/raw_mcp_server.py) and this test as the client, writing lines
 //! itself. Each test says what it tries to break.
 
+mod common;
+
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
@@ -448,30 +450,14 @@ fn http_proxy(archive: &Path, upstream: &str, extra: &[&str]) -> (Killed, String
             .unwrap(),
     );
     let mut stderr = BufReader::new(child.0.stderr.take().unwrap());
-    let mut said = String::new();
-    loop {
-        let mut line = String::new();
-        assert!(
-            stderr.read_line(&mut line).unwrap() > 0,
-            "the proxy never said where it listens: {said}"
-        );
-        said.push_str(&line);
-        if line.starts_with("reel: recording MCP traffic to ") {
-            // `... to UPSTREAM at http://ADDR/mcp (...)`: the last URL.
-            let url = line
-                .split_whitespace()
-                .rev()
-                .find(|w| w.starts_with("http://"))
-                .expect("an address");
-            let addr = url
-                .trim_start_matches("http://")
-                .trim_end_matches("/mcp")
-                .to_owned();
-            // The rest of its stderr is drained, so it never blocks.
-            std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
-            return (child, addr);
-        }
-    }
+    let (url, _) = common::proxy_url(&mut stderr);
+    let addr = url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .to_owned();
+    // The rest of its stderr is drained, so it never blocks.
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    (child, addr)
 }
 
 /// One `POST /mcp` of `body` to `addr`, naming `host` (and `origin`);
