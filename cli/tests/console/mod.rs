@@ -1,0 +1,399 @@
+//! What the console's tests share: the real `reel` binary recording and
+//! serving archives, raw HTTP, and Debian's chromium driven through
+//! chromium-driver (WebDriver, with fantoccini). Each test binary includes
+//! it with `mod console;` and uses what it needs.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fantoccini::{Client, ClientBuilder};
+use reel::fact::*;
+use reel_archive::{Archive, ArchiveConfig};
+use serde_json::{json, Value};
+
+/// Should it ever become markup, it runs: an alert, a script.
+pub const HOSTILE: &str = "<img src=x onerror=alert(1)><script>alert(2)</script>";
+
+pub fn reel() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_reel"))
+}
+
+/// The demo runs, recorded by the real binary.
+pub fn demo(dir: &Path) {
+    let out = reel()
+        .args(["demo", "--archive"])
+        .arg(dir)
+        .output()
+        .expect("reel demo runs");
+    assert!(
+        out.status.success(),
+        "reel demo failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A run whose label, tool name, progress and error are `HOSTILE`.
+pub fn hostile_run(dir: &Path) {
+    let archive = Archive::open(dir, ArchiveConfig::default()).unwrap();
+    // Started now: the newest run.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as i64;
+    let fact = |offset, call: Option<&str>, kind| NewFact {
+        at: now + offset as i64,
+        offset,
+        call: call.map(Into::into),
+        kind,
+    };
+    archive
+        .append(
+            "hostile",
+            vec![
+                fact(
+                    0,
+                    None,
+                    FactKind::RunStarted(RunStarted {
+                        run_id: "hostile".into(),
+                        session_id: Some(HOSTILE.into()),
+                        identity: Some(Identity {
+                            tenant: Some(HOSTILE.into()),
+                            principal: Some("ann".into()),
+                            conversation: None,
+                        }),
+                        producer: Producer {
+                            name: "test".into(),
+                            version: "1".into(),
+                        },
+                        labels: [("label".to_owned(), HOSTILE.to_owned())].into(),
+                        teardown_scopes: vec![],
+                    }),
+                ),
+                fact(
+                    1000,
+                    Some("c1"),
+                    FactKind::CallStarted(CallStarted {
+                        call_id: "c1".into(),
+                        tool_name: HOSTILE.into(),
+                        tool_id: None,
+                        parent_call: None,
+                        iteration: 0,
+                        invocation_id: None,
+                        mode: CallMode::Async,
+                        protocol: None,
+                        platform: None,
+                        client_info: None,
+                        args: json!({ "q": HOSTILE }),
+                        wanted: None,
+                        attached: None,
+                        spec: None,
+                        dispatch_tools: None,
+                        outside_run: None,
+                    }),
+                ),
+                fact(
+                    2000,
+                    Some("c1"),
+                    FactKind::Progress(Progress {
+                        payload: json!({ "message": HOSTILE }),
+                        count: 0,
+                    }),
+                ),
+                fact(
+                    3000,
+                    Some("c1"),
+                    FactKind::CallEnded(CallEnded {
+                        outcome: CallOutcome::Error {
+                            error: HOSTILE.into(),
+                        },
+                        duration_ns: 2000,
+                        invocation_id: None,
+                    }),
+                ),
+                fact(
+                    4000,
+                    None,
+                    FactKind::RunEnded(RunEnded {
+                        status: RunStatus::Failed,
+                    }),
+                ),
+            ],
+        )
+        .unwrap();
+    archive.flush().unwrap();
+}
+
+/// A run of `n` progress reports in one call: more than a page of facts.
+pub fn big_run(dir: &Path, n: u64) {
+    let archive = Archive::open(dir, ArchiveConfig::default()).unwrap();
+    let fact = |offset: u64, call: Option<&str>, kind| NewFact {
+        at: 1_700_000_000_000_000_000 + offset as i64,
+        offset,
+        call: call.map(Into::into),
+        kind,
+    };
+    let mut facts = vec![
+        fact(
+            0,
+            None,
+            FactKind::RunStarted(RunStarted {
+                run_id: "big".into(),
+                session_id: None,
+                identity: None,
+                producer: Producer {
+                    name: "test".into(),
+                    version: "1".into(),
+                },
+                labels: Default::default(),
+                teardown_scopes: vec![],
+            }),
+        ),
+        fact(
+            1,
+            Some("walk"),
+            FactKind::CallStarted(CallStarted {
+                call_id: "walk".into(),
+                tool_name: "walk".into(),
+                tool_id: None,
+                parent_call: None,
+                iteration: 0,
+                invocation_id: None,
+                mode: CallMode::Async,
+                protocol: None,
+                platform: None,
+                client_info: None,
+                args: json!(n),
+                wanted: None,
+                attached: None,
+                spec: None,
+                dispatch_tools: None,
+                outside_run: None,
+            }),
+        ),
+    ];
+    for i in 0..n {
+        facts.push(fact(
+            2 + i,
+            Some("walk"),
+            FactKind::Progress(Progress {
+                payload: json!({ "message": format!("hop {i}") }),
+                count: 0,
+            }),
+        ));
+    }
+    facts.push(fact(
+        n + 2,
+        Some("walk"),
+        FactKind::CallEnded(CallEnded {
+            outcome: CallOutcome::Ok { result: json!(n) },
+            duration_ns: n,
+            invocation_id: None,
+        }),
+    ));
+    facts.push(fact(
+        n + 3,
+        None,
+        FactKind::RunEnded(RunEnded {
+            status: RunStatus::Completed,
+        }),
+    ));
+    archive.append("big", facts).unwrap();
+    archive.flush().unwrap();
+}
+
+/// A `reel serve` child on a free loopback port; killed on drop.
+pub struct Served {
+    pub child: Child,
+    pub base: String,
+    /// Its standard output, kept open while it runs.
+    _out: BufReader<std::process::ChildStdout>,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn serve(dir: &Path) -> Served {
+    let child = reel()
+        .args(["serve", "--listen", "127.0.0.1:0", "--archive"])
+        .arg(dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("reel serve starts");
+    served(child)
+}
+
+/// Reads the address a `reel serve` child prints first.
+pub fn served(mut child: Child) -> Served {
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    let base = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap_or_else(|| panic!("reel serve printed no address: {line:?}"))
+        .trim_end_matches('/')
+        .to_owned();
+    Served {
+        child,
+        base,
+        _out: out,
+    }
+}
+
+/// One raw HTTP/1.1 request; the status and the whole answer.
+pub fn http_get(base: &str, path: &str, headers: &[(&str, &str)]) -> (u16, String) {
+    let addr = base.trim_start_matches("http://");
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut req = format!("GET {path} HTTP/1.1\r\nConnection: close\r\n");
+    if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("host")) {
+        req.push_str(&format!("Host: {addr}\r\n"));
+    }
+    for (n, v) in headers {
+        req.push_str(&format!("{n}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    s.write_all(req.as_bytes()).unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    let status = answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no HTTP status in {answer:?}"));
+    (status, answer)
+}
+
+// ---- chromium through chromium-driver ----------------------------------------
+
+pub fn existing(var: &str, default: &str, package: &str) -> PathBuf {
+    let path = std::env::var_os(var)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(default));
+    assert!(
+        path.exists(),
+        "{} is missing: install the Debian package {package} \
+         (apt-get install -y --no-install-recommends chromium chromium-driver), or set {var}",
+        path.display()
+    );
+    path
+}
+
+/// chromium-driver on a free port; killed on drop.
+pub struct Driver {
+    child: Child,
+    port: u16,
+    _profile: tempfile::TempDir,
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn driver() -> Driver {
+    let exe = existing(
+        "REEL_CHROMEDRIVER",
+        "/usr/bin/chromedriver",
+        "chromium-driver",
+    );
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = Command::new(exe)
+        .arg(format!("--port={port}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("chromedriver starts");
+    let started = Instant::now();
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "chromedriver did not listen on port {port} within 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Driver {
+        child,
+        port,
+        _profile: tempfile::tempdir().unwrap(),
+    }
+}
+
+pub async fn browser(driver: &Driver) -> Client {
+    let chromium = existing("REEL_CHROMIUM", "/usr/bin/chromium", "chromium");
+    let profile = driver._profile.path().display().to_string();
+    let mut caps = serde_json::Map::new();
+    caps.insert(
+        "goog:chromeOptions".into(),
+        json!({
+            "binary": chromium,
+            "args": [
+                "--headless", "--no-sandbox", "--disable-gpu",
+                "--disable-background-networking", "--disable-component-update",
+                "--no-first-run", format!("--user-data-dir={profile}"),
+            ],
+        }),
+    );
+    // fantoccini's rustls connector needs a process-wide provider; several
+    // are linked into this test (ring, aws-lc through other crates).
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    ClientBuilder::rustls()
+        .expect("rustls")
+        .capabilities(caps)
+        .connect(&format!("http://127.0.0.1:{}", driver.port))
+        .await
+        .expect("a WebDriver session in chromium")
+}
+
+pub async fn js(c: &Client, script: &str) -> Value {
+    c.execute(script, vec![]).await.expect(script)
+}
+
+/// Opens `url` and waits for the page's script to have run.
+pub async fn open(c: &Client, url: &str) {
+    c.goto(url).await.unwrap();
+    let started = Instant::now();
+    while js(
+        c,
+        "return document.body && document.body.dataset.ready || null",
+    )
+    .await
+        != json!("1")
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{url}: the console's script did not run"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+pub async fn runs_listed(c: &Client) -> Vec<String> {
+    let v = js(
+        c,
+        "return Array.from(document.querySelectorAll('tr.run')).map(r => r.dataset.run)",
+    )
+    .await;
+    serde_json::from_value(v).unwrap()
+}
+
+/// No alert is open (a script of a payload would have opened one).
+pub async fn no_alert(c: &Client) {
+    let alert = c.get_alert_text().await;
+    assert!(alert.is_err(), "an alert opened: {alert:?}");
+}
