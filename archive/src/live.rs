@@ -6,14 +6,17 @@
 //! [`Request`] as a JSON line, and reads [`Reply`] JSON lines until the
 //! answer is complete: one line for most requests; for
 //! [`Request::Facts`], one line per fact (or gap) and then [`Reply::End`].
-//! Only the message types live here; the server is in the recorder and
-//! the client in the `reel` binary, so the core does no IO of its own.
+//! The message types and the one client ([`Client`], used by the `reel`
+//! binary and the console) live here; the server is in the recorder.
 
 use serde::{Deserialize, Serialize};
 
 use crate::{ArchiveStats, RunFilter, RunPage};
 use reel_core::gap::Gap;
 use reel_core::{Fact, RunRecord};
+
+mod client;
+pub use client::{Asked, Client, Item};
 
 /// The socket's file name inside the archive directory.
 pub const SOCKET_NAME: &str = "reel.sock";

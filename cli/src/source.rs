@@ -1,35 +1,26 @@
 //! Where the `reel` binary reads an archive from: the archive itself, or —
 //! when a running recorder holds it — that recorder's live socket. Both
 //! give a run's facts as one stream of [`Item`]s, damage as a
-//! [`Gap`].
+//! [`Gap`](reel::gap::Gap).
 
-use std::io::{BufRead, BufReader, Write};
-use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 
-use reel::gap::Gap;
-use reel::{Fact, RunRecord};
-use reel_archive::live::{Reply, Request, SOCKET_NAME};
+use reel::RunRecord;
+use reel_archive::live::{Asked, Client, SOCKET_NAME};
 use reel_archive::{Archive, ArchiveConfig, ArchiveError, ArchiveStats, RunFilter, RunPage};
 
 use crate::failure::Failure;
 
-/// One item of a run's fact stream.
-// Facts are the common case; boxing them would cost an allocation each.
-#[allow(clippy::large_enum_variant)]
-pub enum Item {
-    /// A fact.
-    Fact(Fact),
-    /// Facts that could not be read.
-    Gap(Gap),
-}
+/// One item of a run's fact stream: a fact, or facts that could not be
+/// read (the live client's, which the archive's reads are mapped to).
+pub use reel_archive::live::Item;
 
 /// An archive to read.
 pub enum Source {
     /// Opened directly (no other process holds it).
     Local(Archive),
     /// Held by a recorder that serves its socket.
-    Live { dir: PathBuf, socket: PathBuf },
+    Live { dir: PathBuf, client: Client },
 }
 
 impl Source {
@@ -53,10 +44,10 @@ impl Source {
         // A recorder that answers on its socket holds the archive: ask it
         // (a stale socket left by a crashed recorder refuses connections).
         let socket = dir.join(SOCKET_NAME);
-        if UnixStream::connect(&socket).is_ok() {
+        if Client::answers(&socket) {
             return Ok(Source::Live {
                 dir: dir.to_path_buf(),
-                socket,
+                client: Client::new(socket),
             });
         }
         let config = ArchiveConfig {
@@ -67,12 +58,12 @@ impl Source {
             Ok(a) => Ok(Source::Local(a)),
             Err(ArchiveError::Locked { .. }) => {
                 // The recorder may have started serving meanwhile.
-                match UnixStream::connect(&socket) {
-                    Ok(_) => Ok(Source::Live {
+                match Client::answers(&socket) {
+                    true => Ok(Source::Live {
                         dir: dir.to_path_buf(),
-                        socket,
+                        client: Client::new(socket),
                     }),
-                    Err(_) => Err(Failure::msg(format!(
+                    false => Err(Failure::msg(format!(
                         "archive {} is held open by another process that serves no live socket ({}): \
                          stop that process, or record with `RecorderConfig::serve_live` on to inspect it while it runs",
                         dir.display(),
@@ -103,42 +94,11 @@ impl Source {
         }
     }
 
-    fn ask(&self, request: &Request) -> Result<Replies, Failure> {
-        let Source::Live { socket, .. } = self else {
-            unreachable!("only live sources are asked")
-        };
-        let mut stream = UnixStream::connect(socket).map_err(|e| {
-            Failure::msg(format!(
-                "cannot reach the recorder at {}: {e}",
-                socket.display()
-            ))
-        })?;
-        let mut line = serde_json::to_vec(request)?;
-        line.push(b'\n');
-        stream.write_all(&line)?;
-        Ok(Replies {
-            lines: BufReader::new(stream),
-        })
-    }
-
-    fn one(&self, request: &Request) -> Result<Reply, Failure> {
-        self.ask(request)?.next().unwrap_or_else(|| {
-            Err(Failure::msg(
-                "the recorder closed the connection without answering",
-            ))
-        })
-    }
-
     /// Lists runs.
     pub fn list_runs(&self, filter: &RunFilter) -> Result<RunPage, Failure> {
         match self {
             Source::Local(a) => Ok(a.list_runs(filter)?),
-            Source::Live { .. } => match self.one(&Request::Runs {
-                filter: filter.clone(),
-            })? {
-                Reply::Runs(p) => Ok(p),
-                other => Err(unexpected(other)),
-            },
+            Source::Live { client, .. } => Ok(client.list_runs(filter).map_err(asked)?),
         }
     }
 
@@ -150,14 +110,10 @@ impl Source {
                 Err(ArchiveError::UnknownRun { .. }) => Ok(None),
                 Err(e) => Err(e.into()),
             },
-            Source::Live { .. } => match self.one(&Request::Run {
-                run_id: run_id.into(),
-            })? {
-                Reply::Run(r) => Ok(Some(r)),
-                Reply::Error {
-                    unknown_run: true, ..
-                } => Ok(None),
-                other => Err(unexpected(other)),
+            Source::Live { client, .. } => match client.run(run_id) {
+                Ok(r) => Ok(Some(r)),
+                Err(Asked::UnknownRun(_)) => Ok(None),
+                Err(e) => Err(asked(e)),
             },
         }
     }
@@ -166,10 +122,7 @@ impl Source {
     pub fn run_ids(&self) -> Result<Vec<String>, Failure> {
         match self {
             Source::Local(a) => Ok(a.run_ids().filter_map(Result::ok).collect()),
-            Source::Live { .. } => match self.one(&Request::RunIds)? {
-                Reply::RunIds(ids) => Ok(ids),
-                other => Err(unexpected(other)),
-            },
+            Source::Live { client, .. } => client.run_ids().map_err(asked),
         }
     }
 
@@ -177,10 +130,7 @@ impl Source {
     pub fn stats(&self) -> Result<ArchiveStats, Failure> {
         match self {
             Source::Local(a) => Ok(a.stats()?),
-            Source::Live { .. } => match self.one(&Request::Stats)? {
-                Reply::Stats(s) => Ok(s),
-                other => Err(unexpected(other)),
-            },
+            Source::Live { client, .. } => client.stats().map_err(asked),
         }
     }
 
@@ -198,38 +148,24 @@ impl Source {
                 Err(ArchiveError::Corrupt { gap, .. }) => Ok(Item::Gap(gap)),
                 Err(e) => Err(e.into()),
             }))),
-            Source::Live { .. } => {
-                let replies = self.ask(&Request::Facts {
-                    run_id: run_id.into(),
-                    from,
-                    follow,
-                })?;
-                // The stream ends with `End`; a connection that closes
-                // before it (the recorder stopped) is said, not taken for
-                // the end of the run.
-                let mut replies = replies;
-                let mut over = false;
-                let run_id = run_id.to_owned();
-                Ok(Box::new(std::iter::from_fn(move || {
-                    if over {
-                        return None;
-                    }
-                    let item = match replies.next() {
-                        Some(Ok(Reply::Fact(f))) => Ok(Item::Fact(f)),
-                        Some(Ok(Reply::Gap(gap))) => Ok(Item::Gap(gap)),
-                        Some(Ok(Reply::End)) => return None,
-                        Some(Ok(other)) => Err(unexpected(other)),
-                        Some(Err(e)) => Err(e),
-                        None => Err(Failure::msg(format!(
-                            "the recorder stopped before it sent all of run {run}'s facts: run the command again (the archive is then read directly)",
-                            run = run_id
-                        ))),
-                    };
-                    over = item.is_err();
-                    Some(item)
-                })))
-            }
+            Source::Live { client, .. } => Ok(Box::new(
+                client
+                    .facts(run_id, from, follow)
+                    .map_err(asked)?
+                    .map(|item| item.map_err(asked)),
+            )),
         }
+    }
+}
+
+/// What the live client's error says, with what to do when the recorder
+/// stopped mid-stream.
+fn asked(e: Asked) -> Failure {
+    match e {
+        e @ Asked::Interrupted { .. } => Failure::msg(format!(
+            "{e}: run the command again (the archive is then read directly)"
+        )),
+        e => Failure::msg(e.to_string()),
     }
 }
 
@@ -267,35 +203,4 @@ fn no_archive(dir: &Path) -> String {
         dir.display(),
         fresh.display()
     )
-}
-
-fn unexpected(reply: Reply) -> Failure {
-    match reply {
-        Reply::Error { message, .. } => Failure::msg(message),
-        other => Failure::msg(format!(
-            "the recorder answered something unexpected: {other:?}"
-        )),
-    }
-}
-
-/// Reply lines from the recorder.
-struct Replies {
-    lines: BufReader<UnixStream>,
-}
-
-impl Iterator for Replies {
-    type Item = Result<Reply, Failure>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        let mut line = String::new();
-        match self.lines.read_line(&mut line) {
-            Ok(0) => None,
-            Ok(_) => Some(serde_json::from_str(&line).map_err(|e| {
-                Failure::msg(format!("the recorder sent a line reel cannot read: {e}"))
-            })),
-            Err(e) => Some(Err(Failure::msg(format!(
-                "reading from the recorder failed: {e}"
-            )))),
-        }
-    }
 }

@@ -81,6 +81,7 @@ impl From<Asked> for ReadError {
     fn from(e: Asked) -> ReadError {
         match e {
             Asked::UnknownRun(m) => ReadError::UnknownRun(m),
+            e @ Asked::Interrupted { .. } => ReadError::Other(format!("{e}: reload the page")),
             Asked::Failed(m) => ReadError::Other(m),
         }
     }
@@ -125,12 +126,10 @@ impl Reader {
                 }
             }
             Reader::Live(l) => {
-                for item in l.facts(run_id)? {
+                // Dropping the stream past `until` closes the connection.
+                for item in l.facts(run_id, from, false)? {
                     let item = item?;
                     if let Item::Fact(f) = &item {
-                        if f.seq < from {
-                            continue;
-                        }
                         if until.is_some_and(|u| f.seq >= u) {
                             break;
                         }
