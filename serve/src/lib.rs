@@ -47,7 +47,7 @@ use std::time::Duration;
 use axum::routing::get;
 use axum::Router;
 
-pub use security::check_listen;
+pub use security::{check_listen, parse_tokens, Token};
 pub use source::Console;
 
 /// How many facts a run's page lists.
@@ -60,9 +60,10 @@ pub struct ServeConfig {
     pub archive: PathBuf,
     /// The address to listen on (loopback unless a token is given).
     pub listen: SocketAddr,
-    /// The secret a client must present (bearer or cookie); required off
-    /// loopback.
-    pub token: Option<String>,
+    /// The secrets a client may present (bearer or cookie), each maybe
+    /// limited to one tenant; at least one is required off loopback, none
+    /// means no token is asked for.
+    pub tokens: Vec<security::Token>,
     /// Host names (beyond the loopback ones and the listen address's IP)
     /// the `Host` and `Origin` headers may name.
     pub allowed_hosts: Vec<String>,
@@ -77,7 +78,7 @@ impl ServeConfig {
         ServeConfig {
             archive,
             listen,
-            token: None,
+            tokens: Vec::new(),
             allowed_hosts: Vec::new(),
             poll: Duration::from_millis(500),
         }

@@ -7,7 +7,7 @@ use std::convert::Infallible;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, Query};
 use axum::http::{header, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{Html, IntoResponse, Response};
@@ -17,8 +17,8 @@ use reel_viewer::render::html::{escape, fragment, sections, STYLE};
 use reel_viewer::render::text::{duration, timestamp, TextRenderer};
 use reel_viewer::timeline::{Timeline, TimelineBuilder};
 
-use crate::source::{FactItem, ReadError, Reader};
-use crate::{Console, FACTS_PER_PAGE};
+use crate::source::{Access, Admitted, FactItem, ReadError};
+use crate::FACTS_PER_PAGE;
 
 mod table;
 pub(crate) use table::runs;
@@ -141,28 +141,25 @@ pub(crate) struct RunQuery {
 /// `/runs/{id}`: the run's header, anomalies and waterfall (the viewer's),
 /// one page of its facts, its ledgers.
 pub(crate) async fn run(
-    State(console): State<Arc<Console>>,
+    access: Access,
     Path(run_id): Path<String>,
     Query(query): Query<RunQuery>,
 ) -> Response {
-    let reader = console.reader();
     let from = query.from.unwrap_or(0) / FACTS_PER_PAGE * FACTS_PER_PAGE;
-    let cached = console.timeline(&run_id);
-    let kept = console.clone();
+    let reading = access.clone();
     let rendered = blocking(move || {
-        let record = reader.run(&run_id).map_err(read_error)?;
+        let record = reading.run(&run_id).map_err(read_error)?;
+        let cached = reading.timeline(&record);
         let (title, body, timeline) =
-            render_run(&reader, &record, from, cached).map_err(read_error)?;
+            render_run(&reading, &record, from, cached).map_err(read_error)?;
         // A closed run's timeline no longer changes: later pages read only
         // their own facts.
-        if record.state.is_closed() && matches!(reader, Reader::Archive(_)) {
-            kept.keep_timeline(&run_id, timeline);
-        }
+        reading.keep_timeline(&record, timeline);
         Ok((title, body))
     })
     .await;
     match rendered {
-        Ok((title, body)) => Html(page(&title, "run", console.stale(), &body)).into_response(),
+        Ok((title, body)) => Html(page(&title, "run", access.stale(), &body)).into_response(),
         Err(r) => r.into_response(),
     }
 }
@@ -171,8 +168,8 @@ pub(crate) async fn run(
 /// waterfall describes all of it), unless `cached` holds it already; facts
 /// `from..from + FACTS_PER_PAGE` are listed.
 fn render_run(
-    reader: &Reader,
-    record: &RunRecord,
+    reader: &Access,
+    record: &Admitted,
     from: u64,
     cached: Option<Arc<Timeline>>,
 ) -> Result<(String, String, Arc<Timeline>), ReadError> {
@@ -183,7 +180,7 @@ fn render_run(
     let mut gaps = Vec::new();
     let timeline = match cached {
         Some(timeline) => {
-            reader.facts(&record.run_id, from, Some(until), |item| match item {
+            reader.facts(record, from, Some(until), |item| match item {
                 FactItem::Fact(fact) => {
                     let tool = fact
                         .call
@@ -199,7 +196,7 @@ fn render_run(
         }
         None => {
             let mut builder = TimelineBuilder::for_record(record);
-            reader.facts(&record.run_id, 0, None, |item| match item {
+            reader.facts(record, 0, None, |item| match item {
                 FactItem::Fact(fact) => {
                     builder.push(&fact);
                     if (from..until).contains(&fact.seq) {
@@ -361,14 +358,11 @@ fn fact_item(out: &mut String, fact: &Fact, tool: &str, line: &str) {
 
 /// `/runs/{id}/tape`: the run as a tape (JSON Lines), as `reel export`
 /// writes it.
-pub(crate) async fn tape(
-    State(console): State<Arc<Console>>,
-    Path(run_id): Path<String>,
-) -> Response {
-    let reader = console.reader();
+pub(crate) async fn tape(access: Access, Path(run_id): Path<String>) -> Response {
     let id = run_id.clone();
     let written = blocking(move || {
-        let tape = reader.tape(&id).map_err(read_error)?;
+        let record = access.run(&id).map_err(read_error)?;
+        let tape = access.tape(&record).map_err(read_error)?;
         let mut out = Vec::new();
         tape.write(&mut out).map_err(|e| {
             Failed(
@@ -409,17 +403,44 @@ pub(crate) async fn tape(
 }
 
 /// `/events`: a `runs` event each time the archive was opened again (new
-/// or changed runs).
-pub(crate) async fn events(State(console): State<Arc<Console>>) -> Response {
-    let rx = console.subscribe();
-    let stream = futures::stream::unfold(rx, |mut rx| async move {
-        rx.changed().await.ok()?;
-        let generation = *rx.borrow_and_update();
-        Some((
-            Ok::<_, Infallible>(Event::default().event("runs").data(generation.to_string())),
-            rx,
-        ))
-    });
+/// or changed runs); for a tenant-limited grant, only when that tenant's
+/// newest runs changed.
+pub(crate) async fn events(access: Access) -> Response {
+    let rx = access.subscribe();
+    let seen = match access.tenant() {
+        None => None,
+        Some(_) => {
+            let a = access.clone();
+            tokio::task::spawn_blocking(move || a.signature())
+                .await
+                .ok()
+        }
+    };
+    let stream = futures::stream::unfold(
+        (rx, access, seen),
+        |(mut rx, access, mut seen)| async move {
+            loop {
+                rx.changed().await.ok()?;
+                let generation = *rx.borrow_and_update();
+                if let Some(before) = &seen {
+                    let a = access.clone();
+                    let now = tokio::task::spawn_blocking(move || a.signature())
+                        .await
+                        .ok()?;
+                    if &now == before {
+                        continue;
+                    }
+                    seen = Some(now);
+                }
+                return Some((
+                    Ok::<_, Infallible>(
+                        Event::default().event("runs").data(generation.to_string()),
+                    ),
+                    (rx, access, seen),
+                ));
+            }
+        },
+    );
     Sse::new(stream)
         .keep_alive(KeepAlive::default())
         .into_response()

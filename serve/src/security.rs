@@ -2,10 +2,17 @@
 //!
 //! - **Where it listens.** Loopback by default; any other address only with
 //!   a token ([`check_listen`]).
-//! - **Who asks.** With a token, every request presents it: `Authorization:
+//! - **Who asks.** With tokens, every request presents one: `Authorization:
 //!   Bearer TOKEN`, or the `reel_token` cookie, which `/login?token=TOKEN`
 //!   sets (`HttpOnly`, `SameSite=Strict`) and then sends the browser to `/`
 //!   without the token in its address. Compared in constant time.
+//! - **What it may read.** A token may be limited to one tenant
+//!   ([`Token::tenant`]; the token file's `TOKEN tenant=NAME` lines,
+//!   [`parse_tokens`]): the guard hands the request a grant naming it,
+//!   and the one data-access point, `source::Access` (every handler that
+//!   reads a run gets its data through it), answers another tenant's run
+//!   exactly as a missing one (404), and lists, counts, searches and
+//!   announces (SSE) only that tenant's runs.
 //! - **DNS rebinding.** The `Host` header must name a loopback name
 //!   (`localhost`, `127.0.0.1`, `[::1]`), the listen address's IP, or a name
 //!   given with `--allow-host`; an `Origin` header, when sent, the same with
@@ -44,31 +51,104 @@ pub const TOKEN_COOKIE: &str = "reel_token";
 /// The shortest token accepted.
 pub const MIN_TOKEN_LEN: usize = 16;
 
-/// Refuses an address off loopback unless a token is given.
-pub fn check_listen(addr: SocketAddr, token: Option<&str>) -> Result<(), ServeError> {
-    if let Some(t) = token {
-        if t.chars().count() < MIN_TOKEN_LEN {
-            return Err(ServeError::WeakToken {
-                len: t.chars().count(),
-            });
-        }
+/// A secret a client may present, and what it may read.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Token {
+    /// The secret (at least [`MIN_TOKEN_LEN`] characters).
+    pub secret: String,
+    /// The one tenant whose runs it reaches; `None`: every run.
+    pub tenant: Option<String>,
+}
+
+impl std::fmt::Debug for Token {
+    // Never the secret.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Token")
+            .field("secret", &"<redacted>")
+            .field("tenant", &self.tenant)
+            .finish()
     }
-    if addr.ip().is_loopback() || token.is_some() {
+}
+
+/// Reads a token file: one token per line, `TOKEN` (every run) or
+/// `TOKEN tenant=NAME` (only that tenant's runs); blank lines and lines
+/// starting with `#` are skipped. The error names the line (never its
+/// secret) and says what is wrong.
+pub fn parse_tokens(text: &str) -> Result<Vec<Token>, String> {
+    let mut tokens: Vec<Token> = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let n = i + 1;
+        let mut words = line.split_whitespace();
+        let secret = words.next().unwrap_or_default().to_owned();
+        let mut tenant = None;
+        for word in words {
+            match word.split_once('=') {
+                Some(("tenant", name)) if !name.is_empty() && tenant.is_none() => {
+                    tenant = Some(name.to_owned())
+                }
+                _ => {
+                    return Err(format!(
+                        "line {n}: expected `TOKEN` or `TOKEN tenant=NAME`, with one tenant \
+                         (found another word after the token)"
+                    ))
+                }
+            }
+        }
+        let len = secret.chars().count();
+        if len < MIN_TOKEN_LEN {
+            return Err(format!(
+                "line {n}: the token is {len} characters long: use at least {MIN_TOKEN_LEN} \
+                 (e.g. `openssl rand -hex 32`)"
+            ));
+        }
+        if tokens.iter().any(|t| t.secret == secret) {
+            return Err(format!("line {n}: the same token is given twice"));
+        }
+        tokens.push(Token { secret, tenant });
+    }
+    Ok(tokens)
+}
+
+/// Refuses an address off loopback unless a token is given, and a token
+/// too short to be a secret.
+pub fn check_listen(addr: SocketAddr, tokens: &[Token]) -> Result<(), ServeError> {
+    if let Some(t) = tokens
+        .iter()
+        .find(|t| t.secret.chars().count() < MIN_TOKEN_LEN)
+    {
+        return Err(ServeError::WeakToken {
+            len: t.secret.chars().count(),
+        });
+    }
+    if addr.ip().is_loopback() || !tokens.is_empty() {
         Ok(())
     } else {
         Err(ServeError::NeedsToken { addr })
     }
 }
 
+/// What a request may read, set by the guard on every request it lets
+/// through and read by `source::Access` (a request without one reads
+/// nothing).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Grant {
+    /// The one tenant whose runs it reaches; `None`: every run.
+    pub(crate) tenant: Option<String>,
+}
+
 /// The settings the checks read.
 pub(crate) struct Security {
-    token: Option<String>,
+    tokens: Vec<Token>,
     hosts: Vec<String>,
 }
 
 impl Security {
     pub(crate) fn new(config: &ServeConfig) -> Result<Security, ServeError> {
-        check_listen(config.listen, config.token.as_deref())?;
+        check_listen(config.listen, &config.tokens)?;
         let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "[::1]"]
             .iter()
             .map(|h| h.to_string())
@@ -82,7 +162,7 @@ impl Security {
         }
         hosts.extend(config.allowed_hosts.iter().map(|h| h.to_ascii_lowercase()));
         Ok(Security {
-            token: config.token.clone(),
+            tokens: config.tokens.clone(),
             hosts,
         })
     }
@@ -105,24 +185,49 @@ impl Security {
             .is_some_and(|rest| !rest.contains('/') && self.host_allowed(rest))
     }
 
-    fn token_presented(&self, headers: &HeaderMap) -> bool {
-        let Some(token) = &self.token else {
-            return true;
-        };
+    /// The grant of the token the request presents (bearer first, then
+    /// the cookie); every run when no token is configured; `None` when a
+    /// token is needed and none matches.
+    fn grant(&self, headers: &HeaderMap) -> Option<Grant> {
+        if self.tokens.is_empty() {
+            return Some(Grant { tenant: None });
+        }
         let bearer = headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
-        if bearer.is_some_and(|b| same(b.trim(), token)) {
-            return true;
-        }
-        headers
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim);
+        let cookies = headers
             .get_all(header::COOKIE)
             .iter()
             .filter_map(|v| v.to_str().ok())
             .flat_map(|v| v.split(';'))
             .filter_map(|c| c.trim().split_once('='))
-            .any(|(name, value)| name == TOKEN_COOKIE && same(value, token))
+            .filter(|(name, _)| *name == TOKEN_COOKIE)
+            .map(|(_, value)| value);
+        bearer
+            .into_iter()
+            .chain(cookies)
+            .find_map(|given| self.matching(given))
+            .map(|t| Grant {
+                tenant: t.tenant.clone(),
+            })
+    }
+
+    /// The token `given` is, compared with every token in constant time.
+    fn matching(&self, given: &str) -> Option<&Token> {
+        let mut found = None;
+        for t in &self.tokens {
+            if same(given, &t.secret) && found.is_none() {
+                found = Some(t);
+            }
+        }
+        found
+    }
+
+    #[cfg(test)]
+    fn token_presented(&self, headers: &HeaderMap) -> bool {
+        self.grant(headers).is_some()
     }
 }
 
@@ -144,7 +249,7 @@ fn refuse(status: StatusCode, why: &str) -> Response {
         .into_response()
 }
 
-async fn guard(State(console): State<Arc<Console>>, request: Request, next: Next) -> Response {
+async fn guard(State(console): State<Arc<Console>>, mut request: Request, next: Next) -> Response {
     let s = &console.security;
     let headers = request.headers();
     let host = headers
@@ -166,12 +271,18 @@ async fn guard(State(console): State<Arc<Console>>, request: Request, next: Next
             return refuse(StatusCode::FORBIDDEN, "cross-origin request refused");
         }
     }
-    if request.uri().path() != "/login" && !s.token_presented(headers) {
-        return refuse(
-            StatusCode::UNAUTHORIZED,
-            "this console needs its token: open /login?token=TOKEN once, or send \
-             Authorization: Bearer TOKEN",
-        );
+    match s.grant(headers) {
+        Some(grant) => {
+            request.extensions_mut().insert(grant);
+        }
+        None if request.uri().path() == "/login" => {}
+        None => {
+            return refuse(
+                StatusCode::UNAUTHORIZED,
+                "this console needs its token: open /login?token=TOKEN once, or send \
+                 Authorization: Bearer TOKEN",
+            )
+        }
     }
     next.run(request).await
 }
@@ -188,12 +299,19 @@ pub(crate) async fn login(
     State(console): State<Arc<Console>>,
     Query(login): Query<Login>,
 ) -> Response {
-    let Some(token) = &console.security.token else {
+    if console.security.tokens.is_empty() {
         return Redirect::to("/").into_response();
-    };
-    match login.token {
-        Some(given) if same(&given, token) => {
-            let cookie = format!("{TOKEN_COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/");
+    }
+    match login
+        .token
+        .as_deref()
+        .and_then(|given| console.security.matching(given))
+    {
+        Some(token) => {
+            let cookie = format!(
+                "{TOKEN_COOKIE}={}; HttpOnly; SameSite=Strict; Path=/",
+                token.secret
+            );
             let mut response = Redirect::to("/").into_response();
             if let Ok(v) = HeaderValue::from_str(&cookie) {
                 response.headers_mut().insert(header::SET_COOKIE, v);
@@ -234,7 +352,13 @@ mod tests {
 
     fn security(listen: &str, token: Option<&str>, allow: &[&str]) -> Security {
         let mut c = ServeConfig::new("a".into(), listen.parse().unwrap());
-        c.token = token.map(Into::into);
+        c.tokens = token
+            .map(|t| Token {
+                secret: t.into(),
+                tenant: None,
+            })
+            .into_iter()
+            .collect();
         c.allowed_hosts = allow.iter().map(|h| h.to_string()).collect();
         Security::new(&c).unwrap()
     }
@@ -272,17 +396,23 @@ mod tests {
     #[test]
     fn listen_rules() {
         let any: SocketAddr = "0.0.0.0:7777".parse().unwrap();
+        let token = |s: &str| {
+            vec![Token {
+                secret: s.into(),
+                tenant: None,
+            }]
+        };
         assert!(matches!(
-            check_listen(any, None),
+            check_listen(any, &[]),
             Err(ServeError::NeedsToken { .. })
         ));
-        assert!(check_listen(any, Some("0123456789abcdef")).is_ok());
+        assert!(check_listen(any, &token("0123456789abcdef")).is_ok());
         assert!(matches!(
-            check_listen(any, Some("short")),
+            check_listen(any, &token("short")),
             Err(ServeError::WeakToken { len: 5 })
         ));
-        assert!(check_listen("[::1]:1".parse().unwrap(), None).is_ok());
-        let msg = check_listen(any, None).unwrap_err().to_string();
+        assert!(check_listen("[::1]:1".parse().unwrap(), &[]).is_ok());
+        let msg = check_listen(any, &[]).unwrap_err().to_string();
         assert!(msg.contains("--token-file"), "{msg}");
     }
 
@@ -307,5 +437,66 @@ mod tests {
             "Bearer 0123456789abcdef".parse().unwrap(),
         );
         assert!(s.token_presented(&h));
+    }
+
+    #[test]
+    fn token_files() {
+        let parsed =
+            parse_tokens("# operators\n0123456789abcdef\n\n  fedcba9876543210 tenant=acme  \n")
+                .unwrap();
+        assert_eq!(
+            parsed,
+            vec![
+                Token {
+                    secret: "0123456789abcdef".into(),
+                    tenant: None
+                },
+                Token {
+                    secret: "fedcba9876543210".into(),
+                    tenant: Some("acme".into())
+                },
+            ]
+        );
+        for (bad, says) in [
+            ("short tenant=a", "line 1: the token is 5 characters long"),
+            ("0123456789abcdef tenant=", "line 1: expected"),
+            ("0123456789abcdef tenant=a tenant=b", "line 1: expected"),
+            ("0123456789abcdef other=a", "line 1: expected"),
+            (
+                "\n0123456789abcdef\n0123456789abcdef",
+                "line 3: the same token",
+            ),
+        ] {
+            let e = parse_tokens(bad).unwrap_err();
+            assert!(e.starts_with(says), "{bad:?}: {e}");
+            assert!(!e.contains("0123456789abcdef"), "a secret in {e}");
+        }
+        assert_eq!(parse_tokens("# none\n").unwrap(), vec![]);
+        let shown = format!("{:?}", parsed[0]);
+        assert!(!shown.contains("0123456789abcdef"), "{shown}");
+    }
+
+    #[test]
+    fn grants() {
+        let mut c = ServeConfig::new("a".into(), "127.0.0.1:1".parse().unwrap());
+        c.tokens = parse_tokens("0123456789abcdef\nfedcba9876543210 tenant=acme").unwrap();
+        let s = Security::new(&c).unwrap();
+        let with = |name, value: &str| {
+            let mut h = HeaderMap::new();
+            h.insert(name, value.parse().unwrap());
+            s.grant(&h)
+        };
+        assert_eq!(
+            with(header::AUTHORIZATION, "Bearer fedcba9876543210"),
+            Some(Grant {
+                tenant: Some("acme".into())
+            })
+        );
+        assert_eq!(
+            with(header::COOKIE, "reel_token=0123456789abcdef"),
+            Some(Grant { tenant: None })
+        );
+        assert_eq!(with(header::COOKIE, "reel_token=fedcba987654321"), None);
+        assert_eq!(s.grant(&HeaderMap::new()), None);
     }
 }

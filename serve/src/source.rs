@@ -32,6 +32,11 @@ use tokio::sync::watch;
 use crate::security::Security;
 use crate::{ServeConfig, ServeError};
 
+mod access;
+mod runs;
+pub(crate) use access::{Access, Admitted};
+pub(crate) use runs::{Counts, Listed, RunQuery};
+
 /// The control record's name in the archive directory (written by every
 /// flush of every writer).
 const CONTROL_FILE: &str = "reel.control";
@@ -46,6 +51,8 @@ pub struct Console {
     /// Timelines of closed runs read from this copy of the archive, so
     /// that paging a big run reads only the page's facts after the first.
     timelines: Mutex<HashMap<String, Arc<Timeline>>>,
+    /// The runs table's anomalies and counts (`runs.rs`).
+    kept: Mutex<runs::Kept>,
     pub(crate) security: Security,
 }
 
@@ -53,9 +60,10 @@ pub struct Console {
 const TIMELINES_KEPT: usize = 64;
 
 /// Where the pages read from: a read-only copy of the archive, or the
-/// live socket of the recorder that holds it.
+/// live socket of the recorder that holds it. Private to this module:
+/// handlers read through [`Access`], which holds the grant.
 #[derive(Clone)]
-pub(crate) enum Reader {
+enum Reader {
     Archive(Archive),
     Live(Live),
 }
@@ -92,14 +100,14 @@ impl From<Asked> for ReadError {
 pub(crate) use crate::live::Item as FactItem;
 
 impl Reader {
-    pub(crate) fn list_runs(&self, filter: &RunFilter) -> Result<RunPage, ReadError> {
+    fn list_runs(&self, filter: &RunFilter) -> Result<RunPage, ReadError> {
         match self {
             Reader::Archive(a) => Ok(a.list_runs(filter)?),
             Reader::Live(l) => Ok(l.list_runs(filter)?),
         }
     }
 
-    pub(crate) fn run(&self, run_id: &str) -> Result<RunRecord, ReadError> {
+    fn run(&self, run_id: &str) -> Result<RunRecord, ReadError> {
         match self {
             Reader::Archive(a) => Ok(a.run(run_id)?),
             Reader::Live(l) => Ok(l.run(run_id)?),
@@ -108,7 +116,7 @@ impl Reader {
 
     /// The run's facts from `from` up to `until` (all of them: `None`) in
     /// seq order, each handed to `each`.
-    pub(crate) fn facts(
+    fn facts(
         &self,
         run_id: &str,
         from: u64,
@@ -142,7 +150,7 @@ impl Reader {
     }
 
     /// The run as a tape (with its artifacts): from the archive only.
-    pub(crate) fn tape(&self, run_id: &str) -> Result<Tape, ReadError> {
+    fn tape(&self, run_id: &str) -> Result<Tape, ReadError> {
         match self {
             Reader::Archive(a) => Ok(Tape::export(a, run_id)?),
             Reader::Live(_) => Err(ReadError::BadRequest(
@@ -265,12 +273,13 @@ impl Console {
             current: RwLock::new(current),
             generation: watch::channel(0).0,
             timelines: Mutex::new(HashMap::new()),
+            kept: Mutex::new(runs::Kept::default()),
             security,
         }))
     }
 
-    /// Where to read now (cheap: a handle).
-    pub(crate) fn reader(&self) -> Reader {
+    /// Where to read now (cheap: a handle); only [`Access`] asks.
+    fn reader(&self) -> Reader {
         self.current
             .read()
             .unwrap_or_else(|e| e.into_inner())
@@ -289,8 +298,9 @@ impl Console {
         )
     }
 
-    /// Runs per state in the copy read now (counted once per copy).
-    pub fn counts(&self) -> Vec<(RunState, u64)> {
+    /// Runs per state in the copy read now (counted once per copy, every
+    /// tenant's: [`Access`] asks only for a grant that reaches all).
+    fn counts(&self) -> Vec<(RunState, u64)> {
         self.current
             .read()
             .unwrap_or_else(|e| e.into_inner())
@@ -407,7 +417,7 @@ impl Console {
     }
 
     /// The timeline of a closed run read from the current copy, if kept.
-    pub(crate) fn timeline(&self, run_id: &str) -> Option<Arc<Timeline>> {
+    fn timeline(&self, run_id: &str) -> Option<Arc<Timeline>> {
         self.timelines
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -416,7 +426,7 @@ impl Console {
     }
 
     /// Keeps the timeline of a closed run read from the archive.
-    pub(crate) fn keep_timeline(&self, run_id: &str, timeline: Arc<Timeline>) {
+    fn keep_timeline(&self, run_id: &str, timeline: Arc<Timeline>) {
         let mut kept = self.timelines.lock().unwrap_or_else(|e| e.into_inner());
         if kept.len() >= TIMELINES_KEPT {
             kept.clear();

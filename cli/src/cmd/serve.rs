@@ -18,9 +18,10 @@ pub struct ServeArgs {
     /// given (port 0: any free port, printed).
     #[arg(long, default_value = "127.0.0.1:7777")]
     listen: SocketAddr,
-    /// A file holding the token every request must present (as
-    /// `Authorization: Bearer TOKEN`, or the cookie `/login?token=TOKEN`
-    /// sets); required to listen off loopback.
+    /// A file of tokens, one a line: `TOKEN`, or `TOKEN tenant=NAME` for a
+    /// token that reaches only that tenant's runs. Every request presents
+    /// one (as `Authorization: Bearer TOKEN`, or the cookie
+    /// `/login?token=TOKEN` sets); required to listen off loopback.
     #[arg(long)]
     token_file: Option<PathBuf>,
     /// A host name the browser may use for the console besides the
@@ -32,22 +33,28 @@ pub struct ServeArgs {
 
 /// Serves the console until interrupted (Ctrl-C).
 pub fn run(dir: &Path, args: ServeArgs) -> Result<ExitCode, Failure> {
-    let token = match &args.token_file {
-        None => None,
-        Some(file) => Some(
-            std::fs::read_to_string(file)
-                .map_err(|e| {
-                    Failure::usage(format!("cannot read the token file {}: {e}", shown(file)))
-                })?
-                .trim()
-                .to_owned(),
-        ),
+    let tokens = match &args.token_file {
+        None => Vec::new(),
+        Some(file) => {
+            let text = std::fs::read_to_string(file).map_err(|e| {
+                Failure::usage(format!("cannot read the token file {}: {e}", shown(file)))
+            })?;
+            let tokens = reel_serve::parse_tokens(&text)
+                .map_err(|e| Failure::usage(format!("the token file {}: {e}", shown(file))))?;
+            if tokens.is_empty() {
+                return Err(Failure::usage(format!(
+                    "the token file {} holds no token: write one a line (`TOKEN` or `TOKEN tenant=NAME`)",
+                    shown(file)
+                )));
+            }
+            tokens
+        }
     };
     // Refused before anything is opened or bound.
-    reel_serve::check_listen(args.listen, token.as_deref())
+    reel_serve::check_listen(args.listen, &tokens)
         .map_err(|e| Failure::usage(format!("reel serve: {e}")))?;
     let config = ServeConfig {
-        token,
+        tokens,
         allowed_hosts: args.allow_host,
         ..ServeConfig::new(dir.to_path_buf(), args.listen)
     };
@@ -66,7 +73,7 @@ pub fn run(dir: &Path, args: ServeArgs) -> Result<ExitCode, Failure> {
             "reel serve: http://{addr}/ (archive {}, read-only; Ctrl-C stops)",
             shown(dir)
         );
-        if config.token.is_some() {
+        if !config.tokens.is_empty() {
             let _ = writeln!(
                 out,
                 "reel serve: open http://{addr}/login?token=TOKEN once to sign this browser in"

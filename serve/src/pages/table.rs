@@ -1,14 +1,25 @@
-//! `/`: the runs table, newest first, filtered as the archive's listing
-//! answers, a page at a time.
+//! `/`: the runs table, newest first, a page at a time: the filters the
+//! archive's indexes answer (status, tenant, tool, time range), those
+//! checked on each run (principal, session, has-anomaly) and a search
+//! over tool names, labels, messages and errors, all in the URL; counts
+//! per status under the filters. Searched through [`Access`]
+//! (`source/runs.rs`).
 
 use super::*;
+use crate::source::{Access, Counts, Listed, RunQuery};
 
-/// The runs table's query: every filter the archive's listing answers.
-#[derive(Debug, Default, serde::Deserialize)]
+/// The runs table's query: every filter, as the URL carries it.
+#[derive(Debug, Default, Clone, serde::Deserialize)]
 pub(crate) struct RunsQuery {
     status: Option<String>,
     tenant: Option<String>,
     tool: Option<String>,
+    principal: Option<String>,
+    session: Option<String>,
+    since: Option<String>,
+    until: Option<String>,
+    anomaly: Option<String>,
+    q: Option<String>,
     cursor: Option<String>,
 }
 
@@ -19,8 +30,36 @@ fn some(v: &Option<String>) -> Option<String> {
         .map(Into::into)
 }
 
+/// A time in the URL: RFC 3339 (`2026-11-30T08:00:00Z`, the zone may be
+/// left out: UTC), a date (`2026-11-30`, midnight UTC) or an age (`2h`,
+/// `3days`), as `reel runs --since` reads it; unix nanoseconds.
+pub(crate) fn parse_time(name: &str, s: &str) -> Result<i64, String> {
+    let nanos = |t: std::time::SystemTime| {
+        t.duration_since(std::time::UNIX_EPOCH)
+            .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+            .unwrap_or(0)
+    };
+    if let Ok(t) = humantime::parse_rfc3339_weak(s) {
+        return Ok(nanos(t));
+    }
+    if let Ok(t) = humantime::parse_rfc3339_weak(&format!("{s}T00:00:00Z")) {
+        return Ok(nanos(t));
+    }
+    match humantime::parse_duration(s) {
+        Ok(age) => Ok(nanos(
+            std::time::SystemTime::now()
+                .checked_sub(age)
+                .unwrap_or(std::time::UNIX_EPOCH),
+        )),
+        Err(_) => Err(format!(
+            "{name}={s:?} is neither a time (2026-11-30T08:00:00Z), a date (2026-11-30) \
+             nor an age (2h, 30min, 3days)"
+        )),
+    }
+}
+
 impl RunsQuery {
-    fn filter(&self) -> Result<RunFilter, String> {
+    fn query(&self) -> Result<RunQuery, String> {
         let status = match some(&self.status) {
             None => None,
             Some(s) => Some(s.parse::<RunState>().map_err(|_| {
@@ -30,23 +69,46 @@ impl RunsQuery {
                 )
             })?),
         };
-        Ok(RunFilter {
-            tenant: some(&self.tenant),
-            tool: some(&self.tool),
-            status,
-            limit: Some(RUNS_PER_PAGE),
-            cursor: some(&self.cursor).map(Cursor),
-            ..RunFilter::default()
+        let time = |name, v: &Option<String>| some(v).map(|s| parse_time(name, &s)).transpose();
+        Ok(RunQuery {
+            filter: RunFilter {
+                tenant: some(&self.tenant),
+                tool: some(&self.tool),
+                status,
+                since: time("since", &self.since)?,
+                until: time("until", &self.until)?,
+                limit: Some(RUNS_PER_PAGE),
+                cursor: some(&self.cursor).map(Cursor),
+            },
+            principal: some(&self.principal),
+            session: some(&self.session),
+            anomalous: self.anomalous(),
+            text: some(&self.q),
         })
     }
 
-    /// This query's address with `cursor` in place of its own.
-    fn href(&self, cursor: Option<&str>) -> String {
+    fn anomalous(&self) -> bool {
+        some(&self.anomaly).is_some_and(|a| a != "0" && a != "false")
+    }
+
+    /// This query's address with `cursor` in place of its own (and
+    /// `status` when given).
+    fn href(&self, cursor: Option<&str>, status: Option<Option<&str>>) -> String {
+        let status = match status {
+            Some(s) => s.map(Into::into),
+            None => some(&self.status),
+        };
         let mut parts = Vec::new();
         for (name, value) in [
-            ("status", some(&self.status)),
+            ("status", status),
             ("tenant", some(&self.tenant)),
             ("tool", some(&self.tool)),
+            ("principal", some(&self.principal)),
+            ("session", some(&self.session)),
+            ("since", some(&self.since)),
+            ("until", some(&self.until)),
+            ("anomaly", self.anomalous().then(|| "1".to_owned())),
+            ("q", some(&self.q)),
             ("cursor", cursor.map(Into::into)),
         ] {
             if let Some(v) = value {
@@ -62,27 +124,56 @@ impl RunsQuery {
 }
 
 /// `/`: the runs, newest first, a page at a time.
-pub(crate) async fn runs(
-    State(console): State<Arc<Console>>,
-    Query(query): Query<RunsQuery>,
-) -> Response {
-    let filter = match query.filter() {
-        Ok(f) => f,
+pub(crate) async fn runs(access: Access, Query(query): Query<RunsQuery>) -> Response {
+    let asked = match query.query() {
+        Ok(q) => q,
         Err(why) => return error_page(StatusCode::BAD_REQUEST, &why),
     };
-    let reader = console.reader();
-    let listed = blocking(move || reader.list_runs(&filter).map_err(read_error)).await;
-    let listed = match listed {
-        Ok(p) => p,
+    let reading = access.clone();
+    let found = blocking(move || {
+        let listed = reading.find_runs(&asked).map_err(read_error)?;
+        let counts = reading.counts(&asked);
+        Ok((listed, counts))
+    })
+    .await;
+    let (listed, counts) = match found {
+        Ok(found) => found,
         Err(r) => return r.into_response(),
     };
     let mut body = String::new();
     body.push_str("<header class=\"panel\"><h1>Runs</h1>\n");
+    let _ = writeln!(
+        body,
+        "<p class=\"muted mono\">{}{}</p>",
+        escape(&access.console.dir().display().to_string()),
+        access
+            .tenant()
+            .map(|t| format!(" · tenant {}", escape(t)))
+            .unwrap_or_default()
+    );
+    filters(&mut body, &query);
+    status_counts(&mut body, &query, &counts);
+    let first_page = some(&query.cursor).is_none();
     let _ = write!(
         body,
-        "<p class=\"muted mono\">{}</p>\n<form class=\"filters\" method=\"get\" action=\"/\">\
-         <label>status <select name=\"status\"><option value=\"\">any</option>",
-        escape(&console.dir().display().to_string())
+        "<p id=\"live\" class=\"live\" data-first-page=\"{first_page}\">\
+         <span id=\"live-state\">live: new runs appear here</span> \
+         <button id=\"pause\" type=\"button\">Pause</button></p></header>"
+    );
+    table(&mut body, &query, &listed, first_page);
+    Html(page("reel: runs", "runs", access.stale(), &body)).into_response()
+}
+
+/// The filter form: every field named as the URL names it.
+fn filters(body: &mut String, query: &RunsQuery) {
+    body.push_str(
+        "<form class=\"filters\" method=\"get\" action=\"/\" role=\"search\">\
+         <label>search <input name=\"q\" type=\"search\" \
+         placeholder=\"tool, label, message, error\" value=\"",
+    );
+    body.push_str(&escape(&some(&query.q).unwrap_or_default()));
+    body.push_str(
+        "\"></label> <label>status <select name=\"status\"><option value=\"\">any</option>",
     );
     let chosen = some(&query.status);
     for s in RunState::ALL {
@@ -97,60 +188,101 @@ pub(crate) async fn runs(
             s.as_str()
         );
     }
-    let _ = write!(
-        body,
-        "</select></label> <label>tenant <input name=\"tenant\" value=\"{}\"></label> \
-         <label>tool <input name=\"tool\" value=\"{}\"></label> <button>Filter</button> \
-         <a href=\"/\">clear</a></form>",
-        escape(&some(&query.tenant).unwrap_or_default()),
-        escape(&some(&query.tool).unwrap_or_default()),
-    );
-    let counts = console.counts();
-    if !counts.is_empty() {
-        body.push_str("<p id=\"counts\" class=\"counts\">");
-        for (state, n) in counts {
-            let _ = write!(
-                body,
-                "<a class=\"count\" data-status=\"{s}\" href=\"/?status={s}\">\
-                 <span class=\"pill {}\">{s}</span> {n}</a> ",
-                state_class(state),
-                s = state.as_str(),
-            );
-        }
-        body.push_str("<span class=\"muted\">runs in the archive</span></p>");
+    body.push_str("</select></label>");
+    for (name, value, hint) in [
+        ("tenant", &query.tenant, ""),
+        ("tool", &query.tool, ""),
+        ("principal", &query.principal, ""),
+        ("session", &query.session, ""),
+        ("since", &query.since, "2h, 2026-11-30, RFC 3339"),
+        ("until", &query.until, "2026-12-01T08:00:00Z"),
+    ] {
+        let _ = write!(
+            body,
+            " <label>{name} <input name=\"{name}\" value=\"{}\"{}></label>",
+            escape(&some(value).unwrap_or_default()),
+            if hint.is_empty() {
+                String::new()
+            } else {
+                format!(" placeholder=\"{hint}\"")
+            }
+        );
     }
-    let first_page = some(&query.cursor).is_none();
     let _ = write!(
         body,
-        "<p id=\"live\" class=\"live\" data-first-page=\"{first_page}\">\
-         <span id=\"live-state\">live: new runs appear here</span> \
-         <button id=\"pause\" type=\"button\">Pause</button></p></header>"
+        " <label><input type=\"checkbox\" name=\"anomaly\" value=\"1\"{}> has anomalies</label> \
+         <button>Filter</button> <a href=\"/\">clear</a></form>",
+        if query.anomalous() { " checked" } else { "" }
     );
-    body.push_str("<section id=\"runs\" class=\"panel\">\n");
-    if !listed.damaged.is_empty() {
+}
+
+/// Runs per status under the filters, each a link to its own view.
+fn status_counts(body: &mut String, query: &RunsQuery, counts: &Counts) {
+    body.push_str("<p id=\"counts\" class=\"counts\">");
+    let at_least = if counts.partial { "≥" } else { "" };
+    for (state, n) in &counts.by_state {
+        let _ = write!(
+            body,
+            "<a class=\"count\" data-status=\"{s}\" data-count=\"{n}\" href=\"{}\">\
+             <span class=\"pill {}\">{s}</span> {at_least}{n}</a> ",
+            escape(&query.href(None, Some(Some(state.as_str())))),
+            state_class(*state),
+            s = state.as_str(),
+        );
+    }
+    let _ = write!(
+        body,
+        "<span class=\"muted\">runs {}{}</span></p>",
+        if query.href(None, Some(None)) == "/" {
+            "in the archive"
+        } else {
+            "under these filters"
+        },
+        if counts.partial {
+            " (counted for a while, then stopped: at least these)"
+        } else {
+            ""
+        }
+    );
+}
+
+/// The table and its pager.
+fn table(body: &mut String, query: &RunsQuery, listed: &Listed, first_page: bool) {
+    body.push_str("<section id=\"runs\" class=\"panel\" aria-label=\"runs\">\n");
+    if listed.damaged > 0 {
         let _ = write!(
             body,
             "<p class=\"bad\">{} run record(s) are damaged and not listed: run <code>reel verify</code>.</p>",
-            listed.damaged.len()
+            listed.damaged
         );
     }
     body.push_str(
-        "<table class=\"runs\"><thead><tr><th>status</th><th>run</th><th>started</th>\
-         <th>tenant</th><th>principal</th><th>session</th><th>tools</th><th>duration</th>\
-         <th>calls</th><th>facts</th></tr></thead><tbody>\n",
+        "<table class=\"runs\"><thead><tr><th scope=\"col\">status</th><th scope=\"col\">run</th>\
+         <th scope=\"col\">started</th><th scope=\"col\">tenant</th><th scope=\"col\">principal</th>\
+         <th scope=\"col\">session</th><th scope=\"col\">tools</th><th scope=\"col\">duration</th>\
+         <th scope=\"col\">calls</th><th scope=\"col\">facts</th><th scope=\"col\">anomalies</th>\
+         </tr></thead><tbody>\n",
     );
-    for r in &listed.runs {
+    for row in &listed.rows {
+        let r = &row.record;
         let identity = r.identity.as_ref();
         let cell = |v: Option<&String>| v.map(|v| escape(v)).unwrap_or_default();
         let tools: Vec<String> = r.tools.iter().map(|t| escape(t)).collect();
+        let anomalies = match row.anomalies {
+            Some(0) => "<td class=\"muted\">0</td>".to_owned(),
+            Some(n) => format!("<td class=\"bad\">{n}</td>"),
+            None => "<td class=\"bad\" title=\"its facts could not be read\">?</td>".to_owned(),
+        };
         let _ = writeln!(
             body,
-            "<tr class=\"run\" data-run=\"{id}\" data-status=\"{st}\"><td><span class=\"pill {cls}\">{st}</span></td>\
+            "<tr class=\"run\" data-run=\"{id}\" data-status=\"{st}\" data-anomalies=\"{an}\">\
+             <td><span class=\"pill {cls}\">{st}</span></td>\
              <td><a class=\"mono\" href=\"{href}\">{id}</a>{outside}</td><td class=\"muted\">{started}</td>\
              <td>{tenant}</td><td>{principal}</td><td class=\"mono\">{session}</td><td>{tools}</td>\
-             <td>{took}</td><td>{calls}</td><td>{facts}</td></tr>",
+             <td>{took}</td><td>{calls}</td><td>{facts}</td>{anomalies}</tr>",
             id = escape(&r.run_id),
             st = r.state.as_str(),
+            an = row.anomalies.map_or("?".into(), |n| n.to_string()),
             cls = state_class(r.state),
             href = escape(&run_href(&r.run_id)),
             outside = if r.outside_run.is_some() {
@@ -169,24 +301,35 @@ pub(crate) async fn runs(
         );
     }
     body.push_str("</tbody></table>\n");
-    if listed.runs.is_empty() {
+    if listed.rows.is_empty() && listed.cut_short.is_none() {
         body.push_str("<p class=\"muted\">No runs match.</p>\n");
+    }
+    if let Some(looked) = listed.cut_short {
+        let _ = write!(
+            body,
+            "<p id=\"cut-short\" class=\"muted\">Looked at {looked} runs for this page and stopped \
+             for now: the next page searches on from there.</p>"
+        );
     }
     body.push_str("<p class=\"pager\">");
     if !first_page {
         let _ = write!(
             body,
             "<a href=\"{}\">newest</a> ",
-            escape(&query.href(None))
+            escape(&query.href(None, None))
         );
     }
     if let Some(next) = &listed.next {
         let _ = write!(
             body,
-            "<a id=\"older\" href=\"{}\">older runs →</a>",
-            escape(&query.href(Some(&next.0)))
+            "<a id=\"older\" href=\"{}\">{} →</a>",
+            escape(&query.href(Some(&next.0), None)),
+            if listed.cut_short.is_some() {
+                "search older runs"
+            } else {
+                "older runs"
+            }
         );
     }
     body.push_str("</p></section>\n");
-    Html(page("reel: runs", "runs", console.stale(), &body)).into_response()
 }
