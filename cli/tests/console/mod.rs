@@ -397,3 +397,138 @@ pub async fn no_alert(c: &Client) {
     let alert = c.get_alert_text().await;
     assert!(alert.is_err(), "an alert opened: {alert:?}");
 }
+
+// ---- runs of given shapes (the runs table's filters) -------------------------
+
+/// A run for the runs table's filters: who ran it, when, one call.
+#[derive(Debug, Clone, Default)]
+pub struct RunShape {
+    pub id: String,
+    pub tenant: Option<String>,
+    pub principal: Option<String>,
+    pub session: Option<String>,
+    pub labels: Vec<(String, String)>,
+    /// Unix nanoseconds of `run.started`.
+    pub at: i64,
+    pub tool: String,
+    /// A progress message of the call, if any.
+    pub message: Option<String>,
+    /// The call's error (the run then fails), if any.
+    pub error: Option<String>,
+    /// The call never ends (an anomaly once the run is closed).
+    pub unended: bool,
+}
+
+/// Records `runs` into the archive at `dir` (opened, written, flushed,
+/// closed).
+pub fn record_runs(dir: &Path, runs: &[RunShape]) {
+    let archive = Archive::open(dir, ArchiveConfig::default()).unwrap();
+    for r in runs {
+        let fact = |offset: u64, call: Option<&str>, kind| NewFact {
+            at: r.at + offset as i64,
+            offset,
+            call: call.map(Into::into),
+            kind,
+        };
+        let mut facts = vec![
+            fact(
+                0,
+                None,
+                FactKind::RunStarted(RunStarted {
+                    run_id: r.id.clone(),
+                    session_id: r.session.clone(),
+                    identity: Some(Identity {
+                        tenant: r.tenant.clone(),
+                        principal: r.principal.clone(),
+                        conversation: None,
+                    }),
+                    producer: Producer {
+                        name: "test".into(),
+                        version: "1".into(),
+                    },
+                    labels: r.labels.iter().cloned().collect(),
+                    teardown_scopes: vec![],
+                }),
+            ),
+            fact(
+                10,
+                Some("c1"),
+                FactKind::CallStarted(CallStarted {
+                    call_id: "c1".into(),
+                    tool_name: r.tool.clone(),
+                    tool_id: None,
+                    parent_call: None,
+                    iteration: 0,
+                    invocation_id: None,
+                    mode: CallMode::Async,
+                    protocol: None,
+                    platform: None,
+                    client_info: None,
+                    args: json!({}),
+                    wanted: None,
+                    attached: None,
+                    spec: None,
+                    dispatch_tools: None,
+                    outside_run: None,
+                }),
+            ),
+        ];
+        if let Some(m) = &r.message {
+            facts.push(fact(
+                20,
+                Some("c1"),
+                FactKind::Progress(Progress {
+                    payload: json!({ "message": m }),
+                    count: 0,
+                }),
+            ));
+        }
+        if !r.unended {
+            facts.push(fact(
+                30,
+                Some("c1"),
+                FactKind::CallEnded(CallEnded {
+                    outcome: match &r.error {
+                        Some(e) => CallOutcome::Error { error: e.clone() },
+                        None => CallOutcome::Ok { result: json!(1) },
+                    },
+                    duration_ns: 20,
+                    invocation_id: None,
+                }),
+            ));
+        }
+        facts.push(fact(
+            40,
+            None,
+            FactKind::RunEnded(RunEnded {
+                status: if r.error.is_some() {
+                    RunStatus::Failed
+                } else {
+                    RunStatus::Completed
+                },
+            }),
+        ));
+        archive.append(&r.id, facts).unwrap();
+    }
+    archive.flush().unwrap();
+}
+
+/// The run ids a runs-table page lists, in order.
+pub fn listed_in(html: &str) -> Vec<String> {
+    html.split("<tr class=\"run\" data-run=\"")
+        .skip(1)
+        .map(|rest| rest[..rest.find('"').unwrap()].to_owned())
+        .collect()
+}
+
+/// The `href` of the element with `id` in `html`, unescaped.
+pub fn href_of(html: &str, id: &str) -> Option<String> {
+    let at = html.find(&format!("id=\"{id}\" href=\""))?;
+    let rest = &html[at + id.len() + 12..];
+    Some(rest[..rest.find('"')?].replace("&amp;", "&"))
+}
+
+/// One raw HTTP/1.1 request's body (headers stripped).
+pub fn body_of(answer: &str) -> &str {
+    answer.split_once("\r\n\r\n").map_or("", |(_, b)| b)
+}
