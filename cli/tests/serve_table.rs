@@ -467,3 +467,49 @@ async fn in_chromium_the_table_filters_in_the_url_and_a_tenant_sees_only_its_run
     assert!(text.contains("404") && !text.contains("needle"), "{text}");
     c.close().await.unwrap();
 }
+
+// ---- a huge run's first look ----------------------------------------------------
+
+#[test]
+fn a_huge_runs_first_look_reads_its_first_page_only() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("archive");
+    long_run(&dir, "huge", 120_000, 1000);
+    let served = serve(&dir);
+    let (status, first) = http_get(&served.base, "/runs/huge", &[]);
+    assert_eq!(status, 200);
+    // The page of facts, the whole run's size, and what the waterfall
+    // covers said.
+    assert!(first.contains("id=\"seq-0\"") && first.contains("id=\"seq-1999\""));
+    assert!(!first.contains("id=\"seq-2000\""));
+    assert!(first.contains("Facts 0–1999 of 120004"), "no total");
+    assert!(
+        first.contains("id=\"partial\"") && first.contains("facts 0–1999 only"),
+        "the first look does not say it is partial"
+    );
+    // Its waterfall spans the page's facts (offsets 0–2µs), not the run's
+    // (120µs), and no call is said never to end: the page does not hold
+    // the end.
+    assert!(first.contains("left:100%\">2.0µs"));
+    assert!(!first.contains("id=\"anomalies\""));
+    // A later page of the first look reads only its own facts too.
+    let (status, later) = http_get(&served.base, "/runs/huge?from=100000", &[]);
+    assert_eq!(status, 200);
+    assert!(later.contains("id=\"seq-100000\"") && later.contains("id=\"seq-101999\""));
+    // The whole run's timeline is built beside: a later look shows it all
+    // (the call ended, no partial notice).
+    let started = Instant::now();
+    loop {
+        let (_, page) = http_get(&served.base, "/runs/huge", &[]);
+        if !page.contains("id=\"partial\"") {
+            assert!(page.contains("Facts 0–1999 of 120004"));
+            assert!(page.contains("left:100%\">120.0µs"), "the whole run's span");
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "the whole timeline was never built"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}

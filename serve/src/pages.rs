@@ -30,6 +30,8 @@ const SCRIPT: &str = include_str!("assets/console.js");
 const CONSOLE_STYLE: &str = include_str!("assets/console.css");
 /// Runs per page of the runs table.
 const RUNS_PER_PAGE: usize = 50;
+/// Past this many facts, a run's first look reads only its page.
+const BIG_RUN_FACTS: u64 = 50_000;
 
 pub(crate) async fn script() -> Response {
     (
@@ -154,7 +156,9 @@ pub(crate) async fn run(
             render_run(&reading, &record, from, cached).map_err(read_error)?;
         // A closed run's timeline no longer changes: later pages read only
         // their own facts.
-        reading.keep_timeline(&record, timeline);
+        if let Some(timeline) = timeline {
+            reading.keep_timeline(&record, timeline);
+        }
         Ok((title, body))
     })
     .await;
@@ -172,9 +176,10 @@ fn render_run(
     record: &Admitted,
     from: u64,
     cached: Option<Arc<Timeline>>,
-) -> Result<(String, String, Arc<Timeline>), ReadError> {
+) -> Result<(String, String, Option<Arc<Timeline>>), ReadError> {
     let text = TextRenderer::new(false);
     let until = from + FACTS_PER_PAGE;
+    let partial = cached.is_none() && record.facts > BIG_RUN_FACTS;
     let mut list = String::new();
     let mut listed = 0u64;
     let mut gaps = Vec::new();
@@ -195,8 +200,26 @@ fn render_run(
             timeline
         }
         None => {
-            let mut builder = TimelineBuilder::for_record(record);
-            reader.facts(record, 0, None, |item| match item {
+            // A partial read builds as a live run is built: what its page
+            // does not show (a call's end) is not an anomaly.
+            let mut builder = if partial {
+                TimelineBuilder::for_record(&RunRecord {
+                    state: RunState::Running,
+                    ..(**record).clone()
+                })
+            } else {
+                TimelineBuilder::for_record(record)
+            };
+            // A big run's first look reads its page only (the archive
+            // pages by seq); the whole run's timeline is built beside it
+            // for the next look.
+            let (start, end) = if partial {
+                reader.build_timeline_later(record);
+                (from, Some(until))
+            } else {
+                (0, None)
+            };
+            reader.facts(record, start, end, |item| match item {
                 FactItem::Fact(fact) => {
                     builder.push(&fact);
                     if (from..until).contains(&fact.seq) {
@@ -220,6 +243,18 @@ fn render_run(
     };
     let mut body = String::new();
     sections::header(&mut body, record, &timeline, listed);
+    if partial {
+        let _ = writeln!(
+            body,
+            "<p id=\"partial\" class=\"stale\" role=\"status\">This run has {} facts: the waterfall, \
+             anomalies and ledgers below are those of facts {from}–{} only. The whole run's are \
+             being read: reload in a moment.</p>",
+            record.facts,
+            until.min(record.facts) - 1
+        );
+    }
+    // The run's facts (a partial timeline knows its page's only).
+    let total = timeline.facts.max(record.facts);
     let id = fragment(&record.run_id);
     let _ = writeln!(
         body,
@@ -236,10 +271,10 @@ fn render_run(
         "<section id=\"facts\" class=\"panel\" data-from=\"{from}\" data-per-page=\"{FACTS_PER_PAGE}\" \
          data-total=\"{}\"><h2>Facts {}–{} of {}</h2>\n<div class=\"filters\">\
          <label>kind <select id=\"kind-filter\"><option value=\"\">any</option>",
-        timeline.facts,
+        total,
         if listed == 0 { 0 } else { from },
         if listed == 0 { 0 } else { from + listed - 1 },
-        timeline.facts
+        total
     );
     for kind in timeline.kinds.keys() {
         let _ = write!(body, "<option>{}</option>", escape(kind));
@@ -251,7 +286,7 @@ fn render_run(
          <button id=\"clear-filter\" type=\"button\">clear</button> \
          <span id=\"filter-count\" class=\"muted\"></span></div>\n",
     );
-    let pager = pager(&id, from, timeline.facts);
+    let pager = pager(&id, from, total);
     body.push_str(&pager);
     for gap in &gaps {
         let _ = writeln!(body, "<p class=\"bad\">⚠ {}</p>", escape(&gap.to_string()));
@@ -262,7 +297,9 @@ fn render_run(
     body.push_str(&pager);
     body.push_str("</section>\n");
     sections::ledgers(&mut body, &timeline);
-    Ok((format!("reel: {}", record.describe()), body, timeline))
+    // A partial timeline is never kept as the run's.
+    let whole = (!partial).then_some(timeline);
+    Ok((format!("reel: {}", record.describe()), body, whole))
 }
 
 fn pager(id: &str, from: u64, total: u64) -> String {

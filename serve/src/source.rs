@@ -53,6 +53,8 @@ pub struct Console {
     timelines: Mutex<HashMap<String, Arc<Timeline>>>,
     /// The runs table's anomalies and counts (`runs.rs`).
     kept: Mutex<runs::Kept>,
+    /// Runs whose whole timeline is being built (`Access::build_timeline_later`).
+    building: Mutex<std::collections::HashSet<String>>,
     pub(crate) security: Security,
 }
 
@@ -274,6 +276,7 @@ impl Console {
             generation: watch::channel(0).0,
             timelines: Mutex::new(HashMap::new()),
             kept: Mutex::new(runs::Kept::default()),
+            building: Mutex::default(),
             security,
         }))
     }

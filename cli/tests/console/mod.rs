@@ -532,3 +532,86 @@ pub fn href_of(html: &str, id: &str) -> Option<String> {
 pub fn body_of(answer: &str) -> &str {
     answer.split_once("\r\n\r\n").map_or("", |(_, b)| b)
 }
+
+/// A closed run `id` of one call and `n` progress reports, appended
+/// `batch` facts at a time (so stored in many blocks, as a recorder
+/// stores a long run).
+pub fn long_run(dir: &Path, id: &str, n: u64, batch: usize) {
+    let archive = Archive::open(dir, ArchiveConfig::default()).unwrap();
+    let fact = |offset: u64, call: Option<&str>, kind| NewFact {
+        at: 1_700_000_000_000_000_000 + offset as i64,
+        offset,
+        call: call.map(Into::into),
+        kind,
+    };
+    let mut facts = vec![
+        fact(
+            0,
+            None,
+            FactKind::RunStarted(RunStarted {
+                run_id: id.into(),
+                session_id: None,
+                identity: None,
+                producer: Producer {
+                    name: "test".into(),
+                    version: "1".into(),
+                },
+                labels: Default::default(),
+                teardown_scopes: vec![],
+            }),
+        ),
+        fact(
+            1,
+            Some("walk"),
+            FactKind::CallStarted(CallStarted {
+                call_id: "walk".into(),
+                tool_name: "walk".into(),
+                tool_id: None,
+                parent_call: None,
+                iteration: 0,
+                invocation_id: None,
+                mode: CallMode::Async,
+                protocol: None,
+                platform: None,
+                client_info: None,
+                args: json!(n),
+                wanted: None,
+                attached: None,
+                spec: None,
+                dispatch_tools: None,
+                outside_run: None,
+            }),
+        ),
+    ];
+    for i in 0..n {
+        facts.push(fact(
+            2 + i,
+            Some("walk"),
+            FactKind::Progress(Progress {
+                payload: json!({ "message": format!("hop {i}") }),
+                count: 0,
+            }),
+        ));
+        if facts.len() == batch {
+            archive.append(id, std::mem::take(&mut facts)).unwrap();
+        }
+    }
+    facts.push(fact(
+        n + 2,
+        Some("walk"),
+        FactKind::CallEnded(CallEnded {
+            outcome: CallOutcome::Ok { result: json!(n) },
+            duration_ns: n,
+            invocation_id: None,
+        }),
+    ));
+    facts.push(fact(
+        n + 3,
+        None,
+        FactKind::RunEnded(RunEnded {
+            status: RunStatus::Completed,
+        }),
+    ));
+    archive.append(id, facts).unwrap();
+    archive.flush().unwrap();
+}

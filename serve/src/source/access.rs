@@ -17,7 +17,7 @@ use axum::response::{IntoResponse, Response};
 use reel::tape::Tape;
 use reel::{RunRecord, RunState};
 use reel_archive::{RunFilter, RunPage};
-use reel_viewer::timeline::Timeline;
+use reel_viewer::timeline::{Timeline, TimelineBuilder};
 use tokio::sync::watch;
 
 use super::{Console, FactItem, ReadError, Reader};
@@ -159,6 +159,30 @@ impl Access {
         if run.state.is_closed() && !self.is_live() {
             self.console.keep_timeline(&run.run_id, timeline);
         }
+    }
+
+    /// Builds the whole timeline of a closed run read from the archive,
+    /// on a thread of its own, and keeps it (once per run at a time): the
+    /// next look at a big run shows all of it.
+    pub(crate) fn build_timeline_later(&self, run: &Admitted) {
+        if !run.state.is_closed() || self.is_live() || self.timeline(run).is_some() {
+            return;
+        }
+        if !reel::sync::lock(&self.console.building).insert(run.run_id.clone()) {
+            return;
+        }
+        let (access, run) = (self.clone(), run.clone());
+        std::thread::spawn(move || {
+            let mut builder = TimelineBuilder::for_record(&run);
+            let read = access.facts(&run, 0, None, |item| match item {
+                FactItem::Fact(f) => builder.push(&f),
+                FactItem::Gap(g) => builder.push_gap(&g),
+            });
+            if read.is_ok() {
+                access.keep_timeline(&run, Arc::new(builder.finish()));
+            }
+            reel::sync::lock(&access.console.building).remove(&run.run_id);
+        });
     }
 
     /// Runs per state the grant reaches, from the status index when it
