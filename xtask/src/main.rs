@@ -123,6 +123,8 @@ fn test(root: &Path, args: &[String]) -> Result<Done, Failure> {
     }
     // The conformance test finds the suite here, where provisioning put it.
     cargo.env("REEL_CONFORMANCE_DIR", provision::conformance_dir());
+    // The console's accessibility test finds axe-core here.
+    cargo.env("REEL_AXE", provision::axe_path());
     let line = test_line(args);
     cargo.args(&line);
     println!("xtask: cargo {}", line.join(" "));

