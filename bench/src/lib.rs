@@ -29,6 +29,7 @@
 //! | `replay` | facts matched per second by `reel_replayer::replay` over the tape's index, and end to end (`Tape::read` + `ReplayInput::from_tape` + `replay`) | `Tape::read` of the same tape, and freeing it (`replay` frees what it was given in its time) |
 //! | `memory` | peak RSS (VmHWM, a child process) of a tool filing 5,000,000 progress reports without an await; target: under the bound [`memory`] derives from `progress_bound` | the same recorder and call filing none |
 //! | `viewer` | the real `reel` binary: `reel show` of a 1,000,000-fact run until its first line reaches the pipe (target: under 50 ms); `reel runs` on 100,000 runs of 40 facts, until it exits | `reel show` of a 100-fact run; `reel runs` on 100,000 runs of 4 facts |
+//! | `console` | the real `reel serve`: the runs table's first page (`GET /`) on 100,000 runs, a fresh server's first answer; the first screen of a 1,000,000-fact run (`GET /runs/big`), a fresh server's first look; peak RSS under 50 concurrent clients | `reel runs --json` on the same archive; `reel show` of the run until its first line; the same requests from one client |
 //! | `nats` (with `--nats URLS`) | the `record` workload into a JetStream cluster through `reel_nats::NatsStore`, call-boundary durability (each block's ack from the R3 stream), facts/s until `shutdown` returns | the very blocks reel published, read back untimed, published raw with `async-nats` to an R3 stream with the same headers (message id, expected last subject sequence), each ack awaited before the run's next block, runs concurrent |
 //! | `mcp-record` | an rmcp client's `tools/call` round trips (p50, p99 of calls one after the other; calls/s with 8 in flight) to a plain rmcp server process through `reel mcp record` (the `reel` binary, or [`mcp::proxy_main`] in a `reel-bench` process) | the same client and server directly; a bare byte relay process is printed beside (the floor of any stdio proxy) |
 //! | `mcp-serve` | `tools/call`/s (8 in flight; one after the other) of `McpHost` serving the echo tool on stdio, every call recorded (the recorder's defaults) | a plain rmcp server with the same tool body, no recording; the host with buffered durability is printed beside |
@@ -40,6 +41,7 @@
 #![warn(missing_docs)]
 
 pub mod agent;
+pub mod console;
 pub mod list;
 pub mod mcp;
 pub mod memory;
@@ -78,6 +80,7 @@ pub const ROWS: &[&str] = &[
     "nats",
     "memory",
     "viewer",
+    "console",
     "mcp-record",
     "mcp-serve",
 ];
@@ -113,6 +116,12 @@ pub struct Sizes {
     pub runs_count: usize,
     /// Progress reports per run in the viewer row's archive of many facts.
     pub runs_progress: usize,
+    /// Runs in the console rows' archive of many runs.
+    pub console_runs: usize,
+    /// Clients at once in the console's memory row.
+    pub console_clients: usize,
+    /// Requests each of those clients makes.
+    pub console_requests: usize,
     /// The MCP rows' workload.
     pub mcp: McpShape,
 }
@@ -157,6 +166,9 @@ impl Sizes {
             show_facts: 1_000_000,
             runs_count: 100_000,
             runs_progress: 36,
+            console_runs: 100_000,
+            console_clients: 50,
+            console_requests: 20,
             mcp: McpShape {
                 sequential: 2_000,
                 concurrent: 4_000,
@@ -190,6 +202,9 @@ impl Sizes {
             show_facts: 2_000,
             runs_count: 200,
             runs_progress: 36,
+            console_runs: 200,
+            console_clients: 4,
+            console_requests: 4,
             mcp: McpShape {
                 sequential: 10,
                 concurrent: 20,
@@ -444,6 +459,9 @@ pub fn run(opts: &Options, log: &mut dyn Write) -> io::Result<Vec<Row>> {
     }
     if opts.wants("viewer") {
         rows.extend(rows::viewer::viewer_rows(s, rounds, &tmp, log)?);
+    }
+    if opts.wants("console") {
+        rows.extend(rows::console::console_rows(s, rounds, &tmp, log)?);
     }
     if opts.wants("mcp-record") || opts.wants("mcp-serve") {
         let programs = mcp::Programs {

@@ -3,6 +3,7 @@
 
 pub(crate) mod agent;
 pub(crate) mod compression;
+pub(crate) mod console;
 pub(crate) mod latency;
 pub(crate) mod list;
 pub(crate) mod mcp;
