@@ -333,3 +333,67 @@ fn table(body: &mut String, query: &RunsQuery, listed: &Listed, first_page: bool
     }
     body.push_str("</p></section>\n");
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(given: &str, want: Result<i64, &str>) {
+        match (parse_time("since", given), want) {
+            (Ok(got), Ok(want)) => assert_eq!(got, want, "{given}"),
+            (Err(got), Err(want)) => assert!(got.contains(want), "{given}: {got}"),
+            (got, want) => panic!("{given}: {got:?}, wanted {want:?}"),
+        }
+    }
+
+    #[test]
+    fn times_in_the_url() {
+        let day = 1_767_225_600_000_000_000;
+        check("2026-01-01", Ok(day));
+        check("2026-01-01T00:00:00Z", Ok(day));
+        check("2026-01-01T01:00:00", Ok(day + 3_600_000_000_000));
+        check("2026-01-01 00:00:01Z", Ok(day + 1_000_000_000));
+        check("soon", Err("since=\"soon\" is neither a time"));
+        check("2026-13-01", Err("neither a time"));
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as i64;
+        let two_hours_ago = parse_time("since", "2h").unwrap();
+        assert!((now - two_hours_ago - 7_200_000_000_000).abs() < 60_000_000_000);
+        // An age past the epoch is the epoch, not a panic.
+        assert_eq!(parse_time("since", "100000years").unwrap(), 0);
+    }
+
+    #[test]
+    fn every_filter_is_in_the_address() {
+        let q = RunsQuery {
+            status: Some("failed".into()),
+            tenant: Some("a b".into()),
+            principal: Some("ann".into()),
+            session: Some("s&1".into()),
+            since: Some("2h".into()),
+            until: Some(" ".into()),
+            anomaly: Some("on".into()),
+            q: Some("team=blue".into()),
+            cursor: Some("c1".into()),
+            ..RunsQuery::default()
+        };
+        assert_eq!(
+            q.href(Some("c2"), None),
+            "/?status=failed&tenant=a%20b&principal=ann&session=s%261&since=2h&anomaly=1&q=team%3Dblue&cursor=c2"
+        );
+        assert_eq!(q.href(None, Some(None)).find("status"), None);
+        assert!(RunsQuery::default()
+            .query()
+            .unwrap()
+            .filter
+            .cursor
+            .is_none());
+        let bad = RunsQuery {
+            status: Some("done".into()),
+            ..RunsQuery::default()
+        };
+        assert!(bad.query().unwrap_err().contains("unknown status \"done\""));
+    }
+}
