@@ -105,6 +105,7 @@ impl Access {
         };
         let mut cursor = query.filter.cursor.clone();
         let mut looked = 0u64;
+        let mut damaged = std::collections::BTreeSet::new();
         loop {
             // Never more than the page still needs: the archive's cursor
             // after a step is then exactly after the last run shown.
@@ -114,7 +115,8 @@ impl Access {
                 ..query.filter.clone()
             };
             let page = self.list_runs(&step)?;
-            listed.damaged += page.damaged.len();
+            // A step may pass the same damaged record as the one before.
+            damaged.extend(page.damaged.into_iter().map(|d| (d.ordinal, d.detail)));
             for record in page.runs {
                 looked += 1;
                 let (keep, anomalies) = self.check(query, &record);
@@ -135,6 +137,7 @@ impl Access {
             }
         }
         listed.next = cursor;
+        listed.damaged = damaged.len();
         Ok(listed)
     }
 
