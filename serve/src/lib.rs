@@ -36,6 +36,7 @@
 
 mod live;
 mod pages;
+mod reports;
 pub mod security;
 mod source;
 
@@ -68,6 +69,9 @@ pub struct ServeConfig {
     pub allowed_hosts: Vec<String>,
     /// How often the archive's control record is looked at for changes.
     pub poll: Duration,
+    /// A directory of replay reports (`<tape>.report.json`, as the
+    /// replayer writes them), listed at `/reports`.
+    pub reports: Option<PathBuf>,
 }
 
 impl ServeConfig {
@@ -80,6 +84,7 @@ impl ServeConfig {
             token: None,
             allowed_hosts: Vec::new(),
             poll: Duration::from_millis(500),
+            reports: None,
         }
     }
 }
@@ -119,6 +124,13 @@ pub fn router(console: Arc<Console>) -> Router {
         .route("/", get(pages::runs))
         .route("/runs/{id}", get(pages::run))
         .route("/runs/{id}/tape", get(pages::tape))
+        .route("/runs/{id}/events", get(pages::run_events))
+        .route("/runs/{id}/wire", get(pages::wire))
+        .route("/runs/{id}/artifacts/{seq}", get(pages::artifact))
+        .route("/runs/{id}/artifacts/{seq}/raw", get(pages::artifact_raw))
+        .route("/compare", get(pages::compare))
+        .route("/reports", get(pages::reports))
+        .route("/reports/{*name}", get(pages::report))
         .route("/events", get(pages::events))
         .route("/assets/console.js", get(pages::script))
         .route("/assets/console.css", get(pages::style))

@@ -15,13 +15,15 @@
 //! Held by a process that serves no socket, the archive cannot be read:
 //! the console keeps the copy it has and says so on every page.
 
+use std::any::Any;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime};
 
+use reel::fact::{ArtifactMeta, FactKind};
 use reel::tape::Tape;
-use reel::{RunRecord, RunState};
+use reel::{Fact, RunRecord, RunState};
 use reel_archive::live::SOCKET_NAME;
 use reel_archive::{Archive, ArchiveConfig, ArchiveError, RunFilter, RunPage, TapeExt};
 
@@ -46,8 +48,16 @@ pub struct Console {
     /// Timelines of closed runs read from this copy of the archive, so
     /// that paging a big run reads only the page's facts after the first.
     timelines: Mutex<HashMap<String, Arc<Timeline>>>,
+    /// Other views of closed runs built from this copy (a run page's
+    /// lanes), by what they are and the run; cleared with the timelines.
+    views: Mutex<HashMap<(&'static str, String), View>>,
+    /// Where replay reports are looked for (`reel serve --reports DIR`).
+    reports: Option<PathBuf>,
     pub(crate) security: Security,
 }
+
+/// A kept view of a run (downcast to its type where it is used).
+type View = Arc<dyn Any + Send + Sync>;
 
 /// The most timelines kept (dropped all at once past it).
 const TIMELINES_KEPT: usize = 64;
@@ -266,6 +276,8 @@ impl Console {
             current: RwLock::new(current),
             generation: watch::channel(0).0,
             timelines: Mutex::new(HashMap::new()),
+            views: Mutex::new(HashMap::new()),
+            reports: config.reports.clone(),
             security,
         }))
     }
@@ -425,12 +437,148 @@ impl Console {
         kept.insert(run_id.to_owned(), timeline);
     }
 
+    /// A view (`what`) of a closed run kept from the current copy.
+    pub(crate) fn view<T: Any + Send + Sync>(
+        &self,
+        what: &'static str,
+        run_id: &str,
+    ) -> Option<Arc<T>> {
+        let kept = self.views.lock().unwrap_or_else(|e| e.into_inner());
+        kept.get(&(what, run_id.to_owned()))
+            .cloned()
+            .and_then(|v| v.downcast::<T>().ok())
+    }
+
+    /// Keeps a view (`what`) of a closed run read from the archive.
+    pub(crate) fn keep_view<T: Any + Send + Sync>(
+        &self,
+        what: &'static str,
+        run_id: &str,
+        view: Arc<T>,
+    ) {
+        let mut kept = self.views.lock().unwrap_or_else(|e| e.into_inner());
+        if kept.len() >= TIMELINES_KEPT * 4 {
+            kept.clear();
+        }
+        kept.insert((what, run_id.to_owned()), view);
+    }
+
+    /// How often the archive is looked at (a run page's live updates
+    /// look as often).
+    pub fn poll(&self) -> Duration {
+        self.poll
+    }
+
+    /// A run's record and every fact, for a page that needs the whole
+    /// run at once (two runs compared): a run with a gap is refused.
+    pub(crate) fn run_facts(&self, run_id: &str) -> Result<(RunRecord, Vec<Fact>), ReadError> {
+        let reader = self.reader();
+        let record = reader.run(run_id)?;
+        let mut facts = Vec::new();
+        let mut gap = None;
+        reader.facts(run_id, 0, None, |item| match item {
+            FactItem::Fact(f) => facts.push(f),
+            FactItem::Gap(g) => gap = gap.take().or(Some(g)),
+        })?;
+        match gap {
+            Some(g) => Err(ReadError::BadRequest(format!(
+                "run {run_id}: {g}: a run with a gap cannot be compared fact by fact                  (`reel salvage` recovers what can be read)"
+            ))),
+            None => Ok((record, facts)),
+        }
+    }
+
+    /// The artifact a run's fact `seq` (`artifact.put`, or an
+    /// `artifact.get` that found one) names: its ticket and, when the
+    /// archive holds them, its bytes. Reached only through a run, so
+    /// what may read the run may read its artifacts, and nothing else.
+    pub(crate) fn artifact(
+        &self,
+        run_id: &str,
+        seq: u64,
+    ) -> Result<(ArtifactMeta, Option<Vec<u8>>), ReadError> {
+        let reader = self.reader();
+        reader.run(run_id)?;
+        let mut found = None;
+        reader.facts(run_id, seq, Some(seq + 1), |item| {
+            if let FactItem::Fact(f) = item {
+                if f.seq == seq {
+                    found = Some(f);
+                }
+            }
+        })?;
+        let meta = match found.map(|f| f.kind) {
+            Some(FactKind::ArtifactPut(p)) => p.meta,
+            Some(FactKind::ArtifactGet(g)) => g.meta.ok_or_else(|| {
+                ReadError::UnknownRun(format!(
+                    "fact #{seq} of run {run_id} asked for artifact {:?}, which the store did not have",
+                    g.id
+                ))
+            })?,
+            Some(other) => {
+                return Err(ReadError::UnknownRun(format!(
+                    "fact #{seq} of run {run_id} is {}, not an artifact: artifacts are                      `artifact.put` and `artifact.get` facts (see the run's artifacts lane)",
+                    other.name()
+                )))
+            }
+            None => {
+                return Err(ReadError::UnknownRun(format!(
+                    "run {run_id} has no fact #{seq}"
+                )))
+            }
+        };
+        let bytes = match &reader {
+            Reader::Archive(a) => a.artifact(&meta.digest)?,
+            Reader::Live(_) => {
+                return Err(ReadError::BadRequest(
+                    "a recorder holds the archive: its artifacts can be read once it stops".into(),
+                ))
+            }
+        };
+        Ok((meta, bytes))
+    }
+
+    /// The replay reports under `--reports DIR` (none without it).
+    pub(crate) fn reports(&self) -> Result<Vec<crate::reports::ReportFile>, ReadError> {
+        match &self.reports {
+            None => Ok(Vec::new()),
+            Some(dir) => crate::reports::list(dir).map_err(ReadError::Other),
+        }
+    }
+
+    /// Whether `--reports DIR` was given.
+    pub fn reports_dir(&self) -> Option<&Path> {
+        self.reports.as_deref()
+    }
+
+    /// One replay report (by its name in [`Console::reports`]) and the
+    /// recording it was replayed from: the tape beside it, or else the
+    /// archive's run of its id, when either is there.
+    pub(crate) fn report(
+        &self,
+        name: &str,
+    ) -> Result<(reel::report::ReplayReport, Option<Vec<Fact>>), ReadError> {
+        let files = self.reports()?;
+        let file = files.iter().find(|f| f.name == name).ok_or_else(|| {
+            ReadError::UnknownRun(format!(
+                "no replay report {name:?} under the reports directory: see /reports for the ones there are"
+            ))
+        })?;
+        let report = crate::reports::read(&file.path).map_err(ReadError::Other)?;
+        let recorded = match crate::reports::tape_beside(&file.path) {
+            Some(facts) => Some(facts),
+            None => self.run_facts(&report.run_id).ok().map(|(_, f)| f),
+        };
+        Ok((report, recorded))
+    }
+
     fn swap(&self, new: Current) {
         *self.current.write().unwrap_or_else(|e| e.into_inner()) = new;
         self.timelines
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clear();
+        self.views.lock().unwrap_or_else(|e| e.into_inner()).clear();
         self.generation.send_modify(|g| *g += 1);
     }
 }

@@ -1,0 +1,436 @@
+//! `reel serve`: the page of one run and the views that start from it,
+//! end to end with the real `reel` binary and Debian's chromium (through
+//! chromium-driver): the waterfall's collapse, collapse-below-a-duration
+//! and focus (in the URL), the lanes, the `reel show` command a fact is
+//! copied as (run with the real binary), artifacts (previewed, or only
+//! downloaded, never rendered), two runs compared as `reel diff` aligns
+//! them, a real replay report, a proxy recording's wire view, and a run
+//! followed live while the recorder writes it.
+
+mod console;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use console::*;
+use fantoccini::{Client, Locator};
+use reel::fact::{FactKind, NewFact};
+use reel_archive::{Archive, ArchiveConfig};
+use serde_json::{json, Value};
+
+/// A fact of `kind` with fields `data`, through the core's own parser.
+fn kind(name: &str, data: Value) -> FactKind {
+    FactKind::from_parts(name, data).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+fn call_started(id: &str, tool: &str, parent: Option<&str>) -> FactKind {
+    kind(
+        "call.started",
+        json!({
+            "call_id": id, "tool_name": tool, "tool_id": null, "parent_call": parent,
+            "iteration": 1, "invocation_id": null, "mode": "async", "protocol": null,
+            "platform": null, "client_info": null, "args": {"q": id}, "wanted": null,
+            "attached": null, "spec": null,
+        }),
+    )
+}
+
+fn call_ended(duration_ns: u64) -> FactKind {
+    kind(
+        "call.ended",
+        json!({"outcome": {"status": "ok", "result": "done"}, "duration_ns": duration_ns}),
+    )
+}
+
+/// Artifacts of the `nested` run: (id, media type, bytes).
+fn artifacts() -> Vec<(&'static str, &'static str, Vec<u8>)> {
+    // A 1x1 PNG.
+    let png = vec![
+        0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48, 0x44,
+        0x52, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x06, 0x00, 0x00, 0x00, 0x1f,
+        0x15, 0xc4, 0x89, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x44, 0x41, 0x54, 0x78, 0x9c, 0x63, 0xf8,
+        0xcf, 0xc0, 0xf0, 0x1f, 0x00, 0x05, 0x00, 0x01, 0xff, 0x89, 0x99, 0x3d, 0x1d, 0x00, 0x00,
+        0x00, 0x00, 0x49, 0x45, 0x4e, 0x44, 0xae, 0x42, 0x60, 0x82,
+    ];
+    vec![
+        ("art-text", "text/plain", format!("notes {HOSTILE}").into_bytes()),
+        (
+            "art-json",
+            "application/json",
+            br#"{"answer":42,"list":[1,2]}"#.to_vec(),
+        ),
+        ("art-png", "image/png", png),
+        (
+            "art-html",
+            "text/html",
+            b"<html><body><script>document.title='pwned';alert('html')</script><img src=x onerror=alert(3)></body></html>".to_vec(),
+        ),
+        (
+            "art-svg",
+            "image/svg+xml",
+            b"<svg xmlns='http://www.w3.org/2000/svg' onload='alert(4)'><script>alert(5)</script></svg>"
+                .to_vec(),
+        ),
+        // An SVG that claims to be a PNG: served as image/png, inline, it
+        // is no image and runs nothing.
+        (
+            "art-fake-png",
+            "image/png",
+            b"<svg xmlns='http://www.w3.org/2000/svg' onload='alert(6)'></svg>".to_vec(),
+        ),
+    ]
+}
+
+/// The run `nested`: `root` (40 ms) dispatches `child` (20 ms), which
+/// dispatches `grandchild` (2 ms); `sibling` (1 ms) runs beside `root`.
+/// Facts in every lane; the artifacts of [`artifacts`] put by `child`.
+/// Returns each artifact's seq.
+fn nested_run(dir: &Path) -> Vec<u64> {
+    let archive = Archive::open(dir, ArchiveConfig::default()).unwrap();
+    let ms = 1_000_000u64;
+    let mut facts: Vec<(u64, Option<&str>, FactKind)> = vec![
+        (
+            0,
+            None,
+            kind(
+                "run.started",
+                json!({"run_id": "nested", "session_id": null, "identity": {"tenant": "acme", "principal": "ann", "conversation": null},
+                       "producer": {"name": "test", "version": "1"}, "labels": {}, "teardown_scopes": ["run"]}),
+            ),
+        ),
+        (ms, Some("root"), call_started("root", "plan", None)),
+        (
+            2 * ms,
+            Some("root"),
+            kind(
+                "progress",
+                json!({"payload": {"message": "planning"}, "count": 1}),
+            ),
+        ),
+        (
+            3 * ms,
+            Some("child"),
+            call_started("child", "build", Some("root")),
+        ),
+        (
+            4 * ms,
+            Some("child"),
+            kind(
+                "effect",
+                json!({"name": "github.plan", "request": {"a": 1}, "outcome": {"ok": {"steps": 2}}}),
+            ),
+        ),
+        (
+            5 * ms,
+            Some("child"),
+            kind(
+                "elicit.requested",
+                json!({"message": "Deploy?", "schema": {"type": "object"}, "mode": "form", "ttl_ms": null}),
+            ),
+        ),
+        (
+            6 * ms,
+            Some("child"),
+            kind(
+                "elicit.answered",
+                json!({"outcome": {"outcome": "accept", "content": {"ok": true}}, "validation_errors": [], "pre_resolved": false}),
+            ),
+        ),
+        (
+            7 * ms,
+            Some("grandchild"),
+            call_started("grandchild", "lint", Some("child")),
+        ),
+        (
+            8 * ms,
+            Some("grandchild"),
+            kind(
+                "log",
+                json!({"level": "info", "logger": null, "subflow": null, "data": "linting", "delivered": false}),
+            ),
+        ),
+        (9 * ms, Some("grandchild"), call_ended(2 * ms)),
+    ];
+    let mut seq_of = Vec::new();
+    let mut at = 10 * ms;
+    for (id, media_type, bytes) in artifacts() {
+        let digest = archive.put_artifact(&bytes).unwrap();
+        seq_of.push(facts.len() as u64);
+        facts.push((
+            at,
+            Some("child"),
+            kind(
+                "artifact.put",
+                json!({"meta": {"id": id, "digest": digest, "size": bytes.len(), "media_type": media_type,
+                                "scope": {"tenant": "acme", "principal": null, "conversation": null},
+                                "origin": {"run_id": "nested", "call_id": "child"}}}),
+            ),
+        ));
+        at += ms / 2;
+    }
+    facts.extend([
+        (17 * ms, Some("child"), kind("teardown.registered", json!({"scope": "run", "key_hash": "sha256:aa", "first": true, "registrations": 1, "registered_at": 0}))),
+        (23 * ms, Some("child"), call_ended(20 * ms)),
+        (30 * ms, Some("root"), kind("cancel.requested", json!({"reason": "enough"}))),
+        (41 * ms, Some("root"), call_ended(40 * ms)),
+        (42 * ms, Some("sibling"), call_started("sibling", "ping", None)),
+        (43 * ms, Some("sibling"), call_ended(ms)),
+        (44 * ms, None, kind("teardown.ran", json!({"scope": "run", "key_hash": "sha256:aa", "outcome": {"outcome": "ok"}, "duration_ns": 5, "registrations": 1, "last_registered_at": 0}))),
+        (45 * ms, None, kind("run.ended", json!({"status": "completed"}))),
+    ]);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as i64;
+    let facts = facts
+        .into_iter()
+        .map(|(offset, call, kind)| NewFact {
+            at: now + offset as i64,
+            offset,
+            call: call.map(Into::into),
+            kind,
+        })
+        .collect();
+    archive.append("nested", facts).unwrap();
+    archive.flush().unwrap();
+    seq_of
+}
+
+async fn strings(c: &Client, script: &str) -> Vec<String> {
+    serde_json::from_value(js(c, script).await).unwrap_or_else(|e| panic!("{script}: {e}"))
+}
+
+async fn text(c: &Client, script: &str) -> String {
+    let v = js(c, script).await;
+    v.as_str()
+        .unwrap_or_else(|| panic!("{script}: {v}"))
+        .to_owned()
+}
+
+async fn numbers(c: &Client, script: &str) -> Vec<f64> {
+    serde_json::from_value(js(c, script).await).unwrap_or_else(|e| panic!("{script}: {e}"))
+}
+
+/// Opens a run's page and waits for its script (`run.js`).
+async fn open_run(c: &Client, url: &str) {
+    open(c, url).await;
+    let started = Instant::now();
+    while js(c, "return document.body.dataset.runReady || null").await != json!("1") {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{url}: run.js did not run"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The waterfall's visible rows, by call.
+async fn rows(c: &Client) -> Vec<String> {
+    strings(
+        c,
+        "return Array.from(document.querySelectorAll('#waterfall .wf-row')).filter(r => !r.hidden).map(r => r.dataset.call)",
+    )
+    .await
+}
+
+async fn click(c: &Client, css: &str) {
+    c.find(Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("{css}: {e}"))
+        .click()
+        .await
+        .unwrap();
+}
+
+/// Runs a command line as a shell would (the one the console copied).
+fn sh(line: &str) -> String {
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(line)
+        .env("PATH", path_with_reel())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{line}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// `PATH` with the `reel` under test first.
+fn path_with_reel() -> String {
+    let bin = Path::new(env!("CARGO_BIN_EXE_reel")).parent().unwrap();
+    format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_page_collapses_focuses_and_copies_commands() {
+    let tmp = tempfile::tempdir().unwrap();
+    // A space and a quote in the archive's path: the copied command
+    // quotes it.
+    let dir = tmp.path().join("the archive's");
+    demo(&dir);
+    nested_run(&dir);
+    let served = serve(&dir);
+    let driver = driver();
+    let c = browser(&driver).await;
+    let base = served.base.clone();
+
+    open_run(&c, &format!("{base}/runs/nested")).await;
+    assert_eq!(
+        rows(&c).await,
+        ["root", "child", "grandchild", "sibling"],
+        "tree order"
+    );
+    // The lanes: every fact of each lane marked, on the run's axis.
+    let lanes: Value = js(
+        &c,
+        "return Object.fromEntries(Array.from(document.querySelectorAll('#lanes .lane')).map(l => \
+         [l.dataset.lane, l.querySelectorAll('.mark').length]))",
+    )
+    .await;
+    assert_eq!(
+        lanes,
+        json!({"progress": 1, "logs": 1, "effects": 1, "elicitations": 2, "artifacts": 6, "teardown": 2, "cancellation": 1})
+    );
+    let lefts = numbers(
+        &c,
+        "return Array.from(document.querySelectorAll('#lanes .mark')).map(m => parseFloat(m.style.left))",
+    )
+    .await;
+    assert!(lefts.iter().all(|l| (0.0..=100.0).contains(l)), "{lefts:?}");
+    // The cancellation at +30 ms of a 45 ms run: two thirds along.
+    let cancel = numbers(
+        &c,
+        "return [parseFloat(document.querySelector('#lanes .mk-cancellation').style.left)]",
+    )
+    .await[0];
+    assert!((cancel - 66.667).abs() < 0.01, "{cancel}");
+
+    // Collapse `root`: its subtree is hidden, the rest stays; in the URL.
+    click(&c, "#waterfall .wf-row[data-call='root'] button.twisty").await;
+    assert_eq!(rows(&c).await, ["root", "sibling"]);
+    let search = text(&c, "return location.search").await;
+    assert_eq!(search, "?collapse=root");
+    // The shared URL opens the same view.
+    open_run(&c, &format!("{base}/runs/nested?collapse=root")).await;
+    assert_eq!(rows(&c).await, ["root", "sibling"]);
+    click(&c, "#waterfall .wf-row[data-call='root'] button.twisty").await;
+    assert_eq!(rows(&c).await.len(), 4, "expanded again");
+    // Collapse a middle call: only what is below it goes.
+    click(&c, "#waterfall .wf-row[data-call='child'] button.twisty").await;
+    assert_eq!(rows(&c).await, ["root", "child", "sibling"]);
+    click(&c, "#expand-all").await;
+    click(&c, "#collapse-all").await;
+    assert_eq!(rows(&c).await, ["root", "sibling"]);
+    click(&c, "#expand-all").await;
+
+    // Hide calls shorter than 5 ms: `grandchild` (2 ms) and `sibling`
+    // (1 ms).
+    js(
+        &c,
+        "var b = document.getElementById('below'); b.value = '5'; b.dispatchEvent(new Event('input'))",
+    )
+    .await;
+    assert_eq!(rows(&c).await, ["root", "child"]);
+    let said = text(
+        &c,
+        "return document.getElementById('tree-count').textContent",
+    )
+    .await;
+    assert_eq!(said, "hidden: 2 shorter than 5 ms");
+    let search = text(&c, "return location.search").await;
+    assert_eq!(search, "?below=5");
+    js(
+        &c,
+        "var b = document.getElementById('below'); b.value = ''; b.dispatchEvent(new Event('input'))",
+    )
+    .await;
+
+    // Focus on `child`: its subtree only, in the waterfall, the facts and
+    // the lanes; in the URL.
+    click(&c, "#waterfall .wf-row[data-call='child'] button.focus-btn").await;
+    assert_eq!(rows(&c).await, ["child", "grandchild"]);
+    let facts = strings(
+        &c,
+        "return Array.from(document.querySelectorAll('.fact-list .fact')).filter(f => !f.hidden).map(f => f.dataset.call)",
+    )
+    .await;
+    assert!(!facts.is_empty());
+    assert!(
+        facts.iter().all(|c| c == "child" || c == "grandchild"),
+        "{facts:?}"
+    );
+    let marks = strings(
+        &c,
+        "return Array.from(document.querySelectorAll('#lanes .mark')).filter(m => !m.hidden).map(m => m.dataset.call)",
+    )
+    .await;
+    assert!(!marks.contains(&"root".to_owned()), "{marks:?}");
+    assert!(marks.contains(&"grandchild".to_owned()), "{marks:?}");
+    let search = text(&c, "return location.search").await;
+    assert_eq!(search, "?focus=child");
+    open_run(&c, &format!("{base}/runs/nested?focus=child")).await;
+    assert_eq!(rows(&c).await, ["child", "grandchild"]);
+    // The focused call's command shows its facts with the real binary.
+    click(&c, "#focus-cmd button.copy").await;
+    let copied = text(
+        &c,
+        "return document.querySelector('#focus-cmd button.copy').dataset.copied",
+    )
+    .await;
+    assert!(
+        copied.contains("'"),
+        "the archive's path is quoted: {copied}"
+    );
+    let shown = sh(&copied);
+    assert!(shown.contains("run nested"), "{shown}");
+    assert!(shown.contains("child build"), "{shown}");
+    assert!(shown.contains("child build call.started"), "{shown}");
+    assert!(!shown.contains("sibling ping call.started"), "{shown}");
+    assert!(!shown.contains("root plan call.started"), "{shown}");
+    click(&c, "#unfocus").await;
+    assert_eq!(rows(&c).await.len(), 4);
+    let search = text(&c, "return location.search").await;
+    assert_eq!(search, "");
+
+    // A fact's inspector: its command, run, lists that fact.
+    for (seq, line) in [
+        (4u64, "effect"),
+        (0, "run.started"),
+        (18, "cancel.requested"),
+    ] {
+        open_run(&c, &format!("{base}/runs/nested#seq-{seq}")).await;
+        click(&c, &format!("#seq-{seq} .fact-cmd button.copy")).await;
+        let copied = text(
+            &c,
+            &format!(
+                "return document.querySelector('#seq-{seq} .fact-cmd button.copy').dataset.copied"
+            ),
+        )
+        .await;
+        let shown = sh(&copied);
+        let want = format!("#{seq} ");
+        let hit = shown
+            .lines()
+            .find(|l| l.contains(&want))
+            .unwrap_or_else(|| panic!("{copied}: #{seq} not shown:\n{shown}"));
+        assert!(hit.contains(line), "{hit}");
+    }
+    // The existing filter still works beside the tree.
+    open_run(&c, &format!("{base}/runs/nested?kind=progress")).await;
+    let kinds = strings(
+        &c,
+        "return Array.from(document.querySelectorAll('.fact-list .fact')).filter(f => !f.hidden).map(f => f.dataset.kind)",
+    )
+    .await;
+    assert_eq!(kinds, ["progress"]);
+    no_alert(&c).await;
+    c.close().await.unwrap();
+}
