@@ -434,3 +434,142 @@ async fn a_run_page_collapses_focuses_and_copies_commands() {
     no_alert(&c).await;
     c.close().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn artifacts_are_previewed_or_downloaded_and_never_rendered() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("archive");
+    let seqs = nested_run(&dir);
+    let served = serve(&dir);
+    let base = served.base.clone();
+    let arts = artifacts();
+
+    // Downloads: the recorded type, always an attachment, never sniffed;
+    // inline only for a previewable image type.
+    for ((id, media_type, bytes), seq) in arts.iter().zip(&seqs) {
+        for inline in [false, true] {
+            let path = format!(
+                "/runs/nested/artifacts/{seq}/raw{}",
+                if inline { "?inline=1" } else { "" }
+            );
+            let (status, answer, body) = http_get_bytes(&base, &path);
+            assert_eq!(status, 200, "{path}: {answer}");
+            assert_eq!(header(&answer, "content-type"), Some(*media_type), "{path}");
+            assert_eq!(
+                header(&answer, "x-content-type-options"),
+                Some("nosniff"),
+                "{path}"
+            );
+            assert!(
+                header(&answer, "content-security-policy").is_some_and(|p| p
+                    .contains("default-src 'none'")
+                    && p.contains("script-src 'self'")),
+                "{path}"
+            );
+            let disposition = header(&answer, "content-disposition").unwrap();
+            let image = media_type.starts_with("image/png");
+            if inline && image {
+                assert_eq!(disposition, "inline", "{path}");
+            } else {
+                assert_eq!(
+                    disposition,
+                    format!("attachment; filename=\"{id}\""),
+                    "{path}"
+                );
+            }
+            assert_eq!(body, *bytes, "{path}");
+        }
+    }
+    // Reached only through a fact of the run that names one.
+    for (path, want) in [
+        ("/runs/nested/artifacts/0", 404),
+        ("/runs/nested/artifacts/0/raw", 404),
+        ("/runs/nested/artifacts/999", 404),
+        ("/runs/nested/artifacts/x/raw", 400),
+        ("/runs/nope/artifacts/10/raw", 404),
+    ] {
+        let (status, answer) = http_get(&base, path, &[]);
+        assert_eq!(status, want, "{path}: {answer}");
+    }
+    let (_, answer) = http_get(&base, "/runs/nested/artifacts/0", &[]);
+    assert!(
+        answer.contains("is run.started, not an artifact"),
+        "{answer}"
+    );
+
+    let driver = driver();
+    let c = browser(&driver).await;
+    // From the artifacts lane to the text artifact's preview: as text.
+    open_run(&c, &format!("{base}/runs/nested")).await;
+    click(&c, "#lanes .mk-artifacts").await;
+    let started = Instant::now();
+    while js(&c, "return document.body && document.body.dataset.page").await != json!("artifact") {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no artifact page"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let preview = text(
+        &c,
+        "return document.getElementById('preview').dataset.preview",
+    )
+    .await;
+    assert_eq!(preview, "text");
+    let shown = text(&c, "return document.getElementById('preview').textContent").await;
+    assert_eq!(shown, format!("notes {HOSTILE}"));
+    assert_eq!(
+        js(&c, "return document.querySelectorAll('img').length").await,
+        json!(0)
+    );
+    no_alert(&c).await;
+    // JSON, pretty-printed.
+    open(&c, &format!("{base}/runs/nested/artifacts/{}", seqs[1])).await;
+    let shown = text(&c, "return document.getElementById('preview').textContent").await;
+    assert!(shown.contains("\"answer\": 42"), "{shown}");
+    // The PNG, decoded as an image.
+    open(&c, &format!("{base}/runs/nested/artifacts/{}", seqs[2])).await;
+    let started = Instant::now();
+    while js(
+        &c,
+        "var i = document.querySelector('#preview img'); return i.complete && i.naturalWidth",
+    )
+    .await
+        != json!(1)
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the PNG did not load"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // HTML, SVG, and an SVG that says it is a PNG: nothing of theirs runs.
+    for (i, want) in [(3, "none"), (4, "none"), (5, "image")] {
+        let url = format!("{base}/runs/nested/artifacts/{}", seqs[i]);
+        open(&c, &url).await;
+        let preview = text(
+            &c,
+            "return document.getElementById('preview').dataset.preview",
+        )
+        .await;
+        assert_eq!(preview, want, "{url}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        no_alert(&c).await;
+        let scripts = js(
+            &c,
+            "return document.querySelectorAll('script, iframe, object, embed, svg').length",
+        )
+        .await;
+        assert_eq!(scripts, json!(1), "{url}: only the console's own script");
+        let title = text(&c, "return document.title").await;
+        assert!(title.starts_with("reel: artifact"), "{title}");
+        // Its download, asked for directly, is saved, not shown.
+        let raw = format!("{url}/raw");
+        let _ = c.goto(&raw).await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        no_alert(&c).await;
+        let title = text(&c, "return document.title").await;
+        assert_ne!(title, "pwned", "{raw}");
+    }
+    c.close().await.unwrap();
+}
