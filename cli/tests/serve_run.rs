@@ -573,3 +573,153 @@ async fn artifacts_are_previewed_or_downloaded_and_never_rendered() {
     }
     c.close().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_being_recorded_updates_live_on_its_page() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("archive");
+    // The demo runs, then a slow live run the recorder writes and serves
+    // on its socket.
+    let mut recorder = reel()
+        .args([
+            "demo",
+            "--live-hops",
+            "40",
+            "--live-pause-ms",
+            "150",
+            "--archive",
+        ])
+        .arg(&dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let socket = dir.join("reel.sock");
+    let started = Instant::now();
+    while std::os::unix::net::UnixStream::connect(&socket).is_err() {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the recorder serves no socket"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let served = serve(&dir);
+    let base = served.base.clone();
+    let started = Instant::now();
+    loop {
+        let (status, page) = http_get(&base, "/runs/demo-live", &[]);
+        if status == 200 && page.contains("data-state=\"running\"") {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the live run is not served: {page}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let driver = driver();
+    let c = browser(&driver).await;
+    open_run(&c, &format!("{base}/runs/demo-live")).await;
+    assert_eq!(
+        text(&c, "return document.body.dataset.live").await,
+        "following"
+    );
+    // A mark of this page load: a reload would lose it.
+    js(&c, "window.sameLoad = true").await;
+    let facts = |c: &Client| {
+        let c = c.clone();
+        async move {
+            js(
+                &c,
+                "return Number(document.getElementById('run-head').dataset.facts)",
+            )
+            .await
+            .as_u64()
+            .unwrap()
+        }
+    };
+    let first = facts(&c).await;
+    let listed_first = js(
+        &c,
+        "return document.querySelectorAll('.fact-list .fact').length",
+    )
+    .await;
+    // It grows while the recorder writes, without a reload.
+    let started = Instant::now();
+    let mut seen = vec![first];
+    while seen.len() < 4 {
+        let now = facts(&c).await;
+        if now != *seen.last().unwrap() {
+            assert!(now > *seen.last().unwrap(), "{seen:?} then {now}");
+            seen.push(now);
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the page did not follow the run: {seen:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(js(&c, "return window.sameLoad === true").await, json!(true));
+    let listed = js(
+        &c,
+        "return document.querySelectorAll('.fact-list .fact').length",
+    )
+    .await;
+    assert!(
+        listed.as_u64() > listed_first.as_u64(),
+        "{listed} vs {listed_first}"
+    );
+    // The filter set before an update still holds after it.
+    js(
+        &c,
+        "var s = document.getElementById('kind-filter'); s.value = 'progress'; s.dispatchEvent(new Event('change'))",
+    )
+    .await;
+    let before = facts(&c).await;
+    let started = Instant::now();
+    while facts(&c).await == before {
+        assert!(started.elapsed() < Duration::from_secs(30), "no update");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let kinds = strings(
+        &c,
+        "return Array.from(document.querySelectorAll('.fact-list .fact')).filter(f => !f.hidden).map(f => f.dataset.kind)",
+    )
+    .await;
+    assert!(
+        !kinds.is_empty() && kinds.iter().all(|k| k == "progress"),
+        "{kinds:?}"
+    );
+    // Once the recorder is done, the page says the run completed, and
+    // stops following.
+    let status = tokio::task::spawn_blocking(move || recorder.wait().unwrap())
+        .await
+        .unwrap();
+    assert!(status.success());
+    let started = Instant::now();
+    while js(
+        &c,
+        "return document.getElementById('run-head').dataset.state",
+    )
+    .await
+        != json!("completed")
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the page did not see the run end"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        text(&c, "return document.body.dataset.live").await,
+        "closed"
+    );
+    assert_eq!(js(&c, "return window.sameLoad === true").await, json!(true));
+    let total = facts(&c).await;
+    let (_, shown) = http_get(&base, "/runs/demo-live", &[]);
+    assert!(
+        shown.contains(&format!("data-facts=\"{total}\"")),
+        "the live page ends where the run ends ({total})"
+    );
+    c.close().await.unwrap();
+}
