@@ -723,3 +723,185 @@ async fn a_run_being_recorded_updates_live_on_its_page() {
     );
     c.close().await.unwrap();
 }
+
+/// A run `id` of one call `c1` of three progress reports, the second
+/// saying `message`.
+fn linear_run(dir: &Path, id: &str, message: &str) {
+    let archive = Archive::open(dir, ArchiveConfig::default()).unwrap();
+    let facts = vec![
+        kind(
+            "run.started",
+            json!({"run_id": id, "session_id": null, "identity": null,
+                   "producer": {"name": "test", "version": "1"}, "labels": {}, "teardown_scopes": []}),
+        ),
+        call_started("c1", "walk", None),
+        kind(
+            "progress",
+            json!({"payload": {"message": "one"}, "count": 1}),
+        ),
+        kind(
+            "progress",
+            json!({"payload": {"message": message}, "count": 2}),
+        ),
+        kind(
+            "progress",
+            json!({"payload": {"message": "three"}, "count": 3}),
+        ),
+        call_ended(5),
+        kind("run.ended", json!({"status": "completed"})),
+    ];
+    let facts = facts
+        .into_iter()
+        .enumerate()
+        .map(|(i, kind)| NewFact {
+            at: 1_700_000_000_000_000_000 + i as i64 * 1000,
+            offset: i as u64 * 1000,
+            call: (i > 0 && i < 6).then(|| "c1".into()),
+            kind,
+        })
+        .collect();
+    archive.append(id, facts).unwrap();
+    archive.flush().unwrap();
+}
+
+/// `reel diff A B`'s verdict: the first differing position, if any.
+fn reel_diff(dir: &Path, a: &str, b: &str) -> Option<u64> {
+    let out = reel()
+        .args(["diff", "--archive"])
+        .arg(dir)
+        .args([a, b])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let last = text.lines().last().unwrap_or("").to_owned();
+    match last.strip_prefix("the runs differ first at fact ") {
+        Some(i) => {
+            assert_eq!(out.status.code(), Some(1), "{text}");
+            Some(i.trim().parse().unwrap())
+        }
+        None => {
+            assert!(out.status.success(), "{text}");
+            None
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_runs_compared_as_reel_diff_aligns_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("archive");
+    linear_run(&dir, "walk-a", "two");
+    linear_run(&dir, "walk-b", HOSTILE);
+    linear_run(&dir, "walk-c", "two");
+    demo(&dir);
+    nested_run(&dir);
+    let served = serve(&dir);
+    let base = served.base.clone();
+    let driver = driver();
+    let c = browser(&driver).await;
+
+    // From a run's page: its compare form.
+    open_run(&c, &format!("{base}/runs/walk-a")).await;
+    c.find(Locator::Css(".compare-form input[name='b']"))
+        .await
+        .unwrap()
+        .send_keys("walk-b")
+        .await
+        .unwrap();
+    click(&c, ".compare-form button[type='submit']").await;
+    let started = Instant::now();
+    while js(&c, "return document.body && document.body.dataset.page").await != json!("compare") {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no compare page"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let url = text(&c, "return location.pathname + location.search").await;
+    assert_eq!(url, "/compare?a=walk-a&b=walk-b");
+
+    // Every pair: the first difference where `reel diff` finds it, and
+    // each position's two facts side by side.
+    for (a, b) in [
+        ("walk-a", "walk-b"),
+        ("walk-a", "walk-c"),
+        ("walk-a", "nested"),
+        ("demo-deploy", "demo-deploy-failed"),
+        ("demo-search", "demo-walk-cancelled"),
+    ] {
+        let want = reel_diff(&dir, a, b);
+        open(&c, &format!("{base}/compare?a={a}&b={b}")).await;
+        no_alert(&c).await;
+        let first = text(
+            &c,
+            "return document.getElementById('compare').dataset.first",
+        )
+        .await;
+        assert_eq!(
+            first,
+            want.map(|w| w.to_string()).unwrap_or_default(),
+            "{a} vs {b}"
+        );
+        let marked = strings(
+            &c,
+            "return Array.from(document.querySelectorAll('tr.first-diff')).map(r => r.dataset.index)",
+        )
+        .await;
+        assert_eq!(
+            marked,
+            want.map(|w| vec![w.to_string()]).unwrap_or_default(),
+            "{a} vs {b}"
+        );
+        let seqs: Vec<Vec<String>> = serde_json::from_value(
+            js(
+                &c,
+                "return Array.from(document.querySelectorAll('tr.row')).map(r => \
+                 Array.from(r.querySelectorAll('td.side')).map(s => s.dataset.seq || ''))",
+            )
+            .await,
+        )
+        .unwrap();
+        for (i, pair) in seqs.iter().enumerate() {
+            for seq in pair.iter().filter(|s| !s.is_empty()) {
+                assert_eq!(
+                    seq,
+                    &i.to_string(),
+                    "{a} vs {b}: row {i} is aligned by position"
+                );
+            }
+        }
+        let verdict = text(&c, "return document.getElementById('verdict').textContent").await;
+        match want {
+            Some(i) => assert!(
+                verdict.contains(&format!("differ first at fact {i}")),
+                "{verdict}"
+            ),
+            None => assert!(verdict.contains("match"), "{verdict}"),
+        }
+    }
+    // The first difference of walk-a and walk-b: the message, its field
+    // named, the hostile text shown as text.
+    open(&c, &format!("{base}/compare?a=walk-a&b=walk-b")).await;
+    let field = text(
+        &c,
+        "return document.querySelector('#first-diff .path').textContent",
+    )
+    .await;
+    assert_eq!(field, "progress.payload.message");
+    let actual = text(
+        &c,
+        "return document.querySelector('#first-diff .actual').textContent",
+    )
+    .await;
+    assert!(actual.contains(HOSTILE), "{actual}");
+    assert_eq!(
+        js(&c, "return document.querySelectorAll('img, script').length").await,
+        json!(1)
+    );
+    no_alert(&c).await;
+    // An unknown run is said, not an empty comparison.
+    let (status, answer) = http_get(&base, "/compare?a=walk-a&b=nope", &[]);
+    assert_eq!(status, 404, "{answer}");
+    assert!(answer.contains("nope"), "{answer}");
+    c.close().await.unwrap();
+}
