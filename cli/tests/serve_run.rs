@@ -905,3 +905,216 @@ async fn two_runs_compared_as_reel_diff_aligns_them() {
     assert!(answer.contains("nope"), "{answer}");
     c.close().await.unwrap();
 }
+
+/// `fetch`, changed: it now says "Downloading" first.
+async fn fetch_v2(
+    ctx: reel::context::ToolContext,
+    url: String,
+) -> Result<Value, reel::context::ToolError> {
+    ctx.progress(json!({ "message": format!("Downloading {url}") }));
+    reel_recorder::demo::fetch(ctx, url).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replay_report_is_shown_beside_its_recording() {
+    use reel_replayer::{replay, Recording, ReplayOptions};
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("archive");
+    nested_run(&dir);
+    let reports = tmp.path().join("reports");
+    std::fs::create_dir_all(reports.join("tapes")).unwrap();
+    let tapes = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/tapes");
+    // A real replay of the demo's search with a changed `fetch`: it
+    // diverges; the report is written beside the tape, as the replayer's
+    // test support writes it.
+    let tape = reports.join("tapes/demo-search.tape.jsonl");
+    std::fs::copy(tapes.join("demo-search.tape.jsonl"), &tape).unwrap();
+    let recording = Recording::from_tape_file(&tape).unwrap();
+    let changed = reel::tools::Tools::new()
+        .register("search", reel_recorder::demo::search)
+        .register("fetch", fetch_v2);
+    let diverged = replay(&recording, &changed, &ReplayOptions::default()).await;
+    assert!(!diverged.is_match());
+    diverged.write_beside(&tape).unwrap();
+    // The same replay with the tools as they were: it matches.
+    let same = reports.join("demo-search-same.tape.jsonl");
+    std::fs::copy(tapes.join("demo-search.tape.jsonl"), &same).unwrap();
+    let tools = reel::tools::Tools::new()
+        .register("search", reel_recorder::demo::search)
+        .register("fetch", reel_recorder::demo::fetch);
+    let matched = replay(&recording, &tools, &ReplayOptions::default()).await;
+    assert!(matched.is_match(), "{matched}");
+    matched.write_beside(&same).unwrap();
+    // A report with no tape beside it and no run of its id in the
+    // archive; a broken one.
+    let mut orphan = diverged.clone();
+    orphan.run_id = "gone".into();
+    std::fs::write(
+        reports.join("orphan.report.json"),
+        serde_json::to_vec(&orphan).unwrap(),
+    )
+    .unwrap();
+    std::fs::write(reports.join("broken.report.json"), "{ not json").unwrap();
+
+    let served = serve_with(&dir, &["--reports".as_ref(), reports.as_os_str()]);
+    let base = served.base.clone();
+    let driver = driver();
+    let c = browser(&driver).await;
+
+    open(&c, &format!("{base}/reports")).await;
+    let listed = strings(
+        &c,
+        "return Array.from(document.querySelectorAll('tr.report')).map(r => r.dataset.name).sort()",
+    )
+    .await;
+    assert_eq!(
+        listed,
+        [
+            "broken.report.json",
+            "demo-search-same.tape.jsonl.report.json",
+            "orphan.report.json",
+            "tapes/demo-search.tape.jsonl.report.json",
+        ]
+    );
+    // The diverged one: its first divergence, its field, at the row the
+    // replayer names, the recorded fact there the one it names.
+    click(
+        &c,
+        "tr.report[data-name='tapes/demo-search.tape.jsonl.report.json'] a",
+    )
+    .await;
+    let started = Instant::now();
+    while js(&c, "return document.body && document.body.dataset.page").await != json!("report") {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no report page"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (call, d) = diverged
+        .calls
+        .iter()
+        .find_map(|c| c.divergence.as_ref().map(|d| (c, d)))
+        .unwrap();
+    let shown = js(
+        &c,
+        "var s = document.getElementById('first-divergence'); \
+         return [s.dataset.call, s.dataset.index, s.dataset.field]",
+    )
+    .await;
+    assert_eq!(
+        shown,
+        json!([
+            call.call_id,
+            d.index.to_string(),
+            d.diff.first().map(|f| f.path.clone()).unwrap_or_default()
+        ])
+    );
+    let row = js(
+        &c,
+        &format!(
+            "var r = document.querySelector('#call-{} tr.first-diff'); \
+             return [r.dataset.index, r.querySelector('td.side').dataset.seq || null]",
+            call.call_id
+        ),
+    )
+    .await;
+    assert_eq!(
+        row,
+        json!([d.index.to_string(), d.seq.map(|s| s.to_string())])
+    );
+    assert_eq!(
+        js(
+            &c,
+            "return document.querySelectorAll('tr.first-diff').length"
+        )
+        .await,
+        json!(1),
+        "one first divergence"
+    );
+    let fields = text(
+        &c,
+        "return document.getElementById('first-diff').textContent",
+    )
+    .await;
+    let named = d
+        .diff
+        .first()
+        .map(|f| f.path.clone())
+        .unwrap_or_else(|| d.kind.as_str().to_owned());
+    assert!(fields.contains(&named), "{named}: {fields}");
+    // The changed tool's new progress, on the replayed side.
+    let replayed = strings(
+        &c,
+        "return Array.from(document.querySelectorAll('tr.row td.side:last-child')).map(s => s.textContent)",
+    )
+    .await;
+    assert!(
+        replayed.iter().any(|t| t.contains("Downloading")),
+        "{replayed:?}"
+    );
+    assert_eq!(
+        js(&c, "return !!document.getElementById('no-recording')").await,
+        json!(false)
+    );
+    // Each call: recorded and replayed side by side.
+    let verdicts = strings(
+        &c,
+        "return Array.from(document.querySelectorAll('section.call-report')).map(s => s.dataset.call + ' ' + s.dataset.verdict)",
+    )
+    .await;
+    let want: Vec<String> = diverged
+        .calls
+        .iter()
+        .map(|c| {
+            format!(
+                "{} {}",
+                c.call_id,
+                serde_json::to_value(c.verdict).unwrap().as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(verdicts, want);
+
+    // The matched one says so; the orphan shows the replayed side and says
+    // why; the broken one is named.
+    open(
+        &c,
+        &format!("{base}/reports/demo-search-same.tape.jsonl.report.json"),
+    )
+    .await;
+    assert_eq!(
+        js(&c, "return !!document.getElementById('first-divergence')").await,
+        json!(false)
+    );
+    assert_eq!(
+        text(&c, "return document.querySelector('h1 .pill').textContent").await,
+        "matched"
+    );
+    open(&c, &format!("{base}/reports/orphan.report.json")).await;
+    assert_eq!(
+        js(&c, "return !!document.getElementById('no-recording')").await,
+        json!(true)
+    );
+    let (status, answer) = http_get(&base, "/reports/broken.report.json", &[]);
+    assert_eq!(status, 500, "{answer}");
+    assert!(answer.contains("is not a reel replay report"), "{answer}");
+    // Only what the listing has: nothing else on disk.
+    for path in [
+        "/reports/..%2F..%2Fetc%2Fpasswd",
+        "/reports/tapes/demo-search.tape.jsonl",
+        "/reports/nope.report.json",
+    ] {
+        let (status, answer) = http_get(&base, path, &[]);
+        assert_eq!(status, 404, "{path}: {answer}");
+        assert!(!answer.contains("root:"), "{answer}");
+    }
+    c.close().await.unwrap();
+    drop(served);
+
+    // Without --reports, the page says how to get them.
+    let served = serve(&dir);
+    let (status, page) = http_get(&served.base, "/reports", &[]);
+    assert_eq!(status, 200);
+    assert!(page.contains("reel serve --reports DIR"), "{page}");
+}

@@ -231,6 +231,19 @@ pub fn serve(dir: &Path) -> Served {
     served(child)
 }
 
+/// `reel serve` with more arguments (e.g. `--reports DIR`).
+pub fn serve_with(dir: &Path, args: &[&std::ffi::OsStr]) -> Served {
+    let child = reel()
+        .args(["serve", "--listen", "127.0.0.1:0", "--archive"])
+        .arg(dir)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("reel serve starts");
+    served(child)
+}
+
 /// Reads the address a `reel serve` child prints first.
 pub fn served(mut child: Child) -> Served {
     let mut out = BufReader::new(child.stdout.take().unwrap());

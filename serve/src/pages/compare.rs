@@ -106,7 +106,9 @@ pub(super) fn field_list(out: &mut String, diffs: &[FieldDiff]) {
 
 /// Rows `range` of two fact lists aligned by position (`rows[i]`: the
 /// differences at position `i`), the row `first` marked as the first
-/// difference, its fields under it (with the id `anchor`, when given).
+/// difference (class `first-diff`, its fields under it with the id
+/// `anchor`; without an anchor, class `divergence`: a later call's own
+/// first divergence in a replay report).
 pub(super) fn side_by_side(
     out: &mut String,
     a: &Side<'_>,
@@ -130,7 +132,11 @@ pub(super) fn side_by_side(
             out,
             "<tr class=\"row{}{}\" id=\"row-{i}\" data-index=\"{i}\"",
             if diffs.is_empty() { "" } else { " differs" },
-            if is_first { " first-diff" } else { "" },
+            match (is_first, anchor) {
+                (true, Some(_)) => " first-diff",
+                (true, None) => " divergence",
+                _ => "",
+            },
         );
         if !diffs.is_empty() {
             let paths: Vec<&str> = diffs.iter().map(|d| d.path.as_str()).collect();
