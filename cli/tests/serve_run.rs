@@ -1118,3 +1118,182 @@ async fn a_replay_report_is_shown_beside_its_recording() {
     assert_eq!(status, 200);
     assert!(page.contains("reel serve --reports DIR"), "{page}");
 }
+
+/// A session through `reel mcp record -- python3 tests/raw_mcp_server.py`:
+/// initialize, tools/list, `echo`, `fail` and `broken`, each answered
+/// before the next is sent.
+fn proxy_session(archive: &Path, config: &Path) {
+    use std::io::{BufRead, BufReader, Write};
+    let mut child = reel()
+        .arg("--archive")
+        .arg(archive)
+        .args(["mcp", "record", "--", "python3"])
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/raw_mcp_server.py"))
+        .env("REEL_CONFIG_DIR", config)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut ask = |message: Value| {
+        writeln!(stdin, "{message}").unwrap();
+        stdin.flush().unwrap();
+        if message.get("id").is_none() {
+            return;
+        }
+        loop {
+            let mut line = String::new();
+            assert!(
+                stdout.read_line(&mut line).unwrap() > 0,
+                "the proxy closed stdout"
+            );
+            let answer: Value = serde_json::from_str(&line).unwrap();
+            if answer["id"] == message["id"] {
+                break;
+            }
+        }
+    };
+    ask(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "wire-test", "version": "0"}}}),
+    );
+    ask(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    ask(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}));
+    for (id, tool) in [(3, "echo"), (4, "fail"), (5, "broken")] {
+        ask(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                   "params": {"name": tool, "arguments": {"say": HOSTILE}}}));
+    }
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proxy_recording_has_a_wire_view_beside_its_calls() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("archive");
+    proxy_session(&dir, &tmp.path().join("config"));
+    nested_run(&dir);
+    let run = {
+        let out = reel()
+            .args(["runs", "--json", "--archive"])
+            .arg(&dir)
+            .output()
+            .unwrap();
+        let runs: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let runs = runs
+            .as_array()
+            .or_else(|| runs["runs"].as_array())
+            .unwrap()
+            .clone();
+        runs.iter()
+            .map(|r| r["run_id"].as_str().unwrap().to_owned())
+            .find(|r| r.starts_with("mcp-"))
+            .expect("the proxy's run")
+    };
+    let served = serve(&dir);
+    let base = served.base.clone();
+    let driver = driver();
+    let c = browser(&driver).await;
+    // A run the proxy did not record has no wire link.
+    open_run(&c, &format!("{base}/runs/nested")).await;
+    assert_eq!(
+        js(&c, "return !!document.getElementById('wire-link')").await,
+        json!(false)
+    );
+    open_run(&c, &format!("{base}/runs/{run}")).await;
+    click(&c, "#wire-link").await;
+    let started = Instant::now();
+    while js(&c, "return document.body && document.body.dataset.page").await != json!("wire") {
+        assert!(started.elapsed() < Duration::from_secs(30), "no wire page");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    no_alert(&c).await;
+    // One group per request, in order: what the client sent, then the
+    // server's answer.
+    let groups: Value = js(
+        &c,
+        "return Array.from(document.querySelectorAll('.wire-group')).map(g => \
+         Array.from(g.querySelectorAll('.msg')).map(m => m.dataset.dir + ' ' + m.dataset.method))",
+    )
+    .await;
+    let requests = |method: &str| json!([format!("to-server {method}"), "to-client (response)"]);
+    assert_eq!(
+        groups,
+        json!([
+            requests("initialize"),
+            requests("tools/list"),
+            requests("tools/call"),
+            requests("tools/call"),
+            requests("tools/call"),
+        ])
+    );
+    // Beside the calls, each linking to its group.
+    let calls = strings(
+        &c,
+        "return Array.from(document.querySelectorAll('.wire-calls a')).map(a => a.getAttribute('href'))",
+    )
+    .await;
+    let ids = strings(
+        &c,
+        "return Array.from(document.querySelectorAll('.wire-group')).map(g => '#' + g.id)",
+    )
+    .await;
+    assert_eq!(calls, ids);
+    // Timing: in order, and each message timed from its request.
+    let seqs = numbers(
+        &c,
+        "return Array.from(document.querySelectorAll('.msg')).map(m => Number(m.dataset.seq))",
+    )
+    .await;
+    let mut within = seqs.clone();
+    within.sort_by(f64::total_cmp);
+    assert_eq!(seqs, within, "in the order recorded");
+    let timed = strings(
+        &c,
+        "return Array.from(document.querySelectorAll('.msg .msg-head')).map(h => h.textContent)",
+    )
+    .await;
+    assert!(timed.iter().all(|t| t.contains("(request +")), "{timed:?}");
+    // The tools/call request carries the arguments sent, as text.
+    let body = text(
+        &c,
+        "return document.querySelectorAll('.wire-group')[2].querySelector('.msg pre').textContent",
+    )
+    .await;
+    let sent: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(sent, json!({"name": "echo", "arguments": {"say": HOSTILE}}));
+    assert_eq!(
+        js(&c, "return document.querySelectorAll('img, script').length").await,
+        json!(1)
+    );
+    // What the view is, said on it.
+    let note = text(
+        &c,
+        "return document.getElementById('wire-note').textContent",
+    )
+    .await;
+    assert!(note.contains("JSON-RPC ids"), "{note}");
+    c.close().await.unwrap();
+}
+
+#[test]
+fn a_closed_runs_event_stream_says_so_and_ends() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("archive");
+    nested_run(&dir);
+    let served = serve(&dir);
+    let started = Instant::now();
+    let (status, answer) = http_get(&served.base, "/runs/nested/events?facts=3", &[]);
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(header(&answer, "content-type"), Some("text/event-stream"));
+    assert!(
+        answer.contains("event: run\ndata: 24 completed\n"),
+        "{answer}"
+    );
+    let (status, answer) = http_get(&served.base, "/runs/nope/events", &[]);
+    assert_eq!(status, 404, "{answer}");
+}
