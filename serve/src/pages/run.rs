@@ -183,7 +183,7 @@ fn render_run(
 fn actions(body: &mut String, record: &RunRecord, href: &str, show: &ShowCommand) {
     let _ = write!(
         body,
-        "<p class=\"actions\"><a href=\"{h}/tape\" download>Download tape</a> · ",
+        "<div class=\"actions\"><a href=\"{h}/tape\" download>Download tape</a> · ",
         h = escape(href)
     );
     if record.labels.contains_key("mcp.transport") {
@@ -198,11 +198,11 @@ fn actions(body: &mut String, record: &RunRecord, href: &str, show: &ShowCommand
         "<form class=\"compare-form\" action=\"/compare\" method=\"get\">\
          <input type=\"hidden\" name=\"a\" value=\"{}\"><label>compare with run \
          <input name=\"b\" required size=\"18\" placeholder=\"run id\"></label> \
-         <button type=\"submit\">compare</button></form><br>",
+         <button type=\"submit\">compare</button></form><div class=\"run-cmd\">",
         escape(&record.run_id)
     );
     command(body, &show.run(), "run");
-    body.push_str("</p>\n");
+    body.push_str("</div></div>\n");
 }
 
 /// The controls outside the parts a live update replaces: focus, the call
