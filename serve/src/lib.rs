@@ -6,7 +6,14 @@
 //! a page at a time, each with the `#seq-N` anchor the CLI names it by, an
 //! inspector of its fields and raw JSON, a filter that hides what does not
 //! match), its tape for download, and a server-sent event when the list of
-//! runs changes.
+//! runs changes. A run's page folds and focuses its call tree, shows its
+//! lanes (progress, effects, elicitations, artifacts, teardown,
+//! cancellation), copies each fact as a `reel show` command and follows a
+//! run still being recorded (`/runs/ID/events`); from it: its artifacts
+//! (`/runs/ID/artifacts/SEQ`), two runs compared (`/compare?a=&b=`, aligned
+//! as `reel diff` aligns them), replay reports (`/reports`, with
+//! [`ServeConfig::reports`]) and a proxy recording's wire view
+//! (`/runs/ID/wire`).
 //!
 //! Read-only: the archive is opened with [`ArchiveConfig::read_only`], a
 //! checked scratch copy, never the store itself; when the archive changes
