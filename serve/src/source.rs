@@ -470,10 +470,22 @@ impl Console {
     }
 
     /// A run's record and every fact, for a page that needs the whole
-    /// run at once (two runs compared): a run with a gap is refused.
-    pub(crate) fn run_facts(&self, run_id: &str) -> Result<(RunRecord, Vec<Fact>), ReadError> {
+    /// run at once (two runs compared): a run with a gap, or of more than
+    /// `limit` facts, is refused (`what` says what the page could not do).
+    pub(crate) fn run_facts(
+        &self,
+        run_id: &str,
+        limit: u64,
+        what: &str,
+    ) -> Result<(RunRecord, Vec<Fact>), ReadError> {
         let reader = self.reader();
         let record = reader.run(run_id)?;
+        if record.facts > limit {
+            return Err(ReadError::BadRequest(format!(
+                "run {run_id} has {} facts, more than the console {what} at once ({limit})",
+                record.facts
+            )));
+        }
         let mut facts = Vec::new();
         let mut gap = None;
         reader.facts(run_id, 0, None, |item| match item {
@@ -567,7 +579,10 @@ impl Console {
         let report = crate::reports::read(&file.path).map_err(ReadError::Other)?;
         let recorded = match crate::reports::tape_beside(&file.path) {
             Some(facts) => Some(facts),
-            None => self.run_facts(&report.run_id).ok().map(|(_, f)| f),
+            None => self
+                .run_facts(&report.run_id, 1_000_000, "reads")
+                .ok()
+                .map(|(_, f)| f),
         };
         Ok((report, recorded))
     }

@@ -15,6 +15,9 @@ use reel_viewer::diff::{align, first_difference};
 
 use super::*;
 
+/// The most facts of one run compared in the browser (both are held).
+const MAX_COMPARED: u64 = 250_000;
+
 /// The most rows one page shows.
 const ROWS_PER_PAGE: usize = 2000;
 
@@ -189,8 +192,9 @@ pub(crate) async fn compare(
     let (a, b) = (a.to_owned(), b.to_owned());
     let c = console.clone();
     let read = blocking(move || {
-        let fa = c.run_facts(&a).map_err(read_error)?;
-        let fb = c.run_facts(&b).map_err(read_error)?;
+        let what = "compares: use `reel diff A B`, which streams";
+        let fa = c.run_facts(&a, MAX_COMPARED, what).map_err(read_error)?;
+        let fb = c.run_facts(&b, MAX_COMPARED, what).map_err(read_error)?;
         Ok((a, fa, b, fb))
     })
     .await;

@@ -18,6 +18,9 @@ use serde_json::{json, Value};
 
 use super::*;
 
+/// The most facts of a run the wire view reads (it holds them).
+const MAX_WIRE_FACTS: u64 = 250_000;
+
 /// Client to server, or back.
 const TO_SERVER: &str = "client → server";
 const TO_CLIENT: &str = "server → client";
@@ -69,7 +72,11 @@ pub(crate) async fn wire(
 ) -> Response {
     let c = console.clone();
     let id = run_id.clone();
-    let read = blocking(move || c.run_facts(&id).map_err(read_error)).await;
+    let read = blocking(move || {
+        c.run_facts(&id, MAX_WIRE_FACTS, "shows on a wire view: see `reel show`")
+            .map_err(read_error)
+    })
+    .await;
     let (record, facts) = match read {
         Ok(r) => r,
         Err(r) => return r.into_response(),
