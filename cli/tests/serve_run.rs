@@ -1297,3 +1297,49 @@ fn a_closed_runs_event_stream_says_so_and_ends() {
     let (status, answer) = http_get(&served.base, "/runs/nope/events", &[]);
     assert_eq!(status, 404, "{answer}");
 }
+
+/// The part of a page between `<main`/`<section id=...>` markers,
+/// one tag a line, for a snapshot.
+fn part(page: &str, start: &str, end: &str) -> String {
+    let from = page
+        .find(start)
+        .unwrap_or_else(|| panic!("{start} not in {page}"));
+    let to = from
+        + page[from..]
+            .find(end)
+            .unwrap_or_else(|| panic!("{end} not in the page"));
+    page[from..to + end.len()].replace("><", ">\n<")
+}
+
+#[test]
+fn renderings_of_the_lanes_the_comparison_and_the_wire_view() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("archive");
+    linear_run(&dir, "walk-a", "two");
+    linear_run(&dir, "walk-b", HOSTILE);
+    proxy_session(&dir, &tmp.path().join("config"));
+    let served = serve(&dir);
+    let (_, run) = http_get(&served.base, "/runs/walk-a", &[]);
+    insta::assert_snapshot!(
+        "run_page_lanes",
+        part(&run, "<section id=\"lanes\"", "</section>")
+    );
+    let (_, compared) = http_get(&served.base, "/compare?a=walk-a&b=walk-b", &[]);
+    insta::assert_snapshot!("compare_walk_a_walk_b", part(&compared, "<main", "</main>"));
+    let (_, page) = http_get(&served.base, "/", &[]);
+    let run = page
+        .split("data-run=\"")
+        .skip(1)
+        .map(|s| s.split('"').next().unwrap())
+        .find(|r| r.starts_with("mcp-"))
+        .unwrap()
+        .to_owned();
+    let (_, wire) = http_get(&served.base, &format!("/runs/{run}/wire"), &[]);
+    let wire = part(&wire, "<main", "</main>").replace(&run, "mcp-[run]");
+    // Times vary; what the server said varies with the python version.
+    let times = regex::Regex::new(r"[0-9][0-9.]*(ns|µs|ms|s)\b").unwrap();
+    let command = regex::Regex::new(r"server <code>[^<]*</code>").unwrap();
+    let wire = times.replace_all(&wire, "[time]");
+    let wire = command.replace_all(&wire, "server <code>[command]</code>");
+    insta::assert_snapshot!("wire_view", wire);
+}
