@@ -527,6 +527,32 @@ fn colours_only_when_asked_or_on_a_terminal() {
         String::from_utf8_lossy(&coloured.stdout).contains("\x1b["),
         "--color always paints"
     );
+    // Every verb that prints a verdict or a table paints with --color
+    // always, and says the same words as without colours.
+    let colours = Regex::new("\x1b\\[[0-9;]*m").expect("regex");
+    for args in [
+        &["runs"][..],
+        &["verify"],
+        &["stats"],
+        &["diff", "demo-deploy", "demo-deploy-failed"],
+    ] {
+        let painted = Command::new(env!("CARGO_BIN_EXE_reel"))
+            .arg("--archive")
+            .arg(&d.dir)
+            .args(["--color", "always"])
+            .args(args)
+            .output()
+            .expect("runs");
+        let painted = String::from_utf8(painted.stdout).expect("UTF-8");
+        assert!(painted.contains("\x1b["), "{args:?}: --color always paints");
+        let never = d.reel(args);
+        assert!(!never.stdout.contains('\x1b'), "{args:?}: --color never");
+        assert_eq!(
+            colours.replace_all(&painted, ""),
+            never.stdout,
+            "{args:?}: the same words, painted"
+        );
+    }
     // Auto, with stdout a pipe: no colours.
     let out = Command::new(env!("CARGO_BIN_EXE_reel"))
         .arg("--archive")
@@ -536,6 +562,35 @@ fn colours_only_when_asked_or_on_a_terminal() {
         .output()
         .expect("runs");
     assert!(!String::from_utf8_lossy(&out.stdout).contains('\x1b'));
+}
+
+/// Every `--json` is one document, indented the same way (two spaces a
+/// level), `show`'s too (it streams, fact by fact).
+#[test]
+fn every_json_is_one_indented_document() {
+    let d = demo(1);
+    for args in [
+        &["runs", "--json"][..],
+        &["show", "demo-deploy", "--json"],
+        &[
+            "show",
+            "demo-deploy",
+            "--json",
+            "--kind",
+            "elicit.requested",
+        ],
+        &["stats", "--json"],
+        &["verify", "--json"],
+    ] {
+        let out = d.reel(args).expect(0, "json");
+        let doc: serde_json::Value = serde_json::from_str(&out.stdout)
+            .unwrap_or_else(|e| panic!("{args:?}: not one JSON document: {e}"));
+        let again = serde_json::to_string_pretty(&doc).unwrap() + "\n";
+        assert_eq!(
+            out.stdout, again,
+            "{args:?}: indented as serde_json's pretty printer does"
+        );
+    }
 }
 
 // ---------------------------------------------------------------------------
