@@ -150,6 +150,8 @@ fn normalize(text: &str) -> String {
             (r"hop-[0-9a-f]{4}".to_owned(), "hop-[random]"),
             // Cut lines may end inside an id: any run of its digits goes.
             (r"\bart-[0-9a-f]+".to_owned(), "art-[id]"),
+            // Invocation ids: 128 random bits per call, like artifact ids.
+            (r"\binv-[0-9a-f]+".to_owned(), "inv-[id]"),
             (r"\b\d{19}\b".to_owned(), "[unix-nanos]"),
             (r"--cursor [0-9a-f]+".to_owned(), "--cursor [cursor]"),
         ]

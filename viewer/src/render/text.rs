@@ -237,6 +237,9 @@ impl TextRenderer {
         if let Some(s) = &record.session_id {
             let _ = write!(out, "\n  session {}", escape(s));
         }
+        if !record.labels.is_empty() {
+            let _ = write!(out, "\n  labels {}", escape(&detail::labels(&record.labels)));
+        }
         self.wrapped(&out)
     }
 
