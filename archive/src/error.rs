@@ -63,7 +63,7 @@ pub enum ArchiveError {
         run_id: String,
     },
     /// A run with this id already exists.
-    #[error("run {run_id:?} already exists in the archive: run ids must be unique; import under a new id or into another archive")]
+    #[error("run {run_id:?} already exists in the archive: run ids must be unique; import it under a new id (`reel import TAPE --as NEW-ID`) or into another archive")]
     RunExists {
         /// The id.
         run_id: String,

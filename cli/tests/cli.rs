@@ -1131,6 +1131,55 @@ fn export_then_import_shows_the_same_run() {
     );
 }
 
+/// The advice of a duplicate import works: `--as` imports the run again
+/// beside itself, the same run under the new id (its artifacts' origin
+/// too), and the archive verifies.
+#[test]
+fn a_duplicate_import_under_a_new_id() {
+    let d = demo(1);
+    let tape = d.tmp.path().join("deploy.tape.jsonl");
+    let tape_arg = tape.to_str().expect("UTF-8 path");
+    d.reel(&["export", "demo-deploy", "-o", tape_arg])
+        .expect(0, "export");
+    let twice = d.reel(&["import", tape_arg]).expect(1, "a second import");
+    assert!(
+        twice.stderr.contains("reel import TAPE --as NEW-ID"),
+        "the refusal says how: {}",
+        twice.stderr
+    );
+    let copy = d
+        .reel(&["import", tape_arg, "--as", "deploy-copy"])
+        .expect(0, "import --as");
+    assert!(
+        copy.stdout
+            .starts_with("imported run deploy-copy (22 facts, completed)"),
+        "{}",
+        copy.stdout
+    );
+    // Fact for fact the same run (`diff` ignores the run id itself).
+    d.reel(&["diff", "demo-deploy", "deploy-copy"])
+        .expect(0, "the copy matches its original");
+    let shown = d
+        .reel(&["show", "deploy-copy", "--json"])
+        .expect(0, "show the copy");
+    assert!(
+        !shown.stdout.contains("\"demo-deploy\""),
+        "no field names the old id"
+    );
+    let doc: Value = serde_json::from_str(&shown.stdout).expect("JSON");
+    let put = doc["facts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["kind"] == "artifact.put")
+        .expect("the deploy puts an artifact");
+    assert_eq!(put["data"]["meta"]["origin"]["run_id"], "deploy-copy");
+    d.reel(&["verify"]).expect(0, "the archive verifies");
+    // The original is untouched.
+    let original = d.reel(&["show", "demo-deploy", "--json"]).expect(0, "show");
+    assert!(original.stdout.contains("\"run_id\": \"demo-deploy\""));
+}
+
 #[test]
 fn import_of_a_bad_tape_names_the_file_and_the_line() {
     let d = demo(1);

@@ -238,7 +238,11 @@ impl TextRenderer {
             let _ = write!(out, "\n  session {}", escape(s));
         }
         if !record.labels.is_empty() {
-            let _ = write!(out, "\n  labels {}", escape(&detail::labels(&record.labels)));
+            let _ = write!(
+                out,
+                "\n  labels {}",
+                escape(&detail::labels(&record.labels))
+            );
         }
         self.wrapped(&out)
     }
