@@ -81,7 +81,10 @@ async fn a_run_recorded_into_a_tape_replays_and_snapshots_stably() {
         std::fs::read_to_string(&first).unwrap(),
         std::fs::read_to_string(&second).unwrap(),
     );
-    assert!(a.contains("\"art-") && a != b, "two recordings differ in their random ids");
+    assert!(
+        a.contains("\"art-") && a != b,
+        "two recordings differ in their random ids"
+    );
     let snapshot = |path: &std::path::Path| {
         let report = assert_replays!(path.to_str().unwrap(), demo::tools());
         let mut value = reel_replayer::support::snapshot_value(&report);

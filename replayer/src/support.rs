@@ -63,7 +63,11 @@ pub fn assert_matched(manifest_dir: &str, tape: &str, report: &ReplayReport) {
         return;
     }
     let written = match report.write_beside(&path) {
-        Ok(p) => format!("the report is in {}", p.display()),
+        Ok(p) => format!(
+            "the report is in {} (for your editor's `reel lsp`; not meant to be committed: \
+             add `*.report.json` to .gitignore; a replay that matches removes it)",
+            p.display()
+        ),
         Err(e) => format!("(the report could not be written beside the tape: {e})"),
     };
     panic!(
@@ -181,7 +185,12 @@ mod tests {
             Some("reel-artifact:inv-[1]")
         );
         // Not ids: too short, inside a word, upper case.
-        for text in ["art-1234", "part-0123456789abcdef01", "art-0123456789ABCDEF01", "no id"] {
+        for text in [
+            "art-1234",
+            "part-0123456789abcdef01",
+            "art-0123456789ABCDEF01",
+            "no id",
+        ] {
             assert_eq!(numbered_ids(text, &mut seen), None, "{text}");
         }
     }
