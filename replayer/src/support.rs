@@ -167,35 +167,6 @@ fn numbered_ids(text: &str, seen: &mut Vec<String>) -> Option<String> {
     Some(out)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::numbered_ids;
-
-    #[test]
-    fn random_ids_are_numbered_in_order_of_first_appearance() {
-        let art = "art-0123456789abcdef0123456789abcdef";
-        let inv = "inv-fedcba9876543210fedcba9876543210";
-        let mut seen = Vec::new();
-        assert_eq!(
-            numbered_ids(&format!("{art} then {inv}, {art}"), &mut seen).as_deref(),
-            Some("art-[1] then inv-[1], art-[1]")
-        );
-        assert_eq!(
-            numbered_ids(&format!("reel-artifact:{inv}"), &mut seen).as_deref(),
-            Some("reel-artifact:inv-[1]")
-        );
-        // Not ids: too short, inside a word, upper case.
-        for text in [
-            "art-1234",
-            "part-0123456789abcdef01",
-            "art-0123456789ABCDEF01",
-            "no id",
-        ] {
-            assert_eq!(numbered_ids(text, &mut seen), None, "{text}");
-        }
-    }
-}
-
 /// Replays `$tape` (a path relative to the calling crate) against `$tools`
 /// and fails the test with the readable divergence if anything differs.
 /// Returns the report.
@@ -240,4 +211,33 @@ macro_rules! assert_replay_snapshot {
         });
         report
     }};
+}
+
+#[cfg(test)]
+mod tests {
+    use super::numbered_ids;
+
+    #[test]
+    fn random_ids_are_numbered_in_order_of_first_appearance() {
+        let art = "art-0123456789abcdef0123456789abcdef";
+        let inv = "inv-fedcba9876543210fedcba9876543210";
+        let mut seen = Vec::new();
+        assert_eq!(
+            numbered_ids(&format!("{art} then {inv}, {art}"), &mut seen).as_deref(),
+            Some("art-[1] then inv-[1], art-[1]")
+        );
+        assert_eq!(
+            numbered_ids(&format!("reel-artifact:{inv}"), &mut seen).as_deref(),
+            Some("reel-artifact:inv-[1]")
+        );
+        // Not ids: too short, inside a word, upper case.
+        for text in [
+            "art-1234",
+            "part-0123456789abcdef01",
+            "art-0123456789ABCDEF01",
+            "no id",
+        ] {
+            assert_eq!(numbered_ids(text, &mut seen), None, "{text}");
+        }
+    }
 }
