@@ -47,6 +47,14 @@ pub enum ArchiveError {
         /// What is wrong.
         detail: String,
     },
+    /// The directory holds nothing of an archive at all (a wrong path).
+    #[error("{} is not a reel archive: {detail}", dir.display())]
+    NotAnArchive {
+        /// The directory.
+        dir: PathBuf,
+        /// What was looked for, and what to do.
+        detail: String,
+    },
     /// sled or the file system failed.
     #[error("archive {dir}: storage error: {source}")]
     Storage {

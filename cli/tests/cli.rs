@@ -1581,6 +1581,52 @@ fn the_advice_for_a_folder_that_is_no_archive_works() {
     }
 }
 
+/// `salvage` of a folder that holds nothing of an archive says so and
+/// fails, rather than "recovering" nothing as if it had looked; a first
+/// `sync` that cannot reach its cluster leaves no empty projection behind
+/// (and one that existed is kept).
+#[test]
+fn salvage_and_sync_refuse_what_is_not_theirs_and_leave_nothing() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let notes = tmp.path().join("notes");
+    std::fs::create_dir(&notes).unwrap();
+    std::fs::write(notes.join("todo.txt"), "not an archive").unwrap();
+    let into = tmp.path().join("salvaged");
+    let out = Command::new(env!("CARGO_BIN_EXE_reel"))
+        .args(["salvage"])
+        .arg(&notes)
+        .arg("--into")
+        .arg(&into)
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("is not a reel archive")
+            && stderr.contains("pass the damaged archive's directory"),
+        "{stderr}"
+    );
+    assert!(!into.exists(), "nothing written");
+
+    // A port nothing listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("nats://127.0.0.1:{port}");
+    let fleet = tmp.path().join("fleet");
+    let failed =
+        reel(&fleet, &["sync", "--nats", &url]).expect(1, "sync of an unreachable cluster");
+    assert!(failed.stderr.contains("connecting"), "{}", failed.stderr);
+    assert!(!fleet.exists(), "the projection it created is gone");
+    let d = demo(1);
+    d.reel(&["sync", "--nats", &url])
+        .expect(1, "sync into an existing archive");
+    d.reel(&["show", "demo-deploy"])
+        .expect(0, "the existing archive is kept");
+}
+
 #[test]
 fn a_file_that_is_no_tape_is_called_so() {
     let d = demo(1);
