@@ -258,10 +258,20 @@ pub fn salvage(from: &Path, into: &Path, config: ArchiveConfig) -> Result<Salvag
         }
     }
     let scanned = find_artifacts(&pool, &wanted);
+    // Artifact files (see `files`): each taken only when its bytes hash to
+    // its name.
+    let files = crate::files::Files::new(from);
     for digest in wanted.keys() {
-        match pool.artifacts.get(digest).or_else(|| scanned.get(digest)) {
+        let from_file = || files.read(digest).ok()?.ok()?;
+        match pool
+            .artifacts
+            .get(digest)
+            .or_else(|| scanned.get(digest))
+            .cloned()
+            .or_else(from_file)
+        {
             Some(bytes) => {
-                fresh.put_artifact(bytes)?;
+                fresh.put_artifact(&bytes)?;
                 report.artifacts_recovered += 1;
             }
             None => report.artifacts_lost += 1,
