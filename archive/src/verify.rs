@@ -198,6 +198,42 @@ impl Archive {
                 ));
             }
         }
+        // Artifact files (see `files`): each indexed one is there, of its
+        // size, holding the bytes it is named by.
+        for item in t.artifact_files.iter() {
+            let (key, value) = item.map_err(s)?;
+            report.artifacts += 1;
+            let shown = format!("artifact sha256:{}", hex::encode(&key));
+            let Ok(digest) = <[u8; 32]>::try_from(&key[..]) else {
+                report.problems.push(problem(
+                    None,
+                    None,
+                    &format!("{shown}: a damaged index key"),
+                ));
+                continue;
+            };
+            let size = crate::keys::artifact_file_size(&value);
+            let found = match self.inner.files.read(&digest) {
+                Ok(Ok(Some(bytes))) if Some(bytes.len() as u64) == size => continue,
+                Ok(Ok(Some(bytes))) => format!(
+                    "its file holds {} bytes, the index says {}",
+                    bytes.len(),
+                    size.map_or("nothing readable".into(), |n| n.to_string())
+                ),
+                Ok(Ok(None)) => format!(
+                    "its file {} is missing",
+                    self.inner.files.path(&digest).display()
+                ),
+                Ok(Err(detail)) => detail,
+                Err(e) => format!(
+                    "its file {} cannot be read: {e}",
+                    self.inner.files.path(&digest).display()
+                ),
+            };
+            report
+                .problems
+                .push(problem(None, None, &format!("{shown}: {found}")));
+        }
         Ok(report)
     }
 

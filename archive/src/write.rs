@@ -342,19 +342,46 @@ impl Archive {
         Ok(())
     }
 
-    /// Stores artifact bytes once per sha-256 digest and returns the digest
-    /// as `sha256:<hex>`.
+    /// Stores artifact bytes once per sha-256 digest, as a file named by
+    /// it (see `files`; durable with the next flush), and returns the
+    /// digest as `sha256:<hex>`.
     pub fn put_artifact(&self, bytes: &[u8]) -> Result<String> {
         self.writable()?;
         let digest: Digest = Sha256::digest(bytes).into();
+        let shown = format!("sha256:{}", hex::encode(digest));
         let t = self.trees();
-        // compare_and_swap from "absent" stores the bytes once.
-        let _ = t
-            .artifacts
-            .compare_and_swap(digest, None::<&[u8]>, Some(bytes))
-            .map_err(|e| self.storage(e))?;
+        let s = |e| self.storage(e);
+        // Stored already (as a file, or in sled by an older reel).
+        if t.artifact_files.contains_key(digest).map_err(s)?
+            || t.artifacts.contains_key(digest).map_err(s)?
+        {
+            return Ok(shown);
+        }
+        // An older reel must not read an archive whose artifacts it cannot
+        // find: the stamp says "upgrade" to it.
+        self.stamp_format()?;
+        self.inner
+            .files
+            .write(&digest, bytes)
+            .map_err(|e| self.artifact_io("writing", &digest, e))?;
+        t.artifact_files
+            .insert(digest, &crate::keys::artifact_file_value(bytes.len() as u64))
+            .map_err(s)?;
         self.dirty();
-        Ok(format!("sha256:{}", hex::encode(digest)))
+        Ok(shown)
+    }
+
+    /// An I/O failure on an artifact file, in the archive's words.
+    pub(crate) fn artifact_io(
+        &self,
+        doing: &str,
+        digest: &Digest,
+        e: std::io::Error,
+    ) -> ArchiveError {
+        self.storage(sled::Error::Io(std::io::Error::new(
+            e.kind(),
+            format!("{doing} {}: {e}", self.inner.files.path(digest).display()),
+        )))
     }
 
     /// Makes everything appended so far durable: sled's flush, then what

@@ -27,7 +27,7 @@ use reel::Fact;
 use reel_viewer::diff::align;
 use reel_viewer::render::terminal::escape;
 use reel_viewer::render::terminal::width::{fit, wrap};
-use reel_viewer::render::text::TextRenderer;
+use reel_viewer::render::text::{TextRenderer, Tone};
 
 use crate::failure::Failure;
 use crate::source::{Item, Source};
@@ -47,12 +47,13 @@ pub struct DiffArgs {
 }
 
 /// Prints the two runs side by side; exits 1 when they differ.
-pub fn run(dir: &Path, args: DiffArgs, terminal: Option<usize>) -> Result<ExitCode, Failure> {
+pub fn run(dir: &Path, args: DiffArgs, paint: TextRenderer) -> Result<ExitCode, Failure> {
     let source = Source::open(dir)?;
     let fa = collect_facts(&source, &args.run_a)?;
     let fb = collect_facts(&source, &args.run_b)?;
-    let width = args.width.or(terminal).unwrap_or(160).max(40);
+    let width = args.width.or(paint.width).unwrap_or(160).max(40);
     let (text, first) = render(&args.run_a, &fa, &args.run_b, &fb, width);
+    let text = painted(&text, &paint);
     let code = if first.is_some() {
         ExitCode::from(crate::failure::exit::FAILURE)
     } else {
@@ -64,6 +65,39 @@ pub fn run(dir: &Path, args: DiffArgs, terminal: Option<usize>) -> Result<ExitCo
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(code),
         other => other.map(|()| code).map_err(Failure::from),
     }
+}
+
+/// The rendering in colours (unchanged without): the runs' ids bold, a
+/// differing row's mark and the first difference red, the verdict green
+/// when the runs match. Only whole lines and the leading mark are painted,
+/// so the columns stay where `render` put them.
+fn painted(text: &str, paint: &TextRenderer) -> String {
+    if !paint.color {
+        return text.to_owned();
+    }
+    let mut out = String::with_capacity(text.len() + 256);
+    let last = text.lines().count().saturating_sub(1);
+    for (i, line) in text.lines().enumerate() {
+        let shown = if i == 0 {
+            paint.tone(Tone::Strong, line)
+        } else if i == last {
+            let tone = if line.starts_with("the runs match") {
+                Tone::Good
+            } else {
+                Tone::Bad
+            };
+            paint.tone(tone, line)
+        } else if let Some(rest) = line.strip_prefix('≠') {
+            format!("{}{rest}", paint.tone(Tone::Bad, "≠"))
+        } else if line.starts_with("  ▶ first difference") || line.starts_with("    also") {
+            paint.tone(Tone::Bad, line)
+        } else {
+            line.to_owned()
+        };
+        out.push_str(&shown);
+        out.push('\n');
+    }
+    out
 }
 
 /// Every fact of a run; a run with a gap cannot be diffed.
