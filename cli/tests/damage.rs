@@ -242,7 +242,7 @@ fn a_damaged_or_missing_artifact_file_is_damage() {
     let (file, digest) = &files[0];
     let run = owner(digest);
     let relative = file.strip_prefix(&archive).unwrap().to_path_buf();
-    let damages: [(&str, fn(&Path)); 3] = [
+    let damages: [Damage; 3] = [
         ("a flipped byte", |f| {
             let mut bytes = std::fs::read(f).unwrap();
             let mid = bytes.len() / 2;
