@@ -166,7 +166,6 @@ impl Files {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

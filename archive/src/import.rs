@@ -146,7 +146,10 @@ impl Archive {
                 .files
                 .write(digest, bytes)
                 .map_err(|e| self.artifact_io("writing", digest, e))?;
-            to_index.push((*digest, crate::keys::artifact_file_value(bytes.len() as u64)));
+            to_index.push((
+                *digest,
+                crate::keys::artifact_file_value(bytes.len() as u64),
+            ));
         }
         let live = lock(&self.inner.live);
         refuse_existing(&live)?;

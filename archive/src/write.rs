@@ -365,7 +365,10 @@ impl Archive {
             .write(&digest, bytes)
             .map_err(|e| self.artifact_io("writing", &digest, e))?;
         t.artifact_files
-            .insert(digest, &crate::keys::artifact_file_value(bytes.len() as u64))
+            .insert(
+                digest,
+                &crate::keys::artifact_file_value(bytes.len() as u64),
+            )
             .map_err(s)?;
         self.dirty();
         Ok(shown)
