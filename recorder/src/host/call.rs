@@ -36,6 +36,10 @@ pub struct CallBuilder {
     pub(super) needs: Vec<CredentialNeed>,
     pub(super) cancel: CancelHandle,
     pub(super) services: Services,
+    /// The host chose the call id ([`CallBuilder::call_id`]): it is
+    /// claimed when the call is invoked (a generated one is reserved when
+    /// the call is prepared).
+    pub(super) host_id: bool,
 }
 
 /// Cancels one call from the host; usable before, during and after it.
@@ -71,8 +75,17 @@ macro_rules! setter {
 }
 
 impl CallBuilder {
-    /// Overrides the call id (default: `c1`, `c2`, ... per run).
+    /// Overrides the call id (default: `c1`, `c2`, ... per run, skipping
+    /// the ids a host chose). A call id is unique within its run (seed 000:
+    /// `toolCallId`): invoking a call whose id the run holds already (a
+    /// call started with it, or prepared with it as its generated id) is
+    /// refused before anything of it is recorded, and the tool does not
+    /// run.
     pub fn call_id(mut self, id: impl Into<String>) -> CallBuilder {
+        if !self.host_id {
+            self.run.release_call_id(&self.started.call_id);
+        }
+        self.host_id = true;
         self.started.call_id = id.into();
         self
     }
@@ -291,6 +304,10 @@ impl CallBuilder {
                 run.id()
             )));
         }
+        if self.host_id {
+            run.claim_call_id(&self.started.call_id)
+                .map_err(ToolError::msg)?;
+        }
         let started_at = Instant::now();
         let mut started = self.started;
         // A call outside any run heads its own stream: its call.started
@@ -453,14 +470,14 @@ fn describe(
 impl Run {
     /// Prepares a call of `tool` with `args`.
     pub fn call(&self, tool: &str, args: impl Serialize) -> CallBuilder {
-        let n = self.inner.next_call.fetch_add(1, Ordering::Relaxed);
+        let call_id = self.generate_call_id();
         let args = serde_json::to_value(args)
             .unwrap_or_else(|e| serde_json::json!({ "unserialisable": e.to_string() }));
         CallBuilder {
             run: self.clone(),
             outside: None,
             started: CallStarted {
-                call_id: format!("c{n}"),
+                call_id,
                 tool_name: tool.into(),
                 tool_id: None,
                 parent_call: None,
@@ -481,6 +498,7 @@ impl Run {
             needs: Vec::new(),
             cancel: CancelHandle::new(),
             services: Services::default(),
+            host_id: false,
         }
     }
 }

@@ -1,7 +1,7 @@
 //! [`Run`]: a run being recorded (its facts go to the writer here), and
 //! what starts one ([`RunStart`], [`Caller`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
@@ -140,6 +140,10 @@ pub(super) struct RunInner {
     pub(super) identity: Option<Identity>,
     pub(super) teardown_scopes: Vec<TeardownScope>,
     pub(super) next_call: AtomicU64,
+    /// The call ids of the stream: generated ones from when their call is
+    /// prepared, a host's from when its call is invoked. A call id is
+    /// unique within its stream (seed 000: `toolCallId`).
+    pub(super) call_ids: Mutex<HashSet<String>>,
     pub(super) teardowns: Mutex<Teardowns>,
     /// `end` was called (no new calls).
     pub(super) ended: AtomicBool,
@@ -167,6 +171,7 @@ impl Run {
                 identity,
                 teardown_scopes,
                 next_call: AtomicU64::new(1),
+                call_ids: Mutex::new(HashSet::new()),
                 teardowns: Mutex::new(Teardowns::default()),
                 ended: AtomicBool::new(false),
                 closed: AtomicBool::new(false),
@@ -187,6 +192,38 @@ impl Run {
     /// The run's id.
     pub fn id(&self) -> &str {
         &self.inner.id
+    }
+
+    /// A fresh call id, reserved: `c1`, `c2`, ..., skipping every id the
+    /// stream holds already (a host may have chosen `c2`).
+    pub(super) fn generate_call_id(&self) -> String {
+        let mut ids = lock(&self.inner.call_ids);
+        loop {
+            let n = self.inner.next_call.fetch_add(1, Ordering::Relaxed);
+            let id = format!("c{n}");
+            if ids.insert(id.clone()) {
+                return id;
+            }
+        }
+    }
+
+    /// Gives back a generated id its call never used (the host chose
+    /// another).
+    pub(super) fn release_call_id(&self, id: &str) {
+        lock(&self.inner.call_ids).remove(id);
+    }
+
+    /// Claims a host-chosen call id for a call about to start: refused
+    /// when the stream holds it already (a call started, or prepared
+    /// with it as its generated id).
+    pub(super) fn claim_call_id(&self, id: &str) -> Result<(), String> {
+        if lock(&self.inner.call_ids).insert(id.to_owned()) {
+            return Ok(());
+        }
+        Err(format!(
+            "call id {id:?} is taken in run {:?}: a call id is unique within its run (seed 000's toolCallId), and a call of this run started with it, or was prepared with it; give each call its own id with `.call_id(..)`, or leave it out for a generated one; nothing of this call was recorded",
+            self.id()
+        ))
     }
 
     /// Where the stream's calls belong.

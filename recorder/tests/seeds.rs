@@ -1,0 +1,157 @@
+//! The seeds' rules the second audit (issue 32) found partly kept, one
+//! test each, against the real recorder and archive: every case records
+//! into a fresh temporary archive, shuts the recorder down, checks the
+//! archive verifies and reads the facts back from it (never from memory).
+
+use std::sync::Arc;
+
+use reel::context::{ToolContext, ToolError};
+use reel::fact::*;
+use reel_archive::Archive;
+use reel_recorder::{Recorder, RecorderConfig, Run, RunStart};
+use serde_json::{json, Value};
+use tempfile::TempDir;
+
+/// A recorder on a fresh temporary archive.
+struct Lab {
+    dir: TempDir,
+    recorder: Recorder,
+}
+
+impl Lab {
+    async fn new() -> Lab {
+        let dir = tempfile::tempdir().unwrap();
+        let recorder = Recorder::open(dir.path(), RecorderConfig::default())
+            .await
+            .unwrap();
+        Lab { dir, recorder }
+    }
+
+    async fn run(&self, id: &str) -> Run {
+        self.recorder.start_run(RunStart::new(id)).await.unwrap()
+    }
+
+    /// Shuts the recorder down, checks the archive verifies and returns
+    /// the facts of `stream`.
+    async fn facts(self, stream: &str) -> (Vec<Fact>, Archive, TempDir) {
+        let archive = self.recorder.archive().clone();
+        self.recorder.shutdown().await.expect("shutdown");
+        let report = archive.verify().unwrap();
+        assert!(report.is_ok(), "archive verifies: {:?}", report.problems);
+        let facts: Vec<Fact> = archive
+            .facts(stream, ..)
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        (facts, archive, self.dir)
+    }
+}
+
+/// The call ids of the `call.started` facts, in order.
+fn started_ids(facts: &[Fact]) -> Vec<String> {
+    facts
+        .iter()
+        .filter_map(|f| match &f.kind {
+            FactKind::CallStarted(c) => Some(c.call_id.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+async fn echo(_ctx: ToolContext, args: Value) -> Result<Value, ToolError> {
+    Ok(args)
+}
+
+// ---------------------------------------------------------------------------
+// Item 10: host-chosen call ids are unique within a run
+// ---------------------------------------------------------------------------
+
+#[tokio::test]
+async fn a_second_call_with_a_taken_id_is_refused_before_anything_is_filed() {
+    let lab = Lab::new().await;
+    let run = lab.run("r").await;
+    let first = run.call("search", json!({"q": 1})).call_id("dup");
+    assert_eq!(first.invoke(echo).await.unwrap(), json!({"q": 1}));
+    let ran = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let seen = ran.clone();
+    let err = run
+        .call("fetch", json!({}))
+        .call_id("dup")
+        .invoke(move |_ctx: ToolContext, _: Value| async move {
+            seen.store(true, std::sync::atomic::Ordering::SeqCst);
+            Ok::<_, ToolError>(json!(2))
+        })
+        .await
+        .expect_err("the second call with a taken id is refused");
+    let message = err.to_string();
+    assert!(
+        message.contains("call id \"dup\" is taken in run \"r\"")
+            && message.contains("give each call its own id"),
+        "{message}"
+    );
+    assert!(
+        !ran.load(std::sync::atomic::Ordering::SeqCst),
+        "the tool never ran"
+    );
+    // The same id while the first call still runs is refused too.
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let (entered_tx, entered) = tokio::sync::oneshot::channel::<()>();
+    let long = run.call("wait", json!({})).call_id("busy").invoke(
+        move |_ctx: ToolContext, _: Value| async move {
+            let _ = entered_tx.send(());
+            let _ = rx.await;
+            Ok::<_, ToolError>(json!("done"))
+        },
+    );
+    let long = tokio::spawn(long);
+    entered.await.expect("the first call runs");
+    let clash = run
+        .call("wait", json!({}))
+        .call_id("busy")
+        .invoke(echo)
+        .await
+        .expect_err("a call with a running call's id is refused");
+    assert!(clash.to_string().contains("\"busy\" is taken"), "{clash}");
+    tx.send(()).unwrap();
+    assert_eq!(long.await.unwrap().unwrap(), json!("done"));
+    run.end(RunStatus::Completed).await.unwrap();
+    let (facts, _, _dir) = lab.facts("r").await;
+    assert_eq!(started_ids(&facts), ["dup", "busy"]);
+}
+
+#[tokio::test]
+async fn generated_ids_step_around_the_ids_a_host_chose() {
+    let lab = Lab::new().await;
+    let run = lab.run("r").await;
+    // The host names its call "c2", the id the next generated one would
+    // have; generated ids are never refused: they skip it.
+    run.call("a", json!({}))
+        .call_id("c2")
+        .invoke(echo)
+        .await
+        .unwrap();
+    let generated = run.call("b", json!({}));
+    assert_eq!(generated.id(), "c3");
+    // A generated id is reserved when its call is prepared: a host that
+    // chooses it meanwhile is refused, and the generated call runs.
+    let err = run
+        .call("d", json!({}))
+        .call_id("c3")
+        .invoke(echo)
+        .await
+        .expect_err("taken");
+    assert!(err.to_string().contains("\"c3\" is taken"), "{err}");
+    generated.invoke(echo).await.unwrap();
+    // Children get generated ids too: never a taken one.
+    run.call("e", json!({}))
+        .call_id("c5")
+        .invoke(echo)
+        .await
+        .unwrap();
+    let last = run.call("f", json!({}));
+    assert_eq!(last.id(), "c6");
+    last.invoke(echo).await.unwrap();
+    run.end(RunStatus::Completed).await.unwrap();
+    let (facts, _, _dir) = lab.facts("r").await;
+    assert_eq!(started_ids(&facts), ["c2", "c3", "c5", "c6"]);
+}
