@@ -155,3 +155,95 @@ async fn generated_ids_step_around_the_ids_a_host_chose() {
     let (facts, _, _dir) = lab.facts("r").await;
     assert_eq!(started_ids(&facts), ["c2", "c3", "c5", "c6"]);
 }
+
+// ---------------------------------------------------------------------------
+// Item 7: a context clone that outlives its call refuses, and is counted
+// ---------------------------------------------------------------------------
+
+#[tokio::test]
+async fn a_context_that_outlives_its_call_refuses_and_the_run_end_counts_it() {
+    let lab = Lab::new().await;
+    let run = lab.run("r").await;
+    let (go_tx, go_rx) = tokio::sync::oneshot::channel::<()>();
+    let (done_tx, done_rx) = tokio::sync::oneshot::channel();
+    let out = run
+        .call("walk", json!({}))
+        .artifacts(Arc::new(reel_recorder::MemoryArtifactStore::default()))
+        .invoke(move |ctx: ToolContext, _: Value| async move {
+            ctx.progress(json!({"message": "inside"}));
+            let clone = ctx.clone();
+            tokio::spawn(async move {
+                // Runs once the call has ended.
+                let _ = go_rx.await;
+                clone.progress(json!({"message": "late 1"}));
+                clone.progress(json!({"message": "late 2"}));
+                clone.log(Level::Info, "late log");
+                let notified = clone.notify("late notice");
+                clone.set_output(json!("late output"));
+                let put = clone.artifacts().put("text/plain", b"late".to_vec()).await;
+                let now = clone.now();
+                let _ = done_tx.send((notified, put.map(|m| m.id), now));
+            });
+            Ok::<_, ToolError>(json!("done"))
+        })
+        .await
+        .unwrap();
+    assert_eq!(out, json!("done"));
+    go_tx.send(()).unwrap();
+    let (notified, put, now) = done_rx.await.unwrap();
+    assert!(!notified, "notify after the end is not handed on");
+    let err = put.expect_err("artifacts.put after the end is refused");
+    assert!(
+        err.to_string()
+            .contains("artifacts.put refused: call c1 has ended"),
+        "{err}"
+    );
+    assert!(now > 0, "reading the clock still answers");
+    run.end(RunStatus::Completed).await.unwrap();
+    let (facts, _, _dir) = lab.facts("r").await;
+    let names: Vec<&str> = facts.iter().map(|f| f.kind.name()).collect();
+    let ended = names.iter().position(|n| *n == "call.ended").unwrap();
+    // Nothing of the call after its end but the run's count of refusals.
+    assert_eq!(
+        &names[ended..],
+        ["call.ended", "log", "run.ended"],
+        "{names:?}"
+    );
+    let FactKind::Log(count) = &facts[ended + 1].kind else {
+        unreachable!()
+    };
+    assert_eq!(facts[ended + 1].call, None);
+    assert_eq!(count.logger.as_deref(), Some("reel.after_end"));
+    assert_eq!(count.level, Level::Warning);
+    assert!(!count.delivered);
+    assert_eq!(
+        count.data["calls"],
+        json!({"c1": {"progress": 2, "log": 2, "output": 1, "artifacts.put": 1, "clock": 1}}),
+        "{}",
+        count.data
+    );
+    assert_eq!(count.data["refused"], json!(7));
+    // The progress filed inside the call is there, once.
+    let progress: Vec<&Value> = facts
+        .iter()
+        .filter_map(|f| match &f.kind {
+            FactKind::Progress(p) => Some(&p.payload),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(progress, [&json!({"message": "inside"})]);
+}
+
+#[tokio::test]
+async fn a_run_whose_contexts_refuse_nothing_files_no_count() {
+    let lab = Lab::new().await;
+    let run = lab.run("r").await;
+    run.call("a", json!(1)).invoke(echo).await.unwrap();
+    run.end(RunStatus::Completed).await.unwrap();
+    let (facts, _, _dir) = lab.facts("r").await;
+    let names: Vec<&str> = facts.iter().map(|f| f.kind.name()).collect();
+    assert_eq!(
+        names,
+        ["run.started", "call.started", "call.ended", "run.ended"]
+    );
+}

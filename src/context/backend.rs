@@ -106,6 +106,15 @@ pub trait CallBackend: Send + Sync {
     }
     /// Whether `report` payloads are kept (content logging).
     fn content_logging(&self) -> bool;
+    /// A use of `capability` the context refused because its call had
+    /// ended ([`ToolContext::close`]): nothing of it was filed. The host
+    /// counts it, so that the record says what was refused (the recorder
+    /// files the counts at the run's end: a `warning` log of logger
+    /// [`AFTER_END_LOGGER`]). The default forgets it (a replay records
+    /// nothing).
+    fn refused_after_end(&self, capability: &str) {
+        let _ = capability;
+    }
 }
 
 /// What a holder answers to [`CallBackend::register_teardown`]: seed 000's

@@ -68,6 +68,18 @@ pub enum ContextError {
         /// The capability, e.g. `"credential"` or `"respond"`.
         capability: String,
     },
+    /// A capability used on a context whose call has ended (a clone held by
+    /// a spawned task that outlived the call): nothing more is filed for
+    /// the call (seed 000: progress arrives "BEFORE this call's
+    /// tool_end"); the refusal is counted, and the run's end records the
+    /// count (a `warning` log of logger [`AFTER_END_LOGGER`]).
+    #[error("{capability} refused: call {call_id} has ended, and a context that outlives its call (a clone held by a spawned task) files nothing more for it; finish the work before the tool returns (await the task), or do it in a call of its own. The refusal is counted on the record")]
+    AfterCallEnded {
+        /// The capability, e.g. `"progress"` or `"artifacts.put"`.
+        capability: String,
+        /// The call that ended.
+        call_id: String,
+    },
     /// No service of the type asked for is registered for this call.
     #[error("no service of type {type_name} is registered for this call: register one on the host with `.service(Arc::new(value))` on the call (in replay, with `ReplayOptions::service`)")]
     NoService {

@@ -78,15 +78,23 @@ impl LiveBackend {
                 error: e.to_string(),
             },
         };
-        self.run.emit(
-            Some(&self.call_id),
-            FactKind::CallEnded(CallEnded {
-                outcome,
-                duration_ns: started_at.elapsed().as_nanos() as u64,
-                invocation_id: self.invocation_id.clone(),
-            }),
-        );
+        let ended = FactKind::CallEnded(CallEnded {
+            outcome,
+            duration_ns: started_at.elapsed().as_nanos() as u64,
+            invocation_id: self.invocation_id.clone(),
+        });
         let run = &self.run.inner;
+        let root = run
+            .outside
+            .as_ref()
+            .is_some_and(|root| root.get() == Some(&self.call_id));
+        if root {
+            // The end of a call outside any run is its stream's end: the
+            // count of refused context uses goes before it.
+            self.run.file_refused_then(Some(&self.call_id), ended);
+        } else {
+            self.run.emit(Some(&self.call_id), ended);
+        }
         if let Some(root) = &run.outside {
             if root.get() == Some(&self.call_id) {
                 // The call outside any run ended: so did its stream.
@@ -436,5 +444,9 @@ impl CallBackend for LiveBackend {
 
     fn content_logging(&self) -> bool {
         self.run.inner.rec.config.content_logging
+    }
+
+    fn refused_after_end(&self, capability: &str) {
+        self.run.refused_after_end(&self.call_id, capability);
     }
 }

@@ -411,6 +411,7 @@ impl CallBuilder {
                 match AssertUnwindSafe(tool(ctx, args)).catch_unwind().await {
                     Ok(result) => after_tool(&handle, result),
                     Err(panic) => {
+                        handle.close();
                         let message = panic_message(&*panic);
                         // Unwinding on: whether the end was durable
                         // changes nothing for the panic.

@@ -145,6 +145,10 @@ pub(super) struct RunInner {
     /// unique within its stream (seed 000: `toolCallId`).
     pub(super) call_ids: Mutex<HashSet<String>>,
     pub(super) teardowns: Mutex<Teardowns>,
+    /// Uses of a call's context after the call ended, refused, per call id
+    /// and capability: filed at the stream's end ([`Run::file_refused`]),
+    /// after which it is `None` and a refusal is reported as late.
+    pub(super) refused: Mutex<Option<BTreeMap<String, BTreeMap<String, u64>>>>,
     /// `end` was called (no new calls).
     pub(super) ended: AtomicBool,
     /// `run.ended` was filed (no more facts).
@@ -173,6 +177,7 @@ impl Run {
                 next_call: AtomicU64::new(1),
                 call_ids: Mutex::new(HashSet::new()),
                 teardowns: Mutex::new(Teardowns::default()),
+                refused: Mutex::new(Some(BTreeMap::new())),
                 ended: AtomicBool::new(false),
                 closed: AtomicBool::new(false),
             }),
@@ -284,6 +289,51 @@ impl Run {
         self.inner.rec.queue.progress_room()
     }
 
+    /// Counts a use of `call`'s context after the call ended (see
+    /// [`ToolContext::close`]); once the count is filed, reported as late.
+    pub(super) fn refused_after_end(&self, call: &str, capability: &str) {
+        let mut refused = lock(&self.inner.refused);
+        match refused.as_mut() {
+            Some(calls) => {
+                *calls
+                    .entry(call.to_owned())
+                    .or_default()
+                    .entry(capability.to_owned())
+                    .or_default() += 1;
+            }
+            None => {
+                drop(refused);
+                self.late(&format!("{capability} (of call {call}, after it ended)"));
+            }
+        }
+    }
+
+    /// Files the count of the uses of contexts after their call ended, if
+    /// any (a `warning` log of logger [`AFTER_END_LOGGER`], no call), then
+    /// `end`, the stream's last fact, under one lock: a refusal counted
+    /// later is reported as late.
+    pub(super) fn file_refused_then(&self, call: Option<&str>, end: FactKind) {
+        let mut refused = lock(&self.inner.refused);
+        if let Some(calls) = refused.take().filter(|c| !c.is_empty()) {
+            let total: u64 = calls.values().flat_map(|c| c.values()).sum();
+            self.emit(
+                None,
+                FactKind::Log(Log {
+                    level: Level::Warning,
+                    logger: Some(AFTER_END_LOGGER.into()),
+                    subflow: None,
+                    data: serde_json::json!({
+                        "message": format!("{total} use(s) of a call's context after the call ended were refused and not recorded (a clone held by a spawned task that outlived its call): finish the work before the tool returns"),
+                        "refused": total,
+                        "calls": calls,
+                    }),
+                    delivered: false,
+                }),
+            );
+        }
+        self.emit(call, end);
+    }
+
     /// A fact filed after the stream's end: not recorded, reported.
     #[cold]
     pub(super) fn late(&self, kind: &str) {
@@ -305,7 +355,7 @@ impl Run {
         let teardowns = std::mem::take(&mut *lock(&self.inner.teardowns));
         self.run_teardowns(None, TeardownScope::Run, teardowns)
             .await;
-        self.emit(None, FactKind::RunEnded(RunEnded { status }));
+        self.file_refused_then(None, FactKind::RunEnded(RunEnded { status }));
         let rec = &self.inner.rec;
         rec.queue.run_closed(&self.inner.id);
         lock(&rec.live_runs).remove(&*self.inner.id);
