@@ -247,3 +247,74 @@ async fn a_run_whose_contexts_refuse_nothing_files_no_count() {
         ["run.started", "call.started", "call.ended", "run.ended"]
     );
 }
+
+// ---------------------------------------------------------------------------
+// Item 8: the teardown scopes are what the door can honour
+// ---------------------------------------------------------------------------
+
+#[tokio::test]
+async fn a_run_without_a_session_never_lists_the_session_scope() {
+    use TeardownScope::*;
+    let lab = Lab::new().await;
+    let run = lab
+        .recorder
+        .start_run(RunStart::new("no-session").teardown_scopes([Call, Run, Session]))
+        .await
+        .unwrap();
+    let seen = run
+        .call("browser", json!({}))
+        .invoke(|ctx: ToolContext, _: Value| async move {
+            let scopes = ctx.teardown_scopes().to_vec();
+            let err = ctx
+                .on_teardown(Session, "browser", || async { Ok::<_, String>(()) })
+                .unwrap_err();
+            Ok::<_, ToolError>((scopes, err.to_string()))
+        })
+        .await
+        .unwrap();
+    assert_eq!(seen.0, [Call, Run]);
+    assert!(seen.1.contains("no session id"), "{}", seen.1);
+    run.end(RunStatus::Completed).await.unwrap();
+    // With a session id, the host's explicit scopes stand as given.
+    let with = lab
+        .recorder
+        .start_run(
+            RunStart::new("with-session")
+                .session("s-1")
+                .teardown_scopes([Session]),
+        )
+        .await
+        .unwrap();
+    let scopes = with
+        .call("browser", json!({}))
+        .invoke(|ctx: ToolContext, _: Value| async move {
+            Ok::<_, ToolError>(ctx.teardown_scopes().to_vec())
+        })
+        .await
+        .unwrap();
+    assert_eq!(scopes, [Session]);
+    with.end(RunStatus::Completed).await.unwrap();
+    let (facts, archive, _dir) = lab.facts("no-session").await;
+    let FactKind::RunStarted(started) = &facts[0].kind else {
+        unreachable!()
+    };
+    assert_eq!(started.teardown_scopes, [Call, Run]);
+    let refused = facts
+        .iter()
+        .find_map(|f| match &f.kind {
+            FactKind::TeardownRefused(r) => Some(r),
+            _ => None,
+        })
+        .expect("the refusal is recorded");
+    assert_eq!(refused.scope, Session);
+    assert_eq!(refused.honoured, [Call, Run]);
+    let with: Vec<Fact> = archive
+        .facts("with-session", ..)
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let FactKind::RunStarted(started) = &with[0].kind else {
+        unreachable!()
+    };
+    assert_eq!(started.teardown_scopes, [Session]);
+}

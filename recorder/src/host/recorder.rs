@@ -193,13 +193,19 @@ impl Recorder {
                 return Err(RecorderError::RunExists(id));
             }
         }
-        let teardown_scopes = start.teardown_scopes.unwrap_or_else(|| {
-            let mut s = vec![TeardownScope::Call, TeardownScope::Run];
-            if start.session_id.is_some() {
-                s.push(TeardownScope::Session);
-            }
-            s
+        let mut teardown_scopes = start.teardown_scopes.unwrap_or_else(|| {
+            vec![
+                TeardownScope::Call,
+                TeardownScope::Run,
+                TeardownScope::Session,
+            ]
         });
+        // Seed 000: the scopes are what the door "can actually honour"; a
+        // run with no session id has no session whose end would run a
+        // session-scoped cleanup, whatever the host listed.
+        if start.session_id.is_none() {
+            teardown_scopes.retain(|s| *s != TeardownScope::Session);
+        }
         let run = Run::open(
             self.inner.clone(),
             &id,

@@ -77,9 +77,12 @@ impl RunStart {
     }
 
     /// The teardown scopes this host honours. Default: call and run, plus
-    /// session when the run is bound to a session. A run that honours the
-    /// session scope but has no session id refuses session-scoped
-    /// registrations ([`ContextError::NoSession`]).
+    /// session when the run is bound to a session. The session scope is
+    /// honoured only by a run bound to a session (seed 000: the scopes are
+    /// what the door "can actually honour"): on a run with no session id
+    /// it is left out of `run.started` and `ctx.teardown_scopes()` even
+    /// when listed here, and a session-scoped registration is refused
+    /// ([`ContextError::NoSession`], which says how to bind one).
     pub fn teardown_scopes(mut self, scopes: impl IntoIterator<Item = TeardownScope>) -> RunStart {
         self.teardown_scopes = Some(scopes.into_iter().collect());
         self
