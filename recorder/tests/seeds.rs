@@ -318,3 +318,92 @@ async fn a_run_without_a_session_never_lists_the_session_scope() {
     };
     assert_eq!(started.teardown_scopes, [Session]);
 }
+
+// ---------------------------------------------------------------------------
+// Item 9: `wanted` is present only when declared and resolved
+// ---------------------------------------------------------------------------
+
+fn ticket(id: &str) -> ArtifactMeta {
+    ArtifactMeta {
+        id: id.into(),
+        digest: format!("sha256:{}", "0".repeat(64)),
+        size: 4,
+        media_type: "text/plain".into(),
+        scope: Identity::default(),
+        origin: Origin {
+            run_id: Some("elsewhere".into()),
+            call_id: "c9".into(),
+        },
+    }
+}
+
+fn wants_plan() -> reel::spec::ToolSpec {
+    use reel::spec::ToolSpecExt as _;
+    reel::spec::ToolSpec::new::<Value, Value>("deploy").wants(["plan"])
+}
+
+#[tokio::test]
+async fn a_host_cannot_set_wanted_beyond_what_the_tool_declared() {
+    let lab = Lab::new().await;
+    let run = lab.run("r").await;
+    let one = |name: &str| -> std::collections::BTreeMap<String, ArtifactMeta> {
+        [(name.to_owned(), ticket("art-1"))].into_iter().collect()
+    };
+    let wanted_seen = |ctx: ToolContext, _: Value| async move {
+        Ok::<_, ToolError>(json!(ctx
+            .wanted()
+            .map(|w| w.keys().cloned().collect::<Vec<_>>())))
+    };
+    // No spec: nothing is declared, so nothing can be wanted.
+    let err = run
+        .call("deploy", json!({"plan": "p"}))
+        .wanted(one("plan"))
+        .invoke(wanted_seen)
+        .await
+        .expect_err("refused");
+    let message = err.to_string();
+    assert!(
+        message.contains("\"plan\"") && message.contains("declare"),
+        "{message}"
+    );
+    // A spec that declares another argument.
+    let err = run
+        .call("deploy", json!({"plan": "p", "notes": "n"}))
+        .spec(wants_plan())
+        .wanted(one("notes"))
+        .invoke(wanted_seen)
+        .await
+        .expect_err("refused");
+    assert!(err.to_string().contains("\"notes\""), "{err}");
+    // A declared argument the host resolved itself is kept.
+    let kept = run
+        .call("deploy", json!({"plan": "the plan"}))
+        .spec(wants_plan())
+        .wanted(one("plan"))
+        .invoke(wanted_seen)
+        .await
+        .unwrap();
+    assert_eq!(kept, json!(["plan"]));
+    // Empty is not "at least one resolved": absent.
+    let empty = run
+        .call("deploy", json!({"plan": "the plan"}))
+        .spec(wants_plan())
+        .wanted(std::collections::BTreeMap::new())
+        .invoke(wanted_seen)
+        .await
+        .unwrap();
+    assert_eq!(empty, json!(null));
+    run.end(RunStatus::Completed).await.unwrap();
+    let (facts, _, _dir) = lab.facts("r").await;
+    let wanted: Vec<Option<Vec<String>>> = facts
+        .iter()
+        .filter_map(|f| match &f.kind {
+            FactKind::CallStarted(c) => {
+                Some(c.wanted.as_ref().map(|w| w.keys().cloned().collect()))
+            }
+            _ => None,
+        })
+        .collect();
+    // The refused calls were never recorded.
+    assert_eq!(wanted, [Some(vec!["plan".to_owned()]), None]);
+}

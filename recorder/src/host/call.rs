@@ -107,8 +107,14 @@ impl CallBuilder {
         /// The client that made the request.
         client_info, client_info: ClientInfo);
     setter!(
-        /// Claim tickets of the resolved wanted artifacts (the data is
-        /// already in the args).
+        /// Claim tickets of wanted artifacts the host resolved itself (the
+        /// data is already in the args), added to those the recorder
+        /// resolves from the spec. Seed 000: `wanted` is present only when
+        /// the tool declared wants and at least one resolved, so every
+        /// name must be a want of the call's spec ([`CallBuilder::spec`],
+        /// or the registered tool's): a call naming another is refused
+        /// when invoked (the tool does not run, nothing is recorded), and
+        /// an empty map is no `wanted` at all.
         wanted, wanted: BTreeMap<String, ArtifactMeta>);
 
     /// The iteration of the agent loop.
@@ -304,12 +310,13 @@ impl CallBuilder {
                 run.id()
             )));
         }
+        let mut started = self.started;
+        host_wanted(&mut started)?;
         if self.host_id {
-            run.claim_call_id(&self.started.call_id)
+            run.claim_call_id(&started.call_id)
                 .map_err(ToolError::msg)?;
         }
         let started_at = Instant::now();
-        let mut started = self.started;
         // A call outside any run heads its own stream: its call.started
         // says what a run.started would, and its id is the stream's end.
         if let (Some(caller), Some(root)) = (self.outside, &run.inner.outside) {
@@ -434,6 +441,31 @@ impl CallBuilder {
             (_, result) => result,
         }
     }
+}
+
+/// Holds the host's own `wanted` ([`CallBuilder::wanted`]) to seed 000's
+/// rule: present only for declared wants, and never empty.
+fn host_wanted(started: &mut CallStarted) -> Result<(), ToolError> {
+    let Some(wanted) = &started.wanted else {
+        return Ok(());
+    };
+    if wanted.is_empty() {
+        started.wanted = None;
+        return Ok(());
+    }
+    let declared = started
+        .spec
+        .as_ref()
+        .map(|s| s.wants.as_slice())
+        .unwrap_or_default();
+    let undeclared: Vec<&String> = wanted.keys().filter(|k| !declared.contains(k)).collect();
+    if undeclared.is_empty() {
+        return Ok(());
+    }
+    Err(ToolError::msg(format!(
+        "the call of tool {:?} names wanted argument(s) {undeclared:?} that its spec does not declare (it declares {declared:?}): `wanted` holds the claim tickets of the tool's declared wants that resolved (seed 000); declare them with `ToolSpec::wants` on the call's spec, or leave them out of `.wanted(..)`; the tool did not run and nothing of this call was recorded",
+        started.tool_name
+    )))
 }
 
 /// Completes a call's `call.started` with how it runs: the mode that

@@ -499,6 +499,14 @@ pub async fn record(
                 version: Some(start.clone()),
                 title: Some(format!("title {start}")),
             })
+            // A wanted ticket needs a declared want (seed 000).
+            .spec(
+                <reel::spec::ToolSpec as reel::spec::ToolSpecExt>::new::<Value, Value>(format!(
+                    "careless-{}",
+                    plan.control
+                ))
+                .wants([format!("doc {start}")]),
+            )
             .wanted(BTreeMap::from([(format!("doc {start}"), ticket)]))
             .needs("svc0")
             .credentials(vault.clone())
