@@ -449,13 +449,20 @@ async fn a_session_registration_on_a_run_without_a_session_id_is_refused() {
         .await
         .unwrap();
     let (err, key_err) = seen.lock().unwrap().take().unwrap();
-    assert_eq!(err, ContextError::NoSession);
+    // Seed 000: refused "naming the door", as any scope it does not
+    // honour (the message stays what records hold); the session's key
+    // says what to do.
+    assert!(
+        matches!(err, ContextError::ScopeNotHonoured { .. }),
+        "{err:?}"
+    );
     assert_eq!(key_err, ContextError::NoSession);
     let message = err.to_string();
-    assert!(message.contains("no session id"), "{message}");
+    assert!(message.contains("which honours: call, run;"), "{message}");
+    let key_message = key_err.to_string();
     assert!(
-        message.contains(".session(id)"),
-        "says what to do: {message}"
+        key_message.contains(".session(id)"),
+        "says what to do: {key_message}"
     );
     run.end_session().await.unwrap();
     run.end(RunStatus::Completed).await.unwrap();

@@ -273,7 +273,11 @@ async fn a_run_without_a_session_never_lists_the_session_scope() {
         .await
         .unwrap();
     assert_eq!(seen.0, [Call, Run]);
-    assert!(seen.1.contains("no session id"), "{}", seen.1);
+    assert!(
+        seen.1.contains("not honoured") && seen.1.contains("which honours: call, run;"),
+        "{}",
+        seen.1
+    );
     run.end(RunStatus::Completed).await.unwrap();
     // With a session id, the host's explicit scopes stand as given.
     let with = lab
@@ -406,4 +410,117 @@ async fn a_host_cannot_set_wanted_beyond_what_the_tool_declared() {
         .collect();
     // The refused calls were never recorded.
     assert_eq!(wanted, [Some(vec!["plan".to_owned()]), None]);
+}
+
+// ---------------------------------------------------------------------------
+// Item 6: run-level cancellation
+// ---------------------------------------------------------------------------
+
+/// Waits for cancellation, then ends as cancelled (what a well-behaved
+/// long tool does); dispatches `child` first when given, which does the same.
+async fn wait_for_cancel(ctx: ToolContext, child: Value) -> Result<Value, ToolError> {
+    if let Some(name) = child.as_str() {
+        return ctx.dispatch(name, json!(null)).await;
+    }
+    ctx.cancelled().await;
+    ctx.check_cancel()?;
+    Ok(json!("not cancelled"))
+}
+
+/// The outcome of each call, by call id, and the reasons of the
+/// `cancel.requested` facts, by call id.
+type ByCall<T> = Vec<(String, T)>;
+
+fn outcomes(facts: &[Fact]) -> (ByCall<String>, ByCall<Option<String>>) {
+    let mut ended = Vec::new();
+    let mut requested = Vec::new();
+    for f in facts {
+        let call = f.call.clone().unwrap_or_default();
+        match &f.kind {
+            FactKind::CallEnded(e) => ended.push((
+                call,
+                match &e.outcome {
+                    CallOutcome::Aborted { reason } => format!("aborted {reason:?}"),
+                    other => format!("{other:?}"),
+                },
+            )),
+            FactKind::CancelRequested(c) => requested.push((call, c.reason.clone())),
+            _ => {}
+        }
+    }
+    ended.sort();
+    requested.sort();
+    (ended, requested)
+}
+
+#[tokio::test]
+async fn cancelling_a_run_reaches_every_call_and_their_children() {
+    let lab = Lab::new().await;
+    let run = lab.run("r").await;
+    let tools = reel::tools::Tools::new().register("inner", wait_for_cancel);
+    let a = tokio::spawn(
+        run.call("outer", json!("inner"))
+            .dispatcher(tools.clone())
+            .invoke(wait_for_cancel),
+    );
+    let b = tokio::spawn(run.call("plain", json!(null)).invoke(wait_for_cancel));
+    // Both calls (and the child) are running.
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    run.cancel(Some("user pressed stop"));
+    for handle in [a, b] {
+        let err = handle.await.unwrap().expect_err("cancelled");
+        assert!(err.is_cancelled(), "{err}");
+    }
+    // A call made after the run was cancelled starts cancelled.
+    let late = run
+        .call("late", json!(null))
+        .invoke(wait_for_cancel)
+        .await
+        .expect_err("cancelled");
+    assert!(late.is_cancelled(), "{late}");
+    run.end(RunStatus::Cancelled).await.unwrap();
+    let (facts, _, _dir) = lab.facts("r").await;
+    let (ended, requested) = outcomes(&facts);
+    let stop = "aborted Some(\"user pressed stop\")".to_owned();
+    assert_eq!(
+        ended,
+        [
+            ("c1".to_owned(), stop.clone()),
+            ("c2".to_owned(), stop.clone()),
+            ("c3".to_owned(), stop.clone()),
+            ("c4".to_owned(), stop.clone()),
+        ]
+    );
+    // One cancel.requested per call the run's cancel reached (the child
+    // through its parent, as a call's own cancel reaches it).
+    let reason = Some("user pressed stop".to_owned());
+    let want: Vec<(String, Option<String>)> = ["c1", "c2", "c4"]
+        .iter()
+        .map(|c| (c.to_string(), reason.clone()))
+        .collect();
+    assert_eq!(requested, want);
+}
+
+#[tokio::test]
+async fn a_host_token_cancels_the_run() {
+    let lab = Lab::new().await;
+    let token = tokio_util::sync::CancellationToken::new();
+    let run = lab
+        .recorder
+        .start_run(RunStart::new("r").cancellation(token.clone()))
+        .await
+        .unwrap();
+    let call = tokio::spawn(run.call("wait", json!(null)).invoke(wait_for_cancel));
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    token.cancel();
+    let err = call.await.unwrap().expect_err("cancelled");
+    assert!(err.is_cancelled(), "{err}");
+    run.end(RunStatus::Cancelled).await.unwrap();
+    let (facts, _, _dir) = lab.facts("r").await;
+    let (ended, requested) = outcomes(&facts);
+    assert_eq!(ended, [("c1".to_owned(), "aborted None".to_owned())]);
+    assert_eq!(requested, [("c1".to_owned(), None)]);
+    // The request is on the record before the call's end.
+    let at = |name: &str| facts.iter().position(|f| f.kind.name() == name).unwrap();
+    assert!(at("cancel.requested") < at("call.ended"));
 }

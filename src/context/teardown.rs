@@ -273,10 +273,7 @@ impl ToolContext {
             .inner
             .backend
             .teardown_key_hash(self.tool_name(), scope, key);
-        // The session scope on a run with no session id: the reason is the
-        // missing session (which says how to bind one), not the door.
-        let no_session = scope == TeardownScope::Session && self.inner.info.session_id.is_none();
-        let holder = if no_session || self.inner.info.teardown_scopes.contains(&scope) {
+        let holder = if self.inner.info.teardown_scopes.contains(&scope) {
             self.teardown_key(scope)
         } else {
             Err(ContextError::ScopeNotHonoured {

@@ -304,18 +304,8 @@ impl CallBuilder {
         Fut: Future<Output = Result<Value, ToolError>>,
     {
         let run = self.run;
-        if run.inner.ended.load(Ordering::SeqCst) {
-            return Err(ToolError::msg(format!(
-                "run {:?} has already ended: start a new run",
-                run.id()
-            )));
-        }
         let mut started = self.started;
-        host_wanted(&mut started)?;
-        if self.host_id {
-            run.claim_call_id(&started.call_id)
-                .map_err(ToolError::msg)?;
-        }
+        admit(&run, &mut started, self.host_id)?;
         let started_at = Instant::now();
         // A call outside any run heads its own stream: its call.started
         // says what a run.started would, and its id is the stream's end.
@@ -388,7 +378,10 @@ impl CallBuilder {
             }
         }
         let args = started.args.clone();
+        let parent = started.parent_call.clone();
         run.emit(Some(&call_id), FactKind::CallStarted(started.clone()));
+        // A run-level cancel reaches the call from here on.
+        run.call_started(&call_id, parent.as_deref(), &self.cancel);
         let info = CallInfo {
             home: run.home(),
             session_id: run.inner.session_id.clone(),
@@ -419,6 +412,7 @@ impl CallBuilder {
                     Ok(result) => after_tool(&handle, result),
                     Err(panic) => {
                         handle.close();
+                        run.call_ended(&call_id);
                         let message = panic_message(&*panic);
                         // Unwinding on: whether the end was durable
                         // changes nothing for the panic.
@@ -434,6 +428,7 @@ impl CallBuilder {
             }
         };
         let recorded = backend.finish(started_at, &result).await;
+        run.call_ended(&call_id);
         match (recorded, result) {
             // Call-boundary durability: a result is handed back only once
             // its facts are durable; the tool's own error says more.
@@ -441,6 +436,24 @@ impl CallBuilder {
             (_, result) => result,
         }
     }
+}
+
+/// What is refused before anything of a call is recorded: a call of a run
+/// that ended, a `wanted` beyond the declared wants, a host-chosen call id
+/// the run holds already (claimed here when it is free).
+fn admit(run: &Run, started: &mut CallStarted, host_id: bool) -> Result<(), ToolError> {
+    if run.inner.ended.load(Ordering::SeqCst) {
+        return Err(ToolError::msg(format!(
+            "run {:?} has already ended: start a new run",
+            run.id()
+        )));
+    }
+    host_wanted(started)?;
+    if host_id {
+        run.claim_call_id(&started.call_id)
+            .map_err(ToolError::msg)?;
+    }
+    Ok(())
 }
 
 /// Holds the host's own `wanted` ([`CallBuilder::wanted`]) to seed 000's

@@ -213,6 +213,7 @@ impl Recorder {
             start.session_id.clone(),
             start.identity.clone(),
             teardown_scopes.clone(),
+            start.cancellation.clone().unwrap_or_default(),
         );
         // Known secrets reach the writer before the first fact they scrub.
         for secret in start.secrets {
@@ -229,6 +230,7 @@ impl Recorder {
                 teardown_scopes,
             }),
         );
+        run.watch(run.cancellation_token());
         if self.inner.config.durability != Durability::Buffered {
             // This run's facts: another run's failure is not this one's.
             if let Err(e) = self.inner.queue.flush(Some(&run.inner.id)).await {
@@ -284,6 +286,7 @@ impl Recorder {
             caller.session_id.clone(),
             caller.identity.clone(),
             vec![TeardownScope::Call],
+            Default::default(),
         );
         let mut builder = stream.call(tool, args);
         builder.outside = Some(caller);

@@ -11,6 +11,7 @@ use reel::fact::*;
 use reel::rules::{ends_stream, LateFact};
 use reel::NewFact;
 use serde_json::Value;
+use tokio_util::sync::CancellationToken;
 
 use crate::config::Durability;
 use crate::writer::report_late;
@@ -29,6 +30,7 @@ pub struct RunStart {
     pub(super) labels: BTreeMap<String, String>,
     pub(super) teardown_scopes: Option<Vec<TeardownScope>>,
     pub(super) secrets: Vec<Secret>,
+    pub(super) cancellation: Option<CancellationToken>,
 }
 
 impl RunStart {
@@ -41,7 +43,17 @@ impl RunStart {
             labels: BTreeMap::new(),
             teardown_scopes: None,
             secrets: Vec::new(),
+            cancellation: None,
         }
+    }
+
+    /// The host's own cancellation token for the run (seed 000: the
+    /// signal comes from the run): when it is cancelled, the run is, as by
+    /// [`Run::cancel`] with no reason. Default: the run's own token
+    /// ([`Run::cancellation_token`]).
+    pub fn cancellation(mut self, token: CancellationToken) -> RunStart {
+        self.cancellation = Some(token);
+        self
     }
 
     /// A value known to be secret (a token the host holds, say): scrubbed
@@ -81,8 +93,9 @@ impl RunStart {
     /// honoured only by a run bound to a session (seed 000: the scopes are
     /// what the door "can actually honour"): on a run with no session id
     /// it is left out of `run.started` and `ctx.teardown_scopes()` even
-    /// when listed here, and a session-scoped registration is refused
-    /// ([`ContextError::NoSession`], which says how to bind one).
+    /// when listed here, and a session-scoped registration is refused as
+    /// a scope the door does not honour ([`ContextError::ScopeNotHonoured`],
+    /// which says how to bind a session).
     pub fn teardown_scopes(mut self, scopes: impl IntoIterator<Item = TeardownScope>) -> RunStart {
         self.teardown_scopes = Some(scopes.into_iter().collect());
         self
@@ -125,6 +138,16 @@ impl Caller {
     }
 }
 
+/// The calls a run-level cancel reaches: those of the run that are
+/// running and have no parent (a dispatched child is cancelled with its
+/// parent, as by a call's own [`Canceller`](crate::Canceller)).
+#[derive(Default)]
+pub(super) struct RunCancel {
+    /// `Some(reason)` once the run was cancelled.
+    pub(super) cancelled: Option<Option<String>>,
+    pub(super) live: BTreeMap<String, CancelHandle>,
+}
+
 /// A run being recorded. Cheap to clone.
 #[derive(Clone)]
 pub struct Run {
@@ -152,6 +175,13 @@ pub(super) struct RunInner {
     /// and capability: filed at the stream's end ([`Run::file_refused`]),
     /// after which it is `None` and a refusal is reported as late.
     pub(super) refused: Mutex<Option<BTreeMap<String, BTreeMap<String, u64>>>>,
+    /// The run's cancellation token (the host's, or its own).
+    pub(super) cancel_token: CancellationToken,
+    /// The run's calls that a run-level cancel reaches, and whether (and
+    /// why) the run was cancelled.
+    pub(super) cancel: Mutex<RunCancel>,
+    /// Cancelled when the run ends (stops the watch of a host's token).
+    pub(super) ended_token: CancellationToken,
     /// `end` was called (no new calls).
     pub(super) ended: AtomicBool,
     /// `run.ended` was filed (no more facts).
@@ -168,6 +198,7 @@ impl Run {
         session_id: Option<String>,
         identity: Option<Identity>,
         teardown_scopes: Vec<TeardownScope>,
+        cancel_token: CancellationToken,
     ) -> Run {
         Run {
             inner: Arc::new(RunInner {
@@ -181,6 +212,9 @@ impl Run {
                 call_ids: Mutex::new(HashSet::new()),
                 teardowns: Mutex::new(Teardowns::default()),
                 refused: Mutex::new(Some(BTreeMap::new())),
+                cancel_token,
+                cancel: Mutex::new(RunCancel::default()),
+                ended_token: CancellationToken::new(),
                 ended: AtomicBool::new(false),
                 closed: AtomicBool::new(false),
             }),
@@ -347,6 +381,90 @@ impl Run {
         });
     }
 
+    /// Cancels the run (seed 000: the signal comes from the run): files
+    /// `cancel.requested` for every running call of the run that has no
+    /// parent, then trips it (its children are cancelled with it, as by
+    /// [`Canceller::cancel`](crate::Canceller::cancel)); a call invoked
+    /// afterwards starts cancelled. Trips the run's token too
+    /// ([`Run::cancellation_token`], the host's when it gave one). The
+    /// first reason given is kept; a second cancel changes nothing.
+    pub fn cancel(&self, reason: Option<&str>) {
+        self.cancel_calls(reason.map(str::to_owned));
+        self.inner.cancel_token.cancel();
+    }
+
+    /// The run's cancellation token: the host's ([`RunStart::cancellation`])
+    /// or the run's own. Cancelling it cancels the run, as [`Run::cancel`]
+    /// does (without a reason).
+    pub fn cancellation_token(&self) -> CancellationToken {
+        self.inner.cancel_token.clone()
+    }
+
+    /// True once the run was cancelled.
+    pub fn is_cancelled(&self) -> bool {
+        lock(&self.inner.cancel).cancelled.is_some()
+    }
+
+    pub(super) fn cancel_calls(&self, reason: Option<String>) {
+        let mut state = lock(&self.inner.cancel);
+        if state.cancelled.is_some() {
+            return;
+        }
+        state.cancelled = Some(reason.clone());
+        for (call_id, handle) in &state.live {
+            self.cancel_call(call_id, handle, reason.clone());
+        }
+    }
+
+    /// Files `cancel.requested` for `call_id`, then trips its handle.
+    fn cancel_call(&self, call_id: &str, handle: &CancelHandle, reason: Option<String>) {
+        self.emit(
+            Some(call_id),
+            FactKind::CancelRequested(CancelRequested {
+                reason: reason.clone(),
+            }),
+        );
+        handle.cancel(reason);
+    }
+
+    /// A call of the run has started (its `call.started` is filed): a
+    /// run-level cancel reaches it from now on, or at once when the run
+    /// was cancelled already. Children are reached through their parent.
+    pub(super) fn call_started(&self, call_id: &str, parent: Option<&str>, handle: &CancelHandle) {
+        if parent.is_some() {
+            return;
+        }
+        let mut state = lock(&self.inner.cancel);
+        match state.cancelled.clone() {
+            Some(reason) => self.cancel_call(call_id, handle, reason),
+            None => {
+                state.live.insert(call_id.to_owned(), handle.clone());
+            }
+        }
+    }
+
+    /// A call of the run has ended: a run-level cancel no longer reaches it.
+    pub(super) fn call_ended(&self, call_id: &str) {
+        lock(&self.inner.cancel).live.remove(call_id);
+    }
+
+    /// Cancels the run when `token` (the host's) is cancelled, until the
+    /// run ends.
+    pub(super) fn watch(&self, token: CancellationToken) {
+        let run = Arc::downgrade(&self.inner);
+        let ended = self.inner.ended_token.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = token.cancelled() => {
+                    if let Some(inner) = run.upgrade() {
+                        Run { inner }.cancel_calls(None);
+                    }
+                }
+                _ = ended.cancelled() => {}
+            }
+        });
+    }
+
     /// Ends the run: runs its run-scoped cleanups (reverse order, each
     /// bounded in time, failures recorded), files `run.ended`, and with
     /// call-boundary or every-fact durability waits until all of it is
@@ -359,6 +477,7 @@ impl Run {
         self.run_teardowns(None, TeardownScope::Run, teardowns)
             .await;
         self.file_refused_then(None, FactKind::RunEnded(RunEnded { status }));
+        self.inner.ended_token.cancel();
         let rec = &self.inner.rec;
         rec.queue.run_closed(&self.inner.id);
         lock(&rec.live_runs).remove(&*self.inner.id);
