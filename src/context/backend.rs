@@ -17,6 +17,16 @@ use super::*;
 pub trait CallBackend: Send + Sync {
     /// Files one fact of this call.
     fn emit(&self, kind: FactKind);
+    /// Files one progress report of this call (a [`Progress`] fact of
+    /// count 0, numbered by the backend): true when it is on the record,
+    /// false when the backend dropped it (the recorder's queue over its
+    /// progress bound; counted in `progress.dropped`), which a replay
+    /// answers from the record. The default files it with
+    /// [`CallBackend::emit`] and answers true.
+    fn progress(&self, payload: Value) -> bool {
+        self.emit(FactKind::Progress(Progress { payload, count: 0 }));
+        true
+    }
     /// An await point: waits while the write queue is over its bound.
     fn ready(&self) -> BoxFuture<'_, ()>;
     /// True when a credential provider is attached.

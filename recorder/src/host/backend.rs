@@ -156,32 +156,38 @@ impl LiveBackend {
 impl CallBackend for LiveBackend {
     fn emit(&self, kind: FactKind) {
         match kind {
-            // The hot path: the context's progress fact travels as its
-            // payload, under the call's key: no allocation, no lock (see
-            // `Msg::Progress`); the writer's sequencer numbers it. A
-            // listener, when attached, sees the report first.
-            // Over the queue's progress bound the report is dropped and
-            // counted; the count is filed before the call's next fact.
             FactKind::Progress(Progress { payload, .. }) => {
-                if let Some(listener) = &self.providers.progress {
-                    listener.progress(&self.call_id, &payload);
-                }
-                if self.dropped.load(Ordering::Relaxed) != 0 {
-                    if !self.run.progress_room() {
-                        self.dropped.fetch_add(1, Ordering::Relaxed);
-                        return;
-                    }
-                    self.file_dropped();
-                }
-                if !self.run.emit_progress(self.progress_key, payload) {
-                    self.dropped.fetch_add(1, Ordering::Relaxed);
-                }
+                self.progress(payload);
             }
             kind => {
                 self.file_dropped();
                 self.run.emit(Some(&self.call_id), kind)
             }
         }
+    }
+
+    // The hot path: the context's progress fact travels as its payload,
+    // under the call's key: no allocation, no lock (see `Msg::Progress`);
+    // the writer's sequencer numbers it. A listener, when attached, sees
+    // the report first. Over the queue's progress bound the report is
+    // dropped and counted (false); the count is filed before the call's
+    // next fact.
+    fn progress(&self, payload: Value) -> bool {
+        if let Some(listener) = &self.providers.progress {
+            listener.progress(&self.call_id, &payload);
+        }
+        if self.dropped.load(Ordering::Relaxed) != 0 {
+            if !self.run.progress_room() {
+                self.dropped.fetch_add(1, Ordering::Relaxed);
+                return false;
+            }
+            self.file_dropped();
+        }
+        if !self.run.emit_progress(self.progress_key, payload) {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
+        true
     }
 
     fn ready(&self) -> BoxFuture<'_, ()> {
