@@ -195,6 +195,16 @@ pub enum ToolError {
         /// Wanted arguments that still hold their claim ticket.
         unresolved: Vec<String>,
     },
+    /// The result (returned, or responded) did not match the tool's
+    /// declared output schema: the tool ran, and the call ends with this
+    /// error instead of the result, live and in replay.
+    InvalidOutput {
+        /// The tool.
+        tool: String,
+        /// Every failing place (JSON pointer into the result) and what is
+        /// wrong there.
+        errors: Vec<InputError>,
+    },
     /// Respond's early exit (see [`ToolContext::respond`]): not a failure.
     /// The host turns it into the call's result, the responded value. It
     /// can only be made by `respond`.
@@ -236,6 +246,14 @@ impl fmt::Display for ToolError {
                 errors,
                 unresolved,
             } => f.write_str(&rejection(tool, errors, unresolved)),
+            ToolError::InvalidOutput { tool, errors } => {
+                let list: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
+                write!(
+                    f,
+                    "tool {tool:?} returned a result that does not match its output schema, so the call ends with this error instead: {}; return a result that matches the spec's output schema, or fix the schema",
+                    list.join("; ")
+                )
+            }
             ToolError::Responded(r) => fmt::Display::fmt(r, f),
         }
     }

@@ -72,10 +72,30 @@ pub const AFTER_END_LOGGER: &str = "reel.after_end";
 /// Then it ends the context's call ([`ToolContext::close`]): a clone that
 /// outlives the call files nothing more. (A host whose tool panicked
 /// calls `close` itself.)
+///
+/// Last, a result is checked against the spec's output schema, when it
+/// declares one: a result off the schema is [`ToolError::InvalidOutput`],
+/// naming each failing JSON pointer (seed 004's `outputSchema`; MCP sends
+/// a result as `structuredContent`, which must match it).
 pub fn after_tool(ctx: &ToolContext, result: Result<Value, ToolError>) -> Result<Value, ToolError> {
     let result = responded_result(ctx, result);
     ctx.close();
-    result
+    let (Ok(value), Some(schema)) = (&result, ctx.spec().and_then(|s| s.output_schema.as_ref()))
+    else {
+        return result;
+    };
+    match crate::schema::validate_value(
+        schema,
+        value,
+        "the tool's output schema",
+        "the tool's spec",
+    ) {
+        Ok(()) => result,
+        Err(errors) => Err(ToolError::InvalidOutput {
+            tool: ctx.tool_name().into(),
+            errors,
+        }),
+    }
 }
 
 fn responded_result(
