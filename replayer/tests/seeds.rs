@@ -125,3 +125,90 @@ async fn a_result_off_the_output_schema_is_an_error_naming_the_pointer_live_and_
         "{text}"
     );
 }
+
+// ---------------------------------------------------------------------------
+// Item 4: FrontMCP's view of an elicitation's answer
+// ---------------------------------------------------------------------------
+
+/// Answers each question by its message: `accept <json>`, `decline`,
+/// `cancel`, `timeout`.
+struct Scripted;
+
+impl reel_recorder::Elicitor for Scripted {
+    fn elicit<'a>(&'a self, q: &'a Elicitation) -> BoxFuture<'a, Result<ElicitAnswer, String>> {
+        let outcome = match q.message.split_once(' ') {
+            Some(("accept", json)) => ElicitOutcome::Accept {
+                content: serde_json::from_str(json).unwrap(),
+            },
+            _ if q.message == "decline" => ElicitOutcome::Decline,
+            _ if q.message == "cancel" => ElicitOutcome::Cancel,
+            _ => ElicitOutcome::Timeout,
+        };
+        Box::pin(async move {
+            Ok(ElicitAnswer {
+                outcome,
+                validation_errors: Vec::new(),
+                pre_resolved: false,
+            })
+        })
+    }
+}
+
+/// Asks every question of its input; returns FrontMCP's view of each
+/// answer, and MCP's outcome beside it.
+async fn ask_all(ctx: ToolContext, questions: Vec<String>) -> Result<Value, ToolError> {
+    let schema = json!({
+        "type": "object",
+        "properties": { "confirmed": { "type": "boolean" } },
+        "required": ["confirmed"]
+    });
+    let mut views = Vec::new();
+    for q in questions {
+        let answer = ctx.elicit(Elicitation::form(q, schema.clone())).await?;
+        let view = answer.frontmcp();
+        assert_eq!(view.status, answer.status());
+        views.push(json!({ "mcp": answer.outcome.as_str(), "frontmcp": view.to_json() }));
+    }
+    Ok(Value::Array(views))
+}
+
+#[tokio::test]
+async fn an_answer_has_frontmcps_status_view_beside_mcps_outcome() {
+    let tools = Tools::new().register("ask", ask_all);
+    let t = tools.clone();
+    let questions = json!([
+        "accept {\"confirmed\": true}",
+        "accept {\"confirmed\": \"yes\"}",
+        "decline",
+        "cancel",
+        "timeout"
+    ]);
+    let mut seen = Value::Null;
+    let out = &mut seen;
+    let recording = record("frontmcp-view", RunStatus::Completed, |run| async move {
+        *out = run
+            .call("ask", questions)
+            .elicitor(std::sync::Arc::new(Scripted))
+            .invoke_tool(&t)
+            .await
+            .unwrap();
+    })
+    .await;
+    assert_eq!(
+        seen,
+        json!([
+            { "mcp": "accept", "frontmcp": { "status": "accept", "content": { "confirmed": true } } },
+            { "mcp": "accept", "frontmcp": {
+                "status": "reject",
+                "validationErrors": ["/confirmed: \"yes\" is not of type \"boolean\""]
+            } },
+            { "mcp": "decline", "frontmcp": { "status": "reject" } },
+            { "mcp": "cancel", "frontmcp": { "status": "reject" } },
+            { "mcp": "timeout", "frontmcp": { "status": "timeout" } }
+        ])
+    );
+    // The view is computed from the record's answers: replay gives the same.
+    let report = replay(&recording, &tools, &ReplayOptions::default()).await;
+    assert!(report.is_match(), "{report}");
+    assert!(report.calls.iter().all(|c| c.result.matches), "{report}");
+}
