@@ -218,7 +218,10 @@ impl CallBuilder {
         self.started.invocation_id.as_deref().unwrap_or_default()
     }
 
-    /// Runs a typed tool and records the call.
+    /// Runs a typed tool and records the call. Without
+    /// [`CallBuilder::spec`] the call has none: its input is not validated
+    /// and its result not checked (see `Tools::register` for all a
+    /// spec-less tool lacks).
     pub async fn invoke<A, O, F, Fut>(self, tool: F) -> Result<O, ToolError>
     where
         A: DeserializeOwned,
