@@ -524,3 +524,153 @@ async fn a_host_token_cancels_the_run() {
     let at = |name: &str| facts.iter().position(|f| f.kind.name() == name).unwrap();
     assert!(at("cancel.requested") < at("call.ended"));
 }
+
+// ---------------------------------------------------------------------------
+// Item 11: sync tools that fail or panic, toolId's fallback, a refused
+// dispatch on the record
+// ---------------------------------------------------------------------------
+
+/// The single `call.ended` outcome and the mode of call `id`.
+fn end_and_mode(facts: &[Fact], id: &str) -> (CallOutcome, CallMode) {
+    let mode = facts
+        .iter()
+        .find_map(|f| match &f.kind {
+            FactKind::CallStarted(c) if c.call_id == id => Some(c.mode),
+            _ => None,
+        })
+        .unwrap();
+    let ended = facts
+        .iter()
+        .find_map(|f| match &f.kind {
+            FactKind::CallEnded(e) if f.call.as_deref() == Some(id) => Some(e.outcome.clone()),
+            _ => None,
+        })
+        .unwrap();
+    (ended, mode)
+}
+
+#[tokio::test]
+async fn a_failing_and_a_panicking_sync_tool_are_recorded_as_sync_calls_that_failed() {
+    let lab = Lab::new().await;
+    let run = lab.run("r").await;
+    let failed = run
+        .call("divide", json!({"by": 0}))
+        .invoke_sync(
+            |ctx: ToolContext, args: Value| -> Result<Value, ToolError> {
+                ctx.progress(json!({"message": "dividing"}));
+                if args["by"] == 0 {
+                    return Err(ToolError::msg("division by zero"));
+                }
+                Ok(json!(1))
+            },
+        )
+        .await
+        .expect_err("the sync tool failed");
+    assert_eq!(failed.to_string(), "division by zero");
+    // A panic in a sync tool (on its blocking thread) is recorded, then
+    // goes on unwinding in the host, as an async tool's does.
+    let panicked = tokio::spawn(run.call("explode", json!({})).invoke_sync(
+        |_ctx: ToolContext, _: Value| -> Result<Value, ToolError> { panic!("sync boom") },
+    ))
+    .await
+    .expect_err("the host's task panicked");
+    assert!(panicked.is_panic());
+    run.end(RunStatus::Failed).await.unwrap();
+    let (facts, _, _dir) = lab.facts("r").await;
+    assert_eq!(
+        end_and_mode(&facts, "c1"),
+        (
+            CallOutcome::Error {
+                error: "division by zero".into()
+            },
+            CallMode::Sync
+        )
+    );
+    let (outcome, mode) = end_and_mode(&facts, "c2");
+    assert_eq!(mode, CallMode::Sync);
+    assert_eq!(
+        outcome,
+        CallOutcome::Error {
+            error: "the tool panicked: sync boom".into()
+        }
+    );
+    // The failing tool's progress is on the record, before its end.
+    assert!(facts
+        .iter()
+        .any(|f| matches!(&f.kind, FactKind::Progress(p) if p.payload["message"] == "dividing")));
+}
+
+#[tokio::test]
+async fn the_tool_id_falls_back_to_the_tool_name() {
+    use reel::spec::ToolSpecExt as _;
+    let lab = Lab::new().await;
+    let run = lab.run("r").await;
+    let id_of =
+        |ctx: ToolContext, _: Value| async move { Ok::<_, ToolError>(json!(ctx.tool_id())) };
+    let plain = run.call("search", json!({})).invoke(id_of).await.unwrap();
+    let given = run
+        .call("search", json!({}))
+        .tool_id("search-v2")
+        .invoke(id_of)
+        .await
+        .unwrap();
+    let from_spec = run
+        .call("search", json!({}))
+        .spec(reel::spec::ToolSpec::new::<Value, Value>("search").id("search-v3"))
+        .invoke(id_of)
+        .await
+        .unwrap();
+    assert_eq!(
+        [plain, given, from_spec],
+        [json!("search"), json!("search-v2"), json!("search-v3")]
+    );
+    run.end(RunStatus::Completed).await.unwrap();
+    let (facts, _, _dir) = lab.facts("r").await;
+    let ids: Vec<Option<String>> = facts
+        .iter()
+        .filter_map(|f| match &f.kind {
+            FactKind::CallStarted(c) => Some(c.tool_id.clone()),
+            _ => None,
+        })
+        .collect();
+    // The fallback is not written down: absent on the record, the name.
+    assert_eq!(
+        ids,
+        [
+            None,
+            Some("search-v2".to_owned()),
+            Some("search-v3".to_owned())
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_refused_dispatch_is_on_the_record() {
+    let lab = Lab::new().await;
+    let run = lab.run("r").await;
+    let out = run
+        .call("planner", json!({}))
+        .invoke(|ctx: ToolContext, _: Value| async move {
+            let err = ctx.dispatch("search", json!({"q": 1})).await.unwrap_err();
+            Ok::<_, ToolError>(json!(err.to_string()))
+        })
+        .await
+        .unwrap();
+    assert!(out.as_str().unwrap().contains("no tool dispatch"), "{out}");
+    run.end(RunStatus::Completed).await.unwrap();
+    let (facts, _, _dir) = lab.facts("r").await;
+    let refused: Vec<&Log> = facts
+        .iter()
+        .filter(|f| f.call.as_deref() == Some("c1"))
+        .filter_map(|f| match &f.kind {
+            FactKind::Log(l) => Some(l),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(refused.len(), 1, "{facts:?}");
+    assert_eq!(refused[0].logger.as_deref(), Some("reel.dispatch"));
+    assert_eq!(refused[0].level, Level::Warning);
+    assert!(!refused[0].delivered);
+    assert_eq!(refused[0].data["tool"], "search");
+    assert_eq!(refused[0].data["message"], out);
+}

@@ -212,3 +212,36 @@ async fn an_answer_has_frontmcps_status_view_beside_mcps_outcome() {
     assert!(report.is_match(), "{report}");
     assert!(report.calls.iter().all(|c| c.result.matches), "{report}");
 }
+
+// ---------------------------------------------------------------------------
+// Item 11: a refused dispatch is a fact, filed alike in replay
+// ---------------------------------------------------------------------------
+
+async fn planner(ctx: ToolContext, _: Value) -> Result<Value, ToolError> {
+    match ctx.dispatch("search", json!({})).await {
+        Err(e) => Ok(json!(e.to_string())),
+        Ok(v) => Ok(v),
+    }
+}
+
+#[tokio::test]
+async fn a_refused_dispatch_is_recorded_and_replays() {
+    let tools = Tools::new().register("planner", planner);
+    let t = tools.clone();
+    let recording = record("no-dispatch", RunStatus::Completed, |run| async move {
+        run.call("planner", json!({}))
+            .invoke_tool(&t)
+            .await
+            .unwrap();
+    })
+    .await;
+    let kinds: Vec<&str> = recording.calls["c1"]
+        .facts
+        .iter()
+        .map(|f| f.kind.name())
+        .collect();
+    assert_eq!(kinds, ["call.started", "log", "call.ended"]);
+    let report = replay(&recording, &tools, &ReplayOptions::default()).await;
+    assert!(report.is_match(), "{report}");
+    assert!(report.calls.iter().all(|c| c.result.matches), "{report}");
+}

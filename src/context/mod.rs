@@ -27,7 +27,7 @@
 //! | [`ToolContext::effect`] | `effect` (after the closure ran, or with the recorded outcome) |
 //! | [`ToolContext::now`], [`ToolContext::random`] | `clock`, `random` |
 //! | [`ToolContext::set_output`], [`ToolContext::respond`] | `call.output`; after respond a capability refuses or drops its fact, and a `log` of logger [`AFTER_RESPOND_LOGGER`] flags it (see [`after_tool`]) |
-//! | [`ToolContext::dispatch`] | the child's own `call.started` .. `call.ended`, under the child's call id |
+//! | [`ToolContext::dispatch`] | the child's own `call.started` .. `call.ended`, under the child's call id; or a `log` of logger [`DISPATCH_REFUSED_LOGGER`] alone when no dispatch is attached |
 //!
 //! After the call ended ([`ToolContext::close`], which the host calls as
 //! the tool's future completes), a clone of the context that outlived the
@@ -78,6 +78,7 @@ pub use backend::*;
 pub use call::*;
 pub use cancellation::*;
 pub use credentials::*;
+pub use dispatch::DISPATCH_REFUSED_LOGGER;
 pub use elicitation::*;
 pub use error::*;
 pub use lifecycle::*;
