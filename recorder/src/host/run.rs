@@ -49,8 +49,9 @@ impl RunStart {
 
     /// The host's own cancellation token for the run (seed 000: the
     /// signal comes from the run): when it is cancelled, the run is, as by
-    /// [`Run::cancel`] with no reason. Default: the run's own token
-    /// ([`Run::cancellation_token`]).
+    /// [`Run::cancel`] with no reason (a task on the tokio runtime
+    /// `start_run` runs on watches it until the run ends). Default: the
+    /// run's own token ([`Run::cancellation_token`]).
     pub fn cancellation(mut self, token: CancellationToken) -> RunStart {
         self.cancellation = Some(token);
         self
@@ -449,11 +450,15 @@ impl Run {
     }
 
     /// Cancels the run when `token` (the host's) is cancelled, until the
-    /// run ends.
+    /// run ends: a task on the current tokio runtime (outside one, only
+    /// [`Run::cancel`] cancels the run).
     pub(super) fn watch(&self, token: CancellationToken) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
         let run = Arc::downgrade(&self.inner);
         let ended = self.inner.ended_token.clone();
-        tokio::spawn(async move {
+        runtime.spawn(async move {
             tokio::select! {
                 _ = token.cancelled() => {
                     if let Some(inner) = run.upgrade() {
