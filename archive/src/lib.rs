@@ -191,6 +191,9 @@ struct LiveRun {
     record: RunRecord,
     /// Numbers the run's appends (the one numberer, `reel_core::sequence`).
     seq: Sequencer,
+    /// Where the run stands under the stream rules (the call ids it has
+    /// started among them): each batch is checked from here.
+    rules: StreamRules,
     head: Digest,
 }
 

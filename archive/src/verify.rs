@@ -520,14 +520,20 @@ mod tests {
     /// hash chain and counted by its record: damage only the stream rules
     /// can see.
     fn problems_with_forged_block(ended: bool, extra: FactKind) -> Vec<String> {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let archive = Archive::open(dir.path(), ArchiveConfig::default()).expect("open");
         let mut facts = vec![new(started())];
         if ended {
             facts.push(new(FactKind::RunEnded(RunEnded {
                 status: RunStatus::Completed,
             })));
         }
+        problems_with_forged(facts, new(extra))
+    }
+
+    /// [`problems_with_forged_block`] after the appended `facts` (the
+    /// first a run.started of "r"), the forged fact given whole.
+    fn problems_with_forged(facts: Vec<NewFact>, extra: NewFact) -> Vec<String> {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let archive = Archive::open(dir.path(), ArchiveConfig::default()).expect("open");
         let seq = facts.len() as u64;
         archive.append("r", facts).expect("append");
         let ordinal = archive.ordinal("r").expect("ordinal");
@@ -538,7 +544,7 @@ mod tests {
             .last()
             .expect("a block")
             .expect("read");
-        let fact: Fact = new(extra).with_seq(seq);
+        let fact: Fact = extra.with_seq(seq);
         let mut payload = Vec::new();
         block::push_fact(&mut payload, &fact).expect("encodes");
         let (value, _) = block::seal(1, &block::digest_of(&last), &payload);
@@ -566,6 +572,44 @@ mod tests {
         );
         assert_eq!(
             problems_with_forged_block(false, log()),
+            Vec::<String>::new()
+        );
+    }
+
+    fn call(id: &str) -> NewFact {
+        NewFact {
+            call: Some(id.into()),
+            ..new(FactKind::CallStarted(reel_core::fact::CallStarted {
+                call_id: id.into(),
+                tool_name: "t".into(),
+                tool_id: None,
+                parent_call: None,
+                iteration: 0,
+                invocation_id: None,
+                mode: reel_core::fact::CallMode::Async,
+                protocol: None,
+                platform: None,
+                client_info: None,
+                args: serde_json::json!({}),
+                wanted: None,
+                attached: None,
+                spec: None,
+                dispatch_tools: None,
+                outside_run: None,
+            }))
+        }
+    }
+
+    #[test]
+    fn verify_reports_a_call_id_started_twice_as_damage() {
+        let problems = problems_with_forged(vec![new(started()), call("c1")], call("c1"));
+        assert_eq!(
+            problems.first().map(String::as_str),
+            Some("run r, seq 2..=2: call.started at seq 2: a second call.started for call id \"c1\" (first started at seq 1): a call id is unique within its run; give each call its own id"),
+            "{problems:?}"
+        );
+        assert_eq!(
+            problems_with_forged(vec![new(started()), call("c1")], call("c2")),
             Vec::<String>::new()
         );
     }

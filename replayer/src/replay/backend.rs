@@ -328,27 +328,36 @@ impl ReplayBackend {
 }
 
 impl CallBackend for ReplayBackend {
-    fn emit(&self, mut kind: FactKind) {
-        let mut st = self.state();
-        // Numbered in filing order, as the recorder's writer numbers.
-        if let FactKind::Progress(p) = &mut kind {
-            p.count = st.progress.progress("");
-            // The recorder dropped reports here (its queue was full): the
-            // record holds `progress.dropped { count }` in their place. The
-            // replayed reports in that place are swallowed, counted, and
-            // the fact is filed once, as recorded; the next report's count
-            // follows them, as the recorded one does.
-            if st.dropping > 0 {
-                st.dropping -= 1;
-                return;
+    fn emit(&self, kind: FactKind) {
+        match kind {
+            FactKind::Progress(p) => {
+                self.progress(p.payload);
             }
-            if let Some(FactKind::ProgressDropped(d)) = self.expected(st.emitted).map(|f| &f.kind) {
-                let d = d.clone();
-                st.dropping = d.count.saturating_sub(1);
-                return self.file(st, FactKind::ProgressDropped(d));
-            }
+            kind => self.file(self.state(), kind),
         }
-        self.file(st, kind);
+    }
+
+    // Numbered in filing order, as the recorder's writer numbers. The
+    // recorder dropped reports where the record holds
+    // `progress.dropped { count }`: the replayed reports in that place are
+    // swallowed (false, as live), counted, and the fact is filed once, as
+    // recorded; the next report's count follows them, as the recorded one
+    // does.
+    fn progress(&self, payload: Value) -> bool {
+        let mut st = self.state();
+        let count = st.progress.progress("");
+        if st.dropping > 0 {
+            st.dropping -= 1;
+            return false;
+        }
+        if let Some(FactKind::ProgressDropped(d)) = self.expected(st.emitted).map(|f| &f.kind) {
+            let d = d.clone();
+            st.dropping = d.count.saturating_sub(1);
+            self.file(st, FactKind::ProgressDropped(d));
+            return false;
+        }
+        self.file(st, FactKind::Progress(Progress { payload, count }));
+        true
     }
 
     fn ready(&self) -> BoxFuture<'_, ()> {
