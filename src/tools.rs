@@ -197,7 +197,15 @@ impl Tools {
     }
 
     /// Registers an async tool under `name` (replacing one of the same
-    /// name), without a spec.
+    /// name), without a spec. Such a tool lacks what a spec gives
+    /// ([`Tools::tool`]): its input is not validated (only deserialised
+    /// into `A`), its result is not checked, `ctx.metadata()` is `None`,
+    /// it declares no needs or wants, and over MCP it is listed with an
+    /// input schema that takes any object, no output schema (its result is
+    /// text only) and a description saying so. No spec is derived from
+    /// `A` and `O`: that would need `JsonSchema` of both, which a tool over
+    /// a type without one could not meet; use [`Tools::tool`] with
+    /// `ToolSpec::new::<A, O>(name)` to get the derived one.
     pub fn register<A, O, F, Fut>(self, name: &str, tool: F) -> Tools
     where
         A: DeserializeOwned + Send + 'static,
@@ -210,7 +218,7 @@ impl Tools {
     }
 
     /// Registers a sync tool (a plain function) under `name`, without a
-    /// spec. It receives the same context as an async tool and runs on a
+    /// spec (what that lacks: see [`Tools::register`]). It receives the same context as an async tool and runs on a
     /// blocking thread ([`run_blocking`]); its calls are recorded as
     /// `mode: sync`.
     pub fn register_sync<A, O, F>(self, name: &str, tool: F) -> Tools

@@ -125,7 +125,13 @@ mod tests {
         )
         .expect("open");
         let big: Vec<u8> = (0..600 * 1024u64).map(|i| (i * 7919 % 251) as u8).collect();
-        archive.put_artifact(&big).expect("put");
+        // A large value in sled (as an older reel stored artifacts; this
+        // one writes them to files of its own, see `files`).
+        archive
+            .trees()
+            .artifacts
+            .insert([9u8; 32], big)
+            .expect("insert");
         archive.flush().expect("flush");
         (dir, archive)
     }

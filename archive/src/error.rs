@@ -47,6 +47,14 @@ pub enum ArchiveError {
         /// What is wrong.
         detail: String,
     },
+    /// The directory holds nothing of an archive at all (a wrong path).
+    #[error("{} is not a reel archive: {detail}", dir.display())]
+    NotAnArchive {
+        /// The directory.
+        dir: PathBuf,
+        /// What was looked for, and what to do.
+        detail: String,
+    },
     /// sled or the file system failed.
     #[error("archive {dir}: storage error: {source}")]
     Storage {
@@ -63,7 +71,7 @@ pub enum ArchiveError {
         run_id: String,
     },
     /// A run with this id already exists.
-    #[error("run {run_id:?} already exists in the archive: run ids must be unique; import under a new id or into another archive")]
+    #[error("run {run_id:?} already exists in the archive: run ids must be unique; import it under a new id (`reel import TAPE --as NEW-ID`) or into another archive")]
     RunExists {
         /// The id.
         run_id: String,

@@ -130,13 +130,34 @@ impl Archive {
         // stays locked throughout, so neither a concurrent import nor an
         // `append` creating the same run can slip in: exactly one wins.
         let t = self.trees();
+        // The artifacts' files are written first (content-addressed: a file
+        // an aborted import leaves is named by nothing, and the next put of
+        // the same bytes writes it again); the transaction indexes them.
+        // Bytes an older reel kept in sled stay there.
+        let mut to_index = Vec::new();
+        for (digest, (_, bytes)) in digests.iter().zip(artifacts) {
+            let s = |e| self.storage(e);
+            if t.artifacts.contains_key(digest).map_err(s)?
+                || t.artifact_files.contains_key(digest).map_err(s)?
+            {
+                continue;
+            }
+            self.inner
+                .files
+                .write(digest, bytes)
+                .map_err(|e| self.artifact_io("writing", digest, e))?;
+            to_index.push((
+                *digest,
+                crate::keys::artifact_file_value(bytes.len() as u64),
+            ));
+        }
         let live = lock(&self.inner.live);
         refuse_existing(&live)?;
         let committed = (
             &t.run_ids,
             &t.runs,
             &t.events,
-            &t.artifacts,
+            &t.artifact_files,
             &t.by_time,
             &t.by_tenant,
             &t.by_tool,
@@ -147,10 +168,10 @@ impl Archive {
                     if run_ids.get(run_id.as_bytes())?.is_some() {
                         return Err(sled::transaction::ConflictableTransactionError::Abort(()));
                     }
-                    for (digest, (_, bytes)) in digests.iter().zip(artifacts) {
-                        // Content-addressed: bytes already stored stay.
+                    for (digest, size) in &to_index {
+                        // Content-addressed: an entry already there stays.
                         if stored_artifacts.get(digest)?.is_none() {
-                            stored_artifacts.insert(&digest[..], &bytes[..])?;
+                            stored_artifacts.insert(&digest[..], &size[..])?;
                         }
                     }
                     for (key, value) in &blocks {

@@ -30,6 +30,7 @@ pub(crate) const T_RUN_IDS: &str = "run_ids";
 pub(crate) const T_RUNS: &str = "runs";
 pub(crate) const T_EVENTS: &str = "events";
 pub(crate) const T_ARTIFACTS: &str = "artifacts";
+pub(crate) const T_ARTIFACT_FILES: &str = "artifact_files";
 pub(crate) const T_BY_TIME: &str = "by_time";
 pub(crate) const T_BY_TENANT: &str = "by_tenant";
 pub(crate) const T_BY_TOOL: &str = "by_tool";
@@ -321,6 +322,16 @@ impl ListCursor {
         hex::decode_to_slice(text, &mut out).ok()?;
         Some(ListCursor(out))
     }
+}
+
+/// The value of an `artifact_files` index entry: the file's size.
+pub(crate) fn artifact_file_value(size: u64) -> [u8; 8] {
+    size.to_be_bytes()
+}
+
+/// The size an `artifact_files` index entry holds; `None` for a damaged one.
+pub(crate) fn artifact_file_size(value: &[u8]) -> Option<u64> {
+    Some(u64::from_be_bytes(value.try_into().ok()?))
 }
 
 #[cfg(test)]

@@ -68,6 +68,7 @@ mod block;
 mod control;
 mod durable;
 mod error;
+mod files;
 mod fingerprint;
 mod follow;
 #[doc(hidden)]
@@ -120,12 +121,13 @@ pub use verify::{Problem, VerifyReport};
 /// | 1 | blocks of version 1 (plain), run records of version 1 |
 /// | 2 | blocks of version 2 (lz4-compressed when smaller) |
 /// | 3 | blocks of version 3 (a zstd frame when smaller); version 2 read, no longer written |
+/// | 4 | artifact bytes in content-addressed files (`artifacts/`), indexed in sled; those an older reel kept in sled still read |
 ///
 /// Every new block or record version raises it. An archive stamped newer
 /// than this is refused on open ([`ArchiveError::NewerFormat`]), never read
 /// as damage. An older one is read as it is; its stamp is raised when this
 /// reel first writes a run into it (see [`Archive::open`]).
-pub const FORMAT_VERSION: u32 = 3;
+pub const FORMAT_VERSION: u32 = 4;
 
 /// An open archive. Cheap to clone; all clones share one database and one
 /// sequencer.
@@ -148,6 +150,9 @@ struct Inner {
     format: std::sync::atomic::AtomicU32,
     /// What makes a flush durable beyond sled's own (see `durable`).
     durable: durable::Durable,
+    /// The artifact files (see `files`), in the archive directory itself
+    /// (never a scratch copy: they are written once and never changed).
+    files: files::Files,
     /// The control record (see `control`); its lock also orders flushes.
     control: Mutex<control::Writer>,
     /// Runs created so far, for the control record.
@@ -168,7 +173,10 @@ pub(crate) struct Trees {
     pub run_ids: sled::Tree,
     pub runs: sled::Tree,
     pub events: sled::Tree,
+    /// Artifact bytes as older reels stored them (see `files`).
     pub artifacts: sled::Tree,
+    /// Artifact files: digest -> size (see `files`).
+    pub artifact_files: sled::Tree,
     pub by_time: sled::Tree,
     pub by_tenant: sled::Tree,
     pub by_tool: sled::Tree,
@@ -183,6 +191,9 @@ struct LiveRun {
     record: RunRecord,
     /// Numbers the run's appends (the one numberer, `reel_core::sequence`).
     seq: Sequencer,
+    /// Where the run stands under the stream rules (the call ids it has
+    /// started among them): each batch is checked from here.
+    rules: StreamRules,
     head: Digest,
 }
 
@@ -252,6 +263,11 @@ impl Inner {
             .insert(keys::META_CONTROL, &next.meta_value())
             .map_err(|e| self.storage(e))?;
         let n = self.db().flush().map_err(|e| self.storage(e))?;
+        // The artifact files an index entry of this flush may name, before
+        // the log's sync makes the flush durable (see `files`).
+        self.files
+            .sync()
+            .map_err(|e| self.storage(sled::Error::Io(e)))?;
         self.durable
             .sync()
             .map_err(|e| self.storage(sled::Error::Io(e)))?;

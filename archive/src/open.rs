@@ -124,6 +124,7 @@ impl Archive {
             runs: tree(keys::T_RUNS)?,
             events: tree(keys::T_EVENTS)?,
             artifacts: tree(keys::T_ARTIFACTS)?,
+            artifact_files: tree(keys::T_ARTIFACT_FILES)?,
             by_time: tree(keys::T_BY_TIME)?,
             by_tenant: tree(keys::T_BY_TENANT)?,
             by_tool: tree(keys::T_BY_TOOL)?,
@@ -168,6 +169,7 @@ impl Archive {
         let archive = Archive {
             inner: Arc::new(Inner {
                 durable,
+                files: crate::files::Files::new(&dir),
                 read_only: config.read_only,
                 scratch,
                 control: Mutex::new(control::Writer::new(&dir, control.generation, last)),

@@ -247,17 +247,35 @@ impl Archive {
             }
         }
         let t = self.trees();
-        let unreferenced: Vec<sled::IVec> = t
-            .artifacts
-            .iter()
-            .keys()
-            .filter_map(|k| k.ok())
-            .filter(|k| !<[u8; 32]>::try_from(&k[..]).is_ok_and(|d| referenced.contains(&d)))
-            .collect();
-        report.artifacts = unreferenced.len() as u64;
+        let unreferenced = |tree: &sled::Tree| -> Vec<sled::IVec> {
+            tree.iter()
+                .keys()
+                .filter_map(|k| k.ok())
+                .filter(|k| !<[u8; 32]>::try_from(&k[..]).is_ok_and(|d| referenced.contains(&d)))
+                .collect()
+        };
+        let (in_sled, files) = (unreferenced(&t.artifacts), unreferenced(&t.artifact_files));
+        report.artifacts = (in_sled.len() + files.len()) as u64;
         if !report.dry_run {
-            for key in unreferenced {
+            for key in in_sled {
                 t.artifacts.remove(key).map_err(|e| self.storage(e))?;
+            }
+            // The index entries go first, durably; then the files: a crash
+            // between leaves files nothing names, never an entry whose file
+            // is gone.
+            for key in &files {
+                t.artifact_files.remove(key).map_err(|e| self.storage(e))?;
+            }
+            if !files.is_empty() {
+                self.flush()?;
+            }
+            for key in files {
+                if let Ok(digest) = <[u8; 32]>::try_from(&key[..]) {
+                    self.inner
+                        .files
+                        .remove(&digest)
+                        .map_err(|e| self.artifact_io("removing", &digest, e))?;
+                }
             }
         }
         Ok(())

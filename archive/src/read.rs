@@ -127,17 +127,36 @@ impl Archive {
         })
     }
 
-    /// The bytes stored under a `sha256:<hex>` digest.
+    /// The bytes stored under a `sha256:<hex>` digest, checked against it:
+    /// an artifact whose file is gone or does not hold its bytes is damage
+    /// ([`ArchiveError::Damaged`]), never other bytes or silence.
     pub fn artifact(&self, digest: &str) -> Result<Option<Vec<u8>>> {
         let Some(raw) = parse_digest(digest) else {
             return Ok(None);
         };
-        Ok(self
-            .trees()
-            .artifacts
-            .get(raw)
-            .map_err(|e| self.storage(e))?
-            .map(|v| v.to_vec()))
+        let t = self.trees();
+        let s = |e| self.storage(e);
+        if t.artifact_files.contains_key(raw).map_err(s)? {
+            let damaged = |detail: String| ArchiveError::Damaged {
+                dir: self.inner.dir.clone(),
+                detail,
+            };
+            return match self
+                .inner
+                .files
+                .read(&raw)
+                .map_err(|e| self.artifact_io("reading", &raw, e))?
+            {
+                Ok(Some(bytes)) => Ok(Some(bytes)),
+                Ok(None) => Err(damaged(format!(
+                    "the file of artifact {digest} is missing ({})",
+                    self.inner.files.path(&raw).display()
+                ))),
+                Err(detail) => Err(damaged(detail)),
+            };
+        }
+        // Kept in sled by an older reel.
+        Ok(t.artifacts.get(raw).map_err(s)?.map(|v| v.to_vec()))
     }
 }
 

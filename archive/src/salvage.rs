@@ -192,6 +192,27 @@ pub fn salvage(from: &Path, into: &Path, config: ArchiveConfig) -> Result<Salvag
             detail: "it is not a directory; pass the damaged archive's directory".into(),
         });
     }
+    // Nothing of an archive in it (sled's `db`, `conf`, `snap.*`, `blobs`,
+    // reel's `reel.*` files): a wrong directory, not a damaged archive. A
+    // salvage of it would "recover" nothing and say so as if it had looked.
+    let archive_like = std::fs::read_dir(from)
+        .map(|entries| {
+            entries.filter_map(|e| e.ok()).any(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                matches!(name.as_str(), "db" | "conf" | "blobs")
+                    || name.starts_with("snap.")
+                    || name.starts_with("reel.")
+            })
+        })
+        .unwrap_or(false);
+    if !archive_like {
+        return Err(ArchiveError::NotAnArchive {
+            dir: from.to_path_buf(),
+            detail: "it holds nothing of one (no sled store `db`, `conf` or `snap.*`, no \
+                     `reel.*` file): pass the damaged archive's directory"
+                .into(),
+        });
+    }
     if into.exists()
         && std::fs::read_dir(into)
             .map(|mut d| d.next().is_some())
@@ -237,10 +258,20 @@ pub fn salvage(from: &Path, into: &Path, config: ArchiveConfig) -> Result<Salvag
         }
     }
     let scanned = find_artifacts(&pool, &wanted);
+    // Artifact files (see `files`): each taken only when its bytes hash to
+    // its name.
+    let files = crate::files::Files::new(from);
     for digest in wanted.keys() {
-        match pool.artifacts.get(digest).or_else(|| scanned.get(digest)) {
+        let from_file = || files.read(digest).ok()?.ok()?;
+        match pool
+            .artifacts
+            .get(digest)
+            .or_else(|| scanned.get(digest))
+            .cloned()
+            .or_else(from_file)
+        {
             Some(bytes) => {
-                fresh.put_artifact(bytes)?;
+                fresh.put_artifact(&bytes)?;
                 report.artifacts_recovered += 1;
             }
             None => report.artifacts_lost += 1,

@@ -24,6 +24,15 @@ pub struct ArchiveStats {
 }
 
 impl Archive {
+    /// The bytes of the artifact files (see `files`): their lengths.
+    fn artifact_bytes_on_disk(&self) -> u64 {
+        crate::files::Files::list(self.inner.files.root())
+            .iter()
+            .filter_map(|(_, path)| std::fs::metadata(path).ok())
+            .map(|m| m.len())
+            .sum()
+    }
+
     /// Figures about the archive.
     pub fn stats(&self) -> Result<ArchiveStats> {
         let t = self.trees();
@@ -66,8 +75,8 @@ impl Archive {
         Ok(ArchiveStats {
             runs,
             facts,
-            artifacts: t.artifacts.len() as u64,
-            bytes_on_disk: self.db().size_on_disk().map_err(s)?,
+            artifacts: (t.artifacts.len() + t.artifact_files.len()) as u64,
+            bytes_on_disk: self.db().size_on_disk().map_err(s)? + self.artifact_bytes_on_disk(),
             oldest: end(t.by_time.iter().next())?,
             newest: end(t.by_time.iter().next_back())?,
             damaged,

@@ -198,6 +198,42 @@ impl Archive {
                 ));
             }
         }
+        // Artifact files (see `files`): each indexed one is there, of its
+        // size, holding the bytes it is named by.
+        for item in t.artifact_files.iter() {
+            let (key, value) = item.map_err(s)?;
+            report.artifacts += 1;
+            let shown = format!("artifact sha256:{}", hex::encode(&key));
+            let Ok(digest) = <[u8; 32]>::try_from(&key[..]) else {
+                report.problems.push(problem(
+                    None,
+                    None,
+                    &format!("{shown}: a damaged index key"),
+                ));
+                continue;
+            };
+            let size = crate::keys::artifact_file_size(&value);
+            let found = match self.inner.files.read(&digest) {
+                Ok(Ok(Some(bytes))) if Some(bytes.len() as u64) == size => continue,
+                Ok(Ok(Some(bytes))) => format!(
+                    "its file holds {} bytes, the index says {}",
+                    bytes.len(),
+                    size.map_or("nothing readable".into(), |n| n.to_string())
+                ),
+                Ok(Ok(None)) => format!(
+                    "its file {} is missing",
+                    self.inner.files.path(&digest).display()
+                ),
+                Ok(Err(detail)) => detail,
+                Err(e) => format!(
+                    "its file {} cannot be read: {e}",
+                    self.inner.files.path(&digest).display()
+                ),
+            };
+            report
+                .problems
+                .push(problem(None, None, &format!("{shown}: {found}")));
+        }
         Ok(report)
     }
 
@@ -484,14 +520,20 @@ mod tests {
     /// hash chain and counted by its record: damage only the stream rules
     /// can see.
     fn problems_with_forged_block(ended: bool, extra: FactKind) -> Vec<String> {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let archive = Archive::open(dir.path(), ArchiveConfig::default()).expect("open");
         let mut facts = vec![new(started())];
         if ended {
             facts.push(new(FactKind::RunEnded(RunEnded {
                 status: RunStatus::Completed,
             })));
         }
+        problems_with_forged(facts, new(extra))
+    }
+
+    /// [`problems_with_forged_block`] after the appended `facts` (the
+    /// first a run.started of "r"), the forged fact given whole.
+    fn problems_with_forged(facts: Vec<NewFact>, extra: NewFact) -> Vec<String> {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let archive = Archive::open(dir.path(), ArchiveConfig::default()).expect("open");
         let seq = facts.len() as u64;
         archive.append("r", facts).expect("append");
         let ordinal = archive.ordinal("r").expect("ordinal");
@@ -502,7 +544,7 @@ mod tests {
             .last()
             .expect("a block")
             .expect("read");
-        let fact: Fact = new(extra).with_seq(seq);
+        let fact: Fact = extra.with_seq(seq);
         let mut payload = Vec::new();
         block::push_fact(&mut payload, &fact).expect("encodes");
         let (value, _) = block::seal(1, &block::digest_of(&last), &payload);
@@ -530,6 +572,44 @@ mod tests {
         );
         assert_eq!(
             problems_with_forged_block(false, log()),
+            Vec::<String>::new()
+        );
+    }
+
+    fn call(id: &str) -> NewFact {
+        NewFact {
+            call: Some(id.into()),
+            ..new(FactKind::CallStarted(reel_core::fact::CallStarted {
+                call_id: id.into(),
+                tool_name: "t".into(),
+                tool_id: None,
+                parent_call: None,
+                iteration: 0,
+                invocation_id: None,
+                mode: reel_core::fact::CallMode::Async,
+                protocol: None,
+                platform: None,
+                client_info: None,
+                args: serde_json::json!({}),
+                wanted: None,
+                attached: None,
+                spec: None,
+                dispatch_tools: None,
+                outside_run: None,
+            }))
+        }
+    }
+
+    #[test]
+    fn verify_reports_a_call_id_started_twice_as_damage() {
+        let problems = problems_with_forged(vec![new(started()), call("c1")], call("c1"));
+        assert_eq!(
+            problems.first().map(String::as_str),
+            Some("run r, seq 2..=2: call.started at seq 2: a second call.started for call id \"c1\" (first started at seq 1): a call id is unique within its run; give each call its own id"),
+            "{problems:?}"
+        );
+        assert_eq!(
+            problems_with_forged(vec![new(started()), call("c1")], call("c2")),
             Vec::<String>::new()
         );
     }

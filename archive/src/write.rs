@@ -5,7 +5,8 @@ use std::sync::{Arc, Mutex};
 
 use sha2::{Digest as _, Sha256};
 
-use reel_core::fact::{Fact, NewFact};
+use reel_core::fact::{Fact, FactKind, NewFact};
+use reel_core::rules::Undo;
 use reel_core::run::{RunRecord, RunState};
 use reel_core::sequence::Sequencer;
 
@@ -90,6 +91,15 @@ impl Archive {
                 None => return Ok(()),
             },
         };
+        // The call ids the run started already (rule 5 of the stream
+        // rules): from its stored facts; a damaged block is left for
+        // `verify` to report.
+        let mut rules = StreamRules::resume(&before, before.facts);
+        for fact in self.facts(run_id, ..)?.flatten() {
+            if let FactKind::CallStarted(c) = &fact.kind {
+                rules.knows_call(&c.call_id, fact.seq);
+            }
+        }
         let mut record = before.clone();
         record.state = RunState::Running;
         self.store_record(ordinal, &before, &record)?;
@@ -98,6 +108,7 @@ impl Archive {
             Arc::new(Mutex::new(LiveRun {
                 ordinal,
                 seq: Sequencer::resume(record.facts),
+                rules,
                 record,
                 head,
             })),
@@ -125,11 +136,12 @@ impl Archive {
                 }
                 let mut seq = Sequencer::new();
                 let facts = number(&mut seq);
-                check_batch(run_id, StreamRules::new(run_id), &facts)?;
+                let mut rules = StreamRules::new(run_id);
+                let _accepted = check_batch(run_id, &mut rules, &facts)?;
                 // The map lock is held from the look-up to here, so no other
                 // append creates the run meanwhile; the run is locked before
                 // the map shows it, so no other append's block goes first.
-                let run = self.create_run(run_id, &facts[0], seq)?;
+                let run = self.create_run(run_id, &facts[0], seq, rules)?;
                 let mut guard = lock(&run);
                 live.insert(run_id.to_owned(), run.clone());
                 drop(live);
@@ -150,7 +162,8 @@ impl Archive {
         // Numbered on a copy: a refused batch numbers nothing.
         let mut seq = guard.seq.clone();
         let facts = number(&mut seq);
-        match check_batch(run_id, StreamRules::resume(&guard.record, first), &facts) {
+        debug_assert_eq!(guard.rules.next_seq(), first);
+        let undo = match check_batch(run_id, &mut guard.rules, &facts) {
             // A batch that starts the stream again: it exists already.
             Err(_)
                 if facts
@@ -162,10 +175,13 @@ impl Archive {
                 })
             }
             other => other?,
+        };
+        let appended = self.append_checked(&mut guard, &facts);
+        match &appended {
+            Ok(_) => guard.seq = seq,
+            // Not stored: the rules stand where the run does.
+            Err(_) => guard.rules.undo(undo),
         }
-        let appended = self
-            .append_checked(&mut guard, &facts)
-            .inspect(|_| guard.seq = seq);
         drop(guard);
         self.appended(run_id, appended)
     }
@@ -224,6 +240,7 @@ impl Archive {
         run_id: &str,
         first: &Fact,
         seq: Sequencer,
+        rules: StreamRules,
     ) -> Result<Arc<Mutex<LiveRun>>> {
         let t = self.trees();
         let Some(record) = RunRecord::from_first(first) else {
@@ -258,6 +275,7 @@ impl Archive {
             ordinal,
             record,
             seq,
+            rules,
             head: [0; 32],
         })))
     }
@@ -342,19 +360,49 @@ impl Archive {
         Ok(())
     }
 
-    /// Stores artifact bytes once per sha-256 digest and returns the digest
-    /// as `sha256:<hex>`.
+    /// Stores artifact bytes once per sha-256 digest, as a file named by
+    /// it (see `files`; durable with the next flush), and returns the
+    /// digest as `sha256:<hex>`.
     pub fn put_artifact(&self, bytes: &[u8]) -> Result<String> {
         self.writable()?;
         let digest: Digest = Sha256::digest(bytes).into();
+        let shown = format!("sha256:{}", hex::encode(digest));
         let t = self.trees();
-        // compare_and_swap from "absent" stores the bytes once.
-        let _ = t
-            .artifacts
-            .compare_and_swap(digest, None::<&[u8]>, Some(bytes))
-            .map_err(|e| self.storage(e))?;
+        let s = |e| self.storage(e);
+        // Stored already (as a file, or in sled by an older reel).
+        if t.artifact_files.contains_key(digest).map_err(s)?
+            || t.artifacts.contains_key(digest).map_err(s)?
+        {
+            return Ok(shown);
+        }
+        // An older reel must not read an archive whose artifacts it cannot
+        // find: the stamp says "upgrade" to it.
+        self.stamp_format()?;
+        self.inner
+            .files
+            .write(&digest, bytes)
+            .map_err(|e| self.artifact_io("writing", &digest, e))?;
+        t.artifact_files
+            .insert(
+                digest,
+                &crate::keys::artifact_file_value(bytes.len() as u64),
+            )
+            .map_err(s)?;
         self.dirty();
-        Ok(format!("sha256:{}", hex::encode(digest)))
+        Ok(shown)
+    }
+
+    /// An I/O failure on an artifact file, in the archive's words.
+    pub(crate) fn artifact_io(
+        &self,
+        doing: &str,
+        digest: &Digest,
+        e: std::io::Error,
+    ) -> ArchiveError {
+        self.storage(sled::Error::Io(std::io::Error::new(
+            e.kind(),
+            format!("{doing} {}: {e}", self.inner.files.path(digest).display()),
+        )))
     }
 
     /// Makes everything appended so far durable: sled's flush, then what
@@ -413,17 +461,15 @@ impl Archive {
     }
 }
 
-/// Checks a batch against the stream rules as they stand before it.
-fn check_batch(run_id: &str, mut rules: StreamRules, facts: &[Fact]) -> Result<()> {
-    for (i, fact) in facts.iter().enumerate() {
-        rules
-            .check(fact)
-            .map_err(|violation| ArchiveError::InvalidFacts {
-                run_id: run_id.into(),
-                detail: format!(
-                    "fact {i} of the batch breaks a stream rule: {violation}; nothing of the batch was stored"
-                ),
-            })?;
-    }
-    Ok(())
+/// Checks a batch against the stream rules as they stand before it, whole
+/// or not at all: refused, `rules` stand where they stood.
+fn check_batch(run_id: &str, rules: &mut StreamRules, facts: &[Fact]) -> Result<Undo> {
+    rules
+        .check_batch(facts)
+        .map_err(|(i, violation)| ArchiveError::InvalidFacts {
+            run_id: run_id.into(),
+            detail: format!(
+                "fact {i} of the batch breaks a stream rule: {violation}; nothing of the batch was stored"
+            ),
+        })
 }

@@ -247,6 +247,19 @@ fn identity_strategy() -> BoxedStrategy<Option<Identity>> {
     .boxed()
 }
 
+/// Whether no call id of `batch` is started twice, in it or after `before`.
+fn fresh_calls(before: &[Fact], batch: &[NewFact]) -> bool {
+    let mut seen = BTreeSet::new();
+    let mut kinds = before
+        .iter()
+        .map(|f| &f.kind)
+        .chain(batch.iter().map(|f| &f.kind));
+    kinds.all(|kind| match kind {
+        FactKind::CallStarted(c) => seen.insert(c.call_id.clone()),
+        _ => true,
+    })
+}
+
 fn status_strategy() -> BoxedStrategy<RunStatus> {
     prop_oneof![
         Just(RunStatus::Completed),
@@ -358,13 +371,19 @@ impl ReferenceStateMachine for ArchiveModel {
     }
 
     fn preconditions(state: &Model, step: &Step) -> bool {
+        // A call id is started once in a run (rule 5 of the stream rules,
+        // whose refusal `call_ids.rs` shows): the model's batches keep it.
         match step {
-            Step::Start { id, .. } | Step::ImportNew { id, .. } => state.find(id).is_none(),
-            Step::Append { run, .. }
-            | Step::End { run, .. }
-            | Step::StartAgain { run }
-            | Step::ImportExisting { run }
-            | Step::Read { run, .. } => *run < state.runs.len(),
+            Step::Start { id, extra, .. } => state.find(id).is_none() && fresh_calls(&[], extra),
+            Step::ImportNew { id, facts, .. } => {
+                state.find(id).is_none() && fresh_calls(&[], facts)
+            }
+            Step::Append { run, facts } | Step::End { run, facts, .. } => {
+                *run < state.runs.len() && fresh_calls(&state.runs[*run].facts, facts)
+            }
+            Step::StartAgain { run } | Step::ImportExisting { run } | Step::Read { run, .. } => {
+                *run < state.runs.len()
+            }
             Step::AppendUnknown { .. } | Step::Reopen | Step::List { .. } => true,
         }
     }

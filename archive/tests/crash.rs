@@ -14,7 +14,10 @@
 //! - the CHILD (`REEL_CRASH_CHILD=<dir>`) opens the archive and appends runs
 //!   in batches of random size. After some batches it flushes and prints
 //!   `durable <run_id> <next_seq>`: every fact of that run with a smaller seq
-//!   is acknowledged durable.
+//!   is acknowledged durable. Before some flushes it also puts an artifact
+//!   (bytes a pure function of a number, up to 300 KiB: a file of its own)
+//!   and after the flush prints `artifact <number>`: its bytes must read
+//!   back whole in every later round.
 //!
 //! Every fact is a pure function of (run id, seq) (see [`expected_fact`]), so
 //! the parent checks each stored fact exactly, and a run's length (and so
@@ -38,6 +41,7 @@ use reel::fact::{
 use reel::run::RunState;
 use reel_archive::{Archive, ArchiveConfig, ArchiveError, RunFilter};
 use serde_json::json;
+use sha2::Digest as _;
 
 const CHILD_ENV: &str = "REEL_CRASH_CHILD";
 const ROUND_ENV: &str = "REEL_CRASH_CHILD_ROUND";
@@ -332,11 +336,21 @@ fn child(dir: &Path) {
             active[pick].1 = next;
         }
         if rng.next().is_multiple_of(3) {
+            let artifact = rng.next().is_multiple_of(2).then(|| {
+                let n = round * 1_000_000 + made * 1_000 + rng.next() % 1_000;
+                if let Err(e) = archive.put_artifact(&artifact_bytes(n)) {
+                    child_fail(format!("put_artifact: {e}"));
+                }
+                n
+            });
             if let Err(e) = archive.flush() {
                 child_fail(format!("flush: {e}"));
             }
             for (id, next) in std::mem::take(&mut dirty) {
                 let _ = writeln!(out, "durable {id} {next}");
+            }
+            if let Some(n) = artifact {
+                let _ = writeln!(out, "artifact {n}");
             }
             let _ = out.flush();
         }
@@ -357,10 +371,21 @@ struct Seen {
     state: RunState,
 }
 
+/// The bytes of the artifact numbered `n`: 1 to 300 KiB, a pure function
+/// of `n`.
+fn artifact_bytes(n: u64) -> Vec<u8> {
+    let len = 1 + (n.wrapping_mul(7919) % (300 * 1024)) as usize;
+    (0..len as u64)
+        .map(|i| (i.wrapping_mul(31) ^ n.wrapping_mul(131)) as u8)
+        .collect()
+}
+
 #[derive(Default)]
 struct Knowledge {
     /// Highest `next_seq` acknowledged durable, per run, over all rounds.
     durable: BTreeMap<String, u64>,
+    /// The artifacts acknowledged durable, over all rounds.
+    artifacts: BTreeSet<u64>,
     /// Every run checked in an earlier round, as it was then.
     seen: BTreeMap<String, Seen>,
 }
@@ -461,6 +486,10 @@ fn parent() {
             }
         }
     }
+    println!(
+        "crash: {} artifacts acknowledged, each read back whole after every later kill",
+        know.artifacts.len()
+    );
     println!("crash: took {:.1} s", t0.elapsed().as_secs_f64());
     println!("crash: {passed} passed, {failed} failed");
     if failed > 0 || passed < rounds {
@@ -533,6 +562,12 @@ fn run_round(
             ["started", id] => {
                 started_now.insert(id.to_string());
             }
+            ["artifact", n] => match n.parse::<u64>() {
+                Ok(n) => {
+                    know.artifacts.insert(n);
+                }
+                Err(_) => problems.push(format!("child printed a bad line: {line:?}")),
+            },
             ["opened", _] => {}
             ["error", ..] => problems.push(format!("child: {line}")),
             _ => problems.push(format!("child printed an unexpected line: {line:?}")),
@@ -749,6 +784,21 @@ fn check_archive(
             page.runs.iter().map(|r| &r.run_id).collect::<Vec<_>>()
         )),
         Err(e) => problems.push(format!("listing running runs: {e}")),
+    }
+
+    // Every artifact acknowledged, in any round, reads back whole.
+    for n in &know.artifacts {
+        let bytes = artifact_bytes(*n);
+        let digest = format!("sha256:{}", hex::encode(sha2::Sha256::digest(&bytes)));
+        match archive.artifact(&digest) {
+            Ok(Some(read)) if read == bytes => {}
+            Ok(Some(read)) => problems.push(format!(
+                "artifact {n} reads back as {} other bytes",
+                read.len()
+            )),
+            Ok(None) => problems.push(format!("artifact {n} was acknowledged but is gone")),
+            Err(e) => problems.push(format!("artifact {n}: {e}")),
+        }
     }
 
     match archive.verify() {

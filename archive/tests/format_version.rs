@@ -73,8 +73,8 @@ fn stamp(dir: &Path, set: Option<u32>) -> u32 {
 }
 
 #[test]
-fn this_reel_stamps_format_3_for_block_format_3() {
-    assert_eq!(FORMAT_VERSION, 3);
+fn this_reel_stamps_format_4_for_artifact_files() {
+    assert_eq!(FORMAT_VERSION, 4);
     let dir = tempfile::tempdir().expect("tempdir");
     let archive = Archive::open(dir.path(), config()).expect("open");
     assert_eq!(archive.format_version(), FORMAT_VERSION);
@@ -136,6 +136,52 @@ fn a_format_1_archive_reads_keeps_its_stamp_and_is_raised_on_first_write() {
     let archive = Archive::open(dir.path(), config()).expect("open");
     run(&archive, "new");
     assert_eq!(archive.format_version(), FORMAT_VERSION);
+    drop(archive);
+    assert_eq!(stamp(dir.path(), None), FORMAT_VERSION);
+}
+
+/// Format 4 keeps artifact bytes in files: the first artifact put into an
+/// older archive raises its stamp (an older reel would not find the file,
+/// and must say "upgrade", not serve a run without its artifacts), and the
+/// artifacts an older reel kept in sled still read and verify.
+#[test]
+fn artifacts_of_an_older_archive_read_and_a_new_one_raises_the_stamp() {
+    use sha2::{Digest as _, Sha256};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let archive = Archive::open(dir.path(), config()).expect("open");
+    run(&archive, "r");
+    drop(archive);
+    // As format 3 wrote it: the stamp, and the bytes in sled's tree.
+    stamp(dir.path(), Some(3));
+    let old = b"kept in sled by an older reel".to_vec();
+    let old_digest: [u8; 32] = Sha256::digest(&old).into();
+    {
+        let db = sled::open(dir.path()).expect("sled");
+        db.open_tree("artifacts")
+            .expect("tree")
+            .insert(old_digest, old.clone())
+            .expect("insert");
+        db.flush().expect("flush");
+    }
+    let archive = Archive::open(dir.path(), config()).expect("open");
+    assert_eq!(archive.format_version(), 3, "only read so far");
+    let shown = format!("sha256:{}", hex::encode(old_digest));
+    assert_eq!(archive.artifact(&shown).expect("read"), Some(old.clone()));
+    // The same bytes again: found in sled, no file written.
+    assert_eq!(archive.put_artifact(&old).expect("put"), shown);
+    assert!(!dir.path().join("artifacts").exists());
+    assert_eq!(archive.format_version(), 3);
+    // New bytes: a file, and the stamp raised.
+    let new = archive.put_artifact(b"a file of its own").expect("put");
+    archive.flush().expect("flush");
+    assert_eq!(archive.format_version(), FORMAT_VERSION);
+    assert_eq!(
+        archive.artifact(&new).expect("read").as_deref(),
+        Some(&b"a file of its own"[..])
+    );
+    let report = archive.verify().expect("verify");
+    assert!(report.is_ok(), "{:?}", report.problems);
+    assert_eq!(report.artifacts, 2);
     drop(archive);
     assert_eq!(stamp(dir.path(), None), FORMAT_VERSION);
 }

@@ -2,9 +2,9 @@
 //! `append` refuses and what `verify` calls damage.
 //!
 //! A refused import must leave the archive byte-for-byte unchanged: every
-//! sled tree (records, blocks, artifacts, indexes, run ids, meta) is dumped
-//! through sled itself with the archive closed, before and after the import,
-//! and the dumps must be equal. The cases are rows checked by
+//! sled tree (records, blocks, the artifact index, indexes, run ids, meta)
+//! is dumped through sled itself with the archive closed, before and after
+//! the import, with every artifact file, and the dumps must be equal. The cases are rows checked by
 //! [`refused_unchanged`]; the property test at the end mutates tapes at
 //! random and holds import to "refused and unchanged, or accepted and
 //! verified".
@@ -69,6 +69,30 @@ fn dump(dir: &Path) -> Dump {
             .collect();
         out.insert(name.to_vec(), items);
     }
+    // The artifact files beside sled's store (`artifacts/xx/...`), as one
+    // more "tree": path -> bytes.
+    let mut files = Vec::new();
+    let mut todo = vec![dir.join("artifacts")];
+    while let Some(d) = todo.pop() {
+        for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                todo.push(path);
+            } else {
+                let name = path
+                    .strip_prefix(dir)
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned();
+                files.push((
+                    name.into_bytes(),
+                    std::fs::read(&path).expect("read a file"),
+                ));
+            }
+        }
+    }
+    files.sort();
+    out.insert(b"artifact files".to_vec(), files);
     out
 }
 
@@ -236,7 +260,8 @@ fn an_accepted_import_changes_the_dump() {
         "runs",
         "run_ids",
         "events",
-        "artifacts",
+        "artifact_files",
+        "artifact files",
         "by_time",
         "by_status",
     ] {

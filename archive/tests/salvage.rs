@@ -53,8 +53,11 @@ fn record(dir: &Path) -> Recorded {
         reel_recorder::demo::record(&recorder).await.expect("demo");
         recorder.shutdown().await.expect("shutdown");
     });
-    // A run whose artifact is larger than sled keeps inline (a blob file).
+    // A run with a large artifact (a file of its own, see the archive's
+    // `files`) and a block larger than sled keeps inline (a blob file: its
+    // first log carries incompressible padding).
     let big = noise(300_000, 0x9e37_79b9_7f4a_7c15);
+    let pad = hex::encode(noise(200_000, 0x2545_f491_4f6c_dd1d));
     let digest = archive.put_artifact(&big).expect("artifact");
     let fact = |kind| NewFact {
         at: 5,
@@ -86,7 +89,11 @@ fn record(dir: &Path) -> Recorded {
                     level: Level::Info,
                     logger: None,
                     subflow: None,
-                    data: serde_json::json!({"step": i, "artifact": {"digest": digest, "size": big.len()}}),
+                    data: if i == 0 {
+                        serde_json::json!({"step": i, "artifact": {"digest": digest, "size": big.len()}, "pad": pad})
+                    } else {
+                        serde_json::json!({"step": i, "artifact": {"digest": digest, "size": big.len()}})
+                    },
                     delivered: true,
                 }))],
             )
@@ -243,7 +250,7 @@ fn salvage_recovers_only_what_was_recorded_whatever_the_damage() {
     let blocks = stored_blocks(&original);
     assert!(
         !files(&original, "blobs", "").is_empty(),
-        "the large artifact is in a blob file"
+        "the large block is in a blob file"
     );
     let total = recorded.len() as u64;
     let mut rng = rand::rngs::StdRng::seed_from_u64(17);

@@ -150,6 +150,8 @@ fn normalize(text: &str) -> String {
             (r"hop-[0-9a-f]{4}".to_owned(), "hop-[random]"),
             // Cut lines may end inside an id: any run of its digits goes.
             (r"\bart-[0-9a-f]+".to_owned(), "art-[id]"),
+            // Invocation ids: 128 random bits per call, like artifact ids.
+            (r"\binv-[0-9a-f]+".to_owned(), "inv-[id]"),
             (r"\b\d{19}\b".to_owned(), "[unix-nanos]"),
             (r"--cursor [0-9a-f]+".to_owned(), "--cursor [cursor]"),
         ]
@@ -527,6 +529,32 @@ fn colours_only_when_asked_or_on_a_terminal() {
         String::from_utf8_lossy(&coloured.stdout).contains("\x1b["),
         "--color always paints"
     );
+    // Every verb that prints a verdict or a table paints with --color
+    // always, and says the same words as without colours.
+    let colours = Regex::new("\x1b\\[[0-9;]*m").expect("regex");
+    for args in [
+        &["runs"][..],
+        &["verify"],
+        &["stats"],
+        &["diff", "demo-deploy", "demo-deploy-failed"],
+    ] {
+        let painted = Command::new(env!("CARGO_BIN_EXE_reel"))
+            .arg("--archive")
+            .arg(&d.dir)
+            .args(["--color", "always"])
+            .args(args)
+            .output()
+            .expect("runs");
+        let painted = String::from_utf8(painted.stdout).expect("UTF-8");
+        assert!(painted.contains("\x1b["), "{args:?}: --color always paints");
+        let never = d.reel(args);
+        assert!(!never.stdout.contains('\x1b'), "{args:?}: --color never");
+        assert_eq!(
+            colours.replace_all(&painted, ""),
+            never.stdout,
+            "{args:?}: the same words, painted"
+        );
+    }
     // Auto, with stdout a pipe: no colours.
     let out = Command::new(env!("CARGO_BIN_EXE_reel"))
         .arg("--archive")
@@ -536,6 +564,35 @@ fn colours_only_when_asked_or_on_a_terminal() {
         .output()
         .expect("runs");
     assert!(!String::from_utf8_lossy(&out.stdout).contains('\x1b'));
+}
+
+/// Every `--json` is one document, indented the same way (two spaces a
+/// level), `show`'s too (it streams, fact by fact).
+#[test]
+fn every_json_is_one_indented_document() {
+    let d = demo(1);
+    for args in [
+        &["runs", "--json"][..],
+        &["show", "demo-deploy", "--json"],
+        &[
+            "show",
+            "demo-deploy",
+            "--json",
+            "--kind",
+            "elicit.requested",
+        ],
+        &["stats", "--json"],
+        &["verify", "--json"],
+    ] {
+        let out = d.reel(args).expect(0, "json");
+        let doc: serde_json::Value = serde_json::from_str(&out.stdout)
+            .unwrap_or_else(|e| panic!("{args:?}: not one JSON document: {e}"));
+        let again = serde_json::to_string_pretty(&doc).unwrap() + "\n";
+        assert_eq!(
+            out.stdout, again,
+            "{args:?}: indented as serde_json's pretty printer does"
+        );
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -1074,6 +1131,55 @@ fn export_then_import_shows_the_same_run() {
     );
 }
 
+/// The advice of a duplicate import works: `--as` imports the run again
+/// beside itself, the same run under the new id (its artifacts' origin
+/// too), and the archive verifies.
+#[test]
+fn a_duplicate_import_under_a_new_id() {
+    let d = demo(1);
+    let tape = d.tmp.path().join("deploy.tape.jsonl");
+    let tape_arg = tape.to_str().expect("UTF-8 path");
+    d.reel(&["export", "demo-deploy", "-o", tape_arg])
+        .expect(0, "export");
+    let twice = d.reel(&["import", tape_arg]).expect(1, "a second import");
+    assert!(
+        twice.stderr.contains("reel import TAPE --as NEW-ID"),
+        "the refusal says how: {}",
+        twice.stderr
+    );
+    let copy = d
+        .reel(&["import", tape_arg, "--as", "deploy-copy"])
+        .expect(0, "import --as");
+    assert!(
+        copy.stdout
+            .starts_with("imported run deploy-copy (22 facts, completed)"),
+        "{}",
+        copy.stdout
+    );
+    // Fact for fact the same run (`diff` ignores the run id itself).
+    d.reel(&["diff", "demo-deploy", "deploy-copy"])
+        .expect(0, "the copy matches its original");
+    let shown = d
+        .reel(&["show", "deploy-copy", "--json"])
+        .expect(0, "show the copy");
+    assert!(
+        !shown.stdout.contains("\"demo-deploy\""),
+        "no field names the old id"
+    );
+    let doc: Value = serde_json::from_str(&shown.stdout).expect("JSON");
+    let put = doc["facts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["kind"] == "artifact.put")
+        .expect("the deploy puts an artifact");
+    assert_eq!(put["data"]["meta"]["origin"]["run_id"], "deploy-copy");
+    d.reel(&["verify"]).expect(0, "the archive verifies");
+    // The original is untouched.
+    let original = d.reel(&["show", "demo-deploy", "--json"]).expect(0, "show");
+    assert!(original.stdout.contains("\"run_id\": \"demo-deploy\""));
+}
+
 #[test]
 fn import_of_a_bad_tape_names_the_file_and_the_line() {
     let d = demo(1);
@@ -1473,6 +1579,52 @@ fn the_advice_for_a_folder_that_is_no_archive_works() {
             std::fs::remove_dir_all(cwd.join(&advised)).expect("clean up");
         }
     }
+}
+
+/// `salvage` of a folder that holds nothing of an archive says so and
+/// fails, rather than "recovering" nothing as if it had looked; a first
+/// `sync` that cannot reach its cluster leaves no empty projection behind
+/// (and one that existed is kept).
+#[test]
+fn salvage_and_sync_refuse_what_is_not_theirs_and_leave_nothing() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let notes = tmp.path().join("notes");
+    std::fs::create_dir(&notes).unwrap();
+    std::fs::write(notes.join("todo.txt"), "not an archive").unwrap();
+    let into = tmp.path().join("salvaged");
+    let out = Command::new(env!("CARGO_BIN_EXE_reel"))
+        .args(["salvage"])
+        .arg(&notes)
+        .arg("--into")
+        .arg(&into)
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("is not a reel archive")
+            && stderr.contains("pass the damaged archive's directory"),
+        "{stderr}"
+    );
+    assert!(!into.exists(), "nothing written");
+
+    // A port nothing listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("nats://127.0.0.1:{port}");
+    let fleet = tmp.path().join("fleet");
+    let failed =
+        reel(&fleet, &["sync", "--nats", &url]).expect(1, "sync of an unreachable cluster");
+    assert!(failed.stderr.contains("connecting"), "{}", failed.stderr);
+    assert!(!fleet.exists(), "the projection it created is gone");
+    let d = demo(1);
+    d.reel(&["sync", "--nats", &url])
+        .expect(1, "sync into an existing archive");
+    d.reel(&["show", "demo-deploy"])
+        .expect(0, "the existing archive is kept");
 }
 
 #[test]

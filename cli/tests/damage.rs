@@ -201,3 +201,97 @@ fn a_flipped_byte_in_a_fresh_copy_is_damage_and_reading_changes_nothing() {
         );
     }
 }
+
+/// Artifact bytes live in files named by their digest (`artifacts/xx/…`).
+/// One flipped byte, a file cut short, a file deleted: each is damage, said
+/// by `verify` (naming the artifact) and by `export` of the run that holds
+/// it (exit 2, never a tape without the bytes); reading changes no file;
+/// `salvage` recovers every other artifact and counts this one lost.
+#[test]
+fn a_damaged_or_missing_artifact_file_is_damage() {
+    let tmp = tempfile::tempdir().unwrap();
+    let config = tmp.path().join("config");
+    let archive = tmp.path().join("archive");
+    let made = reel(&config, &["demo", "--archive", archive.to_str().unwrap()]);
+    assert!(made.status.success());
+    // The demo's artifact files, and the run whose facts name each.
+    let mut files = Vec::new();
+    for folder in std::fs::read_dir(archive.join("artifacts")).unwrap() {
+        let folder = folder.unwrap().path();
+        for file in std::fs::read_dir(&folder).unwrap() {
+            let file = file.unwrap().path();
+            let digest = format!(
+                "sha256:{}{}",
+                folder.file_name().unwrap().to_string_lossy(),
+                file.file_name().unwrap().to_string_lossy()
+            );
+            files.push((file, digest));
+        }
+    }
+    assert_eq!(files.len(), 3, "the demo puts three artifacts: {files:?}");
+    let dir = archive.to_str().unwrap();
+    let owner = |digest: &str| {
+        ["demo-deploy", "demo-search"]
+            .into_iter()
+            .find(|run| {
+                let out = reel(&config, &["--archive", dir, "show", run, "--json"]);
+                String::from_utf8_lossy(&out.stdout).contains(digest)
+            })
+            .expect("a run names the artifact")
+    };
+    let (file, digest) = &files[0];
+    let run = owner(digest);
+    let relative = file.strip_prefix(&archive).unwrap().to_path_buf();
+    let damages: [Damage; 3] = [
+        ("a flipped byte", |f| {
+            let mut bytes = std::fs::read(f).unwrap();
+            let mid = bytes.len() / 2;
+            bytes[mid] ^= 0x01;
+            std::fs::write(f, bytes).unwrap();
+        }),
+        ("cut short", |f| {
+            let bytes = std::fs::read(f).unwrap();
+            std::fs::write(f, &bytes[..bytes.len() - 1]).unwrap();
+        }),
+        ("deleted", |f| std::fs::remove_file(f).unwrap()),
+    ];
+    for (how, damage) in damages {
+        let copy = tmp
+            .path()
+            .join(format!("artifact-{}", how.replace(' ', "-")));
+        copy_dir(&archive, &copy);
+        damage(&copy.join(&relative));
+        let before = snapshot(&copy);
+        let dir = copy.to_str().unwrap();
+        let verified = reel(&config, &["--archive", dir, "verify"]);
+        let stdout = String::from_utf8_lossy(&verified.stdout);
+        assert_eq!(verified.status.code(), Some(2), "{how}: {stdout}");
+        assert!(
+            stdout.contains(&format!("artifact {digest}")) && !stdout.contains("ok: no problem"),
+            "{how}: {stdout}"
+        );
+        let exported = reel(&config, &["--archive", dir, "export", run, "-o", "-"]);
+        let stderr = String::from_utf8_lossy(&exported.stderr);
+        assert_eq!(exported.status.code(), Some(2), "{how}: {stderr}");
+        assert!(
+            stderr.contains("is damaged on disk") && stderr.contains("reel salvage"),
+            "{how}: {stderr}"
+        );
+        assert_eq!(snapshot(&copy), before, "{how}: reading changed the files");
+        let into = tmp
+            .path()
+            .join(format!("salvaged-{}", how.replace(' ', "-")));
+        let out = reel(
+            &config,
+            &["salvage", dir, "--into", into.to_str().unwrap(), "--json"],
+        );
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{how}: one artifact lost: {report}"
+        );
+        assert_eq!(report["artifacts_recovered"], 2, "{how}: {report}");
+        assert_eq!(report["artifacts_lost"], 1, "{how}: {report}");
+    }
+}

@@ -106,7 +106,10 @@ fn remove_pointer(value: &mut Value, pointer: &str) {
     }
 }
 
-fn diff_values(path: &str, e: Option<&Value>, a: Option<&Value>, out: &mut Vec<FieldDiff>) {
+/// Appends every differing leaf of `e` and `a` under `path` (`path.key`,
+/// `path[i]`; arrays of different lengths, and values of different types,
+/// differ as a whole). `None`: absent.
+pub fn diff_values(path: &str, e: Option<&Value>, a: Option<&Value>, out: &mut Vec<FieldDiff>) {
     match (e, a) {
         (Some(Value::Object(em)), Some(Value::Object(am))) => {
             for (k, ev) in em {

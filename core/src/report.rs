@@ -210,11 +210,20 @@ impl std::fmt::Display for ReplayReport {
                 Verdict::MissingTool => "MISSING TOOL",
                 Verdict::Served => "served from the record",
             };
-            writeln!(
-                f,
-                "  call {} `{}`: {v} ({} facts)",
-                c.call_id, c.tool, c.facts_replayed
-            )?;
+            // Counted as the divergence line counts: the call's facts,
+            // its `call.started` being fact 0.
+            match c.verdict {
+                Verdict::Diverged => writeln!(
+                    f,
+                    "  call {} `{}`: {v} ({} of the {} recorded facts of the tool replayed)",
+                    c.call_id, c.tool, c.facts_replayed, c.facts_expected
+                )?,
+                _ => writeln!(
+                    f,
+                    "  call {} `{}`: {v} ({} facts)",
+                    c.call_id, c.tool, c.facts_replayed
+                )?,
+            }
             if let Some(d) = &c.divergence {
                 writeln!(f, "    {}", d.line)?;
             }

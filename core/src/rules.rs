@@ -14,6 +14,11 @@
 //! 4. **Nothing after the end**: a run's `run.ended`, or the `call.ended`
 //!    of the call a stream outside any run is, when there is one, is the
 //!    stream's last fact.
+//! 5. **One start per call id**: no two `call.started` of a stream carry
+//!    the same call id (seed 000: `toolCallId` is the "unique id of THIS
+//!    tool invocation"; a second start would make every later fact filed
+//!    under the id ambiguous). The recorder refuses a host-chosen id its
+//!    run has started already, before anything is filed.
 //!
 //! [`StreamRules`] is the one place that checks them, one fact at a time, and
 //! every path that takes facts in or judges stored ones goes through it:
@@ -32,6 +37,7 @@
 //! (progress or a cancel after their call ended, a fact of an unknown call)
 //! as anomalies.
 
+use std::collections::HashMap;
 use std::fmt;
 
 use crate::fact::{Fact, FactKind};
@@ -84,6 +90,14 @@ pub enum Rule {
     NothingAfterCallEnded {
         /// The seq of that `call.ended`.
         ended: u64,
+    },
+    /// Rule 5: a `call.started` for a call id the stream has started
+    /// already.
+    OneStartPerCallId {
+        /// The call id started twice.
+        call_id: String,
+        /// The seq of its first `call.started`.
+        first: u64,
     },
 }
 
@@ -138,6 +152,10 @@ impl fmt::Display for Rule {
             Rule::NothingAfterCallEnded { ended } => write!(
                 f,
                 "a fact after the call outside any run ended (seq {ended}): its call.ended must be the stream's last fact"
+            ),
+            Rule::OneStartPerCallId { call_id, first } => write!(
+                f,
+                "a second call.started for call id {call_id:?} (first started at seq {first}): a call id is unique within its run; give each call its own id"
             ),
         }
     }
@@ -214,6 +232,22 @@ pub struct StreamRules {
     head: Option<Head>,
     /// The seq of the stream's end, once seen.
     ended: Option<u64>,
+    /// The call ids started so far (rule 5), with the seq of each one's
+    /// `call.started`.
+    calls: HashMap<String, u64>,
+}
+
+/// What [`StreamRules::check_batch`] needs to take an accepted batch back
+/// ([`StreamRules::undo`]): where the stream stood before it, and the call
+/// ids it started.
+#[derive(Debug)]
+#[must_use = "an accepted batch that is not stored must be undone"]
+pub struct Undo {
+    next_seq: u64,
+    started: bool,
+    head: Option<Head>,
+    ended: Option<u64>,
+    added: Vec<String>,
 }
 
 impl StreamRules {
@@ -226,6 +260,7 @@ impl StreamRules {
             started: false,
             head: None,
             ended: None,
+            calls: HashMap::new(),
         }
     }
 
@@ -256,6 +291,52 @@ impl StreamRules {
     /// The seq the next fact must have.
     pub fn next_seq(&self) -> u64 {
         self.next_seq
+    }
+
+    /// A call id the stream started at `seq` before these rules took it up
+    /// (a stream resumed where it stands: [`StreamRules::resume`] knows its
+    /// length, not its calls): a later `call.started` with it breaks rule 5.
+    pub fn knows_call(&mut self, call_id: &str, seq: u64) {
+        self.calls.entry(call_id.to_owned()).or_insert(seq);
+    }
+
+    /// Checks a batch, whole or not at all, from where the stream stands:
+    /// on a violation (with the index of the fact in the batch) the rules
+    /// stand where they stood; once accepted, [`StreamRules::undo`] takes
+    /// the batch back (a batch its store then failed to keep). Costs what
+    /// the batch holds, not what the stream holds (no copy of the rules).
+    pub fn check_batch(&mut self, facts: &[Fact]) -> Result<Undo, (usize, Violation)> {
+        let mut undo = Undo {
+            next_seq: self.next_seq,
+            started: self.started,
+            head: self.head.clone(),
+            ended: self.ended,
+            added: Vec::new(),
+        };
+        for (i, fact) in facts.iter().enumerate() {
+            if let FactKind::CallStarted(c) = &fact.kind {
+                if !self.calls.contains_key(&c.call_id) {
+                    undo.added.push(c.call_id.clone());
+                }
+            }
+            if let Err(v) = self.check(fact) {
+                self.undo(undo);
+                return Err((i, v));
+            }
+        }
+        Ok(undo)
+    }
+
+    /// Takes back a batch [`StreamRules::check_batch`] accepted: the rules
+    /// stand where they stood before it.
+    pub fn undo(&mut self, undo: Undo) {
+        self.next_seq = undo.next_seq;
+        self.started = undo.started;
+        self.head = undo.head;
+        self.ended = undo.ended;
+        for id in undo.added {
+            self.calls.remove(&id);
+        }
     }
 
     /// Checks the next fact of the stream.
@@ -297,6 +378,9 @@ impl StreamRules {
         let ends = ends_stream(outside, call, kind);
         if ends && self.ended.is_none() {
             self.ended = Some(seq);
+        }
+        if let FactKind::CallStarted(c) = kind {
+            self.calls.entry(c.call_id.clone()).or_insert(seq);
         }
         match rule {
             None => Ok(()),
@@ -356,6 +440,14 @@ impl StreamRules {
         }
         match (&self.head, kind) {
             (Some(Head::Call(_)), FactKind::RunEnded(_)) => Some(Rule::RunEndedOutsideRun),
+            (_, FactKind::CallStarted(c)) => {
+                self.calls
+                    .get(&c.call_id)
+                    .map(|&first| Rule::OneStartPerCallId {
+                        call_id: c.call_id.clone(),
+                        first,
+                    })
+            }
             _ => None,
         }
     }

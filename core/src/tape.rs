@@ -334,6 +334,51 @@ impl Tape {
             .is_none_or(|d| d == facts_digest(&self.facts))
     }
 
+    /// The same run under the id `new_id` (to import a tape beside the run
+    /// it came from, or a second copy of it): the header's run, every
+    /// `run_id` field naming the old id (the run's start, the origin of
+    /// the artifacts it put) and the artifact scope made from the run id
+    /// (`run:<id>`) name the new one; the origin of an artifact another
+    /// run put, and text that mentions the id, are kept as recorded. The
+    /// header's `facts_sha256` is computed again when it matched (an
+    /// edited tape stays flagged as edited).
+    ///
+    /// ```
+    /// # use reel_core::tape::Tape;
+    /// # fn doc(tape: Tape) -> Result<(), String> {
+    /// let copy = tape.renamed("deploy-copy")?;
+    /// assert_eq!(copy.header.run.run_id, "deploy-copy");
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// A tape of a call outside any run (its id is the call's key, not a
+    /// run's), an empty new id, or facts that no longer read as facts.
+    pub fn renamed(mut self, new_id: &str) -> Result<Tape, String> {
+        if self.header.run.outside_run.is_some() {
+            return Err(format!(
+                "the tape holds a call outside any run (kept as {}): it has no run id to change",
+                self.header.run.run_id
+            ));
+        }
+        if new_id.trim().is_empty() {
+            return Err("the new run id is empty".into());
+        }
+        let old = std::mem::replace(&mut self.header.run.run_id, new_id.to_owned());
+        let matched = self.digest_matches();
+        let (old_scope, new_scope) = (format!("run:{old}"), format!("run:{new_id}"));
+        for fact in &mut self.facts {
+            let mut value = serde_json::to_value(&*fact).map_err(|e| e.to_string())?;
+            rename_in(&mut value, &old, new_id, &old_scope, &new_scope);
+            *fact = serde_json::from_value(value)
+                .map_err(|e| format!("fact #{} does not read after renaming: {e}", fact.seq))?;
+        }
+        if matched && self.header.facts_sha256.is_some() {
+            self.header.facts_sha256 = Some(facts_digest(&self.facts));
+        }
+        Ok(self)
+    }
+
     /// A tape of `run` holding `facts` and `artifacts`, with the header's
     /// `facts_sha256` computed over the facts.
     pub fn new(run: RunRecord, facts: Vec<Fact>, artifacts: Vec<(String, Vec<u8>)>) -> Tape {
@@ -396,6 +441,29 @@ impl Tape {
                 Err(TapeError::at(fault.line, format!("{}{tail}", fault.kind)))
             }
         }
+    }
+}
+
+/// Renames the run in one fact's JSON: `run_id` fields equal to `old` and
+/// strings equal to `old_scope` (see [`Tape::renamed`]).
+fn rename_in(value: &mut Value, old: &str, new: &str, old_scope: &str, new_scope: &str) {
+    match value {
+        Value::Object(map) => {
+            for (key, field) in map.iter_mut() {
+                if key == "run_id" && field.as_str() == Some(old) {
+                    *field = Value::String(new.to_owned());
+                } else {
+                    rename_in(field, old, new, old_scope, new_scope);
+                }
+            }
+        }
+        Value::Array(items) => {
+            for item in items {
+                rename_in(item, old, new, old_scope, new_scope);
+            }
+        }
+        Value::String(s) if s == old_scope => *s = new_scope.to_owned(),
+        _ => {}
     }
 }
 

@@ -43,3 +43,10 @@ pub mod proxy;
 pub mod serve;
 pub mod shape;
 pub mod verify;
+
+/// The book's MCP page's Rust examples, compiled as doc tests of this
+/// crate (`tests/doc_examples.rs` at the workspace root checks every page
+/// with a Rust example is compiled by some crate).
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/src/mcp.md")]
+pub struct BookMcpExamples;

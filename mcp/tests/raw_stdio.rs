@@ -121,6 +121,25 @@ fn every_tool_is_listed_with_a_description() {
         let described = tool["description"].as_str().is_some_and(|d| !d.is_empty());
         assert!(described, "{} has no description: {tool}", tool["name"]);
     }
+    // A tool registered without a spec (the example's `echo`) says exactly
+    // what it lacks, where a client reads it (issue 32, item 2).
+    let echo = tools.iter().find(|t| t["name"] == "echo").expect("echo");
+    let description = echo["description"].as_str().unwrap();
+    for lack in [
+        "declares no spec",
+        "its arguments are not described and not validated",
+        "no output schema",
+        "text only",
+        "no annotations",
+    ] {
+        assert!(
+            description.contains(lack),
+            "{lack:?} not in {description:?}"
+        );
+    }
+    assert_eq!(echo["inputSchema"], json!({ "type": "object" }), "{echo}");
+    assert!(echo.get("outputSchema").is_none(), "{echo}");
+    assert!(echo.get("annotations").is_none(), "{echo}");
     wire.close();
 }
 

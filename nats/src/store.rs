@@ -349,24 +349,21 @@ impl NatsStore {
                 "an earlier block of this stream was not stored ({why}); nothing more of it is"
             )));
         }
-        // Checked whole before anything is published.
-        let mut rules = state.rules.clone();
-        for (i, fact) in facts.iter().enumerate() {
-            if let Err(v) = rules.check(fact) {
-                // A refused first batch leaves no stream behind (nor a
-                // claim: none was made).
-                if fresh {
-                    streams.remove(stream);
-                }
-                return Err(refused(format!(
-                    "fact {i} of the batch breaks a stream rule: {v}; nothing of the batch was stored"
-                )));
+        // Checked whole before anything is published (a refused batch
+        // leaves the rules where they stood).
+        if let Err((i, v)) = state.rules.check_batch(&facts) {
+            // A refused first batch leaves no stream behind (nor a
+            // claim: none was made).
+            if fresh {
+                streams.remove(stream);
             }
+            return Err(refused(format!(
+                "fact {i} of the batch breaks a stream rule: {v}; nothing of the batch was stored"
+            )));
         }
         for fact in &facts {
             state.record.observe(fact);
         }
-        state.rules = rules;
         state.ended |= facts.iter().any(|f| {
             matches!(f.kind, FactKind::RunEnded(_))
                 || (state.outside

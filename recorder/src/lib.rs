@@ -49,6 +49,7 @@ pub mod demo;
 mod host;
 pub mod live;
 mod providers;
+mod tape;
 mod writer;
 
 pub use config::{Durability, RecorderConfig};
@@ -57,6 +58,7 @@ pub use providers::{
     validate, ArtifactStore, CredentialProvider, Elicitor, LogListener, MemoryArtifactStore,
     MemoryVault, ProgressListener, ResolvedSecret, ScriptedElicitor,
 };
+pub use tape::{TapeRecording, TapeRecordingError};
 pub use writer::{RunFailure, WriteError, RUNS_SHOWN};
 
 /// The hash the recorder records in place of a teardown key: keyed

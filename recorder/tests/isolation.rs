@@ -433,7 +433,9 @@ async fn a_session_registration_on_a_run_without_a_session_id_is_refused() {
     let out = seen.clone();
     run.call("browser", json!({}))
         .invoke(move |ctx: ToolContext, _: Value| async move {
-            assert!(ctx.teardown_scopes().contains(&Session));
+            // Seed 000: the scopes are what the door can honour, and a run
+            // with no session id honours no session scope, listed or not.
+            assert!(!ctx.teardown_scopes().contains(&Session));
             let err = ctx
                 .on_teardown(Session, "browser", move || async move {
                     l.lock().unwrap().push("orphan".into());
@@ -447,13 +449,20 @@ async fn a_session_registration_on_a_run_without_a_session_id_is_refused() {
         .await
         .unwrap();
     let (err, key_err) = seen.lock().unwrap().take().unwrap();
-    assert_eq!(err, ContextError::NoSession);
+    // Seed 000: refused "naming the door", as any scope it does not
+    // honour (the message stays what records hold); the session's key
+    // says what to do.
+    assert!(
+        matches!(err, ContextError::ScopeNotHonoured { .. }),
+        "{err:?}"
+    );
     assert_eq!(key_err, ContextError::NoSession);
     let message = err.to_string();
-    assert!(message.contains("no session id"), "{message}");
+    assert!(message.contains("which honours: call, run;"), "{message}");
+    let key_message = key_err.to_string();
     assert!(
-        message.contains(".session(id)"),
-        "says what to do: {message}"
+        key_message.contains(".session(id)"),
+        "says what to do: {key_message}"
     );
     run.end_session().await.unwrap();
     run.end(RunStatus::Completed).await.unwrap();
@@ -472,7 +481,7 @@ async fn a_session_registration_on_a_run_without_a_session_id_is_refused() {
     assert_eq!(refused.len(), 1, "teardown.refused is recorded");
     assert_eq!(refused[0].scope, Session);
     assert_eq!(refused[0].reason, message);
-    assert_eq!(refused[0].honoured, [Call, Run, Session]);
+    assert_eq!(refused[0].honoured, [Call, Run]);
     assert_eq!(
         refused[0].key_hash,
         reel_recorder::teardown_key_hash(&book.archive, "browser", Session, "browser")

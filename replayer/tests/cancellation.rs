@@ -312,3 +312,46 @@ async fn a_cancel_after_the_tools_last_check_changes_nothing_on_replay() {
     let report = replay(&recording, &tools, &ReplayOptions::default()).await;
     assert!(report.is_match(), "{report}");
 }
+
+/// A run-level cancel (seed 000: the signal comes from the run) reaches a
+/// waiting call and the child it dispatched; the recording replays with no
+/// divergence, the replay cancelling at the recorded point.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_level_cancel_replays() {
+    let stuck = Arc::new(Stuck::default());
+    let tools = tool("ask", |ctx| async move {
+        ctx.elicit(Elicitation::form("Deploy?", json!({ "type": "object" })))
+            .await?;
+        Ok(json!("answered"))
+    })
+    .register("outer", |ctx: ToolContext, _: Value| async move {
+        ctx.dispatch("ask", json!({})).await
+    });
+    let t = tools.clone();
+    let s = stuck.clone();
+    let recording = record("run-cancel", RunStatus::Cancelled, |run| async move {
+        let call = run
+            .call("outer", json!({}))
+            .elicitor(s.clone())
+            .dispatcher(t.clone());
+        let waiting = tokio::spawn(async move { call.invoke_tool(&t).await });
+        s.asked.notified().await;
+        run.cancel(Some(REASON));
+        let err = waiting.await.unwrap().expect_err("cancelled");
+        assert_eq!(err.to_string(), format!("cancelled: {REASON}"));
+    })
+    .await;
+    assert_eq!(
+        kinds(&recording, "c1"),
+        ["call.started", "cancel.requested", "call.ended"]
+    );
+    assert_eq!(
+        kinds(&recording, "c2"),
+        ["call.started", "elicit.requested", "call.ended"]
+    );
+    aborted(&recording, "c1");
+    aborted(&recording, "c2");
+    let report = replay(&recording, &tools, &ReplayOptions::default()).await;
+    assert!(report.is_match(), "{report}");
+    assert_eq!(report.calls.len(), 2, "{report}");
+}

@@ -24,7 +24,7 @@ async fn browser(ctx: ToolContext, key: String) -> Result<Value, ToolError> {
     let cleanup = || async { Ok::<_, String>(()) };
     match ctx.on_teardown(TeardownScope::Session, &key, cleanup) {
         Ok(first) => Ok(json!({ "scope": "session", "first": first })),
-        Err(ContextError::NoSession) => {
+        Err(ContextError::NoSession | ContextError::ScopeNotHonoured { .. }) => {
             let first = ctx.on_teardown(TeardownScope::Run, &key, cleanup)?;
             Ok(json!({ "scope": "run", "first": first }))
         }

@@ -59,6 +59,7 @@ enum Variant {
     UnrecordedEffectMiddle,
     UnrecordedEffectAtEnd,
     MissingLastProgress,
+    PutEarly,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -90,6 +91,12 @@ async fn ship(ctx: ToolContext, args: ShipArgs, v: Variant) -> Result<Value, Too
     };
     let pulled = ctx.credential(need).await?;
 
+    if v == V::PutEarly {
+        // The artifact one step early, where the record has the progress.
+        ctx.artifacts()
+            .put("text/plain", b"plan: build, push\n".to_vec())
+            .await?;
+    }
     let shown_total = if v == V::ProgressMessage {
         args.hops + 1
     } else {
@@ -657,8 +664,45 @@ async fn the_result() {
     let c1 = &report.calls[0];
     assert!(!c1.result.matches);
     let d = c1.divergence.as_ref().unwrap();
+    // Down to the leaf that changed, not the whole result.
     assert_eq!(d.diff.len(), 1, "{:?}", d.diff);
-    assert_eq!(d.diff[0].path, "call.ended.outcome.result");
+    assert_eq!(d.diff[0].path, "call.ended.outcome.result.status");
+    assert!(
+        d.line
+            .ends_with(r#"call.ended.outcome.result.status: expected "shipped", got "shipped!""#),
+        "{}",
+        d.line
+    );
+}
+
+/// A step taken early (an artifact put where the record has the progress)
+/// is said as that, not as the `artifact.refused` fact replay's refusal
+/// produced.
+#[tokio::test]
+async fn a_step_taken_early_is_named_as_a_step() {
+    let rec = record(Variant::Original, false).await;
+    let report = replay(&rec, &tools(Variant::PutEarly), &ReplayOptions::default()).await;
+    let c1 = &report.calls[0];
+    assert_eq!(c1.verdict, Verdict::Diverged, "{report}");
+    let d = c1.divergence.as_ref().expect("a divergence");
+    assert_eq!(
+        (d.kind, d.index),
+        (DivergenceKind::FactMismatch, 5),
+        "{}",
+        d.line
+    );
+    assert!(
+        d.line.contains(r#"the record has "progress" here, but the tool asked for something else (the record has no artifact.put here)"#)
+            && d.line.contains("out of step"),
+        "{}",
+        d.line
+    );
+    // The report's header counts as the line does.
+    let shown = report.to_string();
+    assert!(
+        shown.contains("DIVERGED (") && shown.contains("recorded facts of the tool replayed)"),
+        "{shown}"
+    );
 }
 
 #[tokio::test]
@@ -804,7 +848,7 @@ async fn results_only_ignores_facts_but_not_the_result() {
     assert_eq!(c1.verdict, Verdict::Diverged);
     let d = c1.divergence.as_ref().unwrap();
     assert_eq!(d.kind, DivergenceKind::Result);
-    assert_eq!(d.diff[0].path, "call.ended.outcome.result");
+    assert_eq!(d.diff[0].path, "call.ended.outcome.result.status");
 }
 
 #[tokio::test]

@@ -78,3 +78,87 @@ async fn dropped_reports_are_recorded_counted_and_replay_matches() {
     assert!(report.is_match(), "{report}");
     assert!(report.calls.iter().all(|c| c.result.matches), "{report}");
 }
+
+/// Reports through `progress_mcp` with no await between them, then once
+/// after respond; returns the booleans it got (FrontMCP's `progress`
+/// returns one: here, whether the report was recorded).
+async fn mcp_storm(ctx: ToolContext, _: Value) -> Result<Value, ToolError> {
+    let mut got = Vec::new();
+    for i in 0..REPORTS {
+        got.push(ctx.progress_mcp(McpProgress::new(i as f64).total(REPORTS as f64)));
+    }
+    let kept = got.iter().filter(|b| **b).count();
+    let _ = ctx.respond(json!({ "kept": kept, "got": got.clone() }));
+    let after = ctx.progress_mcp(1.0);
+    Ok(json!({ "after": after }))
+}
+
+#[tokio::test]
+async fn progress_mcp_says_whether_the_report_was_recorded_and_replays_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = RecorderConfig {
+        fingerprint_key: FingerprintKey::Key([3; 32]),
+        serve_live: false,
+        progress_bound: 16,
+        ..RecorderConfig::default()
+    };
+    let recorder = Recorder::open(dir.path().join("archive"), config)
+        .await
+        .unwrap();
+    let run = recorder
+        .start_run(RunStart::new("mcp-storm"))
+        .await
+        .unwrap();
+    let out = run
+        .call("storm", json!({}))
+        .invoke(mcp_storm)
+        .await
+        .unwrap();
+    run.end(RunStatus::Completed).await.unwrap();
+    let archive = recorder.archive().clone();
+    recorder.shutdown().await.unwrap();
+    let path = dir.path().join("mcp-storm.tape.jsonl");
+    Tape::export(&archive, "mcp-storm")
+        .unwrap()
+        .write(std::fs::File::create(&path).unwrap())
+        .unwrap();
+    let recording = Recording::from_tape_file(&path).unwrap();
+    // True exactly for the reports on the record; false for each one the
+    // record counts as dropped, and after respond.
+    let call = recording.calls.values().next().unwrap();
+    let recorded = call
+        .facts
+        .iter()
+        .filter(|f| matches!(f.kind, FactKind::Progress(_)))
+        .count();
+    let dropped: u64 = call
+        .facts
+        .iter()
+        .filter_map(|f| match &f.kind {
+            FactKind::ProgressDropped(d) => Some(d.count),
+            _ => None,
+        })
+        .sum();
+    let got: Vec<bool> = serde_json::from_value(out["got"].clone()).unwrap();
+    let trues = got.iter().filter(|b| **b).count();
+    assert_eq!(trues, recorded);
+    assert_eq!((got.len() - trues) as u64, dropped);
+    assert!(dropped > 0, "nothing was dropped with a bound of 16");
+    // After respond: false (the record flags what the tool returned).
+    let flagged = call
+        .facts
+        .iter()
+        .find_map(|f| match &f.kind {
+            FactKind::Log(l) if l.logger.as_deref() == Some(AFTER_RESPOND_LOGGER) => {
+                l.data.get("returned").cloned()
+            }
+            _ => None,
+        })
+        .expect("the return after respond is flagged");
+    assert_eq!(flagged, json!({ "ok": { "after": false } }));
+    // Replay gives the tool the same booleans (its result holds them).
+    let tools = Tools::new().register("storm", mcp_storm);
+    let report = replay(&recording, &tools, &ReplayOptions::default()).await;
+    assert!(report.is_match(), "{report}");
+    assert!(report.calls.iter().all(|c| c.result.matches), "{report}");
+}

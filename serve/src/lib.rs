@@ -6,7 +6,14 @@
 //! a page at a time, each with the `#seq-N` anchor the CLI names it by, an
 //! inspector of its fields and raw JSON, a filter that hides what does not
 //! match), its tape for download, and a server-sent event when the list of
-//! runs changes.
+//! runs changes. A run's page folds and focuses its call tree, shows its
+//! lanes (progress, effects, elicitations, artifacts, teardown,
+//! cancellation), copies each fact as a `reel show` command and follows a
+//! run still being recorded (`/runs/ID/events`); from it: its artifacts
+//! (`/runs/ID/artifacts/SEQ`), two runs compared (`/compare?a=&b=`, aligned
+//! as `reel diff` aligns them), replay reports (`/reports`, with
+//! [`ServeConfig::reports`]) and a proxy recording's wire view
+//! (`/runs/ID/wire`).
 //!
 //! Read-only: the archive is opened with [`ArchiveConfig::read_only`], a
 //! checked scratch copy, never the store itself; when the archive changes
@@ -36,6 +43,7 @@
 
 mod live;
 mod pages;
+mod reports;
 pub mod security;
 mod source;
 
@@ -69,6 +77,9 @@ pub struct ServeConfig {
     pub allowed_hosts: Vec<String>,
     /// How often the archive's control record is looked at for changes.
     pub poll: Duration,
+    /// A directory of replay reports (`<tape>.report.json`, as the
+    /// replayer writes them), listed at `/reports`.
+    pub reports: Option<PathBuf>,
 }
 
 impl ServeConfig {
@@ -81,6 +92,7 @@ impl ServeConfig {
             tokens: Vec::new(),
             allowed_hosts: Vec::new(),
             poll: Duration::from_millis(500),
+            reports: None,
         }
     }
 }
@@ -120,6 +132,13 @@ pub fn router(console: Arc<Console>) -> Router {
         .route("/", get(pages::runs))
         .route("/runs/{id}", get(pages::run))
         .route("/runs/{id}/tape", get(pages::tape))
+        .route("/runs/{id}/events", get(pages::run_events))
+        .route("/runs/{id}/wire", get(pages::wire))
+        .route("/runs/{id}/artifacts/{seq}", get(pages::artifact))
+        .route("/runs/{id}/artifacts/{seq}/raw", get(pages::artifact_raw))
+        .route("/compare", get(pages::compare))
+        .route("/reports", get(pages::reports))
+        .route("/reports/{*name}", get(pages::report))
         .route("/events", get(pages::events))
         .route("/assets/console.js", get(pages::script))
         .route("/assets/console.css", get(pages::style))

@@ -1,6 +1,9 @@
 //! The pages: server-rendered HTML, every recorded string through the
-//! viewer's `escape`; the runs table (`table.rs`), a run, its tape, the event stream and
-//! the two embedded assets.
+//! viewer's `escape`; the runs table (`table.rs`), a run (`run.rs`: its
+//! waterfall, lanes (`lanes.rs`), facts (`fact.rs`) and live updates
+//! (`follow.rs`)), its artifacts (`artifact.rs`), two runs compared
+//! (`compare.rs`), replay reports (`replay.rs`), a proxy recording's wire
+//! view (`wire.rs`), its tape, the event stream and the embedded assets.
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -20,17 +23,39 @@ use reel_viewer::timeline::{Timeline, TimelineBuilder};
 use crate::source::{Access, Admitted, FactItem, ReadError};
 use crate::FACTS_PER_PAGE;
 
+mod artifact;
+mod compare;
+mod fact;
+mod follow;
+mod lanes;
+mod replay;
+mod run;
 mod table;
+mod wire;
+pub(crate) use artifact::{artifact, artifact_raw};
+pub(crate) use compare::compare;
+pub(crate) use follow::run_events;
+pub(crate) use replay::{report, reports};
+pub(crate) use run::run;
 pub(crate) use table::runs;
+pub(crate) use wire::wire;
 
-/// The console's script: live updates, the filter inside a run, deep
-/// links. It writes recorded data only with `textContent`.
-const SCRIPT: &str = include_str!("assets/console.js");
+/// The console's script: live updates of the runs table
+/// (`console.js`), then a run's page (`run.js`: the filter, collapse and
+/// focus, deep links, the copy buttons, live updates). One file served,
+/// so a page loads one script; it writes recorded data only with
+/// `textContent`.
+const SCRIPT: &str = concat!(
+    include_str!("assets/console.js"),
+    "\n",
+    include_str!("assets/run.js")
+);
 /// The console's own styles, served after the viewer's.
 const CONSOLE_STYLE: &str = include_str!("assets/console.css");
 /// Runs per page of the runs table.
 const RUNS_PER_PAGE: usize = 50;
-/// Past this many facts, a run's first look reads only its page.
+/// A run of more facts than this first opens with its page's facts only
+/// (its whole timeline built beside it for the next look).
 const BIG_RUN_FACTS: u64 = 50_000;
 
 pub(crate) async fn script() -> Response {
@@ -131,266 +156,6 @@ fn took(r: &RunRecord) -> String {
         (None, RunState::Running) => "running".into(),
         (None, _) => "never ended".into(),
     }
-}
-
-/// A run page's query.
-#[derive(Debug, Default, serde::Deserialize)]
-pub(crate) struct RunQuery {
-    /// The first seq listed (rounded down to a page boundary).
-    from: Option<u64>,
-}
-
-/// `/runs/{id}`: the run's header, anomalies and waterfall (the viewer's),
-/// one page of its facts, its ledgers.
-pub(crate) async fn run(
-    access: Access,
-    Path(run_id): Path<String>,
-    Query(query): Query<RunQuery>,
-) -> Response {
-    let from = query.from.unwrap_or(0) / FACTS_PER_PAGE * FACTS_PER_PAGE;
-    let reading = access.clone();
-    let rendered = blocking(move || {
-        let record = reading.run(&run_id).map_err(read_error)?;
-        let cached = reading.timeline(&record);
-        let (title, body, timeline) =
-            render_run(&reading, &record, from, cached).map_err(read_error)?;
-        // A closed run's timeline no longer changes: later pages read only
-        // their own facts.
-        if let Some(timeline) = timeline {
-            reading.keep_timeline(&record, timeline);
-        }
-        Ok((title, body))
-    })
-    .await;
-    match rendered {
-        Ok((title, body)) => Html(page(&title, "run", access.stale(), &body)).into_response(),
-        Err(r) => r.into_response(),
-    }
-}
-
-/// The run's page body: the whole run folds into the timeline (the
-/// waterfall describes all of it), unless `cached` holds it already; facts
-/// `from..from + FACTS_PER_PAGE` are listed.
-fn render_run(
-    reader: &Access,
-    record: &Admitted,
-    from: u64,
-    cached: Option<Arc<Timeline>>,
-) -> Result<(String, String, Option<Arc<Timeline>>), ReadError> {
-    let text = TextRenderer::new(false);
-    let until = from + FACTS_PER_PAGE;
-    let partial = cached.is_none() && record.facts > BIG_RUN_FACTS;
-    let mut list = String::new();
-    let mut listed = 0u64;
-    let mut gaps = Vec::new();
-    let timeline = match cached {
-        Some(timeline) => {
-            reader.facts(record, from, Some(until), |item| match item {
-                FactItem::Fact(fact) => {
-                    let tool = fact
-                        .call
-                        .as_deref()
-                        .and_then(|c| timeline.call(c))
-                        .map_or("", |c| c.tool.as_str());
-                    fact_item(&mut list, &fact, tool, &text.detail_text(&fact, tool));
-                    listed += 1;
-                }
-                FactItem::Gap(gap) => gaps.push(gap),
-            })?;
-            timeline
-        }
-        None => {
-            // A partial read builds as a live run is built: what its page
-            // does not show (a call's end) is not an anomaly.
-            let mut builder = if partial {
-                TimelineBuilder::for_record(&RunRecord {
-                    state: RunState::Running,
-                    ..(**record).clone()
-                })
-            } else {
-                TimelineBuilder::for_record(record)
-            };
-            // A big run's first look reads its page only (the archive
-            // pages by seq); the whole run's timeline is built beside it
-            // for the next look.
-            let (start, end) = if partial {
-                reader.build_timeline_later(record);
-                (from, Some(until))
-            } else {
-                (0, None)
-            };
-            reader.facts(record, start, end, |item| match item {
-                FactItem::Fact(fact) => {
-                    builder.push(&fact);
-                    if (from..until).contains(&fact.seq) {
-                        let tool = fact
-                            .call
-                            .as_deref()
-                            .and_then(|c| builder.call_info(c))
-                            .map_or("", |(t, _)| t)
-                            .to_owned();
-                        fact_item(&mut list, &fact, &tool, &text.detail_text(&fact, &tool));
-                        listed += 1;
-                    }
-                }
-                FactItem::Gap(gap) => {
-                    builder.push_gap(&gap);
-                    gaps.push(gap);
-                }
-            })?;
-            Arc::new(builder.finish())
-        }
-    };
-    let mut body = String::new();
-    sections::header(&mut body, record, &timeline, listed);
-    if partial {
-        let _ = writeln!(
-            body,
-            "<p id=\"partial\" class=\"stale\" role=\"status\">This run has {} facts: the waterfall, \
-             anomalies and ledgers below are those of facts {from}–{} only. The whole run's are \
-             being read: reload in a moment.</p>",
-            record.facts,
-            until.min(record.facts) - 1
-        );
-    }
-    // The run's facts (a partial timeline knows its page's only).
-    let total = timeline.facts.max(record.facts);
-    let id = fragment(&record.run_id);
-    let _ = writeln!(
-        body,
-        "<p class=\"actions\"><a href=\"/runs/{}/tape\" download>Download tape</a> \
-         <span class=\"muted\">· <code>reel show {}</code></span></p>",
-        escape(&id),
-        escape(&record.run_id)
-    );
-    sections::anomalies(&mut body, &timeline);
-    sections::waterfall(&mut body, &timeline);
-    // The facts: a filter, the pager, the list.
-    let _ = write!(
-        body,
-        "<section id=\"facts\" class=\"panel\" data-from=\"{from}\" data-per-page=\"{FACTS_PER_PAGE}\" \
-         data-total=\"{}\"><h2>Facts {}–{} of {}</h2>\n<div class=\"filters\">\
-         <label>kind <select id=\"kind-filter\"><option value=\"\">any</option>",
-        total,
-        if listed == 0 { 0 } else { from },
-        if listed == 0 { 0 } else { from + listed - 1 },
-        total
-    );
-    for kind in timeline.kinds.keys() {
-        let _ = write!(body, "<option>{}</option>", escape(kind));
-    }
-    body.push_str(
-        "</select></label> <label>text <input id=\"text-filter\" type=\"search\" \
-         placeholder=\"tool, call, message…\"></label> \
-         <span id=\"call-filter\" class=\"tag\" hidden></span> \
-         <button id=\"clear-filter\" type=\"button\">clear</button> \
-         <span id=\"filter-count\" class=\"muted\"></span></div>\n",
-    );
-    let pager = pager(&id, from, total);
-    body.push_str(&pager);
-    for gap in &gaps {
-        let _ = writeln!(body, "<p class=\"bad\">⚠ {}</p>", escape(&gap.to_string()));
-    }
-    body.push_str("<ol class=\"fact-list\">\n");
-    body.push_str(&list);
-    body.push_str("</ol>\n");
-    body.push_str(&pager);
-    body.push_str("</section>\n");
-    sections::ledgers(&mut body, &timeline);
-    // A partial timeline is never kept as the run's.
-    let whole = (!partial).then_some(timeline);
-    Ok((format!("reel: {}", record.describe()), body, whole))
-}
-
-fn pager(id: &str, from: u64, total: u64) -> String {
-    let mut out = String::from("<p class=\"pager\">");
-    if from > 0 {
-        let _ = write!(
-            out,
-            "<a class=\"prev\" href=\"/runs/{}?from={}\">← facts {}–{}</a> ",
-            escape(id),
-            from - FACTS_PER_PAGE,
-            from - FACTS_PER_PAGE,
-            from - 1
-        );
-    }
-    if from + FACTS_PER_PAGE < total {
-        let next = from + FACTS_PER_PAGE;
-        let _ = write!(
-            out,
-            "<a class=\"next\" href=\"/runs/{}?from={next}\">facts {next}–{} →</a>",
-            escape(id),
-            (next + FACTS_PER_PAGE).min(total) - 1
-        );
-    }
-    out.push_str("</p>\n");
-    out
-}
-
-/// One fact: its anchor (`seq-N`, the CLI's seq), its line as `reel show`
-/// words it, and the inspector (fields and raw JSON).
-fn fact_item(out: &mut String, fact: &Fact, tool: &str, line: &str) {
-    let json = serde_json::to_value(fact).unwrap_or_default();
-    let kind = json["kind"].as_str().unwrap_or("").to_owned();
-    let call = fact.call.as_deref().unwrap_or("");
-    let _ = write!(
-        out,
-        "<li class=\"fact\" id=\"seq-{seq}\" data-seq=\"{seq}\" data-kind=\"{k}\" data-call=\"{c}\">\
-         <div class=\"fact-head\"><a class=\"mono anchor\" href=\"#seq-{seq}\">#{seq}</a> \
-         <span class=\"mono muted\">+{t}</span> <span class=\"kind\">{k}</span> ",
-        seq = fact.seq,
-        k = escape(&kind),
-        c = escape(call),
-        t = escape(&duration(fact.offset)),
-    );
-    if !call.is_empty() {
-        let _ = write!(
-            out,
-            "<span class=\"mono\">{}</span> <b>{}</b> ",
-            escape(call),
-            escape(tool)
-        );
-    }
-    let _ = write!(
-        out,
-        "<span class=\"fact-line\">{}</span></div><details class=\"inspect\"><summary>fields</summary>\
-         <table class=\"fields\"><tr><th>seq</th><td>{}</td></tr><tr><th>at</th><td>{}</td></tr>\
-         <tr><th>offset</th><td>+{}</td></tr><tr><th>kind</th><td>{}</td></tr>",
-        escape(line),
-        fact.seq,
-        escape(&timestamp(fact.at)),
-        escape(&duration(fact.offset)),
-        escape(&kind),
-    );
-    if !call.is_empty() {
-        let _ = write!(
-            out,
-            "<tr><th>call</th><td class=\"mono\">{}</td></tr>",
-            escape(call)
-        );
-    }
-    let fields: BTreeMap<String, serde_json::Value> = match &json["data"] {
-        serde_json::Value::Object(m) => m.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
-        _ => BTreeMap::new(),
-    };
-    for (name, value) in &fields {
-        let shown = match value {
-            serde_json::Value::String(s) => s.clone(),
-            v => v.to_string(),
-        };
-        let _ = write!(
-            out,
-            "<tr><th>{}</th><td class=\"mono\">{}</td></tr>",
-            escape(name),
-            escape(&shown)
-        );
-    }
-    let raw = serde_json::to_string_pretty(&json).unwrap_or_default();
-    let _ = writeln!(
-        out,
-        "</table><pre class=\"raw\">{}</pre></details></li>",
-        escape(&raw)
-    );
 }
 
 /// `/runs/{id}/tape`: the run as a tape (JSON Lines), as `reel export`

@@ -15,6 +15,7 @@
 //! Held by a process that serves no socket, the archive cannot be read:
 //! the console keeps the copy it has and says so on every page.
 
+use std::any::Any;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
@@ -36,6 +37,9 @@ mod access;
 mod runs;
 pub(crate) use access::{Access, Admitted};
 pub(crate) use runs::{Counts, Listed, RunQuery};
+/// What the pages beyond a run's own read through `Console`: a whole run,
+/// an artifact, replay reports.
+mod reading;
 
 /// The control record's name in the archive directory (written by every
 /// flush of every writer).
@@ -55,8 +59,16 @@ pub struct Console {
     kept: Mutex<runs::Kept>,
     /// Runs whose whole timeline is being built (`Access::build_timeline_later`).
     building: Mutex<std::collections::HashSet<String>>,
+    /// Other views of closed runs built from this copy (a run page's
+    /// lanes), by what they are and the run; cleared with the timelines.
+    views: Mutex<HashMap<(&'static str, String), View>>,
+    /// Where replay reports are looked for (`reel serve --reports DIR`).
+    reports: Option<PathBuf>,
     pub(crate) security: Security,
 }
+
+/// A kept view of a run (downcast to its type where it is used).
+type View = Arc<dyn Any + Send + Sync>;
 
 /// The most timelines kept (dropped all at once past it).
 const TIMELINES_KEPT: usize = 64;
@@ -277,6 +289,8 @@ impl Console {
             timelines: Mutex::new(HashMap::new()),
             kept: Mutex::new(runs::Kept::default()),
             building: Mutex::default(),
+            views: Mutex::new(HashMap::new()),
+            reports: config.reports.clone(),
             security,
         }))
     }
@@ -437,12 +451,45 @@ impl Console {
         kept.insert(run_id.to_owned(), timeline);
     }
 
+    /// A view (`what`) of a closed run kept from the current copy.
+    pub(crate) fn view<T: Any + Send + Sync>(
+        &self,
+        what: &'static str,
+        run_id: &str,
+    ) -> Option<Arc<T>> {
+        let kept = self.views.lock().unwrap_or_else(|e| e.into_inner());
+        kept.get(&(what, run_id.to_owned()))
+            .cloned()
+            .and_then(|v| v.downcast::<T>().ok())
+    }
+
+    /// Keeps a view (`what`) of a closed run read from the archive.
+    pub(crate) fn keep_view<T: Any + Send + Sync>(
+        &self,
+        what: &'static str,
+        run_id: &str,
+        view: Arc<T>,
+    ) {
+        let mut kept = self.views.lock().unwrap_or_else(|e| e.into_inner());
+        if kept.len() >= TIMELINES_KEPT * 4 {
+            kept.clear();
+        }
+        kept.insert((what, run_id.to_owned()), view);
+    }
+
+    /// How often the archive is looked at (a run page's live updates
+    /// look as often).
+    pub fn poll(&self) -> Duration {
+        self.poll
+    }
+
     fn swap(&self, new: Current) {
         *self.current.write().unwrap_or_else(|e| e.into_inner()) = new;
         self.timelines
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clear();
+        self.views.lock().unwrap_or_else(|e| e.into_inner()).clear();
         self.generation.send_modify(|g| *g += 1);
     }
 }

@@ -17,6 +17,16 @@ use super::*;
 pub trait CallBackend: Send + Sync {
     /// Files one fact of this call.
     fn emit(&self, kind: FactKind);
+    /// Files one progress report of this call (a [`Progress`] fact of
+    /// count 0, numbered by the backend): true when it is on the record,
+    /// false when the backend dropped it (the recorder's queue over its
+    /// progress bound; counted in `progress.dropped`), which a replay
+    /// answers from the record. The default files it with
+    /// [`CallBackend::emit`] and answers true.
+    fn progress(&self, payload: Value) -> bool {
+        self.emit(FactKind::Progress(Progress { payload, count: 0 }));
+        true
+    }
     /// An await point: waits while the write queue is over its bound.
     fn ready(&self) -> BoxFuture<'_, ()>;
     /// True when a credential provider is attached.
@@ -106,6 +116,15 @@ pub trait CallBackend: Send + Sync {
     }
     /// Whether `report` payloads are kept (content logging).
     fn content_logging(&self) -> bool;
+    /// A use of `capability` the context refused because its call had
+    /// ended ([`ToolContext::close`]): nothing of it was filed. The host
+    /// counts it, so that the record says what was refused (the recorder
+    /// files the counts at the run's end: a `warning` log of logger
+    /// [`AFTER_END_LOGGER`]). The default forgets it (a replay records
+    /// nothing).
+    fn refused_after_end(&self, capability: &str) {
+        let _ = capability;
+    }
 }
 
 /// What a holder answers to [`CallBackend::register_teardown`]: seed 000's

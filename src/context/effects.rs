@@ -76,15 +76,25 @@ impl ToolContext {
     }
 
     /// Reads the clock (unix nanoseconds), journaled.
+    /// After the call ended it still answers, and files nothing (counted as
+    /// refused, see [`ToolContext::close`]).
     pub fn now(&self) -> i64 {
         let unix_nanos = self.inner.backend.clock();
+        if self.refused_after_end("clock") {
+            return unix_nanos;
+        }
         self.emit(FactKind::Clock(Clock { unix_nanos }));
         unix_nanos
     }
 
     /// Draws 64 random bits, journaled.
+    /// After the call ended it still answers, and files nothing (counted as
+    /// refused, see [`ToolContext::close`]).
     pub fn random(&self) -> u64 {
         let value = self.inner.backend.random();
+        if self.refused_after_end("random") {
+            return value;
+        }
         self.emit(FactKind::Random(Random { value }));
         value
     }

@@ -105,6 +105,124 @@ pub struct ElicitAnswer {
     pub pre_resolved: bool,
 }
 
+/// FrontMCP's status of an elicitation's answer (seed 004's `ElicitResult`
+/// `status`): MCP's outcomes folded into three.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ElicitStatus {
+    /// The user answered, and the answer fits the question's schema.
+    Accept,
+    /// No usable answer: the user declined or dismissed the question, the
+    /// answer does not fit the schema (its validation errors say where),
+    /// or the elicitor failed.
+    Reject,
+    /// Nobody answered within the ttl.
+    Timeout,
+}
+
+impl ElicitStatus {
+    /// FrontMCP's name: `accept`, `reject` or `timeout`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ElicitStatus::Accept => "accept",
+            ElicitStatus::Reject => "reject",
+            ElicitStatus::Timeout => "timeout",
+        }
+    }
+}
+
+impl fmt::Display for ElicitStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// FrontMCP's view of an answer (seed 004: `{ status, content?,
+/// validationErrors? }`), from [`ElicitAnswer::frontmcp`]. MCP's finer
+/// outcome stays on the answer ([`ElicitAnswer::outcome`]) and on the
+/// record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ElicitResult {
+    /// Accept, reject or timeout.
+    pub status: ElicitStatus,
+    /// The answer's content: present only when accepted.
+    pub content: Option<Value>,
+    /// Why an accepted answer was rejected: one `"<JSON pointer>:
+    /// <message>"` per place it does not fit the schema. Present only on
+    /// such a rejection (never empty).
+    pub validation_errors: Option<Vec<String>>,
+}
+
+impl ElicitResult {
+    /// The view as FrontMCP spells it: `{"status": .., "content"?: ..,
+    /// "validationErrors"?: [..]}`, absent parts left out.
+    pub fn to_json(&self) -> Value {
+        let mut out = serde_json::Map::new();
+        out.insert("status".into(), json!(self.status.as_str()));
+        if let Some(content) = &self.content {
+            out.insert("content".into(), content.clone());
+        }
+        if let Some(errors) = &self.validation_errors {
+            out.insert("validationErrors".into(), json!(errors));
+        }
+        Value::Object(out)
+    }
+}
+
+impl ElicitAnswer {
+    /// FrontMCP's status of this answer: `accept` for an accepted answer
+    /// with no validation errors; `reject` for one with validation errors,
+    /// for MCP's `decline` and `cancel`, and for an elicitor's `error`;
+    /// `timeout` for `timeout`.
+    pub fn status(&self) -> ElicitStatus {
+        match &self.outcome {
+            ElicitOutcome::Accept { .. } if self.validation_errors.is_empty() => {
+                ElicitStatus::Accept
+            }
+            ElicitOutcome::Timeout => ElicitStatus::Timeout,
+            _ => ElicitStatus::Reject,
+        }
+    }
+
+    /// FrontMCP's view of this answer (seed 004's `ElicitResult`): its
+    /// [`ElicitAnswer::status`], the content of an accepted answer, and
+    /// the validation errors of an answer rejected for not fitting the
+    /// question's schema. The same live and in replay: it is computed from
+    /// the answer, which replay gives back from the record.
+    ///
+    /// ```
+    /// use reel::context::{ElicitAnswer, ElicitStatus};
+    /// use reel::fact::ElicitOutcome;
+    /// use serde_json::json;
+    /// let answer = ElicitAnswer {
+    ///     outcome: ElicitOutcome::Accept { content: json!({ "confirmed": "yes" }) },
+    ///     validation_errors: vec!["/confirmed: \"yes\" is not of type \"boolean\"".into()],
+    ///     pre_resolved: false,
+    /// };
+    /// let view = answer.frontmcp();
+    /// assert_eq!(view.status, ElicitStatus::Reject);
+    /// assert_eq!(view.content, None);
+    /// assert_eq!(view.to_json()["validationErrors"][0], answer.validation_errors[0]);
+    /// ```
+    pub fn frontmcp(&self) -> ElicitResult {
+        let status = self.status();
+        let content = match (&self.outcome, status) {
+            (ElicitOutcome::Accept { content }, ElicitStatus::Accept) => Some(content.clone()),
+            _ => None,
+        };
+        let validation_errors = match &self.outcome {
+            ElicitOutcome::Accept { .. } if !self.validation_errors.is_empty() => {
+                Some(self.validation_errors.clone())
+            }
+            _ => None,
+        };
+        ElicitResult {
+            status,
+            content,
+            validation_errors,
+        }
+    }
+}
+
 /// Validates an elicitation answer against the full JSON Schema of the
 /// question ([`crate::schema::validate_value`]): one `"<JSON pointer>:
 /// <message>"` per failing place (`"(root): ..."` for the whole answer);

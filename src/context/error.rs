@@ -68,6 +68,18 @@ pub enum ContextError {
         /// The capability, e.g. `"credential"` or `"respond"`.
         capability: String,
     },
+    /// A capability used on a context whose call has ended (a clone held by
+    /// a spawned task that outlived the call): nothing more is filed for
+    /// the call (seed 000: progress arrives "BEFORE this call's
+    /// tool_end"); the refusal is counted, and the run's end records the
+    /// count (a `warning` log of logger [`AFTER_END_LOGGER`]).
+    #[error("{capability} refused: call {call_id} has ended, and a context that outlives its call (a clone held by a spawned task) files nothing more for it; finish the work before the tool returns (await the task), or do it in a call of its own. The refusal is counted on the record")]
+    AfterCallEnded {
+        /// The capability, e.g. `"progress"` or `"artifacts.put"`.
+        capability: String,
+        /// The call that ended.
+        call_id: String,
+    },
     /// No service of the type asked for is registered for this call.
     #[error("no service of type {type_name} is registered for this call: register one on the host with `.service(Arc::new(value))` on the call (in replay, with `ReplayOptions::service`)")]
     NoService {
@@ -183,6 +195,16 @@ pub enum ToolError {
         /// Wanted arguments that still hold their claim ticket.
         unresolved: Vec<String>,
     },
+    /// The result (returned, or responded) did not match the tool's
+    /// declared output schema: the tool ran, and the call ends with this
+    /// error instead of the result, live and in replay.
+    InvalidOutput {
+        /// The tool.
+        tool: String,
+        /// Every failing place (JSON pointer into the result) and what is
+        /// wrong there.
+        errors: Vec<InputError>,
+    },
     /// Respond's early exit (see [`ToolContext::respond`]): not a failure.
     /// The host turns it into the call's result, the responded value. It
     /// can only be made by `respond`.
@@ -224,6 +246,14 @@ impl fmt::Display for ToolError {
                 errors,
                 unresolved,
             } => f.write_str(&rejection(tool, errors, unresolved)),
+            ToolError::InvalidOutput { tool, errors } => {
+                let list: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
+                write!(
+                    f,
+                    "tool {tool:?} returned a result that does not match its output schema, so the call ends with this error instead: {}; return a result that matches the spec's output schema, or fix the schema",
+                    list.join("; ")
+                )
+            }
             ToolError::Responded(r) => fmt::Display::fmt(r, f),
         }
     }

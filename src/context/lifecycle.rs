@@ -54,6 +54,13 @@ pub async fn before_tool(
 /// [`ToolContext::respond`] (`warning` logs, never delivered).
 pub const AFTER_RESPOND_LOGGER: &str = "reel.respond";
 
+/// The logger name of the count of uses of a context after its call
+/// ended ([`ToolContext::close`]): a `warning` log, never delivered, that
+/// the recorder files at the run's end (before `run.ended`; for a call
+/// outside any run, before its `call.ended`), with no call, and data
+/// `{"message", "refused": total, "calls": {call id: {capability: n}}}`.
+pub const AFTER_END_LOGGER: &str = "reel.after_end";
+
 /// What the host does with the tool's result before it ends the call, the
 /// same live and in replay: when the tool responded
 /// ([`ToolContext::respond`]), the call's result is the responded value;
@@ -61,7 +68,40 @@ pub const AFTER_RESPOND_LOGGER: &str = "reel.respond";
 /// responding is flagged on the record (a `warning` log of logger
 /// [`AFTER_RESPOND_LOGGER`] naming what it returned) and its return is
 /// not the result. `ctx` is (a clone of) the context the tool ran with.
+///
+/// Then it ends the context's call ([`ToolContext::close`]): a clone that
+/// outlives the call files nothing more. (A host whose tool panicked
+/// calls `close` itself.)
+///
+/// Last, a result is checked against the spec's output schema, when it
+/// declares one: a result off the schema is [`ToolError::InvalidOutput`],
+/// naming each failing JSON pointer (seed 004's `outputSchema`; MCP sends
+/// a result as `structuredContent`, which must match it).
 pub fn after_tool(ctx: &ToolContext, result: Result<Value, ToolError>) -> Result<Value, ToolError> {
+    let result = responded_result(ctx, result);
+    ctx.close();
+    let (Ok(value), Some(schema)) = (&result, ctx.spec().and_then(|s| s.output_schema.as_ref()))
+    else {
+        return result;
+    };
+    match crate::schema::validate_value(
+        schema,
+        value,
+        "the tool's output schema",
+        "the tool's spec",
+    ) {
+        Ok(()) => result,
+        Err(errors) => Err(ToolError::InvalidOutput {
+            tool: ctx.tool_name().into(),
+            errors,
+        }),
+    }
+}
+
+fn responded_result(
+    ctx: &ToolContext,
+    result: Result<Value, ToolError>,
+) -> Result<Value, ToolError> {
     let Some(value) = ctx.responded() else {
         return match result {
             Err(ToolError::Responded(_)) => Err(ToolError::msg(

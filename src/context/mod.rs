@@ -27,7 +27,15 @@
 //! | [`ToolContext::effect`] | `effect` (after the closure ran, or with the recorded outcome) |
 //! | [`ToolContext::now`], [`ToolContext::random`] | `clock`, `random` |
 //! | [`ToolContext::set_output`], [`ToolContext::respond`] | `call.output`; after respond a capability refuses or drops its fact, and a `log` of logger [`AFTER_RESPOND_LOGGER`] flags it (see [`after_tool`]) |
-//! | [`ToolContext::dispatch`] | the child's own `call.started` .. `call.ended`, under the child's call id |
+//! | [`ToolContext::dispatch`] | the child's own `call.started` .. `call.ended`, under the child's call id; or a `log` of logger [`DISPATCH_REFUSED_LOGGER`] alone when no dispatch is attached |
+//!
+//! After the call ended ([`ToolContext::close`], which the host calls as
+//! the tool's future completes), a clone of the context that outlived the
+//! call files nothing: a capability that can fail refuses with
+//! [`ContextError::AfterCallEnded`], one that cannot drops its fact
+//! (`notify` answers false; the clock and randomness still answer, without
+//! a fact), and each refusal is counted by the host
+//! ([`CallBackend::refused_after_end`]), whose run's end records the counts.
 //!
 //! The host files `call.started`, `call.ended`, `cancel.requested` and
 //! `teardown.ran`.
@@ -70,6 +78,7 @@ pub use backend::*;
 pub use call::*;
 pub use cancellation::*;
 pub use credentials::*;
+pub use dispatch::DISPATCH_REFUSED_LOGGER;
 pub use elicitation::*;
 pub use error::*;
 pub use lifecycle::*;
@@ -180,6 +189,9 @@ struct Inner {
     /// check every capability makes (`progress()` included) is one atomic
     /// load, never a lock.
     responded: OnceLock<Value>,
+    /// The host ended the call ([`ToolContext::close`]): every later use
+    /// of the context is refused and counted.
+    closed: std::sync::atomic::AtomicBool,
     /// The logger name of `log` and `notify` facts (`set_logger`).
     logger: Mutex<Option<String>>,
     services: Services,
@@ -215,6 +227,7 @@ impl ToolContext {
                 subflows: Mutex::new(HashMap::new()),
                 outputs: Mutex::new(Vec::new()),
                 responded: OnceLock::new(),
+                closed: std::sync::atomic::AtomicBool::new(false),
                 logger: Mutex::new(None),
                 services: Services::default(),
             }),

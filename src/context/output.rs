@@ -44,9 +44,34 @@ impl ToolContext {
         }));
     }
 
-    /// `Err(AfterRespond)` (flagged on the record) once the call responded:
+    /// Ends the context's call (host side: the recorder and the replayer
+    /// call it as the tool's future completes, before the call's end is
+    /// filed): from now on every use of the context, through any clone, is
+    /// refused ([`ContextError::AfterCallEnded`], or the fact dropped where
+    /// the capability cannot fail) and reported to the backend
+    /// ([`CallBackend::refused_after_end`]), which counts it.
+    pub fn close(&self) {
+        self.inner
+            .closed
+            .store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Whether the call has ended ([`ToolContext::close`]).
+    pub fn is_closed(&self) -> bool {
+        self.inner.closed.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// `Err(AfterCallEnded)` (counted by the backend) once the call ended,
+    /// and `Err(AfterRespond)` (flagged on the record) once it responded:
     /// a capability that can fail refuses; one that cannot drops its fact.
     pub(super) fn after_respond(&self, capability: &str) -> Result<(), ContextError> {
+        if self.is_closed() {
+            self.inner.backend.refused_after_end(capability);
+            return Err(ContextError::AfterCallEnded {
+                capability: capability.into(),
+                call_id: self.call_id().into(),
+            });
+        }
         if self.inner.responded.get().is_none() {
             return Ok(());
         }
@@ -58,6 +83,16 @@ impl ToolContext {
             "capability": capability,
         }));
         Err(err)
+    }
+
+    /// True (and counted by the backend) when the call has ended: for the
+    /// capabilities that answer without refusing (the clock, randomness).
+    pub(super) fn refused_after_end(&self, capability: &str) -> bool {
+        let closed = self.is_closed();
+        if closed {
+            self.inner.backend.refused_after_end(capability);
+        }
+        closed
     }
 
     // ---- identity facts ---------------------------------------------------

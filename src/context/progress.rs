@@ -146,17 +146,21 @@ impl ToolContext {
     /// `total_tokens` and the other usage fields of the model APIs are kept
     /// as sent, and no number is learned from them.
     pub fn progress(&self, payload: Value) {
+        self.file_progress(payload);
+    }
+
+    /// Files a report: whether it is on the record (see
+    /// [`ToolContext::progress_mcp`]).
+    fn file_progress(&self, payload: Value) -> bool {
         if self.after_respond("progress").is_err() {
-            return;
+            return false;
         }
-        // The context builds the fact, as for every capability. Its count
-        // is numbering, like its seq: 0 here, and given by the stream's
-        // `Sequencer` in filing order, so that counts follow record order
-        // also when clones of the context report concurrently (the
-        // recorder's writer numbers it; the replayer's backend as it files).
-        self.inner
-            .backend
-            .emit(FactKind::Progress(Progress { payload, count: 0 }));
+        // The fact's count is numbering, like its seq: 0 here, and given
+        // by the stream's `Sequencer` in filing order, so that counts
+        // follow record order also when clones of the context report
+        // concurrently (the recorder's writer numbers it; the replayer's
+        // backend as it files).
+        self.inner.backend.progress(payload)
     }
 
     /// MCP-style progress (`notifications/progress`): files the payload
@@ -164,21 +168,29 @@ impl ToolContext {
     /// The optional parts are named, never positional: build them with
     /// [`McpProgress`]; a bare number is a progress with neither.
     ///
-    /// Unlike FrontMCP's `progress`, it returns nothing: whether a report
-    /// went to a client is not in the record (a `progress` fact has no
-    /// `delivered`, as a `log` fact has), so a replay could not give the
-    /// live answer back, and a tool branching on it would replay
-    /// differently. Use [`ToolContext::notify`] where the tool needs to
-    /// know.
+    /// Returns a boolean, as FrontMCP's `progress` does. It means
+    /// **recorded**: true when the report is on the record (filed in call
+    /// order, and handed to the call's progress listener when one is
+    /// attached: over MCP, queued as `notifications/progress` for a client
+    /// that sent a progress token); false when it is not: after
+    /// [`ToolContext::respond`], after the call ended (a clone that
+    /// outlived it), or dropped because the recorder's queue was over its
+    /// progress bound (counted in `progress.dropped`). It does not mean
+    /// delivered: whether a client received a report is not on the record
+    /// (a `progress` fact has no `delivered`, as a `log` fact has), so a
+    /// replay could not give that answer back; the recorded one it gives
+    /// back exactly. [`ToolContext::notify`]'s boolean says whether a
+    /// message was handed on for a client.
     ///
     /// ```
     /// use reel::context::{McpProgress, ToolContext};
     /// fn walk(ctx: &ToolContext) {
-    ///     ctx.progress_mcp(McpProgress::new(3.0).total(12.0).message("Hop 3 of 12"));
+    ///     let recorded = ctx.progress_mcp(McpProgress::new(3.0).total(12.0).message("Hop 3 of 12"));
     ///     ctx.progress_mcp(4.0);
+    /// #   let _ = recorded;
     /// }
     /// ```
-    pub fn progress_mcp(&self, progress: impl Into<McpProgress>) {
+    pub fn progress_mcp(&self, progress: impl Into<McpProgress>) -> bool {
         let McpProgress {
             progress,
             total,
@@ -192,7 +204,7 @@ impl ToolContext {
         if let Some(m) = message {
             p.insert("message".into(), json!(m));
         }
-        self.progress(Value::Object(p));
+        self.file_progress(Value::Object(p))
     }
 
     /// agent-core style report: `{usedModel?, payload?}`; the payload is kept
@@ -227,9 +239,10 @@ impl ToolContext {
     /// call's result). It is not an acknowledgement: true does not mean the
     /// client received it (a client that went away meanwhile makes no
     /// error). False when no listener is attached, the client's level
-    /// filters the message out, the queue is closed, or the call has
-    /// responded. The `log` fact records the same boolean as `delivered`,
-    /// and a replay returns the recorded one.
+    /// filters the message out, the queue is closed, the call has
+    /// responded, or it has ended (a clone that outlived it; nothing is
+    /// filed then). The `log` fact records the same boolean as
+    /// `delivered`, and a replay returns the recorded one.
     pub fn notify(&self, message: impl Into<Value>) -> bool {
         self.notify_at(Level::Info, message)
     }

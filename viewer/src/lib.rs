@@ -35,6 +35,7 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod diff;
 pub mod display;
 pub mod lsp;
 pub mod names;

@@ -23,6 +23,11 @@ pub(super) fn files_of(dir: &Path) -> Vec<PathBuf> {
                 continue;
             };
             if kind.is_dir() {
+                // Artifact files hold artifact bytes, never sled's: they
+                // are read by their digest (see `files`), not scanned.
+                if d == dir && entry.file_name() == crate::files::DIR {
+                    continue;
+                }
                 todo.push(entry.path());
             } else if kind.is_file()
                 && entry

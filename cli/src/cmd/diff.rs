@@ -9,9 +9,10 @@
 //! aligned `artifact.put`s are one id), and for an artifact scope made from
 //! the run id (`run:<id>`).
 //!
-//! It matches with the core's matcher (`reel::matching`, the rules the
-//! replayer applies), so it no longer needs the replayer and could move to
-//! the viewer.
+//! The alignment is the viewer's (`reel_viewer::diff`, which matches with
+//! the core's matcher, the rules the replayer applies): the console's
+//! compare page (`reel serve`, `/compare?a=A&b=B`) aligns with the same
+//! code. This module only words it for the terminal.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -21,12 +22,12 @@ use std::process::ExitCode;
 
 use clap::Args;
 use reel::fact::FactKind;
-use reel::matching::{diff_kinds, show, FieldDiff, IgnoreRule};
+use reel::matching::{show, FieldDiff};
 use reel::Fact;
+use reel_viewer::diff::align;
 use reel_viewer::render::terminal::escape;
 use reel_viewer::render::terminal::width::{fit, wrap};
-use reel_viewer::render::text::TextRenderer;
-use serde_json::Value;
+use reel_viewer::render::text::{TextRenderer, Tone};
 
 use crate::failure::Failure;
 use crate::source::{Item, Source};
@@ -46,12 +47,13 @@ pub struct DiffArgs {
 }
 
 /// Prints the two runs side by side; exits 1 when they differ.
-pub fn run(dir: &Path, args: DiffArgs, terminal: Option<usize>) -> Result<ExitCode, Failure> {
+pub fn run(dir: &Path, args: DiffArgs, paint: TextRenderer) -> Result<ExitCode, Failure> {
     let source = Source::open(dir)?;
     let fa = collect_facts(&source, &args.run_a)?;
     let fb = collect_facts(&source, &args.run_b)?;
-    let width = args.width.or(terminal).unwrap_or(160).max(40);
+    let width = args.width.or(paint.width).unwrap_or(160).max(40);
     let (text, first) = render(&args.run_a, &fa, &args.run_b, &fb, width);
+    let text = painted(&text, &paint);
     let code = if first.is_some() {
         ExitCode::from(crate::failure::exit::FAILURE)
     } else {
@@ -63,6 +65,39 @@ pub fn run(dir: &Path, args: DiffArgs, terminal: Option<usize>) -> Result<ExitCo
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(code),
         other => other.map(|()| code).map_err(Failure::from),
     }
+}
+
+/// The rendering in colours (unchanged without): the runs' ids bold, a
+/// differing row's mark and the first difference red, the verdict green
+/// when the runs match. Only whole lines and the leading mark are painted,
+/// so the columns stay where `render` put them.
+fn painted(text: &str, paint: &TextRenderer) -> String {
+    if !paint.color {
+        return text.to_owned();
+    }
+    let mut out = String::with_capacity(text.len() + 256);
+    let last = text.lines().count().saturating_sub(1);
+    for (i, line) in text.lines().enumerate() {
+        let shown = if i == 0 {
+            paint.tone(Tone::Strong, line)
+        } else if i == last {
+            let tone = if line.starts_with("the runs match") {
+                Tone::Good
+            } else {
+                Tone::Bad
+            };
+            paint.tone(tone, line)
+        } else if let Some(rest) = line.strip_prefix('≠') {
+            format!("{}{rest}", paint.tone(Tone::Bad, "≠"))
+        } else if line.starts_with("  ▶ first difference") || line.starts_with("    also") {
+            paint.tone(Tone::Bad, line)
+        } else {
+            line.to_owned()
+        };
+        out.push_str(&shown);
+        out.push('\n');
+    }
+    out
 }
 
 /// Every fact of a run; a run with a gap cannot be diffed.
@@ -83,28 +118,6 @@ fn collect_facts(source: &Source, run_id: &str) -> Result<Vec<Fact>, Failure> {
         }
     }
     Ok(facts)
-}
-
-/// Fields that differ between any two runs and are not compared.
-pub fn volatile() -> Vec<IgnoreRule> {
-    [
-        ("run.started", "/run_id"),
-        ("call.started", "/invocation_id"),
-        ("call.ended", "/invocation_id"),
-        ("call.ended", "/duration_ns"),
-        ("teardown.ran", "/duration_ns"),
-        ("teardown.ran", "/last_registered_at"),
-        ("teardown.registered", "/registered_at"),
-        ("clock", "/unix_nanos"),
-        ("artifact.put", "/meta/origin/run_id"),
-        ("artifact.get", "/meta/origin/run_id"),
-    ]
-    .into_iter()
-    .map(|(kind, pointer)| IgnoreRule {
-        kind: Some(kind.into()),
-        pointer: pointer.into(),
-    })
-    .collect()
 }
 
 /// The first difference: (index, field diffs).
@@ -138,7 +151,7 @@ fn tools(facts: &[Fact]) -> HashMap<&str, &str> {
 /// difference. Every recorded string in it (run ids, facts, field paths
 /// and values) is escaped for the terminal.
 pub fn render(a_id: &str, a: &[Fact], b_id: &str, b: &[Fact], width: usize) -> (String, First) {
-    let ignore = volatile();
+    let rows = align(a, b);
     // `≠ ` + left + ` │ ` + right.
     let col = width.saturating_sub(5) / 2;
     let (tools_a, tools_b) = (tools(a), tools(b));
@@ -150,52 +163,8 @@ pub fn render(a_id: &str, a: &[Fact], b_id: &str, b: &[Fact], width: usize) -> (
         fit(&escape(b_id), col)
     );
     let mut first: First = None;
-    // Aligned clock reads, artifact ids and run scopes so far: (run A's
-    // value, run B's value).
-    let mut clocks: Vec<(Value, Value)> = Vec::new();
-    for i in 0..a.len().max(b.len()) {
+    for (i, diff) in rows.into_iter().enumerate() {
         let (fa, fb) = (a.get(i), b.get(i));
-        let diff = match (fa, fb) {
-            (Some(x), Some(y)) => {
-                match (&x.kind, &y.kind) {
-                    (FactKind::Clock(cx), FactKind::Clock(cy)) => {
-                        clocks.push((cx.unix_nanos.into(), cy.unix_nanos.into()));
-                    }
-                    (FactKind::ArtifactPut(px), FactKind::ArtifactPut(py)) => {
-                        clocks.push((px.meta.id.clone().into(), py.meta.id.clone().into()));
-                    }
-                    (FactKind::RunStarted(rx), FactKind::RunStarted(ry)) => {
-                        clocks.push((
-                            format!("run:{}", rx.run_id).into(),
-                            format!("run:{}", ry.run_id).into(),
-                        ));
-                    }
-                    _ => {}
-                }
-                let mut d = diff_kinds(&x.kind, &y.kind, &ignore);
-                d.retain(|d| {
-                    !clocks.iter().any(|(ca, cb)| {
-                        d.expected.as_ref() == Some(ca) && d.actual.as_ref() == Some(cb)
-                    })
-                });
-                if x.call != y.call {
-                    d.insert(
-                        0,
-                        FieldDiff {
-                            path: "call".into(),
-                            expected: x.call.clone().map(Into::into),
-                            actual: y.call.clone().map(Into::into),
-                        },
-                    );
-                }
-                d
-            }
-            _ => vec![FieldDiff {
-                path: "fact".into(),
-                expected: fa.map(|f| f.kind.name().into()),
-                actual: fb.map(|f| f.kind.name().into()),
-            }],
-        };
         let mark = if diff.is_empty() { ' ' } else { '≠' };
         let left = fa
             .map(|f| summary(f, &tools_a))

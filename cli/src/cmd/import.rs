@@ -17,6 +17,10 @@ use crate::failure::{shown, Failure};
 pub struct ImportArgs {
     /// The tape file to read.
     file: PathBuf,
+    /// Import the run under this id instead of the tape's (a second copy,
+    /// or beside the run it was exported from).
+    #[arg(long = "as", value_name = "RUN")]
+    as_id: Option<String>,
 }
 
 /// Why `file`, which failed to read as a tape with `error`, is no tape at
@@ -62,6 +66,12 @@ pub fn run(dir: &Path, args: ImportArgs) -> Result<ExitCode, Failure> {
             shown(file)
         );
     }
+    let tape = match &args.as_id {
+        Some(id) => tape
+            .renamed(id)
+            .map_err(|e| Failure::msg(format!("--as {id}: {}: {e}", file.display())))?,
+        None => tape,
+    };
     let archive = Archive::open(dir, ArchiveConfig::default())?;
     let record = tape
         .import_with_lines(&archive, &lines)

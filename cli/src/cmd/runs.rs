@@ -10,7 +10,7 @@ use reel::RunState;
 use reel_archive::RunFilter;
 use reel_viewer::render::terminal::width::fit;
 use reel_viewer::render::terminal::{escape, JsonSafe};
-use reel_viewer::render::text::{duration, timestamp};
+use reel_viewer::render::text::{duration, timestamp, TextRenderer, Tone};
 use serde_json::Value;
 
 use crate::failure::{exit, Failure};
@@ -91,8 +91,10 @@ fn age(ns: i64) -> String {
 }
 
 /// Prints one page of runs as a table (or JSON), and the cursor of the
-/// next; a table wider than `width` is narrowed to it.
-pub fn run(dir: &Path, args: RunsArgs, width: Option<usize>) -> Result<ExitCode, Failure> {
+/// next; a table wider than the renderer's width is narrowed to it, and
+/// states and anomalies are painted in its colours.
+pub fn run(dir: &Path, args: RunsArgs, text: TextRenderer) -> Result<ExitCode, Failure> {
+    let width = text.width;
     let source = Source::open(dir)?;
     let page = source.list_runs(&RunFilter {
         tenant: args.tenant,
@@ -193,17 +195,27 @@ pub fn run(dir: &Path, args: RunsArgs, width: Option<usize>) -> Result<ExitCode,
             excess -= cut;
         }
     }
-    let line = |cells: &[String]| {
+    // Cells are fitted and padded uncoloured, then painted: the colours
+    // take no column. The header is bold; a run's state in its colour, a
+    // non-zero anomaly count yellow (`?`, unknown, red).
+    let line = |cells: &[String], tones: &[Option<Tone>]| {
+        let last = cells.len() - 1;
         cells
             .iter()
             .zip(widths)
             .enumerate()
             .map(|(i, (c, w))| {
                 let c = fit(c, w);
-                if i == 1 && started_right {
+                let padded = if i == 1 && started_right {
                     format!("{c:>w$}")
+                } else if i == last {
+                    c
                 } else {
                     format!("{c:<w$}")
+                };
+                match tones.get(i).copied().flatten() {
+                    Some(tone) => text.tone(tone, &padded),
+                    None => padded,
                 }
             })
             .collect::<Vec<_>>()
@@ -211,9 +223,20 @@ pub fn run(dir: &Path, args: RunsArgs, width: Option<usize>) -> Result<ExitCode,
             .trim_end()
             .to_owned()
     };
-    writeln!(out, "{}", line(&head.map(String::from)))?;
-    for row in &rows {
-        writeln!(out, "{}", line(row))?;
+    writeln!(
+        out,
+        "{}",
+        line(&head.map(String::from), &[Some(Tone::Strong); 8])
+    )?;
+    for ((row, r), n) in rows.iter().zip(&page.runs).zip(&anomalies) {
+        let mut tones = [None; 8];
+        tones[3] = Some(TextRenderer::state_tone(r.state));
+        tones[7] = match n {
+            Some(0) => None,
+            Some(_) => Some(Tone::Warn),
+            None => Some(Tone::Bad),
+        };
+        writeln!(out, "{}", line(row, &tones))?;
     }
     if rows.is_empty() {
         writeln!(out, "(no runs match)")?;

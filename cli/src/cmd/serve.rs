@@ -29,6 +29,11 @@ pub struct ServeArgs {
     /// `Origin`); repeatable.
     #[arg(long = "allow-host")]
     allow_host: Vec<String>,
+    /// A directory of replay reports (the `<tape>.report.json` files the
+    /// replayer writes beside a tape that diverged), listed at /reports
+    /// and shown beside their recordings.
+    #[arg(long)]
+    reports: Option<PathBuf>,
 }
 
 /// Serves the console until interrupted (Ctrl-C).
@@ -56,6 +61,7 @@ pub fn run(dir: &Path, args: ServeArgs) -> Result<ExitCode, Failure> {
     let config = ServeConfig {
         tokens,
         allowed_hosts: args.allow_host,
+        reports: args.reports,
         ..ServeConfig::new(dir.to_path_buf(), args.listen)
     };
     let rt = super::runtime()?;

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 use reel_viewer::render::terminal::{escape, JsonSafe};
-use reel_viewer::render::text::timestamp;
+use reel_viewer::render::text::{timestamp, TextRenderer, Tone};
 
 use crate::failure::{shown, Failure};
 use crate::source::Source;
@@ -19,8 +19,9 @@ pub struct StatsArgs {
     json: bool,
 }
 
-/// Prints runs, facts, artifacts and bytes on disk.
-pub fn run(dir: &Path, args: StatsArgs) -> Result<ExitCode, Failure> {
+/// Prints runs, facts, artifacts and bytes on disk (the names in bold
+/// with colours).
+pub fn run(dir: &Path, args: StatsArgs, text: TextRenderer) -> Result<ExitCode, Failure> {
     let s = Source::open(dir)?.stats()?;
     let mut out = io::stdout().lock();
     if args.json {
@@ -28,23 +29,61 @@ pub fn run(dir: &Path, args: StatsArgs) -> Result<ExitCode, Failure> {
         writeln!(out)?;
         return Ok(ExitCode::SUCCESS);
     }
-    writeln!(out, "archive      {}", shown(dir))?;
-    writeln!(out, "runs         {}", s.runs)?;
-    writeln!(out, "facts        {}", s.facts)?;
-    writeln!(out, "artifacts    {}", s.artifacts)?;
-    writeln!(out, "bytes        {}", s.bytes_on_disk)?;
+    writeln!(
+        out,
+        "{}      {}",
+        text.tone(Tone::Strong, "archive"),
+        shown(dir)
+    )?;
+    writeln!(
+        out,
+        "{}         {}",
+        text.tone(Tone::Strong, "runs"),
+        s.runs
+    )?;
+    writeln!(
+        out,
+        "{}        {}",
+        text.tone(Tone::Strong, "facts"),
+        s.facts
+    )?;
+    writeln!(
+        out,
+        "{}    {}",
+        text.tone(Tone::Strong, "artifacts"),
+        s.artifacts
+    )?;
+    writeln!(
+        out,
+        "{}        {}",
+        text.tone(Tone::Strong, "bytes"),
+        s.bytes_on_disk
+    )?;
     if s.facts > 0 {
         writeln!(
             out,
-            "bytes/fact   {:.1}",
+            "{}   {:.1}",
+            text.tone(Tone::Strong, "bytes/fact"),
             s.bytes_on_disk as f64 / s.facts as f64
         )?;
     }
     if let Some((id, at)) = &s.oldest {
-        writeln!(out, "oldest run   {} ({})", escape(id), timestamp(*at))?;
+        writeln!(
+            out,
+            "{}   {} ({})",
+            text.tone(Tone::Strong, "oldest run"),
+            escape(id),
+            timestamp(*at)
+        )?;
     }
     if let Some((id, at)) = &s.newest {
-        writeln!(out, "newest run   {} ({})", escape(id), timestamp(*at))?;
+        writeln!(
+            out,
+            "{}   {} ({})",
+            text.tone(Tone::Strong, "newest run"),
+            escape(id),
+            timestamp(*at)
+        )?;
     }
     Ok(ExitCode::SUCCESS)
 }

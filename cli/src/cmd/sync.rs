@@ -44,11 +44,30 @@ pub fn open_projection(dir: &Path) -> Result<Archive, Failure> {
 /// sync began; a later sync resumes there.
 pub fn run(dir: &Path, args: SyncArgs) -> Result<ExitCode, Failure> {
     let config = nats_config(&args.nats)?;
+    // A projection this sync creates is removed again when the sync fails
+    // (the cluster unreachable, say): a failed first sync leaves nothing.
+    let fresh =
+        !dir.exists() || std::fs::read_dir(dir).is_ok_and(|mut entries| entries.next().is_none());
     let archive = open_projection(dir)?;
-    let report = if args.follow {
-        follow(&config, &archive, args.consumer.as_deref(), dir)?
+    let synced = if args.follow {
+        follow(&config, &archive, args.consumer.as_deref(), dir)
     } else {
-        reel_nats::sync(&config, &archive, args.consumer.as_deref())?
+        reel_nats::sync(&config, &archive, args.consumer.as_deref()).map_err(Failure::from)
+    };
+    let report = match synced {
+        Ok(report) => report,
+        Err(e) => {
+            if fresh {
+                drop(archive);
+                if std::fs::remove_dir_all(dir).is_ok() {
+                    eprintln!(
+                        "reel: removed the projection this sync had created at {}",
+                        shown(dir)
+                    );
+                }
+            }
+            return Err(e);
+        }
     };
     writeln!(
         io::stdout().lock(),

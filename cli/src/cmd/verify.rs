@@ -8,7 +8,7 @@ use clap::Args;
 use reel_viewer::render::terminal::{escape, JsonSafe};
 
 use crate::failure::Failure;
-use reel_viewer::render::text::counted;
+use reel_viewer::render::text::{counted, TextRenderer, Tone};
 
 /// `reel verify`'s arguments.
 #[derive(Args, Debug)]
@@ -23,8 +23,9 @@ pub struct VerifyArgs {
     nats: Option<String>,
 }
 
-/// Verifies the archive; exits 2 when a problem is found.
-pub fn run(dir: &Path, args: VerifyArgs) -> Result<ExitCode, Failure> {
+/// Verifies the archive; exits 2 when a problem is found. The verdict is
+/// painted: ok green, problems red, what is not damage yellow.
+pub fn run(dir: &Path, args: VerifyArgs, text: TextRenderer) -> Result<ExitCode, Failure> {
     let archive = super::open_existing(dir, "verify")?;
     let report = archive.verify()?;
     let against = match &args.nats {
@@ -69,38 +70,43 @@ pub fn run(dir: &Path, args: VerifyArgs) -> Result<ExitCode, Failure> {
             counted(report.artifacts, "artifact")
         )?;
         if report.pruned > 0 {
-            writeln!(
-                out,
+            let pruned = format!(
                 "{} pruned (`reel prune`): not damage",
                 if report.pruned == 1 {
                     "1 run was".to_owned()
                 } else {
                     format!("{} runs were", report.pruned)
                 }
-            )?;
+            );
+            writeln!(out, "{}", text.tone(Tone::Warn, &pruned))?;
         }
         if !report.known_losses.is_empty() {
             let n = report.known_losses.len();
-            writeln!(
-                out,
+            let head = format!(
                 "{n} known {} (facts `reel salvage` could not recover; not damage):",
                 if n == 1 { "loss" } else { "losses" }
-            )?;
+            );
+            writeln!(out, "{}", text.tone(Tone::Warn, &head))?;
             for p in &report.known_losses {
                 writeln!(out, "  {}", escape(&p.to_string()))?;
             }
         }
         if report.is_ok() && stream_ok {
-            writeln!(out, "ok: no problem found")?;
+            writeln!(out, "{}", text.tone(Tone::Good, "ok: no problem found"))?;
         } else if report.is_ok() {
             // Not "ok": the exit status says otherwise.
             writeln!(
                 out,
-                "the archive itself: no problem found; against the cluster: the problems above"
+                "{}",
+                text.tone(
+                    Tone::Bad,
+                    "the archive itself: no problem found; against the cluster: the problems above"
+                )
             )?;
         } else {
             let n = report.problems.len();
-            writeln!(out, "{n} {}:", if n == 1 { "problem" } else { "problems" })?;
+            let head = format!("{n} {}:", if n == 1 { "problem" } else { "problems" });
+            writeln!(out, "{}", text.tone(Tone::Bad, &head))?;
             for p in &report.problems {
                 writeln!(out, "  {}", escape(&p.to_string()))?;
             }

@@ -231,6 +231,19 @@ pub fn serve(dir: &Path) -> Served {
     served(child)
 }
 
+/// `reel serve` with more arguments (e.g. `--reports DIR`).
+pub fn serve_with(dir: &Path, args: &[&std::ffi::OsStr]) -> Served {
+    let child = reel()
+        .args(["serve", "--listen", "127.0.0.1:0", "--archive"])
+        .arg(dir)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("reel serve starts");
+    served(child)
+}
+
 /// Reads the address a `reel serve` child prints first.
 pub fn served(mut child: Child) -> Served {
     let mut out = BufReader::new(child.stdout.take().unwrap());
@@ -271,6 +284,39 @@ pub fn http_get(base: &str, path: &str, headers: &[(&str, &str)]) -> (u16, Strin
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| panic!("no HTTP status in {answer:?}"));
     (status, answer)
+}
+
+/// One raw HTTP/1.1 GET of a binary answer: the status, the head (status
+/// line and headers) and the body's bytes.
+pub fn http_get_bytes(base: &str, path: &str) -> (u16, String, Vec<u8>) {
+    let addr = base.trim_start_matches("http://");
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let req = format!("GET {path} HTTP/1.1\r\nConnection: close\r\nHost: {addr}\r\n\r\n");
+    s.write_all(req.as_bytes()).unwrap();
+    let mut answer = Vec::new();
+    s.read_to_end(&mut answer).unwrap();
+    let end = answer
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .unwrap_or_else(|| panic!("{path}: no end of headers"));
+    let head = String::from_utf8_lossy(&answer[..end]).into_owned();
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no HTTP status in {head:?}"));
+    (status, head, answer[end + 4..].to_vec())
+}
+
+/// One header of a head from [`http_get_bytes`] (or a whole answer from
+/// [`http_get`]); the name in any case.
+pub fn header<'a>(answer: &'a str, name: &str) -> Option<&'a str> {
+    let head = answer.split("\r\n\r\n").next().unwrap_or("");
+    head.lines().find_map(|l| {
+        let (n, v) = l.split_once(':')?;
+        n.eq_ignore_ascii_case(name).then(|| v.trim())
+    })
 }
 
 // ---- chromium through chromium-driver ----------------------------------------

@@ -27,13 +27,18 @@ fn object_schema(schema: &Value) -> bool {
     schema.get("type").and_then(Value::as_str) == Some("object")
 }
 
-/// The `tools/list` entry of a tool: from its spec, or a minimal one.
+/// What the `tools/list` entry of a tool registered without a spec says of
+/// it: exactly what it lacks (see the MCP page of the book).
+pub(crate) const SPECLESS: &str = "This tool declares no spec: its arguments are not described and not validated (any object is passed to it as sent), it has no output schema (its result is text only, never structuredContent), and no title, no annotations (no read-only or destructive hint), no declared credential needs and no wanted artifacts.";
+
+/// The `tools/list` entry of a tool: from its spec, or one that says what
+/// a tool without a spec lacks ([`SPECLESS`]).
 pub(crate) fn listing(name: &str, spec: Option<&ToolSpec>) -> Result<Tool, ErrorData> {
     let mut tool = match spec {
         Some(spec) => spec.mcp_tool(),
         None => json!({
             "name": name,
-            "description": "(registered without a spec: its arguments are not described)",
+            "description": SPECLESS,
             "inputSchema": { "type": "object" },
         }),
     };

@@ -78,15 +78,23 @@ impl LiveBackend {
                 error: e.to_string(),
             },
         };
-        self.run.emit(
-            Some(&self.call_id),
-            FactKind::CallEnded(CallEnded {
-                outcome,
-                duration_ns: started_at.elapsed().as_nanos() as u64,
-                invocation_id: self.invocation_id.clone(),
-            }),
-        );
+        let ended = FactKind::CallEnded(CallEnded {
+            outcome,
+            duration_ns: started_at.elapsed().as_nanos() as u64,
+            invocation_id: self.invocation_id.clone(),
+        });
         let run = &self.run.inner;
+        let root = run
+            .outside
+            .as_ref()
+            .is_some_and(|root| root.get() == Some(&self.call_id));
+        if root {
+            // The end of a call outside any run is its stream's end: the
+            // count of refused context uses goes before it.
+            self.run.file_refused_then(Some(&self.call_id), ended);
+        } else {
+            self.run.emit(Some(&self.call_id), ended);
+        }
         if let Some(root) = &run.outside {
             if root.get() == Some(&self.call_id) {
                 // The call outside any run ended: so did its stream.
@@ -148,32 +156,38 @@ impl LiveBackend {
 impl CallBackend for LiveBackend {
     fn emit(&self, kind: FactKind) {
         match kind {
-            // The hot path: the context's progress fact travels as its
-            // payload, under the call's key: no allocation, no lock (see
-            // `Msg::Progress`); the writer's sequencer numbers it. A
-            // listener, when attached, sees the report first.
-            // Over the queue's progress bound the report is dropped and
-            // counted; the count is filed before the call's next fact.
             FactKind::Progress(Progress { payload, .. }) => {
-                if let Some(listener) = &self.providers.progress {
-                    listener.progress(&self.call_id, &payload);
-                }
-                if self.dropped.load(Ordering::Relaxed) != 0 {
-                    if !self.run.progress_room() {
-                        self.dropped.fetch_add(1, Ordering::Relaxed);
-                        return;
-                    }
-                    self.file_dropped();
-                }
-                if !self.run.emit_progress(self.progress_key, payload) {
-                    self.dropped.fetch_add(1, Ordering::Relaxed);
-                }
+                self.progress(payload);
             }
             kind => {
                 self.file_dropped();
                 self.run.emit(Some(&self.call_id), kind)
             }
         }
+    }
+
+    // The hot path: the context's progress fact travels as its payload,
+    // under the call's key: no allocation, no lock (see `Msg::Progress`);
+    // the writer's sequencer numbers it. A listener, when attached, sees
+    // the report first. Over the queue's progress bound the report is
+    // dropped and counted (false); the count is filed before the call's
+    // next fact.
+    fn progress(&self, payload: Value) -> bool {
+        if let Some(listener) = &self.providers.progress {
+            listener.progress(&self.call_id, &payload);
+        }
+        if self.dropped.load(Ordering::Relaxed) != 0 {
+            if !self.run.progress_room() {
+                self.dropped.fetch_add(1, Ordering::Relaxed);
+                return false;
+            }
+            self.file_dropped();
+        }
+        if !self.run.emit_progress(self.progress_key, payload) {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
+        true
     }
 
     fn ready(&self) -> BoxFuture<'_, ()> {
@@ -436,5 +450,9 @@ impl CallBackend for LiveBackend {
 
     fn content_logging(&self) -> bool {
         self.run.inner.rec.config.content_logging
+    }
+
+    fn refused_after_end(&self, capability: &str) {
+        self.run.refused_after_end(&self.call_id, capability);
     }
 }

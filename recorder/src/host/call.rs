@@ -36,6 +36,10 @@ pub struct CallBuilder {
     pub(super) needs: Vec<CredentialNeed>,
     pub(super) cancel: CancelHandle,
     pub(super) services: Services,
+    /// The host chose the call id ([`CallBuilder::call_id`]): it is
+    /// claimed when the call is invoked (a generated one is reserved when
+    /// the call is prepared).
+    pub(super) host_id: bool,
 }
 
 /// Cancels one call from the host; usable before, during and after it.
@@ -71,8 +75,17 @@ macro_rules! setter {
 }
 
 impl CallBuilder {
-    /// Overrides the call id (default: `c1`, `c2`, ... per run).
+    /// Overrides the call id (default: `c1`, `c2`, ... per run, skipping
+    /// the ids a host chose). A call id is unique within its run (seed 000:
+    /// `toolCallId`): invoking a call whose id the run holds already (a
+    /// call started with it, or prepared with it as its generated id) is
+    /// refused before anything of it is recorded, and the tool does not
+    /// run.
     pub fn call_id(mut self, id: impl Into<String>) -> CallBuilder {
+        if !self.host_id {
+            self.run.release_call_id(&self.started.call_id);
+        }
+        self.host_id = true;
         self.started.call_id = id.into();
         self
     }
@@ -94,8 +107,14 @@ impl CallBuilder {
         /// The client that made the request.
         client_info, client_info: ClientInfo);
     setter!(
-        /// Claim tickets of the resolved wanted artifacts (the data is
-        /// already in the args).
+        /// Claim tickets of wanted artifacts the host resolved itself (the
+        /// data is already in the args), added to those the recorder
+        /// resolves from the spec. Seed 000: `wanted` is present only when
+        /// the tool declared wants and at least one resolved, so every
+        /// name must be a want of the call's spec ([`CallBuilder::spec`],
+        /// or the registered tool's): a call naming another is refused
+        /// when invoked (the tool does not run, nothing is recorded), and
+        /// an empty map is no `wanted` at all.
         wanted, wanted: BTreeMap<String, ArtifactMeta>);
 
     /// The iteration of the agent loop.
@@ -199,7 +218,10 @@ impl CallBuilder {
         self.started.invocation_id.as_deref().unwrap_or_default()
     }
 
-    /// Runs a typed tool and records the call.
+    /// Runs a typed tool and records the call. Without
+    /// [`CallBuilder::spec`] the call has none: its input is not validated
+    /// and its result not checked (see `Tools::register` for all a
+    /// spec-less tool lacks).
     pub async fn invoke<A, O, F, Fut>(self, tool: F) -> Result<O, ToolError>
     where
         A: DeserializeOwned,
@@ -285,14 +307,9 @@ impl CallBuilder {
         Fut: Future<Output = Result<Value, ToolError>>,
     {
         let run = self.run;
-        if run.inner.ended.load(Ordering::SeqCst) {
-            return Err(ToolError::msg(format!(
-                "run {:?} has already ended: start a new run",
-                run.id()
-            )));
-        }
-        let started_at = Instant::now();
         let mut started = self.started;
+        admit(&run, &mut started, self.host_id)?;
+        let started_at = Instant::now();
         // A call outside any run heads its own stream: its call.started
         // says what a run.started would, and its id is the stream's end.
         if let (Some(caller), Some(root)) = (self.outside, &run.inner.outside) {
@@ -364,7 +381,10 @@ impl CallBuilder {
             }
         }
         let args = started.args.clone();
+        let parent = started.parent_call.clone();
         run.emit(Some(&call_id), FactKind::CallStarted(started.clone()));
+        // A run-level cancel reaches the call from here on.
+        run.call_started(&call_id, parent.as_deref(), &self.cancel);
         let info = CallInfo {
             home: run.home(),
             session_id: run.inner.session_id.clone(),
@@ -394,6 +414,8 @@ impl CallBuilder {
                 match AssertUnwindSafe(tool(ctx, args)).catch_unwind().await {
                     Ok(result) => after_tool(&handle, result),
                     Err(panic) => {
+                        handle.close();
+                        run.call_ended(&call_id);
                         let message = panic_message(&*panic);
                         // Unwinding on: whether the end was durable
                         // changes nothing for the panic.
@@ -409,6 +431,7 @@ impl CallBuilder {
             }
         };
         let recorded = backend.finish(started_at, &result).await;
+        run.call_ended(&call_id);
         match (recorded, result) {
             // Call-boundary durability: a result is handed back only once
             // its facts are durable; the tool's own error says more.
@@ -416,6 +439,49 @@ impl CallBuilder {
             (_, result) => result,
         }
     }
+}
+
+/// What is refused before anything of a call is recorded: a call of a run
+/// that ended, a `wanted` beyond the declared wants, a host-chosen call id
+/// the run holds already (claimed here when it is free).
+fn admit(run: &Run, started: &mut CallStarted, host_id: bool) -> Result<(), ToolError> {
+    if run.inner.ended.load(Ordering::SeqCst) {
+        return Err(ToolError::msg(format!(
+            "run {:?} has already ended: start a new run",
+            run.id()
+        )));
+    }
+    host_wanted(started)?;
+    if host_id {
+        run.claim_call_id(&started.call_id)
+            .map_err(ToolError::msg)?;
+    }
+    Ok(())
+}
+
+/// Holds the host's own `wanted` ([`CallBuilder::wanted`]) to seed 000's
+/// rule: present only for declared wants, and never empty.
+fn host_wanted(started: &mut CallStarted) -> Result<(), ToolError> {
+    let Some(wanted) = &started.wanted else {
+        return Ok(());
+    };
+    if wanted.is_empty() {
+        started.wanted = None;
+        return Ok(());
+    }
+    let declared = started
+        .spec
+        .as_ref()
+        .map(|s| s.wants.as_slice())
+        .unwrap_or_default();
+    let undeclared: Vec<&String> = wanted.keys().filter(|k| !declared.contains(k)).collect();
+    if undeclared.is_empty() {
+        return Ok(());
+    }
+    Err(ToolError::msg(format!(
+        "the call of tool {:?} names wanted argument(s) {undeclared:?} that its spec does not declare (it declares {declared:?}): `wanted` holds the claim tickets of the tool's declared wants that resolved (seed 000); declare them with `ToolSpec::wants` on the call's spec, or leave them out of `.wanted(..)`; the tool did not run and nothing of this call was recorded",
+        started.tool_name
+    )))
 }
 
 /// Completes a call's `call.started` with how it runs: the mode that
@@ -453,14 +519,14 @@ fn describe(
 impl Run {
     /// Prepares a call of `tool` with `args`.
     pub fn call(&self, tool: &str, args: impl Serialize) -> CallBuilder {
-        let n = self.inner.next_call.fetch_add(1, Ordering::Relaxed);
+        let call_id = self.generate_call_id();
         let args = serde_json::to_value(args)
             .unwrap_or_else(|e| serde_json::json!({ "unserialisable": e.to_string() }));
         CallBuilder {
             run: self.clone(),
             outside: None,
             started: CallStarted {
-                call_id: format!("c{n}"),
+                call_id,
                 tool_name: tool.into(),
                 tool_id: None,
                 parent_call: None,
@@ -481,6 +547,7 @@ impl Run {
             needs: Vec::new(),
             cancel: CancelHandle::new(),
             services: Services::default(),
+            host_id: false,
         }
     }
 }

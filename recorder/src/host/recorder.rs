@@ -193,13 +193,19 @@ impl Recorder {
                 return Err(RecorderError::RunExists(id));
             }
         }
-        let teardown_scopes = start.teardown_scopes.unwrap_or_else(|| {
-            let mut s = vec![TeardownScope::Call, TeardownScope::Run];
-            if start.session_id.is_some() {
-                s.push(TeardownScope::Session);
-            }
-            s
+        let mut teardown_scopes = start.teardown_scopes.unwrap_or_else(|| {
+            vec![
+                TeardownScope::Call,
+                TeardownScope::Run,
+                TeardownScope::Session,
+            ]
         });
+        // Seed 000: the scopes are what the door "can actually honour"; a
+        // run with no session id has no session whose end would run a
+        // session-scoped cleanup, whatever the host listed.
+        if start.session_id.is_none() {
+            teardown_scopes.retain(|s| *s != TeardownScope::Session);
+        }
         let run = Run::open(
             self.inner.clone(),
             &id,
@@ -207,6 +213,7 @@ impl Recorder {
             start.session_id.clone(),
             start.identity.clone(),
             teardown_scopes.clone(),
+            start.cancellation.clone().unwrap_or_default(),
         );
         // Known secrets reach the writer before the first fact they scrub.
         for secret in start.secrets {
@@ -223,6 +230,7 @@ impl Recorder {
                 teardown_scopes,
             }),
         );
+        run.watch(run.cancellation_token());
         if self.inner.config.durability != Durability::Buffered {
             // This run's facts: another run's failure is not this one's.
             if let Err(e) = self.inner.queue.flush(Some(&run.inner.id)).await {
@@ -278,6 +286,7 @@ impl Recorder {
             caller.session_id.clone(),
             caller.identity.clone(),
             vec![TeardownScope::Call],
+            Default::default(),
         );
         let mut builder = stream.call(tool, args);
         builder.outside = Some(caller);

@@ -1,7 +1,7 @@
 //! [`Run`]: a run being recorded (its facts go to the writer here), and
 //! what starts one ([`RunStart`], [`Caller`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
@@ -11,6 +11,7 @@ use reel::fact::*;
 use reel::rules::{ends_stream, LateFact};
 use reel::NewFact;
 use serde_json::Value;
+use tokio_util::sync::CancellationToken;
 
 use crate::config::Durability;
 use crate::writer::report_late;
@@ -29,6 +30,7 @@ pub struct RunStart {
     pub(super) labels: BTreeMap<String, String>,
     pub(super) teardown_scopes: Option<Vec<TeardownScope>>,
     pub(super) secrets: Vec<Secret>,
+    pub(super) cancellation: Option<CancellationToken>,
 }
 
 impl RunStart {
@@ -41,7 +43,18 @@ impl RunStart {
             labels: BTreeMap::new(),
             teardown_scopes: None,
             secrets: Vec::new(),
+            cancellation: None,
         }
+    }
+
+    /// The host's own cancellation token for the run (seed 000: the
+    /// signal comes from the run): when it is cancelled, the run is, as by
+    /// [`Run::cancel`] with no reason (a task on the tokio runtime
+    /// `start_run` runs on watches it until the run ends). Default: the
+    /// run's own token ([`Run::cancellation_token`]).
+    pub fn cancellation(mut self, token: CancellationToken) -> RunStart {
+        self.cancellation = Some(token);
+        self
     }
 
     /// A value known to be secret (a token the host holds, say): scrubbed
@@ -77,9 +90,13 @@ impl RunStart {
     }
 
     /// The teardown scopes this host honours. Default: call and run, plus
-    /// session when the run is bound to a session. A run that honours the
-    /// session scope but has no session id refuses session-scoped
-    /// registrations ([`ContextError::NoSession`]).
+    /// session when the run is bound to a session. The session scope is
+    /// honoured only by a run bound to a session (seed 000: the scopes are
+    /// what the door "can actually honour"): on a run with no session id
+    /// it is left out of `run.started` and `ctx.teardown_scopes()` even
+    /// when listed here, and a session-scoped registration is refused as
+    /// a scope the door does not honour ([`ContextError::ScopeNotHonoured`],
+    /// which says how to bind a session).
     pub fn teardown_scopes(mut self, scopes: impl IntoIterator<Item = TeardownScope>) -> RunStart {
         self.teardown_scopes = Some(scopes.into_iter().collect());
         self
@@ -122,6 +139,16 @@ impl Caller {
     }
 }
 
+/// The calls a run-level cancel reaches: those of the run that are
+/// running and have no parent (a dispatched child is cancelled with its
+/// parent, as by a call's own [`Canceller`](crate::Canceller)).
+#[derive(Default)]
+pub(super) struct RunCancel {
+    /// `Some(reason)` once the run was cancelled.
+    pub(super) cancelled: Option<Option<String>>,
+    pub(super) live: BTreeMap<String, CancelHandle>,
+}
+
 /// A run being recorded. Cheap to clone.
 #[derive(Clone)]
 pub struct Run {
@@ -140,7 +167,22 @@ pub(super) struct RunInner {
     pub(super) identity: Option<Identity>,
     pub(super) teardown_scopes: Vec<TeardownScope>,
     pub(super) next_call: AtomicU64,
+    /// The call ids of the stream: generated ones from when their call is
+    /// prepared, a host's from when its call is invoked. A call id is
+    /// unique within its stream (seed 000: `toolCallId`).
+    pub(super) call_ids: Mutex<HashSet<String>>,
     pub(super) teardowns: Mutex<Teardowns>,
+    /// Uses of a call's context after the call ended, refused, per call id
+    /// and capability: filed at the stream's end ([`Run::file_refused`]),
+    /// after which it is `None` and a refusal is reported as late.
+    pub(super) refused: Mutex<Option<BTreeMap<String, BTreeMap<String, u64>>>>,
+    /// The run's cancellation token (the host's, or its own).
+    pub(super) cancel_token: CancellationToken,
+    /// The run's calls that a run-level cancel reaches, and whether (and
+    /// why) the run was cancelled.
+    pub(super) cancel: Mutex<RunCancel>,
+    /// Cancelled when the run ends (stops the watch of a host's token).
+    pub(super) ended_token: CancellationToken,
     /// `end` was called (no new calls).
     pub(super) ended: AtomicBool,
     /// `run.ended` was filed (no more facts).
@@ -157,6 +199,7 @@ impl Run {
         session_id: Option<String>,
         identity: Option<Identity>,
         teardown_scopes: Vec<TeardownScope>,
+        cancel_token: CancellationToken,
     ) -> Run {
         Run {
             inner: Arc::new(RunInner {
@@ -167,7 +210,12 @@ impl Run {
                 identity,
                 teardown_scopes,
                 next_call: AtomicU64::new(1),
+                call_ids: Mutex::new(HashSet::new()),
                 teardowns: Mutex::new(Teardowns::default()),
+                refused: Mutex::new(Some(BTreeMap::new())),
+                cancel_token,
+                cancel: Mutex::new(RunCancel::default()),
+                ended_token: CancellationToken::new(),
                 ended: AtomicBool::new(false),
                 closed: AtomicBool::new(false),
             }),
@@ -187,6 +235,38 @@ impl Run {
     /// The run's id.
     pub fn id(&self) -> &str {
         &self.inner.id
+    }
+
+    /// A fresh call id, reserved: `c1`, `c2`, ..., skipping every id the
+    /// stream holds already (a host may have chosen `c2`).
+    pub(super) fn generate_call_id(&self) -> String {
+        let mut ids = lock(&self.inner.call_ids);
+        loop {
+            let n = self.inner.next_call.fetch_add(1, Ordering::Relaxed);
+            let id = format!("c{n}");
+            if ids.insert(id.clone()) {
+                return id;
+            }
+        }
+    }
+
+    /// Gives back a generated id its call never used (the host chose
+    /// another).
+    pub(super) fn release_call_id(&self, id: &str) {
+        lock(&self.inner.call_ids).remove(id);
+    }
+
+    /// Claims a host-chosen call id for a call about to start: refused
+    /// when the stream holds it already (a call started, or prepared
+    /// with it as its generated id).
+    pub(super) fn claim_call_id(&self, id: &str) -> Result<(), String> {
+        if lock(&self.inner.call_ids).insert(id.to_owned()) {
+            return Ok(());
+        }
+        Err(format!(
+            "call id {id:?} is taken in run {:?}: a call id is unique within its run (seed 000's toolCallId), and a call of this run started with it, or was prepared with it; give each call its own id with `.call_id(..)`, or leave it out for a generated one; nothing of this call was recorded",
+            self.id()
+        ))
     }
 
     /// Where the stream's calls belong.
@@ -247,6 +327,51 @@ impl Run {
         self.inner.rec.queue.progress_room()
     }
 
+    /// Counts a use of `call`'s context after the call ended (see
+    /// [`ToolContext::close`]); once the count is filed, reported as late.
+    pub(super) fn refused_after_end(&self, call: &str, capability: &str) {
+        let mut refused = lock(&self.inner.refused);
+        match refused.as_mut() {
+            Some(calls) => {
+                *calls
+                    .entry(call.to_owned())
+                    .or_default()
+                    .entry(capability.to_owned())
+                    .or_default() += 1;
+            }
+            None => {
+                drop(refused);
+                self.late(&format!("{capability} (of call {call}, after it ended)"));
+            }
+        }
+    }
+
+    /// Files the count of the uses of contexts after their call ended, if
+    /// any (a `warning` log of logger [`AFTER_END_LOGGER`], no call), then
+    /// `end`, the stream's last fact, under one lock: a refusal counted
+    /// later is reported as late.
+    pub(super) fn file_refused_then(&self, call: Option<&str>, end: FactKind) {
+        let mut refused = lock(&self.inner.refused);
+        if let Some(calls) = refused.take().filter(|c| !c.is_empty()) {
+            let total: u64 = calls.values().flat_map(|c| c.values()).sum();
+            self.emit(
+                None,
+                FactKind::Log(Log {
+                    level: Level::Warning,
+                    logger: Some(AFTER_END_LOGGER.into()),
+                    subflow: None,
+                    data: serde_json::json!({
+                        "message": format!("{total} use(s) of a call's context after the call ended were refused and not recorded (a clone held by a spawned task that outlived its call): finish the work before the tool returns"),
+                        "refused": total,
+                        "calls": calls,
+                    }),
+                    delivered: false,
+                }),
+            );
+        }
+        self.emit(call, end);
+    }
+
     /// A fact filed after the stream's end: not recorded, reported.
     #[cold]
     pub(super) fn late(&self, kind: &str) {
@@ -254,6 +379,94 @@ impl Run {
             stream: self.inner.id.to_string(),
             kind: kind.to_owned(),
             count: 1,
+        });
+    }
+
+    /// Cancels the run (seed 000: the signal comes from the run): files
+    /// `cancel.requested` for every running call of the run that has no
+    /// parent, then trips it (its children are cancelled with it, as by
+    /// [`Canceller::cancel`](crate::Canceller::cancel)); a call invoked
+    /// afterwards starts cancelled. Trips the run's token too
+    /// ([`Run::cancellation_token`], the host's when it gave one). The
+    /// first reason given is kept; a second cancel changes nothing.
+    pub fn cancel(&self, reason: Option<&str>) {
+        self.cancel_calls(reason.map(str::to_owned));
+        self.inner.cancel_token.cancel();
+    }
+
+    /// The run's cancellation token: the host's ([`RunStart::cancellation`])
+    /// or the run's own. Cancelling it cancels the run, as [`Run::cancel`]
+    /// does (without a reason).
+    pub fn cancellation_token(&self) -> CancellationToken {
+        self.inner.cancel_token.clone()
+    }
+
+    /// True once the run was cancelled.
+    pub fn is_cancelled(&self) -> bool {
+        lock(&self.inner.cancel).cancelled.is_some()
+    }
+
+    pub(super) fn cancel_calls(&self, reason: Option<String>) {
+        let mut state = lock(&self.inner.cancel);
+        if state.cancelled.is_some() {
+            return;
+        }
+        state.cancelled = Some(reason.clone());
+        for (call_id, handle) in &state.live {
+            self.cancel_call(call_id, handle, reason.clone());
+        }
+    }
+
+    /// Files `cancel.requested` for `call_id`, then trips its handle.
+    fn cancel_call(&self, call_id: &str, handle: &CancelHandle, reason: Option<String>) {
+        self.emit(
+            Some(call_id),
+            FactKind::CancelRequested(CancelRequested {
+                reason: reason.clone(),
+            }),
+        );
+        handle.cancel(reason);
+    }
+
+    /// A call of the run has started (its `call.started` is filed): a
+    /// run-level cancel reaches it from now on, or at once when the run
+    /// was cancelled already. Children are reached through their parent.
+    pub(super) fn call_started(&self, call_id: &str, parent: Option<&str>, handle: &CancelHandle) {
+        if parent.is_some() {
+            return;
+        }
+        let mut state = lock(&self.inner.cancel);
+        match state.cancelled.clone() {
+            Some(reason) => self.cancel_call(call_id, handle, reason),
+            None => {
+                state.live.insert(call_id.to_owned(), handle.clone());
+            }
+        }
+    }
+
+    /// A call of the run has ended: a run-level cancel no longer reaches it.
+    pub(super) fn call_ended(&self, call_id: &str) {
+        lock(&self.inner.cancel).live.remove(call_id);
+    }
+
+    /// Cancels the run when `token` (the host's) is cancelled, until the
+    /// run ends: a task on the current tokio runtime (outside one, only
+    /// [`Run::cancel`] cancels the run).
+    pub(super) fn watch(&self, token: CancellationToken) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let run = Arc::downgrade(&self.inner);
+        let ended = self.inner.ended_token.clone();
+        runtime.spawn(async move {
+            tokio::select! {
+                _ = token.cancelled() => {
+                    if let Some(inner) = run.upgrade() {
+                        Run { inner }.cancel_calls(None);
+                    }
+                }
+                _ = ended.cancelled() => {}
+            }
         });
     }
 
@@ -268,7 +481,8 @@ impl Run {
         let teardowns = std::mem::take(&mut *lock(&self.inner.teardowns));
         self.run_teardowns(None, TeardownScope::Run, teardowns)
             .await;
-        self.emit(None, FactKind::RunEnded(RunEnded { status }));
+        self.file_refused_then(None, FactKind::RunEnded(RunEnded { status }));
+        self.inner.ended_token.cancel();
         let rec = &self.inner.rec;
         rec.queue.run_closed(&self.inner.id);
         lock(&rec.live_runs).remove(&*self.inner.id);

@@ -488,23 +488,30 @@ pub async fn record(
                 call_id: "c0".into(),
             },
         };
-        let call = run
-            .call(&format!("careless-{}", plan.control), args)
-            .tool_id(format!("id {start}"))
-            .invocation_id(format!("inv {start}"))
-            .protocol(format!("mcp {start}"))
-            .platform(format!("platform {start}"))
-            .client_info(ClientInfo {
-                name: format!("client {start}"),
-                version: Some(start.clone()),
-                title: Some(format!("title {start}")),
-            })
-            .wanted(BTreeMap::from([(format!("doc {start}"), ticket)]))
-            .needs("svc0")
-            .credentials(vault.clone())
-            .artifacts(store.clone())
-            .elicitor(elicitor)
-            .dispatcher(tools.clone());
+        let call =
+            run.call(&format!("careless-{}", plan.control), args)
+                .tool_id(format!("id {start}"))
+                .invocation_id(format!("inv {start}"))
+                .protocol(format!("mcp {start}"))
+                .platform(format!("platform {start}"))
+                .client_info(ClientInfo {
+                    name: format!("client {start}"),
+                    version: Some(start.clone()),
+                    title: Some(format!("title {start}")),
+                })
+                // A wanted ticket needs a declared want (seed 000).
+                .spec(
+                    <reel::spec::ToolSpec as reel::spec::ToolSpecExt>::new::<Value, Value>(
+                        format!("careless-{}", plan.control),
+                    )
+                    .wants([format!("doc {start}")]),
+                )
+                .wanted(BTreeMap::from([(format!("doc {start}"), ticket)]))
+                .needs("svc0")
+                .credentials(vault.clone())
+                .artifacts(store.clone())
+                .elicitor(elicitor)
+                .dispatcher(tools.clone());
         let canceller = call.canceller();
         let p = plan.clone();
         // Spawned, so that the panicking variant is caught as the host would.

@@ -57,7 +57,26 @@ pub(super) fn divergence(
         report.tool,
         seq.map(|s| format!(" (seq {s})")).unwrap_or_default()
     );
+    // A fact replay itself refused (the tool asked for an artifact, a
+    // credential, ... where the record has something else): the step the
+    // tool took is the news, not the refusal fact it produced.
+    let refused = actual
+        .as_ref()
+        .and_then(|a| a["data"]["reason"].as_str())
+        .and_then(|r| r.split_once("reel replay: "))
+        .map(|(_, why)| why);
     let line = match (kind, diff.first()) {
+        (DivergenceKind::FactMismatch, _) if refused.is_some() => format!(
+            "{at}: the record has {} here, but the tool asked for something else ({}), \
+             so its steps are out of step with the record from here (one step early or late?)",
+            expected
+                .as_ref()
+                .map(|e| e["kind"].to_string())
+                .unwrap_or_default(),
+            refused
+                .unwrap_or_default()
+                .trim_start_matches("reel replay: ")
+        ),
         (DivergenceKind::ExtraFact, _) => format!(
             "{at}: the record has no fact here, the tool filed {}",
             actual
@@ -233,30 +252,10 @@ impl ReplayBackend {
     }
 }
 
+/// The result's differences, field by field down to the leaves
+/// (`call.ended.outcome.result.pages[1].bytes`), as facts are compared.
 fn diff_result(e: &Option<Value>, a: &Option<Value>, out: &mut Vec<FieldDiff>) {
-    match (e, a) {
-        (Some(Value::Object(em)), Some(Value::Object(am))) => {
-            let mut keys: Vec<&String> = em
-                .keys()
-                .chain(am.keys().filter(|k| !em.contains_key(*k)))
-                .collect();
-            keys.dedup();
-            for k in keys {
-                if em.get(k) != am.get(k) {
-                    out.push(FieldDiff {
-                        path: format!("call.ended.outcome.{k}"),
-                        expected: em.get(k).cloned(),
-                        actual: am.get(k).cloned(),
-                    });
-                }
-            }
-        }
-        _ => out.push(FieldDiff {
-            path: "call.ended.outcome".into(),
-            expected: e.clone(),
-            actual: a.clone(),
-        }),
-    }
+    reel_core::matching::diff_values("call.ended.outcome", e.as_ref(), a.as_ref(), out);
 }
 
 impl ReplayBackend {
@@ -329,27 +328,36 @@ impl ReplayBackend {
 }
 
 impl CallBackend for ReplayBackend {
-    fn emit(&self, mut kind: FactKind) {
-        let mut st = self.state();
-        // Numbered in filing order, as the recorder's writer numbers.
-        if let FactKind::Progress(p) = &mut kind {
-            p.count = st.progress.progress("");
-            // The recorder dropped reports here (its queue was full): the
-            // record holds `progress.dropped { count }` in their place. The
-            // replayed reports in that place are swallowed, counted, and
-            // the fact is filed once, as recorded; the next report's count
-            // follows them, as the recorded one does.
-            if st.dropping > 0 {
-                st.dropping -= 1;
-                return;
+    fn emit(&self, kind: FactKind) {
+        match kind {
+            FactKind::Progress(p) => {
+                self.progress(p.payload);
             }
-            if let Some(FactKind::ProgressDropped(d)) = self.expected(st.emitted).map(|f| &f.kind) {
-                let d = d.clone();
-                st.dropping = d.count.saturating_sub(1);
-                return self.file(st, FactKind::ProgressDropped(d));
-            }
+            kind => self.file(self.state(), kind),
         }
-        self.file(st, kind);
+    }
+
+    // Numbered in filing order, as the recorder's writer numbers. The
+    // recorder dropped reports where the record holds
+    // `progress.dropped { count }`: the replayed reports in that place are
+    // swallowed (false, as live), counted, and the fact is filed once, as
+    // recorded; the next report's count follows them, as the recorded one
+    // does.
+    fn progress(&self, payload: Value) -> bool {
+        let mut st = self.state();
+        let count = st.progress.progress("");
+        if st.dropping > 0 {
+            st.dropping -= 1;
+            return false;
+        }
+        if let Some(FactKind::ProgressDropped(d)) = self.expected(st.emitted).map(|f| &f.kind) {
+            let d = d.clone();
+            st.dropping = d.count.saturating_sub(1);
+            self.file(st, FactKind::ProgressDropped(d));
+            return false;
+        }
+        self.file(st, FactKind::Progress(Progress { payload, count }));
+        true
     }
 
     fn ready(&self) -> BoxFuture<'_, ()> {

@@ -87,10 +87,13 @@ pub(super) fn replay_call<'a>(
                 let args = started.args.clone();
                 match AssertUnwindSafe(tool.call(ctx, args)).catch_unwind().await {
                     Ok(r) => after_tool(&handle, r),
-                    Err(panic) => Err(ToolError::msg(format!(
-                        "the tool panicked during replay: {}",
-                        panic_message(&*panic)
-                    ))),
+                    Err(panic) => Err({
+                        handle.close();
+                        ToolError::msg(format!(
+                            "the tool panicked during replay: {}",
+                            panic_message(&*panic)
+                        ))
+                    }),
                 }
             }
         };

@@ -17,7 +17,7 @@ use axum::response::{IntoResponse, Response};
 use reel::tape::Tape;
 use reel::{RunRecord, RunState};
 use reel_archive::{RunFilter, RunPage};
-use reel_viewer::timeline::{Timeline, TimelineBuilder};
+use reel_viewer::timeline::Timeline;
 use tokio::sync::watch;
 
 use super::{Console, FactItem, ReadError, Reader};
@@ -78,6 +78,15 @@ impl Access {
             reader: console.reader(),
             tenant: grant.tenant.clone(),
             console,
+        }
+    }
+
+    /// The same grant over the archive as it is now (the copy may have
+    /// been opened again since this request began).
+    pub(crate) fn fresh(&self) -> Access {
+        Access {
+            reader: self.console.reader(),
+            ..self.clone()
         }
     }
 
@@ -161,10 +170,14 @@ impl Access {
         }
     }
 
-    /// Builds the whole timeline of a closed run read from the archive,
-    /// on a thread of its own, and keeps it (once per run at a time): the
-    /// next look at a big run shows all of it.
-    pub(crate) fn build_timeline_later(&self, run: &Admitted) {
+    /// Runs `build` (which reads the whole of a closed run read from the
+    /// archive and keeps what it built) on a thread of its own, once per
+    /// run at a time: the next look at a big run shows all of it.
+    pub(crate) fn build_later(
+        &self,
+        run: &Admitted,
+        build: impl FnOnce(&Access, &Admitted) + Send + 'static,
+    ) {
         if !run.state.is_closed() || self.is_live() || self.timeline(run).is_some() {
             return;
         }
@@ -173,14 +186,7 @@ impl Access {
         }
         let (access, run) = (self.clone(), run.clone());
         std::thread::spawn(move || {
-            let mut builder = TimelineBuilder::for_record(&run);
-            let read = access.facts(&run, 0, None, |item| match item {
-                FactItem::Fact(f) => builder.push(&f),
-                FactItem::Gap(g) => builder.push_gap(&g),
-            });
-            if read.is_ok() {
-                access.keep_timeline(&run, Arc::new(builder.finish()));
-            }
+            build(&access, &run);
             reel::sync::lock(&access.console.building).remove(&run.run_id);
         });
     }
@@ -205,11 +211,8 @@ impl Access {
             ..RunFilter::default()
         };
         // A fresh reader: the copy may have changed since this request.
-        let now = Access {
-            reader: self.console.reader(),
-            ..self.clone()
-        };
-        now.list_runs(&filter)
+        self.fresh()
+            .list_runs(&filter)
             .map(|p| {
                 p.runs
                     .into_iter()

@@ -1,5 +1,8 @@
 //! The JSON rendering: `{"run": <record>, "facts": [...], "timeline": {...}}`,
-//! written as it streams (a run of any size renders in bounded memory).
+//! written as it streams (a run of any size renders in bounded memory),
+//! indented two spaces a level as every other `--json` of the CLI is (each
+//! part is pretty-printed on its own and indented to its depth: a JSON
+//! string holds no raw line break, so indenting after each one is safe).
 //! Recorded strings keep every character, but C1 and bidi controls and the
 //! line separators are written as `\uXXXX` escapes ([`JsonSafe`]), so the
 //! document is safe to print on a terminal. The timeline at the end
@@ -25,9 +28,9 @@ impl<W: Write> JsonWriter<W> {
     /// Starts the document with the run record.
     pub fn start(out: W, record: &RunRecord) -> io::Result<JsonWriter<W>> {
         let mut out = JsonSafe::new(out);
-        out.write_all(b"{\"run\":")?;
-        serde_json::to_writer(&mut out, record)?;
-        out.write_all(b",\"facts\":[")?;
+        out.write_all(b"{\n  \"run\": ")?;
+        pretty(&mut out, record, b"\n  ")?;
+        out.write_all(b",\n  \"facts\": [")?;
         Ok(JsonWriter {
             out,
             first: true,
@@ -41,8 +44,8 @@ impl<W: Write> JsonWriter<W> {
             self.out.write_all(b",")?;
         }
         self.first = false;
-        self.out.write_all(b"\n")?;
-        serde_json::to_writer(&mut self.out, fact)?;
+        self.out.write_all(b"\n    ")?;
+        pretty(&mut self.out, fact, b"\n    ")?;
         self.builder.push(fact);
         Ok(())
     }
@@ -55,9 +58,11 @@ impl<W: Write> JsonWriter<W> {
     /// Ends the document with the timeline; returns the timeline.
     pub fn finish(mut self) -> io::Result<Timeline> {
         let timeline = self.builder.finish();
-        self.out.write_all(b"\n],\"timeline\":")?;
-        serde_json::to_writer(&mut self.out, &timeline)?;
-        self.out.write_all(b"}\n")?;
+        let close = if self.first { "]" } else { "\n  ]" };
+        self.out.write_all(close.as_bytes())?;
+        self.out.write_all(b",\n  \"timeline\": ")?;
+        pretty(&mut self.out, &timeline, b"\n  ")?;
+        self.out.write_all(b"\n}\n")?;
         self.out.flush()?;
         Ok(timeline)
     }
@@ -80,6 +85,37 @@ impl<W: Write> RunSink for JsonWriter<W> {
 
     fn finish(self) -> io::Result<Timeline> {
         JsonWriter::finish(self)
+    }
+}
+
+/// Writes `value` pretty-printed, every line after its first starting with
+/// `newline` (a line break and the indent of the depth it is written at).
+fn pretty<W: Write>(out: &mut W, value: &impl serde::Serialize, newline: &[u8]) -> io::Result<()> {
+    let mut indented = Indented { out, newline };
+    serde_json::to_writer_pretty(&mut indented, value)?;
+    Ok(())
+}
+
+/// A writer that writes `newline` for each line break.
+struct Indented<'a, W: Write> {
+    out: &'a mut W,
+    newline: &'a [u8],
+}
+
+impl<W: Write> Write for Indented<'_, W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let mut rest = buf;
+        while let Some(at) = rest.iter().position(|&b| b == b'\n') {
+            self.out.write_all(&rest[..at])?;
+            self.out.write_all(self.newline)?;
+            rest = &rest[at + 1..];
+        }
+        self.out.write_all(rest)?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.out.flush()
     }
 }
 

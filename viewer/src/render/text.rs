@@ -100,6 +100,23 @@ pub struct TextRenderer {
     pub width: Option<usize>,
 }
 
+/// What a painted word says, in [`TextRenderer::tone`]'s palette.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tone {
+    /// Went well: completed, ok (green).
+    Good,
+    /// Went wrong: failed, damaged, different (red).
+    Bad,
+    /// Worth a look: anomalies, pruned, known losses (yellow).
+    Warn,
+    /// Still going: running (cyan).
+    Live,
+    /// Secondary: times, counts (grey).
+    Dim,
+    /// A heading (bold).
+    Strong,
+}
+
 const DIM: Style = AnsiColor::BrightBlack.on_default();
 const BOLD: Style = Style::new().bold();
 const GREEN: Style = AnsiColor::Green.on_default();
@@ -147,6 +164,31 @@ impl TextRenderer {
         self
     }
 
+    /// `text` in the colour of `tone` (unchanged without colours), for the
+    /// verbs that print beside the timeline (`runs`, `diff`, `verify`,
+    /// `stats`): one palette everywhere.
+    pub fn tone(&self, tone: Tone, text: &str) -> String {
+        let style = match tone {
+            Tone::Good => GREEN,
+            Tone::Bad => RED,
+            Tone::Warn => YELLOW,
+            Tone::Live => CYAN,
+            Tone::Dim => DIM,
+            Tone::Strong => BOLD,
+        };
+        self.paint(style, text)
+    }
+
+    /// The tone of a run's state: completed green, running cyan, the
+    /// others red (as the header paints it).
+    pub fn state_tone(state: reel_core::RunState) -> Tone {
+        match state {
+            reel_core::RunState::Completed => Tone::Good,
+            reel_core::RunState::Running => Tone::Live,
+            _ => Tone::Bad,
+        }
+    }
+
     fn paint(&self, style: Style, text: &str) -> String {
         if self.color {
             format!("{}{text}{}", style.render(), style.render_reset())
@@ -157,11 +199,7 @@ impl TextRenderer {
 
     /// The header of a run: id, state, start, duration, identity, counts.
     pub fn header(&self, record: &RunRecord) -> String {
-        let state_style = match record.state {
-            reel_core::RunState::Completed => GREEN,
-            reel_core::RunState::Running => CYAN,
-            _ => RED,
-        };
+        let state_tone = TextRenderer::state_tone(record.state);
         // A call outside any run has no run: the header says so, and names
         // the key `reel show` takes.
         let title = match &record.outside_run {
@@ -179,7 +217,7 @@ impl TextRenderer {
         };
         let mut out = format!(
             "{title}  {}  started {}",
-            self.paint(state_style, record.state.as_str()),
+            self.tone(state_tone, record.state.as_str()),
             timestamp(record.started_at),
         );
         if let Some(d) = record.duration_ns() {
@@ -198,6 +236,13 @@ impl TextRenderer {
         }
         if let Some(s) = &record.session_id {
             let _ = write!(out, "\n  session {}", escape(s));
+        }
+        if !record.labels.is_empty() {
+            let _ = write!(
+                out,
+                "\n  labels {}",
+                escape(&detail::labels(&record.labels))
+            );
         }
         self.wrapped(&out)
     }

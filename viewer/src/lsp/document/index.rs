@@ -218,6 +218,7 @@ impl Index {
                 Rule::NothingAfterRunEnded { .. } | Rule::NothingAfterCallEnded { .. } => {
                     "after-end"
                 }
+                Rule::OneStartPerCallId { .. } => "call-id-taken",
             },
         };
         self.problems.push(Problem {

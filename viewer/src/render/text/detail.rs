@@ -20,6 +20,9 @@ impl TextRenderer {
                 if let Some(s) = &r.session_id {
                     let _ = write!(d, "; session {s}");
                 }
+                if !r.labels.is_empty() {
+                    let _ = write!(d, "; labels {}", labels(&r.labels));
+                }
                 let scopes: Vec<_> = r.teardown_scopes.iter().map(|s| s.to_string()).collect();
                 let _ = write!(d, "; teardown scopes [{}]", scopes.join(", "));
                 (BOLD, d)
@@ -177,13 +180,50 @@ fn call_started(c: &reel_core::fact::CallStarted) -> (Style, String) {
     if let Some(p) = &c.parent_call {
         let _ = write!(d, " (child of {p})");
     }
+    if c.iteration > 0 {
+        let _ = write!(d, " · iteration {}", c.iteration);
+    }
     if let Some(spec) = &c.spec {
         let _ = write!(d, " · {}", spec_summary(spec));
     }
     if c.mode == CallMode::Sync {
         d.push_str(" · sync");
     }
+    if let Some(wanted) = &c.wanted {
+        let names: Vec<&str> = wanted.keys().map(String::as_str).collect();
+        let _ = write!(d, " · wanted [{}]", names.join(", "));
+    }
+    if let Some(id) = c.tool_id.as_deref().filter(|id| *id != c.tool_name) {
+        let _ = write!(d, " · tool id {id}");
+    }
+    // Where the call came from: protocol, platform, client.
+    let via: Vec<String> = [
+        c.protocol.clone(),
+        c.platform.clone(),
+        c.client_info.as_ref().map(|ci| match &ci.version {
+            Some(v) => format!("{} {v}", ci.name),
+            None => ci.name.clone(),
+        }),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if !via.is_empty() {
+        let _ = write!(d, " · via {}", via.join(", "));
+    }
+    if let Some(id) = &c.invocation_id {
+        let _ = write!(d, " · invocation {id}");
+    }
     (BOLD, d)
+}
+
+/// Labels as `key=value`, space-separated, in key order.
+pub(crate) fn labels(labels: &std::collections::BTreeMap<String, String>) -> String {
+    labels
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// A log line, styled by its level.
