@@ -70,11 +70,16 @@
     return false;
   }
 
-  // A twisty (for calls with children) and a focus button on every row.
+  // A twisty (for calls with children), a facts button and a focus
+  // button on every row. The row itself stops being a button (a button
+  // inside a button is no control a keyboard or a screen reader can
+  // use); its facts button does what a click on the row does.
   function decorate(ix) {
     document.querySelectorAll("#waterfall .wf-row").forEach(function (row) {
       if (row.querySelector(".tree-btns")) return;
       var c = row.dataset.call;
+      row.removeAttribute("role");
+      row.removeAttribute("tabindex");
       var box = document.createElement("span");
       box.className = "tree-btns";
       if (ix.children[c]) {
@@ -84,6 +89,13 @@
         t.dataset.call = c;
         box.appendChild(t);
       }
+      var p = document.createElement("button");
+      p.type = "button";
+      p.className = "pick-btn";
+      p.dataset.call = c;
+      p.textContent = "facts";
+      p.setAttribute("aria-label", "show the facts of call " + c);
+      box.appendChild(p);
       var f = document.createElement("button");
       f.type = "button";
       f.className = "focus-btn";
@@ -217,6 +229,11 @@
       state.focus = fb.dataset.call;
       apply();
       $("run-controls").scrollIntoView({ block: "start" });
+      return;
+    }
+    var pick = e.target.closest("#waterfall button.pick-btn");
+    if (pick) {
+      pickCall(pick.dataset.call);
       return;
     }
     var row = e.target.closest("#waterfall .wf-row");
