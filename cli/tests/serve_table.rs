@@ -321,6 +321,29 @@ fn a_tenant_limited_token_never_reaches_another_tenants_run() {
             assert_eq!(status, 200, "{path}");
         }
     }
+    // The views beyond a run's page (its artifacts, its wire view, its
+    // event stream, a comparison naming it): the same 404 as for a run
+    // that does not exist, at the same address.
+    for run in ["beta-1", "gamma-000"] {
+        for path in [
+            "/runs/{run}/artifacts/1",
+            "/runs/{run}/artifacts/1/raw",
+            "/runs/{run}/wire",
+            "/runs/{run}/events",
+            "/compare?a={run}&b=acme-1",
+            "/compare?a=acme-1&b={run}",
+        ] {
+            let theirs = path.replace("{run}", run);
+            let (status, answer) = http_get(base, &theirs, &acme);
+            assert_eq!(status, 404, "{theirs}: {answer}");
+            let (_, none) = http_get(base, &path.replace("{run}", "no-such-run"), &acme);
+            assert_eq!(
+                body_of(&answer).replace(run, "no-such-run"),
+                body_of(&none),
+                "{theirs}"
+            );
+        }
+    }
     // No listing, search or count names another tenant's run.
     for path in [
         "/",
