@@ -130,27 +130,7 @@ impl Archive {
         // stays locked throughout, so neither a concurrent import nor an
         // `append` creating the same run can slip in: exactly one wins.
         let t = self.trees();
-        // The artifacts' files are written first (content-addressed: a file
-        // an aborted import leaves is named by nothing, and the next put of
-        // the same bytes writes it again); the transaction indexes them.
-        // Bytes an older reel kept in sled stay there.
-        let mut to_index = Vec::new();
-        for (digest, (_, bytes)) in digests.iter().zip(artifacts) {
-            let s = |e| self.storage(e);
-            if t.artifacts.contains_key(digest).map_err(s)?
-                || t.artifact_files.contains_key(digest).map_err(s)?
-            {
-                continue;
-            }
-            self.inner
-                .files
-                .write(digest, bytes)
-                .map_err(|e| self.artifact_io("writing", digest, e))?;
-            to_index.push((
-                *digest,
-                crate::keys::artifact_file_value(bytes.len() as u64),
-            ));
-        }
+        let to_index = self.write_artifact_files(&digests, artifacts)?;
         let live = lock(&self.inner.live);
         refuse_existing(&live)?;
         let committed = (
@@ -202,6 +182,40 @@ impl Archive {
         self.count_facts(facts.len() as u64, 0);
         self.inner.appended.send_modify(|n| *n += 1);
         Ok(record)
+    }
+}
+
+impl Archive {
+    /// Writes the files of the artifacts an import brings that the archive
+    /// does not hold yet, and returns their index entries (digest, value)
+    /// for the import's transaction. Written first: content-addressed, a
+    /// file an aborted import leaves is named by nothing, and the next put
+    /// of the same bytes writes it again. Bytes an older reel kept in sled
+    /// stay there.
+    fn write_artifact_files(
+        &self,
+        digests: &[Digest],
+        artifacts: &[(String, Vec<u8>)],
+    ) -> Result<Vec<(Digest, [u8; 8])>> {
+        let t = self.trees();
+        let s = |e| self.storage(e);
+        let mut to_index = Vec::new();
+        for (digest, (_, bytes)) in digests.iter().zip(artifacts) {
+            if t.artifacts.contains_key(digest).map_err(s)?
+                || t.artifact_files.contains_key(digest).map_err(s)?
+            {
+                continue;
+            }
+            self.inner
+                .files
+                .write(digest, bytes)
+                .map_err(|e| self.artifact_io("writing", digest, e))?;
+            to_index.push((
+                *digest,
+                crate::keys::artifact_file_value(bytes.len() as u64),
+            ));
+        }
+        Ok(to_index)
     }
 }
 

@@ -183,6 +183,16 @@ impl Archive {
             }
         }
 
+        self.verify_artifacts(&mut report)?;
+        Ok(report)
+    }
+
+    /// Every artifact: those an older reel kept in sled match their
+    /// digest; every indexed file (see `files`) is there, of its size,
+    /// holding the bytes it is named by.
+    fn verify_artifacts(&self, report: &mut VerifyReport) -> Result<()> {
+        let t = self.trees();
+        let s = |e| self.storage(e);
         for item in t.artifacts.iter() {
             let (key, value) = item.map_err(s)?;
             report.artifacts += 1;
@@ -234,7 +244,7 @@ impl Archive {
                 .problems
                 .push(problem(None, None, &format!("{shown}: {found}")));
         }
-        Ok(report)
+        Ok(())
     }
 
     fn verify_run(

@@ -105,28 +105,7 @@ pub fn run(dir: &Path, args: RunsArgs, text: TextRenderer) -> Result<ExitCode, F
         limit: Some(args.limit),
         cursor: args.cursor.map(reel_archive::Cursor),
     })?;
-    // Each run's anomalies, counted as `show` counts them (its facts are
-    // read: the index knows calls and credentials, not what happened in
-    // them). A run whose facts cannot be read at all counts as unknown.
-    // Damage met on the way is said, and exits 2, as every verb does.
-    let mut damaged = Vec::new();
-    let mut anomalies: Vec<Option<usize>> = Vec::with_capacity(page.runs.len());
-    for r in &page.runs {
-        match stream::anomalies(&source, r) {
-            Ok(streamed) => {
-                if streamed.damaged {
-                    damaged.push(r.run_id.clone());
-                }
-                anomalies.push(Some(streamed.timeline.anomalies.len()));
-            }
-            Err(e) => {
-                if e.code == exit::DAMAGE {
-                    damaged.push(r.run_id.clone());
-                }
-                anomalies.push(None);
-            }
-        }
-    }
+    let (anomalies, damaged) = anomalies(&source, &page.runs);
     // Said after the listing.
     let done = || {
         if damaged.is_empty() {
@@ -245,6 +224,33 @@ pub fn run(dir: &Path, args: RunsArgs, text: TextRenderer) -> Result<ExitCode, F
         writeln!(out, "more: --cursor {}", escape(&next.0))?;
     }
     Ok(done())
+}
+
+/// Each run's anomalies, counted as `show` counts them (its facts are
+/// read: the index knows calls and credentials, not what happened in
+/// them); a run whose facts cannot be read at all counts as unknown. Also
+/// the runs where damage was met: it is said, and exits 2, as every verb
+/// does.
+fn anomalies(source: &Source, runs: &[reel::RunRecord]) -> (Vec<Option<usize>>, Vec<String>) {
+    let mut damaged = Vec::new();
+    let mut counts = Vec::with_capacity(runs.len());
+    for r in runs {
+        match stream::anomalies(source, r) {
+            Ok(streamed) => {
+                if streamed.damaged {
+                    damaged.push(r.run_id.clone());
+                }
+                counts.push(Some(streamed.timeline.anomalies.len()));
+            }
+            Err(e) => {
+                if e.code == exit::DAMAGE {
+                    damaged.push(r.run_id.clone());
+                }
+                counts.push(None);
+            }
+        }
+    }
+    (counts, damaged)
 }
 
 /// The table's cells of each run, escaped: id, start, duration, status,
