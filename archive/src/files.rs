@@ -33,6 +33,35 @@ use sha2::{Digest as _, Sha256};
 
 use crate::Digest;
 
+/// The bytes of the artifact `digest` (`sha256:<hex>`) as a file of the
+/// archive in `dir`, read without opening the archive (a recorder may hold
+/// it): `Ok(None)` when no file holds them (an older reel kept them in
+/// sled, or there are none), [`ArchiveError::Damaged`] when the file does
+/// not hold the bytes it is named by. Artifact files are written once and
+/// never changed, so reading one beside a writer is safe.
+///
+/// [`ArchiveError::Damaged`]: crate::ArchiveError::Damaged
+pub fn read_artifact_file(dir: &Path, digest: &str) -> crate::Result<Option<Vec<u8>>> {
+    let Some(raw) = crate::parse_digest(digest) else {
+        return Ok(None);
+    };
+    let files = Files::new(dir);
+    let io = |e: io::Error| crate::ArchiveError::Storage {
+        dir: dir.to_path_buf(),
+        source: sled::Error::Io(io::Error::new(
+            e.kind(),
+            format!("reading {}: {e}", files.path(&raw).display()),
+        )),
+    };
+    match files.read(&raw).map_err(io)? {
+        Ok(bytes) => Ok(bytes),
+        Err(detail) => Err(crate::ArchiveError::Damaged {
+            dir: dir.to_path_buf(),
+            detail,
+        }),
+    }
+}
+
 /// The folder under the archive directory.
 pub(crate) const DIR: &str = "artifacts";
 

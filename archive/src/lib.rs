@@ -99,6 +99,7 @@ use reel_core::run::RunRecord;
 use reel_core::sequence::Sequencer;
 
 pub use error::{ArchiveError, Result};
+pub use files::read_artifact_file;
 pub use fingerprint::{FingerprintKey, Keyring, CONFIG_DIR_ENV, KEY_ENV, KEY_FILE};
 pub use list::{Cursor, DamagedRun, RunFilter, RunPage};
 pub use open::ArchiveConfig;

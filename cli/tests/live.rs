@@ -266,6 +266,18 @@ fn tail_follows_a_recording_process() {
     assert!(deploy.status.success(), "{}", text(&deploy.stderr));
     let stats = reel(&dir, &["stats"]);
     assert!(stats.status.success(), "{}", text(&stats.stderr));
+    // export too: the facts through the socket, the artifact from its file.
+    let live_tape = tmp.path().join("deploy-live.tape.jsonl");
+    let export = reel(
+        &dir,
+        &["export", "demo-deploy", "-o", live_tape.to_str().unwrap()],
+    );
+    assert!(export.status.success(), "{}", text(&export.stderr));
+    assert!(
+        text(&export.stderr).contains("(22 facts, 1 artifact)"),
+        "{}",
+        text(&export.stderr)
+    );
     // ...and a verb that needs the archive itself says why it cannot.
     let verify = reel(&dir, &["verify"]);
     assert!(!verify.status.success());
@@ -294,6 +306,18 @@ fn tail_follows_a_recording_process() {
 
     // The recorder ends, releases the archive and removes its socket.
     let status = recorder.wait(BOUND);
+    // The tape exported while it ran is the tape of the closed archive.
+    let closed_tape = tmp.path().join("deploy-closed.tape.jsonl");
+    let export = reel(
+        &dir,
+        &["export", "demo-deploy", "-o", closed_tape.to_str().unwrap()],
+    );
+    assert!(export.status.success(), "{}", text(&export.stderr));
+    assert_eq!(
+        std::fs::read(&live_tape).unwrap(),
+        std::fs::read(&closed_tape).unwrap(),
+        "exported through the socket, the same tape"
+    );
     let demo_err = std::fs::read_to_string(tmp.path().join("demo.err")).expect("stderr");
     assert!(status.success(), "reel demo: {demo_err}");
     assert!(

@@ -7,10 +7,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Args;
-use reel::tape::Tape;
 use reel::tripwire::Tripwire;
 use reel::RunState;
-use reel_archive::{RunFilter, TapeExt};
+use reel_archive::RunFilter;
 use reel_otlp::{Options, Protocol};
 use reel_viewer::render::terminal::{escape, JsonSafe};
 
@@ -103,9 +102,16 @@ pub fn run(dir: &Path, args: ExportArgs) -> Result<ExitCode, Failure> {
         ));
     };
     let source = Source::open(dir)?;
-    resolve_run(&source, run)?;
-    let archive = source.local("export")?;
-    let (tape, tripped) = Tape::export_guarded(&archive, run, &tripwire(&args.secret_env))?;
+    let record = resolve_run(&source, run)?;
+    if matches!(source, Source::Live { .. }) && record.state == RunState::Running {
+        eprintln!(
+            "reel: run {} is still being recorded: the tape holds its facts so far (imported, it reads as incomplete)",
+            escape(run)
+        );
+    }
+    // Through a recorder's socket too (artifacts from their files).
+    let mut tape = source.tape(run)?;
+    let tripped = tripwire(&args.secret_env).guard_tape(&mut tape, "tape", "declared-at-export");
     if tripped > 0 {
         eprintln!(
             "reel: a --secret-env value was in the run: scrubbed from the tape ({tripped} redaction.tripped facts)"
