@@ -16,7 +16,7 @@ use reel_core::gap::Gap;
 use reel_core::{Fact, RunRecord};
 
 mod client;
-pub use client::{Asked, Client, Item};
+pub use client::{Asked, Client, Item, TapeAsked};
 
 /// The socket's file name inside the archive directory.
 pub const SOCKET_NAME: &str = "reel.sock";

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use reel::tape::Tape;
 use reel::RunRecord;
-use reel_archive::live::{Asked, Client, SOCKET_NAME};
+use reel_archive::live::{Asked, Client, TapeAsked, SOCKET_NAME};
 use reel_archive::{
     Archive, ArchiveConfig, ArchiveError, ArchiveStats, RunFilter, RunPage, TapeExt,
 };
@@ -96,34 +96,15 @@ impl Source {
     /// then, and is said so. A run with a gap is damage, as for `export`
     /// of a closed archive.
     pub fn tape(&self, run_id: &str) -> Result<Tape, Failure> {
-        let (dir, record) = match self {
-            Source::Local(a) => return Ok(Tape::export(a, run_id)?),
-            Source::Live { dir, client } => (dir, client.run(run_id).map_err(asked)?),
-        };
-        let mut facts = Vec::new();
-        for item in self.facts(run_id, 0, false)? {
-            match item? {
-                Item::Fact(f) => facts.push(f),
-                Item::Gap(gap) => {
-                    return Err(Failure::damaged(format!(
-                        "run {run_id}: {gap}: a run with a gap is exported by `reel salvage` first"
-                    )))
-                }
-            }
+        match self {
+            Source::Local(a) => Ok(Tape::export(a, run_id)?),
+            Source::Live { dir, client } => client.tape(dir, run_id).map_err(|e| match e {
+                TapeAsked::Asked(e) => asked(e),
+                TapeAsked::Archive(e) => e.into(),
+                e @ TapeAsked::Gap { .. } => Failure::damaged(e.to_string()),
+                e @ TapeAsked::InStore { .. } => Failure::msg(e.to_string()),
+            }),
         }
-        let mut artifacts = Vec::new();
-        for digest in reel::tape::referenced_digests(&facts) {
-            match reel_archive::read_artifact_file(dir, &digest)? {
-                Some(bytes) => artifacts.push((digest, bytes)),
-                None => {
-                    return Err(Failure::msg(format!(
-                        "run {run_id}: artifact {digest} is kept inside the store (written by an older reel), \
-                         which a running recorder holds: export the run once the recorder stops"
-                    )))
-                }
-            }
-        }
-        Ok(Tape::new(record, facts, artifacts))
     }
 
     /// The directory.

@@ -360,8 +360,13 @@ fn while_a_recorder_holds_the_archive_it_is_read_through_its_socket() {
     let (status, run) = http_get(&served.base, "/runs/demo-live", &[]);
     assert_eq!(status, 200, "{run}");
     assert!(run.contains("id=\"seq-0\""), "{run}");
+    // Tapes download through the socket too, with their artifacts (read
+    // from their files): the deploy's tape carries its one artifact.
+    let (status, tape) = http_get(&served.base, "/runs/demo-deploy/tape", &[]);
+    assert_eq!(status, 200, "{tape}");
+    assert!(tape.contains("\"artifact\":\"sha256:"), "{tape}");
     let (status, _) = http_get(&served.base, "/runs/demo-live/tape", &[]);
-    assert_eq!(status, 400);
+    assert_eq!(status, 200);
     // Once the recorder is done, the archive itself is read again.
     assert!(recorder.wait().unwrap().success());
     let started = Instant::now();

@@ -167,11 +167,15 @@ impl Reader {
     fn tape(&self, run_id: &str) -> Result<Tape, ReadError> {
         match self {
             Reader::Archive(a) => Ok(Tape::export(a, run_id)?),
-            Reader::Live(_) => Err(ReadError::BadRequest(
-                "a recorder holds the archive: its tapes can be downloaded once it stops \
-                 (`reel export` says the same)"
-                    .into(),
-            )),
+            // The record and facts through the socket, the artifacts from
+            // their files.
+            Reader::Live(l) => l
+                .tape(l.socket.parent().unwrap_or(Path::new(".")), run_id)
+                .map_err(|e| match e {
+                    reel_archive::live::TapeAsked::Asked(e) => e.into(),
+                    reel_archive::live::TapeAsked::Archive(e) => e.into(),
+                    e => ReadError::Other(e.to_string()),
+                }),
         }
     }
 
@@ -332,8 +336,7 @@ impl Console {
         match (&c.stale, &c.reader) {
             (Some(why), _) => Some(why.clone()),
             (None, Reader::Live(_)) => Some(
-                "a recorder holds this archive: the console reads through its live socket \
-                 (tapes download once it stops)"
+                "a recorder holds this archive: the console reads through its live socket"
                     .into(),
             ),
             (None, Reader::Archive(_)) => None,

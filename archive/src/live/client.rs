@@ -11,6 +11,7 @@ use std::time::Duration;
 use super::{Reply, Request};
 use crate::{ArchiveStats, RunFilter, RunPage};
 use reel_core::gap::Gap;
+use reel_core::tape::Tape;
 use reel_core::{Fact, RunRecord};
 
 /// How long a reply line may take before the client gives up (a recorder
@@ -41,6 +42,34 @@ pub enum Asked {
     /// Anything else, said.
     #[error("{0}")]
     Failed(String),
+}
+
+/// Why a run could not be taken as a tape through the socket.
+#[derive(Debug, thiserror::Error)]
+pub enum TapeAsked {
+    /// Asking failed.
+    #[error(transparent)]
+    Asked(#[from] Asked),
+    /// Facts of the run could not be read: damage.
+    #[error("run {run_id}: {gap}: a run with a gap cannot be exported whole (`reel salvage` recovers what can be read)")]
+    Gap {
+        /// The run.
+        run_id: String,
+        /// What could not be read.
+        gap: Gap,
+    },
+    /// An artifact an older reel kept inside the store, which the
+    /// recorder holds.
+    #[error("run {run_id}: artifact {digest} is kept inside the store (written by an older reel), which a running recorder holds: export the run once the recorder stops")]
+    InStore {
+        /// The run.
+        run_id: String,
+        /// The artifact.
+        digest: String,
+    },
+    /// An artifact file that does not hold its bytes: damage.
+    #[error(transparent)]
+    Archive(#[from] crate::ArchiveError),
 }
 
 /// One item of a run's fact stream.
@@ -128,6 +157,39 @@ impl Client {
             Reply::Stats(s) => Ok(s),
             other => Err(unexpected(other)),
         }
+    }
+
+    /// The run `run_id` of the archive in `dir` as a tape: its record and
+    /// facts through the socket, its artifacts from their files (written
+    /// once, never changed: safe to read beside the recorder). A run still
+    /// being recorded gives its facts so far.
+    pub fn tape(&self, dir: &Path, run_id: &str) -> Result<Tape, TapeAsked> {
+        let record = self.run(run_id)?;
+        let mut facts = Vec::new();
+        for item in self.facts(run_id, 0, false)? {
+            match item? {
+                Item::Fact(f) => facts.push(f),
+                Item::Gap(gap) => {
+                    return Err(TapeAsked::Gap {
+                        run_id: run_id.into(),
+                        gap,
+                    })
+                }
+            }
+        }
+        let mut artifacts = Vec::new();
+        for digest in reel_core::tape::referenced_digests(&facts) {
+            match crate::read_artifact_file(dir, &digest)? {
+                Some(bytes) => artifacts.push((digest, bytes)),
+                None => {
+                    return Err(TapeAsked::InStore {
+                        run_id: run_id.into(),
+                        digest,
+                    })
+                }
+            }
+        }
+        Ok(Tape::new(record, facts, artifacts))
     }
 
     /// A run's facts from seq `from` on, in order; with `follow`, the

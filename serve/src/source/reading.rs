@@ -82,10 +82,12 @@ impl Access {
         };
         let bytes = match &self.reader {
             Reader::Archive(a) => a.artifact(&meta.digest)?,
-            Reader::Live(_) => {
-                return Err(ReadError::BadRequest(
-                    "a recorder holds the archive: its artifacts can be read once it stops".into(),
-                ))
+            // Artifact files are written once and never changed: read
+            // beside the recorder (one an older reel kept inside the store
+            // cannot be, until it stops).
+            Reader::Live(l) => {
+                let dir = l.socket.parent().unwrap_or(Path::new("."));
+                reel_archive::read_artifact_file(dir, &meta.digest)?
             }
         };
         Ok((meta, bytes))
