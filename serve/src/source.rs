@@ -336,8 +336,7 @@ impl Console {
         match (&c.stale, &c.reader) {
             (Some(why), _) => Some(why.clone()),
             (None, Reader::Live(_)) => Some(
-                "a recorder holds this archive: the console reads through its live socket"
-                    .into(),
+                "a recorder holds this archive: the console reads through its live socket".into(),
             ),
             (None, Reader::Archive(_)) => None,
         }
