@@ -318,29 +318,7 @@ fn while_a_recorder_holds_the_archive_it_is_read_through_its_socket() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("archive");
     // The demo runs, then a slow live run served on the recorder's socket.
-    let mut recorder = reel()
-        .args([
-            "demo",
-            "--live-hops",
-            "60",
-            "--live-pause-ms",
-            "100",
-            "--archive",
-        ])
-        .arg(&dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let socket = dir.join("reel.sock");
-    let started = Instant::now();
-    while std::os::unix::net::UnixStream::connect(&socket).is_err() {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "the recorder serves no socket"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let mut recorder = recording_live(&dir, 60, 100);
     let served = serve(&dir);
     // The socket is served before the live run starts.
     let started = Instant::now();

@@ -580,29 +580,11 @@ async fn a_run_being_recorded_updates_live_on_its_page() {
     let dir = tmp.path().join("archive");
     // The demo runs, then a slow live run the recorder writes and serves
     // on its socket.
-    let mut recorder = reel()
-        .args([
-            "demo",
-            "--live-hops",
-            "40",
-            "--live-pause-ms",
-            "150",
-            "--archive",
-        ])
-        .arg(&dir)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let socket = dir.join("reel.sock");
-    let started = Instant::now();
-    while std::os::unix::net::UnixStream::connect(&socket).is_err() {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "the recorder serves no socket"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    // The browser first: started after the run, on a loaded machine it
+    // could open the page after the run ended.
+    let driver = driver();
+    let c = browser(&driver).await;
+    let mut recorder = recording_live(&dir, 40, 150);
     let served = serve(&dir);
     let base = served.base.clone();
     let started = Instant::now();
@@ -617,8 +599,6 @@ async fn a_run_being_recorded_updates_live_on_its_page() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-    let driver = driver();
-    let c = browser(&driver).await;
     open_run(&c, &format!("{base}/runs/demo-live")).await;
     assert_eq!(
         text(&c, "return document.body.dataset.live").await,

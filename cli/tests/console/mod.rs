@@ -127,82 +127,34 @@ pub fn hostile_run(dir: &Path) {
     archive.flush().unwrap();
 }
 
-/// A run of `n` progress reports in one call: more than a page of facts.
+/// A run `big` of `n` progress reports in one call, appended at once:
+/// more than a page of facts.
 pub fn big_run(dir: &Path, n: u64) {
-    let archive = Archive::open(dir, ArchiveConfig::default()).unwrap();
-    let fact = |offset: u64, call: Option<&str>, kind| NewFact {
-        at: 1_700_000_000_000_000_000 + offset as i64,
-        offset,
-        call: call.map(Into::into),
-        kind,
-    };
-    let mut facts = vec![
-        fact(
-            0,
-            None,
-            FactKind::RunStarted(RunStarted {
-                run_id: "big".into(),
-                session_id: None,
-                identity: None,
-                producer: Producer {
-                    name: "test".into(),
-                    version: "1".into(),
-                },
-                labels: Default::default(),
-                teardown_scopes: vec![],
-            }),
-        ),
-        fact(
-            1,
-            Some("walk"),
-            FactKind::CallStarted(CallStarted {
-                call_id: "walk".into(),
-                tool_name: "walk".into(),
-                tool_id: None,
-                parent_call: None,
-                iteration: 0,
-                invocation_id: None,
-                mode: CallMode::Async,
-                protocol: None,
-                platform: None,
-                client_info: None,
-                args: json!(n),
-                wanted: None,
-                attached: None,
-                spec: None,
-                dispatch_tools: None,
-                outside_run: None,
-            }),
-        ),
-    ];
-    for i in 0..n {
-        facts.push(fact(
-            2 + i,
-            Some("walk"),
-            FactKind::Progress(Progress {
-                payload: json!({ "message": format!("hop {i}") }),
-                count: 0,
-            }),
-        ));
+    long_run(dir, "big", n, usize::MAX);
+}
+
+/// `reel demo` recording its runs into `dir`, then a slow live run of
+/// `hops` hops `pause_ms` apart, returned once the recorder holds the
+/// archive and serves its socket.
+pub fn recording_live(dir: &Path, hops: u32, pause_ms: u64) -> Child {
+    let recorder = reel()
+        .args(["demo", "--live-hops", &hops.to_string()])
+        .args(["--live-pause-ms", &pause_ms.to_string(), "--archive"])
+        .arg(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("reel demo starts");
+    let socket = dir.join("reel.sock");
+    let started = Instant::now();
+    while std::os::unix::net::UnixStream::connect(&socket).is_err() {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the recorder serves no socket"
+        );
+        std::thread::sleep(Duration::from_millis(50));
     }
-    facts.push(fact(
-        n + 2,
-        Some("walk"),
-        FactKind::CallEnded(CallEnded {
-            outcome: CallOutcome::Ok { result: json!(n) },
-            duration_ns: n,
-            invocation_id: None,
-        }),
-    ));
-    facts.push(fact(
-        n + 3,
-        None,
-        FactKind::RunEnded(RunEnded {
-            status: RunStatus::Completed,
-        }),
-    ));
-    archive.append("big", facts).unwrap();
-    archive.flush().unwrap();
+    recorder
 }
 
 /// A `reel serve` child on a free loopback port; killed on drop.
