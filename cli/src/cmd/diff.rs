@@ -52,8 +52,7 @@ pub fn run(dir: &Path, args: DiffArgs, paint: TextRenderer) -> Result<ExitCode, 
     let fa = collect_facts(&source, &args.run_a)?;
     let fb = collect_facts(&source, &args.run_b)?;
     let width = args.width.or(paint.width).unwrap_or(160).max(40);
-    let (text, first) = render(&args.run_a, &fa, &args.run_b, &fb, width);
-    let text = painted(&text, &paint);
+    let (text, first) = render(&args.run_a, &fa, &args.run_b, &fb, width, &paint);
     let code = if first.is_some() {
         ExitCode::from(crate::failure::exit::FAILURE)
     } else {
@@ -65,39 +64,6 @@ pub fn run(dir: &Path, args: DiffArgs, paint: TextRenderer) -> Result<ExitCode, 
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(code),
         other => other.map(|()| code).map_err(Failure::from),
     }
-}
-
-/// The rendering in colours (unchanged without): the runs' ids bold, a
-/// differing row's mark and the first difference red, the verdict green
-/// when the runs match. Only whole lines and the leading mark are painted,
-/// so the columns stay where `render` put them.
-fn painted(text: &str, paint: &TextRenderer) -> String {
-    if !paint.color {
-        return text.to_owned();
-    }
-    let mut out = String::with_capacity(text.len() + 256);
-    let last = text.lines().count().saturating_sub(1);
-    for (i, line) in text.lines().enumerate() {
-        let shown = if i == 0 {
-            paint.tone(Tone::Strong, line)
-        } else if i == last {
-            let tone = if line.starts_with("the runs match") {
-                Tone::Good
-            } else {
-                Tone::Bad
-            };
-            paint.tone(tone, line)
-        } else if let Some(rest) = line.strip_prefix('≠') {
-            format!("{}{rest}", paint.tone(Tone::Bad, "≠"))
-        } else if line.starts_with("  ▶ first difference") || line.starts_with("    also") {
-            paint.tone(Tone::Bad, line)
-        } else {
-            line.to_owned()
-        };
-        out.push_str(&shown);
-        out.push('\n');
-    }
-    out
 }
 
 /// Every fact of a run; a run with a gap cannot be diffed.
@@ -149,23 +115,37 @@ fn tools(facts: &[Fact]) -> HashMap<&str, &str> {
 
 /// Renders the two runs side by side; returns the text and the first
 /// difference. Every recorded string in it (run ids, facts, field paths
-/// and values) is escaped for the terminal.
-pub fn render(a_id: &str, a: &[Fact], b_id: &str, b: &[Fact], width: usize) -> (String, First) {
+/// and values) is escaped for the terminal. In `paint`'s colours (none
+/// without): the runs' ids bold, a differing row's mark and the first
+/// difference red, the verdict green when the runs match; colours are
+/// added after the columns are fitted, so they take no column.
+pub fn render(
+    a_id: &str,
+    a: &[Fact],
+    b_id: &str,
+    b: &[Fact],
+    width: usize,
+    paint: &TextRenderer,
+) -> (String, First) {
     let rows = align(a, b);
     // `≠ ` + left + ` │ ` + right.
     let col = width.saturating_sub(5) / 2;
     let (tools_a, tools_b) = (tools(a), tools(b));
     let mut out = String::new();
-    let _ = writeln!(
-        out,
+    let head = format!(
         "  {:<col$} │ {}",
         fit(&escape(a_id), col),
         fit(&escape(b_id), col)
     );
+    let _ = writeln!(out, "{}", paint.tone(Tone::Strong, &head));
     let mut first: First = None;
     for (i, diff) in rows.into_iter().enumerate() {
         let (fa, fb) = (a.get(i), b.get(i));
-        let mark = if diff.is_empty() { ' ' } else { '≠' };
+        let mark = if diff.is_empty() {
+            " ".to_owned()
+        } else {
+            paint.tone(Tone::Bad, "≠")
+        };
         let left = fa
             .map(|f| summary(f, &tools_a))
             .unwrap_or_else(|| "(no fact)".into());
@@ -191,21 +171,26 @@ pub fn render(a_id: &str, a: &[Fact], b_id: &str, b: &[Fact], width: usize) -> (
                     escape(&show(&d.expected)),
                     escape(&show(&d.actual))
                 );
-                let _ = writeln!(out, "{}", wrap(&line, width, "      "));
+                let _ = writeln!(
+                    out,
+                    "{}",
+                    paint.tone(Tone::Bad, &wrap(&line, width, "      "))
+                );
             }
             first = Some((i, diff));
         }
     }
     match &first {
         None => {
-            let _ = writeln!(
-                out,
+            let verdict = format!(
                 "the runs match ({}; times, durations and ids ignored)",
                 reel_viewer::render::text::counted(a.len() as u64, "fact")
             );
+            let _ = writeln!(out, "{}", paint.tone(Tone::Good, &verdict));
         }
         Some((i, _)) => {
-            let _ = writeln!(out, "the runs differ first at fact {i}");
+            let verdict = format!("the runs differ first at fact {i}");
+            let _ = writeln!(out, "{}", paint.tone(Tone::Bad, &verdict));
         }
     }
     (out, first)
