@@ -96,6 +96,8 @@ fn main() {
     println!("ok: resume");
     lost_delivery(&cluster);
     println!("ok: a lost delivery");
+    lost_tail(&cluster);
+    println!("ok: the stream's tail delivered and lost");
     tenants_apart(&cluster);
     println!("ok: tenants apart");
     // Last: it leaves foreign messages on a run's subject of the stream.
@@ -834,6 +836,71 @@ fn lost_delivery(cluster: &ClusterUnderTest) {
         "the projection matches the stream: {against:?}"
     );
     assert!(against.matching > 0);
+}
+
+/// Every message of the stream delivered to a reader that never
+/// acknowledged them (a sync killed with its batch in hand): the consumer
+/// has nothing left to deliver until its ack wait passes. A sync through it
+/// must not take "nothing pending" for "caught up": it waits for the
+/// redelivery and projects the whole stream.
+fn lost_tail(cluster: &ClusterUnderTest) {
+    use async_nats::jetstream::consumer::{pull, AckPolicy, DeliverPolicy, PullConsumer};
+    let config = config(cluster);
+    let name = "reel-sync-lost-tail";
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let last = rt.block_on(async {
+        let url = config.urls[0].clone();
+        let js = async_nats::jetstream::new(async_nats::connect(url).await.unwrap());
+        let mut stream = js.get_stream(&config.stream).await.unwrap();
+        let last = stream.info().await.unwrap().state.last_sequence;
+        let consumer: PullConsumer = stream
+            .create_consumer(pull::Config {
+                durable_name: Some(name.to_owned()),
+                ack_policy: AckPolicy::All,
+                deliver_policy: DeliverPolicy::All,
+                filter_subject: format!("{}.>", config.subject_prefix),
+                ack_wait: Duration::from_secs(3),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let mut delivered = 0u64;
+        while delivered < last {
+            let mut batch = consumer
+                .fetch()
+                .max_messages(1000)
+                .expires(Duration::from_secs(2))
+                .messages()
+                .await
+                .unwrap();
+            let mut got = 0;
+            while let Some(m) = futures::StreamExt::next(&mut batch).await {
+                delivered = delivered.max(m.unwrap().info().unwrap().stream_sequence);
+                got += 1;
+            }
+            assert!(got > 0, "the stream delivers up to {last}: {delivered}");
+        }
+        let mut consumer = consumer;
+        let info = consumer.info().await.unwrap();
+        assert_eq!(info.num_pending, 0, "every message delivered, none acked");
+        assert!(info.num_ack_pending > 0);
+        last
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let archive = open_projection(dir.path());
+    let report = sync_clean(&config, &archive, Some(name));
+    println!("sync after the tail was lost: {report:?} (stream up to {last})");
+    assert!(report.facts > 0, "{report:?}");
+    let against = reel_nats::verify_projection(&config, &archive).unwrap();
+    assert!(
+        against.is_ok(),
+        "the projection matches the whole stream: {against:?}"
+    );
+    let again = sync_clean(&config, &archive, Some(name));
+    assert_eq!(again.messages, 0, "{again:?}");
 }
 
 fn busy_subject(cluster: &ClusterUnderTest) {

@@ -111,6 +111,7 @@ pub(super) async fn project(
         touched: HashSet::new(),
         seen,
         wanted: HashMap::new(),
+        redelivery_said: false,
     };
     projection.run(last, budget).await
 }
@@ -133,6 +134,8 @@ struct Projection<'p, 's> {
     /// Artifacts the landed facts refer to that the archive lacks, with the
     /// batches they have been asked for (following only).
     wanted: HashMap<String, u32>,
+    /// Whether the wait for a redelivery was said.
+    redelivery_said: bool,
 }
 
 impl Projection<'_, '_> {
@@ -197,11 +200,8 @@ impl Projection<'_, '_> {
                     }
                     continue;
                 }
-                // Nothing came within the wait: the consumer may have caught up
-                // with a stream that lost its last messages (limits).
-                if consumer_floor(&self.consumer).await >= last
-                    || pending(&self.consumer).await == 0
-                {
+                // Nothing came within the wait: asked of the consumer itself.
+                if self.caught_up(last, budget).await? {
                     break;
                 }
                 continue;
@@ -341,6 +341,52 @@ impl Projection<'_, '_> {
         Ok(())
     }
 
+    /// After a fetch that brought nothing: whether the projection has all
+    /// the stream held when the sync began. Only the consumer's own answer
+    /// ends a sync: one it cannot give right now (its leader being elected
+    /// after a node restarts) is asked again within the offline wait, then
+    /// an error, never taken as "nothing left". Caught up when its
+    /// acknowledged floor reached the stream's `last` message, or when it
+    /// has nothing left to deliver and nothing delivered unacknowledged (a
+    /// stream that lost its last messages to its limits). Messages
+    /// delivered earlier and never acknowledged (a reader killed with them
+    /// in hand, or a batch lost on its way) are delivered again after the
+    /// consumer's ack wait: waited for, said once.
+    async fn caught_up(&mut self, last: u64, budget: Duration) -> Result<bool, NatsError> {
+        let mut asked = (&self.cluster, self.consumer.clone());
+        let info = retry(&mut asked, None, budget, |asked, _| {
+            let (cluster, consumer) = asked;
+            Box::pin(async move {
+                let info = consumer.info().await.map(|i| i.clone());
+                info.map_err(|e| cluster.error("reading the projection's consumer", e))
+            })
+        })
+        .await?;
+        let Some(info) = info else {
+            return Ok(false);
+        };
+        if info.ack_floor.stream_sequence >= last {
+            return Ok(true);
+        }
+        if info.num_pending > 0 {
+            return Ok(false);
+        }
+        if info.num_ack_pending == 0 {
+            return Ok(true);
+        }
+        if !self.redelivery_said {
+            tracing::warn!(
+                "reel-nats: {} messages of the stream were delivered to an earlier reader \
+                 and never acknowledged; the sync waits for their redelivery (the consumer's \
+                 ack wait, {} s)",
+                info.num_ack_pending,
+                info.config.ack_wait.as_secs()
+            );
+            self.redelivery_said = true;
+        }
+        Ok(false)
+    }
+
     /// Copies every artifact the archive lacks, flushes, and reports.
     async fn finish(mut self, budget: Duration) -> Result<SyncReport, NatsError> {
         let following = self.follow.following();
@@ -469,10 +515,4 @@ async fn consumer_floor(consumer: &PullConsumer) -> u64 {
         .await
         .map(|i| i.ack_floor.stream_sequence)
         .unwrap_or(0)
-}
-
-/// How many messages the consumer has not delivered yet.
-async fn pending(consumer: &PullConsumer) -> u64 {
-    let mut c = consumer.clone();
-    c.info().await.map(|i| i.num_pending).unwrap_or(0)
 }
