@@ -357,7 +357,7 @@ impl Projection<'_, '_> {
         let info = retry(&mut asked, None, budget, |asked, _| {
             let (cluster, consumer) = asked;
             Box::pin(async move {
-                let info = consumer.info().await.map(|i| i.clone());
+                let info = consumer.info().await.cloned();
                 info.map_err(|e| cluster.error("reading the projection's consumer", e))
             })
         })
