@@ -16,9 +16,10 @@
 //!
 //! The binary: `REEL_BIN` when set; from a test harness
 //! (`target/<profile>/deps/`), the `reel` cargo built beside it for the
-//! workspace's tests; otherwise `cargo build -p reel-cli --bin reel` in the
-//! bench's own profile, run first (a no-op when it is fresh), so the
-//! binary timed is the source's.
+//! workspace's tests; the `reel` beside the bench binary when it is no
+//! older than the bench (`cargo build --release` built both); otherwise
+//! `cargo build -p reel-cli --bin reel` in the bench's own profile, run
+//! first (a no-op when it is fresh), so the binary timed is the source's.
 
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
@@ -182,6 +183,20 @@ pub fn reel_binary() -> io::Result<ReelBin> {
             return Ok(ReelBin {
                 path: beside,
                 how: "built by cargo for the workspace's tests".into(),
+            });
+        }
+    }
+    // `target/release/reel-bench` with a `reel` built beside it no older
+    // than the bench itself (one `cargo build --release`): that one, so the
+    // run never compiles in its middle. An older one may predate the
+    // source: built again below.
+    let beside = dir.join(&name);
+    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    if let (Some(reel), Some(bench)) = (modified(&beside), modified(&exe)) {
+        if reel >= bench {
+            return Ok(ReelBin {
+                how: format!("beside the bench binary, {}", beside.display()),
+                path: beside,
             });
         }
     }

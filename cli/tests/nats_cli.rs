@@ -667,3 +667,73 @@ fn a_follower_copies_artifacts_as_they_land_and_waits_out_the_cluster() {
         assert!(out.contains("ok: no problem found"), "{out}");
     }
 }
+
+/// Five hosts start `reel demo --nats` at the same moment, each with its
+/// own (empty) projection, so each first picks the same ids: every one
+/// exits 0 with five runs of its own, no id is recorded twice, and a
+/// projection of the cluster holds all twenty-five, verified.
+#[test]
+fn five_demos_started_at_once_into_one_cluster_pick_ids_that_do_not_collide() {
+    let _one = one_cluster();
+    let config = tempfile::tempdir().unwrap();
+    let cluster = cluster::ClusterUnderTest::start();
+    drop(cluster.ready());
+    let urls = cluster.urls();
+    let hosts = tempfile::tempdir().unwrap();
+    let children: Vec<_> = (0..5)
+        .map(|i| {
+            let host = hosts.path().join(format!("host{i}"));
+            command(
+                config.path(),
+                &["demo", "--nats", &urls, "--archive", host.to_str().unwrap()],
+            )
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+        })
+        .collect();
+    let mut ids = std::collections::BTreeSet::new();
+    for (i, child) in children.into_iter().enumerate() {
+        let out = ok(&child.wait_with_output().unwrap(), &format!("demo {i}"));
+        let line = out
+            .lines()
+            .find(|l| l.starts_with("recorded 5 demo runs into "))
+            .unwrap_or_else(|| panic!("demo {i} says what it recorded: {out}"));
+        let recorded = line.rsplit(": ").next().unwrap();
+        for id in recorded.split(", ") {
+            assert!(ids.insert(id.to_owned()), "{id} recorded twice: {line}");
+        }
+    }
+    assert_eq!(ids.len(), 25, "{ids:?}");
+
+    let fleet = hosts.path().join("fleet");
+    let fleet = fleet.to_str().unwrap();
+    ok(
+        &reel(
+            config.path(),
+            &["sync", "--nats", &urls, "--archive", fleet],
+        ),
+        "reel sync",
+    );
+    let runs = ok(
+        &reel(config.path(), &["runs", "--json", "--archive", fleet]),
+        "reel runs --json",
+    );
+    let runs: serde_json::Value = serde_json::from_str(&runs).unwrap();
+    let listed: std::collections::BTreeSet<String> = runs["runs"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{runs}"))
+        .iter()
+        .map(|r| r["run_id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(listed, ids, "the projection holds every demo's runs");
+    let out = ok(
+        &reel(
+            config.path(),
+            &["verify", "--nats", &urls, "--archive", fleet],
+        ),
+        "reel verify --nats",
+    );
+    assert!(out.contains("ok: no problem found"), "{out}");
+}

@@ -124,6 +124,21 @@ struct StreamState {
     /// The writer is done with it: its record is stored after its last
     /// block, and it is forgotten at the next flush.
     closed: bool,
+    /// Batches handed over since the last publishing task took its facts.
+    waiting: Arc<Mutex<Waiting>>,
+}
+
+/// The facts of a stream appended while its previous block is in flight:
+/// the publishing task spawned for the first of them takes them all, once
+/// that block's ack gives it the expected sequence, and publishes them as
+/// one block (or as few as [`MAX_BLOCK`] allows). *Why:* the writer appends
+/// once per drain, and a live run's drains are small (a progress report
+/// each): published one message each, they were a round trip per fact.
+#[derive(Default)]
+struct Waiting {
+    facts: Vec<Fact>,
+    /// A task is spawned that has not taken `facts` yet.
+    armed: bool,
 }
 
 /// Records into a NATS JetStream cluster: see the crate docs for the
@@ -145,7 +160,8 @@ struct StreamState {
 ///   rules and hands it to a task of the store's runtime, which seals it
 ///   and publishes it (one block in flight per subject: a stream's next
 ///   task waits for its previous block's ack, which gives the expected
-///   sequence, without the writer waiting; different runs go out
+///   sequence, without the writer waiting, and takes every batch handed
+///   over meanwhile into its one block; different runs go out
 ///   concurrently), and `flush` returns once every block is acknowledged
 ///   by the R3 stream (a majority of its replicas has it; with
 ///   `sync_interval: always`, on their disks), so a call's result, handed
@@ -266,6 +282,27 @@ impl NatsStore {
         })
     }
 
+    /// Claims a run id in the cluster ahead of its first block, as that
+    /// block's publish would (under `tenant`, the run's identity's, which
+    /// its subject carries): true when this store holds the claim (made
+    /// now, or earlier by this store), false when another writer holds
+    /// it. A host that picks ids from what it has seen (the demo's `-N`
+    /// suffixes) claims them so, and two writers starting at once cannot
+    /// both pick one: the first claim wins, the other moves on.
+    pub fn reserve(&self, run_id: &str, tenant: Option<&str>) -> Result<bool, NatsError> {
+        let subject = subject_of(
+            &self.shared.cluster.config.subject_prefix,
+            tenant,
+            run_id,
+            false,
+        );
+        match self.block_on(self.shared.claim(run_id, false, &subject)) {
+            Ok(()) => Ok(true),
+            Err(NatsError::Conflict { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
     fn runtime(&self) -> &tokio::runtime::Runtime {
         self.rt
             .as_ref()
@@ -337,6 +374,7 @@ impl NatsStore {
                     broken: None,
                     flush_told: false,
                     closed: false,
+                    waiting: Arc::default(),
                 },
             );
         }
@@ -374,6 +412,17 @@ impl NatsStore {
         // the writer goes on to the next stream's batch meanwhile, and its
         // flush waits for the ack. The task waits for the stream's previous
         // one: its ack is the subject's last sequence, its digest the chain.
+        // While a task waits so, later batches join its facts (`Waiting`):
+        // the stream's tail is that task, so a flush covers them.
+        {
+            let mut waiting = lock(&state.waiting);
+            waiting.facts.extend(facts);
+            if waiting.armed {
+                return Ok(());
+            }
+            waiting.armed = true;
+        }
+        let waiting = state.waiting.clone();
         let shared = self.shared.clone();
         let (name, subject, outside) = (stream.to_owned(), state.subject.clone(), state.outside);
         let prev = state.tail.take();
@@ -388,6 +437,14 @@ impl NatsStore {
             };
             if fresh {
                 shared.claim(&name, outside, &subject).await?;
+            }
+            let facts = {
+                let mut waiting = lock(&waiting);
+                waiting.armed = false;
+                std::mem::take(&mut waiting.facts)
+            };
+            if facts.is_empty() {
+                return Ok(head);
             }
             let token = subject_token(&name);
             for (block, digest, first) in seal_all(&name, &facts, &head.digest)? {

@@ -98,6 +98,8 @@ fn main() {
     println!("ok: a lost delivery");
     lost_tail(&cluster);
     println!("ok: the stream's tail delivered and lost");
+    coalesced(&cluster);
+    println!("ok: batches appended while a block is in flight go out as one");
     tenants_apart(&cluster);
     println!("ok: tenants apart");
     // Last: it leaves foreign messages on a run's subject of the stream.
@@ -678,6 +680,56 @@ fn retry_after_timeout(cluster: &ClusterUnderTest) {
         vec![0, 1, 2, 3]
     );
     assert_eq!(archive.run("retry-0").unwrap().state, RunState::Completed);
+}
+
+/// A live run's writer appends a fact at a time: the batches handed over
+/// while the stream's block is in flight go out as one message, not one
+/// each, and the stream holds every fact once, in order, chained (the
+/// projection verifies against it).
+fn coalesced(cluster: &ClusterUnderTest) {
+    const FACTS: u64 = 400;
+    let store = NatsStore::connect(config(cluster)).unwrap();
+    store
+        .append_batch("coalesced-0", vec![started("coalesced-0")])
+        .unwrap();
+    for seq in 1..FACTS {
+        store
+            .append_batch("coalesced-0", vec![progress(seq)])
+            .unwrap();
+    }
+    let end = reel::fact::Fact {
+        kind: FactKind::RunEnded(reel::fact::RunEnded {
+            status: RunStatus::Completed,
+        }),
+        ..progress(FACTS)
+    };
+    store.append_batch("coalesced-0", vec![end]).unwrap();
+    store.close_stream("coalesced-0").unwrap();
+    store.flush().unwrap();
+    let stats = store.stats();
+    println!("coalesced: {} batches as {stats:?}", FACTS + 1);
+    assert!(
+        stats.blocks < FACTS / 4,
+        "{} single-fact batches went out as {} messages",
+        FACTS + 1,
+        stats.blocks
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let archive = open_projection(dir.path());
+    sync_clean(&config(cluster), &archive, None);
+    let seqs: Vec<u64> = archive
+        .facts("coalesced-0", ..)
+        .unwrap()
+        .map(|f| f.unwrap().seq)
+        .collect();
+    assert_eq!(seqs, (0..=FACTS).collect::<Vec<_>>());
+    assert_eq!(
+        archive.run("coalesced-0").unwrap().state,
+        RunState::Completed
+    );
+    let against = reel_nats::verify_projection(&config(cluster), &archive).unwrap();
+    assert!(against.is_ok(), "{against:?}");
 }
 
 fn config_of(cluster: &ClusterUnderTest) -> NatsConfig {

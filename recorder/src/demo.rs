@@ -323,16 +323,61 @@ pub async fn record_live(
     Ok(id)
 }
 
+/// The names of the demo's runs, in the order they are recorded: each run's
+/// id is `demo-<name><suffix>`.
+pub const RUN_NAMES: [&str; 5] = [
+    "deploy",
+    "search",
+    "walk-cancelled",
+    "deploy-failed",
+    "audit-degraded",
+];
+
+/// The tenant each demo run is recorded under, by name (see
+/// [`RUN_NAMES`]): what a store that claims run ids by tenant needs to
+/// claim them ahead.
+pub fn tenant_of(name: &str) -> Option<&'static str> {
+    (name != "audit-degraded").then_some("acme")
+}
+
+/// The demo's run ids for a suffix (`""`, `"-2"`, ...), in [`RUN_NAMES`]'
+/// order.
+pub fn run_ids(suffix: &str) -> Vec<String> {
+    RUN_NAMES
+        .iter()
+        .map(|name| format!("demo-{name}{suffix}"))
+        .collect()
+}
+
+/// The suffix after `suffix` in the demo's order: `""`, `"-2"`, `"-3"`, ...
+pub fn next_suffix(suffix: &str) -> String {
+    let n: u64 = suffix
+        .strip_prefix('-')
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(1);
+    format!("-{}", n + 1)
+}
+
+/// The first suffix from `from` on none of whose run ids `archive` holds.
+pub fn free_suffix(archive: &reel_archive::Archive, from: &str) -> String {
+    let mut suffix = from.to_owned();
+    while run_ids(&suffix).iter().any(|id| archive.run(id).is_ok()) {
+        suffix = next_suffix(&suffix);
+    }
+    suffix
+}
+
 /// Records the demo runs into the recorder's archive and returns their ids,
 /// the deploy run first. Ids get a `-N` suffix when earlier demo runs exist.
 pub async fn record(recorder: &Recorder) -> Result<Vec<String>, RecorderError> {
-    let archive = recorder.archive();
-    let mut suffix = String::new();
-    let mut n = 1;
-    while archive.run(&format!("demo-deploy{suffix}")).is_ok() {
-        n += 1;
-        suffix = format!("-{n}");
-    }
+    let suffix = free_suffix(recorder.archive(), "");
+    record_as(recorder, &suffix).await
+}
+
+/// Records the demo runs under the ids [`run_ids`] gives for `suffix` (a
+/// host that shares the id space with other writers claims them first),
+/// and returns their ids, the deploy run first.
+pub async fn record_as(recorder: &Recorder, suffix: &str) -> Result<Vec<String>, RecorderError> {
     let id = |name: &str| format!("demo-{name}{suffix}");
     let tools = tools();
     let acme = |principal: &str| Identity {

@@ -61,6 +61,7 @@ use crate::config::{Durability, RecorderConfig};
 mod drain;
 mod failure;
 mod flusher;
+mod hold;
 
 use drain::{Writer, LINGER};
 pub(crate) use failure::Failures;

@@ -49,6 +49,14 @@ async fn demo_runs_use_every_fact_kind_and_verify() {
     );
     let report = archive.verify().unwrap();
     assert!(report.is_ok(), "{:?}", report.problems);
+    // What a host claims ahead (`reel demo --nats`) is what is recorded:
+    // the ids in order, each under its tenant.
+    assert_eq!(ids, demo::run_ids(""));
+    for (id, name) in ids.iter().zip(demo::RUN_NAMES) {
+        let identity = archive.run(id).unwrap().identity;
+        let tenant = identity.and_then(|i| i.tenant);
+        assert_eq!(tenant.as_deref(), demo::tenant_of(name), "{id}");
+    }
 }
 
 #[tokio::test]
@@ -60,6 +68,8 @@ async fn demo_twice_gets_new_ids() {
     let first = demo::record(&recorder).await.unwrap();
     let second = demo::record(&recorder).await.unwrap();
     assert_eq!(first[0], "demo-deploy");
-    assert_eq!(second[0], "demo-deploy-2");
+    assert_eq!(second, demo::run_ids("-2"));
+    assert_eq!(demo::next_suffix("-2"), "-3");
+    assert_eq!(demo::free_suffix(recorder.archive(), "-2"), "-3");
     recorder.shutdown().await.unwrap();
 }

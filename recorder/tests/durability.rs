@@ -9,7 +9,9 @@
 //!   rest of the child's output, reopens the archive and checks it.
 //! - the CHILD (`REEL_DURABILITY_CHILD=<dir>`) opens a recorder with
 //!   [`Durability::CallBoundary`] on a multi-thread runtime and records runs
-//!   from three concurrent tasks, each run three sequential calls of a tool
+//!   from three concurrent tasks (and, from a fourth, calls outside any
+//!   run, said as `served <key> <call_id>` once handed back: a light
+//!   stream, appended whole at its end), each run three sequential calls of a tool
 //!   that files exactly `expected_progress(run, call)` progress facts. After
 //!   each `invoke(..)` returns it prints `returned <run_id> <call_id>`, after
 //!   each `end(..)` returns `ended <run_id>` (stdout flushed each time).
@@ -140,6 +142,17 @@ fn child(dir: &Path) {
                 }
             }));
         }
+        // Calls outside any run (served calls: light streams, appended
+        // whole at their end), beside the runs.
+        let served = recorder.clone();
+        tasks.push(tokio::spawn(async move {
+            while started.elapsed() < CHILD_MAX {
+                let call = served.call("stepper", json!({}));
+                let (key, call_id) = (call.key().to_owned(), call.id().to_owned());
+                call.invoke(stepper).await.unwrap();
+                say(&format!("served {key} {call_id}"));
+            }
+        }));
         for t in tasks {
             t.await.unwrap();
         }
@@ -171,7 +184,9 @@ impl Rng {
 /// What a round's child said before it died.
 #[derive(Default)]
 struct Said {
-    returned: Vec<(String, String)>,
+    /// The stream (a run id, or a call outside any run's key), the call,
+    /// and the run id the tool saw (none outside a run).
+    returned: Vec<(String, String, String)>,
     ended: BTreeSet<String>,
 }
 
@@ -228,7 +243,14 @@ fn run_child(dir: &Path, round: u64, delay: Duration) -> Said {
     for line in lines {
         let parts: Vec<&str> = line.split(' ').collect();
         match parts.as_slice() {
-            ["returned", run, call] => said.returned.push((run.to_string(), call.to_string())),
+            ["returned", run, call] => {
+                said.returned
+                    .push((run.to_string(), call.to_string(), run.to_string()))
+            }
+            ["served", key, call] => {
+                said.returned
+                    .push((key.to_string(), call.to_string(), String::new()))
+            }
             ["ended", run] => {
                 said.ended.insert(run.to_string());
             }
@@ -282,13 +304,13 @@ fn check_round(
         }
     }
     // Every call handed back is there, whole.
-    for (run_id, call_id) in &said.returned {
+    for (run_id, call_id, seen) in &said.returned {
         let Some(facts) = runs.get(run_id) else {
             fail(format!(
                 "round {round}: run {run_id} is missing, but its call {call_id} had returned"
             ));
         };
-        let k = expected_progress(run_id, call_id);
+        let k = expected_progress(seen, call_id);
         let Some(start) = facts.iter().position(|f| {
             f.call.as_deref() == Some(call_id.as_str()) && f.kind.name() == "call.started"
         }) else {
@@ -307,7 +329,7 @@ fn check_round(
             let f = &facts[start + 1 + i as usize];
             let ok = f.call.as_deref() == Some(call_id.as_str())
                 && matches!(&f.kind, FactKind::Progress(p)
-                    if p.count == i + 1 && p.payload == payload(run_id, call_id, i));
+                    if p.count == i + 1 && p.payload == payload(seen, call_id, i));
             if !ok {
                 fail(format!(
                     "round {round}: {run_id}/{call_id} progress {i} is wrong: {f:?}"
@@ -388,9 +410,14 @@ fn parent() {
         let checking = Instant::now();
         let checked = check_round(&archive, round, &said, &before);
         println!(
-            "durability: round {round}: killed after {delay:?}; {} returned calls kept, \
-             {} ended runs completed, {} interrupted runs incomplete (checked in {:?})",
+            "durability: round {round}: killed after {delay:?}; {} returned calls kept \
+             ({} of them outside any run), {} ended runs completed, {} interrupted runs \
+             incomplete (checked in {:?})",
             checked.calls,
+            said.returned
+                .iter()
+                .filter(|(.., seen)| seen.is_empty())
+                .count(),
             said.ended.len(),
             checked.interrupted,
             checking.elapsed()

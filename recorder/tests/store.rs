@@ -718,3 +718,134 @@ async fn a_run_id_the_store_holds_is_refused() {
         Some(FactKind::RunEnded(_))
     ));
 }
+
+/// A tool that files a report, waits for `go`, files another and ends.
+async fn paced(ctx: ToolContext, pause_ms: u64) -> Result<u32, ToolError> {
+    ctx.progress(json!({ "step": 0 }));
+    tokio::time::sleep(std::time::Duration::from_millis(pause_ms)).await;
+    ctx.progress(json!({ "step": 1 }));
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    ctx.progress(json!({ "step": 2 }));
+    Ok(3)
+}
+
+/// The streams the store was given batches of, with how many batches.
+fn batches_per_stream(store: &MemoryStore) -> HashMap<String, usize> {
+    let mut out = HashMap::new();
+    for (stream, _) in store.batches.lock().unwrap().iter() {
+        *out.entry(stream.clone()).or_default() += 1;
+    }
+    out
+}
+
+/// A call outside any run (a served MCP call) is a light stream: its facts
+/// reach the store as one batch, with its `call.ended`, however many
+/// drains they were filed across; a long one is appended while it runs
+/// (its held facts older than the hold's age); a whole-recorder flush
+/// appends what is held; and the facts are the same, numbered the same,
+/// as a batch at a time would have given.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_outside_any_run_reaches_the_store_as_one_batch_at_its_end() {
+    let store = Arc::new(MemoryStore::default());
+    let recorder = Recorder::with_store(store.clone(), config()).unwrap();
+
+    // Short: 20 ms between reports, each its own drain.
+    let done = recorder.call("paced", 20).invoke(paced).await.unwrap();
+    assert_eq!(done, 3);
+    let batches = batches_per_stream(&store);
+    assert_eq!(batches.len(), 1, "{batches:?}");
+    let (short, n) = batches.iter().next().map(|(s, n)| (s.clone(), *n)).unwrap();
+    assert_eq!(n, 1, "one batch for the whole call");
+    let facts = store.facts(&short);
+    let kinds: Vec<_> = facts.iter().map(|f| f.kind.name()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "call.started",
+            "progress",
+            "progress",
+            "progress",
+            "call.ended"
+        ]
+    );
+    assert!(facts.iter().enumerate().all(|(i, f)| f.seq == i as u64));
+
+    // Long: its first report is held past the hold's age when the second
+    // comes, so the call is in the store while it runs.
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let long = recorder
+        .call("gated", ())
+        .invoke(move |ctx: ToolContext, ()| async move {
+            ctx.progress(json!({ "step": 0 }));
+            tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+            ctx.progress(json!({ "step": 1 }));
+            let _ = rx.await;
+            Ok::<_, ToolError>(1)
+        });
+    let long = tokio::spawn(long);
+    let running = |store: &MemoryStore| {
+        batches_per_stream(store)
+            .into_iter()
+            .find(|(s, _)| *s != short)
+            .map(|(s, _)| store.facts(&s))
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while running(&store).is_none() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "a long call is appended while it runs"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let seen = running(&store).unwrap();
+    assert_eq!(seen[0].kind.name(), "call.started");
+    assert!(!seen.iter().any(|f| f.kind.name() == "call.ended"));
+
+    // A whole-recorder flush appends what is held (here: nothing new, or
+    // the second report), and the end comes after it, in order.
+    recorder.flush().await.unwrap();
+    tx.send(()).unwrap();
+    assert_eq!(long.await.unwrap().unwrap(), 1);
+    let all = running(&store).unwrap();
+    let kinds: Vec<_> = all.iter().map(|f| f.kind.name()).collect();
+    assert_eq!(
+        kinds,
+        ["call.started", "progress", "progress", "call.ended"]
+    );
+    assert!(all.iter().enumerate().all(|(i, f)| f.seq == i as u64));
+    recorder.shutdown().await.unwrap();
+}
+
+/// A recorder flushed while a call outside any run holds facts makes them
+/// reach the store before the flush returns (nothing filed waits past a
+/// flush that covers it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flush_appends_the_facts_a_call_outside_any_run_holds() {
+    let store = Arc::new(MemoryStore::default());
+    let recorder = Recorder::with_store(store.clone(), config()).unwrap();
+    let (filed_tx, filed_rx) = tokio::sync::oneshot::channel::<()>();
+    let (go_tx, go_rx) = tokio::sync::oneshot::channel::<()>();
+    let call = recorder
+        .call("gated", ())
+        .invoke(move |ctx: ToolContext, ()| async move {
+            ctx.progress(json!({ "step": 0 }));
+            let _ = filed_tx.send(());
+            let _ = go_rx.await;
+            Ok::<_, ToolError>(1)
+        });
+    let call = tokio::spawn(call);
+    filed_rx.await.unwrap();
+    recorder.flush().await.unwrap();
+    let facts: Vec<Fact> = store
+        .batches
+        .lock()
+        .unwrap()
+        .iter()
+        .flat_map(|(_, f)| f.clone())
+        .collect();
+    let kinds: Vec<_> = facts.iter().map(|f| f.kind.name()).collect();
+    assert_eq!(kinds, ["call.started", "progress"]);
+    go_tx.send(()).unwrap();
+    call.await.unwrap().unwrap();
+    recorder.shutdown().await.unwrap();
+}

@@ -46,18 +46,22 @@ pub fn run(dir: &Path, args: DemoArgs, text: TextRenderer) -> Result<ExitCode, F
             let archive = super::sync::open_projection(dir)?;
             reel_nats::sync(&config, &archive, None)?;
             let store = reel_nats::NatsStore::connect(config.clone())?;
-            Some((config, archive, std::sync::Arc::new(store)))
+            let suffix = claim_suffix(&archive, &store)?;
+            Some((config, archive, std::sync::Arc::new(store), suffix))
         }
         None => None,
     };
     let (archive, ids) = rt.block_on(async {
         let recorder = match &cluster {
-            Some((_, archive, store)) => {
+            Some((_, archive, store, _)) => {
                 Recorder::with_archive_and_store(archive.clone(), store.clone(), RecorderConfig::default())?
             }
             None => Recorder::open(dir, RecorderConfig::default()).await?,
         };
-        let ids = reel_recorder::demo::record(&recorder).await?;
+        let ids = match &cluster {
+            Some((.., suffix)) => reel_recorder::demo::record_as(&recorder, suffix).await?,
+            None => reel_recorder::demo::record(&recorder).await?,
+        };
         if let Some(hops) = args.live_hops {
             match &args.nats {
                 // The facts go to the cluster: a following projection shows
@@ -78,7 +82,7 @@ pub fn run(dir: &Path, args: DemoArgs, text: TextRenderer) -> Result<ExitCode, F
         recorder.shutdown().await?;
         Ok::<_, Failure>((archive, ids))
     })?;
-    if let Some((config, archive, _)) = &cluster {
+    if let Some((config, archive, ..)) = &cluster {
         reel_nats::sync(config, archive, None)?;
     }
     let mut out = io::stdout().lock();
@@ -107,4 +111,33 @@ pub fn run(dir: &Path, args: DemoArgs, text: TextRenderer) -> Result<ExitCode, F
         dir = shown(dir)
     )?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The suffix of the demo's run ids in a cluster: the first the projection
+/// does not hold whose every id this writer could claim in the cluster
+/// (another demo writer may have picked the same one from the same
+/// projection a moment ago: its claims win, and this one moves on). At
+/// most a hundred tries.
+fn claim_suffix(
+    archive: &reel_archive::Archive,
+    store: &reel_nats::NatsStore,
+) -> Result<String, Failure> {
+    use reel_recorder::demo;
+    let mut suffix = demo::free_suffix(archive, "");
+    for _ in 0..100 {
+        let mut all = true;
+        for (id, name) in demo::run_ids(&suffix).iter().zip(demo::RUN_NAMES) {
+            if !store.reserve(id, demo::tenant_of(name))? {
+                all = false;
+                break;
+            }
+        }
+        if all {
+            return Ok(suffix);
+        }
+        suffix = demo::free_suffix(archive, &demo::next_suffix(&suffix));
+    }
+    Err(Failure::msg(format!(
+        "no free demo run ids in the cluster after {suffix}: sync the projection (`reel sync`) and try again"
+    )))
 }

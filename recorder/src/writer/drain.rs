@@ -60,10 +60,14 @@ pub(super) struct RunState {
     calls: Vec<u64>,
     /// For a call outside any run: its call id, whose `call.ended` is the
     /// stream's last fact (as `run.ended` is a run's).
-    outside: Option<String>,
+    pub(super) outside: Option<String>,
     /// Numbers the stream's facts and progress reports: the one numberer
     /// (`reel::sequence`), so every [`Store`] gets the same numbers.
     seq: Sequencer,
+    /// A call outside any run: its facts numbered and not yet appended
+    /// (see `hold`), and the tick of the first of them.
+    pub(super) held: Vec<Fact>,
+    pub(super) held_since: u64,
     /// The stream's end was appended: later facts are late.
     ended: bool,
 }
@@ -256,6 +260,7 @@ impl Writer {
                 }
             }
             self.write(&mut batches, &mut spare);
+            self.release_held(&acks, closing, self.clock.raw());
             self.settle(&mut closed, &mut acks);
             self.in_flight.fetch_sub(n, Ordering::Relaxed);
             self.room.notify_waiters();
@@ -318,6 +323,7 @@ impl Writer {
                     .position(|f| ends_stream(outside, f.call.as_deref(), &f.kind))
                     .map(|end| end + 1)
             };
+            let ends = end.is_some();
             let late = match end {
                 Some(end) => {
                     state.ended = true;
@@ -373,7 +379,8 @@ impl Writer {
                     facts.clear();
                 }
             }
-            self.append(&run, facts, late);
+            let hold = self.holds(&run, &facts, ends);
+            self.append(&run, facts, late, hold);
         }
     }
 
@@ -431,6 +438,11 @@ impl Writer {
     /// one).
     pub(super) fn settle(&mut self, closed: &mut Vec<Arc<str>>, acks: &mut Vec<Ack>) {
         for run in closed.drain(..) {
+            // A stream's end is filed before it closes, and appends what
+            // its call held: anything still held goes in now, never lost.
+            if self.runs.get(&run).is_some_and(|s| !s.held.is_empty()) {
+                self.append(&run, Vec::new(), Vec::new(), false);
+            }
             if let Some(state) = self.runs.remove(&run) {
                 for key in state.calls {
                     self.calls.remove(&key);
@@ -495,15 +507,35 @@ impl Writer {
     }
 
     /// Numbers a run's facts (after the late ones were cut: the one
-    /// numberer), appends them, and reports the late ones.
-    pub(super) fn append(&mut self, run: &Arc<str>, mut facts: Vec<Fact>, late: Vec<Fact>) {
+    /// numberer), appends them after any held before them (or, with
+    /// `hold`, holds them: see `hold`), and reports the late ones.
+    pub(super) fn append(
+        &mut self,
+        run: &Arc<str>,
+        mut facts: Vec<Fact>,
+        late: Vec<Fact>,
+        hold: bool,
+    ) {
         let Some(state) = self.runs.get_mut(run) else {
             return;
         };
         // Numbered here, after the late facts are cut: the one numberer.
-        let first = state.seq.next_seq();
+        let mut first = state.seq.next_seq();
         for fact in &mut facts {
             state.seq.number_in_place(fact);
+        }
+        if hold {
+            if state.held.is_empty() {
+                state.held_since = self.clock.raw();
+            }
+            state.held.append(&mut facts);
+            return;
+        }
+        if !state.held.is_empty() {
+            first = state.held[0].seq;
+            let mut held = std::mem::take(&mut state.held);
+            held.append(&mut facts);
+            facts = held;
         }
         let count = facts.len();
         let appended = if facts.is_empty() {
