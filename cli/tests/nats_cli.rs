@@ -502,16 +502,26 @@ impl Follower {
             .status()
             .unwrap()
             .success());
-        let out = self.child.wait_with_output().unwrap();
+        let mut stdout = String::new();
+        if let Some(mut out) = self.child.stdout.take() {
+            std::io::Read::read_to_string(&mut out, &mut stdout).unwrap();
+        }
+        let status = self.child.wait().unwrap();
         self.kept.extend(self.said.iter());
-        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
         assert!(
-            out.status.success(),
-            "the follower on SIGTERM: {:?} {stdout}\n{:#?}",
-            out.status,
+            status.success(),
+            "the follower on SIGTERM: {status:?} {stdout}\n{:#?}",
             self.kept
         );
-        (stdout, self.kept)
+        (stdout, std::mem::take(&mut self.kept))
+    }
+}
+
+impl Drop for Follower {
+    /// A test that fails leaves no follower behind.
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
@@ -612,6 +622,13 @@ fn a_follower_copies_artifacts_as_they_land_and_waits_out_the_cluster() {
             config.path(),
             &["show", "back-0", "--archive", dir],
             "run.ended completed",
+        );
+        // The late follower copies big-0's artifact as its batch lands
+        // too, not only at its stop (whose copy waits a moment at most).
+        follower.wait_output(
+            config.path(),
+            &["stats", "--json", "--archive", dir],
+            "\"artifacts\": 1,",
         );
     }
 

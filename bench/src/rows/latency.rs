@@ -75,7 +75,7 @@ pub(crate) fn rows(
             "latency a call pays for call-boundary durability, p50",
             "one fsync of the same bytes",
             Unit::Micros,
-            Target::AtMost(1.2),
+            Target::AtMost(1.5),
         ));
         rows.push(p99.row(
             "latency",

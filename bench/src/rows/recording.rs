@@ -213,7 +213,7 @@ impl Recorded {
                 "record, the limit: the same recordings, facts/s",
                 "the same facts encoded, zstd-compressed as reel's blocks and written, no fsync",
                 Unit::FactsPerSec,
-                Target::AtLeast(0.5),
+                Target::AtLeast(0.8),
             ));
         }
         if opts.wants("tracing") {
