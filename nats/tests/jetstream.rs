@@ -919,21 +919,40 @@ fn lost_tail(cluster: &ClusterUnderTest) {
             })
             .await
             .unwrap();
+        // A consumer just made may not answer its first pulls yet (a 503
+        // while its leader is placed): pulled again until every message
+        // was delivered once.
         let mut delivered = 0u64;
+        let start = std::time::Instant::now();
         while delivered < last {
-            let mut batch = consumer
+            assert!(
+                start.elapsed() < GUARD,
+                "the stream never delivered up to {last}: {delivered}"
+            );
+            let fetched = consumer
                 .fetch()
                 .max_messages(1000)
                 .expires(Duration::from_secs(2))
                 .messages()
-                .await
-                .unwrap();
-            let mut got = 0;
+                .await;
+            let mut batch = match fetched {
+                Ok(batch) => batch,
+                Err(e) => {
+                    println!("lost tail: a pull failed ({e}); pulled again");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            };
             while let Some(m) = futures::StreamExt::next(&mut batch).await {
-                delivered = delivered.max(m.unwrap().info().unwrap().stream_sequence);
-                got += 1;
+                match m {
+                    Ok(m) => delivered = delivered.max(m.info().unwrap().stream_sequence),
+                    Err(e) => {
+                        println!("lost tail: a pull failed ({e}); pulled again");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        break;
+                    }
+                }
             }
-            assert!(got > 0, "the stream delivers up to {last}: {delivered}");
         }
         let mut consumer = consumer;
         let info = consumer.info().await.unwrap();

@@ -27,7 +27,9 @@ pub struct DemoArgs {
     /// Record into this NATS JetStream cluster (comma-separated client
     /// URLs) instead of the archive: the archive is then the cluster's
     /// projection, synced before (so that demo run ids already taken in the
-    /// cluster get a suffix) and after (to show the first run).
+    /// cluster get a suffix; the ids are then claimed in the cluster, so a
+    /// demo started at once on another host picks others) and after (to
+    /// show the first run).
     #[arg(long, env = reel_nats::NATS_ENV)]
     nats: Option<String>,
     #[command(flatten)]

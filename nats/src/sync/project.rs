@@ -143,6 +143,8 @@ impl Projection<'_, '_> {
     /// message (or, following, the stop), then copies the artifacts.
     async fn run(mut self, last: u64, budget: Duration) -> Result<SyncReport, NatsError> {
         let following = self.follow.following();
+        // Since when fetches have failed in a row (not following).
+        let mut failing: Option<Instant> = None;
         loop {
             let done = if following {
                 self.follow.stopped()
@@ -170,9 +172,13 @@ impl Projection<'_, '_> {
                     self.follow.unreachable(&e).await;
                     continue;
                 }
-                Err(e) => return Err(self.cluster.error("fetching from the stream", e)),
+                Err(e) => {
+                    self.fetch_failed(&mut failing, budget, &e).await?;
+                    continue;
+                }
             };
             let mut last_msg = None;
+            let mut broke = None;
             while let Some(msg) = batch.next().await {
                 let msg = match msg {
                     Ok(m) => m,
@@ -180,8 +186,12 @@ impl Projection<'_, '_> {
                         self.follow.unreachable(&e).await;
                         break;
                     }
-                    Err(e) => return Err(self.cluster.error("fetching from the stream", e)),
+                    Err(e) => {
+                        broke = Some(e);
+                        break;
+                    }
                 };
+                failing = None;
                 self.follow.answered();
                 if !self.take(&msg).await? {
                     break;
@@ -200,6 +210,10 @@ impl Projection<'_, '_> {
                     }
                     continue;
                 }
+                if let Some(e) = broke {
+                    self.fetch_failed(&mut failing, budget, &e).await?;
+                    continue;
+                }
                 // Nothing came within the wait: asked of the consumer itself.
                 if self.caught_up(last, budget).await? {
                     break;
@@ -207,8 +221,34 @@ impl Projection<'_, '_> {
                 continue;
             };
             self.acknowledge(msg).await?;
+            if let Some(e) = broke {
+                self.fetch_failed(&mut failing, budget, &e).await?;
+            }
         }
         self.finish(budget).await
+    }
+
+    /// A fetch that failed while syncing (a consumer whose leader is being
+    /// placed answers 503 for a moment, as the cluster does right after a
+    /// node restarts): asked again every [`RETRY_PAUSE`] while the offline
+    /// policy's budget lasts since the first failure in a row (said once),
+    /// then the error. What was landed before it is acknowledged first.
+    async fn fetch_failed(
+        &self,
+        failing: &mut Option<Instant>,
+        budget: Duration,
+        e: &dyn std::fmt::Display,
+    ) -> Result<(), NatsError> {
+        let first = failing.is_none();
+        let since = *failing.get_or_insert_with(Instant::now);
+        if since.elapsed() >= budget {
+            return Err(self.cluster.error("fetching from the stream", e));
+        }
+        if first {
+            tracing::warn!("reel-nats: fetching from the stream: {e}; trying again");
+        }
+        tokio::time::sleep(RETRY_PAUSE).await;
+        Ok(())
     }
 
     /// Takes one delivered message: lands it, or refuses or skips it. True
