@@ -71,6 +71,27 @@ fn ok(out: &Output, what: &str) -> String {
     stdout
 }
 
+/// `reel sync` into `fleet`, then `reel verify --nats`: no problem, and
+/// every run of the cluster up to date in the projection.
+fn sync_and_verify(config: &Path, urls: &str, fleet: &str) {
+    let out = ok(
+        &reel(config, &["sync", "--nats", urls, "--archive", fleet]),
+        "reel sync",
+    );
+    assert!(out.starts_with("synced "), "{out}");
+    let out = ok(
+        &reel(config, &["verify", "--nats", urls, "--archive", fleet]),
+        "reel verify --nats",
+    );
+    assert!(out.contains("ok: no problem found"), "{out}");
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("against the cluster:"))
+        .unwrap_or_else(|| panic!("{out}"));
+    let words: Vec<&str> = line.split(' ').collect();
+    assert_eq!(words[3], words[5], "every run is up to date: {line}");
+}
+
 #[test]
 fn the_demo_records_into_the_cluster_with_a_node_down_sync_projects_it_and_tail_follows_it_live() {
     let _one = one_cluster();
@@ -100,28 +121,7 @@ fn the_demo_records_into_the_cluster_with_a_node_down_sync_projects_it_and_tail_
     let fleet = tempfile::tempdir().unwrap();
     let fleet = fleet.path().join("fleet");
     let fleet = fleet.to_str().unwrap();
-    let out = ok(
-        &reel(
-            config.path(),
-            &["sync", "--nats", &urls, "--archive", fleet],
-        ),
-        "reel sync",
-    );
-    assert!(out.starts_with("synced "), "{out}");
-    let out = ok(
-        &reel(
-            config.path(),
-            &["verify", "--nats", &urls, "--archive", fleet],
-        ),
-        "reel verify --nats",
-    );
-    assert!(out.contains("ok: no problem found"), "{out}");
-    let line = out
-        .lines()
-        .find(|l| l.starts_with("against the cluster:"))
-        .unwrap_or_else(|| panic!("{out}"));
-    let words: Vec<&str> = line.split(' ').collect();
-    assert_eq!(words[3], words[5], "every run is up to date: {line}");
+    sync_and_verify(config.path(), &urls, fleet);
     let runs = ok(
         &reel(config.path(), &["runs", "--archive", fleet]),
         "reel runs on the projection",
@@ -726,13 +726,7 @@ fn five_demos_started_at_once_into_one_cluster_pick_ids_that_do_not_collide() {
 
     let fleet = hosts.path().join("fleet");
     let fleet = fleet.to_str().unwrap();
-    ok(
-        &reel(
-            config.path(),
-            &["sync", "--nats", &urls, "--archive", fleet],
-        ),
-        "reel sync",
-    );
+    sync_and_verify(config.path(), &urls, fleet);
     let runs = ok(
         &reel(config.path(), &["runs", "--json", "--archive", fleet]),
         "reel runs --json",
@@ -745,12 +739,4 @@ fn five_demos_started_at_once_into_one_cluster_pick_ids_that_do_not_collide() {
         .map(|r| r["run_id"].as_str().unwrap().to_owned())
         .collect();
     assert_eq!(listed, ids, "the projection holds every demo's runs");
-    let out = ok(
-        &reel(
-            config.path(),
-            &["verify", "--nats", &urls, "--archive", fleet],
-        ),
-        "reel verify --nats",
-    );
-    assert!(out.contains("ok: no problem found"), "{out}");
 }

@@ -859,19 +859,7 @@ fn lost_delivery(cluster: &ClusterUnderTest) {
     // to a reader that never acknowledges it: it is delivered again only
     // after the consumer's ack wait.
     rt.block_on(async {
-        let url = config.urls[0].clone();
-        let js = async_nats::jetstream::new(async_nats::connect(url).await.unwrap());
-        let stream = js.get_stream(&config.stream).await.unwrap();
-        let consumer: async_nats::jetstream::consumer::PullConsumer = stream
-            .create_consumer(async_nats::jetstream::consumer::pull::Config {
-                durable_name: Some(name.to_owned()),
-                ack_policy: async_nats::jetstream::consumer::AckPolicy::All,
-                deliver_policy: async_nats::jetstream::consumer::DeliverPolicy::All,
-                filter_subject: format!("{}.>", config.subject_prefix),
-                ..Default::default()
-            })
-            .await
-            .unwrap();
+        let (_, consumer) = projection_consumer(&config, name, None).await;
         let mut batch = consumer.fetch().max_messages(1).messages().await.unwrap();
         let lost = futures::StreamExt::next(&mut batch).await.unwrap().unwrap();
         assert_eq!(lost.info().unwrap().stream_sequence, 1);
@@ -896,7 +884,6 @@ fn lost_delivery(cluster: &ClusterUnderTest) {
 /// must not take "nothing pending" for "caught up": it waits for the
 /// redelivery and projects the whole stream.
 fn lost_tail(cluster: &ClusterUnderTest) {
-    use async_nats::jetstream::consumer::{pull, AckPolicy, DeliverPolicy, PullConsumer};
     let config = config(cluster);
     let name = "reel-sync-lost-tail";
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -904,21 +891,9 @@ fn lost_tail(cluster: &ClusterUnderTest) {
         .build()
         .unwrap();
     let last = rt.block_on(async {
-        let url = config.urls[0].clone();
-        let js = async_nats::jetstream::new(async_nats::connect(url).await.unwrap());
-        let mut stream = js.get_stream(&config.stream).await.unwrap();
+        let (mut stream, consumer) =
+            projection_consumer(&config, name, Some(Duration::from_secs(3))).await;
         let last = stream.info().await.unwrap().state.last_sequence;
-        let consumer: PullConsumer = stream
-            .create_consumer(pull::Config {
-                durable_name: Some(name.to_owned()),
-                ack_policy: AckPolicy::All,
-                deliver_policy: DeliverPolicy::All,
-                filter_subject: format!("{}.>", config.subject_prefix),
-                ack_wait: Duration::from_secs(3),
-                ..Default::default()
-            })
-            .await
-            .unwrap();
         // A consumer just made may not answer its first pulls yet (a 503
         // while its leader is placed): pulled again until every message
         // was delivered once.
@@ -972,6 +947,35 @@ fn lost_tail(cluster: &ClusterUnderTest) {
     );
     let again = sync_clean(&config, &archive, Some(name));
     assert_eq!(again.messages, 0, "{again:?}");
+}
+
+/// The durable consumer a projection named `name` makes (its ack wait the
+/// server's default unless given), made ahead by a test that plays an
+/// earlier reader of it; with the stream.
+async fn projection_consumer(
+    config: &NatsConfig,
+    name: &str,
+    ack_wait: Option<Duration>,
+) -> (
+    async_nats::jetstream::stream::Stream,
+    async_nats::jetstream::consumer::PullConsumer,
+) {
+    use async_nats::jetstream::consumer::{pull, AckPolicy, DeliverPolicy};
+    let url = config.urls[0].clone();
+    let js = async_nats::jetstream::new(async_nats::connect(url).await.unwrap());
+    let stream = js.get_stream(&config.stream).await.unwrap();
+    let consumer = stream
+        .create_consumer(pull::Config {
+            durable_name: Some(name.to_owned()),
+            ack_policy: AckPolicy::All,
+            deliver_policy: DeliverPolicy::All,
+            filter_subject: format!("{}.>", config.subject_prefix),
+            ack_wait: ack_wait.unwrap_or_default(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    (stream, consumer)
 }
 
 fn busy_subject(cluster: &ClusterUnderTest) {

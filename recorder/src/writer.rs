@@ -186,6 +186,7 @@ impl Queue {
             clock: clock.clone(),
             runs: HashMap::new(),
             calls: HashMap::new(),
+            holding: Vec::new(),
             store,
             rx,
             in_flight: in_flight.clone(),

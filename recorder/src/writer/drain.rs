@@ -43,6 +43,9 @@ pub(super) struct Writer {
     pub(super) runs: HashMap<Arc<str>, RunState>,
     /// The calls opened for progress reports, by key.
     pub(super) calls: HashMap<u64, CallSlot>,
+    /// The streams holding facts back (see `hold`): what each drain looks
+    /// at, not every open run.
+    pub(super) holding: Vec<Arc<str>>,
 }
 
 /// What the writer keeps of an open run, until `run.ended` is written.
@@ -527,11 +530,13 @@ impl Writer {
         if hold {
             if state.held.is_empty() {
                 state.held_since = self.clock.raw();
+                self.holding.push(run.clone());
             }
             state.held.append(&mut facts);
             return;
         }
         if !state.held.is_empty() {
+            self.holding.retain(|r| r != run);
             first = state.held[0].seq;
             let mut held = std::mem::take(&mut state.held);
             held.append(&mut facts);

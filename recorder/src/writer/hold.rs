@@ -48,17 +48,22 @@ impl Writer {
     /// those held longer than [`HOLD_AGE`] (`now` and the held facts'
     /// first tick are the clock's raw ticks).
     pub(super) fn release_held(&mut self, acks: &[Ack], closing: bool, now: u64) {
+        if self.holding.is_empty() {
+            return;
+        }
+        // A stream forgotten meanwhile holds nothing any more.
+        let runs = &self.runs;
+        self.holding
+            .retain(|run| runs.get(run).is_some_and(|s| !s.held.is_empty()));
         let all = closing || acks.iter().any(|(run, _)| run.is_none());
         let due: Vec<Arc<str>> = self
-            .runs
+            .holding
             .iter()
-            .filter(|(run, state)| {
-                !state.held.is_empty()
-                    && (all
-                        || acks.iter().any(|(r, _)| r.as_deref() == Some(&***run))
-                        || self.clock.delta(state.held_since, now) >= HOLD_AGE)
+            .filter(|run| {
+                all || acks.iter().any(|(r, _)| r.as_deref() == Some(&***run))
+                    || self.clock.delta(runs[*run].held_since, now) >= HOLD_AGE
             })
-            .map(|(run, _)| run.clone())
+            .cloned()
             .collect();
         for run in due {
             self.append(&run, Vec::new(), Vec::new(), false);
