@@ -120,15 +120,6 @@ pub fn approx_size(value: &Value, limit: usize) -> usize {
     acc
 }
 
-/// Whether [`spill_large`] would move any field of `kind` (one walk,
-/// nothing allocated): the recorder asks on one thread and spills on
-/// another.
-pub fn has_large(kind: &mut FactKind, limit: usize) -> bool {
-    let mut large = false;
-    each_json_field_mut(kind, |field| large |= approx_size(field, limit) > limit);
-    large
-}
-
 /// Moves every JSON field of `kind` larger than `limit` bytes into an
 /// artifact (via `store`, which returns its digest) and leaves a reference
 /// in its place. Nothing is cut: the whole value is in the artifact.

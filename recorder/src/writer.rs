@@ -1,15 +1,12 @@
-//! The write pipeline: tools file facts into a queue; the writer drains
-//! it in two stages on two threads: the first (`drain`) times, redacts,
-//! guards and numbers each run's facts of a drain, the second (`stage`)
-//! spills large payloads into artifacts, appends each run's facts as one
-//! block per drain, and flushes for those waiting on durability (one flush
-//! for all of them: group commit), in the order the first handed them
-//! over.
+//! The write pipeline: tools file facts into a queue; one writer thread per
+//! recorder drains it, redacts, spills large payloads into artifacts,
+//! appends each run's facts as one block per drain, and flushes for those
+//! waiting on durability (one flush for all of them: group commit).
 //!
 //! Where the store allows it ([`Store::flushes_concurrently`]: the
 //! archive does), the flushes run on a flusher thread of their own: the
-//! store stage hands it the acks of a drain it has appended and goes on
-//! with the next drain while the flush waits on the device; the flusher takes
+//! writer hands it the acks of a drain it has appended and goes on with
+//! the next drain while the flush waits on the device; the flusher takes
 //! every ack handed to it meanwhile into its next flush (group commit
 //! still). An ack is handed over only after its facts were appended, and
 //! a flush makes durable everything appended before it began, so no call
@@ -65,14 +62,12 @@ mod drain;
 mod failure;
 mod flusher;
 mod hold;
-mod stage;
 
 use drain::{Writer, LINGER};
 pub(crate) use failure::Failures;
 pub use failure::{RunFailure, WriteError, RUNS_SHOWN};
 use flusher::Flusher;
 use reel::sync::lock;
-use stage::StoreStage;
 
 /// A message to the writer.
 ///
@@ -187,31 +182,22 @@ impl Queue {
         } else {
             None
         };
-        let (stage, stage_thread) = StoreStage {
-            store,
-            failure: failure.clone(),
-            in_flight: in_flight.clone(),
-            room: room.clone(),
-            inline_limit: config.inline_limit,
-            flush_every_batch,
-            flusher,
-            behind: HashMap::new(),
-        }
-        .start()?;
         let writer = Writer {
             clock: clock.clone(),
             runs: HashMap::new(),
             calls: HashMap::new(),
             holding: Vec::new(),
+            store,
             rx,
-            stage,
-            stage_thread: Some(stage_thread),
+            in_flight: in_flight.clone(),
+            room: room.clone(),
             redactor: Redactor::new(&config.redact_keys),
             tripwire: config.tripwire,
             buf: Vec::new(),
             inline_limit: config.inline_limit,
             flush_every_batch,
             linger: (config.durability == Durability::Buffered).then_some(LINGER),
+            flusher,
             failure: failure.clone(),
         };
         let thread = std::thread::Builder::new()

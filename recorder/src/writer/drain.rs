@@ -2,29 +2,28 @@
 //! numbers and appends each run's facts, and has the flushes made.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use reel::fact::{Fact, FactKind, NewFact, Progress};
-use reel::marker::has_large;
-use reel::redact::{KnownSecrets, Redactor};
+use reel::redact::{spill_large, KnownSecrets, Redactor};
 use reel::rules::{ends_stream, LateFact};
 use reel::sequence::Sequencer;
 use reel::tripwire::{tripped, Hit, Tripwire};
+use reel_archive::{Store, StoreError};
 use serde_json::Value;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Notify};
 
-use super::flusher::Ack;
-use super::stage::Work;
+use super::flusher::{answer, Ack};
 use super::*;
 
-/// The writer's first stage (see `stage` for the second).
 pub(super) struct Writer {
+    pub(super) store: Arc<dyn Store>,
     pub(super) rx: mpsc::UnboundedReceiver<Msg>,
-    /// The store stage: what it is handed is done in order.
-    pub(super) stage: std::sync::mpsc::Sender<Work>,
-    pub(super) stage_thread: Option<JoinHandle<()>>,
+    pub(super) in_flight: Arc<AtomicUsize>,
+    pub(super) room: Arc<Notify>,
     pub(super) redactor: Redactor,
     /// Whether blocks go through the tripwire.
     pub(super) tripwire: bool,
@@ -35,6 +34,9 @@ pub(super) struct Writer {
     /// How long the writer waits after a drain that did not fill
     /// before it takes the next one (buffered durability only).
     pub(super) linger: Option<Duration>,
+    /// The flusher thread, when the store flushes concurrently (see the
+    /// module docs); else the writer flushes itself.
+    pub(super) flusher: Option<(Arc<Flusher>, JoinHandle<()>)>,
     pub(super) failure: Arc<Mutex<Failures>>,
     pub(super) clock: quanta::Clock,
     /// What the writer keeps per open run.
@@ -262,26 +264,21 @@ impl Writer {
             }
             self.write(&mut batches, &mut spare);
             self.release_held(&acks, closing, self.clock.raw());
-            self.settle(&mut closed, &mut acks, n);
+            self.settle(&mut closed, &mut acks);
+            self.in_flight.fetch_sub(n, Ordering::Relaxed);
+            self.room.notify_waiters();
             if let (Some(linger), true) = (self.linger, n < DRAIN_MAX && !closing) {
                 std::thread::sleep(linger);
             }
         }
-        // The store stage appends what it was handed, flushes, and ends.
-        drop(self.stage);
-        if let Some(thread) = self.stage_thread.take() {
+        // The flusher answers what it was handed, then stops.
+        if let Some((flusher, thread)) = self.flusher.take() {
+            flusher.close();
             let _ = thread.join();
         }
-    }
-
-    /// Hands `work` to the store stage. *Never fails in practice:* the
-    /// stage ends only when this stage drops its sender; should it have
-    /// stopped (a panic), the loss is said, never silent.
-    fn hand(&self, work: Work) {
-        if self.stage.send(work).is_err() {
-            lock(&self.failure)
-                .global
-                .get_or_insert(WriteError::WriterStopped);
+        // The queue closed: make everything durable before the thread ends.
+        if let Err(e) = self.store.flush() {
+            self.fail("the final flush", None, 0, &e);
         }
     }
 
@@ -363,8 +360,28 @@ impl Writer {
                     "reel-recorder: run {run}: a secret got past redaction and was scrubbed (see its redaction.tripped facts)"
                 );
             }
-            // Large payloads are spilled by the store stage, after the
-            // tripwire.
+            // Spilled after the tripwire, never before: an artifact is
+            // written whole, so a payload must be guarded while the scan
+            // can still see it.
+            let mut spill_err = None;
+            for fact in &mut facts {
+                let store = &self.store;
+                spill_large(&mut fact.kind, self.inline_limit, |bytes| {
+                    store.put_artifact_of(&run, bytes).unwrap_or_else(|e| {
+                        spill_err = Some(e);
+                        String::new()
+                    })
+                });
+            }
+            if let Some(e) = spill_err {
+                let mut failures = lock(&self.failure);
+                failures.record("storing a large payload", Some(&run), facts.len(), &e);
+                if failures.failed(&run) {
+                    // A fact would refer to bytes the store does not
+                    // have: the batch goes no further.
+                    facts.clear();
+                }
+            }
             let hold = self.holds(&run, &facts, ends);
             self.append(&run, facts, late, hold);
         }
@@ -410,20 +427,19 @@ impl Writer {
             // A failed run's facts are dropped: so are the
             // bytes they would refer to.
             None if self.failed(&run) => {}
-            None => self.hand(Work::Artifact { run, bytes }),
+            None => {
+                if let Err(e) = self.store.put_artifact_of(&run, &bytes) {
+                    self.fail("storing an artifact", Some(&run), 0, &e);
+                }
+            }
         }
         None
     }
 
-    /// After a drain's facts are handed over: closes the streams that
-    /// ended, then hands over the end of the drain of `messages` (their
-    /// room, and the flushes asked for).
-    pub(super) fn settle(
-        &mut self,
-        closed: &mut Vec<Arc<str>>,
-        acks: &mut Vec<Ack>,
-        messages: usize,
-    ) {
+    /// After a drain's facts are written: closes the streams that ended
+    /// and has the flushes asked for made (by the flusher, when there is
+    /// one).
+    pub(super) fn settle(&mut self, closed: &mut Vec<Arc<str>>, acks: &mut Vec<Ack>) {
         for run in closed.drain(..) {
             // A stream's end is filed before it closes, and appends what
             // its call held: anything still held goes in now, never lost.
@@ -434,13 +450,20 @@ impl Writer {
                 for key in state.calls {
                     self.calls.remove(&key);
                 }
-                self.hand(Work::Close(run));
+                if let Err(e) = self.store.close_stream(&run) {
+                    self.fail("closing its stream", Some(&run), 0, &e);
+                }
             }
         }
-        self.hand(Work::Drained {
-            messages,
-            acks: std::mem::take(acks),
-        });
+        if let (Some((flusher, _)), false) = (&self.flusher, acks.is_empty()) {
+            // Appended: the flusher's next flush covers them.
+            flusher.hand(acks);
+        } else if !acks.is_empty() || self.flush_every_batch {
+            if let Err(e) = self.store.flush() {
+                self.fail("flushing", None, 0, &e);
+            }
+            answer(&self.failure, acks);
+        }
     }
 
     /// A run's pending facts as `Fact`s (seq 0 until numbered), stamped
@@ -487,9 +510,8 @@ impl Writer {
     }
 
     /// Numbers a run's facts (after the late ones were cut: the one
-    /// numberer), hands them to the store stage after any held before
-    /// them (or, with `hold`, holds them: see `hold`), and reports the
-    /// late ones.
+    /// numberer), appends them after any held before them (or, with
+    /// `hold`, holds them: see `hold`), and reports the late ones.
     pub(super) fn append(
         &mut self,
         run: &Arc<str>,
@@ -501,6 +523,7 @@ impl Writer {
             return;
         };
         // Numbered here, after the late facts are cut: the one numberer.
+        let mut first = state.seq.next_seq();
         for fact in &mut facts {
             state.seq.number_in_place(fact);
         }
@@ -514,20 +537,36 @@ impl Writer {
         }
         if !state.held.is_empty() {
             self.holding.retain(|r| r != run);
+            first = state.held[0].seq;
             let mut held = std::mem::take(&mut state.held);
             held.append(&mut facts);
             facts = held;
         }
-        if !facts.is_empty() {
-            // Looked at here, spilled there: the size walk is this
-            // stage's work (see `stage`).
-            let limit = self.inline_limit;
-            let spill = facts.iter_mut().any(|f| has_large(&mut f.kind, limit));
-            self.hand(Work::Append {
-                run: run.clone(),
-                facts,
-                spill,
-            });
+        let count = facts.len();
+        let appended = if facts.is_empty() {
+            Ok(())
+        } else {
+            self.store.append_batch(run, facts)
+        };
+        match appended {
+            Ok(()) => {}
+            Err(StoreError::StreamClosed { .. }) => {
+                if let Some(state) = self.runs.get_mut(run) {
+                    state.seq.rewind(first);
+                }
+                report_late(&LateFact {
+                    stream: run.to_string(),
+                    kind: "fact".into(),
+                    count,
+                });
+            }
+            Err(e) => {
+                // Not stored: the next batch is numbered from here.
+                if let Some(state) = self.runs.get_mut(run) {
+                    state.seq.rewind(first);
+                }
+                self.fail("appending facts", Some(run), count, &e);
+            }
         }
         if !late.is_empty() {
             let kind = match late
@@ -544,6 +583,11 @@ impl Writer {
                 count: late.len(),
             });
         }
+    }
+
+    /// Keeps a failure (see [`Failures::record`]).
+    pub(super) fn fail(&self, what: &str, run: Option<&str>, dropped: usize, e: &StoreError) {
+        lock(&self.failure).record(what, run, dropped, e);
     }
 
     pub(super) fn failed(&self, run: &str) -> bool {

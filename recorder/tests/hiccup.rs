@@ -1,9 +1,10 @@
-//! The writer works in two stages (numbering on one thread, the store on
-//! another), so the store can be slow on one batch while the next ones are
-//! numbered. A batch the store did not take must not take its seqs: the
-//! run's later batches, numbered past it meanwhile, reach the store
-//! numbered on from where the stream is, with no gap, and the failure is
-//! said, never silent.
+//! A batch the store did not take must not take its seqs: the run's later
+//! batches reach the store numbered on from where the stream is, with no
+//! gap (a gap would make the store refuse the rest of the run), and the
+//! failure is said, never silent. The store pauses on the failing batch
+//! while the tool goes on filing, so the batches after it are drained
+//! while it fails (a writer that numbered ahead of the store, as a
+//! pipelined one would, must number them again).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -19,7 +20,7 @@ use serde_json::json;
 /// Keeps every batch it takes, each held to its stream's rules (a gap in
 /// the seqs is refused, as the archive refuses it). Its `fail_at`-th
 /// append fails as a whole-store error (a disk hiccup), after a pause in
-/// which the writer's first stage goes on numbering.
+/// which the tool goes on filing.
 struct HiccupStore {
     batches: Mutex<Vec<(String, Vec<Fact>)>>,
     rules: Mutex<HashMap<String, StreamRules>>,
@@ -67,7 +68,7 @@ impl Store for HiccupStore {
 }
 
 /// Files `n` reports a millisecond apart: many drains, some of them
-/// numbered while the store pauses on the failing batch.
+/// filed while the store pauses on the failing batch.
 async fn steady(ctx: ToolContext, n: u32) -> Result<u32, ToolError> {
     for i in 0..n {
         ctx.progress(json!({ "step": i }));
