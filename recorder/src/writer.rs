@@ -26,8 +26,9 @@
 //! that did not fill, so that a steady trickle of facts (a proxy's
 //! traffic) is appended in blocks, not fact by fact.
 //!
-//! Filing a fact never blocks: the queue is an unbounded channel, and its
-//! bound is enforced at the tools' await points ([`Queue::room`]), which
+//! Filing a fact never blocks: the queue is an unbounded channel (see
+//! `inbox`: chunks the writer recycles, so that in steady state filing
+//! allocates nothing), and its bound is enforced at the tools' await points ([`Queue::room`]), which
 //! wait while more than `queue_bound` facts are in flight. Nothing is
 //! dropped for want of room (the facts of a run whose stream failed, above,
 //! are dropped and counted; progress over `progress_bound` is counted as
@@ -54,7 +55,7 @@ use reel::redact::Redactor;
 use reel::rules::LateFact;
 use reel_archive::Store;
 use serde_json::Value;
-use tokio::sync::{mpsc, oneshot, Notify};
+use tokio::sync::{oneshot, Notify};
 
 use crate::config::{Durability, RecorderConfig};
 
@@ -62,6 +63,7 @@ mod drain;
 mod failure;
 mod flusher;
 mod hold;
+mod inbox;
 
 use drain::{Writer, LINGER};
 pub(crate) use failure::Failures;
@@ -141,9 +143,9 @@ pub(crate) fn report_late(late: &LateFact) {
 
 /// The tools' side of the queue.
 pub(crate) struct Queue {
-    /// Not behind a lock (filing a fact takes none): closing is a message,
-    /// after which the writer closes the channel (see [`Queue::close`]).
-    tx: mpsc::UnboundedSender<Msg>,
+    /// Closing is a message, after which the writer closes the channel
+    /// (see [`Queue::close`]).
+    tx: inbox::Sender,
     /// The facts' clock (see the module docs).
     clock: quanta::Clock,
     /// The next call key (see [`Msg::Call`]).
@@ -160,11 +162,9 @@ pub(crate) struct Queue {
 impl Queue {
     /// Starts the writer thread over `store`.
     pub(crate) fn start(store: Arc<dyn Store>, config: &RecorderConfig) -> std::io::Result<Queue> {
-        // tokio's unbounded channel recycles its blocks of slots, where
-        // std's allocates and zeroes a new block every 31 messages on the
-        // sending (the tool's) thread. The writer is a plain thread: it
-        // receives with `blocking_recv`.
-        let (tx, rx) = mpsc::unbounded_channel();
+        // Not tokio's unbounded channel (nor std's): both allocate blocks
+        // of slots on the sending (the tool's) thread as the writer lags.
+        let (tx, rx) = inbox::channel();
         let in_flight = Arc::new(AtomicUsize::new(0));
         let room = Arc::new(Notify::new());
         let failure = Arc::new(Mutex::new(Failures::default()));
@@ -217,6 +217,7 @@ impl Queue {
     }
 
     /// False once the writer has closed the channel.
+    #[inline]
     fn send(&self, msg: Msg) -> bool {
         self.tx.send(msg).is_ok()
     }

@@ -14,14 +14,14 @@ use reel::sequence::Sequencer;
 use reel::tripwire::{tripped, Hit, Tripwire};
 use reel_archive::{Store, StoreError};
 use serde_json::Value;
-use tokio::sync::{mpsc, Notify};
+use tokio::sync::Notify;
 
 use super::flusher::{answer, Ack};
 use super::*;
 
 pub(super) struct Writer {
     pub(super) store: Arc<dyn Store>,
-    pub(super) rx: mpsc::UnboundedReceiver<Msg>,
+    pub(super) rx: inbox::Receiver,
     pub(super) in_flight: Arc<AtomicUsize>,
     pub(super) room: Arc<Notify>,
     pub(super) redactor: Redactor,
@@ -190,7 +190,7 @@ impl Writer {
         let mut acks = Vec::new();
         let mut closed = Vec::new();
         let mut closing = false;
-        while let Some(first) = self.rx.blocking_recv() {
+        while let Some(first) = self.rx.recv() {
             let mut n = 0;
             let mut last = 0;
             let mut next = Some(first);
@@ -251,15 +251,15 @@ impl Writer {
                     }
                     Msg::Flush { run, ack } => acks.push((run, ack)),
                     Msg::RunClosed { run } => closed.push(run),
-                    // Later sends fail; `blocking_recv` yields what is
-                    // buffered, then ends the loop.
+                    // Later sends fail; `recv` yields what is filed,
+                    // then ends the loop.
                     Msg::Close => {
                         closing = true;
                         self.rx.close()
                     }
                 }
                 if n < DRAIN_MAX {
-                    next = self.rx.try_recv().ok();
+                    next = self.rx.try_recv();
                 }
             }
             self.write(&mut batches, &mut spare);
