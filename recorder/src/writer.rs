@@ -44,7 +44,7 @@
 //! calibration, without a second clock read on the tool's thread.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -69,6 +69,7 @@ use drain::{Writer, LINGER};
 pub(crate) use failure::Failures;
 pub use failure::{RunFailure, WriteError, RUNS_SHOWN};
 use flusher::Flusher;
+use inbox::{Count, Refused};
 use reel::sync::lock;
 
 /// A message to the writer.
@@ -150,7 +151,6 @@ pub(crate) struct Queue {
     clock: quanta::Clock,
     /// The next call key (see [`Msg::Call`]).
     next_call: AtomicU64,
-    in_flight: Arc<AtomicUsize>,
     room: Arc<Notify>,
     bound: usize,
     /// Over this many facts in flight, a progress report is dropped.
@@ -165,7 +165,6 @@ impl Queue {
         // Not tokio's unbounded channel (nor std's): both allocate blocks
         // of slots on the sending (the tool's) thread as the writer lags.
         let (tx, rx) = inbox::channel();
-        let in_flight = Arc::new(AtomicUsize::new(0));
         let room = Arc::new(Notify::new());
         let failure = Arc::new(Mutex::new(Failures::default()));
         let clock = quanta::Clock::new();
@@ -189,7 +188,6 @@ impl Queue {
             holding: Vec::new(),
             store,
             rx,
-            in_flight: in_flight.clone(),
             room: room.clone(),
             redactor: Redactor::new(&config.redact_keys),
             tripwire: config.tripwire,
@@ -207,7 +205,6 @@ impl Queue {
             tx,
             clock,
             next_call: AtomicU64::new(0),
-            in_flight,
             room,
             bound: config.queue_bound.max(1),
             progress_bound: config.progress_bound.max(1),
@@ -219,7 +216,7 @@ impl Queue {
     /// False once the writer has closed the channel.
     #[inline]
     fn send(&self, msg: Msg) -> bool {
-        self.tx.send(msg).is_ok()
+        self.tx.send(msg, Count::No).is_ok()
     }
 
     /// The clock's current tick: when a fact happened.
@@ -259,36 +256,32 @@ impl Queue {
     /// `reel::fact::ProgressDropped`).
     #[inline]
     pub(crate) fn progress(&self, call: u64, payload: Value) -> bool {
-        // One read-modify-write of the count, as filing took before the
-        // bound (a load first would take the writer's cache line twice):
-        // the count before it says whether there is room.
-        if self.in_flight.fetch_add(1, Ordering::Relaxed) >= self.progress_bound {
-            self.in_flight.fetch_sub(1, Ordering::Relaxed);
-            return false;
-        }
+        // The count of facts in flight is kept with the queue's chunks,
+        // under their lock: deciding room costs no second cache line.
         let tick = self.tick();
         let msg = Msg::Progress {
             call,
             tick,
             payload,
         };
-        if !self.send(msg) {
-            self.in_flight.fetch_sub(1, Ordering::Relaxed);
-            self.set_failure(WriteError::FiledAfterShutdown);
+        match self.tx.send(msg, Count::Under(self.progress_bound)) {
+            Ok(()) => true,
+            Err(Refused::Full) => false,
+            Err(Refused::Closed) => {
+                self.set_failure(WriteError::FiledAfterShutdown);
+                true
+            }
         }
-        true
     }
 
     /// Whether a progress report filed now would be queued.
     #[inline]
     pub(crate) fn progress_room(&self) -> bool {
-        self.in_flight.load(Ordering::Relaxed) < self.progress_bound
+        self.tx.in_flight() < self.progress_bound
     }
 
     fn file(&self, msg: Msg) {
-        self.in_flight.fetch_add(1, Ordering::Relaxed);
-        if !self.send(msg) {
-            self.in_flight.fetch_sub(1, Ordering::Relaxed);
+        if self.tx.send(msg, Count::Fact).is_err() {
             self.set_failure(WriteError::FiledAfterShutdown);
         }
     }
@@ -334,7 +327,7 @@ impl Queue {
     pub(crate) async fn room(&self) {
         loop {
             let notified = self.room.notified();
-            if self.in_flight.load(Ordering::Relaxed) <= self.bound {
+            if self.tx.in_flight() <= self.bound {
                 return;
             }
             notified.await;
@@ -343,7 +336,7 @@ impl Queue {
 
     /// Facts filed but not yet appended.
     pub(crate) fn in_flight(&self) -> usize {
-        self.in_flight.load(Ordering::Relaxed)
+        self.tx.in_flight()
     }
 
     /// Every write failure so far, for the whole recorder, if any.

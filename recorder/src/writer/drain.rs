@@ -2,7 +2,6 @@
 //! numbers and appends each run's facts, and has the flushes made.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -22,7 +21,6 @@ use super::*;
 pub(super) struct Writer {
     pub(super) store: Arc<dyn Store>,
     pub(super) rx: inbox::Receiver,
-    pub(super) in_flight: Arc<AtomicUsize>,
     pub(super) room: Arc<Notify>,
     pub(super) redactor: Redactor,
     /// Whether blocks go through the tripwire.
@@ -265,7 +263,7 @@ impl Writer {
             self.write(&mut batches, &mut spare);
             self.release_held(&acks, closing, self.clock.raw());
             self.settle(&mut closed, &mut acks);
-            self.in_flight.fetch_sub(n, Ordering::Relaxed);
+            self.rx.written(n);
             self.room.notify_waiters();
             if let (Some(linger), true) = (self.linger, n < DRAIN_MAX && !closing) {
                 std::thread::sleep(linger);

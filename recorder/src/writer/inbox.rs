@@ -60,6 +60,8 @@ struct Filed {
     waiting: bool,
     /// Sends fail: the writer met the close message, or stopped.
     closed: bool,
+    /// Facts filed and not yet written (see [`Count`]).
+    in_flight: usize,
 }
 
 /// Makes a channel: the tools' end and the writer's.
@@ -87,13 +89,29 @@ pub(super) struct Sender {
 }
 
 impl Sender {
-    /// Files `msg`; gives it back when the channel is closed. Never waits
-    /// for the writer.
+    /// Files `msg`, counting it as a fact in flight when `count` says so
+    /// (refused over a bound: see [`Count`]). Never waits for the writer.
     #[inline]
-    pub(super) fn send(&self, msg: Msg) -> Result<(), Msg> {
+    pub(super) fn send(&self, msg: Msg, count: Count) -> Result<(), Refused> {
         let mut filed = lock(&self.shared.filed);
-        if filed.closed {
-            return Err(msg);
+        let refused = match count {
+            _ if filed.closed => Some(Refused::Closed),
+            Count::No => None,
+            Count::Fact => {
+                filed.in_flight += 1;
+                None
+            }
+            Count::Under(bound) if filed.in_flight < bound => {
+                filed.in_flight += 1;
+                None
+            }
+            Count::Under(_) => Some(Refused::Full),
+        };
+        if let Some(refused) = refused {
+            // The payload is freed after the lock.
+            drop(filed);
+            drop(msg);
+            return Err(refused);
         }
         match filed.chunks.back_mut() {
             Some(chunk) if chunk.len() < CHUNK => chunk.push_back(msg),
@@ -113,6 +131,33 @@ impl Sender {
         }
         Ok(())
     }
+
+    /// Facts filed and not yet written (see [`Receiver::written`]).
+    pub(super) fn in_flight(&self) -> usize {
+        lock(&self.shared.filed).in_flight
+    }
+}
+
+/// Whether a message counts as a fact in flight (the count the queue's
+/// bounds are on): kept beside the chunks, under their lock, so that
+/// filing touches one cache line the writer also writes, not two.
+#[derive(Clone, Copy)]
+pub(super) enum Count {
+    /// Not a fact (a call, a secret, a flush...).
+    No,
+    /// A fact: counted, never refused.
+    Fact,
+    /// A progress report: counted, refused when this many are in flight.
+    Under(usize),
+}
+
+/// Why a message was not filed (it was dropped).
+#[derive(Debug, PartialEq)]
+pub(super) enum Refused {
+    /// The writer closed the channel.
+    Closed,
+    /// Over the bound of [`Count::Under`].
+    Full,
 }
 
 /// The writer's end. Dropped (the writer stopped), it closes the channel
@@ -147,6 +192,14 @@ impl Receiver {
                 self.take(false);
                 self.next()
             }
+        }
+    }
+
+    /// `n` facts received were written: no longer in flight.
+    pub(super) fn written(&self, n: usize) {
+        if n > 0 {
+            let mut filed = lock(&self.shared.filed);
+            filed.in_flight = filed.in_flight.saturating_sub(n);
         }
     }
 
@@ -243,7 +296,7 @@ mod tests {
         let (tx, mut rx) = channel();
         let mut got = Vec::new();
         for i in 0..CHUNK * 5 + 3 {
-            assert!(tx.send(closed(&i.to_string())).is_ok());
+            assert!(tx.send(closed(&i.to_string()), Count::No).is_ok());
             if i % 97 == 0 {
                 while let Some(m) = rx.try_recv() {
                     got.push(name(m));
@@ -251,12 +304,34 @@ mod tests {
             }
         }
         rx.close();
-        assert!(tx.send(closed("late")).is_err(), "closed: sends fail");
+        assert!(
+            tx.send(closed("late"), Count::No).is_err(),
+            "closed: sends fail"
+        );
         while let Some(m) = rx.recv() {
             got.push(name(m));
         }
         let want: Vec<String> = (0..CHUNK * 5 + 3).map(|i| i.to_string()).collect();
         assert_eq!(got, want);
+    }
+
+    /// A bounded message is refused at the bound, and filed again once
+    /// the writer has written some; other facts are counted, never
+    /// refused.
+    #[test]
+    fn the_bound_counts_facts_in_flight() {
+        let (tx, mut rx) = channel();
+        assert_eq!(tx.send(closed("a"), Count::Under(2)), Ok(()));
+        assert_eq!(tx.send(closed("b"), Count::Fact), Ok(()));
+        assert_eq!(tx.send(closed("c"), Count::Under(2)), Err(Refused::Full));
+        assert_eq!(tx.send(closed("d"), Count::Fact), Ok(()));
+        assert_eq!(tx.send(closed("e"), Count::No), Ok(()));
+        assert_eq!(tx.in_flight(), 3);
+        let got: Vec<String> = std::iter::from_fn(|| rx.try_recv()).map(name).collect();
+        assert_eq!(got, ["a", "b", "d", "e"]);
+        rx.written(2);
+        assert_eq!(tx.send(closed("f"), Count::Under(2)), Ok(()));
+        assert_eq!(tx.in_flight(), 2);
     }
 
     /// A writer waiting for messages is woken by a send from another
@@ -269,12 +344,12 @@ mod tests {
             let tx = tx.clone();
             std::thread::spawn(move || {
                 std::thread::sleep(std::time::Duration::from_millis(20));
-                tx.send(closed("a")).is_ok()
+                tx.send(closed("a"), Count::Fact).is_ok()
             })
         };
         assert_eq!(rx.recv().map(name).as_deref(), Some("a"));
         assert!(sender.join().unwrap());
         drop(rx);
-        assert!(tx.send(closed("b")).is_err());
+        assert!(tx.send(closed("b"), Count::No).is_err());
     }
 }
