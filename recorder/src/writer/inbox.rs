@@ -32,13 +32,13 @@ use reel::sync::lock;
 
 use super::Msg;
 
-/// Messages per chunk (a chunk of 56-byte messages is 7 KiB).
-const CHUNK: usize = 128;
+/// Messages per chunk (a chunk of 56-byte messages is 28 KiB).
+const CHUNK: usize = 512;
 /// Emptied chunks kept for the tools at least (1,024 messages).
-const SPARE_MIN: usize = 8;
+const SPARE_MIN: usize = 2;
 /// Emptied chunks kept for the tools at most (65,536 messages, the
 /// default `progress_bound`; more goes back to the allocator).
-const SPARE_MAX: usize = 512;
+const SPARE_MAX: usize = 128;
 
 type Chunk = VecDeque<Msg>;
 
