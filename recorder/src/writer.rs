@@ -28,8 +28,10 @@
 //!
 //! Filing a fact never blocks: the queue is an unbounded channel (see
 //! `inbox`: chunks the writer recycles, so that in steady state filing
-//! allocates nothing), and its bound is enforced at the tools' await points ([`Queue::room`]), which
-//! wait while more than `queue_bound` facts are in flight. Nothing is
+//! allocates nothing; its lock is held for a slot's copy, never while
+//! the writer works), and its bound is enforced at the tools' await
+//! points ([`Queue::room`]), which wait while more than `queue_bound`
+//! facts are in flight. Nothing is
 //! dropped for want of room (the facts of a run whose stream failed, above,
 //! are dropped and counted; progress over `progress_bound` is counted as
 //! `progress.dropped`).
