@@ -26,9 +26,12 @@
 //! that did not fill, so that a steady trickle of facts (a proxy's
 //! traffic) is appended in blocks, not fact by fact.
 //!
-//! Filing a fact never blocks: the queue is an unbounded channel, and its
-//! bound is enforced at the tools' await points ([`Queue::room`]), which
-//! wait while more than `queue_bound` facts are in flight. Nothing is
+//! Filing a fact never blocks: the queue is an unbounded channel (see
+//! `inbox`: chunks the writer recycles, so that in steady state filing
+//! allocates nothing; its lock is held for a slot's copy, never while
+//! the writer works), and its bound is enforced at the tools' await
+//! points ([`Queue::room`]), which wait while more than `queue_bound`
+//! facts are in flight. Nothing is
 //! dropped for want of room (the facts of a run whose stream failed, above,
 //! are dropped and counted; progress over `progress_bound` is counted as
 //! `progress.dropped`).
@@ -43,7 +46,7 @@
 //! calibration, without a second clock read on the tool's thread.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -54,7 +57,7 @@ use reel::redact::Redactor;
 use reel::rules::LateFact;
 use reel_archive::Store;
 use serde_json::Value;
-use tokio::sync::{mpsc, oneshot, Notify};
+use tokio::sync::{oneshot, Notify};
 
 use crate::config::{Durability, RecorderConfig};
 
@@ -62,11 +65,13 @@ mod drain;
 mod failure;
 mod flusher;
 mod hold;
+mod inbox;
 
 use drain::{Writer, LINGER};
 pub(crate) use failure::Failures;
 pub use failure::{RunFailure, WriteError, RUNS_SHOWN};
 use flusher::Flusher;
+use inbox::{Count, Refused};
 use reel::sync::lock;
 
 /// A message to the writer.
@@ -141,14 +146,13 @@ pub(crate) fn report_late(late: &LateFact) {
 
 /// The tools' side of the queue.
 pub(crate) struct Queue {
-    /// Not behind a lock (filing a fact takes none): closing is a message,
-    /// after which the writer closes the channel (see [`Queue::close`]).
-    tx: mpsc::UnboundedSender<Msg>,
+    /// Closing is a message, after which the writer closes the channel
+    /// (see [`Queue::close`]).
+    tx: inbox::Sender,
     /// The facts' clock (see the module docs).
     clock: quanta::Clock,
     /// The next call key (see [`Msg::Call`]).
     next_call: AtomicU64,
-    in_flight: Arc<AtomicUsize>,
     room: Arc<Notify>,
     bound: usize,
     /// Over this many facts in flight, a progress report is dropped.
@@ -160,12 +164,9 @@ pub(crate) struct Queue {
 impl Queue {
     /// Starts the writer thread over `store`.
     pub(crate) fn start(store: Arc<dyn Store>, config: &RecorderConfig) -> std::io::Result<Queue> {
-        // tokio's unbounded channel recycles its blocks of slots, where
-        // std's allocates and zeroes a new block every 31 messages on the
-        // sending (the tool's) thread. The writer is a plain thread: it
-        // receives with `blocking_recv`.
-        let (tx, rx) = mpsc::unbounded_channel();
-        let in_flight = Arc::new(AtomicUsize::new(0));
+        // Not tokio's unbounded channel (nor std's): both allocate blocks
+        // of slots on the sending (the tool's) thread as the writer lags.
+        let (tx, rx) = inbox::channel();
         let room = Arc::new(Notify::new());
         let failure = Arc::new(Mutex::new(Failures::default()));
         let clock = quanta::Clock::new();
@@ -189,7 +190,6 @@ impl Queue {
             holding: Vec::new(),
             store,
             rx,
-            in_flight: in_flight.clone(),
             room: room.clone(),
             redactor: Redactor::new(&config.redact_keys),
             tripwire: config.tripwire,
@@ -207,7 +207,6 @@ impl Queue {
             tx,
             clock,
             next_call: AtomicU64::new(0),
-            in_flight,
             room,
             bound: config.queue_bound.max(1),
             progress_bound: config.progress_bound.max(1),
@@ -217,8 +216,9 @@ impl Queue {
     }
 
     /// False once the writer has closed the channel.
+    #[inline]
     fn send(&self, msg: Msg) -> bool {
-        self.tx.send(msg).is_ok()
+        self.tx.send(msg, Count::No).is_ok()
     }
 
     /// The clock's current tick: when a fact happened.
@@ -258,36 +258,32 @@ impl Queue {
     /// `reel::fact::ProgressDropped`).
     #[inline]
     pub(crate) fn progress(&self, call: u64, payload: Value) -> bool {
-        // One read-modify-write of the count, as filing took before the
-        // bound (a load first would take the writer's cache line twice):
-        // the count before it says whether there is room.
-        if self.in_flight.fetch_add(1, Ordering::Relaxed) >= self.progress_bound {
-            self.in_flight.fetch_sub(1, Ordering::Relaxed);
-            return false;
-        }
+        // The count of facts in flight is kept with the queue's chunks,
+        // under their lock: deciding room costs no second cache line.
         let tick = self.tick();
         let msg = Msg::Progress {
             call,
             tick,
             payload,
         };
-        if !self.send(msg) {
-            self.in_flight.fetch_sub(1, Ordering::Relaxed);
-            self.set_failure(WriteError::FiledAfterShutdown);
+        match self.tx.send(msg, Count::Under(self.progress_bound)) {
+            Ok(()) => true,
+            Err(Refused::Full) => false,
+            Err(Refused::Closed) => {
+                self.set_failure(WriteError::FiledAfterShutdown);
+                true
+            }
         }
-        true
     }
 
     /// Whether a progress report filed now would be queued.
     #[inline]
     pub(crate) fn progress_room(&self) -> bool {
-        self.in_flight.load(Ordering::Relaxed) < self.progress_bound
+        self.tx.in_flight() < self.progress_bound
     }
 
     fn file(&self, msg: Msg) {
-        self.in_flight.fetch_add(1, Ordering::Relaxed);
-        if !self.send(msg) {
-            self.in_flight.fetch_sub(1, Ordering::Relaxed);
+        if self.tx.send(msg, Count::Fact).is_err() {
             self.set_failure(WriteError::FiledAfterShutdown);
         }
     }
@@ -333,7 +329,7 @@ impl Queue {
     pub(crate) async fn room(&self) {
         loop {
             let notified = self.room.notified();
-            if self.in_flight.load(Ordering::Relaxed) <= self.bound {
+            if self.tx.in_flight() <= self.bound {
                 return;
             }
             notified.await;
@@ -342,7 +338,7 @@ impl Queue {
 
     /// Facts filed but not yet appended.
     pub(crate) fn in_flight(&self) -> usize {
-        self.in_flight.load(Ordering::Relaxed)
+        self.tx.in_flight()
     }
 
     /// Every write failure so far, for the whole recorder, if any.

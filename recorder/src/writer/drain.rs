@@ -2,7 +2,6 @@
 //! numbers and appends each run's facts, and has the flushes made.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -14,15 +13,14 @@ use reel::sequence::Sequencer;
 use reel::tripwire::{tripped, Hit, Tripwire};
 use reel_archive::{Store, StoreError};
 use serde_json::Value;
-use tokio::sync::{mpsc, Notify};
+use tokio::sync::Notify;
 
 use super::flusher::{answer, Ack};
 use super::*;
 
 pub(super) struct Writer {
     pub(super) store: Arc<dyn Store>,
-    pub(super) rx: mpsc::UnboundedReceiver<Msg>,
-    pub(super) in_flight: Arc<AtomicUsize>,
+    pub(super) rx: inbox::Receiver,
     pub(super) room: Arc<Notify>,
     pub(super) redactor: Redactor,
     /// Whether blocks go through the tripwire.
@@ -190,7 +188,7 @@ impl Writer {
         let mut acks = Vec::new();
         let mut closed = Vec::new();
         let mut closing = false;
-        while let Some(first) = self.rx.blocking_recv() {
+        while let Some(first) = self.rx.recv() {
             let mut n = 0;
             let mut last = 0;
             let mut next = Some(first);
@@ -251,21 +249,21 @@ impl Writer {
                     }
                     Msg::Flush { run, ack } => acks.push((run, ack)),
                     Msg::RunClosed { run } => closed.push(run),
-                    // Later sends fail; `blocking_recv` yields what is
-                    // buffered, then ends the loop.
+                    // Later sends fail; `recv` yields what is filed,
+                    // then ends the loop.
                     Msg::Close => {
                         closing = true;
                         self.rx.close()
                     }
                 }
                 if n < DRAIN_MAX {
-                    next = self.rx.try_recv().ok();
+                    next = self.rx.try_recv();
                 }
             }
             self.write(&mut batches, &mut spare);
             self.release_held(&acks, closing, self.clock.raw());
             self.settle(&mut closed, &mut acks);
-            self.in_flight.fetch_sub(n, Ordering::Relaxed);
+            self.rx.written(n);
             self.room.notify_waiters();
             if let (Some(linger), true) = (self.linger, n < DRAIN_MAX && !closing) {
                 std::thread::sleep(linger);
