@@ -186,8 +186,10 @@ impl Sequencer {
     }
 
     /// The count of the next progress report of `call` (1 for its first).
+    /// Saturates: a stored count of `u64::MAX` (damaged or hostile bytes
+    /// read back) is followed by itself, never a panic.
     pub fn progress(&mut self, call: &str) -> u64 {
-        self.update(call, |n| n + 1)
+        self.update(call, |n| n.saturating_add(1))
     }
 
     /// How many progress reports `call` has filed so far.
