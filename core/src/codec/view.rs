@@ -227,9 +227,12 @@ impl<'a> Reader<'a> {
         std::str::from_utf8(self.take(len)?).ok()
     }
 
-    /// The string `want`.
+    /// The string `want` (bytes equal to a `&str` are UTF-8: compared
+    /// without validating them first).
     fn key(&mut self, want: &str) -> Option<()> {
-        (self.str()? == want).then_some(())
+        let m = self.byte()?;
+        let len = self.str_len(m)?;
+        (self.take(len)? == want.as_bytes()).then_some(())
     }
 
     /// Nil or a UTF-8 string.
