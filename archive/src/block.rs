@@ -40,7 +40,7 @@ use std::borrow::Cow;
 
 use sha2::{Digest as _, Sha256};
 
-use reel_core::codec::{decode_fact, encode_fact, Digest};
+use reel_core::codec::{decode_fact, decode_fact_view, encode_fact, Digest, FactView};
 use reel_core::fact::Fact;
 
 /// Block format version of a block whose payload is stored plain.
@@ -273,9 +273,14 @@ fn decompress(version: u8, stored: &[u8], plain: &mut Vec<u8>) -> Result<(), Str
     }
 }
 
-/// Decodes the fact at byte `pos` of a block's payload; returns it and the
-/// position of the next one.
-pub(crate) fn fact_at(payload: &[u8], pos: usize) -> Result<(Fact, usize), String> {
+/// Reads the fact at byte `pos` of a block's payload: decoded whole, or
+/// as a view ([`decode_fact_view`]: a progress report read in place) when
+/// `view`; returns it and the position of the next one.
+pub(crate) fn fact_at(
+    payload: &[u8],
+    pos: usize,
+    view: bool,
+) -> Result<(FactView<'_>, usize), String> {
     let rest = payload.get(pos..).unwrap_or_default();
     if rest.len() < 4 {
         return Err("block payload ends inside a length prefix".into());
@@ -284,7 +289,12 @@ pub(crate) fn fact_at(payload: &[u8], pos: usize) -> Result<(Fact, usize), Strin
     let body = rest
         .get(4..4 + len)
         .ok_or("block payload ends inside a fact")?;
-    Ok((decode_fact(body)?, pos + 4 + len))
+    let fact = if view {
+        decode_fact_view(body)?
+    } else {
+        FactView::Whole(decode_fact(body)?)
+    };
+    Ok((fact, pos + 4 + len))
 }
 
 /// Decodes the facts of a checked block and checks their seqs run from

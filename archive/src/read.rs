@@ -4,6 +4,7 @@
 use std::collections::VecDeque;
 use std::ops::{Bound, RangeBounds};
 
+use reel_core::codec::{FactView, ViewSink};
 use reel_core::fact::Fact;
 use reel_core::gap::Gap;
 use reel_core::run::RunRecord;
@@ -171,7 +172,8 @@ pub struct Facts {
     /// The buffer compressed blocks are decompressed into, kept from one
     /// block to the next (one allocation per read, not one per block).
     spare: Vec<u8>,
-    pending: VecDeque<Result<Fact>>,
+    /// Damage found ahead of the next fact, reported first.
+    pending: VecDeque<ArchiveError>,
     start: u64,
     end: Option<u64>,
     /// The first seq the next block should hold; `None` after a damaged
@@ -199,28 +201,33 @@ enum BlockPayload {
     Decompressed(Vec<u8>),
 }
 
-impl OpenBlock {
-    fn payload(&self) -> &[u8] {
-        match &self.payload {
+impl BlockPayload {
+    fn bytes(&self) -> &[u8] {
+        match self {
             BlockPayload::Stored(value) => value.get(block::HEADER_LEN..).unwrap_or_default(),
             BlockPayload::Decompressed(plain) => plain,
         }
     }
+}
 
-    /// The next fact; `None` at the block's end.
-    fn next_fact(&mut self) -> Option<Result<Fact, String>> {
+impl OpenBlock {
+    /// The next fact (a view when `view`, else decoded whole); `None` at
+    /// the block's end.
+    fn next_fact(&mut self, view: bool) -> Option<Result<FactView<'_>, String>> {
+        let payload = self.payload.bytes();
         if self.seq > self.last {
-            return (self.pos != self.payload().len())
+            return (self.pos != payload.len())
                 .then(|| Err("the block holds more bytes than its header counts facts".into()));
         }
-        let (fact, next) = match block::fact_at(self.payload(), self.pos) {
+        let (fact, next) = match block::fact_at(payload, self.pos, view) {
             Ok(x) => x,
             Err(e) => return Some(Err(e)),
         };
-        if fact.seq != self.seq {
+        if fact.seq() != self.seq {
             return Some(Err(format!(
                 "fact has seq {} where {} was expected",
-                fact.seq, self.seq
+                fact.seq(),
+                self.seq
             )));
         }
         self.pos = next;
@@ -365,25 +372,50 @@ impl Facts {
     }
 }
 
-impl Iterator for Facts {
-    type Item = Result<Fact>;
+impl Facts {
+    /// Hands every fact left to `sink` as a [`FactView`] (a progress report
+    /// read in place, its payload not built: what a timeline needs), and
+    /// every damaged or missing block as a gap at its place, as the
+    /// iterator yields them ([`ArchiveError::Corrupt`]). Stops at the first
+    /// other error (the store failing) and returns it. The facts and gaps
+    /// are the iterator's: a view is the fact [`decode_fact`](crate::decode_fact)
+    /// reads, and a fact it cannot read is the same damage.
+    pub fn views(mut self, sink: &mut dyn ViewSink) -> Result<()> {
+        let mut failed = None;
+        while self.step(true, &mut |item| match item {
+            Ok(fact) => sink.view(&fact),
+            Err(ArchiveError::Corrupt { gap, .. }) => sink.gap(&gap),
+            Err(e) => failed = Some(e),
+        }) {
+            if let Some(e) = failed.take() {
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
 
-    fn next(&mut self) -> Option<Result<Fact>> {
+    /// Reads on until one item is handed to `emit` (true), or to the end
+    /// (false). Facts are views when `view`, else decoded whole.
+    fn step(&mut self, view: bool, emit: &mut dyn FnMut(Result<FactView<'_>>)) -> bool {
         loop {
-            if let Some(item) = self.pending.pop_front() {
-                return Some(item);
+            if let Some(e) = self.pending.pop_front() {
+                emit(Err(e));
+                return true;
             }
             if let Some(b) = &mut self.current {
-                match b.next_fact() {
+                match b.next_fact(view) {
                     None => self.close_block(),
-                    Some(Ok(f)) if f.seq < self.start => {}
-                    Some(Ok(f)) if self.end.is_some_and(|e| f.seq > e) => self.close_block(),
-                    Some(Ok(f)) => return Some(Ok(f)),
+                    Some(Ok(f)) if f.seq() < self.start => {}
+                    Some(Ok(f)) if self.end.is_some_and(|e| f.seq() > e) => self.close_block(),
+                    Some(Ok(f)) => {
+                        emit(Ok(f));
+                        return true;
+                    }
                     Some(Err(detail)) => {
                         let (first, last) = (b.seq.min(b.last), b.last);
                         self.close_block();
                         if last >= self.start && self.end.is_none_or(|e| first <= e) {
-                            return Some(Err(ArchiveError::Corrupt {
+                            emit(Err(ArchiveError::Corrupt {
                                 run_id: self.run_id.clone(),
                                 gap: Gap {
                                     first,
@@ -391,28 +423,38 @@ impl Iterator for Facts {
                                     detail,
                                 },
                             }));
+                            return true;
                         }
                     }
                 }
                 continue;
             }
-            self.cursor.as_ref()?;
+            if self.cursor.is_none() {
+                return false;
+            }
             let (first, value) = match self.next_block() {
                 Some(Ok(block)) => block,
                 Some(Err(e)) => {
                     self.cursor = None;
-                    return Some(Err(self.archive.storage(e)));
+                    emit(Err(self.archive.storage(e)));
+                    return true;
                 }
                 None => {
                     self.cursor = None;
-                    return self.missing_at_end().map(Err);
+                    return match self.missing_at_end() {
+                        Some(e) => {
+                            emit(Err(e));
+                            true
+                        }
+                        None => false,
+                    };
                 }
             };
             // Seqs between the previous block and this one: a lost block.
             if let Some(expect) = self.expect {
                 if first > expect && first > self.start {
                     let missing = self.missing(expect, first - 1);
-                    self.pending.push_back(Err(missing));
+                    self.pending.push_back(missing);
                 }
             }
             // A compressed block's payload is decompressed here, once, into
@@ -451,17 +493,44 @@ impl Iterator for Facts {
                     self.expect = last_seq.map(|l| l + 1);
                     // A damaged block wholly before the range is not in it.
                     if last_seq.is_none_or(|l| l >= self.start) {
-                        self.pending.push_back(Err(ArchiveError::Corrupt {
+                        self.pending.push_back(ArchiveError::Corrupt {
                             run_id: self.run_id.clone(),
                             gap: Gap {
                                 first,
                                 last: last_seq,
                                 detail,
                             },
-                        }));
+                        });
                     }
                 }
             }
         }
+    }
+}
+
+impl Iterator for Facts {
+    type Item = Result<Fact>;
+
+    fn next(&mut self) -> Option<Result<Fact>> {
+        let mut out = None;
+        self.step(false, &mut |item| {
+            out = Some(item.map(|fact| {
+                let seq = fact.seq();
+                fact.into_fact().map_err(|detail| (seq, detail))
+            }))
+        });
+        Some(match out? {
+            Ok(Ok(fact)) => Ok(fact),
+            // Not reached: a fact read whole is whole already.
+            Ok(Err((seq, detail))) => Err(ArchiveError::Corrupt {
+                run_id: self.run_id.clone(),
+                gap: Gap {
+                    first: seq,
+                    last: Some(seq),
+                    detail,
+                },
+            }),
+            Err(e) => Err(e),
+        })
     }
 }

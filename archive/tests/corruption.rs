@@ -11,12 +11,15 @@ use std::path::Path;
 use serde_json::json;
 use sha2::{Digest as _, Sha256};
 
+use reel::codec::{FactView, ViewSink};
 use reel::fact::{
     CallMode, CallStarted, Fact, FactKind, Identity, Log, NewFact, Producer, Progress, RunEnded,
     RunStarted, RunStatus,
 };
+use reel::gap::Gap;
 use reel::run::RunState;
 use reel_archive::{Archive, ArchiveConfig, ArchiveError, Problem, RunFilter};
+use reel_viewer::timeline::TimelineBuilder;
 
 /// Length of a block header (see `src/archive/block.rs`).
 const HEADER_LEN: usize = 69;
@@ -920,6 +923,7 @@ fn check(case: &Case) -> Result<(), String> {
         .map_err(|e| format!("facts({damaged}): {e}"))?
         .collect();
     check_read(damaged, case.read, want, &got)?;
+    check_views(&archive, damaged, &got)?;
     // A range starting inside the damaged block, and one after it.
     if let Read::Corrupt(first, last) = case.read {
         let sub: Vec<Result<Fact, ArchiveError>> = archive
@@ -1036,6 +1040,76 @@ fn check(case: &Case) -> Result<(), String> {
     match archive.append(damaged, vec![fact(damaged, 99, 0)]) {
         Err(ArchiveError::RunClosed { .. }) => {}
         other => return Err(format!("append to damaged {damaged}: {other:?}")),
+    }
+    Ok(())
+}
+
+/// A sink keeping every view as the fact it stands for.
+struct Collect(Vec<Result<Fact, Gap>>);
+
+impl ViewSink for Collect {
+    fn view(&mut self, fact: &FactView<'_>) {
+        let seq = fact.seq();
+        self.0.push(fact.clone().into_fact().map_err(|detail| Gap {
+            first: seq,
+            last: Some(seq),
+            detail: format!("a view does not make its fact: {detail}"),
+        }));
+    }
+
+    fn gap(&mut self, gap: &Gap) {
+        self.0.push(Err(gap.clone()));
+    }
+}
+
+/// Read as views (a timeline's reading, `Facts::views`), the run gives
+/// what reading it whole gave (`got`): the same facts, the same damage at
+/// the same place with the same detail, the same error that stops it; and
+/// the timelines built both ways are equal.
+fn check_views(
+    archive: &Archive,
+    run: &str,
+    got: &[Result<Fact, ArchiveError>],
+) -> Result<(), String> {
+    let mut want = Vec::new();
+    let mut stop = None;
+    for item in got {
+        match item {
+            Ok(f) => want.push(Ok(f.clone())),
+            Err(ArchiveError::Corrupt { gap, .. }) => want.push(Err(gap.clone())),
+            Err(e) => {
+                stop = Some(e.to_string());
+                break;
+            }
+        }
+    }
+    let mut sink = Collect(Vec::new());
+    let read = archive
+        .facts(run, ..)
+        .and_then(|f| f.views(&mut sink))
+        .map_err(|e| e.to_string());
+    if read.err() != stop {
+        return Err(format!(
+            "reading {run} as views does not stop as reading it whole does"
+        ));
+    }
+    if sink.0 != want {
+        return Err(format!(
+            "{run} reads differently as views:\n{:?}\nwhole:\n{want:?}",
+            sink.0
+        ));
+    }
+    let mut owned = TimelineBuilder::default();
+    for item in &want {
+        match item {
+            Ok(f) => owned.push(f),
+            Err(gap) => owned.push_gap(gap),
+        }
+    }
+    let mut views = TimelineBuilder::default();
+    let _ = archive.facts(run, ..).and_then(|f| f.views(&mut views));
+    if owned.finish() != views.finish() {
+        return Err(format!("{run}: the timeline from views differs"));
     }
     Ok(())
 }

@@ -22,7 +22,7 @@
 //! | `agent` | 64 concurrent runs x 20 calls of a tool with ~2 KiB args, 3 effects with 4 KiB JSON responses, 2 progress reports, 1 log and an 8 KiB result (1 call in 20: 256 KiB, spilled to an artifact) | the same facts built by hand, as JSON Lines (`serde_json`), same group commit |
 //! | `latency` | p50 and p99 of one call of the agent tool, alone in its run, until its result is handed back (durable) | p50 and p99 of writing the bytes one such call encodes to and `sync_data` |
 //! | `tracing` | the same reel recordings | the same workload through `tracing` (a span per call, an event per fact), `fmt().json()` + `tracing_appender::non_blocking` (lossless) to a file, timed until the guard is dropped; no fsync |
-//! | `timeline` | `TimelineBuilder` over `Archive::facts` for every run of the last recording (archive reopened, untimed) | the plain file read whole, `decode_fact`, the same `TimelineBuilder` (decode alone is printed too) |
+//! | `timeline` | `TimelineBuilder` over `Archive::facts` read as views (`Facts::views`, as `reel runs` reads) for every run of the last recording (archive reopened, untimed) | the plain file read whole, `decode_fact`, the same `TimelineBuilder` (decode alone is printed too) |
 //! | `bytes` | the archive directory after `shutdown`, allocated blocks (`du`), per fact (sled's `size_on_disk` printed too) | the plain file, allocated blocks |
 //! | `progress` | one `ctx.progress(payload)` inside a recorded call, payloads built beforehand | `tokio::sync::mpsc` unbounded `send` of the same payloads, a thread draining them |
 //! | `list` | `list_runs` (tenant + status, limit 50) over 100,000 runs | the same over 1,000 runs |

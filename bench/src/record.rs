@@ -242,21 +242,25 @@ pub async fn tracing_json(dir: &Path, shape: Shape) -> io::Result<(Recorded, usi
     ))
 }
 
-/// Builds the timeline of every run of the workload from the archive
-/// (`TimelineBuilder` over `archive.facts(run, ..)`). Returns the facts read.
+/// Builds the timeline of every run of the workload from the archive as
+/// `reel runs` and the console do: `archive.facts(run, ..)` read as views
+/// (`Facts::views`) into a `TimelineBuilder`. Returns the facts read.
 pub fn timeline_from_archive(archive: &Archive, runs: usize) -> io::Result<usize> {
     let mut facts = 0;
     for r in 0..runs {
         let mut builder = TimelineBuilder::default();
-        for fact in archive
+        archive
             .facts(&workload::run_id(r), ..)
-            .map_err(io::Error::other)?
-        {
-            let fact = fact.map_err(io::Error::other)?;
-            builder.push(&fact);
-            facts += 1;
+            .and_then(|f| f.views(&mut builder))
+            .map_err(io::Error::other)?;
+        let timeline = builder.finish();
+        if let Some(a) = timeline.anomalies.first() {
+            return Err(io::Error::other(format!(
+                "run {r} reads with an anomaly: {a:?}"
+            )));
         }
-        black_box(builder.finish());
+        facts += timeline.facts as usize;
+        black_box(timeline);
     }
     Ok(facts)
 }

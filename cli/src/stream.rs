@@ -1,7 +1,9 @@
 //! Finding a run, and the one loop that drives a run's fact stream from a
 //! [`Source`] into any [`RunSink`] (text, JSON, HTML).
 
+use reel::codec::{FactView, ViewSink};
 use reel::fact::FactKind;
+use reel::gap::Gap;
 use reel::{Fact, RunRecord, RunState};
 use reel_archive::RunFilter;
 use reel_viewer::render::sink::RunSink;
@@ -134,7 +136,21 @@ pub fn stream<S: RunSink>(
 /// the one definition `show`, its JSON and its HTML page count by (a gap
 /// is one, and makes the run damaged; a live run's open calls are not).
 pub fn anomalies(source: &Source, record: &RunRecord) -> Result<Streamed, Failure> {
-    let builder = TimelineBuilder::for_record(record);
+    let mut builder = TimelineBuilder::for_record(record);
+    if let Source::Local(archive) = source {
+        // The timeline alone: the archive's facts read as views, a progress
+        // report's payload never built (`Facts::views`).
+        let mut sink = Damage {
+            builder: &mut builder,
+            damaged: false,
+        };
+        archive.facts(&record.run_id, ..)?.views(&mut sink)?;
+        let damaged = sink.damaged;
+        return Ok(Streamed {
+            timeline: builder.finish(),
+            damaged,
+        });
+    }
     let streamed = stream(
         source,
         &record.run_id,
@@ -202,4 +218,21 @@ pub fn newest_run(source: &Source, running_first: bool) -> Result<String, Failur
                 source.dir().display()
             ))
         })
+}
+
+/// A timeline's view sink that notes whether the stream had a gap.
+struct Damage<'a> {
+    builder: &'a mut TimelineBuilder,
+    damaged: bool,
+}
+
+impl ViewSink for Damage<'_> {
+    fn view(&mut self, fact: &FactView<'_>) {
+        self.builder.push_view(fact);
+    }
+
+    fn gap(&mut self, gap: &Gap) {
+        self.damaged = true;
+        self.builder.push_gap(gap);
+    }
 }

@@ -5,6 +5,9 @@
 
 use crate::fact::Fact;
 
+mod view;
+pub use view::{decode_fact_view, FactView, ProgressView, ViewSink};
+
 /// Fact encoding version.
 pub const FACT_VERSION: u8 = 1;
 

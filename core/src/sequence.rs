@@ -123,18 +123,28 @@ impl Sequencer {
     /// in one place only.
     pub fn observe_count(&mut self, fact: &Fact) -> Option<u64> {
         match &fact.kind {
-            FactKind::Progress(p) if p.count == 0 => {
-                self.next_seq = self.next_seq.max(fact.seq.saturating_add(1));
-                Some(self.progress(fact.call.as_deref().unwrap_or_default()))
-            }
-            FactKind::Progress(p) => {
-                self.observe(fact);
-                Some(p.count)
-            }
+            FactKind::Progress(p) => Some(self.observe_report(
+                fact.seq,
+                fact.call.as_deref().unwrap_or_default(),
+                p.count,
+            )),
             _ => {
                 self.observe(fact);
                 None
             }
+        }
+    }
+
+    /// [`Sequencer::observe_count`] of a progress report of `call` (the
+    /// empty string for none) at `seq` stored with `count`, for a reader
+    /// that did not build the fact (a `FactView` of the codec).
+    pub fn observe_report(&mut self, seq: u64, call: &str, count: u64) -> u64 {
+        self.next_seq = self.next_seq.max(seq.saturating_add(1));
+        if count == 0 {
+            self.progress(call)
+        } else {
+            self.saw_progress(call, count);
+            count
         }
     }
 
@@ -176,8 +186,10 @@ impl Sequencer {
     }
 
     /// The count of the next progress report of `call` (1 for its first).
+    /// Saturates: a stored count of `u64::MAX` (damaged or hostile bytes
+    /// read back) is followed by itself, never a panic.
     pub fn progress(&mut self, call: &str) -> u64 {
-        self.update(call, |n| n + 1)
+        self.update(call, |n| n.saturating_add(1))
     }
 
     /// How many progress reports `call` has filed so far.

@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime};
 
+use reel::codec::{FactView, ViewSink};
 use reel::tape::Tape;
 use reel::{RunRecord, RunState};
 use reel_archive::live::SOCKET_NAME;
@@ -157,6 +158,24 @@ impl Reader {
                         }
                     }
                     each(item);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The run's facts as views into `sink` (from the archive, a progress
+    /// report read in place; through the socket, each fact whole), every
+    /// gap at its place: what a timeline alone is built from.
+    fn views(&self, run_id: &str, sink: &mut dyn ViewSink) -> Result<(), ReadError> {
+        match self {
+            Reader::Archive(a) => a.facts(run_id, ..)?.views(sink)?,
+            Reader::Live(l) => {
+                for item in l.facts(run_id, 0, false)? {
+                    match item? {
+                        Item::Fact(f) => sink.view(&FactView::Whole(f)),
+                        Item::Gap(gap) => sink.gap(&gap),
+                    }
                 }
             }
         }

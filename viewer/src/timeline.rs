@@ -6,6 +6,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use reel_core::codec::{decode_fact, FactView, ViewSink};
 use reel_core::fact::*;
 use reel_core::gap::Gap;
 use reel_core::sequence::Sequencer;

@@ -259,7 +259,7 @@ fn timeline_row(
     let plain_path = plain_dir.path().join("facts.bin");
     writeln!(
         log,
-        "\n[timeline] TimelineBuilder over every run of the last recording: archive.facts() vs \
+        "\n[timeline] TimelineBuilder over every run of the last recording: archive.facts() read as views vs \
          reading the plain file whole + decode_fact + the same TimelineBuilder"
     )?;
     let mut timeline = Pairs::default();

@@ -190,17 +190,21 @@ impl Access {
     fn read_run(&self, record: &RunRecord, needle: Option<&str>) -> (Option<usize>, bool) {
         let mut builder = TimelineBuilder::for_record(record);
         let mut found = false;
-        let read = self
-            .reader
-            .facts(&record.run_id, 0, None, |item| match item {
-                FactItem::Fact(fact) => {
-                    builder.push(&fact);
-                    if let (Some(n), false) = (needle, found) {
-                        fact_texts(&fact, &mut |s| found |= s.to_lowercase().contains(n));
+        let read = match needle {
+            // The timeline alone: read as views (`Facts::views`).
+            None => self.reader.views(&record.run_id, &mut builder),
+            Some(n) => self
+                .reader
+                .facts(&record.run_id, 0, None, |item| match item {
+                    FactItem::Fact(fact) => {
+                        builder.push(&fact);
+                        if !found {
+                            fact_texts(&fact, &mut |s| found |= s.to_lowercase().contains(n));
+                        }
                     }
-                }
-                FactItem::Gap(gap) => builder.push_gap(&gap),
-            });
+                    FactItem::Gap(gap) => builder.push_gap(&gap),
+                }),
+        };
         if read.is_err() {
             return (None, found);
         }

@@ -15,6 +15,21 @@ pub struct TimelineBuilder {
     sequencer: Sequencer,
     templates: ProgressTemplates,
     live: bool,
+    /// Per call (by node index), its last report when it was read as a
+    /// view: the encoding and the count it was shown with, its line
+    /// rendered once, by [`TimelineBuilder::finish`].
+    unrendered: Vec<Unrendered>,
+}
+
+/// The last progress report of a call, read as a view and not rendered yet.
+#[derive(Debug, Default)]
+struct Unrendered {
+    /// The report's encoding (the buffer is reused report after report).
+    encoded: Vec<u8>,
+    /// The count the line shows.
+    progress: u64,
+    /// Whether `encoded` holds the call's last report.
+    pending: bool,
 }
 
 impl TimelineBuilder {
@@ -79,27 +94,65 @@ impl TimelineBuilder {
         }
     }
 
-    /// Folds one fact in.
-    pub fn push(&mut self, fact: &Fact) {
-        self.note_gap(fact.seq);
-        self.next_seq = self.next_seq.max(fact.seq.saturating_add(1));
-        let count = self.sequencer.observe_count(fact);
+    /// Folds one fact read as a view in: the same timeline as
+    /// [`TimelineBuilder::push`] of the whole fact, without building a
+    /// progress report's payload (a call's last report is rendered once,
+    /// by [`TimelineBuilder::finish`]).
+    pub fn push_view(&mut self, fact: &FactView<'_>) {
+        let p = match fact {
+            FactView::Whole(fact) => return self.push(fact),
+            FactView::Progress(p) => p,
+        };
+        let count = self
+            .sequencer
+            .observe_report(p.seq, p.call.unwrap_or_default(), p.count);
+        let (call_idx, ended) = self.envelope(p.seq, p.offset, p.call, "progress", false);
+        if let Some(i) = call_idx {
+            let node = &mut self.t().calls[i];
+            node.progress = count;
+            let progress = node.progress;
+            if self.unrendered.len() <= i {
+                self.unrendered.resize_with(i + 1, Unrendered::default);
+            }
+            let last = &mut self.unrendered[i];
+            last.encoded.clear();
+            last.encoded.extend_from_slice(p.encoded());
+            last.progress = progress;
+            last.pending = true;
+            if ended {
+                self.progress_after_end(i, p.seq);
+            }
+        }
+    }
+
+    /// What every fact does to the timeline: the seqs, the counts, its
+    /// call's facts, a fact of a call never started. Returns the call's
+    /// node index and whether that call has ended.
+    fn envelope(
+        &mut self,
+        seq: u64,
+        offset: u64,
+        call: Option<&str>,
+        kind: &str,
+        starts_call: bool,
+    ) -> (Option<usize>, bool) {
+        self.note_gap(seq);
+        self.next_seq = self.next_seq.max(seq.saturating_add(1));
         let t = self.t();
         t.facts += 1;
-        t.last_offset = t.last_offset.max(fact.offset);
-        *t.kinds.entry(fact.kind.name().to_owned()).or_default() += 1;
-
-        let call_idx = fact
-            .call
-            .as_deref()
-            .and_then(|c| self.index.get(c).copied());
-        if let (Some(call_id), None) = (&fact.call, call_idx) {
-            if !matches!(fact.kind, FactKind::CallStarted(_)) {
-                self.t().anomalies.push(Anomaly::UnknownCall {
-                    call_id: call_id.clone(),
-                    seq: fact.seq,
-                });
+        t.last_offset = t.last_offset.max(offset);
+        match t.kinds.get_mut(kind) {
+            Some(n) => *n += 1,
+            None => {
+                t.kinds.insert(kind.to_owned(), 1);
             }
+        }
+        let call_idx = call.and_then(|c| self.index.get(c).copied());
+        if let (Some(call_id), None, false) = (call, call_idx, starts_call) {
+            self.t().anomalies.push(Anomaly::UnknownCall {
+                call_id: call_id.to_owned(),
+                seq,
+            });
         }
         if let Some(i) = call_idx {
             self.t().calls[i].facts += 1;
@@ -109,6 +162,19 @@ impl TimelineBuilder {
                 .as_ref()
                 .is_some_and(|t| t.calls[i].ended_seq.is_some())
         });
+        (call_idx, ended)
+    }
+
+    /// Folds one fact in.
+    pub fn push(&mut self, fact: &Fact) {
+        let count = self.sequencer.observe_count(fact);
+        let (call_idx, ended) = self.envelope(
+            fact.seq,
+            fact.offset,
+            fact.call.as_deref(),
+            fact.kind.name(),
+            matches!(fact.kind, FactKind::CallStarted(_)),
+        );
 
         match &fact.kind {
             FactKind::RunStarted(r) => {
@@ -298,12 +364,40 @@ impl TimelineBuilder {
         // `Sequencer`, as the writer would have.
         node.progress = count.unwrap_or(p.count);
         node.last_progress = Some(self.templates.line(&node.tool, &p.payload, node.progress));
+        if let Some(last) = self.unrendered.get_mut(i) {
+            last.pending = false;
+        }
         if ended {
-            let call_id = node.call_id.clone();
-            t.anomalies.push(Anomaly::ProgressAfterEnd {
-                call_id,
-                seq: fact.seq,
-            });
+            self.progress_after_end(i, fact.seq);
+        }
+    }
+
+    /// A report of call `i` after its end.
+    fn progress_after_end(&mut self, i: usize, seq: u64) {
+        let t = self.t();
+        let call_id = t.calls[i].call_id.clone();
+        t.anomalies.push(Anomaly::ProgressAfterEnd { call_id, seq });
+    }
+
+    /// Renders the last report of each call read as a view.
+    fn render_unrendered(&mut self) {
+        let Some(t) = self.t.as_mut() else {
+            return;
+        };
+        for (node, last) in t.calls.iter_mut().zip(&mut self.unrendered) {
+            if !std::mem::take(&mut last.pending) {
+                continue;
+            }
+            // The view was read from these bytes only once they were
+            // checked to decode as this report: they do.
+            if let Ok(Fact {
+                kind: FactKind::Progress(p),
+                ..
+            }) = decode_fact(&last.encoded)
+            {
+                node.last_progress =
+                    Some(self.templates.line(&node.tool, &p.payload, last.progress));
+            }
         }
     }
 
@@ -383,6 +477,7 @@ impl TimelineBuilder {
     /// cleanups that never ran, an unended run), none of them while the
     /// run is live ([`TimelineBuilder::for_record`]).
     pub fn finish(mut self) -> Timeline {
+        self.render_unrendered();
         self.t();
         let Some(mut t) = self.t.take() else {
             unreachable!("t() initialised the timeline")
@@ -421,5 +516,16 @@ fn artifact(fact: &Fact, op: &str, meta: &ArtifactMeta) -> ArtifactEntry {
         id: Some(meta.id.clone()),
         digest: Some(meta.digest.clone()),
         size: Some(meta.size),
+    }
+}
+
+/// The sink of a stream read as views: only the timeline.
+impl ViewSink for TimelineBuilder {
+    fn view(&mut self, fact: &FactView<'_>) {
+        self.push_view(fact);
+    }
+
+    fn gap(&mut self, gap: &Gap) {
+        self.push_gap(gap);
     }
 }
