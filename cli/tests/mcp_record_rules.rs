@@ -292,6 +292,50 @@ fn a_tool_error_reads_as_an_error_apart_from_a_protocol_error() {
     }
 }
 
+/// Tries to make the record scrub what was really sent: rmcp's client puts
+/// a numeric `_meta.progressToken` in a call's arguments, and the rule
+/// `token` named it a secret, so each call's token joined the run's known
+/// secrets and every later number like it was scrubbed ("genuine 3"
+/// recorded as "genuine [REDACTED]", a client version "0.1.0" as
+/// "[REDACTED].1.[REDACTED]"), the scrubber rebuilt at every call. A
+/// progress token correlates notifications with a request; it is recorded
+/// as sent, and so is everything after it.
+#[test]
+fn a_progress_token_is_recorded_as_sent_and_scrubs_nothing_after_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut p = Proxied::start(dir.path());
+    for (id, token) in [(2u64, 3u64), (3, 9)] {
+        p.send(json!({
+            "jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "echo", "arguments": {"_meta": {"progressToken": token}, "note": "v0.1.3"},
+                       "_meta": {"progressToken": token}},
+        }));
+        assert_eq!(
+            p.next()["result"]["content"][0]["text"],
+            format!("genuine {id}")
+        );
+    }
+    let (_, shown) = p.finish();
+    let calls = started(&shown, "echo");
+    assert_eq!(calls.len(), 2);
+    let tokens: Vec<Value> = calls
+        .iter()
+        .map(|c| c["data"]["args"]["_meta"]["progressToken"].clone())
+        .collect();
+    assert_eq!(tokens, [json!(3), json!(9)]);
+    for c in &calls {
+        assert_eq!(c["data"]["args"]["note"], "v0.1.3");
+    }
+    let second = calls[1]["call"].as_str().unwrap();
+    let result = &outcome(&shown, second)["result"];
+    assert_eq!(result["content"][0]["text"], "genuine 3", "{result}");
+    let text = shown.to_string();
+    assert!(
+        !text.contains("[REDACTED]"),
+        "nothing here is a secret: {text}"
+    );
+}
+
 /// Tries to lose what the client was sent after it cancelled: the server
 /// sends two progress notifications, the client cancels, the server (slow
 /// to notice) sends four more and never answers. The client saw six; the

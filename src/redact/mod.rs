@@ -14,7 +14,8 @@
 //!    `num`, ...) make the key name a quantity, not a secret: `token_count`,
 //!    `promptTokenCount`, `token_usage` and `max_token` are kept, so the
 //!    usage fields of the model APIs (OpenAI, Anthropic, Gemini, Bedrock)
-//!    are recorded as sent. The value also joins the run's
+//!    are recorded as sent; so is MCP's `progressToken`, a correlation id
+//!    ([`ID_BEFORE`]). The value also joins the run's
 //!    [`KnownSecrets`]: every string in it, and the numbers that stand
 //!    under a secret-named key itself (directly or in an array), not those
 //!    under a plain key of an object inside one (`expires_in`, a count). A
@@ -85,7 +86,7 @@ mod walk;
 use keys::*;
 use walk::*;
 
-pub use keys::{QUANTITY_AFTER, QUANTITY_BEFORE};
+pub use keys::{ID_BEFORE, QUANTITY_AFTER, QUANTITY_BEFORE};
 pub use known::{KnownSecrets, MIN_ANYWHERE};
 
 /// The record's markers and the JSON-field helpers redaction shares with
@@ -209,16 +210,19 @@ impl Redactor {
 
     /// True when the words of a key (as they stand in it, or lower-cased)
     /// hold a rule's words in a row that do not name a quantity (see
-    /// [`QUANTITY_AFTER`]).
+    /// [`QUANTITY_AFTER`]) or a protocol's correlation id ([`ID_BEFORE`]).
     fn names_secret<W: AsRef<str>>(&self, w: &[W]) -> bool {
         let is = |word: &W, r: &str| word_is(word.as_ref(), r);
         self.rules.iter().any(|rule| {
             let n = rule.len();
             (0..(w.len() + 1).saturating_sub(n)).any(|i| {
                 w[i..i + n].iter().zip(rule).all(|(word, r)| is(word, r))
-                    && !i
-                        .checked_sub(1)
-                        .is_some_and(|b| QUANTITY_BEFORE.iter().any(|q| is(&w[b], q)))
+                    && !i.checked_sub(1).is_some_and(|b| {
+                        QUANTITY_BEFORE
+                            .iter()
+                            .chain(ID_BEFORE)
+                            .any(|q| is(&w[b], q))
+                    })
                     && !w[i + n..]
                         .iter()
                         .any(|word| QUANTITY_AFTER.iter().any(|q| is(word, q)))

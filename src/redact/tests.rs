@@ -39,6 +39,11 @@ fn key_rules() {
         ("session_token", true),
         ("x-auth-token", true),
         ("count_token", true),
+        ("progressToken", false),
+        ("progress_token", false),
+        ("progress", false),
+        ("progress_auth_token", true),
+        ("token_progress", true),
         ("token_per_user", true),
         ("username", false),
         ("message", false),
@@ -59,7 +64,9 @@ fn key_matching_agrees_with_the_word_lists() {
         r.rules.iter().any(|rule| {
             (0..w.len()).any(|i| {
                 w[i..].starts_with(rule)
-                    && !(i > 0 && QUANTITY_BEFORE.contains(&w[i - 1].as_str()))
+                    && !(i > 0
+                        && (QUANTITY_BEFORE.contains(&w[i - 1].as_str())
+                            || ID_BEFORE.contains(&w[i - 1].as_str())))
                     && !w[i + rule.len()..]
                         .iter()
                         .any(|x| QUANTITY_AFTER.contains(&x.as_str()))
