@@ -108,16 +108,14 @@ impl TimelineBuilder {
             .observe_report(p.seq, p.call.unwrap_or_default(), p.count);
         let (call_idx, ended) = self.envelope(p.seq, p.offset, p.call, "progress", false);
         if let Some(i) = call_idx {
-            let node = &mut self.t().calls[i];
-            node.progress = count;
-            let progress = node.progress;
+            self.t().calls[i].progress = count;
             if self.unrendered.len() <= i {
                 self.unrendered.resize_with(i + 1, Unrendered::default);
             }
             let last = &mut self.unrendered[i];
             last.encoded.clear();
             last.encoded.extend_from_slice(p.encoded());
-            last.progress = progress;
+            last.progress = count;
             last.pending = true;
             if ended {
                 self.progress_after_end(i, p.seq);
