@@ -10,7 +10,7 @@
 //! writer lags a burst (it encodes and stores), so the tool's thread
 //! allocated a fresh block, often on fresh pages (a page fault), for one
 //! report in 32: 3% of the reports, which is where the `progress` row's
-//! p99 was (see the book's benchmark history).
+//! p99 was (the book's Performance page).
 //!
 //! Here the writer keeps a pool of emptied chunks for the tools, sized to
 //! what they filed since the writer last took (between [`SPARE_MIN`] and
