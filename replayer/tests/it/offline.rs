@@ -14,9 +14,11 @@ use reel::tape::Tape;
 use reel::tools::Tools;
 use reel_archive::TapeExt;
 use reel_recorder::{Recorder, RecorderConfig, RunStart};
-use reel_replayer::{replay, Recording, ReplayOptions, ReplayReport};
+use reel_replayer::{replay, Recording, ReplayOptions};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
+
+use crate::support::assert_clean;
 
 /// What the effect and cleanup closures do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -176,14 +178,6 @@ async fn settle() {
         tokio::task::yield_now().await;
     }
     tokio::time::sleep(Duration::from_millis(20)).await;
-}
-
-fn assert_clean(report: &ReplayReport) {
-    assert!(report.is_match(), "{report}");
-    for c in &report.calls {
-        assert!(c.unrecorded_effects.is_empty(), "{report}");
-        assert!(c.result.matches, "{report}");
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

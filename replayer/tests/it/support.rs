@@ -1,14 +1,17 @@
 //! What the replay tests share: record a run through the real recorder into a
-//! real archive, export its tape, and load the tape as a [`Recording`].
+//! real archive, export its tape, and load the tape as a [`Recording`];
+//! what a clean replay is; the result of a recorded call.
 
 use std::future::Future;
 
+use reel::fact::CallOutcome;
 use reel::fact::RunStatus;
 use reel::tape::Tape;
 use reel_archive::FingerprintKey;
 use reel_archive::TapeExt;
 use reel_recorder::{Recorder, RecorderConfig, Run, RunStart};
-use reel_replayer::Recording;
+use reel_replayer::{Recording, ReplayReport};
+use serde_json::Value;
 
 /// Records run `name` (the host's calls are `host`), ends it with `status`,
 /// and gives back the recording read from its exported tape. The archive and
@@ -41,4 +44,28 @@ where
         .unwrap();
     drop(file);
     Recording::from_tape_file(&path).unwrap()
+}
+
+/// Fails, showing the report, unless the replay is clean: it matched,
+/// every call's result matched, every recorded fact was replayed and no
+/// call caused an effect the recording lacks.
+pub fn assert_clean(report: &ReplayReport) {
+    assert!(report.is_match(), "{report}");
+    for c in &report.calls {
+        assert!(c.unrecorded_effects.is_empty(), "{report}");
+        assert!(c.result.matches, "{report}");
+        assert_eq!(c.facts_replayed, c.facts_expected, "{report}");
+    }
+}
+
+/// The result of the recorded call `call`, which ended ok.
+pub fn result_of(recording: &Recording, call: &str) -> Value {
+    match &recording.calls[call]
+        .ended()
+        .expect("the call ended")
+        .outcome
+    {
+        CallOutcome::Ok { result } => result.clone(),
+        other => panic!("call {call} ended {other:?}, not ok"),
+    }
 }

@@ -4,8 +4,7 @@
 //! no type). Recorded through a real recorder, exported as a tape, replayed
 //! from it with no divergence.
 
-mod common;
-use common::record;
+use crate::support::record;
 
 use std::fmt;
 use std::sync::{Arc, Mutex};

@@ -18,6 +18,8 @@ use reel_replayer::{replay, Recording, ReplayOptions, ReplayReport};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+use crate::support::result_of;
+
 /// Records one run named `name` in a fresh archive (with its own
 /// fingerprint key, so nothing is written outside the temp dir), exports it
 /// as a tape and loads the tape back.
@@ -64,17 +66,6 @@ fn kinds(recording: &Recording, call: &str) -> Vec<String> {
         .iter()
         .map(|f| f.kind.name().to_owned())
         .collect()
-}
-
-fn result_of(recording: &Recording, call: &str) -> Value {
-    match &recording.calls[call]
-        .ended()
-        .expect("the call ended")
-        .outcome
-    {
-        CallOutcome::Ok { result } => result.clone(),
-        other => panic!("call {call} ended {other:?}, not ok"),
-    }
 }
 
 /// The flags of code that went on after respond, in record order.

@@ -2,8 +2,7 @@
 //! replay is part of the promise: recorded through a real recorder into a
 //! real archive, exported as a tape and replayed from it.
 
-mod common;
-use common::record;
+use crate::support::record;
 
 use reel::context::*;
 use reel::fact::*;

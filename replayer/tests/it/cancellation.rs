@@ -9,8 +9,7 @@
 //! then the host's `cancel.requested`, then `call.ended` `aborted`. No
 //! answer fact is filed: no answer came.
 
-mod common;
-use common::record;
+use crate::support::record;
 
 use std::future::Future;
 use std::sync::Arc;

@@ -20,8 +20,10 @@ use reel_archive::Archive;
 use reel_archive::FingerprintKey;
 use reel_archive::TapeExt;
 use reel_recorder::{Recorder, RecorderConfig, Run, RunStart};
-use reel_replayer::{replay, Recording, ReplayOptions, ReplayReport};
+use reel_replayer::{replay, Recording, ReplayOptions};
 use serde_json::{json, Value};
+
+use crate::support::assert_clean;
 
 /// A reused session: every execute registers the session's cleanup again.
 async fn browse(ctx: ToolContext, url: String) -> Result<Value, ToolError> {
@@ -108,14 +110,6 @@ fn recordings(archive: &Archive, dir: &Path, id: &str) -> [Recording; 2] {
         Recording::from_archive(archive, id).unwrap(),
         Recording::from_tape_file(&path).unwrap(),
     ]
-}
-
-fn assert_clean(report: &ReplayReport) {
-    assert!(report.is_match(), "{report}");
-    for c in &report.calls {
-        assert!(c.result.matches, "{report}");
-        assert_eq!(c.facts_replayed, c.facts_expected, "{report}");
-    }
 }
 
 #[tokio::test]

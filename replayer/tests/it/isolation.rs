@@ -14,9 +14,11 @@ use reel::tools::Tools;
 use reel_archive::Archive;
 use reel_archive::TapeExt;
 use reel_recorder::{MemoryArtifactStore, Recorder, RecorderConfig, Run, RunStart};
-use reel_replayer::{replay, DivergenceKind, Recording, ReplayOptions, ReplayReport};
+use reel_replayer::{replay, DivergenceKind, Recording, ReplayOptions};
 use serde_json::{json, Value};
 use std::sync::Arc;
+
+use crate::support::assert_clean;
 
 /// Registers a session-scoped cleanup under `key` (falling back to the run
 /// scope when the run has no session id); returns whether it was the first.
@@ -88,14 +90,6 @@ fn recordings(archive: &Archive, dir: &Path, id: &str) -> [Recording; 2] {
         Recording::from_archive(archive, id).unwrap(),
         Recording::from_tape_file(&path).unwrap(),
     ]
-}
-
-fn assert_clean(report: &ReplayReport) {
-    assert!(report.is_match(), "{report}");
-    for c in &report.calls {
-        assert!(c.result.matches, "{report}");
-        assert_eq!(c.facts_replayed, c.facts_expected, "{report}");
-    }
 }
 
 /// Records the two runs of one session: `s-1` registers `browser` first,

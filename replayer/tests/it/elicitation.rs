@@ -6,8 +6,7 @@
 //! answer is validated against the question's full JSON Schema, by JSON
 //! pointer; a ttl runs out as `timeout` (tokio's paused clock).
 
-mod common;
-use common::record;
+use crate::support::{record, result_of};
 
 use std::sync::Arc;
 
@@ -32,13 +31,6 @@ fn facts<'a>(recording: &'a Recording, call: &str) -> Vec<&'a FactKind> {
         .iter()
         .map(|f| &f.kind)
         .collect()
-}
-
-fn result_of(recording: &Recording, call: &str) -> Value {
-    match &recording.calls[call].ended().expect("ended").outcome {
-        CallOutcome::Ok { result } => result.clone(),
-        other => panic!("call {call} ended {other:?}, not ok"),
-    }
 }
 
 /// Asks `question` and returns what came back, as the call's result.

@@ -23,6 +23,8 @@ use reel_replayer::{replay, Recording, ReplayOptions, ReplayReport};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+use crate::support::result_of;
+
 // ---------------------------------------------------------------------------
 // Recording and replaying
 // ---------------------------------------------------------------------------
@@ -95,13 +97,6 @@ fn error_of(recording: &Recording, call: &str) -> String {
     match &ended(recording, call).outcome {
         CallOutcome::Error { error } => error.clone(),
         other => panic!("call {call} ended {other:?}, not with an error"),
-    }
-}
-
-fn result_of(recording: &Recording, call: &str) -> Value {
-    match &ended(recording, call).outcome {
-        CallOutcome::Ok { result } => result.clone(),
-        other => panic!("call {call} ended {other:?}, not ok"),
     }
 }
 

@@ -4,8 +4,7 @@
 //! dispatch to. Recorded through a real recorder, exported as a tape and
 //! replayed from it with no divergence (the replay gives the same answers).
 
-mod common;
-use common::record;
+use crate::support::record;
 
 use reel::context::*;
 use reel::fact::*;
