@@ -4,12 +4,12 @@
 //! first use. Recorded with `reel demo`, whose deploy resolves the vault's
 //! `ghp_demoSecretValue123`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Output;
 
 use reel_archive::{Archive, ArchiveConfig, FingerprintKey};
 
-use crate::support::reel_command;
+use crate::support::{files_under, reel_command};
 
 const DEMO_SECRET: &[u8] = b"ghp_demoSecretValue123";
 
@@ -80,22 +80,6 @@ fn expected(key: [u8; 32]) -> String {
     )
     .unwrap();
     archive.fingerprint(DEMO_SECRET).0
-}
-
-fn files_under(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-            } else {
-                out.push(path);
-            }
-        }
-    }
-    out
 }
 
 fn holds(dir: &Path, key: &[u8; 32]) -> bool {

@@ -3,13 +3,13 @@
 //! `--json`) print or write.
 //!
 //! The plans, the careless tool and host, and the scanner are the
-//! recorder's canary (`recorder/tests/canary/mod.rs`); this file records
+//! recorder's canary (`recorder/tests/it/canary/mod.rs`); this file records
 //! with them, runs the real binary over the archive, and scans every byte
 //! it printed (standard output and error) or wrote, for every planted
 //! value, raw, JSON-, HTML- and script-escaped, short and numeric ones as
 //! whole tokens. The control value must be found in every output.
 
-#[path = "../../../recorder/tests/canary/mod.rs"]
+#[path = "../../../recorder/tests/it/canary/mod.rs"]
 mod canary;
 
 use std::path::Path;

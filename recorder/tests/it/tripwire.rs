@@ -25,6 +25,8 @@ use reel_archive::{FingerprintKey, TapeExt};
 use reel_recorder::{MemoryArtifactStore, MemoryVault, Recorder, RecorderConfig, RunStart};
 use serde_json::{json, Value};
 
+use crate::canary::files_under;
+
 /// Quotes, a backslash, a slash, `+`, `=`, a space, a control character
 /// and a non-ASCII letter: every encoding differs from the raw form.
 const CRED: &str = "Tk-7f3a\"q\\b/s+p=e \u{1}\u{e9}-9c2d4e5f";
@@ -147,22 +149,6 @@ fn needles(s: &str) -> Vec<(String, Vec<u8>)> {
 
 fn contains(hay: &[u8], needle: &[u8]) -> bool {
     hay.windows(needle.len()).any(|w| w == needle)
-}
-
-fn files_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-            } else {
-                out.push(path);
-            }
-        }
-    }
-    out
 }
 
 /// Every file under the archive directory, by path, with its bytes.

@@ -18,7 +18,8 @@ use serde_json::{json, Value};
 const REPORTS: u64 = 5_000_000;
 /// The stated bound on the child's peak RSS.
 const BOUND_MB: u64 = 200;
-const TEST: &str = "five_million_reports_without_an_await_stay_bounded_and_counted";
+/// The storm test's name in this binary (`--exact` takes the module path).
+const TEST: &str = "progress_storm::five_million_reports_without_an_await_stay_bounded_and_counted";
 
 fn config() -> RecorderConfig {
     RecorderConfig {

@@ -203,20 +203,13 @@ fn config(f: impl FnOnce(&mut RecorderConfig)) -> RecorderConfig {
 
 /// Every byte of every file under `dir`, file by file.
 fn files_under(dir: &Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-            } else {
-                let bytes = std::fs::read(&path).unwrap();
-                out.push((path, bytes));
-            }
-        }
-    }
-    out
+    crate::canary::files_under(dir)
+        .into_iter()
+        .map(|path| {
+            let bytes = std::fs::read(&path).unwrap();
+            (path, bytes)
+        })
+        .collect()
 }
 
 fn contains(hay: &[u8], needle: &[u8]) -> bool {

@@ -18,7 +18,7 @@
 //! `the_scanner_finds_planted_values_in_every_form` checks the scanner on
 //! known bytes.
 
-mod canary;
+use crate::canary;
 
 use canary::{decoded_archive, files_under, plan, record, Plan, Scanner};
 use proptest::prelude::*;
