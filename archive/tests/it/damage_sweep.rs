@@ -17,8 +17,7 @@
 //!
 //! The counts are printed (`--nocapture`).
 
-mod common;
-use common::copy_dir;
+use crate::support::copy_dir;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};

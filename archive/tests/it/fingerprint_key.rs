@@ -10,10 +10,9 @@
 //! the same scan finds the key an older reel kept in the archive, and opening
 //! such an archive removes it.
 
-mod common;
-use common::copy_dir;
+use crate::support::{copy_dir, files_under};
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use hmac::{Hmac, Mac};
@@ -24,22 +23,6 @@ use reel_recorder::{MemoryVault, Recorder, RecorderConfig, RunStart};
 use sha2::Sha256;
 
 const PIN: &str = "482913";
-
-fn files_under(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-            } else {
-                out.push(path);
-            }
-        }
-    }
-    out
-}
 
 /// The fingerprint `key` gives `secret`, as `Archive::fingerprint` makes it.
 fn fingerprint_under(key: &[u8], secret: &str) -> String {

@@ -29,9 +29,9 @@ use reel::tape::{Tape, TapeError};
 use reel_archive::TapeExt;
 use reel_archive::{Archive, ArchiveConfig, ArchiveError, Rule};
 
-const SEARCH: &[u8] = include_bytes!("../../tests/tapes/demo-search.tape.jsonl");
-const AUDIT: &[u8] = include_bytes!("../../tests/tapes/demo-audit-degraded.tape.jsonl");
-const DEPLOY: &[u8] = include_bytes!("../../tests/tapes/demo-deploy.tape.jsonl");
+const SEARCH: &[u8] = include_bytes!("../../../tests/tapes/demo-search.tape.jsonl");
+const AUDIT: &[u8] = include_bytes!("../../../tests/tapes/demo-audit-degraded.tape.jsonl");
+const DEPLOY: &[u8] = include_bytes!("../../../tests/tapes/demo-deploy.tape.jsonl");
 
 // ---------------------------------------------------------------------------
 // The archive, seen through sled

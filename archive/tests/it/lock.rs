@@ -54,7 +54,8 @@ fn run_child(dir: &Path) -> (i32, String, Duration) {
     let exe = std::env::current_exe().expect("current test binary");
     let started = Instant::now();
     let mut child = Command::new(exe)
-        .args(["--exact", "child_opens_archive", "--nocapture"])
+        // This test's name in the one test binary: its module path.
+        .args(["--exact", "lock::child_opens_archive", "--nocapture"])
         .env(DIR_VAR, dir)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

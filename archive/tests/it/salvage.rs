@@ -7,8 +7,7 @@
 //! the one recorded under that run and seq. The share of facts recovered
 //! is printed.
 
-mod common;
-use common::copy_dir;
+use crate::support::copy_dir;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
