@@ -17,7 +17,7 @@ use reel_archive::{Archive, ArchiveConfig};
 use reel_replayer::{replay, Recording, ReplayOptions, Verdict};
 use serde_json::{json, Value};
 
-#[path = "../src/bin/reel-mcp-example/tools.rs"]
+#[path = "../../src/bin/reel-mcp-example/tools.rs"]
 mod tools;
 
 const SERVER: &str = env!("CARGO_BIN_EXE_reel-mcp-example");
