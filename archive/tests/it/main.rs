@@ -16,7 +16,6 @@ mod fingerprint_key;
 mod format_version;
 mod fuzz_seeds;
 mod import_integrity;
-mod key_layout;
 mod lock;
 mod projected;
 mod salvage;

@@ -19,7 +19,7 @@
 //! move it; `scanner_*` tests below hold it to synthetic input, so the
 //! check can fail.
 
-use std::path::{Path, PathBuf};
+use super::File;
 
 /// A production file's limit, in lines (test modules excluded).
 const FILE_LIMIT: usize = 600;
@@ -69,27 +69,21 @@ const SKIPPED_DIRS: &[&str] = &["tests", "benches", "fuzz", "target", "examples"
 
 #[test]
 fn production_files_and_functions_stay_within_the_limits() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut files = Vec::new();
-    collect(root, &mut files);
+    let files: Vec<&File> = super::rust_files_under("")
+        .filter(|f| is_production(&f.rel))
+        .collect();
     assert!(
         files.len() > 50,
-        "found only {} production files under {}: is the walk broken?",
-        files.len(),
-        root.display()
+        "found only {} production files: is the walk broken?",
+        files.len()
     );
 
     let mut failures = Vec::new();
     let mut used_file = vec![false; FILE_EXCEPTIONS.len()];
     let mut used_fn = vec![false; FN_EXCEPTIONS.len()];
-    for file in &files {
-        let rel = file
-            .strip_prefix(root)
-            .expect("walked under the root")
-            .to_string_lossy()
-            .replace('\\', "/");
-        let text = std::fs::read_to_string(file).expect("a readable source file");
-        let measured = measure(&text);
+    for file in files {
+        let rel = file.rel.as_str();
+        let measured = measure(&file.text);
         if measured.lines > FILE_LIMIT {
             match FILE_EXCEPTIONS.iter().position(|(path, ..)| *path == rel) {
                 Some(i) => used_file[i] = true,
@@ -131,23 +125,10 @@ fn production_files_and_functions_stay_within_the_limits() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-/// Every production `.rs` file under `dir`.
-fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
-    let mut entries: Vec<_> = std::fs::read_dir(dir)
-        .expect("a readable folder")
-        .map(|e| e.expect("a readable folder entry").path())
-        .collect();
-    entries.sort();
-    for path in entries {
-        let name = path.file_name().unwrap_or_default().to_string_lossy();
-        if path.is_dir() {
-            if !name.starts_with('.') && !SKIPPED_DIRS.contains(&name.as_ref()) {
-                collect(&path, out);
-            }
-        } else if name.ends_with(".rs") {
-            out.push(path);
-        }
-    }
+/// Whether the file at `rel` (from the root) is production code: under no
+/// [`SKIPPED_DIRS`] folder.
+fn is_production(rel: &str) -> bool {
+    !rel.split('/').any(|part| SKIPPED_DIRS.contains(&part))
 }
 
 /// What the scanner found in one file.

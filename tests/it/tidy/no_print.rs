@@ -3,20 +3,6 @@
 //! `tracing`, never straight to the process's standard streams (the
 //! `reel` binary installs the subscriber that prints them).
 
-use std::path::Path;
-
-fn sources(dir: &Path, out: &mut Vec<(String, String)>) {
-    for entry in std::fs::read_dir(dir).expect("a source directory") {
-        let path = entry.expect("an entry").path();
-        if path.is_dir() {
-            sources(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            let text = std::fs::read_to_string(&path).expect("a source file");
-            out.push((path.display().to_string(), text));
-        }
-    }
-}
-
 /// The lines of `files` that print to a standard stream.
 fn printing(files: &[(String, String)]) -> Vec<String> {
     files
@@ -37,11 +23,9 @@ fn printing(files: &[(String, String)]) -> Vec<String> {
 
 #[test]
 fn the_viewer_prints_nothing_itself() {
-    let mut files = Vec::new();
-    sources(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
-        &mut files,
-    );
+    let files: Vec<(String, String)> = super::rust_files_under("viewer/src")
+        .map(|f| (f.rel.clone(), f.text.clone()))
+        .collect();
     assert!(files.len() > 10, "the viewer's sources were found");
     let found = printing(&files);
     assert!(

@@ -7,22 +7,19 @@
 
 use std::path::{Path, PathBuf};
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+use super::{files, File};
 
 /// The pages that hold Rust examples: README.md and the book's sources.
-fn pages() -> Vec<PathBuf> {
-    let mut pages = vec![root().join("README.md")];
-    let book = root().join("docs/src");
-    for entry in std::fs::read_dir(&book).expect("docs/src") {
-        let path = entry.expect("an entry").path();
-        if path.extension().is_some_and(|e| e == "md") {
-            pages.push(path);
-        }
-    }
-    pages.sort();
-    pages
+fn pages() -> Vec<&'static File> {
+    files()
+        .iter()
+        .filter(|f| {
+            f.rel == "README.md"
+                || f.rel
+                    .strip_prefix("docs/src/")
+                    .is_some_and(|name| name.ends_with(".md") && !name.contains('/'))
+        })
+        .collect()
 }
 
 /// The info strings of a page's fenced Rust blocks (`rust`, `rust,no_run`).
@@ -43,22 +40,18 @@ fn rust_blocks(text: &str) -> Vec<String> {
 
 /// What every crate's `src/lib.rs` includes for doc tests, as paths.
 fn included() -> Vec<PathBuf> {
-    let mut libs = vec![root().join("src/lib.rs")];
-    for entry in std::fs::read_dir(root()).expect("the workspace") {
-        let lib = entry.expect("an entry").path().join("src/lib.rs");
-        if lib.exists() {
-            libs.push(lib);
-        }
-    }
+    let libs = files()
+        .iter()
+        .filter(|f| f.rel == "src/lib.rs" || f.rel.split('/').skip(1).eq(["src", "lib.rs"]));
     let mut paths = Vec::new();
     for lib in libs {
-        let text = std::fs::read_to_string(&lib).expect("lib.rs");
+        let text = &lib.text;
         if !text.contains("#[cfg(doctest)]") {
             continue;
         }
         for part in text.split("include_str!(\"").skip(1) {
             let rel = part.split('"').next().unwrap_or_default();
-            let dir = lib.parent().unwrap_or(Path::new("."));
+            let dir = lib.path.parent().unwrap_or(Path::new("."));
             if let Ok(path) = dir.join(rel).canonicalize() {
                 paths.push(path);
             }
@@ -72,19 +65,14 @@ fn every_rust_example_of_the_readme_and_the_book_is_compiled() {
     let included = included();
     let mut checked = 0;
     for page in pages() {
-        let text = std::fs::read_to_string(&page).expect("the page");
-        let blocks = rust_blocks(&text);
+        let blocks = rust_blocks(&page.text);
         if blocks.is_empty() {
             continue;
         }
         checked += blocks.len();
-        let name = page
-            .strip_prefix(root())
-            .unwrap_or(&page)
-            .display()
-            .to_string();
+        let name = &page.rel;
         assert!(
-            included.contains(&page.canonicalize().expect("the page")),
+            included.contains(&page.path.canonicalize().expect("the page")),
             "{name} has Rust examples that no doc test compiles: include it \
              (`#[cfg(doctest)] #[doc = include_str!(..)]`) in src/lib.rs or in the lib.rs of the crate it shows"
         );

@@ -18,8 +18,6 @@
 //! the code before keys owned the layout (commit 8fc7f55), so that it
 //! cannot pass by finding nothing.
 
-use std::path::{Path, PathBuf};
-
 /// One finding: file, line number, the rule, the line.
 #[derive(Debug)]
 struct Finding {
@@ -119,40 +117,21 @@ fn scan(file: &str, text: &str) -> Vec<Finding> {
     found
 }
 
-fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).expect("archive/src reads") {
-        let path = entry.expect("entry").path();
-        if path.is_dir() {
-            sources(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
-}
-
 #[test]
 fn only_keys_rs_builds_archive_keys() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = Vec::new();
-    sources(&src, &mut files);
-    files.sort();
+    let files: Vec<&super::File> = super::rust_files_under("archive/src").collect();
     assert!(
         files.len() >= 10,
-        "the archive's sources were not found in {}",
-        src.display()
+        "the archive's sources were not found in archive/src"
     );
     let mut findings = Vec::new();
-    for path in &files {
-        let name = path
-            .strip_prefix(&src)
-            .expect("under src")
-            .to_string_lossy()
-            .into_owned();
+    for file in files {
+        let name = file.rel.trim_start_matches("archive/src/");
         if name == "keys.rs" {
             continue;
         }
-        let text = std::fs::read_to_string(path).expect("source reads");
-        findings.extend(scan(&name, &text));
+        let text = &file.text;
+        findings.extend(scan(name, text));
     }
     assert!(
         findings.is_empty(),

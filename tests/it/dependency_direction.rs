@@ -385,56 +385,7 @@ fn the_core_does_no_network_io() {
         .filter(|c| NETWORK.contains(&c.as_str()))
         .collect();
     assert!(bad.is_empty(), "reel-core links network crates: {bad:?}");
-    let mut sources = Vec::new();
-    rust_files(&root().join("core/src"), &mut sources);
-    assert!(!sources.is_empty(), "no sources under core/src");
-    let words = [
-        "std::net",
-        "TcpStream",
-        "UdpSocket",
-        "TcpListener",
-        "tokio::",
-    ];
-    for path in sources {
-        let text = std::fs::read_to_string(&path).expect("a source reads");
-        for word in words {
-            assert!(
-                !text.contains(word),
-                "{} names {word}: the core does no network IO",
-                path.display()
-            );
-        }
-    }
-}
-
-#[test]
-fn only_binaries_set_the_allocator() {
-    // Spelt in two pieces so that this file does not name it.
-    let needle = concat!("#[global", "_allocator]");
-    let mut sources = Vec::new();
-    rust_files(&root(), &mut sources);
-    let mut found = Vec::new();
-    for path in sources {
-        let text = std::fs::read_to_string(&path).expect("a source reads");
-        if text.lines().any(|l| l.trim_start().starts_with(needle)) {
-            let rel = path.strip_prefix(root()).unwrap_or(&path).to_owned();
-            // An integration test file (`<crate>/tests/NAME.rs`) is a
-            // binary of its own: a counting allocator there measures the
-            // library without setting the allocator of anyone using it.
-            let test_binary = rel.parent().and_then(|p| p.file_name()) == Some("tests".as_ref());
-            let binary = rel.ends_with("src/main.rs")
-                || test_binary
-                || rel.components().any(|c| c.as_os_str() == "bin")
-                    && rel.components().any(|c| c.as_os_str() == "src");
-            if !binary {
-                found.push(rel.display().to_string());
-            }
-        }
-    }
-    assert!(
-        found.is_empty(),
-        "a library sets the global allocator (only a binary's main.rs, src/bin/ or an integration test file may): {found:?}"
-    );
+    // What the core's sources name: tidy's `the_core_names_no_network_api`.
 }
 
 /// The dependencies of the contract (`reel`) that the crates reading facts
@@ -573,22 +524,15 @@ fn root() -> std::path::PathBuf {
     std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// Every `.rs` file under `dir`, build output and fuzz corpora left out.
+/// Every `.rs` file under `dir`, build output and fuzz corpora left out
+/// (from the tidy rules' one walk of the tree).
 fn rust_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        let name = entry.file_name();
-        if path.is_dir() {
-            if name != "target" && name != ".git" && name != "corpus" && name != "artifacts" {
-                rust_files(&path, out);
-            }
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
+    out.extend(
+        crate::tidy::files()
+            .iter()
+            .filter(|f| f.is_rust() && f.path.starts_with(dir))
+            .map(|f| f.path.clone()),
+    );
 }
 
 /// The lines of `text` that start a function handing out a `MutexGuard`

@@ -1,6 +1,6 @@
 //! Replay tests as a user writes them: tapes recorded from the demo tools
 //! are committed under tests/tapes/, replayed against today's tools, and
-//! their reports snapshotted with insta (in tests/snapshots/, insta's place).
+//! their reports snapshotted with insta (in tests/it/snapshots/, insta's place).
 //!
 //! To refresh a tape after an intended change of behaviour:
 //! `reel demo --archive /tmp/a && reel export demo-deploy -o tests/tapes/demo-deploy.tape.jsonl --archive /tmp/a`.

@@ -3,27 +3,11 @@
 //! Rust identifier that changes with a refactor, and lowercasing it
 //! happens to match the stored name only for one-word variants.
 
-use std::path::Path;
-
-fn sources(dir: &Path, out: &mut Vec<(String, String)>) {
-    for entry in std::fs::read_dir(dir).expect("a source directory") {
-        let path = entry.expect("an entry").path();
-        if path.is_dir() {
-            sources(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            let text = std::fs::read_to_string(&path).expect("a source file");
-            out.push((path.display().to_string(), text));
-        }
-    }
-}
-
 #[test]
 fn no_renderer_names_an_enum_by_its_debug_form() {
-    let mut files = Vec::new();
-    sources(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
-        &mut files,
-    );
+    let files: Vec<(String, String)> = super::rust_files_under("viewer/src")
+        .map(|f| (f.rel.clone(), f.text.clone()))
+        .collect();
     assert!(files.len() > 10, "the viewer's sources were found");
     let found: Vec<String> = files
         .iter()
