@@ -69,7 +69,7 @@ pub use spec::ToolSpecExt;
 /// The README's and the book's Rust examples, compiled (and run, unless
 /// marked `no_run`) as doc tests of this crate: an example that no longer
 /// compiles fails `cargo test`. The MCP page's are the doc tests of
-/// `reel-mcp` (which this crate does not depend on); `tests/doc_examples.rs`
+/// `reel-mcp` (which this crate does not depend on); `tests/it/tidy/doc_examples.rs`
 /// checks that every page with a Rust example is compiled by one of them.
 #[cfg(doctest)]
 pub mod doc_examples {

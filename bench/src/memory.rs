@@ -24,7 +24,7 @@
 //!   then a pending fact (a 376-byte `Fact` and its call id) plus its
 //!   encoding ([`DRAIN_BYTES`] allows 8,192 x 1 KiB);
 //! - what is stored: sled 0.34 keeps the pages a process wrote resident
-//!   (as it keeps what it reads, see `cli/tests/stream.rs`), so the kept
+//!   (as it keeps what it reads, see `cli/tests/it/stream.rs`), so the kept
 //!   reports cost about their stored size, the archive directory's
 //!   allocated size after the child ends ([`STORED_RESIDENT`] allows 2x;
 //!   measured 1.1-1.5x: 5,000,000 reports kept 470,000-550,000, 27-31 MB

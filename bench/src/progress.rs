@@ -197,7 +197,7 @@ pub async fn reel(dir: &Path, n: usize, clock: Clock) -> io::Result<Costs> {
     // The row prices a report that is queued: the burst (`n` reports,
     // yielding but never awaiting room) stays under the progress bound.
     // Over it a report is dropped instead, and the tool's thread frees its
-    // payload (the storm case of `recorder/tests/progress_storm.rs`).
+    // payload (the storm case of `recorder/tests/it/progress_storm.rs`).
     let config = reel_recorder::RecorderConfig {
         progress_bound: n + 1,
         ..recorder_config()

@@ -25,7 +25,7 @@ pub type Digest = [u8; 32];
 /// effects, clock and randomness reads) are written field by field with
 /// `rmp`'s primitives, straight into `out`; every other kind goes through `rmp_serde`. Both give the same
 /// bytes, byte for byte: what `rmp_serde::encode::write_named` writes for
-/// the fact ([`encode_fact_serde`]; `tests/fact_roundtrip.rs` holds the two
+/// the fact ([`encode_fact_serde`]; `tests/it/fact_roundtrip.rs` holds the two
 /// to each other over every kind). *Why:* `rmp_serde`'s generic path was a
 /// sixth of the recorder's writer thread (a profile of the record bench),
 /// most of it in the JSON payloads.

@@ -45,7 +45,7 @@ pub mod shape;
 pub mod verify;
 
 /// The book's MCP page's Rust examples, compiled as doc tests of this
-/// crate (`tests/doc_examples.rs` at the workspace root checks every page
+/// crate (`tests/it/tidy/doc_examples.rs` at the workspace root checks every page
 /// with a Rust example is compiled by some crate).
 #[cfg(doctest)]
 #[doc = include_str!("../../docs/src/mcp.md")]

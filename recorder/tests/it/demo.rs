@@ -25,7 +25,7 @@ async fn demo_runs_use_every_fact_kind_and_verify() {
     // Kinds that record one of the recorder's own guards going off (a
     // report dropped by a full queue, a secret caught by the tripwire)
     // never happen in a healthy demo: `progress_storm.rs`,
-    // `replayer/tests/progress_dropped.rs` and `tripwire.rs` record them.
+    // `replayer/tests/it/progress_dropped.rs` and `tripwire.rs` record them.
     const GUARDS: &[&str] = &["progress.dropped", "redaction.tripped"];
     let missing: Vec<_> = FactKind::KNOWN
         .iter()

@@ -1427,7 +1427,7 @@ async fn artifact_scope_cannot_be_widened_and_put_stamps_its_origin() {
             conversation: Some("conversation:conv-1".into()),
             ..tenant("A")
         },
-        "scope = the run's identity, its conversation marked as named (recorder/tests/isolation.rs has the rest)"
+        "scope = the run's identity, its conversation marked as named (recorder/tests/it/isolation.rs has the rest)"
     );
     assert_eq!(meta.size, bytes.len() as u64);
     let put = book.facts("run-a");
@@ -1465,7 +1465,7 @@ async fn identity_and_session_are_what_the_caller_supplied_never_synthesised() {
             Some(only_tenant.clone()),
             None,
         ),
-        // An empty session id is refused (recorder/tests/isolation.rs).
+        // An empty session id is refused (recorder/tests/it/isolation.rs).
         (
             RunStart::new("r").identity(empty.clone()),
             Some(empty.clone()),

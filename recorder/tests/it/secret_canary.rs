@@ -11,7 +11,7 @@
 //! the run list, every referenced artifact), every tape and the tapes'
 //! artifacts: no planted value may appear, raw or escaped (long values: no
 //! 12-character window of one; short and numeric ones: not as a whole
-//! token). The CLI's output is scanned by `cli/tests/secret_canary_cli.rs`.
+//! token). The CLI's output is scanned by `cli/tests/it/secret_canary_cli.rs`.
 //!
 //! The scan is proven able to find things: a control value planted under
 //! non-secret keys must be found by every scan, and

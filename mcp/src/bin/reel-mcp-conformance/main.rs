@@ -10,7 +10,7 @@
 //!
 //! It prints the endpoint's URL on standard output and serves streamable
 //! HTTP until standard input closes or it is interrupted.
-//! `cli/tests/mcp_conformance.rs` runs the suite against the same tools,
+//! `cli/tests/it/mcp_conformance.rs` runs the suite against the same tools,
 //! directly and through `reel mcp record`.
 
 use std::net::SocketAddr;

@@ -1,7 +1,7 @@
 //! The official conformance suite's fixture tools
 //! (`@modelcontextprotocol/conformance`, server scenarios), written as reel
 //! tools from the scenarios' descriptions. Also compiled into the CLI's
-//! conformance test (`cli/tests/mcp_conformance.rs`), which serves them in
+//! conformance test (`cli/tests/it/mcp_conformance.rs`), which serves them in
 //! process.
 //!
 //! Only tools: reel's MCP host serves tools, and a tool's value goes out as

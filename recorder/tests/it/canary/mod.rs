@@ -1,6 +1,6 @@
 //! The secret canary's plan, host, careless tool and scanner, shared by
-//! `recorder/tests/secret_canary.rs` (archive and tape) and
-//! `cli/tests/secret_canary_cli.rs` (the `reel` binary's output).
+//! `recorder/tests/it/secret_canary.rs` (archive and tape) and
+//! `cli/tests/it/secret_canary_cli.rs` (the `reel` binary's output).
 //!
 //! A plan plants secrets of every kind reel must keep off disk:
 //!
