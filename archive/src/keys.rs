@@ -1,7 +1,7 @@
 //! sled's key layout. Only this module knows it: every key, prefix, range
-//! bound and cursor of the archive is built here (the root package's tidy rule
-//! `tests/it/tidy/key_layout.rs`
-//! fails when another file builds one), so that the layout can change in
+//! bound and cursor of the archive is built here (the root package's tidy
+//! rule `tests/it/tidy/key_layout.rs` fails when another file builds one),
+//! so that the layout can change in
 //! one place and a second storage backend has one page to read.
 //!
 //! | tree         | key                                             | value                  |
