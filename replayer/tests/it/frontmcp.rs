@@ -252,10 +252,11 @@ async fn typed_services_are_the_hosts_live_and_the_tests_in_replay() {
     assert_eq!(*live.asked.lock().unwrap(), 1);
     let c1 = result_of(&recording, "c1");
     assert_eq!(c1["names"], json!(["a", "b"]));
-    assert!(c1["missing"]
-        .as_str()
-        .unwrap()
-        .contains("no service of type frontmcp::Unregistered"));
+    assert!(c1["missing"].as_str().unwrap().contains(concat!(
+        "no service of type ",
+        module_path!(),
+        "::Unregistered"
+    )));
 
     // Replay: the test registers the service; the tool gets it.
     let double = Arc::new(Catalog {
@@ -279,7 +280,7 @@ async fn typed_services_are_the_hosts_live_and_the_tests_in_replay() {
     assert!(!report.is_match(), "{report}");
     let actual = serde_json::to_string(&report.calls[0].result.actual).unwrap();
     assert!(
-        actual.contains("no service of type frontmcp::Catalog"),
+        actual.contains(concat!("no service of type ", module_path!(), "::Catalog")),
         "{actual}"
     );
 }
