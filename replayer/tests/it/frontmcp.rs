@@ -5,54 +5,17 @@
 //! recorder into a real archive, exported as a tape, and replayed from that
 //! tape with no divergence: replay gives back the same values.
 
-use std::future::Future;
 use std::sync::{Arc, Mutex};
 
 use reel::context::*;
 use reel::fact::*;
 use reel::spec::{ToolSpec, ToolSpecExt};
-use reel::tape::Tape;
 use reel::tools::Tools;
-use reel_archive::FingerprintKey;
-use reel_archive::TapeExt;
-use reel_recorder::{Recorder, RecorderConfig, Run, RunStart};
 use reel_replayer::{replay, Recording, ReplayOptions, ReplayReport};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use crate::support::result_of;
-
-/// Records one run named `name` in a fresh archive (with its own
-/// fingerprint key, so nothing is written outside the temp dir), exports it
-/// as a tape and loads the tape back.
-async fn record<F, Fut>(name: &str, host: F) -> Recording
-where
-    F: FnOnce(Run) -> Fut,
-    Fut: Future<Output = ()>,
-{
-    let dir = tempfile::tempdir().unwrap();
-    let config = RecorderConfig {
-        fingerprint_key: FingerprintKey::from_hex(&"7e".repeat(32)).unwrap(),
-        serve_live: false,
-        ..RecorderConfig::default()
-    };
-    let recorder = Recorder::open(dir.path().join("archive"), config)
-        .await
-        .unwrap();
-    let run = recorder.start_run(RunStart::new(name)).await.unwrap();
-    host(run.clone()).await;
-    run.end(RunStatus::Completed).await.unwrap();
-    let archive = recorder.archive().clone();
-    recorder.shutdown().await.unwrap();
-    let path = dir.path().join(format!("{name}.tape.jsonl"));
-    let mut file = std::fs::File::create(&path).unwrap();
-    Tape::export(&archive, name)
-        .unwrap()
-        .write(&mut file)
-        .unwrap();
-    drop(file);
-    Recording::from_tape_file(&path).unwrap()
-}
+use crate::support::{record, result_of};
 
 async fn replays_clean_with(
     recording: &Recording,
@@ -113,7 +76,7 @@ fn client(name: &str, title: Option<&str>) -> ClientInfo {
 async fn the_context_gives_back_input_output_client_and_platform_as_recorded() {
     let tools = lookup_tools();
     let t = tools.clone();
-    let recording = record("frontmcp-surface", |run| async move {
+    let recording = record("frontmcp-surface", RunStatus::Completed, |run| async move {
         let args = json!({ "id": "doc-1", "limit": 3 });
         run.call("lookup", &args)
             .protocol("mcp")
@@ -177,7 +140,7 @@ async fn notify_defaults_to_info_and_names_its_logger() {
         Ok(json!({ "delivered_before_logger": before }))
     });
     let t = tools.clone();
-    let recording = record("frontmcp-notify", |run| async move {
+    let recording = record("frontmcp-notify", RunStatus::Completed, |run| async move {
         run.call("chatty", json!({})).invoke_tool(&t).await.unwrap();
     })
     .await;
@@ -241,13 +204,17 @@ async fn typed_services_are_the_hosts_live_and_the_tests_in_replay() {
         asked: Mutex::new(0),
     });
     let l = live.clone();
-    let recording = record("frontmcp-services", |run| async move {
-        run.call("catalogued", json!({}))
-            .service(l)
-            .invoke_tool(&t)
-            .await
-            .unwrap();
-    })
+    let recording = record(
+        "frontmcp-services",
+        RunStatus::Completed,
+        |run| async move {
+            run.call("catalogued", json!({}))
+                .service(l)
+                .invoke_tool(&t)
+                .await
+                .unwrap();
+        },
+    )
     .await;
     assert_eq!(*live.asked.lock().unwrap(), 1);
     let c1 = result_of(&recording, "c1");

@@ -5,52 +5,15 @@
 //! value, and code that goes on after respond is refused or flagged on the
 //! record, never recorded as the result, live and in replay alike.
 
-use std::future::Future;
-
 use reel::context::*;
 use reel::fact::*;
-use reel::tape::Tape;
 use reel::tools::Tools;
-use reel_archive::FingerprintKey;
-use reel_archive::TapeExt;
-use reel_recorder::{MemoryVault, Recorder, RecorderConfig, Run, RunStart};
+use reel_recorder::MemoryVault;
 use reel_replayer::{replay, Recording, ReplayOptions, ReplayReport};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use crate::support::result_of;
-
-/// Records one run named `name` in a fresh archive (with its own
-/// fingerprint key, so nothing is written outside the temp dir), exports it
-/// as a tape and loads the tape back.
-async fn record<F, Fut>(name: &str, host: F) -> Recording
-where
-    F: FnOnce(Run) -> Fut,
-    Fut: Future<Output = ()>,
-{
-    let dir = tempfile::tempdir().unwrap();
-    let config = RecorderConfig {
-        fingerprint_key: FingerprintKey::from_hex(&"7e".repeat(32)).unwrap(),
-        serve_live: false,
-        ..RecorderConfig::default()
-    };
-    let recorder = Recorder::open(dir.path().join("archive"), config)
-        .await
-        .unwrap();
-    let run = recorder.start_run(RunStart::new(name)).await.unwrap();
-    host(run.clone()).await;
-    run.end(RunStatus::Completed).await.unwrap();
-    let archive = recorder.archive().clone();
-    recorder.shutdown().await.unwrap();
-    let path = dir.path().join(format!("{name}.tape.jsonl"));
-    let mut file = std::fs::File::create(&path).unwrap();
-    Tape::export(&archive, name)
-        .unwrap()
-        .write(&mut file)
-        .unwrap();
-    drop(file);
-    Recording::from_tape_file(&path).unwrap()
-}
+use crate::support::{record, result_of};
 
 async fn replays_clean(recording: &Recording, tools: &Tools) -> ReplayReport {
     let report = replay(recording, tools, &ReplayOptions::default()).await;
@@ -114,7 +77,7 @@ fn search_tools() -> Tools {
 async fn respond_ends_execution_and_its_value_is_the_result() {
     let tools = search_tools();
     let t = tools.clone();
-    let recording = record("respond-ends", |run| async move {
+    let recording = record("respond-ends", RunStatus::Completed, |run| async move {
         let out = run.call("search", "cached").invoke_tool(&t).await;
         assert_eq!(out.unwrap(), json!({ "pages": ["from cache"] }));
         let out = run.call("search", "fresh").invoke_tool(&t).await;
@@ -210,7 +173,7 @@ async fn stubborn(ctx: ToolContext, _: Value) -> Result<Value, ToolError> {
 async fn code_after_respond_is_refused_or_flagged_and_never_the_result() {
     let tools = Tools::new().register("stubborn", stubborn);
     let t = tools.clone();
-    let recording = record("respond-after", |run| async move {
+    let recording = record("respond-after", RunStatus::Completed, |run| async move {
         let vault = std::sync::Arc::new(MemoryVault::new().with("github", "ghp_afterRespond1"));
         let out = run
             .call("stubborn", json!({}))
