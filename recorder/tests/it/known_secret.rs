@@ -16,23 +16,15 @@ async fn echo(ctx: ToolContext, args: Value) -> Result<Value, ToolError> {
 }
 
 fn files_holding(dir: &std::path::Path, needle: &[u8]) -> Vec<std::path::PathBuf> {
-    let mut found = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if std::fs::read(&path)
+    crate::canary::files_under(dir)
+        .into_iter()
+        .filter(|path| {
+            std::fs::read(path)
                 .unwrap()
                 .windows(needle.len())
                 .any(|w| w == needle)
-            {
-                found.push(path);
-            }
-        }
-    }
-    found
+        })
+        .collect()
 }
 
 #[tokio::test]
