@@ -15,11 +15,12 @@
 //! - here: only binaries set the global allocator, and the core names no
 //!   network API.
 //!
-//! The crate graph's rules (which crate may depend on which, what the
-//! binary links) read `cargo metadata`, not files: they are in
-//! `dependency_direction`, whose source-text checks walk through
-//! [`files`] too.
+//! [`dependency_direction`] holds the crate graph's rules (which crate may
+//! depend on which, what the binary links), read from `cargo metadata`; its
+//! source-text checks (lock copies, module circles) walk through [`files`]
+//! too.
 
+mod dependency_direction;
 mod doc_examples;
 mod enum_names;
 mod file_size;
