@@ -376,7 +376,7 @@ pub(crate) fn corruption_detail(at: Option<sled::DiskPtr>) -> String {
     }
 }
 
-pub(crate) use reel_core::sync::lock;
+pub(crate) use reel_core::lock::lock;
 
 impl Archive {
     /// The archive directory.

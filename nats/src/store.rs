@@ -212,7 +212,7 @@ impl Drop for NatsStore {
     }
 }
 
-use reel_core::sync::lock;
+use reel_core::lock::lock;
 
 fn other(e: NatsError) -> StoreError {
     StoreError::Other(Box::new(e))
