@@ -50,7 +50,7 @@
 #[cfg(feature = "proptest")]
 pub use reel_core::strategy;
 pub use reel_core::{
-    codec, display, fact, gap, guard, marker, matching, report, rules, run, sequence, store, sync,
+    codec, display, fact, gap, guard, lock, marker, matching, report, rules, run, sequence, store,
     tape,
 };
 

@@ -273,13 +273,21 @@ fn decompress(version: u8, stored: &[u8], plain: &mut Vec<u8>) -> Result<(), Str
     }
 }
 
-/// Reads the fact at byte `pos` of a block's payload: decoded whole, or
-/// as a view ([`decode_fact_view`]: a progress report read in place) when
-/// `view`; returns it and the position of the next one.
+/// How [`fact_at`] decodes a fact.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Decode {
+    /// Decoded whole ([`decode_fact`]).
+    Whole,
+    /// As a view ([`decode_fact_view`]: a progress report read in place).
+    View,
+}
+
+/// Reads the fact at byte `pos` of a block's payload, decoded as `decode`
+/// says; returns it and the position of the next one.
 pub(crate) fn fact_at(
     payload: &[u8],
     pos: usize,
-    view: bool,
+    decode: Decode,
 ) -> Result<(FactView<'_>, usize), String> {
     let rest = payload.get(pos..).unwrap_or_default();
     if rest.len() < 4 {
@@ -289,10 +297,9 @@ pub(crate) fn fact_at(
     let body = rest
         .get(4..4 + len)
         .ok_or("block payload ends inside a fact")?;
-    let fact = if view {
-        decode_fact_view(body)?
-    } else {
-        FactView::Whole(decode_fact(body)?)
+    let fact = match decode {
+        Decode::View => decode_fact_view(body)?,
+        Decode::Whole => FactView::Whole(decode_fact(body)?),
     };
     Ok((fact, pos + 4 + len))
 }

@@ -152,6 +152,16 @@ pub(crate) fn read(dir: &Path) -> io::Result<Found> {
     })
 }
 
+/// Whether [`Writer::write`] syncs the control file after writing it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SyncData {
+    /// `fdatasync` the slot before returning (the seal).
+    Now,
+    /// Leave it to the OS (each flush: the record may lag after a power
+    /// loss, and then checks less, never claims more).
+    Skip,
+}
+
 /// Writes the control record, slot after slot.
 pub(crate) struct Writer {
     path: PathBuf,
@@ -172,8 +182,8 @@ impl Writer {
         }
     }
 
-    /// Writes `control` into the older slot; synced when `sync`.
-    pub(crate) fn write(&mut self, control: Control, sync: bool) -> io::Result<()> {
+    /// Writes `control` into the older slot, and syncs it if `sync` says.
+    pub(crate) fn write(&mut self, control: Control, sync: SyncData) -> io::Result<()> {
         use std::os::unix::fs::FileExt;
         if self.file.is_none() {
             let file = std::fs::OpenOptions::new()
@@ -190,7 +200,7 @@ impl Writer {
             &control.encode(generation),
             SLOT_AT[(generation % 2) as usize],
         )?;
-        if sync {
+        if sync == SyncData::Now {
             file.sync_data()?;
         }
         self.generation = generation;
@@ -315,8 +325,8 @@ mod tests {
             facts: 12,
             seal: Some([9; 32]),
         };
-        w.write(a, false).unwrap();
-        w.write(b, true).unwrap();
+        w.write(a, SyncData::Skip).unwrap();
+        w.write(b, SyncData::Now).unwrap();
         assert_eq!(read(dir.path()).unwrap(), Found::Record(2, b));
         // Tear the newer slot (generation 2 is in slot 0).
         let path = dir.path().join(CONTROL_FILE);

@@ -22,6 +22,8 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+use reel_core::lock::lock;
+
 pub(crate) struct Durable {
     /// sled's log file (`db`), opened for syncing only.
     log: Option<File>,
@@ -53,7 +55,7 @@ impl Durable {
     pub(crate) fn sync(&self) -> io::Result<()> {
         // One sync at a time: a second flush waiting here finds the blobs
         // already synced and pays only the log's fdatasync.
-        let mut synced = self.synced.lock().unwrap_or_else(|p| p.into_inner());
+        let mut synced = lock(&self.synced);
         let mut seen = Vec::new();
         let mut new_names = false;
         match std::fs::read_dir(&self.blobs) {

@@ -103,7 +103,7 @@ impl Files {
             .tempfile_in(folder)?;
         tmp.write_all(bytes)?;
         tmp.persist(&path).map_err(|e| e.error)?;
-        reel_core::sync::lock(&self.pending).push(*digest);
+        reel_core::lock::lock(&self.pending).push(*digest);
         Ok(())
     }
 
@@ -111,7 +111,7 @@ impl Files {
     /// got a new name, then the root (new folders). A file removed since
     /// (a prune) is skipped.
     pub(crate) fn sync(&self) -> io::Result<()> {
-        let pending = std::mem::take(&mut *reel_core::sync::lock(&self.pending));
+        let pending = std::mem::take(&mut *reel_core::lock::lock(&self.pending));
         if pending.is_empty() {
             return Ok(());
         }
@@ -124,7 +124,7 @@ impl Files {
                 Err(e) => {
                     // Synced by the next flush, which fails the same way
                     // unless the cause is gone.
-                    reel_core::sync::lock(&self.pending).extend(pending.iter().copied());
+                    reel_core::lock::lock(&self.pending).extend(pending.iter().copied());
                     return Err(e);
                 }
             }

@@ -273,7 +273,7 @@ impl Inner {
             .sync()
             .map_err(|e| self.storage(sled::Error::Io(e)))?;
         control
-            .write(next, false)
+            .write(next, control::SyncData::Skip)
             .map_err(|e| self.control_error(e))?;
         Ok(n)
     }
@@ -328,7 +328,7 @@ impl Drop for Inner {
         if let Ok(seal) = control::seal_of(&self.dir) {
             sealed.seal = Some(seal);
             let mut writer = lock(&self.control);
-            if let Err(e) = writer.write(sealed, true) {
+            if let Err(e) = writer.write(sealed, control::SyncData::Now) {
                 tracing::warn!(archive = %self.dir.display(), "reel: could not seal the archive's control record: {e}");
             }
         }
@@ -376,7 +376,7 @@ pub(crate) fn corruption_detail(at: Option<sled::DiskPtr>) -> String {
     }
 }
 
-pub(crate) use reel_core::sync::lock;
+pub(crate) use reel_core::lock::lock;
 
 impl Archive {
     /// The archive directory.

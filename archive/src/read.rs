@@ -9,6 +9,7 @@ use reel_core::fact::Fact;
 use reel_core::gap::Gap;
 use reel_core::run::RunRecord;
 
+use crate::block::Decode;
 use crate::record::decode_record;
 use crate::{block, keys, lock, parse_digest, Archive, ArchiveError, Result};
 
@@ -211,15 +212,14 @@ impl BlockPayload {
 }
 
 impl OpenBlock {
-    /// The next fact (a view when `view`, else decoded whole); `None` at
-    /// the block's end.
-    fn next_fact(&mut self, view: bool) -> Option<Result<FactView<'_>, String>> {
+    /// The next fact, decoded as `decode` says; `None` at the block's end.
+    fn next_fact(&mut self, decode: Decode) -> Option<Result<FactView<'_>, String>> {
         let payload = self.payload.bytes();
         if self.seq > self.last {
             return (self.pos != payload.len())
                 .then(|| Err("the block holds more bytes than its header counts facts".into()));
         }
-        let (fact, next) = match block::fact_at(payload, self.pos, view) {
+        let (fact, next) = match block::fact_at(payload, self.pos, decode) {
             Ok(x) => x,
             Err(e) => return Some(Err(e)),
         };
@@ -382,7 +382,7 @@ impl Facts {
     /// reads, and a fact it cannot read is the same damage.
     pub fn views(mut self, sink: &mut dyn ViewSink) -> Result<()> {
         let mut failed = None;
-        while self.step(true, &mut |item| match item {
+        while self.step(Decode::View, &mut |item| match item {
             Ok(fact) => sink.view(&fact),
             Err(ArchiveError::Corrupt { gap, .. }) => sink.gap(&gap),
             Err(e) => failed = Some(e),
@@ -395,15 +395,15 @@ impl Facts {
     }
 
     /// Reads on until one item is handed to `emit` (true), or to the end
-    /// (false). Facts are views when `view`, else decoded whole.
-    fn step(&mut self, view: bool, emit: &mut dyn FnMut(Result<FactView<'_>>)) -> bool {
+    /// (false). Facts are decoded as `decode` says.
+    fn step(&mut self, decode: Decode, emit: &mut dyn FnMut(Result<FactView<'_>>)) -> bool {
         loop {
             if let Some(e) = self.pending.pop_front() {
                 emit(Err(e));
                 return true;
             }
             if let Some(b) = &mut self.current {
-                match b.next_fact(view) {
+                match b.next_fact(decode) {
                     None => self.close_block(),
                     Some(Ok(f)) if f.seq() < self.start => {}
                     Some(Ok(f)) if self.end.is_some_and(|e| f.seq() > e) => self.close_block(),
@@ -513,7 +513,7 @@ impl Iterator for Facts {
 
     fn next(&mut self) -> Option<Result<Fact>> {
         let mut out = None;
-        self.step(false, &mut |item| {
+        self.step(Decode::Whole, &mut |item| {
             out = Some(item.map(|fact| {
                 let seq = fact.seq();
                 fact.into_fact().map_err(|detail| (seq, detail))

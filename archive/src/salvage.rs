@@ -167,7 +167,7 @@ impl Pool {
 /// An intact block: header, checksum, facts decoded with gapless seqs.
 fn check_block(value: &[u8], ordinal: Option<u64>) -> Option<Found> {
     let opened = block::open(value).ok()?;
-    let (first, _) = block::fact_at(&opened.payload, 0, false).ok()?;
+    let (first, _) = block::fact_at(&opened.payload, 0, block::Decode::Whole).ok()?;
     let facts = block::decode_facts(&opened, first.seq()).ok()?;
     let (prev, _) = block::header_digests(value);
     Some(Found {

@@ -37,7 +37,9 @@ pub fn open_block(value: &[u8]) -> Result<WireBlock, String> {
     let first = if opened.payload.is_empty() {
         0
     } else {
-        block::fact_at(&opened.payload, 0, false)?.0.seq()
+        block::fact_at(&opened.payload, 0, block::Decode::Whole)?
+            .0
+            .seq()
     };
     let facts = block::decode_facts(&opened, first)?;
     match (prev, digest) {

@@ -60,6 +60,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use reel_recorder::RecorderConfig;
+use rows::Bench;
 use workload::Shape;
 
 /// The names of the rows, in the order of DESIGN.md's budget (also what
@@ -445,41 +446,18 @@ pub fn run(opts: &Options, log: &mut dyn Write) -> io::Result<Vec<Row>> {
          alternating which goes first; figures are medians over rounds, ratio = median of per-round ratios"
     )?;
 
-    rows::recording::rows(opts, &rt, &tmp, log, &mut rows)?;
-    rows::agent::rows(opts, &rt, &tmp, log, &mut rows)?;
-    rows::latency::rows(opts, &rt, &tmp, log, &mut rows)?;
-    rows::compression::print(opts, log)?;
-    rows::tripwire::rows(opts, &rt, &tmp, log, &mut rows)?;
-    rows::progress::rows(opts, &rt, &tmp, log, &mut rows)?;
-    rows::list::rows(opts, &rt, &tmp, log, &mut rows)?;
-    rows::replay::rows(opts, &rt, &tmp, log, &mut rows)?;
-    rows::nats::rows(opts, &rt, &tmp, log, &mut rows)?;
-    if opts.wants("memory") {
-        rows.push(rows::memory::memory_row(s, rounds, &tmp, log)?);
-    }
-    if opts.wants("viewer") {
-        rows.extend(rows::viewer::viewer_rows(s, rounds, &tmp, log)?);
-    }
-    if opts.wants("console") {
-        rows.extend(rows::console::console_rows(s, rounds, &tmp, log)?);
-    }
-    if opts.wants("mcp-record") || opts.wants("mcp-serve") {
-        let programs = mcp::Programs {
-            bench: match &opts.bench_exe {
-                Some(p) => p.clone(),
-                None => std::env::current_exe()?,
-            },
-            proxy: match &opts.reel_exe {
-                Some(p) => mcp::ProxyBin::Reel(p.clone()),
-                None => mcp::ProxyBin::InBench,
-            },
-            dir: tmp("reel-bench-mcp-")?.keep(),
-        };
-        let result = rows::mcp::mcp_rows(opts, &rt, &programs, log, &mut rows);
-        if !opts.keep {
-            let _ = std::fs::remove_dir_all(&programs.dir);
+    for entry in rows::TABLE {
+        if entry.rows.iter().any(|r| opts.wants(r)) {
+            (entry.measure)(Bench {
+                opts,
+                s,
+                rounds,
+                rt: &rt,
+                tmp: &tmp,
+                log: &mut *log,
+                rows: &mut rows,
+            })?;
         }
-        result?;
     }
     Ok(rows)
 }

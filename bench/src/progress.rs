@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use reel::fact::RunStatus;
+use reel::lock::lock;
 use reel_recorder::{Recorder, RunStart};
 use serde_json::Value;
 
@@ -218,7 +219,7 @@ pub async fn reel(dir: &Path, n: usize, clock: Clock) -> io::Result<Costs> {
     tokio::spawn(async move {
         call.invoke(move |ctx, (): ()| async move {
             let costs = drive(payloads, clock, |p| ctx.progress(p)).await;
-            *out.lock().unwrap_or_else(|p| p.into_inner()) = Some(costs);
+            *lock(&out) = Some(costs);
             Ok(())
         })
         .await
@@ -230,7 +231,7 @@ pub async fn reel(dir: &Path, n: usize, clock: Clock) -> io::Result<Costs> {
         .await
         .map_err(io::Error::other)?;
     recorder.shutdown().await.map_err(io::Error::other)?;
-    let costs = costs.lock().unwrap_or_else(|p| p.into_inner()).take();
+    let costs = lock(&costs).take();
     costs.ok_or_else(|| io::Error::other("the probe tool did not run"))
 }
 

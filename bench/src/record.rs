@@ -50,24 +50,33 @@ pub fn recorder_config() -> RecorderConfig {
 /// `shape.calls` times in a row. Timed until `shutdown` returns. The archive
 /// is returned open (for the read rows).
 pub async fn reel(dir: &Path, shape: Shape) -> io::Result<(Recorded, Archive)> {
-    reel_with(dir, shape, recorder_config(), false).await
+    reel_with(dir, shape, recorder_config(), Declare::Nothing).await
 }
 
-/// [`reel()`] with `config`, and, when `declare` is set, a declared secret
-/// per run ([`RunStart::secret`]), so that redaction's known-value scrub
-/// and the tripwire have a value to look for (the tripwire row).
+/// What each run of [`reel_with`] declares when it starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Declare {
+    /// Nothing.
+    Nothing,
+    /// A secret per run ([`RunStart::secret`]), so that redaction's
+    /// known-value scrub and the tripwire have a value to look for (the
+    /// tripwire row).
+    SecretPerRun,
+}
+
+/// [`reel()`] with `config`, each run declaring what `declare` says.
 pub async fn reel_with(
     dir: &Path,
     shape: Shape,
     config: RecorderConfig,
-    declare: bool,
+    declare: Declare,
 ) -> io::Result<(Recorded, Archive)> {
     let archive = Archive::open(dir, ArchiveConfig::default()).map_err(io::Error::other)?;
     let recorder = Recorder::with_archive(archive.clone(), config).map_err(io::Error::other)?;
     let started = Instant::now();
     drive(&recorder, shape, move |r| {
         let start = RunStart::new(workload::run_id(r));
-        if declare {
+        if declare == Declare::SecretPerRun {
             start.secret(reel::context::Secret::new(format!(
                 "bench-declared-secret-{r:04}-Zq81xx"
             )))

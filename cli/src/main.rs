@@ -19,7 +19,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use reel_viewer::render::terminal::escape;
-use reel_viewer::render::text::TextRenderer;
+use reel_viewer::render::text::{Color, TextRenderer};
 
 mod cmd;
 mod failure;
@@ -173,9 +173,15 @@ fn main() -> ExitCode {
         Err(e) => return usage_error(e),
     };
     let color = match cli.color {
-        ColorChoice::Always => true,
-        ColorChoice::Never => false,
-        ColorChoice::Auto => io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
+        ColorChoice::Always => Color::Ansi,
+        ColorChoice::Never => Color::Plain,
+        ColorChoice::Auto => {
+            if io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none() {
+                Color::Ansi
+            } else {
+                Color::Plain
+            }
+        }
     };
     let width = terminal_width();
     let text = TextRenderer::new(color).with_width(width);

@@ -105,19 +105,30 @@ pub struct Streamed {
     pub damaged: bool,
 }
 
+/// Whether a stream stops at the last fact read or goes on as facts land
+/// (a live source only: a closed archive has no more to give).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Follow {
+    /// Stop after the facts there are now.
+    No,
+    /// Go on as a live recorder files facts, until the run ends.
+    AsFactsLand,
+}
+
 /// Streams `run_id`'s facts from `source` into `sink`, keeping
 /// [`RunSink`]'s contract: every fact in order (listed as `filter` says),
 /// every gap at its place, `finish` once at the end, nothing after an
-/// error. With `follow` (a live source) the stream goes on as facts land.
+/// error. With [`Follow::AsFactsLand`] (a live source) the stream goes on
+/// as facts land.
 pub fn stream<S: RunSink>(
     source: &Source,
     run_id: &str,
     filter: &ShowFilter,
-    follow: bool,
+    follow: Follow,
     mut sink: S,
 ) -> Result<Streamed, Failure> {
     let mut damaged = false;
-    for item in source.facts(run_id, 0, follow)? {
+    for item in source.facts(run_id, 0, follow == Follow::AsFactsLand)? {
         match item? {
             Item::Fact(fact) => sink.fact(&fact, filter.keeps(&fact))?,
             Item::Gap(gap) => {
@@ -155,7 +166,7 @@ pub fn anomalies(source: &Source, record: &RunRecord) -> Result<Streamed, Failur
         source,
         &record.run_id,
         &ShowFilter::default(),
-        false,
+        Follow::No,
         builder,
     )?;
     Ok(streamed)
@@ -191,8 +202,18 @@ pub fn resolve_run(source: &Source, run: &str) -> Result<RunRecord, Failure> {
     )))
 }
 
-/// The newest run, preferring one still running.
-pub fn newest_run(source: &Source, running_first: bool) -> Result<String, Failure> {
+/// Which run [`newest_run`] picks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Newest {
+    /// The newest run, whatever its state.
+    Any,
+    /// The newest run still running, else the newest.
+    RunningFirst,
+}
+
+/// The newest run, as `which` says.
+pub fn newest_run(source: &Source, which: Newest) -> Result<String, Failure> {
+    let running_first = which == Newest::RunningFirst;
     let newest = |status| {
         source.list_runs(&RunFilter {
             status,

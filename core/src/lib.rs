@@ -54,6 +54,7 @@ pub mod display;
 pub mod fact;
 pub mod gap;
 pub mod guard;
+pub mod lock;
 pub mod marker;
 pub mod matching;
 pub mod report;
@@ -65,7 +66,6 @@ pub mod store;
 /// Proptest strategies for the fact model (feature `proptest`).
 #[cfg(feature = "proptest")]
 pub mod strategy;
-pub mod sync;
 pub mod tape;
 
 pub use fact::{Fact, FactKind, NewFact};

@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use reel::fact::{Fact, FactKind, RunStatus};
+use reel::lock::lock;
 use reel::rules::StreamRules;
 use reel::run::RunRecord;
 use reel::tape::Tape;
@@ -29,9 +30,7 @@ struct Memory {
 
 impl Store for Memory {
     fn append_batch(&self, stream: &str, facts: Vec<Fact>) -> Result<(), StoreError> {
-        self.streams
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+        lock(&self.streams)
             .entry(stream.to_owned())
             .or_default()
             .extend(facts);
@@ -126,12 +125,7 @@ pub fn link_session(input: &[u8]) -> Vec<Fact> {
         router.close().await;
         run.end(RunStatus::Completed).await.expect("the run ends");
         h.recorder.flush().await.expect("the facts are filed");
-        h.memory
-            .streams
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&id)
-            .unwrap_or_default()
+        lock(&h.memory.streams).remove(&id).unwrap_or_default()
     });
     let mut rules = StreamRules::new(id.clone());
     for fact in &facts {

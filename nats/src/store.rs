@@ -212,7 +212,7 @@ impl Drop for NatsStore {
     }
 }
 
-use reel_core::sync::lock;
+use reel_core::lock::lock;
 
 fn other(e: NatsError) -> StoreError {
     StoreError::Other(Box::new(e))
@@ -309,11 +309,11 @@ impl NatsStore {
             .expect("the runtime lives as long as the store")
     }
 
-    /// Takes the stream's tail when it has settled (or, with `wait`,
-    /// waits for it): its head becomes the stream's; an error breaks the
-    /// stream and is returned (once: the tail is gone afterwards).
-    fn settle(&self, state: &mut StreamState, wait: bool) -> Result<(), NatsError> {
-        let ready = state.tail.as_ref().is_some_and(|t| wait || t.is_finished());
+    /// Takes the stream's tail when it has settled: its head becomes the
+    /// stream's; an error breaks the stream and is returned (once: the
+    /// tail is gone afterwards).
+    fn settle(&self, state: &mut StreamState) -> Result<(), NatsError> {
+        let ready = state.tail.as_ref().is_some_and(|t| t.is_finished());
         if !ready {
             return Ok(());
         }
@@ -381,7 +381,7 @@ impl NatsStore {
         let state = streams.get_mut(stream).expect("inserted above");
         // A block that failed meanwhile is said now (without waiting for
         // one in flight).
-        self.settle(state, false)?;
+        self.settle(state)?;
         if let Some(why) = &state.broken {
             return Err(refused(format!(
                 "an earlier block of this stream was not stored ({why}); nothing more of it is"

@@ -19,6 +19,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use opentelemetry_proto::tonic::trace::v1::Span;
 use reel_archive::{Store, StoreError};
 use reel_core::fact::{Fact, FactKind};
+use reel_core::lock::{lock, wait};
 use reel_core::run::RunRecord;
 
 use crate::map::{derived_span_id, mcp_initialize, stream_spans, Options, StreamId};
@@ -43,17 +44,9 @@ impl LiveHandle {
     /// sent, or given up on). For tests and orderly shutdowns; the
     /// recording never calls it.
     pub fn wait_idle(&self) {
-        let mut queued = self
-            .backlog
-            .queued
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let mut queued = lock(&self.backlog.queued);
         while *queued > 0 {
-            queued = self
-                .backlog
-                .idle
-                .wait(queued)
-                .unwrap_or_else(|p| p.into_inner());
+            queued = wait(&self.backlog.idle, queued);
         }
     }
 }
@@ -95,7 +88,7 @@ impl<S: Store> LiveExport<S> {
                 let mut streams: HashMap<String, Vec<Fact>> = HashMap::new();
                 for (stream, facts) in batches {
                     handle(&mut streams, &stream, facts, &collector, &options);
-                    let mut queued = done.queued.lock().unwrap_or_else(|p| p.into_inner());
+                    let mut queued = lock(&done.queued);
                     *queued -= 1;
                     if *queued == 0 {
                         done.idle.notify_all();
@@ -203,11 +196,7 @@ impl<S: Store> Store for LiveExport<S> {
     fn append_batch(&self, stream: &str, facts: Vec<Fact>) -> Result<(), StoreError> {
         let copy = facts.clone();
         self.inner.append_batch(stream, facts)?;
-        let mut queued = self
-            .backlog
-            .queued
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let mut queued = lock(&self.backlog.queued);
         if self.queue.send((stream.to_owned(), copy)).is_ok() {
             *queued += 1;
         }

@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
+use reel::lock::lock;
 use reel_archive::live::{Reply, Request, SOCKET_NAME};
 use reel_archive::{Archive, ArchiveError};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -42,7 +43,7 @@ impl LiveServer {
         let task = tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
                 let archive = archive.clone();
-                let mut set = served.lock().unwrap_or_else(|p| p.into_inner());
+                let mut set = lock(&served);
                 // Reap what has finished, so the set holds live ones only.
                 while set.try_join_next().is_some() {}
                 set.spawn(async move {
@@ -64,8 +65,7 @@ impl LiveServer {
     pub async fn stop(self, grace: Duration) {
         self.task.abort();
         let _ = std::fs::remove_file(&self.path);
-        let mut set =
-            std::mem::take(&mut *self.connections.lock().unwrap_or_else(|p| p.into_inner()));
+        let mut set = std::mem::take(&mut *lock(&self.connections));
         let _ =
             tokio::time::timeout(grace, async { while set.join_next().await.is_some() {} }).await;
         set.abort_all();

@@ -7,6 +7,7 @@ use std::sync::Mutex;
 
 use reel::context::{BoxFuture, CredentialNeed, ElicitAnswer, Elicitation, FoundArtifact, Secret};
 use reel::fact::{ArtifactMeta, ElicitOutcome, Identity, Level};
+use reel::lock::lock;
 use serde_json::Value;
 
 /// A resolved secret, before the recorder fingerprints it.
@@ -173,7 +174,7 @@ impl ArtifactStore for MemoryArtifactStore {
         mut meta: ArtifactMeta,
         bytes: Vec<u8>,
     ) -> BoxFuture<'_, Result<ArtifactMeta, String>> {
-        let mut items = self.items.lock().unwrap_or_else(|p| p.into_inner());
+        let mut items = lock(&self.items);
         // `rand::random` draws from `ThreadRng`, a CSPRNG seeded from the
         // operating system. A repeat of 128 random bits does not happen;
         // drawing again keeps the store right even if it did.
@@ -193,10 +194,7 @@ impl ArtifactStore for MemoryArtifactStore {
         scope: &'a Identity,
         id: &'a str,
     ) -> BoxFuture<'a, Result<Option<FoundArtifact>, String>> {
-        let found = self
-            .items
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+        let found = lock(&self.items)
             .get(&(scope.clone(), id.to_owned()))
             .cloned();
         Box::pin(async move { Ok(found) })
@@ -224,10 +222,7 @@ impl Elicitor for ScriptedElicitor {
         &'a self,
         _question: &'a Elicitation,
     ) -> BoxFuture<'a, Result<ElicitAnswer, String>> {
-        let outcome = self
-            .answers
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+        let outcome = lock(&self.answers)
             .pop_front()
             .unwrap_or(ElicitOutcome::Cancel);
         Box::pin(async move {

@@ -72,7 +72,7 @@ pub(crate) use failure::Failures;
 pub use failure::{RunFailure, WriteError, RUNS_SHOWN};
 use flusher::Flusher;
 use inbox::{Count, Refused};
-use reel::sync::lock;
+use reel::lock::lock;
 
 /// A message to the writer.
 ///
@@ -356,7 +356,7 @@ impl Queue {
     /// sent after fails to send (and counts as lost in [`Queue::failure`]).
     pub(crate) fn close(&self) {
         self.send(Msg::Close);
-        let thread = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let thread = lock(&self.thread).take();
         if let Some(thread) = thread {
             let _ = thread.join();
         }

@@ -334,7 +334,7 @@ impl Out {
 
 impl Session {
     fn lock_out(&self) -> std::sync::MutexGuard<'_, Out> {
-        reel_core::sync::lock(&self.out)
+        reel_core::lock::lock(&self.out)
     }
 }
 

@@ -17,7 +17,7 @@ use axum::response::{Html, IntoResponse, Response};
 use reel::{Fact, RunRecord, RunState};
 use reel_archive::{Cursor, RunFilter};
 use reel_viewer::render::html::{escape, fragment, sections, STYLE};
-use reel_viewer::render::text::{duration, timestamp, TextRenderer};
+use reel_viewer::render::text::{duration, timestamp, Color, TextRenderer};
 use reel_viewer::timeline::{Timeline, TimelineBuilder};
 
 use crate::source::{Access, Admitted, FactItem, ReadError};

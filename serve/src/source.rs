@@ -22,6 +22,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime};
 
 use reel::codec::{FactView, ViewSink};
+use reel::lock::{lock, read, write};
 use reel::tape::Tape;
 use reel::{RunRecord, RunState};
 use reel_archive::live::SOCKET_NAME;
@@ -320,38 +321,24 @@ impl Console {
 
     /// Where to read now (cheap: a handle); only [`Access`] asks.
     fn reader(&self) -> Reader {
-        self.current
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .reader
-            .clone()
+        read(&self.current).reader.clone()
     }
 
     /// Whether the pages read through a recorder's live socket.
     pub fn is_live(&self) -> bool {
-        matches!(
-            self.current
-                .read()
-                .unwrap_or_else(|e| e.into_inner())
-                .reader,
-            Reader::Live(_)
-        )
+        matches!(read(&self.current).reader, Reader::Live(_))
     }
 
     /// Runs per state in the copy read now (counted once per copy, every
     /// tenant's: [`Access`] asks only for a grant that reaches all).
     fn counts(&self) -> Vec<(RunState, u64)> {
-        self.current
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .counts
-            .clone()
+        read(&self.current).counts.clone()
     }
 
     /// What the pages say of where they read from, when it is not a
     /// closed archive's latest copy.
     pub fn stale(&self) -> Option<String> {
-        let c = self.current.read().unwrap_or_else(|e| e.into_inner());
+        let c = read(&self.current);
         match (&c.stale, &c.reader) {
             (Some(why), _) => Some(why.clone()),
             (None, Reader::Live(_)) => Some(
@@ -391,13 +378,13 @@ impl Console {
         let now = stamp(&self.dir);
         let socket = self.dir.join(SOCKET_NAME);
         let (reader, seen) = {
-            let c = self.current.read().unwrap_or_else(|e| e.into_inner());
+            let c = read(&self.current);
             (c.reader.clone(), c.stamp)
         };
         if let Reader::Live(live) = &reader {
             if Live::answers(&live.socket) {
                 let signature = reader.signature();
-                let mut c = self.current.write().unwrap_or_else(|e| e.into_inner());
+                let mut c = write(&self.current);
                 if c.signature == signature {
                     return false;
                 }
@@ -444,7 +431,7 @@ impl Console {
                          it as it was"
                     ),
                 };
-                let mut current = self.current.write().unwrap_or_else(|e| e.into_inner());
+                let mut current = write(&self.current);
                 if current.stale.as_deref() != Some(why.as_str()) {
                     tracing::warn!("{why}");
                 }
@@ -456,16 +443,12 @@ impl Console {
 
     /// The timeline of a closed run read from the current copy, if kept.
     fn timeline(&self, run_id: &str) -> Option<Arc<Timeline>> {
-        self.timelines
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(run_id)
-            .cloned()
+        lock(&self.timelines).get(run_id).cloned()
     }
 
     /// Keeps the timeline of a closed run read from the archive.
     fn keep_timeline(&self, run_id: &str, timeline: Arc<Timeline>) {
-        let mut kept = self.timelines.lock().unwrap_or_else(|e| e.into_inner());
+        let mut kept = lock(&self.timelines);
         if kept.len() >= TIMELINES_KEPT {
             kept.clear();
         }
@@ -478,7 +461,7 @@ impl Console {
         what: &'static str,
         run_id: &str,
     ) -> Option<Arc<T>> {
-        let kept = self.views.lock().unwrap_or_else(|e| e.into_inner());
+        let kept = lock(&self.views);
         kept.get(&(what, run_id.to_owned()))
             .cloned()
             .and_then(|v| v.downcast::<T>().ok())
@@ -491,7 +474,7 @@ impl Console {
         run_id: &str,
         view: Arc<T>,
     ) {
-        let mut kept = self.views.lock().unwrap_or_else(|e| e.into_inner());
+        let mut kept = lock(&self.views);
         if kept.len() >= TIMELINES_KEPT * 4 {
             kept.clear();
         }
@@ -505,12 +488,9 @@ impl Console {
     }
 
     fn swap(&self, new: Current) {
-        *self.current.write().unwrap_or_else(|e| e.into_inner()) = new;
-        self.timelines
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clear();
-        self.views.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        *write(&self.current) = new;
+        lock(&self.timelines).clear();
+        lock(&self.views).clear();
         self.generation.send_modify(|g| *g += 1);
     }
 }

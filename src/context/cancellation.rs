@@ -2,6 +2,7 @@
 //! against it (cancellation polled first).
 
 use super::*;
+use reel_core::lock::lock;
 
 /// The host's handle on a call's cancellation.
 #[derive(Clone, Debug)]
@@ -28,7 +29,7 @@ impl CancelHandle {
     /// Trips the token (the host files `cancel.requested` itself). The
     /// first reason given is kept.
     pub fn cancel(&self, reason: Option<String>) {
-        let mut r = self.reason.lock().unwrap_or_else(|p| p.into_inner());
+        let mut r = lock(&self.reason);
         if r.is_none() {
             *r = reason;
         }
@@ -51,10 +52,7 @@ impl CancelHandle {
 
     /// The reason given to the first [`CancelHandle::cancel`].
     pub fn reason(&self) -> Option<String> {
-        self.reason
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        lock(&self.reason).clone()
     }
 }
 
@@ -91,12 +89,7 @@ impl ToolContext {
 
     pub(super) fn cancelled_error(&self) -> ContextError {
         ContextError::Cancelled {
-            reason: self
-                .inner
-                .cancel_reason
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .clone(),
+            reason: lock(&self.inner.cancel_reason).clone(),
         }
     }
 
@@ -104,12 +97,7 @@ impl ToolContext {
     pub fn check_cancel(&self) -> Result<(), ContextError> {
         if self.is_cancelled() {
             Err(ContextError::Cancelled {
-                reason: self
-                    .inner
-                    .cancel_reason
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .clone(),
+                reason: lock(&self.inner.cancel_reason).clone(),
             })
         } else {
             Ok(())

@@ -2,6 +2,7 @@
 //! from the record in replay.
 
 use super::*;
+use reel_core::lock::lock;
 
 impl ToolContext {
     /// Runs a side effect through the journal: live, `run` is called once and
@@ -44,7 +45,7 @@ impl ToolContext {
                     Err(e) => {
                         let source = ErrorSource::of_display(e);
                         let message = source.message.clone();
-                        *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(source);
+                        *lock(&slot) = Some(source);
                         Err(message)
                     }
                 }
@@ -66,7 +67,7 @@ impl ToolContext {
                 })
             }),
             EffectOutcome::Err(e) => {
-                let typed = typed.lock().unwrap_or_else(|p| p.into_inner()).take();
+                let typed = lock(&typed).take();
                 match typed {
                     Some(source) if source.message == e => Err(ToolError::Source(source)),
                     _ => Err(ToolError::Failed(e)),

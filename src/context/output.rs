@@ -2,6 +2,7 @@
 //! after respond.
 
 use super::*;
+use reel_core::lock::lock;
 
 /// The stage and note of an output ([`ToolContext::set_output_as`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -115,12 +116,7 @@ impl ToolContext {
     /// The latest output (seed 004's `output`): the last one recorded, or
     /// respond's; `None` before any.
     pub fn output(&self) -> Option<Value> {
-        self.inner
-            .outputs
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .last()
-            .cloned()
+        lock(&self.inner.outputs).last().cloned()
     }
 
     pub(super) fn push_output(
@@ -131,11 +127,7 @@ impl ToolContext {
     ) -> Value {
         let value = serde_json::to_value(value)
             .unwrap_or_else(|e| json!({ "unserialisable": e.to_string() }));
-        self.inner
-            .outputs
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(value.clone());
+        lock(&self.inner.outputs).push(value.clone());
         self.emit(FactKind::CallOutput(CallOutput {
             value: value.clone(),
             stage: stage.map(str::to_owned),
@@ -179,11 +171,7 @@ impl ToolContext {
 
     /// The outputs recorded so far, oldest first.
     pub fn output_history(&self) -> Vec<Value> {
-        self.inner
-            .outputs
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        lock(&self.inner.outputs).clone()
     }
 
     // ---- nested dispatch ----------------------------------------------------------

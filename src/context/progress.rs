@@ -2,6 +2,7 @@
 //! and sub-flow loggers.
 
 use super::*;
+use reel_core::lock::lock;
 
 /// An agent-core style progress report: build it with
 /// `Report::new().used_model(true).payload(json!({...}))`, or as a struct.
@@ -256,7 +257,7 @@ impl ToolContext {
     /// Names the logger of this call's later `log` and `notify` facts
     /// (MCP's `logger`); none until set.
     pub fn set_logger(&self, name: impl Into<String>) {
-        *self.inner.logger.lock().unwrap_or_else(|p| p.into_inner()) = Some(name.into());
+        *lock(&self.inner.logger) = Some(name.into());
     }
 
     pub(super) fn log_with(
@@ -269,13 +270,7 @@ impl ToolContext {
         if self.after_respond("log").is_err() {
             return false;
         }
-        let logger = logger.or_else(|| {
-            self.inner
-                .logger
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .clone()
-        });
+        let logger = logger.or_else(|| lock(&self.inner.logger).clone());
         let delivered = self
             .inner
             .backend
@@ -297,11 +292,7 @@ impl ToolContext {
 
     /// A named sub-flow logger of this call: the same instance per name.
     pub fn named_subflow(&self, name: &str) -> SubFlowLogger {
-        let mut map = self
-            .inner
-            .subflows
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let mut map = lock(&self.inner.subflows);
         map.entry(name.to_owned())
             .or_insert_with(|| SubFlowLogger {
                 inner: Arc::new(SubFlowInner {

@@ -7,6 +7,43 @@ use super::*;
 /// stand as whole tokens (see the module docs); longer ones everywhere.
 pub const MIN_ANYWHERE: usize = 8;
 
+/// Where a value [`KnownSecrets::learn`] is given stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Under {
+    /// Under a secret-named key itself (or in an array there).
+    SecretKey,
+    /// Under a plain key of an object inside one.
+    PlainKey,
+}
+
+impl Under {
+    fn key(redactor: &Redactor, key: &str) -> Under {
+        if redactor.is_secret_key(key) {
+            Under::SecretKey
+        } else {
+            Under::PlainKey
+        }
+    }
+}
+
+/// What a string [`KnownSecrets::learn_str`] is given was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Text {
+    /// A string: scrubbed everywhere when long enough.
+    String,
+    /// A number's text: scrubbed only as a whole token.
+    Number,
+}
+
+/// Which form of a value [`KnownSecrets::insert_form`] is given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Form {
+    /// The value as given.
+    Given,
+    /// An escaped form of it (quoted by `{:?}` or as JSON text).
+    Escaped,
+}
+
 /// One known secret value.
 #[derive(Clone)]
 pub(super) struct Known {
@@ -67,31 +104,32 @@ impl KnownSecrets {
     }
 
     /// Learns the strings and numbers of a value found under a
-    /// secret-named key. `secret_key`: the value (or the array holding it)
-    /// stands under a secret-named key itself, not under a plain key of an
-    /// object inside one. Numbers are learned only there: a number under a
-    /// plain key (`expires_in`, a count) is redacted with its object but is
-    /// not a secret (learned, it would be scrubbed from every later fact).
-    pub(super) fn learn(&mut self, value: &Value, secret_key: bool, redactor: &Redactor) {
+    /// secret-named key. `under`: whether the value (or the array holding
+    /// it) stands under a secret-named key itself, or under a plain key of
+    /// an object inside one. Numbers are learned only under the secret key:
+    /// a number under a plain key (`expires_in`, a count) is redacted with
+    /// its object but is not a secret (learned, it would be scrubbed from
+    /// every later fact).
+    pub(super) fn learn(&mut self, value: &Value, under: Under, redactor: &Redactor) {
         match value {
-            Value::String(s) => self.learn_str(s, false),
-            Value::Number(n) if secret_key => self.learn_str(&n.to_string(), true),
+            Value::String(s) => self.learn_str(s, Text::String),
+            Value::Number(n) if under == Under::SecretKey => {
+                self.learn_str(&n.to_string(), Text::Number)
+            }
             Value::Number(_) => {}
-            Value::Array(items) => items
-                .iter()
-                .for_each(|v| self.learn(v, secret_key, redactor)),
+            Value::Array(items) => items.iter().for_each(|v| self.learn(v, under, redactor)),
             Value::Object(map) => map
                 .iter()
-                .for_each(|(k, v)| self.learn(v, redactor.is_secret_key(k), redactor)),
+                .for_each(|(k, v)| self.learn(v, Under::key(redactor, k), redactor)),
             Value::Bool(_) | Value::Null => {}
         }
     }
 
-    pub(super) fn learn_str(&mut self, s: &str, number: bool) {
+    pub(super) fn learn_str(&mut self, s: &str, text: Text) {
         if matches!(s, "" | "true" | "false" | "null" | MARKER) {
             return;
         }
-        let whole_token = number || s.chars().count() < MIN_ANYWHERE;
+        let whole_token = text == Text::Number || s.chars().count() < MIN_ANYWHERE;
         self.insert(Secret::new(s), whole_token);
     }
 
@@ -108,13 +146,14 @@ impl KnownSecrets {
             quoted(format!("{raw:?}")),
             quoted(serde_json::to_string(raw).unwrap_or_default()),
         ];
-        self.insert_form(value, whole_token, false);
+        self.insert_form(value, whole_token, Form::Given);
         for form in escaped {
-            self.insert_form(form, whole_token, true);
+            self.insert_form(form, whole_token, Form::Escaped);
         }
     }
 
-    pub(super) fn insert_form(&mut self, value: Secret, whole_token: bool, escaped: bool) {
+    pub(super) fn insert_form(&mut self, value: Secret, whole_token: bool, form: Form) {
+        let escaped = form == Form::Escaped;
         match self.known.iter_mut().find(|k| k.value == value) {
             Some(k) => {
                 // Learned as a number and known as a string: everywhere

@@ -292,7 +292,7 @@ impl Redactor {
                 let mut deep = depth >= MAX_JSON_DEPTH;
                 for (k, v) in map.iter_mut() {
                     if self.is_secret_key(k) {
-                        secrets.learn(v, true, self);
+                        secrets.learn(v, known::Under::SecretKey, self);
                         *v = Value::String(MARKER.into());
                     } else {
                         deep |= self.mark_json_at(v, secrets, depth + 1);

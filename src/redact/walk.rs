@@ -359,7 +359,7 @@ impl Fields for MarkPass<'_> {
     fn labels(&mut self, labels: &mut BTreeMap<String, String>) {
         for (k, v) in labels.iter_mut() {
             if self.redactor.is_secret_key(k) {
-                self.secrets.learn_str(v, false);
+                self.secrets.learn_str(v, known::Text::String);
                 *v = MARKER.into();
             }
         }

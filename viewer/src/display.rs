@@ -160,8 +160,20 @@ enum Part {
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Template(Vec<Part>);
 
+/// Whether a template may say `{message}` (a message template may, a
+/// generic one has no message to show).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum MessagePlaceholder {
+    Allowed,
+    Refused,
+}
+
 impl Template {
-    fn parse(key: &str, text: &str, with_message: bool) -> Result<Template, TemplateError> {
+    fn parse(
+        key: &str,
+        text: &str,
+        message: MessagePlaceholder,
+    ) -> Result<Template, TemplateError> {
         if let Some(character) = text.chars().find(|&c| needs_escape(c)) {
             return Err(TemplateError::ControlCharacter {
                 key: key.into(),
@@ -194,10 +206,10 @@ impl Template {
                     let part = match name.as_str() {
                         "tool" => Part::Tool,
                         "count" => Part::Count,
-                        "message" if with_message => Part::Message,
+                        "message" if message == MessagePlaceholder::Allowed => Part::Message,
                         _ => {
                             let mut allowed = vec!["{tool}", "{count}"];
-                            if with_message {
+                            if message == MessagePlaceholder::Allowed {
                                 allowed.push("{message}");
                             }
                             return Err(TemplateError::UnknownPlaceholder {
@@ -241,7 +253,7 @@ impl ProgressTemplates {
     pub fn set(&mut self, key: &str, text: &str) -> Result<(), TemplateError> {
         match Slot::of(key)? {
             Slot::Message(tool) => {
-                let t = Template::parse(key, text, true)?;
+                let t = Template::parse(key, text, MessagePlaceholder::Allowed)?;
                 match tool {
                     None => self.message = Some(t),
                     Some(tool) => {
@@ -250,7 +262,7 @@ impl ProgressTemplates {
                 }
             }
             Slot::Generic(tool) => {
-                let t = Template::parse(key, text, false)?;
+                let t = Template::parse(key, text, MessagePlaceholder::Refused)?;
                 match tool {
                     None => self.generic = Some(t),
                     Some(tool) => {

@@ -1,15 +1,17 @@
 //! The `console` rows (see [`console`]).
 
-#[allow(unused_imports)]
 use crate::*;
 
 /// The `console` rows: runs table, first screen, memory under clients.
-pub(crate) fn console_rows(
-    s: &Sizes,
-    rounds: usize,
-    tmp: Tmp<'_>,
-    log: &mut dyn Write,
-) -> io::Result<Vec<Row>> {
+pub(super) fn measure(b: Bench<'_>) -> io::Result<()> {
+    let Bench {
+        s,
+        rounds,
+        tmp,
+        log,
+        rows,
+        ..
+    } = b;
     let bin = viewer::reel_binary()?;
     let config = tmp("reel-bench-console-config-")?;
     let runs_dir = tmp("reel-bench-console-runs-")?;
@@ -99,7 +101,7 @@ pub(crate) fn console_rows(
         }
         memory.push(many, one);
     }
-    Ok(vec![
+    rows.extend([
         table.row(
             "console",
             &format!("console: runs table first page (GET /, fresh server), {n} runs"),
@@ -121,5 +123,6 @@ pub(crate) fn console_rows(
             Unit::Megabytes,
             Target::Reported,
         ),
-    ])
+    ]);
+    Ok(())
 }

@@ -1,10 +1,38 @@
 //! The `mcp-record` and `mcp-serve` rows.
 
-#[allow(unused_imports)]
 use crate::*;
 
-/// The `mcp-record` and `mcp-serve` rows (see [`mcp`]).
-pub(crate) fn mcp_rows(
+/// The `mcp-record` and `mcp-serve` rows (see [`mcp`]), each when `opts`
+/// asks for it.
+pub(super) fn measure(b: Bench<'_>) -> io::Result<()> {
+    let Bench {
+        opts,
+        rt,
+        tmp,
+        log,
+        rows,
+        ..
+    } = b;
+    let programs = mcp::Programs {
+        bench: match &opts.bench_exe {
+            Some(p) => p.clone(),
+            None => std::env::current_exe()?,
+        },
+        proxy: match &opts.reel_exe {
+            Some(p) => mcp::ProxyBin::Reel(p.clone()),
+            None => mcp::ProxyBin::InBench,
+        },
+        dir: tmp("reel-bench-mcp-")?.keep(),
+    };
+    let result = measure_with(opts, rt, &programs, log, rows);
+    if !opts.keep {
+        let _ = std::fs::remove_dir_all(&programs.dir);
+    }
+    result
+}
+
+/// The MCP rows, with their programs and a directory for them.
+fn measure_with(
     opts: &Options,
     rt: &tokio::runtime::Runtime,
     programs: &mcp::Programs,
@@ -38,7 +66,7 @@ pub(crate) fn mcp_rows(
     Ok(())
 }
 
-/// One side's figures in one round (see [`mcp_rows`]).
+/// One side's figures in one round (see [`measure_with`]).
 type Measure<'a> = dyn FnMut(mcp::Side) -> io::Result<(Vec<Duration>, f64)> + 'a;
 
 /// The `mcp-record` row.

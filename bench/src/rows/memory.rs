@@ -1,15 +1,17 @@
 //! The `memory` row.
 
-#[allow(unused_imports)]
 use crate::*;
 
 /// The `memory` row (see [`memory`]).
-pub(crate) fn memory_row(
-    s: &Sizes,
-    rounds: usize,
-    tmp: Tmp<'_>,
-    log: &mut dyn Write,
-) -> io::Result<Row> {
+pub(super) fn measure(b: Bench<'_>) -> io::Result<()> {
+    let Bench {
+        s,
+        rounds,
+        tmp,
+        log,
+        rows,
+        ..
+    } = b;
     let n = s.memory_reports;
     let progress_bound = RecorderConfig::default().progress_bound;
     writeln!(
@@ -73,11 +75,12 @@ pub(crate) fn memory_row(
         memory::STORED_RESIDENT.1,
         mb(stored),
     )?;
-    Ok(pairs.row(
+    rows.push(pairs.row(
         "memory",
         &format!("memory: peak RSS of a tool filing {n} progress reports without an await"),
         "the same call filing none",
         Unit::Megabytes,
         Target::Under(bound),
-    ))
+    ));
+    Ok(())
 }

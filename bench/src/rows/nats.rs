@@ -1,20 +1,19 @@
 //! The `nats` row: recording into a JetStream cluster against raw
 //! async-nats publishes of the same blocks.
 
-#[allow(unused_imports)]
 use crate::*;
 
-/// Measures the rows of this module that `opts` asks for, into `rows`.
-pub(crate) fn rows(
-    opts: &Options,
-    _rt: &tokio::runtime::Runtime,
-    _tmp: Tmp<'_>,
-    log: &mut dyn Write,
-    rows: &mut Vec<Row>,
-) -> io::Result<()> {
-    let s = &opts.sizes;
-    let rounds = opts.sizes.rounds.max(1);
-    if let (Some(urls), true) = (&opts.nats, opts.wants("nats")) {
+/// Measures the rows of this module that `opts` asks for.
+pub(super) fn measure(b: Bench<'_>) -> io::Result<()> {
+    let Bench {
+        opts,
+        s,
+        rounds,
+        log,
+        rows,
+        ..
+    } = b;
+    if let Some(urls) = &opts.nats {
         let mut pairs = Pairs::default();
         // Run ids unique to this bench run: the cluster keeps every run.
         let nonce = workload::unix_nanos();

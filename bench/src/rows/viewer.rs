@@ -1,15 +1,17 @@
 //! The `viewer` rows.
 
-#[allow(unused_imports)]
 use crate::*;
 
 /// The `viewer` rows (see [`viewer`]).
-pub(crate) fn viewer_rows(
-    s: &Sizes,
-    rounds: usize,
-    tmp: Tmp<'_>,
-    log: &mut dyn Write,
-) -> io::Result<Vec<Row>> {
+pub(super) fn measure(b: Bench<'_>) -> io::Result<()> {
+    let Bench {
+        s,
+        rounds,
+        tmp,
+        log,
+        rows,
+        ..
+    } = b;
     let bin = viewer::reel_binary()?;
     let config = tmp("reel-bench-viewer-config-")?;
     let big_dir = tmp("reel-bench-show-big-")?;
@@ -114,7 +116,7 @@ pub(crate) fn viewer_rows(
         )?;
         runs.push(ms(m), ms(f));
     }
-    Ok(vec![
+    rows.extend([
         show.row(
             "viewer",
             &format!("viewer: `reel show` time to first line, {facts}-fact run"),
@@ -129,5 +131,6 @@ pub(crate) fn viewer_rows(
             Unit::Millis,
             Target::Within(1.25),
         ),
-    ])
+    ]);
+    Ok(())
 }

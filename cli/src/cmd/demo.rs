@@ -12,7 +12,7 @@ use reel_viewer::render::text::TextRenderer;
 
 use crate::failure::{shown, Failure};
 use crate::source::Source;
-use crate::stream::ShowFilter;
+use crate::stream::{Follow, ShowFilter};
 use crate::templates::TemplateArgs;
 
 /// `reel demo`'s arguments.
@@ -100,7 +100,7 @@ pub fn run(dir: &Path, args: DemoArgs, text: TextRenderer) -> Result<ExitCode, F
         &Source::Local(archive),
         &ids[0],
         &ShowFilter::default(),
-        false,
+        Follow::No,
         text,
         &mut out,
     )?;

@@ -27,7 +27,7 @@ use reel::Fact;
 use reel_viewer::diff::align;
 use reel_viewer::render::terminal::escape;
 use reel_viewer::render::terminal::width::{fit, wrap};
-use reel_viewer::render::text::{TextRenderer, Tone};
+use reel_viewer::render::text::{Color, TextRenderer, Tone};
 
 use crate::failure::Failure;
 use crate::source::{Item, Source};
@@ -98,7 +98,7 @@ fn summary(f: &Fact, tools: &HashMap<&str, &str>) -> String {
         .as_deref()
         .and_then(|c| tools.get(c).copied())
         .unwrap_or_default();
-    let detail = TextRenderer::new(false).detail_text(f, tool);
+    let detail = TextRenderer::new(Color::Plain).detail_text(f, tool);
     format!("#{} {} {detail}", f.seq, escape(f.kind.name()))
 }
 

@@ -15,7 +15,7 @@ use reel_viewer::render::text::{TextRenderer, TextWriter};
 
 use crate::failure::{shown, Failure};
 use crate::source::Source;
-use crate::stream::{newest_run, resolve_run, stream, ShowFilter, Streamed};
+use crate::stream::{newest_run, resolve_run, stream, Follow, Newest, ShowFilter, Streamed};
 use crate::templates::TemplateArgs;
 
 /// `reel show`'s arguments.
@@ -53,7 +53,7 @@ pub fn run(dir: &Path, args: ShowArgs, text: TextRenderer) -> Result<ExitCode, F
     let source = Source::open(dir)?;
     let run_id = match args.run {
         Some(r) => r,
-        None => newest_run(&source, false)?,
+        None => newest_run(&source, Newest::Any)?,
     };
     let filter = ShowFilter {
         call: args.call,
@@ -71,7 +71,7 @@ pub fn run(dir: &Path, args: ShowArgs, text: TextRenderer) -> Result<ExitCode, F
             (Box::new(file), shown(path))
         };
         let page = HtmlWriter::start(BufWriter::new(out), &record)?.with_templates(text.templates);
-        let streamed = stream(&source, &run_id, &filter, false, page)?;
+        let streamed = stream(&source, &run_id, &filter, Follow::No, page)?;
         let t = &streamed.timeline;
         eprintln!(
             "wrote the HTML report of run {} to {to} (calls: {}, facts: {}, anomalies: {})",
@@ -88,26 +88,27 @@ pub fn run(dir: &Path, args: ShowArgs, text: TextRenderer) -> Result<ExitCode, F
             &source,
             &run_id,
             &filter,
-            false,
+            Follow::No,
             JsonWriter::start(out, &record)?,
         )?;
         return Ok(code(&streamed));
     }
-    self::text(&source, &run_id, &filter, false, text, out)
+    self::text(&source, &run_id, &filter, Follow::No, text, out)
 }
 
 /// Streams a run as text to `out` (following it as facts land when
-/// `follow`). A damaged block is shown as a gap; the exit code is then 2.
+/// `follow` says). A damaged block is shown as a gap; the exit code is
+/// then 2.
 pub fn text(
     source: &Source,
     run_id: &str,
     filter: &ShowFilter,
-    follow: bool,
+    follow: Follow,
     text: TextRenderer,
     out: impl Write,
 ) -> Result<ExitCode, Failure> {
     let record = resolve_run(source, run_id)?;
-    let sink = TextWriter::start(out, text, &record)?.following(follow);
+    let sink = TextWriter::start(out, text, &record)?.following(follow == Follow::AsFactsLand);
     Ok(code(&stream(source, run_id, filter, follow, sink)?))
 }
 

@@ -9,7 +9,7 @@ use reel_viewer::render::text::TextRenderer;
 
 use crate::failure::Failure;
 use crate::source::Source;
-use crate::stream::{newest_run, ShowFilter};
+use crate::stream::{newest_run, Follow, Newest, ShowFilter};
 use crate::templates::TemplateArgs;
 
 /// `reel tail`'s arguments.
@@ -28,10 +28,14 @@ pub fn run(dir: &Path, args: TailArgs, text: TextRenderer) -> Result<ExitCode, F
     let source = Source::open(dir)?;
     let run_id = match args.run {
         Some(r) => r,
-        None => newest_run(&source, true)?,
+        None => newest_run(&source, Newest::RunningFirst)?,
     };
     // Only a live recorder can add facts: a closed archive shows what it has.
-    let follow = matches!(source, Source::Live { .. });
+    let follow = if matches!(source, Source::Live { .. }) {
+        Follow::AsFactsLand
+    } else {
+        Follow::No
+    };
     super::show::text(
         &source,
         &run_id,

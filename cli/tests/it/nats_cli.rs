@@ -56,7 +56,7 @@ static ONE_CLUSTER: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn one_cluster() -> std::sync::MutexGuard<'static, ()> {
     // A test that failed holding it failed on its own.
-    reel::sync::lock(&ONE_CLUSTER)
+    reel::lock::lock(&ONE_CLUSTER)
 }
 
 fn ok(out: &Output, what: &str) -> String {

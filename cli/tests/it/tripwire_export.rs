@@ -162,7 +162,8 @@ fn a_secret_declared_at_export_leaves_in_no_encoding() {
         );
     }
     // How `reel show` words them (and a drop), as an operator reads them.
-    let text = reel_viewer::render::text::TextRenderer::new(false);
+    let text =
+        reel_viewer::render::text::TextRenderer::new(reel_viewer::render::text::Color::Plain);
     let mut lines: Vec<String> = tape
         .facts
         .iter()

@@ -150,7 +150,7 @@ impl Cassette {
     }
 
     fn take(&self, tool: &str, args: &Value) -> Match {
-        let mut used = self.used.lock().unwrap_or_else(|p| p.into_inner());
+        let mut used = lock(&self.used);
         let m = matching::find(&self.session.calls, &used, tool, args, &self.ignored);
         if let Match::Hit(i) = m {
             used[i] = true;
@@ -159,7 +159,7 @@ impl Cassette {
     }
 }
 
-use reel::sync::lock;
+use reel::lock::lock;
 
 /// Copies rmcp's lines to the client; a response whose recorded JSON is
 /// in `exact` goes out as recorded (see the module docs).

@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use hmac::{Hmac, Mac};
+use reel::lock::lock;
 use rmcp::model::{
     ElicitRequest, ElicitRequestParams, ErrorData, InputRequest, InputRequiredResult,
 };
@@ -118,10 +119,7 @@ impl Rounds {
             key.clone(),
             InputRequest::Elicitation(ElicitRequest::new(question)),
         );
-        self.waiting
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(call, Waiting { round, at, key });
+        lock(&self.waiting).insert(call, Waiting { round, at, key });
         InputRequiredResult::new(Some(requests), Some(sealed))
     }
 
@@ -139,7 +137,7 @@ impl Rounds {
         if state.tool != tool {
             return Err(refused("it belongs to a call of another tool"));
         }
-        let mut waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
+        let mut waiting = lock(&self.waiting);
         let w = match waiting.get(&state.call) {
             Some(w) if w.round == state.round => w,
             Some(_) => return Err(refused("the call it names is at another round")),

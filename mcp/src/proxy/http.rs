@@ -332,7 +332,7 @@ impl BoundHttpProxy {
     }
 }
 
-use reel::sync::lock;
+use reel::lock::lock;
 
 struct Shared {
     proxy: HttpProxy,

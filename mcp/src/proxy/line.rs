@@ -47,7 +47,7 @@ pub(crate) struct Ticket {
 
 impl Line {
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
-        reel::sync::lock(&self.state)
+        reel::lock::lock(&self.state)
     }
 
     /// A place at the back of the line.

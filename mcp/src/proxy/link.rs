@@ -180,7 +180,7 @@ impl Router {
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
-        reel::sync::lock(&self.state)
+        reel::lock::lock(&self.state)
     }
 
     /// Records what one line says (after it was forwarded). Never fails:
@@ -575,7 +575,7 @@ pub(crate) fn end_rounds(rounds: &Rounds) {
     lock(rounds).clear();
 }
 
-use reel::sync::lock;
+use reel::lock::lock;
 
 /// An `elicitation/create`'s params as the question recorded.
 fn question_of(params: Option<&Value>) -> Elicitation {
@@ -665,11 +665,7 @@ async fn follow(
                 ctx.log(level, data);
             }
             Some(Event::Elicit { question, answer }) => {
-                elicitor
-                    .waiting
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .push_back(answer);
+                lock(&elicitor.waiting).push_back(answer);
                 // The answer (or its failure) is recorded by the context.
                 let _ = ctx.elicit(question).await;
             }
@@ -693,11 +689,7 @@ impl Elicitor for ProxyElicitor {
         &'a self,
         _question: &'a Elicitation,
     ) -> Pin<Box<dyn Future<Output = Result<ElicitAnswer, String>> + Send + 'a>> {
-        let next = self
-            .waiting
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .pop_front();
+        let next = lock(&self.waiting).pop_front();
         Box::pin(async move {
             let response = next
                 .ok_or("no elicitation is waiting")?

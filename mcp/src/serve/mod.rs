@@ -265,7 +265,7 @@ pub struct ReelServer {
     log_level: Arc<Mutex<Option<LoggingLevel>>>,
 }
 
-use reel::sync::lock;
+use reel::lock::lock;
 
 /// What one `tools/call` request says besides the tool and its arguments.
 struct Request {

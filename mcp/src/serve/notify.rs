@@ -70,7 +70,7 @@ pub(crate) struct Notifier {
     reports: AtomicU64,
 }
 
-use reel::sync::lock;
+use reel::lock::lock;
 
 impl Notifier {
     /// Starts the call's sender task; it sends to `peer` until

@@ -107,7 +107,7 @@ impl Store for NatsStore {
             // A block appended during the flush that already failed is
             // reported now: its stream's tail is taken here, and no later
             // flush would see it.
-            if let Err(e) = self.settle(state, false) {
+            if let Err(e) = self.settle(state) {
                 failures.push(StreamFailure {
                     stream: name.clone(),
                     error: Box::new(e),

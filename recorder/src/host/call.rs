@@ -11,6 +11,7 @@ use std::time::Instant;
 use futures::FutureExt;
 use reel::context::*;
 use reel::fact::*;
+use reel::lock::read;
 use reel::spec::{resolve_wants, ToolSpec};
 use reel::tools::{run_blocking, Tool, Tools};
 use serde::de::DeserializeOwned;
@@ -339,13 +340,7 @@ impl CallBuilder {
         );
         let call_id = started.call_id.clone();
         // The call's own services over the recorder's.
-        let services = self.services.over(
-            &run.inner
-                .rec
-                .services
-                .read()
-                .unwrap_or_else(|p| p.into_inner()),
-        );
+        let services = self.services.over(&read(&run.inner.rec.services));
         let progress_key = run
             .inner
             .rec

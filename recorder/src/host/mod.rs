@@ -82,4 +82,4 @@ impl From<StoreError> for RecorderError {
     }
 }
 
-use reel::sync::lock;
+use reel::lock::lock;

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use reel::context::*;
 use reel::fact::*;
+use reel::lock::write;
 use reel_archive::{Archive, ArchiveConfig, Keyring, Store};
 use serde::Serialize;
 
@@ -162,11 +163,7 @@ impl Recorder {
     /// call. Services are not recorded: a replay registers its own with
     /// `ReplayOptions::service`.
     pub fn service<T: Send + Sync + 'static>(&self, service: Arc<T>) -> &Recorder {
-        self.inner
-            .services
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(service);
+        write(&self.inner.services).insert(service);
         self
     }
 

@@ -16,6 +16,7 @@ use serde_json::Value;
 use tokio::sync::Notify;
 
 use super::flusher::{answer, Ack};
+use super::hold::Place;
 use super::*;
 
 pub(super) struct Writer {
@@ -380,8 +381,8 @@ impl Writer {
                     facts.clear();
                 }
             }
-            let hold = self.holds(&run, &facts, ends);
-            self.append(&run, facts, late, hold);
+            let place = self.place(&run, &facts, ends);
+            self.append(&run, facts, late, place);
         }
     }
 
@@ -442,7 +443,7 @@ impl Writer {
             // A stream's end is filed before it closes, and appends what
             // its call held: anything still held goes in now, never lost.
             if self.runs.get(&run).is_some_and(|s| !s.held.is_empty()) {
-                self.append(&run, Vec::new(), Vec::new(), false);
+                self.append(&run, Vec::new(), Vec::new(), Place::Append);
             }
             if let Some(state) = self.runs.remove(&run) {
                 for key in state.calls {
@@ -509,13 +510,13 @@ impl Writer {
 
     /// Numbers a run's facts (after the late ones were cut: the one
     /// numberer), appends them after any held before them (or, with
-    /// `hold`, holds them: see `hold`), and reports the late ones.
+    /// [`Place::Hold`], holds them: see `hold`), and reports the late ones.
     pub(super) fn append(
         &mut self,
         run: &Arc<str>,
         mut facts: Vec<Fact>,
         late: Vec<Fact>,
-        hold: bool,
+        place: Place,
     ) {
         let Some(state) = self.runs.get_mut(run) else {
             return;
@@ -525,7 +526,7 @@ impl Writer {
         for fact in &mut facts {
             state.seq.number_in_place(fact);
         }
-        if hold {
+        if place == Place::Hold {
             if state.held.is_empty() {
                 state.held_since = self.clock.raw();
                 self.holding.push(run.clone());

@@ -3,6 +3,7 @@
 
 use std::sync::{Arc, Condvar, Mutex};
 
+use reel::lock::wait;
 use reel_archive::Store;
 use tokio::sync::oneshot;
 
@@ -36,7 +37,7 @@ struct FlushQueue {
 
 impl Flusher {
     fn lock(&self) -> std::sync::MutexGuard<'_, FlushQueue> {
-        reel::sync::lock(&self.queue)
+        reel::lock::lock(&self.queue)
     }
 
     /// Hands over the acks of facts already appended (emptying `acks`).
@@ -60,7 +61,7 @@ impl Flusher {
             {
                 let mut queue = self.lock();
                 while queue.acks.is_empty() && !queue.closing {
-                    queue = self.wake.wait(queue).unwrap_or_else(|p| p.into_inner());
+                    queue = wait(&self.wake, queue);
                 }
                 if queue.acks.is_empty() {
                     return;

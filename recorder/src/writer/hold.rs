@@ -29,17 +29,31 @@ pub(super) const HOLD_MAX: usize = 256;
 /// from the first held (checked at each drain).
 pub(super) const HOLD_AGE: Duration = Duration::from_millis(100);
 
+/// What [`Writer::append`] does with a run's numbered facts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Place {
+    /// Append them (after any held before them).
+    Append,
+    /// Hold them back, to append with a later batch.
+    Hold,
+}
+
 impl Writer {
     /// Whether the numbered `facts` of `run` are held back rather than
     /// appended: a call outside any run whose end is not among them, on a
     /// writer that does not flush every batch, with room in the hold.
-    pub(super) fn holds(&self, run: &str, facts: &[Fact], end: bool) -> bool {
+    pub(super) fn place(&self, run: &str, facts: &[Fact], end: bool) -> Place {
         if end || self.flush_every_batch {
-            return false;
+            return Place::Append;
         }
-        self.runs.get(run).is_some_and(|state| {
+        let hold = self.runs.get(run).is_some_and(|state| {
             state.outside.is_some() && state.held.len() + facts.len() <= HOLD_MAX
-        })
+        });
+        if hold {
+            Place::Hold
+        } else {
+            Place::Append
+        }
     }
 
     /// Appends the facts held for calls outside any run that may not wait
@@ -66,7 +80,7 @@ impl Writer {
             .cloned()
             .collect();
         for run in due {
-            self.append(&run, Vec::new(), Vec::new(), false);
+            self.append(&run, Vec::new(), Vec::new(), Place::Append);
         }
     }
 }

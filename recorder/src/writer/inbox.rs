@@ -28,7 +28,7 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex};
 
-use reel::sync::lock;
+use reel::lock::{lock, wait};
 
 use super::Msg;
 
@@ -160,6 +160,15 @@ pub(super) enum Refused {
     Full,
 }
 
+/// Whether [`Receiver::take`] waits for a chunk when none is filed.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Take {
+    /// Wait until a chunk is filed or the channel is closed.
+    Wait,
+    /// Return at once.
+    NoWait,
+}
+
 /// The writer's end. Dropped (the writer stopped), it closes the channel
 /// and drops what was filed (a flush waiting on it is told).
 pub(super) struct Receiver {
@@ -178,7 +187,7 @@ impl Receiver {
             if let Some(msg) = self.next() {
                 return Some(msg);
             }
-            if !self.take(true) {
+            if !self.take(Take::Wait) {
                 return None;
             }
         }
@@ -189,7 +198,7 @@ impl Receiver {
         match self.next() {
             Some(msg) => Some(msg),
             None => {
-                self.take(false);
+                self.take(Take::NoWait);
                 self.next()
             }
         }
@@ -221,21 +230,17 @@ impl Receiver {
         }
     }
 
-    /// Takes every filled chunk (waiting for one when `wait`), handing
-    /// the emptied ones back. False when there is nothing to take and the
-    /// channel is closed (or, not waiting, nothing to take).
-    fn take(&mut self, wait: bool) -> bool {
+    /// Takes every filled chunk (waiting for one with [`Take::Wait`]),
+    /// handing the emptied ones back. False when there is nothing to take
+    /// and the channel is closed (or, not waiting, nothing to take).
+    fn take(&mut self, how: Take) -> bool {
         let mut filed = lock(&self.shared.filed);
         while filed.chunks.is_empty() {
-            if filed.closed || !wait {
+            if filed.closed || how == Take::NoWait {
                 return false;
             }
             filed.waiting = true;
-            filed = self
-                .shared
-                .wake
-                .wait(filed)
-                .unwrap_or_else(|p| p.into_inner());
+            filed = wait(&self.shared.wake, filed);
         }
         debug_assert!(self.taken.is_empty());
         std::mem::swap(&mut filed.chunks, &mut self.taken);

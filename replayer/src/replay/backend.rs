@@ -5,6 +5,7 @@
 //! place, keeping the call's report.
 
 use super::*;
+use reel_core::lock::lock;
 
 pub(super) struct CallState {
     pub(super) report: CallReport,
@@ -119,7 +120,7 @@ pub(super) fn divergence(
 
 impl ReplayBackend {
     fn state(&self) -> std::sync::MutexGuard<'_, CallState> {
-        reel_core::sync::lock(&self.state)
+        reel_core::lock::lock(&self.state)
     }
 
     /// The `i`th fact the record says the tool filed.
@@ -567,10 +568,7 @@ impl CallBackend for ReplayBackend {
         let counted = match scope {
             TeardownScope::Call => bump(self.state().teardowns.entry(key_hash.into()).or_insert(0)),
             TeardownScope::Run | TeardownScope::Session => bump(
-                self.session
-                    .run_teardowns
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
+                lock(&self.session.run_teardowns)
                     .entry(format!("{scope}:{key_hash}"))
                     .or_insert(0),
             ),
@@ -622,11 +620,7 @@ impl CallBackend for ReplayBackend {
                 key,
             );
         }
-        let mut hashes = self
-            .session
-            .teardown_hashes
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let mut hashes = lock(&self.session.teardown_hashes);
         if let Some(bound) = hashes.by_key.get(&local) {
             return bound.clone();
         }

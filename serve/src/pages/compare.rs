@@ -87,7 +87,7 @@ fn cell(out: &mut String, fact: Option<&Fact>, side: &Side<'_>, tools: &HashMap<
     let _ = write!(
         out,
         "<span class=\"fact-line\">{}</span></td>",
-        escape(&TextRenderer::new(false).detail_text(f, tool))
+        escape(&TextRenderer::new(Color::Plain).detail_text(f, tool))
     );
 }
 

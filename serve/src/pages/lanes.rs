@@ -206,7 +206,7 @@ mod tests {
 
     #[test]
     fn a_lane_keeps_at_most_max_marks_spread_over_the_run() {
-        let text = TextRenderer::new(false);
+        let text = TextRenderer::new(Color::Plain);
         let mut lanes = Lanes::default();
         let n = 100_000u64;
         for seq in 0..n {
@@ -229,7 +229,7 @@ mod tests {
 
     #[test]
     fn facts_without_a_lane_are_not_marked() {
-        let text = TextRenderer::new(false);
+        let text = TextRenderer::new(Color::Plain);
         let mut lanes = Lanes::default();
         lanes.push(
             &Fact {

@@ -107,7 +107,7 @@ fn read_run(
             },
         ),
     };
-    let text = TextRenderer::new(false);
+    let text = TextRenderer::new(Color::Plain);
     let mut builder = TimelineBuilder::for_record(&folded);
     let mut lanes = Lanes::default();
     access.facts(record, start, end, |item| match item {
@@ -155,7 +155,7 @@ fn render_run(
     cached: Option<Kept>,
     show: &ShowCommand,
 ) -> Result<(String, String, Option<Kept>), ReadError> {
-    let text = TextRenderer::new(false);
+    let text = TextRenderer::new(Color::Plain);
     let href = run_href(&record.run_id);
     let mut list = String::new();
     let mut listed = 0u64;

@@ -181,13 +181,13 @@ impl Access {
         if !run.state.is_closed() || self.is_live() || self.timeline(run).is_some() {
             return;
         }
-        if !reel::sync::lock(&self.console.building).insert(run.run_id.clone()) {
+        if !reel::lock::lock(&self.console.building).insert(run.run_id.clone()) {
             return;
         }
         let (access, run) = (self.clone(), run.clone());
         std::thread::spawn(move || {
             build(&access, &run);
-            reel::sync::lock(&access.console.building).remove(&run.run_id);
+            reel::lock::lock(&access.console.building).remove(&run.run_id);
         });
     }
 

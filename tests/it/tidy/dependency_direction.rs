@@ -28,7 +28,7 @@
 //! only the viewer knows LSP, the core does no network IO, only binaries
 //! set the allocator, and the crates that read facts (viewer, archive,
 //! nats, otlp) link none of the contract's dependencies. And one
-//! poison-ignoring lock: `reel_core::sync::lock`, no copy elsewhere.
+//! poison-ignoring lock: `reel_core::lock::lock`, no copy elsewhere.
 
 use std::collections::BTreeMap;
 use std::process::Command;
@@ -535,67 +535,95 @@ fn rust_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
     );
 }
 
-/// The lines of `text` that start a function handing out a `MutexGuard`
-/// whose body ignores poisoning itself (`into_inner` within its first
-/// lines): a copy of `reel_core::sync::lock`.
-fn lock_copies(text: &str) -> Vec<usize> {
+/// The lines of `text` that ignore a lock's poisoning themselves: an
+/// inline `unwrap_or_else(|p| p.into_inner())` (after a `lock()`, `read()`,
+/// `write()` or a `Condvar` wait), a `PoisonError` named, or a function
+/// handing out a guard whose body takes `into_inner` (a `match` copy):
+/// each a copy of what `reel_core::lock` does once. Comments may name
+/// them.
+fn poison_ignored(text: &str) -> Vec<usize> {
     // Spelt in pieces so that this file does not match itself.
-    let (guard, poison) = (concat!("Mutex", "Guard"), concat!("into_", "inner"));
+    let (guard, poison) = (concat!("Guard", "<"), concat!("into_", "inner"));
+    let error = concat!("Poison", "Error");
     let lines: Vec<&str> = text.lines().collect();
+    // The argument of the closure in `unwrap_or_else(|p| p.into_inner())`,
+    // with the whitespace taken out.
+    let inline = |line: &str| {
+        let compact: String = line.split_whitespace().collect();
+        compact
+            .split(concat!("unwrap_or_else", "(|"))
+            .skip(1)
+            .any(|rest| {
+                rest.split_once('|')
+                    .is_some_and(|(arg, body)| body.starts_with(&format!("{arg}.{poison}()")))
+            })
+    };
     (0..lines.len())
         .filter(|&i| {
             let l = lines[i].trim_start();
             let is_fn = l.starts_with("fn ") || l.contains(" fn ");
-            is_fn
+            let copy = is_fn
                 && lines[i..(i + 3).min(lines.len())]
                     .iter()
                     .any(|l| l.contains(guard))
                 && lines[i..(i + 5).min(lines.len())]
                     .iter()
-                    .any(|l| l.contains(poison))
+                    .any(|l| l.contains(poison));
+            let code = !l.starts_with("//");
+            copy || (code && (inline(l) || l.contains(error)))
         })
         .map(|i| i + 1)
         .collect()
 }
 
 #[test]
-fn one_poison_ignoring_lock_lives_in_the_core() {
+fn poison_is_ignored_only_in_the_core_lock_module() {
     let mut sources = Vec::new();
     rust_files(&root(), &mut sources);
     let mut found = Vec::new();
     for path in sources {
         let rel = path.strip_prefix(root()).unwrap_or(&path).to_owned();
         let rel = rel.display().to_string();
-        if rel == "core/src/sync.rs" {
+        if rel == "core/src/lock.rs" {
             continue;
         }
         let text = std::fs::read_to_string(&path).expect("a source reads");
-        for line in lock_copies(&text) {
+        for line in poison_ignored(&text) {
             found.push(format!("{rel}:{line}"));
         }
     }
     assert!(
         found.is_empty(),
-        "a copy of the poison-ignoring lock: use `reel_core::sync::lock` (`reel::sync::lock`) instead: {found:?}"
+        "poisoning ignored outside `reel_core::lock`: use its `lock`, `read`, `write` or \
+         `wait` (`reel::lock::...`) instead: {found:?}"
     );
 }
 
 #[test]
 fn the_lock_rule_catches_a_copy() {
     let copy = concat!(
-        "fn lock<T>(m: &Mutex<T>) -> std::sync::Mutex",
-        "Guard<'_, T> {\n    m.lock().unwrap_or_else(|p| p.into_",
-        "inner())\n}\n"
+        "fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {\n",
+        "    match m.lock() {\n        Ok(g) => g,\n        Err(p) => p.into_",
+        "inner(),\n    }\n}\n"
     );
-    assert_eq!(lock_copies(copy), vec![1]);
+    assert_eq!(poison_ignored(copy), vec![1]);
     let method = concat!(
-        "impl Line {\n    fn state(&self) -> std::sync::Mutex",
-        "Guard<'_, State> {\n        self.state.lock().unwrap_or_else(|p| p.into_",
-        "inner())\n    }\n}\n"
+        "impl Line {\n    fn bytes(&self) -> Vec<u8> {\n",
+        "        self.state.read().unwrap_or_else(|p| p.into_",
+        "inner()).clone()\n    }\n}\n"
     );
-    assert_eq!(lock_copies(method), vec![2]);
-    let user = "fn lock_all(&self) -> Vec<u8> {\n    reel::sync::lock(&self.m).clone()\n}\n";
-    assert!(lock_copies(user).is_empty());
+    assert_eq!(poison_ignored(method), vec![3]);
+    let chained = concat!(
+        "let q = self\n    .wake\n    .wait(q)\n    .unwrap_or_else( |e| e.into_",
+        "inner() );\n"
+    );
+    assert_eq!(poison_ignored(chained), vec![4]);
+    let named = concat!("use std::sync::Poison", "Error;\n");
+    assert_eq!(poison_ignored(named), vec![1]);
+    let user = "fn lock_all(&self) -> Vec<u8> {\n    reel::lock::lock(&self.m).clone()\n}\n";
+    assert!(poison_ignored(user).is_empty());
+    let other = "let bytes = cursor.into_inner();\nlet n = x.unwrap_or_else(|e| e.len());\n";
+    assert!(poison_ignored(other).is_empty());
 }
 
 /// The top-level modules of the crate whose sources are under `dir`, and

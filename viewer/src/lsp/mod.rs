@@ -250,7 +250,7 @@ impl Probe {
 
 // A panic while holding the lock was caught (see `guarded`); the data is
 // still usable.
-use reel_core::sync::lock;
+use reel_core::lock::lock;
 
 /// Runs `f`, turning a panic into `T::default()` (logged through
 /// `tracing`).

@@ -49,7 +49,7 @@ use reel_core::{Fact, RunRecord};
 
 use crate::display::ProgressTemplates;
 use crate::render::sink::RunSink;
-use crate::render::text::{duration, TextRenderer};
+use crate::render::text::{duration, Color, TextRenderer};
 use crate::timeline::{Timeline, TimelineBuilder};
 
 pub mod sections;
@@ -122,7 +122,7 @@ impl<W: Write> HtmlWriter<W> {
             out,
             record: record.clone(),
             builder: TimelineBuilder::for_record(record),
-            text: TextRenderer::new(false),
+            text: TextRenderer::new(Color::Plain),
             nonce,
             first: true,
             listed: 0,
@@ -377,7 +377,7 @@ mod tests {
             }),
         );
         b.push(&started);
-        let text = TextRenderer::new(false);
+        let text = TextRenderer::new(Color::Plain);
         assert_eq!(detail_line(&text, &started, &b), "▶ args 3");
         let progress = fact(
             1,

@@ -86,12 +86,22 @@ pub fn spec_summary(spec: &reel_core::spec::ToolSpec) -> String {
     d
 }
 
+/// Whether a [`TextRenderer`] paints with ANSI colours.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Color {
+    /// Plain text, no escape sequences (files, pipes, the console's pages).
+    #[default]
+    Plain,
+    /// ANSI colours (a terminal that wants them).
+    Ansi,
+}
+
 /// Renders text, with or without ANSI colours, progress lines in the
 /// wording of its templates.
 #[derive(Debug, Clone, Default)]
 pub struct TextRenderer {
-    /// Use ANSI colours.
-    pub color: bool,
+    /// Plain, or ANSI colours.
+    pub color: Color,
     /// The wording of progress lines (default: seed 000's).
     pub templates: ProgressTemplates,
     /// The terminal's width, when lines are sized to one: a fact's line
@@ -126,7 +136,7 @@ const CYAN: Style = AnsiColor::Cyan.on_default();
 
 impl TextRenderer {
     /// A renderer with the default progress wording.
-    pub fn new(color: bool) -> TextRenderer {
+    pub fn new(color: Color) -> TextRenderer {
         TextRenderer {
             color,
             templates: ProgressTemplates::default(),
@@ -190,7 +200,7 @@ impl TextRenderer {
     }
 
     fn paint(&self, style: Style, text: &str) -> String {
-        if self.color {
+        if self.color == Color::Ansi {
             format!("{}{text}{}", style.render(), style.render_reset())
         } else {
             text.to_owned()
@@ -409,7 +419,7 @@ impl TextRenderer {
 ///
 /// ```
 /// use reel_viewer::render::sink::RunSink;
-/// use reel_viewer::render::text::{TextRenderer, TextWriter};
+/// use reel_viewer::render::text::{Color, TextRenderer, TextWriter};
 /// # use reel_core::fact::*;
 /// # use reel_core::{Fact, RunRecord};
 /// # let facts = vec![Fact { seq: 0, at: 0, offset: 0, call: None, kind: FactKind::RunStarted(RunStarted {
@@ -418,7 +428,7 @@ impl TextRenderer {
 /// #     labels: Default::default(), teardown_scopes: vec![] }) }];
 /// let record = RunRecord::from_first(&facts[0]).unwrap();
 /// let mut text = Vec::new();
-/// let mut w = TextWriter::start(&mut text, TextRenderer::new(false), &record).unwrap();
+/// let mut w = TextWriter::start(&mut text, TextRenderer::new(Color::Plain), &record).unwrap();
 /// w.fact(&facts[0], true).unwrap();
 /// w.gap(&reel_core::gap::Gap { first: 1, last: Some(2), detail: "checksum mismatch".into() }).unwrap();
 /// let timeline = w.finish().unwrap();

@@ -32,6 +32,14 @@ struct Unrendered {
     pending: bool,
 }
 
+/// Whether a fact [`TimelineBuilder::envelope`] folds in starts its call
+/// (a fact of a call not started yet is an anomaly otherwise).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Opens {
+    Call,
+    NoCall,
+}
+
 impl TimelineBuilder {
     /// A builder whose calls' `last_progress` is in the wording of
     /// `templates` (the default builder uses seed 000's).
@@ -106,7 +114,7 @@ impl TimelineBuilder {
         let count = self
             .sequencer
             .observe_report(p.seq, p.call.unwrap_or_default(), p.count);
-        let (call_idx, ended) = self.envelope(p.seq, p.offset, p.call, "progress", false);
+        let (call_idx, ended) = self.envelope(p.seq, p.offset, p.call, "progress", Opens::NoCall);
         if let Some(i) = call_idx {
             self.t().calls[i].progress = count;
             if self.unrendered.len() <= i {
@@ -132,7 +140,7 @@ impl TimelineBuilder {
         offset: u64,
         call: Option<&str>,
         kind: &str,
-        starts_call: bool,
+        opens: Opens,
     ) -> (Option<usize>, bool) {
         self.note_gap(seq);
         self.next_seq = self.next_seq.max(seq.saturating_add(1));
@@ -146,7 +154,7 @@ impl TimelineBuilder {
             }
         }
         let call_idx = call.and_then(|c| self.index.get(c).copied());
-        if let (Some(call_id), None, false) = (call, call_idx, starts_call) {
+        if let (Some(call_id), None, Opens::NoCall) = (call, call_idx, opens) {
             self.t().anomalies.push(Anomaly::UnknownCall {
                 call_id: call_id.to_owned(),
                 seq,
@@ -171,7 +179,11 @@ impl TimelineBuilder {
             fact.offset,
             fact.call.as_deref(),
             fact.kind.name(),
-            matches!(fact.kind, FactKind::CallStarted(_)),
+            if matches!(fact.kind, FactKind::CallStarted(_)) {
+                Opens::Call
+            } else {
+                Opens::NoCall
+            },
         );
 
         match &fact.kind {

@@ -6,7 +6,7 @@ use reel_core::fact::*;
 use reel_core::gap::Gap;
 use reel_core::{Fact, RunRecord};
 use reel_viewer::render::sink::RunSink;
-use reel_viewer::render::text::{TextRenderer, TextWriter};
+use reel_viewer::render::text::{Color, TextRenderer, TextWriter};
 use reel_viewer::timeline::{Anomaly, Timeline, TimelineBuilder};
 use serde_json::json;
 
@@ -647,7 +647,8 @@ fn the_stored_progress_count_survives_a_gap() {
     ]);
     let record = RunRecord::from_first(&facts[0]).expect("a run's head");
     let mut text = Vec::new();
-    let mut w = TextWriter::start(&mut text, TextRenderer::new(false), &record).expect("memory");
+    let mut w =
+        TextWriter::start(&mut text, TextRenderer::new(Color::Plain), &record).expect("memory");
     w.fact(&facts[0], true).expect("memory");
     w.fact(&facts[1], true).expect("memory");
     w.fact(&facts[2], true).expect("memory");

@@ -16,7 +16,7 @@ use serde_json::Value;
 use crate::proxy::line::Ticket;
 use crate::proxy::link::{Dir, Router};
 
-use super::observed::{Kind, Observed};
+use super::observed::{Ending, Kind, Observed};
 use super::upstream::send_in_order;
 use super::*;
 
@@ -358,8 +358,8 @@ impl ResponseOf<'_> {
         let router_of = router.clone();
         let on_close = router.map(|router| {
             let shared = shared.clone();
-            Box::new(move |complete: bool| {
-                if !complete && modern {
+            Box::new(move |ending: Ending| {
+                if ending == Ending::Cut && modern {
                     for id in &ids {
                         router.cancel_request(id, "the client closed the response stream");
                     }
@@ -367,7 +367,7 @@ impl ResponseOf<'_> {
                 if exchange {
                     close_later(&shared, router);
                 }
-            }) as Box<dyn FnOnce(bool) + Send + Sync>
+            }) as Box<dyn FnOnce(Ending) + Send + Sync>
         });
         let body = Observed {
             inner: upstream_body,

@@ -23,6 +23,15 @@ pub(super) enum Kind {
     Json(Vec<u8>),
 }
 
+/// How an [`Observed`] body ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Ending {
+    /// The body was read to its end.
+    Complete,
+    /// It was dropped (the client closed the stream) or failed before.
+    Cut,
+}
+
 /// A response body passed through unchanged while its messages are linked.
 pub(super) struct Observed {
     pub(super) inner: Incoming,
@@ -31,16 +40,15 @@ pub(super) struct Observed {
     pub(super) max: usize,
     /// Trailers held while a JSON body's data goes out first.
     pub(super) trailers: Option<HeaderMap>,
-    /// Called once: `true` at the body's end, `false` when it was dropped
-    /// (the client closed the stream) or failed before.
-    pub(super) on_close: Option<Box<dyn FnOnce(bool) + Send + Sync>>,
+    /// Called once, with how the body ended.
+    pub(super) on_close: Option<Box<dyn FnOnce(Ending) + Send + Sync>>,
     pub(super) router_of: Option<Arc<Router>>,
 }
 
 impl Observed {
-    fn close(&mut self, complete: bool) {
+    fn close(&mut self, ending: Ending) {
         if let Some(f) = self.on_close.take() {
-            f(complete);
+            f(ending);
         }
     }
 
@@ -51,7 +59,7 @@ impl Observed {
 
 impl Drop for Observed {
     fn drop(&mut self) {
-        self.close(false);
+        self.close(Ending::Cut);
     }
 }
 
@@ -132,7 +140,7 @@ impl Body for Observed {
                     return Poll::Ready(Some(Ok(Frame::data(Bytes::from(data)))));
                 }
                 Some(Err(e)) => {
-                    this.close(false);
+                    this.close(Ending::Cut);
                     return Poll::Ready(Some(Err(e)));
                 }
                 None => {
@@ -145,7 +153,7 @@ impl Body for Observed {
                             return Poll::Ready(Some(Ok(Frame::data(Bytes::from(data)))));
                         }
                     }
-                    this.close(true);
+                    this.close(Ending::Complete);
                     return Poll::Ready(None);
                 }
             }
