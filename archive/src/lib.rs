@@ -74,6 +74,7 @@ mod follow;
 #[doc(hidden)]
 pub mod fuzzing;
 mod import;
+pub mod journal;
 mod keys;
 mod list;
 pub mod live;
