@@ -825,15 +825,17 @@ impl Shared {
     fn sync_every(&self, every: Duration) {
         let mut st = lock(&self.state);
         loop {
+            // Checked under the lock the wait releases: a close is never
+            // missed.
+            if st.closed || st.failed.is_some() {
+                return;
+            }
             st = self
                 .stopping
                 .wait_timeout(st, every)
                 .unwrap_or_else(|p| p.into_inner())
                 .0;
-            if st.closed || st.failed.is_some() {
-                return;
-            }
-            if st.queued > st.synced {
+            if !st.closed && st.queued > st.synced {
                 let to = st.queued;
                 // A failure is kept in the state: the next append reports it.
                 let _ = self.drive(st, to, to);
