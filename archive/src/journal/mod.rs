@@ -107,7 +107,7 @@
 //!
 //! # Reading: recovery
 //!
-//! [`scan`] reads a journal without writing a byte: from the segment
+//! [`scan()`] reads a journal without writing a byte: from the segment
 //! holding the checkpoint, frame after frame, across files while each file
 //! continues where the last one ends, up to the first place that is not an
 //! intact frame or to the clean end of the last file. The caller says how
@@ -125,6 +125,10 @@
 //!   acknowledged part): [`JournalError::Damaged`], naming the file, the
 //!   offset, the position and the reason. [`JournalError::is_damage`] says
 //!   so (exit 2, with `reel salvage` as the way out).
+//!
+//! [`salvage()`] reads every intact frame, past damaged ones too (a frame is
+//! found wherever the bytes are an intact frame naming the position that
+//! belongs at that place), for `reel salvage`.
 //!
 //! [`Journal::open`] scans the same way under the writer's lock, syncs the
 //! last file (the recovered tail becomes durable before anything is written
@@ -155,6 +159,7 @@
 //!   2^32 for random damage; none for bursts up to 32 bits).
 
 mod frame;
+mod salvage;
 mod scan;
 
 use std::fs::{File, OpenOptions};
@@ -164,6 +169,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+pub use salvage::{salvage, SalvageReport, Salvaged};
 pub use scan::{scan, Batch, Cut, CutReason, Recovered};
 
 use frame::{Header, Unplaced, HEADER_LEN};
@@ -467,7 +473,7 @@ fn create_segment(dir: &Path, seq: u64, base: Position) -> Result<Active, Journa
 
 impl Journal {
     /// Opens the journal in `dir` to write (created when missing): takes
-    /// the writer's lock, [`scan`]s it from the checkpoint `from` with
+    /// the writer's lock, [`scan()`]s it from the checkpoint `from` with
     /// acknowledged data reaching `acknowledged` (damage is an error, and
     /// nothing is written then), syncs its last file, and starts a new
     /// segment file at the end of its valid part. The [`Recovered`]

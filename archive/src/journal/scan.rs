@@ -44,13 +44,13 @@ pub enum CutReason {
 impl fmt::Display for CutReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
-            CutReason::Short => "the file ends inside a frame",
+            CutReason::Short => "a frame cut short by the end of its file",
             CutReason::BadChecksum => "a bad checksum",
             CutReason::WrongPosition => "a frame that names another position",
             CutReason::Malformed => "a frame whose records do not parse",
             CutReason::BadHeader => "a segment file whose header is damaged",
             CutReason::Gap => "a segment file that does not continue the one before",
-            CutReason::Missing => "no segment file holding that position",
+            CutReason::Missing => "a missing segment file",
         })
     }
 }

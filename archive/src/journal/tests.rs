@@ -139,7 +139,7 @@ fn a_torn_tail_past_the_acknowledged_position_is_reported_not_damage() {
         "{said}"
     );
     assert!(
-        said.contains("the file ends inside a frame at offset"),
+        said.contains("a frame cut short by the end of its file at offset"),
         "{said}"
     );
 }
@@ -372,4 +372,82 @@ fn a_batch_too_large_for_a_frame_is_refused() {
     let big = vec![0u8; frame::MAX_PAYLOAD];
     let err = j.append(&[&big], Wait::Written).expect_err("too large");
     assert!(matches!(err, JournalError::TooLarge), "{err}");
+}
+
+/// Salvage finds every intact frame past a damaged one, and in a file
+/// whose header is damaged.
+#[test]
+fn salvage_recovers_every_frame_but_the_damaged_one() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (j, _) = Journal::open(dir.path(), quiet(), 0, 0).expect("open");
+    let ends: Vec<Position> = (0..10).map(|i| append(&j, i, Wait::Synced)).collect();
+    drop(j);
+    let file = files(dir.path()).pop().expect("a file");
+    let mut bytes = std::fs::read(&file).expect("read");
+    bytes[HEADER_LEN + ends[3] as usize + 5] ^= 1;
+    bytes[3] ^= 1;
+    std::fs::write(&file, &bytes).expect("write");
+    // A file cut while being created holds nothing, and is no alarm.
+    std::fs::write(dir.path().join(scan::file_name(2)), b"").expect("write");
+    let report = salvage(dir.path()).expect("salvage");
+    let got: Vec<u64> = report.frames.iter().map(|f| f.batch.end).collect();
+    let mut want = ends.clone();
+    want.remove(4);
+    assert_eq!(got, want);
+    assert_eq!(report.damaged_bytes, ends[4] - ends[3]);
+    assert_eq!(report.unreadable, Vec::<PathBuf>::new());
+    assert_eq!(report.frames[4].batch.records, records(5));
+    assert_eq!(report.frames[4].offset, HEADER_LEN as u64 + ends[4]);
+}
+
+/// Group commit: writers that queue while a leader writes are written by
+/// the next leader together, with one sync for all of them.
+#[test]
+fn writers_queued_behind_a_leader_share_one_write_and_one_sync() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (j, _) = Journal::open(dir.path(), quiet(), 0, 0).expect("open");
+    let before = j.stats();
+    std::thread::scope(|s| {
+        // The file held: the first writer leads and waits for it.
+        let held = lock(&j.shared.active);
+        let first = s.spawn(|| append(&j, 0, Wait::Synced));
+        while !lock(&j.shared.state).leading {
+            std::thread::yield_now();
+        }
+        let others: Vec<_> = (1..6u64)
+            .map(|i| {
+                let j = &j;
+                s.spawn(move || append(j, i, Wait::Synced))
+            })
+            .collect();
+        while lock(&j.shared.state).pending.len() < 5 {
+            std::thread::yield_now();
+        }
+        drop(held);
+        first.join().expect("join");
+        for o in others {
+            o.join().expect("join");
+        }
+    });
+    let after = j.stats();
+    assert_eq!(after.batches - before.batches, 6);
+    assert_eq!(after.writes - before.writes, 2, "{after:?}");
+    assert_eq!(after.syncs - before.syncs, 2, "{after:?}");
+}
+
+/// A failed write stops the journal: the writer waiting for it and every
+/// later one get the failure, never an acknowledgement.
+#[test]
+fn a_failed_write_stops_the_journal() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (j, _) = Journal::open(dir.path(), quiet(), 0, 0).expect("open");
+    append(&j, 1, Wait::Synced);
+    // The active file swapped for a read-only handle: the next write fails.
+    let path = files(dir.path()).pop().expect("a file");
+    lock(&j.shared.active).file = File::open(&path).expect("open");
+    let err = j.append(&[b"x"], Wait::Synced).expect_err("failed write");
+    assert!(matches!(err, JournalError::Failed { .. }), "{err}");
+    let err = j.append(&[b"y"], Wait::Written).expect_err("stopped");
+    assert!(matches!(err, JournalError::Failed { .. }), "{err}");
+    assert!(j.sync_to(u64::MAX).is_err());
 }
