@@ -9,8 +9,9 @@ pub(crate) const MAGIC: &[u8; 8] = b"REELJNL\0";
 pub(crate) const VERSION: u32 = 1;
 /// The segment header: magic, version, seq, base, checksum.
 pub(crate) const HEADER_LEN: usize = 8 + 4 + 8 + 8 + 4;
-/// A frame's fixed part: checksum, payload length, position.
-pub(crate) const FRAME_HEAD: usize = 4 + 4 + 8;
+/// A frame's fixed part: checksum, payload length, position, and the
+/// position synced before the frame was written.
+pub(crate) const FRAME_HEAD: usize = 4 + 4 + 8 + 8;
 /// The largest payload a frame carries (a batch is refused past it): the
 /// length field's range, kept well inside memory a reader can allocate.
 pub(crate) const MAX_PAYLOAD: usize = 1 << 30;
@@ -100,13 +101,15 @@ impl Unplaced {
         self.bytes.len() as u64
     }
 
-    /// The frame's bytes, placed at `position`: the position and the
-    /// checksum are filled in (a few bytes of work, under the lock).
-    pub(crate) fn place(mut self, position: Position) -> Vec<u8> {
+    /// The frame's bytes, placed at `position`, with everything before
+    /// `synced` known durable: the fixed part and the checksum are filled
+    /// in (a few bytes of work, under the lock).
+    pub(crate) fn place(mut self, position: Position, synced: Position) -> Vec<u8> {
         let len = (self.bytes.len() - FRAME_HEAD) as u32;
         self.bytes[4..8].copy_from_slice(&len.to_le_bytes());
         self.bytes[8..16].copy_from_slice(&position.to_le_bytes());
-        let crc = crc32c::crc32c_append(self.payload_crc, &self.bytes[4..16]);
+        self.bytes[16..24].copy_from_slice(&synced.to_le_bytes());
+        let crc = crc32c::crc32c_append(self.payload_crc, &self.bytes[4..FRAME_HEAD]);
         self.bytes[..4].copy_from_slice(&crc.to_le_bytes());
         self.bytes
     }
@@ -126,19 +129,27 @@ pub(crate) enum BadFrame {
     Malformed,
 }
 
-/// Reads the frame that should start at `bytes[0]` and hold `position`:
-/// its records and its whole length.
-pub(crate) fn read_frame(
-    bytes: &[u8],
-    position: Position,
-) -> Result<(Vec<Vec<u8>>, usize), BadFrame> {
+/// A frame read back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Frame {
+    /// Its batch's records.
+    pub records: Vec<Vec<u8>>,
+    /// Its whole length on disk.
+    pub len: usize,
+    /// The position synced before it was written: the journal's own
+    /// record of how far acknowledged data reached.
+    pub synced_before: Position,
+}
+
+/// Reads the frame that should start at `bytes[0]` and hold `position`.
+pub(crate) fn read_frame(bytes: &[u8], position: Position) -> Result<Frame, BadFrame> {
     let head = bytes.get(..FRAME_HEAD).ok_or(BadFrame::Short)?;
     let len = u32_at(head, 4) as usize;
     let payload = bytes
         .get(FRAME_HEAD..)
         .and_then(|rest| rest.get(..len))
         .ok_or(BadFrame::Short)?;
-    let crc = crc32c::crc32c_append(crc32c::crc32c(payload), &head[4..16]);
+    let crc = crc32c::crc32c_append(crc32c::crc32c(payload), &head[4..FRAME_HEAD]);
     if crc != u32_at(head, 0) {
         return Err(BadFrame::Checksum);
     }
@@ -146,7 +157,11 @@ pub(crate) fn read_frame(
         return Err(BadFrame::Position);
     }
     let records = records(payload).ok_or(BadFrame::Malformed)?;
-    Ok((records, FRAME_HEAD + len))
+    Ok(Frame {
+        records,
+        len: FRAME_HEAD + len,
+        synced_before: u64_at(head, 16),
+    })
 }
 
 fn records(payload: &[u8]) -> Option<Vec<Vec<u8>>> {
@@ -180,18 +195,22 @@ mod tests {
     use super::*;
 
     fn frame(records: &[&[u8]], at: Position) -> Vec<u8> {
-        Unplaced::new(records).expect("small").place(at)
+        Unplaced::new(records).expect("small").place(at, at / 2)
     }
 
     #[test]
     fn a_frame_reads_back_at_its_position_only() {
         let f = frame(&[b"one", b"", b"three"], 77);
-        let (records, len) = read_frame(&f, 77).expect("intact");
-        assert_eq!(len, f.len());
-        assert_eq!(records, vec![b"one".to_vec(), vec![], b"three".to_vec()]);
+        let read = read_frame(&f, 77).expect("intact");
+        assert_eq!((read.len, read.synced_before), (f.len(), 38));
+        assert_eq!(
+            read.records,
+            vec![b"one".to_vec(), vec![], b"three".to_vec()]
+        );
         assert_eq!(read_frame(&f, 78), Err(BadFrame::Position));
         let empty = frame(&[], 0);
-        assert_eq!(read_frame(&empty, 0), Ok((vec![], FRAME_HEAD + 4)));
+        let read = read_frame(&empty, 0).expect("intact");
+        assert_eq!((read.records, read.len), (vec![], FRAME_HEAD + 4));
     }
 
     /// Every flipped bit and every cut of a frame is caught: a checksum,

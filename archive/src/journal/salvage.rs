@@ -3,9 +3,9 @@
 
 use std::path::{Path, PathBuf};
 
-use super::frame::{self, Header, FRAME_HEAD, HEADER_LEN};
+use super::frame::{self, Frame, Header, FRAME_HEAD, HEADER_LEN};
 use super::scan::{self, Batch};
-use super::JournalError;
+use super::{JournalError, Position};
 
 /// An intact frame found by [`salvage()`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,15 +42,7 @@ pub fn salvage(dir: &Path) -> Result<SalvageReport, JournalError> {
     let mut report = SalvageReport::default();
     for (seq, path) in scan::list(dir)? {
         let bytes = std::fs::read(&path).map_err(|e| JournalError::io(&path, e))?;
-        let base = match Header::decode(&bytes) {
-            Ok(h) if h.seq == seq => Some(h.base),
-            // The first frame names the file's first position.
-            _ => bytes
-                .get(HEADER_LEN + 8..HEADER_LEN + 16)
-                .map(|p| u64::from_le_bytes(p.try_into().expect("8 bytes")))
-                .filter(|&p| frame::read_frame(&bytes[HEADER_LEN..], p).is_ok()),
-        };
-        let Some(base) = base else {
+        let Some(base) = file_base(seq, &bytes) else {
             // A file cut while being created holds nothing.
             if bytes.len() <= HEADER_LEN {
                 report.damaged_bytes += bytes.len() as u64;
@@ -59,37 +51,65 @@ pub fn salvage(dir: &Path) -> Result<SalvageReport, JournalError> {
             }
             continue;
         };
-        let mut offset = HEADER_LEN;
-        let mut skipped = 0u64;
-        while offset + FRAME_HEAD <= bytes.len() {
-            let position = base + (offset - HEADER_LEN) as u64;
-            let named = u64::from_le_bytes(bytes[offset + 8..offset + 16].try_into().expect("8"));
-            // The position check first: a cheap filter before the checksum.
-            let intact = if named == position {
-                frame::read_frame(&bytes[offset..], position).ok()
-            } else {
-                None
-            };
-            match intact {
-                Some((records, len)) => {
-                    report.frames.push(Salvaged {
-                        file: path.clone(),
-                        offset: offset as u64,
-                        batch: Batch {
-                            position,
-                            end: position + len as u64,
-                            records,
-                        },
-                    });
-                    offset += len;
-                }
-                None => {
-                    offset += 1;
-                    skipped += 1;
-                }
-            }
-        }
-        report.damaged_bytes += skipped + (bytes.len().saturating_sub(offset)) as u64;
+        report.damaged_bytes += intact_frames(&bytes, base, HEADER_LEN, |offset, position, f| {
+            report.frames.push(Salvaged {
+                file: path.clone(),
+                offset: offset as u64,
+                batch: Batch {
+                    position,
+                    end: position + f.len as u64,
+                    synced_before: f.synced_before,
+                    records: f.records,
+                },
+            })
+        });
     }
     Ok(report)
+}
+
+/// The first position of segment `seq` whose bytes are `bytes`: from its
+/// header, or else from its first frame.
+pub(crate) fn file_base(seq: u64, bytes: &[u8]) -> Option<Position> {
+    match Header::decode(bytes) {
+        Ok(h) if h.seq == seq => Some(h.base),
+        _ => bytes
+            .get(HEADER_LEN + 8..HEADER_LEN + 16)
+            .map(|p| u64::from_le_bytes(p.try_into().expect("8 bytes")))
+            .filter(|&p| frame::read_frame(&bytes[HEADER_LEN..], p).is_ok()),
+    }
+}
+
+/// Calls `found` with every intact frame in a segment file's `bytes` (its
+/// first position `base`) from offset `from` on, in order; returns how many
+/// bytes were not part of one.
+pub(crate) fn intact_frames(
+    bytes: &[u8],
+    base: Position,
+    from: usize,
+    mut found: impl FnMut(usize, Position, Frame),
+) -> u64 {
+    let mut offset = from.max(HEADER_LEN);
+    let mut skipped = 0u64;
+    while offset + FRAME_HEAD <= bytes.len() {
+        let position = base + (offset - HEADER_LEN) as u64;
+        let named = u64::from_le_bytes(bytes[offset + 8..offset + 16].try_into().expect("8"));
+        // The position first: a cheap filter before the checksum.
+        let intact = if named == position {
+            frame::read_frame(&bytes[offset..], position).ok()
+        } else {
+            None
+        };
+        match intact {
+            Some(f) => {
+                let len = f.len;
+                found(offset, position, f);
+                offset += len;
+            }
+            None => {
+                offset += 1;
+                skipped += 1;
+            }
+        }
+    }
+    skipped + bytes.len().saturating_sub(offset) as u64
 }

@@ -6,6 +6,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use super::frame::{self, BadFrame, BadHeader, Header, HEADER_LEN};
+use super::salvage;
 use super::{JournalError, Position};
 
 /// One batch read back from the journal.
@@ -15,6 +16,8 @@ pub struct Batch {
     pub position: Position,
     /// Where it ends: the position a writer was given for it.
     pub end: Position,
+    /// The position the journal had synced before this batch was written.
+    pub synced_before: Position,
     /// Its records, as appended.
     pub records: Vec<Vec<u8>>,
 }
@@ -92,7 +95,9 @@ pub struct Recovered {
     pub batches: Vec<Batch>,
     /// Where the valid part ends: the position a writer continues from.
     pub end: Position,
-    /// The acknowledged position the scan was given.
+    /// How far acknowledged data reaches: the position the scan was
+    /// given, or further when the journal's own frames say more was synced
+    /// (a caller's record that lagged).
     pub acknowledged: Position,
     /// How many of [`Recovered::batches`] (the last ones) lie past the
     /// acknowledged position: written, never acknowledged.
@@ -205,6 +210,7 @@ pub fn scan(dir: &Path, from: Position, acknowledged: Position) -> Result<Recove
                 reason: CutReason::Missing,
             });
         }
+        look_past(&segments, 0, 0, &mut found)?;
         return judge(dir, found);
     };
     let mut position = from;
@@ -221,18 +227,17 @@ pub fn scan(dir: &Path, from: Position, acknowledged: Position) -> Result<Recove
                 break None;
             }
             match frame::read_frame(rest, position) {
-                Ok((records, len)) => {
-                    let end = position + len as u64;
+                Ok(f) => {
+                    let end = position + f.len as u64;
+                    found.acknowledged = found.acknowledged.max(f.synced_before);
                     found.batches.push(Batch {
                         position,
                         end,
-                        records,
+                        synced_before: f.synced_before,
+                        records: f.records,
                     });
-                    if end > acknowledged {
-                        found.unacknowledged += 1;
-                    }
                     position = end;
-                    offset += len;
+                    offset += f.len;
                 }
                 Err(bad) => {
                     break Some(match bad {
@@ -265,14 +270,22 @@ pub fn scan(dir: &Path, from: Position, acknowledged: Position) -> Result<Recove
                     next = Some((j, h));
                     break;
                 }
-                None => unreadable.push(Cut {
-                    file: later.path.clone(),
-                    offset: 0,
-                    position,
-                    reason: CutReason::BadHeader,
-                }),
+                None => unreadable.push((
+                    j,
+                    Cut {
+                        file: later.path.clone(),
+                        offset: 0,
+                        position,
+                        reason: CutReason::BadHeader,
+                    },
+                )),
             }
         }
+        // Where the journal stops for good: the first place past which
+        // its own frames may still say more was synced.
+        let stop_here = (i, offset);
+        let first_unreadable = unreadable.first().map(|(j, _)| (*j, 0));
+        let unreadable: Vec<Cut> = unreadable.into_iter().map(|(_, c)| c).collect();
         match next {
             Some((j, h)) if h.base == position => {
                 found.earlier_cuts.extend(cut_here);
@@ -281,16 +294,29 @@ pub fn scan(dir: &Path, from: Position, acknowledged: Position) -> Result<Recove
                 header = h;
             }
             Some((j, _)) => {
+                let (at, off) = match (&cut_here, first_unreadable) {
+                    (Some(_), _) => stop_here,
+                    (None, Some(u)) => u,
+                    (None, None) => (j, 0),
+                };
                 found.cut = cut_here.or(unreadable.into_iter().next()).or(Some(Cut {
                     file: segments[j].path.clone(),
                     offset: 0,
                     position,
                     reason: CutReason::Gap,
                 }));
+                look_past(&segments, at, off, &mut found)?;
                 break;
             }
             None => {
+                let (at, off) = match (&cut_here, first_unreadable) {
+                    (Some(_), _) => stop_here,
+                    (None, Some(u)) => u,
+                    // The clean end of the last file: nothing past it.
+                    (None, None) => (segments.len(), 0),
+                };
                 found.cut = cut_here.or(unreadable.into_iter().next());
+                look_past(&segments, at, off, &mut found)?;
                 break;
             }
         }
@@ -298,8 +324,37 @@ pub fn scan(dir: &Path, from: Position, acknowledged: Position) -> Result<Recove
     judge(dir, found)
 }
 
-/// Damage when the valid part ends before the acknowledged position.
-fn judge(dir: &Path, found: Recovered) -> Result<Recovered, JournalError> {
+/// Raises `found.acknowledged` to what intact frames past the place the
+/// journal stops (segment `at`, byte `offset`, and the files after it) say
+/// was synced before they were written.
+fn look_past(
+    segments: &[Segment],
+    at: usize,
+    offset: usize,
+    found: &mut Recovered,
+) -> Result<(), JournalError> {
+    for (k, s) in segments.iter().enumerate().skip(at) {
+        let bytes = std::fs::read(&s.path).map_err(|e| JournalError::io(&s.path, e))?;
+        let Some(base) = salvage::file_base(s.seq, &bytes) else {
+            continue;
+        };
+        let from = if k == at { offset } else { 0 };
+        salvage::intact_frames(&bytes, base, from, |_, _, f| {
+            found.acknowledged = found.acknowledged.max(f.synced_before);
+        });
+    }
+    Ok(())
+}
+
+/// Counts the tail; damage when the valid part ends before the
+/// acknowledged position.
+fn judge(dir: &Path, mut found: Recovered) -> Result<Recovered, JournalError> {
+    let acknowledged = found.acknowledged;
+    found.unacknowledged = found
+        .batches
+        .iter()
+        .filter(|b| b.end > acknowledged)
+        .count();
     if found.end >= found.acknowledged {
         return Ok(found);
     }

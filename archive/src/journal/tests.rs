@@ -172,9 +172,10 @@ fn damage_inside_the_acknowledged_part_is_named() {
         err.to_string().contains("a bad checksum at offset"),
         "{err}"
     );
-    // The same flip past an older acknowledged position: a torn tail.
-    let found = scan(dir.path(), 0, ends[1]).expect("past the acknowledged part");
-    assert_eq!(found.batches.len(), 2);
+    // Told of an older acknowledged position, the scan still finds the
+    // later frames that were written after the damaged one was synced.
+    let err = scan(dir.path(), 0, ends[1]).expect_err("still damage");
+    assert!(err.is_damage(), "{err}");
 
     // A file cut on a frame boundary before the acknowledged position.
     write(&whole[..HEADER_LEN + ends[2] as usize]);
@@ -450,4 +451,40 @@ fn a_failed_write_stops_the_journal() {
     let err = j.append(&[b"y"], Wait::Written).expect_err("stopped");
     assert!(matches!(err, JournalError::Failed { .. }), "{err}");
     assert!(j.sync_to(u64::MAX).is_err());
+}
+
+/// The caller's acknowledged position may lag (a control record written
+/// without a sync): the journal's own later frames still say the damaged
+/// part was synced, so it is damage, not a torn tail.
+#[test]
+fn later_frames_prove_damage_a_lagging_record_would_miss() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (j, _) = Journal::open(dir.path(), quiet(), 0, 0).expect("open");
+    let ends: Vec<Position> = (0..6).map(|i| append(&j, i, Wait::Synced)).collect();
+    drop(j);
+    let file = files(dir.path()).pop().expect("a file");
+    let mut bytes = std::fs::read(&file).expect("read");
+    bytes[HEADER_LEN + ends[1] as usize + 30] ^= 8;
+    std::fs::write(&file, &bytes).expect("write");
+    // Told nothing was acknowledged, the scan still knows batch 5 was
+    // written after batch 4 was synced.
+    let err = scan(dir.path(), 0, 0).expect_err("damage");
+    let JournalError::Damaged {
+        acknowledged, end, ..
+    } = &err
+    else {
+        panic!("{err}")
+    };
+    assert_eq!((*acknowledged, *end), (ends[4], ends[1]), "{err}");
+    assert!(
+        err.to_string().contains("journal's own later frames"),
+        "{err}"
+    );
+    // A cut tail claims nothing past itself: no alarm.
+    let mut clean = bytes.clone();
+    clean[HEADER_LEN + ends[1] as usize + 30] ^= 8;
+    std::fs::write(&file, &clean[..HEADER_LEN + ends[5] as usize - 1]).expect("write");
+    let found = scan(dir.path(), 0, 0).expect("a torn tail");
+    assert_eq!((found.batches.len(), found.acknowledged), (5, ends[3]));
+    assert_eq!(found.unacknowledged, 1);
 }
