@@ -13,7 +13,8 @@
 //! END` once batch (ROUND, THREAD, N) is acknowledged durable at journal
 //! position END. The parent kills it after a random number of those lines
 //! (no timing: the kill lands wherever the child is, often inside a group
-//! commit or a rotation).
+//! commit or a rotation), or at once, one round in four (inside its open:
+//! the recovery scan, the sync, the new file's creation).
 //!
 //! Knobs: `REEL_JOURNAL_CRASH_ROUNDS` (default 10, or 6 when `CI` is set),
 //! `REEL_JOURNAL_CRASH_SEED` (printed at start, to repeat a failure).
@@ -86,6 +87,11 @@ fn child(dir: &Path) {
     };
     let round = num(ROUND_ENV);
     let ack = num(ACK_ENV);
+    {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "opening");
+        let _ = out.flush();
+    }
     let (journal, found) = match Journal::open(dir, config(), 0, ack) {
         Ok(opened) => opened,
         Err(e) => {
@@ -164,7 +170,13 @@ fn parent() {
     let mut acked: BTreeMap<(u64, u64, u64), Position> = BTreeMap::new();
     let mut passed = 0;
     for round in 0..rounds {
-        let kill_after = rng.range(1, 400);
+        // One round in four kills the child at once: inside its open
+        // (the scan, the sync of the last file, a new file's creation).
+        let kill_after = if rng.next() % 4 == 0 {
+            0
+        } else {
+            rng.range(1, 400)
+        };
         match run_round(&exe, &dir, tmp.path(), round, kill_after, &mut acked) {
             Ok(said) => {
                 passed += 1;
@@ -218,7 +230,8 @@ fn run_round(
         }
         acks += u64::from(line.starts_with("ack "));
         lines.push(line.trim_end().to_owned());
-        if acks >= kill_after && !killed {
+        // `opening` comes first: a kill then lands in the open or soon after.
+        if acks >= kill_after && !killed && (kill_after > 0 || line.starts_with("opening")) {
             // SIGKILL; the lines already in the pipe are read on.
             let _ = child.kill();
             killed = true;
@@ -251,7 +264,7 @@ fn run_round(
                     _ => problems.push(format!("a bad line: {line:?}")),
                 }
             }
-            ["opened", _] => {}
+            ["opening"] | ["opened", _] => {}
             _ => problems.push(format!("child: {line}")),
         }
     }
