@@ -172,7 +172,7 @@ fn parent() {
     for round in 0..rounds {
         // One round in four kills the child at once: inside its open
         // (the scan, the sync of the last file, a new file's creation).
-        let kill_after = if rng.next() % 4 == 0 {
+        let kill_after = if rng.next().is_multiple_of(4) {
             0
         } else {
             rng.range(1, 400)

@@ -90,9 +90,11 @@
 //!   their syncs.
 //! - **buffered**: batches with [`Wait::Written`] (in the file, which a
 //!   killed process does not lose); the journal's own thread syncs what is
-//!   written every [`JournalConfig::sync_within`], so an unsynced batch
-//!   waits at most that bound plus the time of one group's write and sync
-//!   (a sync under way when the bound falls due is waited for first).
+//!   written every [`JournalConfig::sync_within`] (200 ms by default;
+//!   sled's background flush, the bound until now, runs every 500 ms), so
+//!   an unsynced batch waits at most that bound plus the time of one
+//!   group's write and sync (a sync under way when the bound falls due is
+//!   waited for first).
 //!
 //! *Rotation.* When the active file has reached
 //! [`JournalConfig::segment_bytes`], the leader syncs it and starts the next
@@ -121,8 +123,10 @@
 //! continues where the last one ends, up to the first place that is not an
 //! intact frame or to the clean end of the last file. The caller says how
 //! far acknowledged data reaches (the control record's acknowledged
-//! position: the last position the writer synced and recorded), and that
-//! decides what the end means:
+//! position: the last position the writer synced and recorded); the
+//! frames read, and the intact frames past the place the scan stops, can
+//! only raise it (each records what was synced before it was written).
+//! That position decides what the end means:
 //!
 //! - **a torn tail** (the valid part ends at or past the acknowledged
 //!   position): normal after a crash; not damage, and not silent either:
@@ -146,6 +150,14 @@
 //! them: a cut followed by a file that starts at its position is an
 //! earlier crash's tail ([`Recovered::earlier_cuts`]), not damage.
 //!
+//! # What the caller records
+//!
+//! The acknowledged position is [`Journal::synced`]. The writer stores it
+//! in the control record after each sync that advanced it (a `pwrite`, not
+//! synced: it survives a killed process), and syncs the record at each
+//! checkpoint. After a power cut the stored position may lag the last
+//! syncs; the frames' own synced positions then prove what they can.
+//!
 //! # What a crash can and cannot lose
 //!
 //! - *A killed process* (SIGKILL, a panic, an OOM kill) loses nothing the
@@ -158,9 +170,10 @@
 //!   [`JournalConfig::sync_within`] (plus one sync) before the cut may not.
 //!   What is lost is always a tail: positions are synced in order.
 //! - *Detected:* any acknowledged batch missing or changed, as long as the
-//!   acknowledged position in the control record survived: a flipped byte,
-//!   a file cut short or cut on a frame boundary, a missing or damaged
-//!   file, a stale file put back.
+//!   acknowledged position in the control record survived, or an intact
+//!   frame past the damage was written after a sync that covered it: a
+//!   flipped byte, a file cut short or cut on a frame boundary, a missing
+//!   or damaged file, a stale file put back.
 //! - *Not detected:* a loss of whole trailing batches together with the
 //!   control record's matching update (a device that acknowledged a sync it
 //!   did not do, for both files): the journal then ends cleanly where the
