@@ -57,7 +57,7 @@ pub fn salvage(dir: &Path) -> Result<SalvageReport, JournalError> {
                 offset: offset as u64,
                 batch: Batch {
                     position,
-                    end: position + f.len as u64,
+                    end: position.saturating_add(f.len as u64),
                     synced_before: f.synced_before,
                     records: f.records,
                 },
@@ -91,7 +91,11 @@ pub(crate) fn intact_frames(
     let mut offset = from.max(HEADER_LEN);
     let mut skipped = 0u64;
     while offset + FRAME_HEAD <= bytes.len() {
-        let position = base + (offset - HEADER_LEN) as u64;
+        // A first position from the disk near the end of the range
+        // places no frame past it.
+        let Some(position) = base.checked_add((offset - HEADER_LEN) as u64) else {
+            break;
+        };
         let named = u64::from_le_bytes(bytes[offset + 8..offset + 16].try_into().expect("8"));
         // The position first: a cheap filter before the checksum.
         let intact = if named == position {

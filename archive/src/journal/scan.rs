@@ -217,7 +217,7 @@ pub fn scan(dir: &Path, from: Position, acknowledged: Position) -> Result<Recove
     loop {
         let s = &segments[i];
         let bytes = std::fs::read(&s.path).map_err(|e| JournalError::io(&s.path, e))?;
-        let mut offset = HEADER_LEN + (position - header.base) as usize;
+        let mut offset = HEADER_LEN.saturating_add((position - header.base) as usize);
         // Walk the frames; stop at the clean end or at the first bad one.
         let stop = loop {
             let Some(rest) = bytes.get(offset..) else {
@@ -228,7 +228,11 @@ pub fn scan(dir: &Path, from: Position, acknowledged: Position) -> Result<Recove
             }
             match frame::read_frame(rest, position) {
                 Ok(f) => {
-                    let end = position + f.len as u64;
+                    // Positions near the end of the range (a first
+                    // position from the disk) are not a frame's.
+                    let Some(end) = position.checked_add(f.len as u64) else {
+                        break Some(CutReason::WrongPosition);
+                    };
                     found.acknowledged = found.acknowledged.max(f.synced_before);
                     found.batches.push(Batch {
                         position,

@@ -488,3 +488,18 @@ fn later_frames_prove_damage_a_lagging_record_would_miss() {
     assert_eq!((found.batches.len(), found.acknowledged), (5, ends[3]));
     assert_eq!(found.unacknowledged, 1);
 }
+
+/// A first position near the end of the range (from a file's header) and
+/// an intact frame there: no overflow, a cut.
+#[test]
+fn positions_at_the_end_of_the_range_do_not_overflow() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let base = u64::MAX - 10;
+    let mut bytes = Header { seq: 1, base }.encode().to_vec();
+    bytes.extend(frame::Unplaced::new(&[b"x"]).expect("small").place(base, 0));
+    std::fs::write(dir.path().join(scan::file_name(1)), &bytes).expect("write");
+    let found = scan(dir.path(), base, base).expect("a cut, past the acknowledged position");
+    assert_eq!(found.cut.map(|c| c.reason), Some(CutReason::WrongPosition));
+    let report = salvage(dir.path()).expect("salvage");
+    assert_eq!(report.frames.len(), 1);
+}
