@@ -1,3 +1,9 @@
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::frame::{Header, HEADER_LEN};
+use super::writer::lock;
 use super::*;
 
 fn quiet() -> JournalConfig {
