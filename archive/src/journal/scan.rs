@@ -266,25 +266,7 @@ pub fn scan(dir: &Path, from: Position, acknowledged: Position) -> Result<Recove
         // in between whose header does not read were cut while being
         // created (a header is synced before any frame goes in): when one
         // held frames, the next file starts past them, a gap.
-        let mut unreadable = Vec::new();
-        let mut next = None;
-        for (j, later) in segments.iter().enumerate().skip(i + 1) {
-            match header_of(later)? {
-                Some(h) => {
-                    next = Some((j, h));
-                    break;
-                }
-                None => unreadable.push((
-                    j,
-                    Cut {
-                        file: later.path.clone(),
-                        offset: 0,
-                        position,
-                        reason: CutReason::BadHeader,
-                    },
-                )),
-            }
-        }
+        let (next, unreadable) = next_file(&segments, i, position)?;
         // Where the journal stops for good: the first place past which
         // its own frames may still say more was synced.
         let stop_here = (i, offset);
@@ -326,6 +308,30 @@ pub fn scan(dir: &Path, from: Position, acknowledged: Position) -> Result<Recove
         }
     }
     judge(dir, found)
+}
+
+/// The first file after a segment whose header reads (its index and
+/// header), and the files before it whose header does not (each as a cut).
+type Next = (Option<(usize, Header)>, Vec<(usize, Cut)>);
+
+/// [`Next`] after segment `i`, whose valid part ends at `position`.
+fn next_file(segments: &[Segment], i: usize, position: Position) -> Result<Next, JournalError> {
+    let mut unreadable = Vec::new();
+    for (j, later) in segments.iter().enumerate().skip(i + 1) {
+        match header_of(later)? {
+            Some(h) => return Ok((Some((j, h)), unreadable)),
+            None => unreadable.push((
+                j,
+                Cut {
+                    file: later.path.clone(),
+                    offset: 0,
+                    position,
+                    reason: CutReason::BadHeader,
+                },
+            )),
+        }
+    }
+    Ok((None, unreadable))
 }
 
 /// Raises `found.acknowledged` to what intact frames past the place the

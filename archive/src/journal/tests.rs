@@ -3,7 +3,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::frame::{Header, HEADER_LEN};
-use super::writer::lock;
+use reel_core::lock::lock;
+
 use super::*;
 
 fn quiet() -> JournalConfig {

@@ -9,6 +9,8 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use reel_core::lock::{lock, wait as wait_on};
+
 use super::frame::{Header, Unplaced, HEADER_LEN};
 use super::{scan, JournalConfig, JournalError, JournalStats, Position, Recovered, Wait};
 
@@ -25,8 +27,6 @@ pub(super) struct Shared {
     /// A leader finished, a checkpoint lowered the unapplied size, or the
     /// journal failed or closed.
     changed: Condvar,
-    /// Wakes the syncing thread to stop.
-    stopping: Condvar,
     /// The active segment file: only the leader locks it.
     pub(super) active: Mutex<Active>,
     /// Held (flocked) while this process writes the journal.
@@ -63,10 +63,6 @@ pub(super) struct Active {
     len: u64,
     /// Bytes written since its last sync.
     unsynced: bool,
-}
-
-pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Creates `dir` and the directories above it that are missing, each
@@ -191,7 +187,6 @@ impl Journal {
                 },
             }),
             changed: Condvar::new(),
-            stopping: Condvar::new(),
             active: Mutex::new(active),
             _lock: lock_file,
         });
@@ -226,7 +221,7 @@ impl Journal {
             st.stats.bound_waits += 1;
             let began = Instant::now();
             while over(&st) {
-                st = s.changed.wait(st).unwrap_or_else(|p| p.into_inner());
+                st = wait_on(&s.changed, st);
             }
             st.stats.bound_waited_us += began.elapsed().as_micros() as u64;
         }
@@ -319,9 +314,11 @@ impl Journal {
             s.drive(st, end, end)
         };
         lock(&s.state).closed = true;
-        s.stopping.notify_all();
         s.changed.notify_all();
         if let Some(syncer) = self.syncer.take() {
+            // Set before the unpark: the thread sees it on waking (an
+            // unpark before its park makes the park return at once).
+            syncer.thread().unpark();
             let _ = syncer.join();
         }
         synced.map(|()| end)
@@ -389,7 +386,7 @@ impl Shared {
             }
             st.sync_wanted = st.sync_wanted.max(synced);
             if st.leading {
-                st = self.changed.wait(st).unwrap_or_else(|p| p.into_inner());
+                st = wait_on(&self.changed, st);
                 continue;
             }
             // Lead: take every queued batch.
@@ -474,25 +471,19 @@ impl Shared {
         Ok(done)
     }
 
-    /// The syncing thread: every `every`, syncs what is written.
+    /// The syncing thread: every `every`, syncs what is written. A close
+    /// unparks it.
     fn sync_every(&self, every: Duration) {
-        let mut st = lock(&self.state);
         loop {
-            // Checked under the lock the wait releases: a close is never
-            // missed.
+            std::thread::park_timeout(every);
+            let st = lock(&self.state);
             if st.closed || st.failed.is_some() {
                 return;
             }
-            st = self
-                .stopping
-                .wait_timeout(st, every)
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
-            if !st.closed && st.queued > st.synced {
+            if st.queued > st.synced {
                 let to = st.queued;
                 // A failure is kept in the state: the next append reports it.
                 let _ = self.drive(st, to, to);
-                st = lock(&self.state);
             }
         }
     }

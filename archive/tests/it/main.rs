@@ -2,9 +2,9 @@
 //! `tests/*.rs` file a module, so the workspace is linked once. What
 //! several modules share is in [`support`].
 //!
-//! One test stays a binary of its own (`Cargo.toml` names it):
-//! `tests/crash.rs`, a `harness = false` crash test that kills a child
-//! writer and owns `main`. `lock` re-runs this binary for one test
+//! Two tests stay binaries of their own (`Cargo.toml` names them):
+//! `tests/crash.rs` and `tests/journal_crash.rs`, `harness = false` crash
+//! tests that kill a child writer and own `main`. `lock` re-runs this binary for one test
 //! (`--exact lock::child_opens_archive`): a second process on one archive.
 
 mod archive_model;
@@ -16,6 +16,7 @@ mod fingerprint_key;
 mod format_version;
 mod fuzz_seeds;
 mod import_integrity;
+mod journal;
 mod lock;
 mod projected;
 mod salvage;
