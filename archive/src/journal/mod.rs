@@ -3,6 +3,30 @@
 //! off the calls' path (issue 42). This module is the journal on its own;
 //! the archive's writer, its checkpointer and its open use it.
 //!
+//! ```
+//! use reel_archive::journal::{scan, writer_dir, Journal, JournalConfig, Wait};
+//!
+//! let archive = tempfile::tempdir().unwrap();
+//! let dir = writer_dir(archive.path(), "recorder-1").unwrap();
+//! // A new journal: nothing checkpointed, nothing acknowledged yet.
+//! let (journal, recovered) = Journal::open(&dir, JournalConfig::default(), 0, 0).unwrap();
+//! assert!(recovered.batches.is_empty());
+//! // A batch of two records, acknowledged once synced.
+//! let end = journal.append(&[b"fact", b"run record"], Wait::Synced).unwrap();
+//! assert_eq!(journal.synced(), end);
+//! // Buffered: written now, synced within `sync_within`.
+//! let tail = journal.append(&[b"progress"], Wait::Written).unwrap();
+//! journal.close().unwrap();
+//!
+//! // After a crash (or a close), a reader: from the checkpoint (0), with
+//! // acknowledged data reaching `end` (what the control record holds).
+//! let found = scan(&dir, 0, end).unwrap();
+//! assert_eq!(found.batches.len(), 2);
+//! assert_eq!(found.batches[1].end, tail);
+//! // The buffered batch lies past the acknowledged position: the tail.
+//! assert_eq!(found.unacknowledged, 1);
+//! ```
+//!
 //! # Where it lives, and several writers
 //!
 //! One journal per writer process, each in a directory of its own:
