@@ -166,7 +166,12 @@ fn damage_inside_the_acknowledged_part_is_named() {
     let at = HEADER_LEN + ends[1] as usize + 20;
     flipped[at] ^= 0x40;
     write(&flipped);
+    let before = snapshot(dir.path());
     let err = scan(dir.path(), 0, ends[4]).expect_err("damage");
+    // Neither a reader nor a writer's open changes a damaged journal.
+    let opened = Journal::open(dir.path(), quiet(), 0, ends[4]).err();
+    assert!(opened.is_some_and(|e| e.is_damage()));
+    assert_eq!(snapshot(dir.path()), before);
     let JournalError::Damaged { end, cut, .. } = &err else {
         panic!("{err}")
     };

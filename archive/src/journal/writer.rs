@@ -116,7 +116,7 @@ impl Journal {
     /// Opens the journal in `dir` to write (created when missing): takes
     /// the writer's lock, [`scan()`]s it from the checkpoint `from` with
     /// acknowledged data reaching `acknowledged` (damage is an error, and
-    /// nothing is written then), syncs its last file, and starts a new
+    /// no journal file is touched then), syncs its last file, and starts a new
     /// segment file at the end of its valid part. The [`Recovered`]
     /// batches are for the caller to apply; they count as unapplied until
     /// [`Journal::checkpointed`].
