@@ -31,7 +31,7 @@ use std::sync::Mutex;
 
 use sha2::{Digest as _, Sha256};
 
-use crate::Digest;
+use reel_core::codec::Digest;
 
 /// The bytes of the artifact `digest` (`sha256:<hex>`) as a file of the
 /// archive in `dir`, read without opening the archive (a recorder may hold
@@ -42,7 +42,7 @@ use crate::Digest;
 ///
 /// [`ArchiveError::Damaged`]: crate::ArchiveError::Damaged
 pub fn read_artifact_file(dir: &Path, digest: &str) -> crate::Result<Option<Vec<u8>>> {
-    let Some(raw) = crate::parse_digest(digest) else {
+    let Some(raw) = reel_core::codec::parse_digest(digest) else {
         return Ok(None);
     };
     let files = Files::new(dir);

@@ -11,9 +11,9 @@ use reel_core::fact::{Fact, FactKind};
 use reel_core::run::{RunRecord, RunState};
 
 use crate::record::encode_record;
-use crate::{
-    block, keys, lock, parse_digest, Archive, ArchiveError, Digest, LiveRun, Result, StreamRules,
-};
+use crate::{block, keys, lock, Archive, ArchiveError, LiveRun, Result};
+use reel_core::codec::{parse_digest, Digest};
+use reel_core::rules::StreamRules;
 
 impl Archive {
     /// Imports a whole run (e.g. from a tape): its facts keep their seqs. See

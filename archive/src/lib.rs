@@ -95,7 +95,9 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+use reel_core::codec::Digest;
 use reel_core::fact::Fingerprint;
+use reel_core::rules::StreamRules;
 use reel_core::run::RunRecord;
 use reel_core::sequence::Sequencer;
 
@@ -106,11 +108,6 @@ pub use list::{Cursor, DamagedRun, RunFilter, RunPage};
 pub use open::ArchiveConfig;
 pub use prune::{PruneFilter, PruneReport};
 pub use read::Facts;
-pub use reel_core::codec::{decode_fact, encode_fact, parse_digest, Digest};
-pub use reel_core::gap::Gap;
-pub use reel_core::rules::{Rule, StreamRules, Violation};
-/// The storage seam is the core's; re-exported so `reel_archive::Store` keeps working.
-pub use reel_core::store::{Store, StoreError, StreamFailure};
 pub use salvage::{salvage, LostSeqs, SalvageReport, SalvagedRun};
 pub use stats::ArchiveStats;
 pub use tape::TapeExt;

@@ -20,7 +20,8 @@ use serde::Serialize;
 
 use reel_core::run::{RunRecord, RunState};
 
-use crate::{keys, parse_digest, Archive, Result, RunFilter};
+use crate::{keys, Archive, Result, RunFilter};
+use reel_core::codec::parse_digest;
 
 /// Which runs [`Archive::prune`] deletes: closed runs started before
 /// `started_before`, and (when given) of one tenant, in one state.

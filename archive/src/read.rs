@@ -11,7 +11,8 @@ use reel_core::run::RunRecord;
 
 use crate::block::Decode;
 use crate::record::decode_record;
-use crate::{block, keys, lock, parse_digest, Archive, ArchiveError, Result};
+use crate::{block, keys, lock, Archive, ArchiveError, Result};
+use reel_core::codec::parse_digest;
 
 impl Archive {
     pub(crate) fn ordinal(&self, run_id: &str) -> Result<u64> {
@@ -378,7 +379,7 @@ impl Facts {
     /// every damaged or missing block as a gap at its place, as the
     /// iterator yields them ([`ArchiveError::Corrupt`]). Stops at the first
     /// other error (the store failing) and returns it. The facts and gaps
-    /// are the iterator's: a view is the fact [`decode_fact`](crate::decode_fact)
+    /// are the iterator's: a view is the fact [`decode_fact`](reel_core::codec::decode_fact)
     /// reads, and a fact it cannot read is the same damage.
     pub fn views(mut self, sink: &mut dyn ViewSink) -> Result<()> {
         let mut failed = None;

@@ -42,7 +42,8 @@ use reel_core::fact::Fact;
 use reel_core::run::{RunRecord, RunState};
 
 use crate::record::encode_record;
-use crate::{block, keys, Archive, ArchiveConfig, ArchiveError, Digest, Result};
+use crate::{block, keys, Archive, ArchiveConfig, ArchiveError, Result};
+use reel_core::codec::Digest;
 
 mod chain;
 mod raw;

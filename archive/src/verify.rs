@@ -7,8 +7,9 @@ use serde::Serialize;
 use sha2::{Digest as _, Sha256};
 
 use crate::record::decode_record;
-use crate::{block, keys, Archive, Result, StreamRules};
+use crate::{block, keys, Archive, Result};
 use reel_core::fact::Fact;
+use reel_core::rules::StreamRules;
 use reel_core::run::RunRecord;
 
 /// One thing wrong with the archive.

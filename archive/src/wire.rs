@@ -5,7 +5,8 @@
 
 use reel_core::fact::Fact;
 
-use crate::{block, Digest};
+use crate::block;
+use reel_core::codec::Digest;
 
 /// A block checked and decoded.
 #[derive(Debug, Clone)]

@@ -11,7 +11,9 @@ use reel_core::run::{RunRecord, RunState};
 use reel_core::sequence::Sequencer;
 
 use crate::record::{decode_record, encode_record};
-use crate::{block, keys, lock, Archive, ArchiveError, Digest, LiveRun, Result, StreamRules};
+use crate::{block, keys, lock, Archive, ArchiveError, LiveRun, Result};
+use reel_core::codec::Digest;
+use reel_core::rules::StreamRules;
 
 impl Archive {
     /// Appends facts to a run and returns the seqs they were given. The first
@@ -27,7 +29,7 @@ impl Archive {
 
     /// Appends facts a [`Sequencer`](reel_core::sequence::Sequencer) of the
     /// caller numbered (the recorder's writer numbers its streams itself,
-    /// so that every [`Store`](crate::Store) gets the same numbers): they
+    /// so that every [`Store`](reel_core::store::Store) gets the same numbers): they
     /// are held to the same rules as [`Archive::append`]'s, seqs included,
     /// and stored as one block.
     pub fn append_numbered(&self, run_id: &str, facts: Vec<Fact>) -> Result<std::ops::Range<u64>> {

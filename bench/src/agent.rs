@@ -404,7 +404,7 @@ pub fn quantile_us(d: &[Duration], q: f64) -> f64 {
 }
 
 /// The bytes one call of the latency row encodes to (its facts, built by
-/// hand, encoded with [`reel_archive::encode_fact`]).
+/// hand, encoded with [`reel::codec::encode_fact`]).
 pub fn call_bytes() -> io::Result<usize> {
     let batch = &run_batches(
         0,

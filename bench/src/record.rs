@@ -7,8 +7,8 @@ use std::io::{self, Write};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use reel::codec::decode_fact;
 use reel::fact::RunStatus;
-use reel_archive::decode_fact;
 use reel_archive::{Archive, ArchiveConfig};
 use reel_recorder::{Durability, Recorder, RecorderConfig, RunStart};
 use reel_viewer::timeline::TimelineBuilder;
@@ -97,7 +97,7 @@ pub async fn reel_with(
 }
 
 /// The same facts, built the same way and encoded with
-/// [`reel_archive::encode_fact`], appended to a plain file as
+/// [`reel::codec::encode_fact`], appended to a plain file as
 /// `u32 LE length ++ encoding`, one `write` and one `fsync` per batch (a
 /// batch is the facts of one call; run.started and run.ended are batches of
 /// their own, as the recorder flushes them too).
@@ -143,7 +143,7 @@ pub enum Commit {
 }
 
 /// The same facts as [`plain`], built the same way and encoded with
-/// [`reel_archive::encode_fact`], written under `commit`. Timed from
+/// [`reel::codec::encode_fact`], written under `commit`. Timed from
 /// building the first fact until the last write (and fsync) returns.
 pub fn plain_committed(path: &Path, shape: Shape, commit: Commit) -> io::Result<Recorded> {
     let started = Instant::now();
@@ -275,7 +275,7 @@ pub fn timeline_from_archive(archive: &Archive, runs: usize) -> io::Result<usize
 }
 
 /// Reads the plain file whole and decodes every fact with
-/// [`reel_archive::decode_fact`], into the same `TimelineBuilder` (a new
+/// [`reel::codec::decode_fact`], into the same `TimelineBuilder` (a new
 /// timeline at each run.started). Returns the facts read.
 pub fn timeline_from_plain(path: &Path) -> io::Result<usize> {
     let bytes = std::fs::read(path)?;
@@ -356,7 +356,7 @@ pub struct Codec {
 }
 
 /// The blocks the recorder seals for `shape` (each call's facts, encoded
-/// with [`reel_archive::encode_fact`] and length-prefixed: a block's payload before
+/// with [`reel::codec::encode_fact`] and length-prefixed: a block's payload before
 /// compression), compressed one by one with lz4 (what archive format 2
 /// stored) and zstd at level 1 (what format 3 stores), at level 3, and at
 /// the fast levels -1 and -3 (`--fast=1`, `--fast=3`: less compression for
@@ -417,7 +417,7 @@ pub fn compression_survey(blocks: &[Vec<u8>]) -> io::Result<(usize, Vec<Codec>)>
 }
 
 /// The workload's blocks as the recorder would seal them: for each run,
-/// run.started, each call's facts, run.ended, encoded with [`reel_archive::encode_fact`]
+/// run.started, each call's facts, run.ended, encoded with [`reel::codec::encode_fact`]
 /// and length-prefixed.
 pub fn workload_blocks(shape: Shape) -> io::Result<Vec<Vec<u8>>> {
     let mut blocks = Vec::new();

@@ -183,13 +183,13 @@ pub fn call_started(call_id: &str, tool: &str, args: Value) -> FactKind {
 }
 
 /// Appends `facts` to `buf`, each encoded with
-/// [`reel_archive::encode_fact`] behind its `u32` little-endian length: the
+/// [`reel::codec::encode_fact`] behind its `u32` little-endian length: the
 /// plain file's framing, and a block's payload before compression.
 pub fn encode_batch(facts: &[Fact], buf: &mut Vec<u8>) -> std::io::Result<()> {
     for fact in facts {
         let at = buf.len();
         buf.extend_from_slice(&[0; 4]);
-        reel_archive::encode_fact(fact, buf).map_err(std::io::Error::other)?;
+        reel::codec::encode_fact(fact, buf).map_err(std::io::Error::other)?;
         let len = (buf.len() - at - 4) as u32;
         buf[at..at + 4].copy_from_slice(&len.to_le_bytes());
     }

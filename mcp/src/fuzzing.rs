@@ -15,8 +15,9 @@ use reel::fact::{Fact, FactKind, RunStatus};
 use reel::lock::lock;
 use reel::rules::StreamRules;
 use reel::run::RunRecord;
+use reel::store::{Store, StoreError};
 use reel::tape::Tape;
-use reel_archive::{Archive, ArchiveConfig, FingerprintKey, Store, StoreError};
+use reel_archive::{Archive, ArchiveConfig, FingerprintKey};
 use reel_recorder::{Recorder, RecorderConfig, RunStart};
 use serde_json::Value;
 

@@ -1,7 +1,7 @@
 //! # reel-nats: fact streams in a replicated NATS JetStream cluster
 //!
 //! reel's second storage backend: [`NatsStore`] implements the write
-//! pipeline's [`Store`](reel_archive::Store) over JetStream, for a fleet of
+//! pipeline's [`Store`](reel_core::store::Store) over JetStream, for a fleet of
 //! recorders on many hosts that must land their facts in one durable place
 //! that survives the loss of a machine; [`sync`] projects the cluster's
 //! stream back into a local sled [`Archive`](reel_archive::Archive), where

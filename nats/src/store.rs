@@ -10,10 +10,11 @@ use async_nats::jetstream::{self, kv, object_store, stream};
 use async_nats::HeaderMap;
 use sha2::{Digest as _, Sha256};
 
-use reel_archive::{Digest, StoreError};
+use reel_core::codec::Digest;
 use reel_core::fact::{Fact, FactKind};
 use reel_core::rules::StreamRules;
 use reel_core::run::RunRecord;
+use reel_core::store::StoreError;
 
 use crate::config::NatsConfig;
 use crate::subject::{kv_key, subject_of, subject_token};

@@ -17,10 +17,10 @@ use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex};
 
 use opentelemetry_proto::tonic::trace::v1::Span;
-use reel_archive::{Store, StoreError};
 use reel_core::fact::{Fact, FactKind};
 use reel_core::lock::{lock, wait};
 use reel_core::run::RunRecord;
+use reel_core::store::{Store, StoreError};
 
 use crate::map::{derived_span_id, mcp_initialize, stream_spans, Options, StreamId};
 use crate::send::{Collector, ExportError, Protocol};

@@ -55,7 +55,7 @@ use reel::context::Secret;
 use reel::fact::NewFact;
 use reel::redact::Redactor;
 use reel::rules::LateFact;
-use reel_archive::Store;
+use reel::store::Store;
 use serde_json::Value;
 use tokio::sync::{oneshot, Notify};
 

@@ -5,7 +5,7 @@
 //! carrying the recorded fingerprint, artifact bytes, elicitation answers,
 //! effect results, clock, randomness, child calls) and fires cancellation
 //! where it was recorded. Every fact the tool files is matched against the
-//! record, in order; the [`ReplayReport`] names, per call, the first
+//! record, in order; the [`ReplayReport`](reel::report::ReplayReport) names, per call, the first
 //! divergence with a field-level diff and one readable line.
 //!
 //! Replay never runs an effect closure, never runs a cleanup and never reads
@@ -55,9 +55,6 @@
 //! ```
 #![warn(missing_docs)]
 
-/// Matching one emitted fact against one recorded fact: the core's
-/// ([`reel_core::matching`]), re-exported so its paths keep working.
-pub use reel_core::matching;
 mod recording;
 mod replay;
 #[cfg(feature = "insta")]
@@ -65,7 +62,4 @@ mod replay;
 pub mod support;
 
 pub use recording::{Head, LoadError, RecordedCall, Recording};
-pub use replay::{
-    replay, CallReport, Divergence, DivergenceKind, ReplayInput, ReplayOptions, ReplayReport,
-    ResultCheck, TapeRecording, Verdict,
-};
+pub use replay::{replay, ReplayInput, ReplayOptions, TapeRecording};

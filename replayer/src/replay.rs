@@ -21,16 +21,14 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
-use crate::matching::{diff_kinds, kind_json, resolve_refs, show, FieldDiff, IgnoreRule};
 use crate::recording::{RecordedCall, Recording};
+use reel_core::matching::{diff_kinds, kind_json, resolve_refs, show, FieldDiff, IgnoreRule};
 
 mod backend;
 mod call;
 use backend::{divergence, CallState, ReplayBackend};
 use call::replay_call;
-pub use reel::report::{
-    CallReport, Divergence, DivergenceKind, ReplayReport, ResultCheck, Verdict,
-};
+use reel::report::{CallReport, Divergence, DivergenceKind, ReplayReport, ResultCheck, Verdict};
 
 /// How strictly to replay.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

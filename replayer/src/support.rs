@@ -6,7 +6,9 @@ pub use insta;
 
 use reel::tools::Tools;
 
-use crate::{replay, Recording, ReplayOptions, ReplayReport};
+use reel::report::ReplayReport;
+
+use crate::{replay, Recording, ReplayOptions};
 
 /// Resolves `tape` against the calling crate's manifest directory.
 pub fn tape_path(manifest_dir: &str, tape: &str) -> PathBuf {

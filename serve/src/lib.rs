@@ -41,7 +41,6 @@
 //! [`escape`]: reel_viewer::render::html::escape
 #![warn(missing_docs)]
 
-mod live;
 mod pages;
 mod reports;
 pub mod security;

@@ -25,10 +25,9 @@ use reel::codec::{FactView, ViewSink};
 use reel::lock::{lock, read, write};
 use reel::tape::Tape;
 use reel::{RunRecord, RunState};
-use reel_archive::live::SOCKET_NAME;
+use reel_archive::live::{Asked, Client as Live, Item, SOCKET_NAME};
 use reel_archive::{Archive, ArchiveConfig, ArchiveError, RunFilter, RunPage, TapeExt};
 
-use crate::live::{Asked, Item, Live};
 use reel_viewer::timeline::Timeline;
 use tokio::sync::watch;
 
@@ -113,7 +112,7 @@ impl From<Asked> for ReadError {
 
 /// One item of a run's fact stream: a fact, or facts that could not be
 /// read.
-pub(crate) use crate::live::Item as FactItem;
+pub(crate) use reel_archive::live::Item as FactItem;
 
 impl Reader {
     fn list_runs(&self, filter: &RunFilter) -> Result<RunPage, ReadError> {

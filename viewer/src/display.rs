@@ -1,6 +1,7 @@
 //! How facts read to a person.
 //!
-//! The progress line follows seed 000's display rule ([`progress_line`]);
+//! The progress line follows seed 000's display rule
+//! ([`progress_line`](reel_core::display::progress_line));
 //! its wording can be overridden by template key ([`ProgressTemplates`]):
 //! "Consumers override the wording by template key (tool.progress,
 //! tool.progress.generic, or per tool)".
@@ -11,10 +12,9 @@ use serde_json::Value;
 
 use crate::render::terminal::needs_escape;
 
-/// The display rule itself (the default line, the message cut) is the
-/// core's, so every reader of facts (this viewer, the OTLP export) shows a
-/// report the same way.
-pub use reel_core::display::{cut, progress_line, MESSAGE_LIMIT};
+// The display rule itself (the default line, the message cut) is the
+// core's (`reel_core::display`), so every reader of facts (this viewer, the
+// OTLP export) shows a report the same way.
 use reel_core::display::{generic_line, shown_message};
 
 /// The key of the line shown when a report has a usable `message`.
@@ -36,7 +36,7 @@ pub const KEY_GENERIC: &str = "tool.progress.generic";
 /// A tool's own key wins over the general one, which wins over the
 /// default. The placeholders are `{tool}` (the tool's name), `{count}` (the
 /// reports of the call so far, this one included) and `{message}` (the
-/// message, trimmed and cut at [`MESSAGE_LIMIT`] characters as always);
+/// message, trimmed and cut at [`MESSAGE_LIMIT`](reel_core::display::MESSAGE_LIMIT) characters as always);
 /// `{{` and `}}` are literal braces. `{message}` exists only in the
 /// message lines: a generic line is shown precisely when there is none.
 /// `tool.progress.generic` always names the generic line, so a tool named
@@ -298,7 +298,8 @@ impl ProgressTemplates {
         *self == ProgressTemplates::default()
     }
 
-    /// The status line for a progress report: [`progress_line`]'s rule,
+    /// The status line for a progress report:
+    /// [`progress_line`](reel_core::display::progress_line)'s rule,
     /// in these templates' wording.
     pub fn line(&self, tool: &str, payload: &Value, count: u64) -> String {
         match shown_message(payload) {
@@ -317,6 +318,7 @@ impl ProgressTemplates {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use reel_core::display::progress_line;
     use serde_json::json;
 
     fn line(t: &ProgressTemplates, tool: &str, payload: Value) -> String {

@@ -260,8 +260,6 @@ pub struct RunHeader {
     pub teardown_scopes: Vec<TeardownScope>,
 }
 
-pub use reel_core::gap::seq_range;
-
 /// A run rebuilt from its facts.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Timeline {

@@ -5,7 +5,8 @@ use std::collections::{HashMap, HashSet};
 
 use reel_core::run::RunRecord;
 
-use crate::{block, Digest};
+use crate::block;
+use reel_core::codec::Digest;
 
 use super::*;
 

@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest as _, Sha256};
 
-use crate::{block, Digest};
+use crate::block;
+use reel_core::codec::Digest;
 
 use super::*;
 

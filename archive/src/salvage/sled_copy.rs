@@ -5,8 +5,9 @@ use std::path::Path;
 
 use sha2::{Digest as _, Sha256};
 
+use crate::keys;
 use crate::record::decode_record;
-use crate::{keys, Digest};
+use reel_core::codec::Digest;
 
 use super::*;
 

@@ -27,7 +27,8 @@ use reel::fact::{Fact, FactKind, Level, Log, NewFact, RunEnded, RunStatus};
 use reel::run::{RunRecord, RunState};
 use reel::tape::{Tape, TapeError};
 use reel_archive::TapeExt;
-use reel_archive::{Archive, ArchiveConfig, ArchiveError, Rule};
+use reel_archive::{Archive, ArchiveConfig, ArchiveError};
+use reel_core::rules::Rule;
 
 const SEARCH: &[u8] = include_bytes!("../../../tests/tapes/demo-search.tape.jsonl");
 const AUDIT: &[u8] = include_bytes!("../../../tests/tapes/demo-audit-degraded.tape.jsonl");

@@ -1778,7 +1778,7 @@ fn damage_a_block(dir: &Path, run: &str) -> (u64, u64) {
 fn a_corrupted_block_shows_the_rest_and_marks_the_gap() {
     let d = demo(1);
     let (first, last) = damage_a_block(&d.dir, "demo-deploy");
-    let range = reel_viewer::timeline::seq_range(first, Some(last));
+    let range = reel::gap::seq_range(first, Some(last));
 
     let out = d.reel(&["show", "demo-deploy"]).expect(2, "show");
     assert!(!out.stderr.contains("panicked"));

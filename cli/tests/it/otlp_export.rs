@@ -937,7 +937,7 @@ fn record_live(archive: &Path, endpoint: &str, n: usize) -> Vec<String> {
         );
         // The archive flushes on the writer's flusher thread; exporting
         // live must not take that from it.
-        assert!(reel_archive::Store::flushes_concurrently(&live));
+        assert!(reel::store::Store::flushes_concurrently(&live));
         let recorder = Recorder::with_archive_and_store(
             store,
             Arc::new(live),

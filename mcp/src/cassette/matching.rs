@@ -1,7 +1,7 @@
 //! Strict matching of a `tools/call` against the recorded calls: tool
 //! name plus arguments, with the replayer's ignore rules by JSON pointer.
 
-use reel_replayer::matching::{show, IgnoreRule};
+use reel::matching::{show, IgnoreRule};
 use serde_json::Value;
 
 use super::session::Interaction;

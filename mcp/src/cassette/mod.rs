@@ -54,7 +54,7 @@ use std::sync::{Arc, Mutex};
 
 use reel::context::Elicitation;
 use reel::fact::{CallOutcome, ElicitMode};
-use reel_replayer::matching::IgnoreRule;
+use reel::matching::IgnoreRule;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ErrorCode, ErrorData,
     InitializeRequestParams, InitializeResult, ListPromptsResult, ListResourcesResult,

@@ -8,9 +8,9 @@ use std::io::BufReader;
 use std::path::Path;
 
 use reel::fact::{CallOutcome, ElicitOutcome, ElicitRequested, FactKind, Level};
+use reel::matching::resolve_refs;
 use reel::tape::Tape;
 use reel_archive::{Archive, ArchiveConfig, TapeExt};
-use reel_replayer::matching::resolve_refs;
 use serde_json::Value;
 
 /// Tool name of the recorded `initialize` exchange.

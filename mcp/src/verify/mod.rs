@@ -25,7 +25,7 @@ use std::collections::VecDeque;
 use std::process::Stdio;
 
 use reel::fact::{CallEnded, CallOutcome, ElicitOutcome, FactKind, Level, Log, Progress};
-use reel_replayer::matching::{diff_kinds, show, FieldDiff, IgnoreRule};
+use reel::matching::{diff_kinds, show, FieldDiff, IgnoreRule};
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};

@@ -12,9 +12,10 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use reel::report::Verdict;
 use reel_archive::FingerprintKey;
 use reel_archive::{Archive, ArchiveConfig};
-use reel_replayer::{replay, Recording, ReplayOptions, Verdict};
+use reel_replayer::{replay, Recording, ReplayOptions};
 use serde_json::{json, Value};
 
 #[path = "../../src/bin/reel-mcp-example/tools.rs"]

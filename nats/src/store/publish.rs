@@ -11,7 +11,7 @@ use async_nats::HeaderMap;
 use bytes::Bytes;
 use sha2::{Digest as _, Sha256};
 
-use reel_archive::Digest;
+use reel_core::codec::Digest;
 use reel_core::fact::Fact;
 use reel_core::run::RunRecord;
 
@@ -259,7 +259,7 @@ fn chunks(facts: &[Fact]) -> Vec<&[Fact]> {
     let mut size = 0;
     for (i, fact) in facts.iter().enumerate() {
         let mut buf = Vec::new();
-        let len = reel_archive::encode_fact(fact, &mut buf).map_or(0, |_| buf.len() + 4);
+        let len = reel_core::codec::encode_fact(fact, &mut buf).map_or(0, |_| buf.len() + 4);
         if i > start && size + len > MAX_BLOCK {
             out.push(&facts[start..i]);
             start = i;

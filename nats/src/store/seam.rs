@@ -1,8 +1,8 @@
 //! [`Store`] for [`NatsStore`]: the write pipeline's calls (append, artifacts,
 //! flush, close) and how a failure stays with its stream.
 
-use reel_archive::{Store, StoreError, StreamFailure};
 use reel_core::fact::Fact;
+use reel_core::store::{Store, StoreError, StreamFailure};
 
 use crate::NatsError;
 

@@ -6,7 +6,8 @@ use std::collections::HashMap;
 use async_nats::jetstream;
 
 use reel_archive::wire::open_block;
-use reel_archive::{Archive, ArchiveError, Digest};
+use reel_archive::{Archive, ArchiveError};
+use reel_core::codec::Digest;
 use reel_core::run::RunRecord;
 
 use super::state::State;

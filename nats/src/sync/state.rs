@@ -6,7 +6,8 @@ use std::path::PathBuf;
 
 use sha2::{Digest as _, Sha256};
 
-use reel_archive::{Archive, Digest};
+use reel_archive::Archive;
+use reel_core::codec::Digest;
 
 use super::Refused;
 use crate::NatsError;
@@ -77,7 +78,7 @@ pub(super) fn load_state(archive: &Archive) -> Result<State, NatsError> {
         .heads
         .into_iter()
         .map(|(k, (seq, v))| {
-            let d = reel_archive::parse_digest(&format!("sha256:{v}"))
+            let d = reel_core::codec::parse_digest(&format!("sha256:{v}"))
                 .ok_or_else(|| damaged(format!("the head of {k:?} is not a digest")))?;
             Ok((k, (seq, d)))
         })

@@ -96,8 +96,8 @@ pub fn verify_projection(
                 Ok(have) if have.len() as u64 == end - first => {
                     let same = have.iter().zip(&block.facts).all(|(a, b)| {
                         let (mut x, mut y) = (Vec::new(), Vec::new());
-                        reel_archive::encode_fact(a, &mut x).is_ok()
-                            && reel_archive::encode_fact(b, &mut y).is_ok()
+                        reel_core::codec::encode_fact(a, &mut x).is_ok()
+                            && reel_core::codec::encode_fact(b, &mut y).is_ok()
                             && x == y
                     });
                     if same {

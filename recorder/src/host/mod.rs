@@ -19,7 +19,8 @@ mod run;
 mod shared;
 mod teardown;
 
-use reel_archive::{ArchiveError, StoreError};
+use reel::store::StoreError;
+use reel_archive::ArchiveError;
 
 use crate::writer::WriteError;
 

@@ -9,7 +9,8 @@ use std::time::Duration;
 use reel::context::*;
 use reel::fact::*;
 use reel::lock::write;
-use reel_archive::{Archive, ArchiveConfig, Keyring, Store};
+use reel::store::Store;
+use reel_archive::{Archive, ArchiveConfig, Keyring};
 use serde::Serialize;
 
 use crate::config::{Durability, RecorderConfig};

@@ -7,7 +7,8 @@ use std::sync::Mutex;
 use reel::context::*;
 use std::sync::Arc;
 
-use reel_archive::{Archive, Keyring, Store};
+use reel::store::Store;
+use reel_archive::{Archive, Keyring};
 
 use crate::config::RecorderConfig;
 use crate::writer::Queue;

@@ -10,8 +10,8 @@ use reel::fact::{Fact, FactKind, NewFact, Progress};
 use reel::redact::{spill_large, KnownSecrets, Redactor};
 use reel::rules::{ends_stream, LateFact};
 use reel::sequence::Sequencer;
+use reel::store::{Store, StoreError};
 use reel::tripwire::{tripped, Hit, Tripwire};
-use reel_archive::{Store, StoreError};
 use serde_json::Value;
 use tokio::sync::Notify;
 

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use reel_archive::StoreError;
+use reel::store::StoreError;
 
 /// Why the write pipeline failed. The store's first failure as a whole is
 /// kept and reported to every later flush and at shutdown; a run's failure

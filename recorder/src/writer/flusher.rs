@@ -4,7 +4,7 @@
 use std::sync::{Arc, Condvar, Mutex};
 
 use reel::lock::wait;
-use reel_archive::Store;
+use reel::store::Store;
 use tokio::sync::oneshot;
 
 use super::*;

@@ -13,7 +13,9 @@ use std::time::Duration;
 
 use reel::context::{ToolContext, ToolError};
 use reel::fact::{Fact, FactKind, RunStatus};
-use reel_archive::{FingerprintKey, Store, StoreError, StreamRules};
+use reel::rules::StreamRules;
+use reel::store::{Store, StoreError};
+use reel_archive::FingerprintKey;
 use reel_recorder::{Recorder, RecorderConfig, RunStart};
 use serde_json::json;
 

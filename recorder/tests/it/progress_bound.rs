@@ -13,7 +13,8 @@ use std::sync::{Arc, Condvar, Mutex};
 
 use reel::context::{ToolContext, ToolError};
 use reel::fact::{Fact, FactKind, RunStatus};
-use reel_archive::{Archive, ArchiveConfig, FingerprintKey, Store, StoreError};
+use reel::store::{Store, StoreError};
+use reel_archive::{Archive, ArchiveConfig, FingerprintKey};
 use reel_recorder::{Recorder, RecorderConfig, RunStart};
 use serde_json::{json, Value};
 

@@ -1,4 +1,4 @@
-//! The write pipeline targets a storage trait (`reel_archive::Store`): a
+//! The write pipeline targets a storage trait (`reel::store::Store`): a
 //! second implementation, an in-memory store that keeps every batch it is
 //! given, receives through `Recorder::with_archive_and_store` exactly the facts the
 //! same run stores in the archive: the same kinds, calls, payloads, seqs
@@ -16,7 +16,9 @@ use std::sync::{Arc, Mutex};
 
 use reel::context::{ContextError, ToolContext, ToolError};
 use reel::fact::{Fact, FactKind, Level, RunStatus};
-use reel_archive::{Archive, ArchiveConfig, FingerprintKey, Store, StoreError, StreamRules};
+use reel::rules::StreamRules;
+use reel::store::{Store, StoreError};
+use reel_archive::{Archive, ArchiveConfig, FingerprintKey};
 use reel_recorder::{Durability, MemoryVault, Recorder, RecorderConfig, RecorderError, RunStart};
 use serde_json::{json, Value};
 use sha2::{Digest as _, Sha256};

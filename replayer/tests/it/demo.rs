@@ -4,9 +4,10 @@
 
 use reel::tape::Tape;
 
+use reel::report::{ReplayReport, Verdict};
 use reel_archive::TapeExt;
 use reel_recorder::{demo, Recorder, RecorderConfig};
-use reel_replayer::{replay, Recording, ReplayInput, ReplayOptions, ReplayReport, Verdict};
+use reel_replayer::{replay, Recording, ReplayInput, ReplayOptions};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_demo_run_replays_cleanly() {

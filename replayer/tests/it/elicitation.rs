@@ -12,9 +12,10 @@ use std::sync::Arc;
 
 use reel::context::*;
 use reel::fact::*;
+use reel::report::ReplayReport;
 use reel::tools::Tools;
 use reel_recorder::{Elicitor, ScriptedElicitor};
-use reel_replayer::{replay, Recording, ReplayOptions, ReplayReport};
+use reel_replayer::{replay, Recording, ReplayOptions};
 use serde_json::{json, Value};
 
 async fn replays_clean(recording: &Recording, tools: &Tools) -> ReplayReport {

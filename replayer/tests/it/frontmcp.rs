@@ -9,9 +9,10 @@ use std::sync::{Arc, Mutex};
 
 use reel::context::*;
 use reel::fact::*;
+use reel::report::ReplayReport;
 use reel::spec::{ToolSpec, ToolSpecExt};
 use reel::tools::Tools;
-use reel_replayer::{replay, Recording, ReplayOptions, ReplayReport};
+use reel_replayer::{replay, Recording, ReplayOptions};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 

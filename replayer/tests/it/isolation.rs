@@ -9,12 +9,13 @@ use std::path::Path;
 
 use reel::context::{ContextError, ToolContext, ToolError};
 use reel::fact::{FactKind, Identity, RunStatus, TeardownScope};
+use reel::report::DivergenceKind;
 use reel::tape::Tape;
 use reel::tools::Tools;
 use reel_archive::Archive;
 use reel_archive::TapeExt;
 use reel_recorder::{MemoryArtifactStore, Recorder, RecorderConfig, Run, RunStart};
-use reel_replayer::{replay, DivergenceKind, Recording, ReplayOptions};
+use reel_replayer::{replay, Recording, ReplayOptions};
 use serde_json::{json, Value};
 use std::sync::Arc;
 

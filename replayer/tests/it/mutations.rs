@@ -31,13 +31,14 @@ use std::sync::Arc;
 
 use reel::context::{Elicitation, Stage, ToolContext, ToolError};
 use reel::fact::{ElicitOutcome, FactKind, Identity, Level, RunStatus, TeardownScope};
+use reel::report::{DivergenceKind, ReplayReport, Verdict};
 use reel::tape::Tape;
 use reel::tools::Tools;
 use reel_archive::TapeExt;
 use reel_recorder::{
     MemoryArtifactStore, MemoryVault, Recorder, RecorderConfig, RunStart, ScriptedElicitor,
 };
-use reel_replayer::{replay, DivergenceKind, Recording, ReplayOptions, ReplayReport, Verdict};
+use reel_replayer::{replay, Recording, ReplayOptions};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
@@ -818,7 +819,7 @@ async fn ignore_rules_make_a_mutated_field_match() {
 
     // A rule may name no kind: it applies to every kind.
     let mut options = ReplayOptions::default();
-    options.ignore.push(reel_replayer::matching::IgnoreRule {
+    options.ignore.push(reel_core::matching::IgnoreRule {
         kind: None,
         pointer: "/payload/message".into(),
     });

@@ -21,10 +21,10 @@ use reel::strategy::{json_value, unicode_string};
 use reel::tape::Tape;
 use reel::tools::Tools;
 use reel_archive::TapeExt;
+use reel_core::matching::resolve_refs;
 use reel_recorder::{
     MemoryArtifactStore, MemoryVault, Recorder, RecorderConfig, RunStart, ScriptedElicitor,
 };
-use reel_replayer::matching::resolve_refs;
 use reel_replayer::{replay, Recording, ReplayInput, ReplayOptions};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};

@@ -2,9 +2,10 @@
 //! shows it); a matching one removes a stale report.
 
 use reel::context::{ToolContext, ToolError};
+use reel::report::ReplayReport;
 use reel::tools::Tools;
 use reel_replayer::support::{assert_matched, replay_tape};
-use reel_replayer::{ReplayOptions, ReplayReport};
+use reel_replayer::ReplayOptions;
 use serde_json::json;
 
 async fn hop(ctx: ToolContext, n: u32) -> Result<u32, ToolError> {

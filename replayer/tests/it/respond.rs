@@ -7,9 +7,10 @@
 
 use reel::context::*;
 use reel::fact::*;
+use reel::report::ReplayReport;
 use reel::tools::Tools;
 use reel_recorder::MemoryVault;
-use reel_replayer::{replay, Recording, ReplayOptions, ReplayReport};
+use reel_replayer::{replay, Recording, ReplayOptions};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 

@@ -10,13 +10,14 @@ use std::sync::Arc;
 
 use reel::context::{ContextError, ToolContext, ToolError};
 use reel::fact::RunStatus;
+use reel::report::{ReplayReport, Verdict};
 use reel::tape::Tape;
 use reel::tools::Tools;
 use reel_archive::Archive;
 use reel_archive::FingerprintKey;
 use reel_archive::TapeExt;
 use reel_recorder::{Recorder, RecorderConfig, RunStart};
-use reel_replayer::{replay, Recording, ReplayOptions, ReplayReport, Verdict};
+use reel_replayer::{replay, Recording, ReplayOptions};
 use serde_json::{json, Value};
 
 use crate::support::assert_clean;

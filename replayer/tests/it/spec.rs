@@ -14,12 +14,13 @@ use std::sync::Arc;
 
 use reel::context::*;
 use reel::fact::*;
+use reel::report::ReplayReport;
 use reel::spec::{claim_ticket, Annotations, InputError, JsonSchema, ToolSpec, ToolSpecExt};
 use reel::tape::Tape;
 use reel::tools::Tools;
 use reel_archive::TapeExt;
 use reel_recorder::{MemoryArtifactStore, MemoryVault, Recorder, RecorderConfig, Run, RunStart};
-use reel_replayer::{replay, Recording, ReplayOptions, ReplayReport};
+use reel_replayer::{replay, Recording, ReplayOptions};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 

@@ -6,11 +6,12 @@ use std::future::Future;
 
 use reel::fact::CallOutcome;
 use reel::fact::RunStatus;
+use reel::report::ReplayReport;
 use reel::tape::Tape;
 use reel_archive::FingerprintKey;
 use reel_archive::TapeExt;
 use reel_recorder::{Recorder, RecorderConfig, Run, RunStart};
-use reel_replayer::{Recording, ReplayReport};
+use reel_replayer::Recording;
 use serde_json::Value;
 
 /// Records run `name` (the host's calls are `host`), ends it with `status`,

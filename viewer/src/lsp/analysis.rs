@@ -15,10 +15,10 @@ use tower_lsp_server::ls_types::{
 
 use super::document::{Item, Parsed, View, GAP, MAX_NESTING};
 use super::position::Encoding;
-use crate::display::{cut, progress_line};
 use crate::names::name;
 use crate::render::text::{duration, timestamp};
 use crate::timeline::Anomaly;
+use reel_core::display::{cut, progress_line};
 use reel_core::report::ReplayReport;
 
 /// The most characters of a pretty-printed payload shown in a hover.

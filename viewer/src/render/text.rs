@@ -13,7 +13,9 @@ use reel_core::gap::Gap;
 use reel_core::{Fact, RunRecord};
 use serde_json::Value;
 
-use crate::display::{cut, ProgressTemplates};
+use reel_core::display::cut;
+
+use crate::display::ProgressTemplates;
 use crate::names::{call_status, name};
 use crate::render::sink::RunSink;
 use crate::render::terminal::{escape, width, JsonSafe};

@@ -9,7 +9,7 @@
 //! two joiners), so it counts as five characters and a cut may fall between
 //! them (never inside one of them).
 
-use reel_viewer::display::{progress_line, MESSAGE_LIMIT};
+use reel_core::display::{progress_line, MESSAGE_LIMIT};
 use serde_json::{json, Value};
 
 /// The tool and count every case is reported under.
