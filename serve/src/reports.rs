@@ -1,7 +1,7 @@
 //! Replay reports on disk: `reel serve --reports DIR` lists the
 //! `*.report.json` files under `DIR` (the replayer writes one beside a
 //! tape that diverged, `<tape>.report.json`; see
-//! `reel::report::ReplayReport::path_beside`), and reads one with the
+//! `reel_core::report::ReplayReport::path_beside`), and reads one with the
 //! tape beside it, when there is one, as the recording.
 //!
 //! A report is reached by its name in the listing, never by a path the
@@ -9,9 +9,9 @@
 
 use std::path::{Path, PathBuf};
 
-use reel::report::ReplayReport;
-use reel::tape::Tape;
-use reel::Fact;
+use reel_core::report::ReplayReport;
+use reel_core::tape::Tape;
+use reel_core::Fact;
 
 /// How deep under the reports directory reports are looked for.
 const MAX_DEPTH: usize = 6;

@@ -21,12 +21,12 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime};
 
-use reel::codec::{FactView, ViewSink};
-use reel::lock::{lock, read, write};
-use reel::tape::Tape;
-use reel::{RunRecord, RunState};
 use reel_archive::live::{Asked, Client as Live, Item, SOCKET_NAME};
 use reel_archive::{Archive, ArchiveConfig, ArchiveError, RunFilter, RunPage, TapeExt};
+use reel_core::codec::{FactView, ViewSink};
+use reel_core::lock::{lock, read, write};
+use reel_core::tape::Tape;
+use reel_core::{RunRecord, RunState};
 
 use reel_viewer::timeline::Timeline;
 use tokio::sync::watch;

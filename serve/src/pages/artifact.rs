@@ -14,7 +14,7 @@
 //! An artifact is reached through the run whose fact names it, never by
 //! its digest: what may read a run may read its artifacts, nothing more.
 
-use reel::fact::ArtifactMeta;
+use reel_core::fact::ArtifactMeta;
 
 use super::*;
 
@@ -64,8 +64,8 @@ pub(crate) fn preview(media_type: &str) -> Preview {
 /// Whether `fact` names an artifact a page can open.
 pub(super) fn names_artifact(fact: &Fact) -> bool {
     match &fact.kind {
-        reel::FactKind::ArtifactPut(_) => true,
-        reel::FactKind::ArtifactGet(g) => g.meta.is_some(),
+        reel_core::FactKind::ArtifactPut(_) => true,
+        reel_core::FactKind::ArtifactGet(g) => g.meta.is_some(),
         _ => false,
     }
 }

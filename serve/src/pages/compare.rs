@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 
-use reel::matching::{show, FieldDiff};
+use reel_core::matching::{show, FieldDiff};
 use reel_viewer::diff::{align, first_difference};
 
 use super::*;
@@ -45,7 +45,7 @@ fn tools(facts: &[Fact]) -> HashMap<&str, &str> {
     facts
         .iter()
         .filter_map(|f| match &f.kind {
-            reel::FactKind::CallStarted(c) => Some((c.call_id.as_str(), c.tool_name.as_str())),
+            reel_core::FactKind::CallStarted(c) => Some((c.call_id.as_str(), c.tool_name.as_str())),
             _ => None,
         })
         .collect()

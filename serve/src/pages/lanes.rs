@@ -8,7 +8,7 @@
 //! Also the call index the page's script reads: each call's parent and
 //! duration, for collapse, collapse-below-a-duration and focus.
 
-use reel::fact::FactKind;
+use reel_core::fact::FactKind;
 
 use super::*;
 
@@ -188,7 +188,7 @@ pub(super) fn call_index(out: &mut String, t: &Timeline) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use reel::fact::{Progress, RunEnded, RunStatus};
+    use reel_core::fact::{Progress, RunEnded, RunStatus};
     use serde_json::json;
 
     fn progress(seq: u64) -> Fact {

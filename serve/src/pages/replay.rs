@@ -10,7 +10,7 @@
 //! the archive's run of the report's run id; without either only the
 //! replayed side is shown (and the page says so).
 
-use reel::report::{CallReport, ReplayReport, Verdict};
+use reel_core::report::{CallReport, ReplayReport, Verdict};
 use reel_viewer::diff::align;
 
 use super::compare::{field_list, side_by_side, Side};
@@ -245,7 +245,7 @@ fn call_section(
             rows.push(Vec::new());
         }
         rows[d.index] = if d.diff.is_empty() {
-            vec![reel::matching::FieldDiff {
+            vec![reel_core::matching::FieldDiff {
                 path: d.kind.as_str().into(),
                 expected: d.expected.clone(),
                 actual: d.actual.clone(),

@@ -79,7 +79,7 @@ fn read_run(
     from: u64,
     reading: Reading,
     mut listed: impl FnMut(&Fact, &str),
-) -> Result<(Kept, Vec<reel::gap::Gap>), ReadError> {
+) -> Result<(Kept, Vec<reel_core::gap::Gap>), ReadError> {
     let until = from + FACTS_PER_PAGE;
     let mut gaps = Vec::new();
     let (start, end, folded) = match reading {

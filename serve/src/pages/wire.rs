@@ -13,7 +13,7 @@
 //! rebuilds each message from its fact and says so; nothing here is a
 //! captured byte.
 
-use reel::FactKind;
+use reel_core::FactKind;
 use serde_json::{json, Value};
 
 use super::*;

@@ -14,9 +14,9 @@ use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use reel::tape::Tape;
-use reel::{RunRecord, RunState};
 use reel_archive::{RunFilter, RunPage};
+use reel_core::tape::Tape;
+use reel_core::{RunRecord, RunState};
 use reel_viewer::timeline::Timeline;
 use tokio::sync::watch;
 
@@ -181,13 +181,13 @@ impl Access {
         if !run.state.is_closed() || self.is_live() || self.timeline(run).is_some() {
             return;
         }
-        if !reel::lock::lock(&self.console.building).insert(run.run_id.clone()) {
+        if !reel_core::lock::lock(&self.console.building).insert(run.run_id.clone()) {
             return;
         }
         let (access, run) = (self.clone(), run.clone());
         std::thread::spawn(move || {
             build(&access, &run);
-            reel::lock::lock(&access.console.building).remove(&run.run_id);
+            reel_core::lock::lock(&access.console.building).remove(&run.run_id);
         });
     }
 

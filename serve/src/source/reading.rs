@@ -6,8 +6,8 @@
 
 use std::path::Path;
 
-use reel::fact::{ArtifactMeta, FactKind};
-use reel::{Fact, RunRecord};
+use reel_core::fact::{ArtifactMeta, FactKind};
+use reel_core::{Fact, RunRecord};
 
 use super::{Access, FactItem, ReadError, Reader};
 
@@ -119,7 +119,7 @@ impl Access {
     pub(crate) fn report(
         &self,
         name: &str,
-    ) -> Result<(reel::report::ReplayReport, Option<Vec<Fact>>), ReadError> {
+    ) -> Result<(reel_core::report::ReplayReport, Option<Vec<Fact>>), ReadError> {
         let files = self.reports()?;
         let file = files.iter().find(|f| f.name == name).ok_or_else(|| {
             ReadError::UnknownRun(format!(

@@ -10,9 +10,9 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use reel::fact::{CallOutcome, FactKind, TeardownOutcome};
-use reel::{Fact, RunRecord, RunState};
 use reel_archive::{Cursor, RunFilter};
+use reel_core::fact::{CallOutcome, FactKind, TeardownOutcome};
+use reel_core::{Fact, RunRecord, RunState};
 use reel_viewer::timeline::TimelineBuilder;
 use serde_json::Value;
 
@@ -178,7 +178,7 @@ impl Access {
     }
 
     fn kept_anomalies(&self, record: &RunRecord) -> Option<usize> {
-        let kept = reel::lock::lock(&self.console.kept);
+        let kept = reel_core::lock::lock(&self.console.kept);
         kept.anomalies
             .get(&record.run_id)
             .filter(|(facts, state, _)| *facts == record.facts && *state == record.state)
@@ -209,7 +209,7 @@ impl Access {
             return (None, found);
         }
         let n = builder.finish().anomalies.len();
-        let mut kept = reel::lock::lock(&self.console.kept);
+        let mut kept = reel_core::lock::lock(&self.console.kept);
         if kept.anomalies.len() >= ANOMALIES_KEPT {
             kept.anomalies.clear();
         }
@@ -245,11 +245,11 @@ impl Access {
             query.anomalous,
             query.text
         );
-        if let Some(c) = reel::lock::lock(&self.console.kept).counts.get(&key) {
+        if let Some(c) = reel_core::lock::lock(&self.console.kept).counts.get(&key) {
             return c.clone();
         }
         let counts = self.count(query);
-        let mut kept = reel::lock::lock(&self.console.kept);
+        let mut kept = reel_core::lock::lock(&self.console.kept);
         if kept.counts.len() >= COUNTS_KEPT {
             kept.counts.clear();
         }

@@ -11,10 +11,10 @@
 //! reel-recorder   -> reel, reel-archive
 //! reel-replayer   -> reel, reel-archive   (replay reads records; it never records)
 //! reel-nats       -> reel-core, reel-archive  (the JetStream store and its projection; beside the recorder, not under it)
-//! reel-mcp        -> reel, reel-archive, reel-recorder, reel-replayer
+//! reel-mcp        -> reel, reel-archive, reel-recorder  (the matcher of mock and verify is the core's)
 //! reel-otlp       -> reel-core, reel-archive  (spans of records; the core's display rule)
-//! reel-serve      -> reel, reel-archive, reel-viewer  (the console: reads archives, shows with the viewer's pieces)
-//! reel-cli        -> anything but reel-bench (the `reel` binary, at the top)
+//! reel-serve      -> reel-core, reel-archive, reel-viewer  (the console: reads archives, shows with the viewer's pieces)
+//! reel-cli        -> anything but reel-bench and reel-replayer (the `reel` binary, at the top; no verb replays)
 //! reel-bench      -> anything
 //! xtask           -> nothing of ours      (project chores: provisioning, the book)
 //! ```
@@ -27,7 +27,7 @@
 //! here too, each by a check that can fail: only the archive names sled,
 //! only the viewer knows LSP, the core does no network IO, only binaries
 //! set the allocator, and the crates that read facts (viewer, archive,
-//! nats, otlp) link none of the contract's dependencies. And one
+//! nats, otlp, the console) link none of the contract's dependencies. And one
 //! poison-ignoring lock: `reel_core::lock::lock`, no copy elsewhere.
 
 use std::collections::BTreeMap;
@@ -53,19 +53,14 @@ const RULES: &[(&str, Option<&[&str]>)] = &[
     ("reel-nats", Some(&["reel-core", "reel-archive"])),
     (
         "reel-mcp",
-        Some(&[
-            "reel-core",
-            "reel",
-            "reel-archive",
-            "reel-recorder",
-            "reel-replayer",
-        ]),
+        Some(&["reel-core", "reel", "reel-archive", "reel-recorder"]),
     ),
     ("reel-otlp", Some(&["reel-core", "reel-archive"])),
     (
         "reel-serve",
-        Some(&["reel-core", "reel", "reel-archive", "reel-viewer"]),
+        Some(&["reel-core", "reel-archive", "reel-viewer"]),
     ),
+    // No replayer: no verb replays ([`REPLAYING_VERBS`]).
     (
         "reel-cli",
         Some(&[
@@ -73,7 +68,6 @@ const RULES: &[(&str, Option<&[&str]>)] = &[
             "reel",
             "reel-archive",
             "reel-recorder",
-            "reel-replayer",
             "reel-viewer",
             "reel-mcp",
             "reel-otlp",
@@ -189,7 +183,7 @@ fn the_rules_catch_a_wrong_edge() {
     assert_eq!(
         violations(&edges),
         [
-            "reel-cli depends on reel-bench, which the direction forbids (allowed: [\"reel-core\", \"reel\", \"reel-archive\", \"reel-recorder\", \"reel-replayer\", \"reel-viewer\", \"reel-mcp\", \"reel-otlp\", \"reel-nats\", \"reel-serve\"])",
+            "reel-cli depends on reel-bench, which the direction forbids (allowed: [\"reel-core\", \"reel\", \"reel-archive\", \"reel-recorder\", \"reel-viewer\", \"reel-mcp\", \"reel-otlp\", \"reel-nats\", \"reel-serve\"])",
             "reel-core depends on reel, which the direction forbids (allowed: [])",
             "reel-new has no rule: add its direction to ARCHITECTURE.md and to RULES here",
             "reel-otlp depends on reel-recorder, which the direction forbids (allowed: [\"reel-core\", \"reel-archive\"])",
@@ -199,9 +193,17 @@ fn the_rules_catch_a_wrong_edge() {
     );
 }
 
+/// The verbs of the `reel` binary that replay, and so link `reel-replayer`:
+/// none. Replaying is what a test does (`reel_replayer::replay`, the
+/// `assert_replays!` macros); `reel mcp mock` and `reel mcp verify` match
+/// with the core's `matching`. A verb that comes to replay names itself
+/// here (and the replayer goes back into reel-cli's rule).
+const REPLAYING_VERBS: &[&str] = &[];
+
 /// What `cargo build -p reel-cli` links (normal dependencies, features
 /// resolved for that package alone, as an install resolves them): no test
-/// crate, and tokio without `test-util` (a paused clock in production).
+/// crate, no replayer unless a verb replays, and tokio without `test-util`
+/// (a paused clock in production).
 #[test]
 fn the_production_binary_links_no_test_dependencies() {
     let mut c = cargo();
@@ -217,7 +219,12 @@ fn the_production_binary_links_no_test_dependencies() {
     let tree = run(c);
     let crate_of = |line: &str| line.split([' ', '\t']).next().unwrap_or("").to_owned();
     let linked: Vec<String> = tree.lines().map(crate_of).collect();
-    assert!(linked.iter().any(|c| c == "reel-replayer"), "{tree}");
+    assert!(linked.iter().any(|c| c == "reel-recorder"), "{tree}");
+    assert_eq!(
+        linked.iter().any(|c| c == "reel-replayer"),
+        !REPLAYING_VERBS.is_empty(),
+        "the `reel` binary links reel-replayer only when a verb replays (REPLAYING_VERBS: {REPLAYING_VERBS:?})"
+    );
     let bad: Vec<&str> = tree
         .lines()
         .filter(|line| TEST_CRATES.contains(&crate_of(line).as_str()))
@@ -414,7 +421,13 @@ const CARRIERS: &[(&str, &str)] = &[
 fn the_crates_that_read_facts_link_none_of_the_contracts_dependencies() {
     let graph = ResolvedGraph::of_workspace();
     let mut found = Vec::new();
-    for package in ["reel-viewer", "reel-archive", "reel-nats", "reel-otlp"] {
+    for package in [
+        "reel-viewer",
+        "reel-archive",
+        "reel-nats",
+        "reel-otlp",
+        "reel-serve",
+    ] {
         found.extend(graph.contract_links(package));
     }
     assert!(found.is_empty(), "{}", found.join("\n"));
