@@ -1,13 +1,16 @@
-//! The live-inspection protocol: how `reel` reads an archive that a running
-//! recorder holds (sled admits one process per archive).
+//! Live inspection: how `reel` and the console read an archive that a
+//! running recorder holds (sled admits one process per archive).
 //!
 //! The recorder listens on a Unix socket inside the archive directory
 //! ([`SOCKET_NAME`], owner-only permissions). A client connects, writes one
 //! [`Request`] as a JSON line, and reads [`Reply`] JSON lines until the
 //! answer is complete: one line for most requests; for
 //! [`Request::Facts`], one line per fact (or gap) and then [`Reply::End`].
-//! The message types and the one client ([`Client`], used by the `reel`
-//! binary and the console) live here; the server is in the recorder.
+//! All of it lives here: the message types, the server ([`LiveServer`],
+//! which a recorder and `reel sync --follow` start), the one client
+//! ([`Client`]) and the one reader of "the archive, or the live socket of
+//! the recorder that holds it" ([`Source`]), used by the `reel` binary and
+//! the console.
 
 use serde::{Deserialize, Serialize};
 
@@ -16,7 +19,11 @@ use reel_core::gap::Gap;
 use reel_core::{Fact, RunRecord};
 
 mod client;
+mod server;
+mod source;
 pub use client::{Asked, Client, Item, TapeAsked};
+pub use server::LiveServer;
+pub use source::{Source, SourceError};
 
 /// The socket's file name inside the archive directory.
 pub const SOCKET_NAME: &str = "reel.sock";

@@ -64,6 +64,25 @@ impl Failure {
 impl<E: std::fmt::Display + 'static> From<E> for Failure {
     fn from(e: E) -> Failure {
         let any = &e as &dyn std::any::Any;
+        // A read through the archive's one reader: the archive's error as
+        // itself, the live client's with what to do.
+        match any.downcast_ref::<reel_archive::live::SourceError>() {
+            Some(reel_archive::live::SourceError::Archive(e)) => {
+                return Failure {
+                    message: e.to_string(),
+                    code: if e.is_damage() {
+                        exit::DAMAGE
+                    } else {
+                        exit::FAILURE
+                    },
+                    closed_output: false,
+                }
+            }
+            Some(reel_archive::live::SourceError::Live(e)) => {
+                return crate::source::asked(e.clone())
+            }
+            None => {}
+        }
         // Damage on disk exits 2, whatever verb met it.
         let damage = any
             .downcast_ref::<reel_archive::ArchiveError>()

@@ -10,7 +10,7 @@ use reel_viewer::render::sink::RunSink;
 use reel_viewer::timeline::{Timeline, TimelineBuilder};
 
 use crate::failure::Failure;
-use crate::source::{Item, Source};
+use reel_archive::live::{Item, Source};
 
 /// Which facts a verb lists (`--call`, `--kind`). Facts it leaves out still
 /// reach the sink, unlisted: they shape the timeline.
@@ -51,7 +51,7 @@ impl ShowFilter {
         // Calls in start order (with their tool), and the kinds seen.
         let mut calls: Vec<(String, String)> = Vec::new();
         let mut kinds: Vec<String> = Vec::new();
-        for item in source.facts(run_id, 0, false)? {
+        for item in source.facts(run_id, 0..u64::MAX, false)? {
             let Item::Fact(f) = item? else { continue };
             if let FactKind::CallStarted(c) = &f.kind {
                 calls.push((c.call_id.clone(), c.tool_name.clone()));
@@ -128,7 +128,7 @@ pub fn stream<S: RunSink>(
     mut sink: S,
 ) -> Result<Streamed, Failure> {
     let mut damaged = false;
-    for item in source.facts(run_id, 0, follow == Follow::AsFactsLand)? {
+    for item in source.facts(run_id, 0..u64::MAX, follow == Follow::AsFactsLand)? {
         match item? {
             Item::Fact(fact) => sink.fact(&fact, filter.keeps(&fact))?,
             Item::Gap(gap) => {
@@ -148,7 +148,7 @@ pub fn stream<S: RunSink>(
 /// is one, and makes the run damaged; a live run's open calls are not).
 pub fn anomalies(source: &Source, record: &RunRecord) -> Result<Streamed, Failure> {
     let mut builder = TimelineBuilder::for_record(record);
-    if let Source::Local(archive) = source {
+    if let Source::Archive(archive) = source {
         // The timeline alone: the archive's facts read as views, a progress
         // report's payload never built (`Facts::views`).
         let mut sink = Damage {
@@ -174,8 +174,10 @@ pub fn anomalies(source: &Source, record: &RunRecord) -> Result<Streamed, Failur
 
 /// Resolves a run id, suggesting near matches for an unknown one.
 pub fn resolve_run(source: &Source, run: &str) -> Result<RunRecord, Failure> {
-    if let Some(r) = source.run(run)? {
-        return Ok(r);
+    match source.run(run) {
+        Ok(r) => return Ok(r),
+        Err(e) if e.is_unknown_run() => {}
+        Err(e) => return Err(e.into()),
     }
     let mut near: Vec<(f64, String)> = source
         .run_ids()?

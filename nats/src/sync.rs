@@ -95,7 +95,7 @@ pub fn sync(
 /// an error: the projection resumes when the cluster returns. A refused
 /// message is refused as by [`sync`], and the follower goes on. Runs on the caller's tokio runtime;
 /// whoever holds the archive meanwhile can serve it live
-/// (`reel_recorder::live::LiveServer`), which is how `reel tail` follows
+/// (`reel_archive::live::LiveServer`), which is how `reel tail` follows
 /// the stream through the projection.
 pub async fn follow(
     config: &NatsConfig,

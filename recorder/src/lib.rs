@@ -47,7 +47,6 @@
 mod config;
 pub mod demo;
 mod host;
-pub mod live;
 mod providers;
 mod tape;
 mod writer;

@@ -20,7 +20,7 @@ use reel_viewer::render::html::{escape, fragment, sections, STYLE};
 use reel_viewer::render::text::{duration, timestamp, Color, TextRenderer};
 use reel_viewer::timeline::{Timeline, TimelineBuilder};
 
-use crate::source::{Access, Admitted, FactItem, ReadError};
+use crate::source::{Access, Admitted, ReadError};
 use crate::FACTS_PER_PAGE;
 
 mod artifact;

@@ -9,9 +9,10 @@
 //! and bumps the generation the `/events` stream announces.
 //!
 //! While a recorder holds the archive (sled's lock) and serves its live
-//! socket, the console reads through the socket instead ([`Reader::Live`]),
-//! and tells the pages when the first page of runs changed (ids, states,
-//! fact counts); once the recorder is gone it opens the archive again.
+//! socket, the console reads through the socket instead (the archive's one
+//! reader, [`Source`], is then [`Source::Live`]), and tells the pages when
+//! the first page of runs changed (ids, states, fact counts); once the
+//! recorder is gone it opens the archive again.
 //! Held by a process that serves no socket, the archive cannot be read:
 //! the console keeps the copy it has and says so on every page.
 
@@ -21,12 +22,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime};
 
-use reel_archive::live::{Asked, Client as Live, Item, SOCKET_NAME};
-use reel_archive::{Archive, ArchiveConfig, ArchiveError, RunFilter, RunPage, TapeExt};
-use reel_core::codec::{FactView, ViewSink};
+use reel_archive::live::{Asked, Client, Item, Source, SourceError, TapeAsked};
+use reel_archive::{ArchiveConfig, ArchiveError, RunFilter};
 use reel_core::lock::{lock, read, write};
-use reel_core::tape::Tape;
-use reel_core::{RunRecord, RunState};
+use reel_core::RunState;
 
 use reel_viewer::timeline::Timeline;
 use tokio::sync::watch;
@@ -74,15 +73,6 @@ type View = Arc<dyn Any + Send + Sync>;
 /// The most timelines kept (dropped all at once past it).
 const TIMELINES_KEPT: usize = 64;
 
-/// Where the pages read from: a read-only copy of the archive, or the
-/// live socket of the recorder that holds it. Private to this module:
-/// handlers read through [`Access`], which holds the grant.
-#[derive(Clone)]
-enum Reader {
-    Archive(Archive),
-    Live(Live),
-}
-
 /// Why a read failed.
 pub(crate) enum ReadError {
     UnknownRun(String),
@@ -100,6 +90,25 @@ impl From<ArchiveError> for ReadError {
     }
 }
 
+impl From<SourceError> for ReadError {
+    fn from(e: SourceError) -> ReadError {
+        match e {
+            SourceError::Archive(e) => e.into(),
+            SourceError::Live(e) => e.into(),
+        }
+    }
+}
+
+impl From<TapeAsked> for ReadError {
+    fn from(e: TapeAsked) -> ReadError {
+        match e {
+            TapeAsked::Asked(e) => e.into(),
+            TapeAsked::Archive(e) => e.into(),
+            e => ReadError::Other(e.to_string()),
+        }
+    }
+}
+
 impl From<Asked> for ReadError {
     fn from(e: Asked) -> ReadError {
         match e {
@@ -110,113 +119,42 @@ impl From<Asked> for ReadError {
     }
 }
 
-/// One item of a run's fact stream: a fact, or facts that could not be
-/// read.
-pub(crate) use reel_archive::live::Item as FactItem;
-
-impl Reader {
-    fn list_runs(&self, filter: &RunFilter) -> Result<RunPage, ReadError> {
-        match self {
-            Reader::Archive(a) => Ok(a.list_runs(filter)?),
-            Reader::Live(l) => Ok(l.list_runs(filter)?),
-        }
+/// The run's facts with seqs in `seqs`, each handed to `each`.
+fn each_fact(
+    reader: &Source,
+    run_id: &str,
+    seqs: std::ops::Range<u64>,
+    mut each: impl FnMut(Item),
+) -> Result<(), ReadError> {
+    // Dropping the stream past the range closes a live connection.
+    for item in reader.facts(run_id, seqs, false)? {
+        each(item?);
     }
+    Ok(())
+}
 
-    fn run(&self, run_id: &str) -> Result<RunRecord, ReadError> {
-        match self {
-            Reader::Archive(a) => Ok(a.run(run_id)?),
-            Reader::Live(l) => Ok(l.run(run_id)?),
-        }
-    }
-
-    /// The run's facts from `from` up to `until` (all of them: `None`) in
-    /// seq order, each handed to `each`.
-    fn facts(
-        &self,
-        run_id: &str,
-        from: u64,
-        until: Option<u64>,
-        mut each: impl FnMut(FactItem),
-    ) -> Result<(), ReadError> {
-        match self {
-            Reader::Archive(a) => {
-                for item in a.facts(run_id, from..until.unwrap_or(u64::MAX))? {
-                    match item {
-                        Ok(f) => each(Item::Fact(f)),
-                        Err(ArchiveError::Corrupt { gap, .. }) => each(Item::Gap(gap)),
-                        Err(e) => return Err(e.into()),
-                    }
-                }
-            }
-            Reader::Live(l) => {
-                // Dropping the stream past `until` closes the connection.
-                for item in l.facts(run_id, from, false)? {
-                    let item = item?;
-                    if let Item::Fact(f) = &item {
-                        if until.is_some_and(|u| f.seq >= u) {
-                            break;
-                        }
-                    }
-                    each(item);
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// The run's facts as views into `sink` (from the archive, a progress
-    /// report read in place; through the socket, each fact whole), every
-    /// gap at its place: what a timeline alone is built from.
-    fn views(&self, run_id: &str, sink: &mut dyn ViewSink) -> Result<(), ReadError> {
-        match self {
-            Reader::Archive(a) => a.facts(run_id, ..)?.views(sink)?,
-            Reader::Live(l) => {
-                for item in l.facts(run_id, 0, false)? {
-                    match item? {
-                        Item::Fact(f) => sink.view(&FactView::Whole(f)),
-                        Item::Gap(gap) => sink.gap(&gap),
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// The run as a tape (with its artifacts): from the archive only.
-    fn tape(&self, run_id: &str) -> Result<Tape, ReadError> {
-        match self {
-            Reader::Archive(a) => Ok(Tape::export(a, run_id)?),
-            // The record and facts through the socket, the artifacts from
-            // their files.
-            Reader::Live(l) => l
-                .tape(l.socket.parent().unwrap_or(Path::new(".")), run_id)
-                .map_err(|e| match e {
-                    reel_archive::live::TapeAsked::Asked(e) => e.into(),
-                    reel_archive::live::TapeAsked::Archive(e) => e.into(),
-                    e => ReadError::Other(e.to_string()),
-                }),
-        }
-    }
-
-    /// What the runs table's first page shows: changes here are news.
-    fn signature(&self) -> Vec<(String, RunState, u64)> {
-        let filter = RunFilter {
-            limit: Some(50),
-            ..RunFilter::default()
-        };
-        self.list_runs(&filter)
-            .map(|p| {
-                p.runs
-                    .into_iter()
-                    .map(|r| (r.run_id, r.state, r.facts))
-                    .collect()
-            })
-            .unwrap_or_default()
-    }
+/// What the runs table's first page shows: changes here are news.
+fn signature(reader: &Source) -> Vec<(String, RunState, u64)> {
+    let filter = RunFilter {
+        limit: Some(50),
+        ..RunFilter::default()
+    };
+    reader
+        .list_runs(&filter)
+        .map(|p| {
+            p.runs
+                .into_iter()
+                .map(|r| (r.run_id, r.state, r.facts))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 struct Current {
-    reader: Reader,
+    /// Where the pages read from: a read-only copy of the archive, or the
+    /// live socket of the recorder that holds it. Private to this module:
+    /// handlers read through [`Access`], which holds the grant.
+    reader: Source,
     /// The first page's runs, while reading through the live socket.
     signature: Vec<(String, RunState, u64)>,
     /// Runs per state in this copy (empty when they could not be counted).
@@ -241,20 +179,26 @@ fn stamp(dir: &Path) -> Option<Stamp> {
     })
 }
 
-/// A read-only copy and its runs per state.
-fn open_read_only(dir: &Path) -> Result<(Archive, Vec<(RunState, u64)>), ArchiveError> {
-    let archive = Archive::open(
-        dir,
-        ArchiveConfig {
-            read_only: true,
-            // Never the store's lock: a recorder may start beside the
-            // console.
-            copy: true,
-            ..ArchiveConfig::default()
+/// The archive's live socket while a recorder holds it, else a read-only
+/// copy; and what to read from it.
+fn open_current(dir: &Path, stamp: Option<Stamp>) -> Result<Current, ArchiveError> {
+    let config = ArchiveConfig {
+        read_only: true,
+        // Never the store's lock: a recorder may start beside the
+        // console.
+        copy: true,
+        ..ArchiveConfig::default()
+    };
+    Ok(match Source::open(dir, config)? {
+        Source::Archive(archive) => Current {
+            counts: archive.count_by_status().unwrap_or_default(),
+            reader: Source::Archive(archive),
+            signature: Vec::new(),
+            stamp,
+            stale: None,
         },
-    )?;
-    let counts = archive.count_by_status().unwrap_or_default();
-    Ok((archive, counts))
+        live @ Source::Live { .. } => Current::live(live, stamp),
+    })
 }
 
 impl Console {
@@ -276,30 +220,7 @@ impl Console {
         let current = {
             let dir = dir.clone();
             tokio::task::spawn_blocking(move || -> Result<Current, ServeError> {
-                let before = stamp(&dir);
-                let socket = dir.join(SOCKET_NAME);
-                let live = || {
-                    Current::live(
-                        Live {
-                            socket: socket.clone(),
-                        },
-                        before,
-                    )
-                };
-                if Live::answers(&socket) {
-                    return Ok(live());
-                }
-                match open_read_only(&dir) {
-                    Ok((archive, counts)) => Ok(Current {
-                        reader: Reader::Archive(archive),
-                        signature: Vec::new(),
-                        counts,
-                        stamp: before,
-                        stale: None,
-                    }),
-                    Err(ArchiveError::Locked { .. }) if Live::answers(&socket) => Ok(live()),
-                    Err(e) => Err(e.into()),
-                }
+                Ok(open_current(&dir, stamp(&dir))?)
             })
             .await
             .map_err(|e| ServeError::Io(std::io::Error::other(e)))??
@@ -319,13 +240,13 @@ impl Console {
     }
 
     /// Where to read now (cheap: a handle); only [`Access`] asks.
-    fn reader(&self) -> Reader {
+    fn reader(&self) -> Source {
         read(&self.current).reader.clone()
     }
 
     /// Whether the pages read through a recorder's live socket.
     pub fn is_live(&self) -> bool {
-        matches!(read(&self.current).reader, Reader::Live(_))
+        matches!(read(&self.current).reader, Source::Live { .. })
     }
 
     /// Runs per state in the copy read now (counted once per copy, every
@@ -340,10 +261,10 @@ impl Console {
         let c = read(&self.current);
         match (&c.stale, &c.reader) {
             (Some(why), _) => Some(why.clone()),
-            (None, Reader::Live(_)) => Some(
+            (None, Source::Live { .. }) => Some(
                 "a recorder holds this archive: the console reads through its live socket".into(),
             ),
-            (None, Reader::Archive(_)) => None,
+            (None, Source::Archive(_)) => None,
         }
     }
 
@@ -375,14 +296,13 @@ impl Console {
     /// page of runs changed). Returns whether the pages were told.
     pub fn refresh(&self) -> bool {
         let now = stamp(&self.dir);
-        let socket = self.dir.join(SOCKET_NAME);
         let (reader, seen) = {
             let c = read(&self.current);
             (c.reader.clone(), c.stamp)
         };
-        if let Reader::Live(live) = &reader {
-            if Live::answers(&live.socket) {
-                let signature = reader.signature();
+        if let Source::Live { client, .. } = &reader {
+            if Client::answers(&client.socket) {
+                let signature = signature(&reader);
                 let mut c = write(&self.current);
                 if c.signature == signature {
                     return false;
@@ -396,25 +316,15 @@ impl Console {
         } else if now == seen {
             return false;
         }
-        match open_read_only(&self.dir) {
-            Ok((archive, counts)) => {
+        match open_current(&self.dir, now) {
+            Ok(current) => {
                 // A flush between the stamp and the copy is caught by the
                 // next look: the stamp read before the open is kept.
-                self.swap(Current {
-                    reader: Reader::Archive(archive),
-                    signature: Vec::new(),
-                    counts,
-                    stamp: now,
-                    stale: None,
-                });
-                true
-            }
-            Err(ArchiveError::Locked { .. }) if Live::answers(&socket) => {
-                self.swap(Current::live(Live { socket }, now));
+                self.swap(current);
                 true
             }
             Err(e) => {
-                if matches!(reader, Reader::Live(_)) {
+                if matches!(reader, Source::Live { .. }) {
                     // The recorder is closing: the archive opens soon.
                     return false;
                 }
@@ -495,10 +405,9 @@ impl Console {
 }
 
 impl Current {
-    fn live(live: Live, stamp: Option<Stamp>) -> Current {
-        let reader = Reader::Live(live);
+    fn live(reader: Source, stamp: Option<Stamp>) -> Current {
         Current {
-            signature: reader.signature(),
+            signature: signature(&reader),
             reader,
             counts: Vec::new(),
             stamp,

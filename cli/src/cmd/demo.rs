@@ -11,9 +11,9 @@ use reel_viewer::render::terminal::escape;
 use reel_viewer::render::text::TextRenderer;
 
 use crate::failure::{shown, Failure};
-use crate::source::Source;
 use crate::stream::{Follow, ShowFilter};
 use crate::templates::TemplateArgs;
+use reel_archive::live::Source;
 
 /// `reel demo`'s arguments.
 #[derive(Args, Debug)]
@@ -97,7 +97,7 @@ pub fn run(dir: &Path, args: DemoArgs, text: TextRenderer) -> Result<ExitCode, F
     )?;
     writeln!(out)?;
     super::show::text(
-        &Source::Local(archive),
+        &Source::Archive(archive),
         &ids[0],
         &ShowFilter::default(),
         Follow::No,

@@ -30,8 +30,8 @@ use reel_viewer::render::terminal::width::{fit, wrap};
 use reel_viewer::render::text::{Color, TextRenderer, Tone};
 
 use crate::failure::Failure;
-use crate::source::{Item, Source};
 use crate::stream::resolve_run;
+use reel_archive::live::{Item, Source};
 
 /// `reel diff`'s arguments.
 #[derive(Args, Debug)]
@@ -48,7 +48,7 @@ pub struct DiffArgs {
 
 /// Prints the two runs side by side; exits 1 when they differ.
 pub fn run(dir: &Path, args: DiffArgs, paint: TextRenderer) -> Result<ExitCode, Failure> {
-    let source = Source::open(dir)?;
+    let source = crate::source::open(dir)?;
     let fa = collect_facts(&source, &args.run_a)?;
     let fb = collect_facts(&source, &args.run_b)?;
     let width = args.width.or(paint.width).unwrap_or(160).max(40);
@@ -70,7 +70,7 @@ pub fn run(dir: &Path, args: DiffArgs, paint: TextRenderer) -> Result<ExitCode, 
 fn collect_facts(source: &Source, run_id: &str) -> Result<Vec<Fact>, Failure> {
     resolve_run(source, run_id)?;
     let mut facts = Vec::new();
-    for item in source.facts(run_id, 0, false)? {
+    for item in source.facts(run_id, 0..u64::MAX, false)? {
         match item? {
             Item::Fact(f) => facts.push(f),
             Item::Gap(gap) => {

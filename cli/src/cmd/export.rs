@@ -15,8 +15,8 @@ use reel_viewer::render::terminal::{escape, JsonSafe};
 
 use crate::cmd::runs::parse_time;
 use crate::failure::{shown, Failure};
-use crate::source::Source;
 use crate::stream::resolve_run;
+use reel_archive::live::Source;
 use reel_viewer::render::text::counted;
 
 /// `reel export`'s arguments.
@@ -101,7 +101,7 @@ pub fn run(dir: &Path, args: ExportArgs) -> Result<ExitCode, Failure> {
             "say where the tape goes (-o FILE, or -o - for standard output), or send spans with --otlp ENDPOINT",
         ));
     };
-    let source = Source::open(dir)?;
+    let source = crate::source::open(dir)?;
     let record = resolve_run(&source, run)?;
     if matches!(source, Source::Live { .. }) && record.state == RunState::Running {
         eprintln!(
@@ -110,7 +110,7 @@ pub fn run(dir: &Path, args: ExportArgs) -> Result<ExitCode, Failure> {
         );
     }
     // Through a recorder's socket too (artifacts from their files).
-    let mut tape = source.tape(run)?;
+    let mut tape = crate::source::tape(&source, run)?;
     let tripped = tripwire(&args.secret_env).guard_tape(&mut tape, "tape", "declared-at-export");
     if tripped > 0 {
         eprintln!(
@@ -196,7 +196,7 @@ fn otlp(dir: &Path, endpoint: &str, args: ExportArgs) -> Result<ExitCode, Failur
     };
     let mut wire = tripwire(&args.secret_env);
     let collector = collector(endpoint, protocol, args.otlp_ca.as_deref(), &mut wire)?;
-    let source = Source::open(dir)?;
+    let source = crate::source::open(dir)?;
     let mut ids = Vec::new();
     if args.runs.is_empty() {
         let mut filter = RunFilter {
@@ -233,7 +233,7 @@ fn otlp(dir: &Path, endpoint: &str, args: ExportArgs) -> Result<ExitCode, Failur
         eprintln!("no runs match: nothing sent to {}", escape(endpoint));
         return Ok(ExitCode::SUCCESS);
     }
-    let archive = source.local("export --otlp")?;
+    let archive = crate::source::local(source, "export --otlp")?;
     let options = Options {
         content: args.content,
     };

@@ -25,17 +25,16 @@ use std::path::Path;
 use reel_archive::Archive;
 
 use crate::failure::Failure;
-use crate::source::Source;
 
 /// Opens an archive that must already exist, for verbs that need the
 /// archive itself (not a running recorder's socket).
 pub fn open_existing(dir: &Path, verb: &str) -> Result<Archive, Failure> {
-    Source::open(dir)?.local(verb)
+    crate::source::local(crate::source::open(dir)?, verb)
 }
 
 /// As [`open_existing`], for a verb that writes to the archive.
 pub fn open_existing_to_write(dir: &Path, verb: &str) -> Result<Archive, Failure> {
-    Source::open_to_write(dir)?.local(verb)
+    crate::source::local(crate::source::open_to_write(dir)?, verb)
 }
 
 /// The runtime of the verbs that drive async code (demo, lsp).

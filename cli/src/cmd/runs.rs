@@ -14,8 +14,8 @@ use reel_viewer::render::text::{duration, timestamp, TextRenderer, Tone};
 use serde_json::Value;
 
 use crate::failure::{exit, Failure};
-use crate::source::Source;
 use crate::stream;
+use reel_archive::live::Source;
 
 /// `reel runs`'s arguments.
 #[derive(Args, Debug)]
@@ -95,7 +95,7 @@ fn age(ns: i64) -> String {
 /// states and anomalies are painted in its colours.
 pub fn run(dir: &Path, args: RunsArgs, text: TextRenderer) -> Result<ExitCode, Failure> {
     let width = text.width;
-    let source = Source::open(dir)?;
+    let source = crate::source::open(dir)?;
     let page = source.list_runs(&RunFilter {
         tenant: args.tenant,
         tool: args.tool,

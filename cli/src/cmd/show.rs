@@ -14,9 +14,9 @@ use reel_viewer::render::terminal::escape;
 use reel_viewer::render::text::{TextRenderer, TextWriter};
 
 use crate::failure::{shown, Failure};
-use crate::source::Source;
 use crate::stream::{newest_run, resolve_run, stream, Follow, Newest, ShowFilter, Streamed};
 use crate::templates::TemplateArgs;
+use reel_archive::live::Source;
 
 /// `reel show`'s arguments.
 #[derive(Args, Debug)]
@@ -50,7 +50,7 @@ pub fn run(dir: &Path, args: ShowArgs, text: TextRenderer) -> Result<ExitCode, F
             "which run? name one (`reel show RUN`; `reel runs` lists them), or show the newest with `reel show --last`",
         ));
     }
-    let source = Source::open(dir)?;
+    let source = crate::source::open(dir)?;
     let run_id = match args.run {
         Some(r) => r,
         None => newest_run(&source, Newest::Any)?,

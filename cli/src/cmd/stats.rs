@@ -9,7 +9,6 @@ use reel_viewer::render::terminal::{escape, JsonSafe};
 use reel_viewer::render::text::{timestamp, TextRenderer, Tone};
 
 use crate::failure::{shown, Failure};
-use crate::source::Source;
 
 /// `reel stats`'s arguments.
 #[derive(Args, Debug)]
@@ -22,7 +21,7 @@ pub struct StatsArgs {
 /// Prints runs, facts, artifacts and bytes on disk (the names in bold
 /// with colours).
 pub fn run(dir: &Path, args: StatsArgs, text: TextRenderer) -> Result<ExitCode, Failure> {
-    let s = Source::open(dir)?.stats()?;
+    let s = crate::source::open(dir)?.stats()?;
     let mut out = io::stdout().lock();
     if args.json {
         serde_json::to_writer_pretty(JsonSafe::new(&mut out), &s)?;

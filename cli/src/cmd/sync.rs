@@ -103,7 +103,7 @@ fn follow(
 ) -> Result<reel_nats::SyncReport, Failure> {
     let rt = super::runtime()?;
     rt.block_on(async {
-        let live = reel_recorder::live::LiveServer::start(archive.clone()).map_err(|e| {
+        let live = reel_archive::live::LiveServer::start(archive.clone()).map_err(|e| {
             Failure::msg(format!(
                 "cannot serve the projection live on {}: {e}",
                 shown(&dir.join(reel_archive::live::SOCKET_NAME))

@@ -8,9 +8,9 @@ use clap::Args;
 use reel_viewer::render::text::TextRenderer;
 
 use crate::failure::Failure;
-use crate::source::Source;
 use crate::stream::{newest_run, Follow, Newest, ShowFilter};
 use crate::templates::TemplateArgs;
+use reel_archive::live::Source;
 
 /// `reel tail`'s arguments.
 #[derive(Args, Debug)]
@@ -25,7 +25,7 @@ pub struct TailArgs {
 /// while a live recorder can still add facts.
 pub fn run(dir: &Path, args: TailArgs, text: TextRenderer) -> Result<ExitCode, Failure> {
     let text = text.with_templates(args.templates.load()?);
-    let source = Source::open(dir)?;
+    let source = crate::source::open(dir)?;
     let run_id = match args.run {
         Some(r) => r,
         None => newest_run(&source, Newest::RunningFirst)?,

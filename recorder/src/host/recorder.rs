@@ -115,7 +115,9 @@ impl Recorder {
             config.serve_live,
             tokio::runtime::Handle::try_current(),
         ) {
-            (Some(archive), true, Ok(_)) => Some(crate::live::LiveServer::start(archive.clone())?),
+            (Some(archive), true, Ok(_)) => {
+                Some(reel_archive::live::LiveServer::start(archive.clone())?)
+            }
             _ => None,
         };
         Ok(Recorder {

@@ -26,7 +26,7 @@ pub(super) struct RecorderInner {
     /// The fingerprint key: the archive's, else the configuration's.
     pub(super) keys: Keyring,
     pub(super) queue: Queue,
-    pub(super) live: Mutex<Option<crate::live::LiveServer>>,
+    pub(super) live: Mutex<Option<reel_archive::live::LiveServer>>,
     pub(super) config: RecorderConfig,
     pub(super) live_runs: Mutex<HashSet<String>>,
     /// Session-scoped cleanups by (tenant, principal, session): never by

@@ -7,6 +7,8 @@
 //! and `#run-body` with the page as it stands when `/runs/{id}/events`
 //! says the run changed.
 
+use reel_archive::live::Item;
+
 use super::fact::{command, fact_item, ShowCommand};
 use super::lanes::{call_index, Lanes};
 use super::*;
@@ -85,7 +87,7 @@ fn read_run(
     let (start, end, folded) = match reading {
         Reading::Kept((timeline, lanes)) => {
             access.facts(record, from, Some(until), |item| match item {
-                FactItem::Fact(fact) => {
+                Item::Fact(fact) => {
                     let tool = fact
                         .call
                         .as_deref()
@@ -93,7 +95,7 @@ fn read_run(
                         .map_or("", |c| c.tool.as_str());
                     listed(&fact, tool);
                 }
-                FactItem::Gap(gap) => gaps.push(gap),
+                Item::Gap(gap) => gaps.push(gap),
             })?;
             return Ok(((timeline, lanes), gaps));
         }
@@ -111,7 +113,7 @@ fn read_run(
     let mut builder = TimelineBuilder::for_record(&folded);
     let mut lanes = Lanes::default();
     access.facts(record, start, end, |item| match item {
-        FactItem::Fact(fact) => {
+        Item::Fact(fact) => {
             builder.push(&fact);
             let tool = fact
                 .call
@@ -124,7 +126,7 @@ fn read_run(
                 listed(&fact, &tool);
             }
         }
-        FactItem::Gap(gap) => {
+        Item::Gap(gap) => {
             builder.push_gap(&gap);
             gaps.push(gap);
         }

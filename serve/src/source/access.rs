@@ -14,13 +14,14 @@ use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use reel_archive::live::{Item, Source};
 use reel_archive::{RunFilter, RunPage};
 use reel_core::tape::Tape;
 use reel_core::{RunRecord, RunState};
 use reel_viewer::timeline::Timeline;
 use tokio::sync::watch;
 
-use super::{Console, FactItem, ReadError, Reader};
+use super::{each_fact, Console, ReadError};
 use crate::security::Grant;
 
 /// A run record [`Access::run`] let through (the only way to get one):
@@ -41,7 +42,7 @@ pub(crate) struct Access {
     pub(crate) console: Arc<Console>,
     /// Read only inside `source` (the runs search reads facts of runs
     /// `list_runs` let through).
-    pub(super) reader: Reader,
+    pub(super) reader: Source,
     tenant: Option<String>,
 }
 
@@ -107,8 +108,9 @@ impl Access {
     pub(crate) fn run(&self, run_id: &str) -> Result<Admitted, ReadError> {
         match self.reader.run(run_id) {
             Ok(r) if self.admits(&r) => Ok(Admitted(r)),
-            Ok(_) | Err(ReadError::UnknownRun(_)) => Err(unknown(run_id)),
-            Err(e) => Err(e),
+            Ok(_) => Err(unknown(run_id)),
+            Err(e) if e.is_unknown_run() => Err(unknown(run_id)),
+            Err(e) => Err(e.into()),
         }
     }
 
@@ -143,19 +145,20 @@ impl Access {
         run: &Admitted,
         from: u64,
         until: Option<u64>,
-        each: impl FnMut(FactItem),
+        each: impl FnMut(Item),
     ) -> Result<(), ReadError> {
-        self.reader.facts(&run.run_id, from, until, each)
+        let seqs = from..until.unwrap_or(u64::MAX);
+        each_fact(&self.reader, &run.run_id, seqs, each)
     }
 
     /// The run as a tape (from the archive only).
     pub(crate) fn tape(&self, run: &Admitted) -> Result<Tape, ReadError> {
-        self.reader.tape(&run.run_id)
+        Ok(self.reader.tape(&run.run_id)?)
     }
 
     /// Whether the pages read through a recorder's live socket.
     pub(crate) fn is_live(&self) -> bool {
-        matches!(self.reader, Reader::Live(_))
+        matches!(self.reader, Source::Live { .. })
     }
 
     /// The kept timeline of a closed run read from this copy, if any.

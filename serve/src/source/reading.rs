@@ -9,7 +9,9 @@ use std::path::Path;
 use reel_core::fact::{ArtifactMeta, FactKind};
 use reel_core::{Fact, RunRecord};
 
-use super::{Access, FactItem, ReadError, Reader};
+use reel_archive::live::Item;
+
+use super::{Access, ReadError};
 
 impl Access {
     /// A run's record and every fact, for a page that needs the whole
@@ -31,8 +33,8 @@ impl Access {
         let mut facts = Vec::new();
         let mut gap = None;
         self.facts(&record, 0, None, |item| match item {
-            FactItem::Fact(f) => facts.push(f),
-            FactItem::Gap(g) => gap = gap.take().or(Some(g)),
+            Item::Fact(f) => facts.push(f),
+            Item::Gap(g) => gap = gap.take().or(Some(g)),
         })?;
         match gap {
             Some(g) => Err(ReadError::BadRequest(format!(
@@ -54,7 +56,7 @@ impl Access {
         let record = self.run(run_id)?;
         let mut found = None;
         self.facts(&record, seq, Some(seq + 1), |item| {
-            if let FactItem::Fact(f) = item {
+            if let Item::Fact(f) = item {
                 if f.seq == seq {
                     found = Some(f);
                 }
@@ -80,16 +82,8 @@ impl Access {
                 )))
             }
         };
-        let bytes = match &self.reader {
-            Reader::Archive(a) => a.artifact(&meta.digest)?,
-            // Artifact files are written once and never changed: read
-            // beside the recorder (one an older reel kept inside the store
-            // cannot be, until it stops).
-            Reader::Live(l) => {
-                let dir = l.socket.parent().unwrap_or(Path::new("."));
-                reel_archive::read_artifact_file(dir, &meta.digest)?
-            }
-        };
+        // Beside a recorder, from the artifact's file.
+        let bytes = self.reader.artifact(&meta.digest)?;
         Ok((meta, bytes))
     }
 

@@ -10,13 +10,14 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+use reel_archive::live::Item;
 use reel_archive::{Cursor, RunFilter};
 use reel_core::fact::{CallOutcome, FactKind, TeardownOutcome};
 use reel_core::{Fact, RunRecord, RunState};
 use reel_viewer::timeline::TimelineBuilder;
 use serde_json::Value;
 
-use super::{Access, FactItem};
+use super::{each_fact, Access, ReadError};
 
 /// How long one request may search (listing, then counting).
 pub(crate) const SEARCH_BUDGET: Duration = Duration::from_millis(1500);
@@ -192,18 +193,24 @@ impl Access {
         let mut found = false;
         let read = match needle {
             // The timeline alone: read as views (`Facts::views`).
-            None => self.reader.views(&record.run_id, &mut builder),
-            Some(n) => self
+            None => self
                 .reader
-                .facts(&record.run_id, 0, None, |item| match item {
-                    FactItem::Fact(fact) => {
+                .views(&record.run_id, &mut builder)
+                .map_err(ReadError::from),
+            Some(n) => each_fact(
+                &self.reader,
+                &record.run_id,
+                0..u64::MAX,
+                |item| match item {
+                    Item::Fact(fact) => {
                         builder.push(&fact);
                         if !found {
                             fact_texts(&fact, &mut |s| found |= s.to_lowercase().contains(n));
                         }
                     }
-                    FactItem::Gap(gap) => builder.push_gap(&gap),
-                }),
+                    Item::Gap(gap) => builder.push_gap(&gap),
+                },
+            ),
         };
         if read.is_err() {
             return (None, found);

@@ -1,23 +1,26 @@
-//! Live inspection: the recorder serves reads of the archive it holds on a
-//! Unix socket inside the archive directory (owner-only), so that `reel
-//! runs`, `reel show` and `reel tail` work while it records. The protocol
-//! is [`reel_archive::live`].
+//! The server of the live socket: the process that holds an archive serves
+//! reads of it on a Unix socket inside the archive directory (owner-only),
+//! so that `reel runs`, `reel show`, `reel tail` and the console work while
+//! it writes. The protocol is the parent module's.
 //!
-//! A recorder starts its [`LiveServer`] itself (`RecorderConfig::serve_live`);
-//! any other process that holds an archive and keeps appending to it (`reel
-//! sync --follow`, projecting a cluster's stream) starts one the same way.
+//! A recorder starts its [`LiveServer`] itself (`RecorderConfig::serve_live`
+//! in `reel-recorder`); any other process that holds an archive and keeps
+//! appending to it (`reel sync --follow`, projecting a cluster's stream)
+//! starts one the same way.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
-use reel::lock::lock;
-use reel_archive::live::{Reply, Request, SOCKET_NAME};
-use reel_archive::{Archive, ArchiveError};
+use reel_core::lock::lock;
+use reel_core::Fact;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::task::{JoinHandle, JoinSet};
+
+use super::{Reply, Request, SOCKET_NAME};
+use crate::{Archive, ArchiveError};
 
 /// A running socket server; stops and removes the socket on drop.
 pub struct LiveServer {
@@ -193,7 +196,7 @@ async fn serve(archive: Archive, stream: UnixStream) -> std::io::Result<()> {
     }
 }
 
-fn fact_reply(item: Result<reel::Fact, ArchiveError>) -> Reply {
+fn fact_reply(item: Result<Fact, ArchiveError>) -> Reply {
     match item {
         Ok(f) => Reply::Fact(f),
         Err(ArchiveError::Corrupt { gap, .. }) => Reply::Gap(gap),
