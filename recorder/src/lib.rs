@@ -45,7 +45,6 @@
 #![warn(missing_docs)]
 
 mod config;
-pub mod demo;
 mod host;
 mod providers;
 mod tape;

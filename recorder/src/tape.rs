@@ -38,13 +38,24 @@ pub enum TapeRecordingError {
 ///
 /// ```no_run
 /// # async fn doc() -> Result<(), reel_recorder::TapeRecordingError> {
+/// use reel::context::{ToolContext, ToolError};
 /// use reel::fact::RunStatus;
-/// use reel_recorder::{demo, RunStart, TapeRecording};
+/// use reel::tools::Tools;
+/// use reel_recorder::{RunStart, TapeRecording};
+/// use serde_json::json;
+///
+/// async fn walk(ctx: ToolContext, hops: u32) -> Result<u32, ToolError> {
+///     for hop in 1..=hops {
+///         ctx.progress(json!({ "message": format!("Hop {hop} of {hops}") }));
+///     }
+///     Ok(hops)
+/// }
+/// let tools = Tools::new().register("walk", walk);
 ///
 /// let recording = TapeRecording::start(RunStart::new("walk-12")).await?;
-/// let _ = recording.run().call("walk", 12).invoke_tool(&demo::tools()).await;
+/// let _ = recording.run().call("walk", 12).invoke_tool(&tools).await;
 /// recording.finish(RunStatus::Completed, "tests/tapes/walk-12.tape.jsonl").await?;
-/// // assert_replays!("tests/tapes/walk-12.tape.jsonl", demo::tools()) replays it.
+/// // assert_replays!("tests/tapes/walk-12.tape.jsonl", tools) replays it.
 /// # Ok(()) }
 /// ```
 pub struct TapeRecording {

@@ -5,23 +5,24 @@
 //! To refresh a tape after an intended change of behaviour:
 //! `reel demo --archive /tmp/a && reel export demo-deploy -o tests/tapes/demo-deploy.tape.jsonl --archive /tmp/a`.
 
-use reel_recorder::demo;
 use reel_replayer::{assert_replay_snapshot, assert_replays};
 
 #[test]
 fn deploy_still_behaves() {
-    assert_replay_snapshot!("tests/tapes/demo-deploy.tape.jsonl", demo::tools());
+    assert_replay_snapshot!("tests/tapes/demo-deploy.tape.jsonl", reel_demo::tools());
 }
 
 #[test]
 fn search_with_nested_dispatch_still_behaves() {
-    assert_replay_snapshot!("tests/tapes/demo-search.tape.jsonl", demo::tools());
+    assert_replay_snapshot!("tests/tapes/demo-search.tape.jsonl", reel_demo::tools());
 }
 
 #[test]
 fn cancelled_walk_still_stops_at_hop_three() {
-    let report =
-        assert_replay_snapshot!("tests/tapes/demo-walk-cancelled.tape.jsonl", demo::tools());
+    let report = assert_replay_snapshot!(
+        "tests/tapes/demo-walk-cancelled.tape.jsonl",
+        reel_demo::tools()
+    );
     let progress = report
         .facts
         .iter()
@@ -32,12 +33,18 @@ fn cancelled_walk_still_stops_at_hop_three() {
 
 #[test]
 fn failed_credential_still_stops_deploy() {
-    assert_replay_snapshot!("tests/tapes/demo-deploy-failed.tape.jsonl", demo::tools());
+    assert_replay_snapshot!(
+        "tests/tapes/demo-deploy-failed.tape.jsonl",
+        reel_demo::tools()
+    );
 }
 
 #[tokio::test]
 async fn degraded_audit_replays_from_an_async_test() {
-    assert_replays!("tests/tapes/demo-audit-degraded.tape.jsonl", demo::tools());
+    assert_replays!(
+        "tests/tapes/demo-audit-degraded.tape.jsonl",
+        reel_demo::tools()
+    );
 }
 
 /// Records the demo's search (nested dispatch, artifacts: random artifact
@@ -45,7 +52,7 @@ async fn degraded_audit_replays_from_an_async_test() {
 async fn search_tape(path: &std::path::Path) -> reel::RunRecord {
     use reel::fact::RunStatus;
     use reel_recorder::{MemoryArtifactStore, RunStart, TapeRecording};
-    let tools = demo::tools();
+    let tools = reel_demo::tools();
     let recording = TapeRecording::start(RunStart::new("search-1"))
         .await
         .expect("a run in a temporary archive");
@@ -86,7 +93,7 @@ async fn a_run_recorded_into_a_tape_replays_and_snapshots_stably() {
         "two recordings differ in their random ids"
     );
     let snapshot = |path: &std::path::Path| {
-        let report = assert_replays!(path.to_str().unwrap(), demo::tools());
+        let report = assert_replays!(path.to_str().unwrap(), reel_demo::tools());
         let mut value = reel_replayer::support::snapshot_value(&report);
         strip_times(&mut value);
         // The tape's path, as the test names it (one name in a real test).

@@ -49,7 +49,7 @@ fn record(dir: &Path) -> Recorded {
     rt.block_on(async {
         let recorder = reel_recorder::Recorder::with_archive(archive.clone(), Default::default())
             .expect("recorder");
-        reel_recorder::demo::record(&recorder).await.expect("demo");
+        reel_demo::record(&recorder).await.expect("demo");
         recorder.shutdown().await.expect("shutdown");
     });
     // A run with a large artifact (a file of its own, see the archive's

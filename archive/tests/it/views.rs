@@ -103,7 +103,7 @@ fn a_recorded_archive_reads_alike_as_views() {
         };
         let recorder =
             reel_recorder::Recorder::with_archive(archive.clone(), config).expect("recorder");
-        reel_recorder::demo::record(&recorder).await.expect("demo");
+        reel_demo::record(&recorder).await.expect("demo");
         recorder.shutdown().await.expect("shutdown");
     });
     let runs: Vec<String> = archive

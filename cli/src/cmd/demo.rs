@@ -61,8 +61,8 @@ pub fn run(dir: &Path, args: DemoArgs, text: TextRenderer) -> Result<ExitCode, F
             None => Recorder::open(dir, RecorderConfig::default()).await?,
         };
         let ids = match &cluster {
-            Some((.., suffix)) => reel_recorder::demo::record_as(&recorder, suffix).await?,
-            None => reel_recorder::demo::record(&recorder).await?,
+            Some((.., suffix)) => reel_demo::record_as(&recorder, suffix).await?,
+            None => reel_demo::record(&recorder).await?,
         };
         if let Some(hops) = args.live_hops {
             match &args.nats {
@@ -77,7 +77,7 @@ pub fn run(dir: &Path, args: DemoArgs, text: TextRenderer) -> Result<ExitCode, F
                     shown(dir)
                 ),
             }
-            let id = reel_recorder::demo::record_live(&recorder, hops, args.live_pause_ms).await?;
+            let id = reel_demo::record_live(&recorder, hops, args.live_pause_ms).await?;
             eprintln!("recorded live run {}", escape(&id));
         }
         let archive = recorder.archive().clone();
@@ -124,12 +124,11 @@ fn claim_suffix(
     archive: &reel_archive::Archive,
     store: &reel_nats::NatsStore,
 ) -> Result<String, Failure> {
-    use reel_recorder::demo;
-    let mut suffix = demo::free_suffix(archive, "");
+    let mut suffix = reel_demo::free_suffix(archive, "");
     for _ in 0..100 {
         let mut all = true;
-        for (id, name) in demo::run_ids(&suffix).iter().zip(demo::RUN_NAMES) {
-            if !store.reserve(id, demo::tenant_of(name))? {
+        for (id, name) in reel_demo::run_ids(&suffix).iter().zip(reel_demo::RUN_NAMES) {
+            if !store.reserve(id, reel_demo::tenant_of(name))? {
                 all = false;
                 break;
             }
@@ -137,7 +136,7 @@ fn claim_suffix(
         if all {
             return Ok(suffix);
         }
-        suffix = demo::free_suffix(archive, &demo::next_suffix(&suffix));
+        suffix = reel_demo::free_suffix(archive, &reel_demo::next_suffix(&suffix));
     }
     Err(Failure::msg(format!(
         "no free demo run ids in the cluster after {suffix}: sync the projection (`reel sync`) and try again"

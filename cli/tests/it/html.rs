@@ -415,10 +415,7 @@ fn record_hostile_run(dir: &Path) -> (RunRecord, Vec<Fact>) {
             .unwrap();
         let failed = run.call("broken", json!({})).invoke(broken).await;
         assert!(failed.is_err());
-        run.call("walk", 2)
-            .invoke(reel_recorder::demo::walk)
-            .await
-            .unwrap();
+        run.call("walk", 2).invoke(reel_demo::walk).await.unwrap();
         run.end(RunStatus::Failed).await.unwrap();
         let archive = recorder.archive().clone();
         recorder.shutdown().await.unwrap();

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use reel::tape::Tape;
 
 use reel_archive::TapeExt;
-use reel_recorder::{demo, Recorder, RecorderConfig};
+use reel_recorder::{Recorder, RecorderConfig};
 use reel_viewer::lsp::document::Document;
 use reel_viewer::lsp::position::Encoding;
 use reel_viewer::lsp::{self, Probe};
@@ -679,7 +679,7 @@ async fn fetch_v2(
     url: String,
 ) -> Result<Value, reel::context::ToolError> {
     ctx.progress(json!({ "message": format!("Downloading {url}") }));
-    demo::fetch(ctx, url).await
+    reel_demo::fetch(ctx, url).await
 }
 
 #[tokio::test]
@@ -690,7 +690,7 @@ async fn divergences_of_a_real_replay_report() {
     std::fs::copy(tapes_dir().join("demo-search.tape.jsonl"), &tape_path).unwrap();
     let recording = Recording::from_tape_file(&tape_path).unwrap();
     let tools = reel::tools::Tools::new()
-        .register("search", demo::search)
+        .register("search", reel_demo::search)
         .register("fetch", fetch_v2);
     let report = replay(&recording, &tools, &ReplayOptions::default()).await;
     assert!(!report.is_match());
@@ -1383,7 +1383,7 @@ async fn demo_tape() -> (String, String) {
     let recorder = Recorder::open(dir.path(), RecorderConfig::default())
         .await
         .unwrap();
-    let ids = demo::record(&recorder).await.unwrap();
+    let ids = reel_demo::record(&recorder).await.unwrap();
     let archive = recorder.archive().clone();
     recorder.shutdown().await.unwrap();
     let mut bytes = Vec::new();

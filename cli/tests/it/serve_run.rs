@@ -892,7 +892,7 @@ async fn fetch_v2(
     url: String,
 ) -> Result<Value, reel::context::ToolError> {
     ctx.progress(json!({ "message": format!("Downloading {url}") }));
-    reel_recorder::demo::fetch(ctx, url).await
+    reel_demo::fetch(ctx, url).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -911,7 +911,7 @@ async fn a_replay_report_is_shown_beside_its_recording() {
     std::fs::copy(tapes.join("demo-search.tape.jsonl"), &tape).unwrap();
     let recording = Recording::from_tape_file(&tape).unwrap();
     let changed = reel::tools::Tools::new()
-        .register("search", reel_recorder::demo::search)
+        .register("search", reel_demo::search)
         .register("fetch", fetch_v2);
     let diverged = replay(&recording, &changed, &ReplayOptions::default()).await;
     assert!(!diverged.is_match());
@@ -920,8 +920,8 @@ async fn a_replay_report_is_shown_beside_its_recording() {
     let same = reports.join("demo-search-same.tape.jsonl");
     std::fs::copy(tapes.join("demo-search.tape.jsonl"), &same).unwrap();
     let tools = reel::tools::Tools::new()
-        .register("search", reel_recorder::demo::search)
-        .register("fetch", reel_recorder::demo::fetch);
+        .register("search", reel_demo::search)
+        .register("fetch", reel_demo::fetch);
     let matched = replay(&recording, &tools, &ReplayOptions::default()).await;
     assert!(matched.is_match(), "{matched}");
     matched.write_beside(&same).unwrap();

@@ -13,7 +13,6 @@
 //! module path) to read the peak memory of a process that did nothing else.
 
 mod canary;
-mod demo;
 mod hiccup;
 mod isolation;
 mod known_secret;

@@ -6,7 +6,7 @@ use reel::tape::Tape;
 
 use reel::report::{ReplayReport, Verdict};
 use reel_archive::TapeExt;
-use reel_recorder::{demo, Recorder, RecorderConfig};
+use reel_recorder::{Recorder, RecorderConfig};
 use reel_replayer::{replay, Recording, ReplayInput, ReplayOptions};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -15,10 +15,10 @@ async fn every_demo_run_replays_cleanly() {
     let recorder = Recorder::open(dir.path(), RecorderConfig::default())
         .await
         .unwrap();
-    let ids = demo::record(&recorder).await.unwrap();
+    let ids = reel_demo::record(&recorder).await.unwrap();
     let archive = recorder.archive().clone();
     recorder.shutdown().await.unwrap();
-    let tools = demo::tools();
+    let tools = reel_demo::tools();
     for id in &ids {
         let from_archive = Recording::from_archive(&archive, id).unwrap();
         let report = replay(&from_archive, &tools, &ReplayOptions::default()).await;

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use reel::tape::Tape;
 
 use reel_archive::TapeExt;
-use reel_recorder::{demo, Recorder, RecorderConfig};
+use reel_recorder::{Recorder, RecorderConfig};
 use reel_replayer::support::replay_tape;
 use reel_replayer::{replay, Recording, ReplayOptions};
 
@@ -23,7 +23,7 @@ fn record_demo_tapes(dir: &Path) -> Vec<(String, PathBuf)> {
         let recorder = Recorder::open(dir.join("archive"), RecorderConfig::default())
             .await
             .unwrap();
-        let ids = demo::record(&recorder).await.unwrap();
+        let ids = reel_demo::record(&recorder).await.unwrap();
         let archive = recorder.archive().clone();
         recorder.shutdown().await.unwrap();
         ids.into_iter()
@@ -47,7 +47,7 @@ fn replay_on(rt: &tokio::runtime::Runtime, tape: &str) -> Vec<u8> {
     recording.source = tape.to_owned();
     let report = rt.block_on(replay(
         &recording,
-        &demo::tools(),
+        &reel_demo::tools(),
         &ReplayOptions::default(),
     ));
     assert!(report.is_match(), "{report}");
@@ -59,7 +59,7 @@ fn fifty_replays_of_each_demo_tape_are_byte_identical() {
     let dir = tempfile::tempdir().unwrap();
     let tapes = record_demo_tapes(dir.path());
     assert_eq!(tapes.len(), 5, "the demo records five runs");
-    let tools = demo::tools();
+    let tools = reel_demo::tools();
     let options = ReplayOptions::default();
     for (id, path) in &tapes {
         let tape = path.to_str().unwrap();
@@ -102,7 +102,7 @@ fn every_runtime_gives_the_same_report() {
         let reference = serde_json::to_vec(&replay_tape(
             "",
             tape,
-            &demo::tools(),
+            &reel_demo::tools(),
             &ReplayOptions::default(),
         ))
         .unwrap();
@@ -135,7 +135,7 @@ fn the_archive_and_its_tape_give_the_same_report() {
         let recorder = Recorder::open(dir.path().join("archive"), RecorderConfig::default())
             .await
             .unwrap();
-        let ids = demo::record(&recorder).await.unwrap();
+        let ids = reel_demo::record(&recorder).await.unwrap();
         let archive = recorder.archive().clone();
         recorder.shutdown().await.unwrap();
         for id in &ids {
@@ -150,8 +150,8 @@ fn the_archive_and_its_tape_give_the_same_report() {
             from_archive.source = "same".into();
             from_tape.source = "same".into();
             let options = ReplayOptions::default();
-            let a = replay(&from_archive, &demo::tools(), &options).await;
-            let b = replay(&from_tape, &demo::tools(), &options).await;
+            let a = replay(&from_archive, &reel_demo::tools(), &options).await;
+            let b = replay(&from_tape, &reel_demo::tools(), &options).await;
             assert!(a.is_match(), "{id}:\n{a}");
             assert_eq!(
                 serde_json::to_vec(&a).unwrap(),

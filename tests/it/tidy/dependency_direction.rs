@@ -11,6 +11,7 @@
 //! reel-recorder   -> reel, reel-archive
 //! reel-replayer   -> reel, reel-archive   (replay reads records; it never records)
 //! reel-nats       -> reel-core, reel-archive  (the JetStream store and its projection; beside the recorder, not under it)
+//! reel-demo       -> reel, reel-archive, reel-recorder  (the demo tools and runs: `reel demo`, the example tests)
 //! reel-mcp        -> reel, reel-archive, reel-recorder  (the matcher of mock and verify is the core's)
 //! reel-otlp       -> reel-core, reel-archive  (spans of records; the core's display rule)
 //! reel-serve      -> reel-core, reel-archive, reel-viewer  (the console: reads archives, shows with the viewer's pieces)
@@ -52,6 +53,10 @@ const RULES: &[(&str, Option<&[&str]>)] = &[
     ),
     ("reel-nats", Some(&["reel-core", "reel-archive"])),
     (
+        "reel-demo",
+        Some(&["reel-core", "reel", "reel-archive", "reel-recorder"]),
+    ),
+    (
         "reel-mcp",
         Some(&["reel-core", "reel", "reel-archive", "reel-recorder"]),
     ),
@@ -69,6 +74,7 @@ const RULES: &[(&str, Option<&[&str]>)] = &[
             "reel-archive",
             "reel-recorder",
             "reel-viewer",
+            "reel-demo",
             "reel-mcp",
             "reel-otlp",
             "reel-nats",
@@ -183,7 +189,7 @@ fn the_rules_catch_a_wrong_edge() {
     assert_eq!(
         violations(&edges),
         [
-            "reel-cli depends on reel-bench, which the direction forbids (allowed: [\"reel-core\", \"reel\", \"reel-archive\", \"reel-recorder\", \"reel-viewer\", \"reel-mcp\", \"reel-otlp\", \"reel-nats\", \"reel-serve\"])",
+            "reel-cli depends on reel-bench, which the direction forbids (allowed: [\"reel-core\", \"reel\", \"reel-archive\", \"reel-recorder\", \"reel-viewer\", \"reel-demo\", \"reel-mcp\", \"reel-otlp\", \"reel-nats\", \"reel-serve\"])",
             "reel-core depends on reel, which the direction forbids (allowed: [])",
             "reel-new has no rule: add its direction to ARCHITECTURE.md and to RULES here",
             "reel-otlp depends on reel-recorder, which the direction forbids (allowed: [\"reel-core\", \"reel-archive\"])",

@@ -1,9 +1,14 @@
-//! Demo tools and runs: a handful of realistic runs that together use every
-//! fact kind (including a failed run, a cancelled run and nested dispatch).
-//! `reel demo` records them; the replayer's example tests replay them.
+//! # reel-demo: the demo tools and runs
+//!
+//! A handful of realistic runs that together use every fact kind
+//! (including a failed run, a cancelled run and nested dispatch). `reel
+//! demo` records them; the example tests replay them with [`tools`]. Not
+//! part of the recording library (`reel-recorder`): a host records its own
+//! tools.
 //!
 //! The tools' side effects are simulated (no network), but go through
 //! journaled effects exactly as real ones would.
+#![warn(missing_docs)]
 
 use std::sync::Arc;
 
@@ -17,8 +22,10 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use crate::host::{Canceller, Recorder, RecorderError, RunStart};
-use crate::providers::{LogListener, MemoryArtifactStore, MemoryVault, ScriptedElicitor};
+use reel_recorder::{
+    Canceller, LogListener, MemoryArtifactStore, MemoryVault, Recorder, RecorderError, RunStart,
+    ScriptedElicitor,
+};
 
 /// Arguments of `deploy`.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]

@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 
 use reel::{FactKind, RunState};
-use reel_recorder::{demo, Recorder, RecorderConfig};
+use reel_recorder::{Recorder, RecorderConfig};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn demo_runs_use_every_fact_kind_and_verify() {
@@ -12,7 +12,7 @@ async fn demo_runs_use_every_fact_kind_and_verify() {
     let recorder = Recorder::open(dir.path(), RecorderConfig::default())
         .await
         .unwrap();
-    let ids = demo::record(&recorder).await.unwrap();
+    let ids = reel_demo::record(&recorder).await.unwrap();
     let archive = recorder.archive().clone();
     recorder.shutdown().await.unwrap();
 
@@ -51,11 +51,11 @@ async fn demo_runs_use_every_fact_kind_and_verify() {
     assert!(report.is_ok(), "{:?}", report.problems);
     // What a host claims ahead (`reel demo --nats`) is what is recorded:
     // the ids in order, each under its tenant.
-    assert_eq!(ids, demo::run_ids(""));
-    for (id, name) in ids.iter().zip(demo::RUN_NAMES) {
+    assert_eq!(ids, reel_demo::run_ids(""));
+    for (id, name) in ids.iter().zip(reel_demo::RUN_NAMES) {
         let identity = archive.run(id).unwrap().identity;
         let tenant = identity.and_then(|i| i.tenant);
-        assert_eq!(tenant.as_deref(), demo::tenant_of(name), "{id}");
+        assert_eq!(tenant.as_deref(), reel_demo::tenant_of(name), "{id}");
     }
 }
 
@@ -65,11 +65,11 @@ async fn demo_twice_gets_new_ids() {
     let recorder = Recorder::open(dir.path(), RecorderConfig::default())
         .await
         .unwrap();
-    let first = demo::record(&recorder).await.unwrap();
-    let second = demo::record(&recorder).await.unwrap();
+    let first = reel_demo::record(&recorder).await.unwrap();
+    let second = reel_demo::record(&recorder).await.unwrap();
     assert_eq!(first[0], "demo-deploy");
-    assert_eq!(second, demo::run_ids("-2"));
-    assert_eq!(demo::next_suffix("-2"), "-3");
-    assert_eq!(demo::free_suffix(recorder.archive(), "-2"), "-3");
+    assert_eq!(second, reel_demo::run_ids("-2"));
+    assert_eq!(reel_demo::next_suffix("-2"), "-3");
+    assert_eq!(reel_demo::free_suffix(recorder.archive(), "-2"), "-3");
     recorder.shutdown().await.unwrap();
 }
