@@ -4,8 +4,8 @@
 //! reflects the edits.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use reel_viewer::lsp::document::Document;
-use reel_viewer::lsp::position::Encoding;
+use reel_lsp::document::Document;
+use reel_lsp::position::Encoding;
 use tower_lsp_server::ls_types::{Position, Range};
 
 fuzz_target!(|data: &[u8]| {

@@ -37,7 +37,6 @@
 
 pub mod diff;
 pub mod display;
-pub mod lsp;
 pub mod names;
 pub mod render;
 pub mod timeline;

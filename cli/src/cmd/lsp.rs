@@ -1,6 +1,5 @@
 //! `reel lsp`: the tape language server on standard input and output. The
-//! server is the viewer's (`reel_viewer::lsp`); the binary gives it a
-//! runtime.
+//! server is `reel-lsp`'s; the binary gives it a runtime.
 
 use std::process::ExitCode;
 
@@ -9,6 +8,6 @@ use crate::failure::Failure;
 /// Serves until the editor closes the connection.
 pub fn run() -> Result<ExitCode, Failure> {
     let rt = super::runtime()?;
-    rt.block_on(reel_viewer::lsp::serve_stdio());
+    rt.block_on(reel_lsp::serve_stdio());
     Ok(ExitCode::SUCCESS)
 }

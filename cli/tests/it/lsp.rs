@@ -12,10 +12,10 @@ use std::time::{Duration, Instant};
 use reel::tape::Tape;
 
 use reel_archive::TapeExt;
+use reel_lsp::document::Document;
+use reel_lsp::position::Encoding;
+use reel_lsp::{self as lsp, Probe};
 use reel_recorder::{Recorder, RecorderConfig};
-use reel_viewer::lsp::document::Document;
-use reel_viewer::lsp::position::Encoding;
-use reel_viewer::lsp::{self, Probe};
 use reel_viewer::render::text::duration;
 use reel_viewer::timeline::Timeline;
 use serde_json::{json, Value};
@@ -1198,7 +1198,7 @@ fn a_keystroke_reparses_one_line_and_shifts_the_rest() {
     assert_eq!(doc.parsed_lines(), opened + 3);
     assert!(matches!(
         doc.lines()[0].parsed(),
-        reel_viewer::lsp::document::Parsed::Invalid { .. }
+        reel_lsp::document::Parsed::Invalid { .. }
     ));
 }
 

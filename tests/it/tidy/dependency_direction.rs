@@ -7,7 +7,8 @@
 //! reel-core       -> nothing of ours      (the fact model and its formats, at the bottom)
 //! reel            -> reel-core            (the contract, redaction, the tripwire, tools)
 //! reel-archive    -> reel-core
-//! reel-viewer     -> reel-core            (the library: timelines, renderers, LSP)
+//! reel-viewer     -> reel-core            (timelines and renderers: pure functions of facts)
+//! reel-lsp        -> reel-core, reel-viewer  (the tape language server: the only crate that knows LSP)
 //! reel-recorder   -> reel, reel-archive
 //! reel-replayer   -> reel, reel-archive   (replay reads records; it never records)
 //! reel-nats       -> reel-core, reel-archive  (the JetStream store and its projection; beside the recorder, not under it)
@@ -26,7 +27,8 @@
 //!
 //! The invariants of ARCHITECTURE.md that are about dependencies are held
 //! here too, each by a check that can fail: only the archive names sled,
-//! only the viewer knows LSP, the core does no network IO, only binaries
+//! only the LSP's crate knows LSP (and the viewer links no runtime), the
+//! core does no network IO, only binaries
 //! set the allocator, and the crates that read facts (viewer, archive,
 //! nats, otlp, the console) link none of the contract's dependencies. And one
 //! poison-ignoring lock: `reel_core::lock::lock`, no copy elsewhere.
@@ -43,6 +45,7 @@ const RULES: &[(&str, Option<&[&str]>)] = &[
     ("reel", Some(&["reel-core"])),
     ("reel-archive", Some(&["reel-core"])),
     ("reel-viewer", Some(&["reel-core"])),
+    ("reel-lsp", Some(&["reel-core", "reel-viewer"])),
     (
         "reel-recorder",
         Some(&["reel-core", "reel", "reel-archive"]),
@@ -74,6 +77,7 @@ const RULES: &[(&str, Option<&[&str]>)] = &[
             "reel-archive",
             "reel-recorder",
             "reel-viewer",
+            "reel-lsp",
             "reel-demo",
             "reel-mcp",
             "reel-otlp",
@@ -189,7 +193,7 @@ fn the_rules_catch_a_wrong_edge() {
     assert_eq!(
         violations(&edges),
         [
-            "reel-cli depends on reel-bench, which the direction forbids (allowed: [\"reel-core\", \"reel\", \"reel-archive\", \"reel-recorder\", \"reel-viewer\", \"reel-demo\", \"reel-mcp\", \"reel-otlp\", \"reel-nats\", \"reel-serve\"])",
+            "reel-cli depends on reel-bench, which the direction forbids (allowed: [\"reel-core\", \"reel\", \"reel-archive\", \"reel-recorder\", \"reel-viewer\", \"reel-lsp\", \"reel-demo\", \"reel-mcp\", \"reel-otlp\", \"reel-nats\", \"reel-serve\"])",
             "reel-core depends on reel, which the direction forbids (allowed: [])",
             "reel-new has no rule: add its direction to ARCHITECTURE.md and to RULES here",
             "reel-otlp depends on reel-recorder, which the direction forbids (allowed: [\"reel-core\", \"reel-archive\"])",
@@ -366,11 +370,31 @@ fn only_the_archive_names_sled() {
 }
 
 #[test]
-fn only_the_viewer_knows_lsp() {
+fn only_the_lsp_crate_knows_lsp() {
     let manifests = manifest_dependencies();
     let lsp = ["tower-lsp-server", "tower-lsp", "lsp-types", "ls-types"];
     let found = naming(&manifests, &lsp, &["normal", "build"]);
-    assert_eq!(found, ["reel-viewer"], "only the viewer knows LSP");
+    assert_eq!(
+        found,
+        ["reel-lsp"],
+        "only the LSP's crate (`lsp/`) knows LSP"
+    );
+    // The viewer is pure functions of facts: whoever embeds the renderers
+    // gets no language server, runtime or network crate with them.
+    let graph = ResolvedGraph::of_workspace();
+    let linked = graph.closure("reel-viewer");
+    let bad: Vec<&String> = linked
+        .iter()
+        .filter(|c| NETWORK.contains(&c.as_str()) || lsp.contains(&c.as_str()))
+        .collect();
+    assert!(
+        bad.is_empty(),
+        "reel-viewer links {bad:?}: only reel-lsp may"
+    );
+    assert!(
+        graph.closure("reel-lsp").contains("tokio"),
+        "the check can fail: the language server links tokio"
+    );
 }
 
 /// Crates that do network IO (or the runtime it needs).
@@ -407,7 +431,7 @@ fn the_core_does_no_network_io() {
 const CONTRACT_ONLY: &[&str] = &["jsonschema", "schemars", "aho-corasick", "tokio-util"];
 
 /// Third-party crates that bring one of [`CONTRACT_ONLY`] on their own, by
-/// the crate of ours that needs them: tower-lsp-server (the viewer's
+/// the crate of ours that needs them: tower-lsp-server (reel-lsp, the
 /// language server) uses tokio-util's codec; async-nats (nats) uses
 /// tokio-util and regex (aho-corasick); hyper's HTTP/2 and tonic (otlp)
 /// use tokio-util. None of these is the contract: what must not happen is

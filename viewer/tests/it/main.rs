@@ -5,6 +5,5 @@
 
 mod diff;
 mod display;
-mod tape_verdict;
 mod timeline;
 mod timeline_views;

@@ -15,11 +15,11 @@ use tower_lsp_server::ls_types::{
 
 use super::document::{Item, Parsed, View, GAP, MAX_NESTING};
 use super::position::Encoding;
-use crate::names::name;
-use crate::render::text::{duration, timestamp};
-use crate::timeline::Anomaly;
 use reel_core::display::{cut, progress_line};
 use reel_core::report::ReplayReport;
+use reel_viewer::names::name;
+use reel_viewer::render::text::{duration, timestamp};
+use reel_viewer::timeline::Anomaly;
 
 /// The most characters of a pretty-printed payload shown in a hover.
 pub const HOVER_PAYLOAD_LIMIT: usize = 20_000;

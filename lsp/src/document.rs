@@ -33,7 +33,7 @@ use reel_core::Fact;
 use tower_lsp_server::ls_types::{Position, Range};
 
 use super::position::Encoding;
-use crate::timeline::{Timeline, TimelineBuilder};
+use reel_viewer::timeline::{Timeline, TimelineBuilder};
 
 mod index;
 pub use index::{CallSpan, Index, Item, Problem};

@@ -319,7 +319,7 @@ impl Index {
     }
 
     /// The timeline's node for a call.
-    pub fn timeline_call(&self, call_id: &str) -> Option<&crate::timeline::CallNode> {
+    pub fn timeline_call(&self, call_id: &str) -> Option<&reel_viewer::timeline::CallNode> {
         self.timeline_call
             .get(call_id)
             .map(|&i| &self.timeline.calls[i])

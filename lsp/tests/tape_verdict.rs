@@ -19,9 +19,9 @@ use reel_core::rules::{head_names, StreamRules};
 use reel_core::run::RunRecord;
 use reel_core::tape::{Tape, TapeError};
 use reel_core::Fact;
-use reel_viewer::lsp::analysis::{diagnostics, ReportInput};
-use reel_viewer::lsp::document::Document;
-use reel_viewer::lsp::position::Encoding;
+use reel_lsp::analysis::{diagnostics, ReportInput};
+use reel_lsp::document::Document;
+use reel_lsp::position::Encoding;
 use serde_json::Value;
 use tower_lsp_server::ls_types::DiagnosticSeverity;
 

@@ -3,7 +3,7 @@
 
 use std::collections::HashSet;
 
-use crate::lsp::document::Index;
+use crate::document::Index;
 
 use super::*;
 

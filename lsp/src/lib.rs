@@ -1,7 +1,11 @@
-//! `reel lsp`: a language server for tape files (`*.tape.jsonl`), over
-//! stdio, built with tower-lsp-server.
+//! # reel-lsp: the tape language server
 //!
-//! A thin shell over the pure [`Timeline`](crate::timeline::Timeline): the
+//! `reel lsp`: a language server for tape files (`*.tape.jsonl`), over
+//! stdio, built with tower-lsp-server. The only crate of reel that knows
+//! LSP: the viewer it reads timelines with stays pure functions of facts,
+//! and embedding the renderers brings no language server nor its runtime.
+//!
+//! A thin shell over the pure [`Timeline`](reel_viewer::timeline::Timeline): the
 //! [`document`] model keeps each open tape's lines and their parses current
 //! under incremental edits, [`analysis`] answers from them, and this module
 //! is the only part that speaks LSP.
@@ -31,6 +35,8 @@
 //! empty answer. A panic in an answer is caught and answered empty (and
 //! logged through `tracing`; the `reel` binary prints it on stderr): the
 //! server never goes down with a document.
+
+#![warn(missing_docs)]
 
 pub mod analysis;
 pub mod document;

@@ -17,7 +17,7 @@
 //!   line (as the specification says), inside a character means before it.
 //!
 //! ```
-//! use reel_viewer::lsp::position::Encoding;
+//! use reel_lsp::position::Encoding;
 //!
 //! let line = "a😀b"; // 😀 is 4 bytes, 2 UTF-16 units
 //! assert_eq!(Encoding::Utf16.byte_exact(line, 3), Some(5)); // before `b`

@@ -156,12 +156,12 @@ fn short(s: &str, n: usize) -> String {
 }
 
 /// A call's status and duration, in the words every renderer uses
-/// ([`crate::names::call_status`]).
-pub(super) fn call_summary(node: Option<&crate::timeline::CallNode>) -> String {
+/// ([`reel_viewer::names::call_status`]).
+pub(super) fn call_summary(node: Option<&reel_viewer::timeline::CallNode>) -> String {
     let Some(node) = node else {
         return "not in the timeline".into();
     };
-    let status = crate::names::call_status(node.status);
+    let status = reel_viewer::names::call_status(node.status);
     let took = node.duration_ns.map(duration).unwrap_or_default();
     match (node.status, &node.error) {
         (None, _) => status.into(),
