@@ -39,9 +39,9 @@ pub mod cassette;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod outcome;
 pub mod proxy;
 pub mod serve;
-pub mod shape;
 pub mod verify;
 
 /// The book's MCP page's Rust examples, compiled as doc tests of this

@@ -34,7 +34,7 @@
 
 #![warn(missing_docs)]
 
-pub mod live;
+mod live_export;
 pub mod map;
 pub mod send;
 
@@ -47,7 +47,7 @@ use reel_core::fact::Fact;
 use reel_core::guard::{Encoding, Guard};
 use reel_core::run::RunRecord;
 
-pub use live::{LiveExport, LiveHandle};
+pub use live_export::{LiveExport, LiveHandle};
 pub use map::{derived_span_id, derived_trace_id, stream_spans, Options, StreamId, TraceParent};
 pub use opentelemetry_proto;
 pub use send::{send, Collector, ExportError, Protocol};

@@ -212,8 +212,8 @@ fn recorded_answer(line: &[u8], exact: &Exact) -> Option<Vec<u8>> {
 }
 
 fn recorded_error(text: &str) -> ErrorData {
-    // `json-rpc error CODE: MESSAGE`, as the recording shape writes it.
-    match crate::shape::parse_rpc_error(text) {
+    // `json-rpc error CODE: MESSAGE`, as the record words it.
+    match crate::outcome::parse_rpc_error(text) {
         Some((code, message)) => ErrorData::new(ErrorCode(code), message, None),
         None => ErrorData::internal_error(text.to_owned(), None),
     }
@@ -523,7 +523,7 @@ impl Cassette {
         match &call.outcome {
             Some(CallOutcome::Ok { result }) => self.served(context, call, result.clone()),
             // A tool error (`isError: true`) is served as its result.
-            Some(CallOutcome::Error { error }) => match crate::shape::parse_tool_error(error) {
+            Some(CallOutcome::Error { error }) => match crate::outcome::parse_tool_error(error) {
                 Some(result) => self.served(context, call, result),
                 None => Err(recorded_error(error)),
             },

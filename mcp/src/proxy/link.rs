@@ -672,7 +672,7 @@ async fn follow(
             Some(Event::Done(response)) => {
                 // Answered after the client gave up on it: cancelled.
                 ctx.check_cancel()?;
-                return crate::shape::call_end(response).map_err(ToolError::msg);
+                return crate::outcome::call_end(response).map_err(ToolError::msg);
             }
         }
     }
@@ -696,7 +696,7 @@ impl Elicitor for ProxyElicitor {
                 .await
                 .map_err(|_| "the session ended before the client answered".to_owned())?;
             if let Some(error) = response.get("error") {
-                return Err(crate::shape::rpc_error_text(error));
+                return Err(crate::outcome::rpc_error_text(error));
             }
             let result = response.get("result").cloned().unwrap_or(Value::Null);
             let outcome = match result.get("action").and_then(Value::as_str) {

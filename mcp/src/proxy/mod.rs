@@ -25,7 +25,7 @@
 //!   `arguments` exactly (`{}` when absent), its result the whole
 //!   `CallToolResult` the server sent; one with `isError: true` ends it
 //!   with the error `tool error: <the result as JSON>`, a JSON-RPC error
-//!   response with `json-rpc error <code>: <message>` ([`crate::shape`]).
+//!   response with `json-rpc error <code>: <message>` ([`crate::outcome`]).
 //!   `resources/list` and `prompts/list` are recorded as
 //!   `initialize` is (`mcp:resources/list`, `mcp:prompts/list`, each page).
 //! - A response is matched only to a request forwarded the other way and

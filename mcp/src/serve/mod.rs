@@ -85,8 +85,8 @@
 pub(crate) mod convert;
 mod elicit;
 mod http;
-mod mrtr;
 mod notify;
+mod round_trips;
 
 use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
@@ -145,7 +145,7 @@ pub struct McpHost {
     info: Implementation,
     instructions: Option<String>,
     abandon_after: Duration,
-    suspended: mrtr::Suspended,
+    suspended: round_trips::Suspended,
 }
 
 impl std::fmt::Debug for McpHost {
@@ -167,7 +167,7 @@ impl McpHost {
             info: Implementation::new("reel-mcp", env!("CARGO_PKG_VERSION")),
             instructions: None,
             abandon_after: Duration::from_secs(600),
-            suspended: mrtr::Suspended::default(),
+            suspended: round_trips::Suspended::default(),
         }
     }
 
@@ -404,7 +404,7 @@ impl ServerHandler for ReelServer {
         let gate = self.log_gate(&context, req.modern);
         let token = context.meta.get_progress_token();
         if req.modern {
-            return mrtr::call(self, req, request, context, gate).await;
+            return round_trips::call(self, req, request, context, gate).await;
         }
         let notifier = Notifier::start(context.peer.clone(), token, gate);
         let mut call = self.prepare(&req, &name, args, &notifier)?;

@@ -155,9 +155,9 @@ fn default_initialize() -> Value {
     })
 }
 
-/// The outcome a JSON-RPC response is recorded as ([`crate::shape`]).
+/// The outcome a JSON-RPC response is recorded as ([`crate::outcome`]).
 pub fn outcome_of(response: &Result<Value, Value>) -> CallOutcome {
-    match crate::shape::call_end(response.clone()) {
+    match crate::outcome::call_end(response.clone()) {
         Ok(result) => CallOutcome::Ok { result },
         Err(error) => CallOutcome::Error { error },
     }
@@ -170,7 +170,7 @@ fn elicit_result(outcome: &ElicitOutcome) -> Result<Value, Value> {
     match outcome {
         ElicitOutcome::Accept { content } => Ok(json!({"action": "accept", "content": content})),
         ElicitOutcome::Decline => Ok(json!({"action": "decline"})),
-        ElicitOutcome::Error { message } => match crate::shape::parse_rpc_error(message) {
+        ElicitOutcome::Error { message } => match crate::outcome::parse_rpc_error(message) {
             Some((code, message)) => Err(json!({"code": code, "message": message})),
             None => Ok(json!({"action": "cancel"})),
         },

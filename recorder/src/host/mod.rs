@@ -6,17 +6,18 @@
 //! - `run`: [`RunStart`], [`Caller`], [`Run`] (filing facts, ending);
 //! - `call`: [`CallBuilder`] (what a call gets, invoking it) and
 //!   [`Canceller`];
+//! - `inner`: `RecorderInner`, what every handle of one recorder shares;
 //! - `teardown`: the cleanups a holder keeps and running them;
 //! - `backend`: `LiveBackend`, the live answers of a call's context.
 
 // The modules import one another only downwards, in this order (each
 // may use those above it, never one below):
-// teardown -> shared -> run -> backend -> call -> recorder.
+// teardown -> inner -> run -> backend -> call -> recorder.
 mod backend;
 mod call;
+mod inner;
 mod recorder;
 mod run;
-mod shared;
 mod teardown;
 
 use reel::store::StoreError;

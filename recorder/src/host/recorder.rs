@@ -17,9 +17,9 @@ use crate::config::{Durability, RecorderConfig};
 use crate::writer::Queue;
 
 use super::call::CallBuilder;
+use super::inner::RecorderInner;
 use super::lock;
 use super::run::{Caller, Run, RunStart};
-use super::shared::RecorderInner;
 use super::RecorderError;
 
 /// Records runs into an archive, or into any [`Store`]. Cheap to clone. Dropping the last clone

@@ -16,8 +16,8 @@ use tokio_util::sync::CancellationToken;
 use crate::config::Durability;
 use crate::writer::report_late;
 
+use super::inner::RecorderInner;
 use super::lock;
-use super::shared::RecorderInner;
 use super::teardown::{run_cleanup, Teardowns};
 use super::RecorderError;
 
