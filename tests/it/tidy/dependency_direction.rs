@@ -578,6 +578,63 @@ fn rust_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
     );
 }
 
+/// The `pub use` items of `text` that re-export one of `crates` (crate
+/// names as Rust spells them): one line each, `LINE: TEXT`.
+fn reexports(text: &str, crates: &[String]) -> Vec<String> {
+    text.lines()
+        .enumerate()
+        .filter_map(|(i, line)| {
+            let rest = line.trim_start().strip_prefix("pub use ")?;
+            let rest = rest.trim_start_matches("::").trim_start_matches('{');
+            let first: String = rest
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            crates
+                .contains(&first)
+                .then(|| format!("{}: {}", i + 1, line.trim()))
+        })
+        .collect()
+}
+
+/// ARCHITECTURE.md, one path per item: a `pub use` of another workspace
+/// crate appears only in the façade, `reel` (`src/`) over `reel-core`. An
+/// item re-exported elsewhere has two public paths, imported both ways,
+/// and a crate arrow kept for a re-export links what it does not use.
+#[test]
+fn a_pub_use_of_another_workspace_crate_is_only_in_the_facade() {
+    let crates: Vec<String> = workspace_edges()
+        .keys()
+        .map(|name| name.replace('-', "_"))
+        .collect();
+    assert!(crates.contains(&"reel_core".to_owned()), "{crates:?}");
+    let mut found = Vec::new();
+    for file in crate::tidy::rust_files_under("") {
+        if file.is_under("src") {
+            continue;
+        }
+        for line in reexports(&file.text, &crates) {
+            found.push(format!("{}:{line}", file.rel));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "a `pub use` of another workspace crate outside the façade (`src/`): import the \
+         item from its owner instead:\n{}",
+        found.join("\n")
+    );
+    // The check can fail.
+    let planted = "pub use reel_core::matching;\npub use reel_archive::{\n    Archive,\n};\n\
+                   pub(crate) use reel_core::lock::lock;\npub use insta;\npub use self::x::Y;\n";
+    assert_eq!(
+        reexports(planted, &crates),
+        [
+            "1: pub use reel_core::matching;",
+            "2: pub use reel_archive::{"
+        ]
+    );
+}
+
 /// The lines of `text` that ignore a lock's poisoning themselves: an
 /// inline `unwrap_or_else(|p| p.into_inner())` (after a `lock()`, `read()`,
 /// `write()` or a `Condvar` wait), a `PoisonError` named, or a function
