@@ -15,7 +15,7 @@
 //! derived from the parsed lines without parsing anything: it is dropped on
 //! each edit and rebuilt on the next question, one pass over the facts.
 //! What may stand where and the stream rules are the core's
-//! ([`TapeCheck`], which runs [`reel::rules::StreamRules`]): the index
+//! ([`TapeCheck`], which runs [`StreamRules`](reel_core::rules::StreamRules)): the index
 //! only places each fault on its line, so the editor marks what `reel
 //! import` and `verify` refuse.
 //!

@@ -173,8 +173,8 @@ struct Waiting {
 ///   [`StoreError::Streams`] naming the stream, so the recorder fails that
 ///   run alone), that stream's later batches are refused, and every other
 ///   stream goes on. An artifact the cluster did not take in time fails
-///   the stream it was for ([`Store::put_artifact_of`]).
-/// - **Offline:** see [`OfflinePolicy`]. The client reconnects on its own
+///   the stream it was for ([`Store::put_artifact_of`](reel_core::store::Store::put_artifact_of)).
+/// - **Offline:** see [`OfflinePolicy`](crate::OfflinePolicy). The client reconnects on its own
 ///   (backoff capped at 1 s); each call's wait is bounded by the policy.
 ///
 /// Blocking: the store drives async-nats on a runtime of its own (two

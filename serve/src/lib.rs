@@ -15,7 +15,7 @@
 //! [`ServeConfig::reports`]) and a proxy recording's wire view
 //! (`/runs/ID/wire`).
 //!
-//! Read-only: the archive is opened with [`ArchiveConfig::read_only`], a
+//! Read-only: the archive is opened with [`ArchiveConfig::read_only`](reel_archive::ArchiveConfig::read_only), a
 //! checked scratch copy, never the store itself; when the archive changes
 //! (its control record, `reel.control`, is rewritten by every writer's
 //! flush) it is opened again and the pages are told ([`Console::watch`]).
