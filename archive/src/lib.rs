@@ -88,6 +88,7 @@ mod stats;
 mod store;
 pub mod tape;
 mod verify;
+mod wal;
 pub mod wire;
 mod write;
 
@@ -115,6 +116,9 @@ pub use salvage::{salvage, LostSeqs, SalvageReport, SalvagedRun};
 pub use stats::ArchiveStats;
 pub use tape::TapeExt;
 pub use verify::{Problem, VerifyReport};
+#[doc(hidden)]
+pub use wal::journal_positions;
+pub use wal::{JournalFigures, CHECKPOINT_EVERY};
 
 /// The archive format version this build writes, and the newest it reads.
 ///
@@ -168,6 +172,9 @@ struct Inner {
     /// The recovered copy a read-only open reads from, when the store was
     /// not sealed whole (removed with the last handle).
     scratch: Option<tempfile::TempDir>,
+    /// The write-ahead journal and its checkpointer, for a writer (see
+    /// `wal`); `None` for a reader, and once the last handle closed it.
+    wal: Option<wal::Wal>,
 }
 
 pub(crate) struct Trees {
@@ -241,44 +248,6 @@ impl Inner {
         }
     }
 
-    /// Makes everything written so far durable and numbers the flush in
-    /// the control record (see `control`): the epoch goes into sled before
-    /// sled's flush, and into the control file only after the flush and
-    /// the file syncs, so the control file never claims more than is
-    /// durable.
-    fn flush(&self) -> Result<usize> {
-        use std::sync::atomic::Ordering;
-        let mut control = lock(&self.control);
-        // Cleared before the flush: a write that lands during it sets it
-        // again, and is flushed by the next one.
-        self.dirty.store(false, Ordering::SeqCst);
-        let next = control::Control {
-            epoch: control.last.epoch + 1,
-            // Read before sled's flush: every run counted here was created
-            // before it, so the flush covers it.
-            runs: self.runs.load(Ordering::SeqCst),
-            facts: self.facts.load(Ordering::SeqCst),
-            seal: None,
-        };
-        self.trees()
-            .meta
-            .insert(keys::META_CONTROL, &next.meta_value())
-            .map_err(|e| self.storage(e))?;
-        let n = self.db().flush().map_err(|e| self.storage(e))?;
-        // The artifact files an index entry of this flush may name, before
-        // the log's sync makes the flush durable (see `files`).
-        self.files
-            .sync()
-            .map_err(|e| self.storage(sled::Error::Io(e)))?;
-        self.durable
-            .sync()
-            .map_err(|e| self.storage(sled::Error::Io(e)))?;
-        control
-            .write(next, control::SyncData::Skip)
-            .map_err(|e| self.control_error(e))?;
-        Ok(n)
-    }
-
     fn control_error(&self, e: std::io::Error) -> ArchiveError {
         ArchiveError::Storage {
             dir: self.dir.clone(),
@@ -300,13 +269,18 @@ impl Inner {
 /// times, not their bytes. A reader of a scratch copy seals nothing.
 impl Drop for Inner {
     fn drop(&mut self) {
-        use std::sync::atomic::Ordering;
         if self.trees.is_none() || self.scratch.is_some() {
             return;
         }
-        if !self.read_only && self.dirty.load(Ordering::SeqCst) && self.flush().is_err() {
+        if let Some(wal) = &self.wal {
+            wal.stop();
+        }
+        // Everything journaled goes into sled, and the journal closes (its
+        // lock with it), before the store is sealed.
+        if !self.read_only && self.checkpoint_due() && self.checkpoint().is_err() {
             return;
         }
+        self.wal = None;
         let mut sealed = lock(&self.control).last;
         self.trees = None;
         self.db = None;

@@ -17,8 +17,10 @@ use crate::{
 pub struct ArchiveConfig {
     /// sled's page cache size in bytes; `None` keeps sled's default.
     pub cache_capacity: Option<u64>,
-    /// sled's background flush interval in milliseconds; `None` keeps sled's
-    /// default (500 ms). `Some(0)` turns background flushing off.
+    /// sled's background flush interval in milliseconds; `None` turns it
+    /// off for a writer (the journal acknowledges, and the checkpointer
+    /// flushes sled every [`crate::CHECKPOINT_EVERY`]; see `wal`) and keeps
+    /// sled's default for a reader. `Some(0)` turns it off.
     pub flush_every_ms: Option<u64>,
     /// Where the key of [`Archive::fingerprint`] comes from; never from the
     /// archive (default: [`crate::KEY_ENV`], else the user's key file).
@@ -36,6 +38,11 @@ pub struct ArchiveConfig {
     /// process per store): for a long-lived reader, such as `reel serve`,
     /// beside which a recorder may start.
     pub copy: bool,
+    /// How the write-ahead journal writes (a writer's): its segment size,
+    /// its bound on unapplied bytes (past it, appends wait for the
+    /// checkpointer, and the waits are counted), and how long a buffered
+    /// batch may wait for its sync (200 ms).
+    pub journal: crate::journal::JournalConfig,
 }
 
 impl Archive {
@@ -52,8 +59,12 @@ impl Archive {
         if let Some(c) = config.cache_capacity {
             sled_config = sled_config.cache_capacity(c);
         }
-        if let Some(ms) = config.flush_every_ms {
-            sled_config = sled_config.flush_every_ms(if ms == 0 { None } else { Some(ms) });
+        match config.flush_every_ms {
+            Some(ms) => {
+                sled_config = sled_config.flush_every_ms(if ms == 0 { None } else { Some(ms) });
+            }
+            None if !config.read_only => sled_config = sled_config.flush_every_ms(None),
+            None => {}
         }
         let db = match open_sled(&sled_config, &dir) {
             Err(ArchiveError::Damaged { dir, detail }) if scratch.is_none() => {
@@ -158,12 +169,35 @@ impl Archive {
                     .sum(),
             ),
         };
+        // The journal's positions are the control file's (sled's copy of
+        // the record holds only the epoch and the counts).
+        let positions = control.expected.unwrap_or_default();
         let last = control::Control {
             epoch: stored.map_or(0, |s| s.epoch),
             runs,
             facts,
             seal: None,
+            checkpoint: positions.checkpoint,
+            acknowledged: positions.acknowledged,
         };
+        // The journal past the checkpoint goes into sled: a writer's
+        // store, or a reader's scratch copy (a reader of a store in place
+        // found nothing past it, see `check_before_open`).
+        let (wal, recovered) = if !config.read_only {
+            let (wal, recovered) = crate::wal::Wal::open(&dir, config.journal.clone(), &positions)?;
+            (Some(wal), Some(recovered))
+        } else if scratch.is_some() {
+            (None, Some(crate::wal::scan(&dir, &positions)?))
+        } else {
+            (None, None)
+        };
+        let mut replayed = 0;
+        if let Some(recovered) = &recovered {
+            replayed = crate::wal::replay(&dir, &trees, &recovered.batches)?;
+            if let Some(tail) = recovered.tail() {
+                tracing::warn!(archive = %dir.display(), "reel: the archive's journal holds {tail}; its intact batches were read");
+            }
+        }
         let (appended, _) = tokio::sync::watch::channel(0);
         let durable = crate::durable::Durable::new(store);
         let archive = Archive {
@@ -183,11 +217,20 @@ impl Archive {
                 live: Mutex::new(HashMap::new()),
                 appended,
                 format: AtomicU32::new(format),
+                wal,
             }),
         };
         if !(archive.inner.read_only && archive.inner.scratch.is_none()) {
             archive.recover()?;
             archive.finish_prunes()?;
+        }
+        if let Some(wal) = archive.inner.wal() {
+            // What the journal held past the checkpoint, and what recovery
+            // changed, become sled's before anything new is journaled.
+            if replayed > 0 || archive.inner.dirty.load(Ordering::SeqCst) {
+                archive.inner.checkpoint()?;
+            }
+            wal.start(Arc::downgrade(&archive.inner))?;
         }
         Ok(archive)
     }
@@ -258,7 +301,13 @@ fn check_before_open(dir: &Path, read_only: bool, copy: bool) -> Result<Expected
     if let Some(c) = expected {
         let in_place = !(read_only && copy);
         if in_place && c.seal.is_some() && control::seal_of(dir).ok() == c.seal {
-            return Ok(result);
+            // A reader reads in place only a store that holds the whole
+            // journal (its writer closed it after a checkpoint): a store
+            // sealed by an earlier close, then written by a writer that
+            // died before its first checkpoint, holds the same files.
+            if !read_only || crate::wal::scan(dir, &c)?.batches.is_empty() {
+                return Ok(result);
+            }
         }
     }
     // Another process holds the store: it is theirs to read (`reel` reads

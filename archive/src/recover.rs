@@ -31,6 +31,7 @@ impl Archive {
                 // status entry: nothing else of it was kept.
                 Ok(None) => {
                     t.by_status.remove(status_key).map_err(s)?;
+                    self.dirty();
                     continue;
                 }
                 Err(_) => continue,
@@ -93,6 +94,8 @@ impl Archive {
                 )
                 .map_err(s)?;
             self.swap_status(&status_key, &entries.status)?;
+            // Written past the journal: the next flush checkpoints.
+            self.dirty();
         }
         Ok(())
     }

@@ -107,6 +107,20 @@ pub struct SalvageReport {
     pub artifacts_lost: u64,
     /// The recovered runs.
     pub runs: Vec<SalvagedRun>,
+    /// What is damaged in the write-ahead journal's acknowledged part (see
+    /// `wal`): acknowledged batches that were only there may be lost
+    /// beyond what the counts above can tell; every intact frame, past
+    /// the damage too, was read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub journal_damaged: Option<String>,
+}
+
+impl SalvageReport {
+    /// Whether salvage knows it lost something (the CLI's exit 2).
+    pub fn lost_anything(&self) -> bool {
+        self.facts_lost + self.artifacts_lost + self.blocks_unplaced + self.runs_lost > 0
+            || self.journal_damaged.is_some()
+    }
 }
 
 /// An intact block found somewhere.
@@ -242,6 +256,16 @@ pub fn salvage(from: &Path, into: &Path, config: ArchiveConfig) -> Result<Salvag
         if let Ok(bytes) = std::fs::read(&path) {
             scan_blocks(&bytes, &mut pool);
             pool.files.push(bytes);
+        }
+    }
+    // The journal's intact frames (see `wal`): what was acknowledged since
+    // the last checkpoint may be in no file of sled's.
+    for (ordinal, value) in crate::wal::journal_blocks(from) {
+        pool.offer(&value, Some(ordinal));
+    }
+    if let Ok(crate::control::Found::Record(_, control)) = crate::control::read(from) {
+        if let Err(ArchiveError::Damaged { detail, .. }) = crate::wal::scan(from, &control) {
+            report.journal_damaged = Some(detail);
         }
     }
     let runs = reassemble(&pool, &mut report);

@@ -339,6 +339,18 @@ impl Journal {
     pub fn dir(&self) -> &Path {
         &self.shared.dir
     }
+
+    /// The position at the end of the last batch appended (written or
+    /// still queued): what a checkpoint read now covers once sled holds
+    /// every batch placed before it.
+    pub fn end(&self) -> Position {
+        lock(&self.shared.state).queued
+    }
+
+    /// How the journal writes.
+    pub fn config(&self) -> &JournalConfig {
+        &self.shared.config
+    }
 }
 
 impl Drop for Journal {
