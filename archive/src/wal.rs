@@ -4,11 +4,12 @@
 //!
 //! - **An append** turns the batch (its block, and the run record and
 //!   index entries it implies) into a list of sled operations, [`Ops`],
-//!   applies them to sled's trees (in memory: sled writes its log only
-//!   when it flushes, or when its buffers fill), then appends them to the
-//!   journal as one frame ([`Wait::Written`]): a killed process loses
-//!   nothing appended. Every reader in the process (the live socket too)
-//!   sees the batch at once, since it reads sled.
+//!   appends them to the journal as one frame ([`Wait::Written`]: a killed
+//!   process loses nothing appended), then applies them to sled's trees
+//!   (in memory: sled writes its log when it flushes, or when its buffers
+//!   fill). So sled never holds an operation the journal does not, past
+//!   the checkpoint. Every reader in the process (the live socket too)
+//!   sees the batch once its append returns, since it reads sled.
 //! - **A flush** ([`crate::Archive::flush`]) syncs the artifact files
 //!   written since the last one, then the journal up to its end: one
 //!   `fdatasync` shared by every concurrent caller (group commit), and
@@ -22,11 +23,12 @@
 //!   record with the checkpoint (that end) and syncs it, and only then lets
 //!   the journal drop the segment files before it.
 //!
-//!   *Why the end read first is a checkpoint:* an append applies its
-//!   operations to sled before it places its frame in the journal, so
-//!   every frame placed before the end was read is in sled before the
-//!   flush that follows, and sled's flush makes durable every write made
-//!   before it began.
+//!   *Why the end read first is a checkpoint:* an append journals and
+//!   applies its frame under a shared lock that the checkpointer takes
+//!   alone, for a moment, to read the journal's end; so every frame
+//!   before that end is in sled before the flush that follows, and sled's
+//!   flush makes durable every write made before it began. (An append
+//!   waits for the unapplied bound before it takes the lock.)
 //! - **Opening** scans the journal from the control record's checkpoint,
 //!   with acknowledged data reaching its acknowledged position: damage
 //!   inside the acknowledged part is [`ArchiveError::Damaged`], naming the
@@ -41,7 +43,7 @@
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -172,16 +174,19 @@ fn decode(record: &[u8]) -> Option<Op<'_>> {
     }
 }
 
-/// Applies one batch's operations to sled's trees: each tree's as one
-/// sled batch (atomic in sled: a status swap never leaves neither entry,
-/// nor both), the trees in the order the batch first names them.
+/// Applies one batch's operations to sled's trees in their order, each
+/// run of consecutive operations on one tree as one sled batch (atomic in
+/// sled: a status swap never leaves neither entry, nor both). The order is
+/// the one the writer used before the journal, which recovery relies on
+/// for any prefix of it that sled alone may keep (a power cut that kept
+/// sled's log pages and not the journal's).
 fn apply(trees: &Trees, records: &[&[u8]]) -> std::result::Result<(), ApplyError> {
     let mut order: Vec<(Tree, Vec<Op<'_>>)> = Vec::new();
     for record in records {
         let op = decode(record).ok_or(ApplyError::Malformed)?;
-        match order.iter_mut().find(|(t, _)| *t == op.0) {
-            Some((_, ops)) => ops.push(op),
-            None => order.push((op.0, vec![op])),
+        match order.last_mut() {
+            Some((t, ops)) if *t == op.0 => ops.push(op),
+            _ => order.push((op.0, vec![op])),
         }
     }
     for (tree, ops) in order {
@@ -231,6 +236,9 @@ pub(crate) struct Wal {
     checkpoints: AtomicU64,
     /// One checkpoint at a time.
     checkpointing: Mutex<()>,
+    /// Held shared by an append from its journal write to its sled apply,
+    /// alone by a checkpoint while it reads the journal's end.
+    order: RwLock<()>,
     /// Set when the archive's last handle goes.
     stop: Arc<AtomicBool>,
     checkpointer: Mutex<Option<JoinHandle<()>>>,
@@ -347,6 +355,7 @@ impl Wal {
                 checkpointed: AtomicU64::new(control.checkpoint),
                 checkpoints: AtomicU64::new(0),
                 checkpointing: Mutex::new(()),
+                order: RwLock::new(()),
                 stop: Arc::new(AtomicBool::new(false)),
                 checkpointer: Mutex::new(None),
             },
@@ -456,7 +465,10 @@ impl Inner {
         self.dirty.store(false, Ordering::SeqCst);
         // Read before sled's flush: every frame before it is in sled (see
         // the module), and every run counted was created before it.
-        let position = wal.map(|w| w.journal.end());
+        let position = wal.map(|w| {
+            let _alone = reel_core::lock::write(&w.order);
+            w.journal.end()
+        });
         let last = lock(&self.control).last;
         let next = control::Control {
             epoch: last.epoch + 1,
@@ -551,20 +563,28 @@ impl Archive {
                 source: sled::Error::Io(std::io::Error::other(JournalError::TooLarge.to_string())),
             });
         }
-        if let Err(e) = apply(self.trees(), &records) {
-            return Err(match e {
-                ApplyError::Sled(e) => self.storage(e),
-                ApplyError::Malformed => unreachable!("built by Ops"),
-            });
-        }
+        let applied = |e| match e {
+            ApplyError::Sled(e) => self.storage(e),
+            ApplyError::Malformed => ArchiveError::Damaged {
+                dir: self.inner.dir.clone(),
+                detail: "a batch of operations this process built does not read back".into(),
+            },
+        };
         let Some(wal) = self.inner.wal() else {
+            apply(self.trees(), &records).map_err(applied)?;
             self.dirty();
             return Ok(());
         };
-        let end = wal
-            .journal
-            .append(&records, Wait::Written)
-            .map_err(|e| journal_error(&self.inner.dir, e))?;
+        wal.journal.wait_for_room(&records);
+        let end = {
+            let _shared = reel_core::lock::read(&wal.order);
+            let end = wal
+                .journal
+                .append_past_bound(&records, Wait::Written)
+                .map_err(|e| journal_error(&self.inner.dir, e))?;
+            apply(self.trees(), &records).map_err(applied)?;
+            end
+        };
         if end.saturating_sub(wal.checkpointed.load(Ordering::SeqCst)) >= wal.bytes {
             wal.wake();
         }
