@@ -337,10 +337,54 @@ pub(crate) fn remove_stale_scratch() {
     }
 }
 
+/// sled's unfinished snapshots in `dir`: sled 0.34 writes a snapshot to
+/// `snap.<lsn>.generating`, syncs it and renames it; a process killed
+/// before the rename leaves the file, and sled's next open takes it for
+/// the newest snapshot and, finding it empty or short, refuses the whole
+/// store as corrupt. It never holds anything sled's log does not.
+pub(crate) fn unfinished_snapshots(dir: &Path) -> io::Result<Vec<PathBuf>> {
+    Ok(store_files(dir)?
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "generating"))
+        .collect())
+}
+
+/// Removes sled's unfinished snapshots (see [`unfinished_snapshots`])
+/// before a writer's sled opens the store in place, and syncs the
+/// directory; only while no process holds the store (sled's lock on `db`:
+/// a running sled may be writing one).
+pub(crate) fn remove_unfinished_snapshots(dir: &Path) -> io::Result<()> {
+    if !dir.join("db").exists() {
+        return Ok(());
+    }
+    let unfinished = unfinished_snapshots(dir)?;
+    if unfinished.is_empty() {
+        return Ok(());
+    }
+    let Ok(db) = File::open(dir.join("db")) else {
+        return Ok(());
+    };
+    if db.try_lock().is_err() {
+        return Ok(());
+    }
+    for path in &unfinished {
+        tracing::debug!(file = %path.display(), "reel: removing sled's unfinished snapshot left by a killed process");
+        std::fs::remove_file(path)?;
+    }
+    File::open(dir)?.sync_all()?;
+    let _ = db.unlock();
+    Ok(())
+}
+
 /// Copies the store files of `from` into the empty directory `into`, for
-/// sled to recover there instead of in place.
+/// sled to recover there instead of in place; sled's unfinished snapshots
+/// are left out (see [`unfinished_snapshots`]).
 pub(crate) fn copy_store(from: &Path, into: &Path) -> io::Result<()> {
-    for path in store_files(from)? {
+    let unfinished = unfinished_snapshots(from)?;
+    for path in store_files(from)?
+        .into_iter()
+        .filter(|p| !unfinished.contains(p))
+    {
         let name = path.strip_prefix(from).unwrap_or(&path);
         let to = into.join(name);
         if let Some(parent) = to.parent() {

@@ -66,6 +66,17 @@ impl Archive {
             None if !config.read_only => sled_config = sled_config.flush_every_ms(None),
             None => {}
         }
+        if !config.read_only {
+            // Damage in the journal's acknowledged part stops a writer
+            // before sled's open rewrites anything in place.
+            crate::wal::scan(&dir, &control.expected.unwrap_or_default())?;
+        }
+        if scratch.is_none() && !config.read_only {
+            control::remove_unfinished_snapshots(&dir).map_err(|e| ArchiveError::Storage {
+                dir: dir.clone(),
+                source: sled::Error::Io(e),
+            })?;
+        }
         let db = match open_sled(&sled_config, &dir) {
             Err(ArchiveError::Damaged { dir, detail }) if scratch.is_none() => {
                 return Err(ArchiveError::Damaged {

@@ -552,9 +552,6 @@ impl Archive {
         if ops.is_empty() {
             return Ok(());
         }
-        // An older reel must not read an archive whose acknowledged writes
-        // may be in a journal it does not know: the stamp says "upgrade".
-        self.stamp_format()?;
         let records = ops.records();
         let payload: usize = records.iter().map(|r| 4 + r.len()).sum();
         if payload >= 1 << 30 {
@@ -575,6 +572,9 @@ impl Archive {
             self.dirty();
             return Ok(());
         };
+        // An older reel must not read an archive whose acknowledged writes
+        // may be in a journal it does not know: the stamp says "upgrade".
+        self.stamp_format()?;
         wal.journal.wait_for_room(&records);
         let end = {
             let _shared = reel_core::lock::read(&wal.order);

@@ -322,19 +322,6 @@ impl Archive {
         Ok(())
     }
 
-    /// Moves a run's status index entry from `old_key` to `new_key` in one
-    /// sled batch, which a crash never splits: the archive never holds
-    /// neither entry, nor both.
-    pub(crate) fn swap_status(&self, old_key: &[u8], new_key: &[u8]) -> Result<()> {
-        let mut batch = sled::Batch::default();
-        batch.remove(old_key);
-        batch.insert(new_key, sled::IVec::default());
-        self.trees()
-            .by_status
-            .apply_batch(batch)
-            .map_err(|e| self.storage(e))
-    }
-
     /// Inserts the start-time, tenant and tool index entries of a run (each
     /// insert is idempotent).
     pub(crate) fn index_but_status(&self, entries: &keys::IndexEntries) -> Result<()> {
@@ -488,7 +475,7 @@ fn store_record(ops: &mut Ops, ordinal: u64, before: &RunRecord, after: &RunReco
 }
 
 /// Puts the start-time, tenant and tool index entries of a run into `ops`.
-fn index_but_status(ops: &mut Ops, entries: &keys::IndexEntries) {
+pub(crate) fn index_but_status(ops: &mut Ops, entries: &keys::IndexEntries) {
     ops.insert(Tree::ByTime, &entries.time, b"");
     if let Some(tenant) = &entries.tenant {
         ops.insert(Tree::ByTenant, tenant, b"");

@@ -380,7 +380,7 @@ fn child(dir: &Path) {
             }
             let _ = out.flush();
         }
-        if rng.next().is_multiple_of(25) {
+        if rng.next().is_multiple_of(8) {
             let _ = writeln!(out, "checkpointing");
             let _ = out.flush();
             if let Err(e) = archive.checkpoint() {
@@ -684,7 +684,13 @@ fn run_round(
             Err(p) => problems.push(p),
         }
     }
-    let checked = check_archive(dir, know, &mut problems, !plan.leave_journal);
+    let checked = check_archive(
+        dir,
+        know,
+        &mut problems,
+        !plan.leave_journal,
+        plan.power_cut,
+    );
     if !problems.is_empty() {
         return Err(problems);
     }
@@ -707,6 +713,7 @@ fn check_archive(
     know: &mut Knowledge,
     problems: &mut Vec<String>,
     writer: bool,
+    power_cut: bool,
 ) -> (u64, usize, usize) {
     // A crash is not damage: a reader's open (which checks the control
     // record on a scratch copy, leaving the store as the crash left it)
@@ -868,7 +875,9 @@ fn check_archive(
             facts: n,
             state: record.state,
         };
-        if let Some(before) = know.seen.get(id) {
+        // A power cut may take what a reader saw after an earlier kill but
+        // was never synced (the acknowledged facts are checked above).
+        if let Some(before) = know.seen.get(id).filter(|_| !power_cut) {
             if *before != seen {
                 problems.push(format!(
                     "run {id}: changed since an earlier round: it was {before:?}, it is {seen:?}"
