@@ -54,10 +54,13 @@
 //!   writes everything in one sled transaction. A refused or interrupted
 //!   import leaves no trace; of concurrent imports of one run id, exactly
 //!   one wins.
-//! - Appends are durable after [`Archive::flush`] (or sled's background
-//!   flush). After a crash, [`Archive::open`] finds every run that was still
-//!   running, rebuilds its record from its facts, and marks it
-//!   [`RunState::Incomplete`].
+//! - Appends are durable after [`Archive::flush`]: one `fdatasync` of the
+//!   write-ahead journal shared by concurrent callers (or within the
+//!   journal's `sync_within`, 200 ms); a checkpointer writes sled off the
+//!   calls' path (see [`journal`] and [`CHECKPOINT_EVERY`]). After a
+//!   crash, [`Archive::open`] applies the journal past the last checkpoint,
+//!   finds every run that was still running, rebuilds its record from its
+//!   facts, and marks it [`RunState::Incomplete`].
 //! - sled locks its directory to one process: a second opener gets
 //!   [`ArchiveError::Locked`], naming the directory, at once.
 //! - Reading never panics on stored bytes: a damaged block is reported as
