@@ -335,7 +335,9 @@ fn wait_for_sled(dir: &Path) -> Option<std::fs::File> {
 /// seals is one a reader's open does not change.
 impl Drop for Archive {
     fn drop(&mut self) {
-        if Arc::strong_count(&self.inner) != 1 || self.inner.read_only {
+        // The checkpointer may hold a handle for a moment: not a user's.
+        let others = self.inner.wal().map_or(0, wal::Wal::others);
+        if Arc::strong_count(&self.inner).saturating_sub(others) > 1 || self.inner.read_only {
             return;
         }
         if self.recover().is_ok() {
