@@ -55,27 +55,9 @@ impl Archive {
         let mut control = check_before_open(&dir, config.read_only, config.copy)?;
         let scratch = control.scratch.take();
         let store = scratch.as_ref().map_or(dir.as_path(), |s| s.path());
-        let mut sled_config = sled::Config::new().path(store);
-        if let Some(c) = config.cache_capacity {
-            sled_config = sled_config.cache_capacity(c);
-        }
-        match config.flush_every_ms {
-            Some(ms) => {
-                sled_config = sled_config.flush_every_ms(if ms == 0 { None } else { Some(ms) });
-            }
-            None if !config.read_only => sled_config = sled_config.flush_every_ms(None),
-            None => {}
-        }
+        let sled_config = sled_config(&config, store);
         if !config.read_only {
-            // Damage in the journal's acknowledged part stops a writer
-            // before sled's open rewrites anything in place.
-            crate::wal::scan(&dir, &control.expected.unwrap_or_default())?;
-        }
-        if scratch.is_none() && !config.read_only {
-            control::remove_unfinished_snapshots(&dir).map_err(|e| ArchiveError::Storage {
-                dir: dir.clone(),
-                source: sled::Error::Io(e),
-            })?;
+            before_sled_in_place(&dir, &control)?;
         }
         let db = match open_sled(&sled_config, &dir) {
             Err(ArchiveError::Damaged { dir, detail }) if scratch.is_none() => {
@@ -97,27 +79,7 @@ impl Archive {
         // (`Archive::stamp_format`), so that opening an archive only to read
         // it leaves it readable by the reel that wrote it; a newer one is
         // refused before anything is read or recovered.
-        let format = match meta.get(keys::META_FORMAT).map_err(storage)? {
-            None => {
-                meta.insert(keys::META_FORMAT, &keys::format_value(FORMAT_VERSION))
-                    .map_err(storage)?;
-                FORMAT_VERSION
-            }
-            Some(v) => {
-                let found = keys::format_from(&v).ok_or_else(|| ArchiveError::Format {
-                    dir: dir.clone(),
-                    detail: "its format marker is damaged".into(),
-                })?;
-                if found > FORMAT_VERSION {
-                    return Err(ArchiveError::NewerFormat {
-                        dir,
-                        found,
-                        supported: FORMAT_VERSION,
-                    });
-                }
-                found
-            }
-        };
+        let format = format_of(&meta, &dir)?;
         // The fingerprint key lives outside the archive (see `fingerprint`).
         // An archive written by an older reel holds its own: it is removed,
         // so that a copy of the archive made from now on cannot be used to
@@ -183,6 +145,8 @@ impl Archive {
         // The journal's positions are the control file's (sled's copy of
         // the record holds only the epoch and the counts).
         let positions = control.expected.unwrap_or_default();
+        let (wal, replayed) =
+            journal_at_open(&dir, &config, scratch.is_some(), &positions, &trees)?;
         let last = control::Control {
             epoch: stored.map_or(0, |s| s.epoch),
             runs,
@@ -191,24 +155,6 @@ impl Archive {
             checkpoint: positions.checkpoint,
             acknowledged: positions.acknowledged,
         };
-        // The journal past the checkpoint goes into sled: a writer's
-        // store, or a reader's scratch copy (a reader of a store in place
-        // found nothing past it, see `check_before_open`).
-        let (wal, recovered) = if !config.read_only {
-            let (wal, recovered) = crate::wal::Wal::open(&dir, config.journal.clone(), &positions)?;
-            (Some(wal), Some(recovered))
-        } else if scratch.is_some() {
-            (None, Some(crate::wal::scan(&dir, &positions)?))
-        } else {
-            (None, None)
-        };
-        let mut replayed = 0;
-        if let Some(recovered) = &recovered {
-            replayed = crate::wal::replay(&dir, &trees, &recovered.batches)?;
-            if let Some(tail) = recovered.tail() {
-                tracing::warn!(archive = %dir.display(), "reel: the archive's journal holds {tail}; its intact batches were read");
-            }
-        }
         let (appended, _) = tokio::sync::watch::channel(0);
         let durable = crate::durable::Durable::new(store);
         let archive = Archive {
@@ -265,6 +211,87 @@ impl Archive {
         self.inner.format.store(FORMAT_VERSION, Ordering::Relaxed);
         Ok(())
     }
+}
+
+/// The archive's format stamp (see `Archive::open`): a new archive gets
+/// this reel's, a newer one is refused.
+fn format_of(meta: &sled::Tree, dir: &Path) -> Result<u32> {
+    let storage = |source| ArchiveError::Storage {
+        dir: dir.to_path_buf(),
+        source,
+    };
+    Ok(match meta.get(keys::META_FORMAT).map_err(storage)? {
+        None => {
+            meta.insert(keys::META_FORMAT, &keys::format_value(FORMAT_VERSION))
+                .map_err(storage)?;
+            FORMAT_VERSION
+        }
+        Some(v) => {
+            let found = keys::format_from(&v).ok_or_else(|| ArchiveError::Format {
+                dir: dir.to_path_buf(),
+                detail: "its format marker is damaged".into(),
+            })?;
+            if found > FORMAT_VERSION {
+                return Err(ArchiveError::NewerFormat {
+                    dir: dir.to_path_buf(),
+                    found,
+                    supported: FORMAT_VERSION,
+                });
+            }
+            found
+        }
+    })
+}
+
+/// sled's configuration for the store at `store`: a writer's background
+/// flush is off unless asked for (the checkpointer flushes; see `wal`).
+fn sled_config(config: &ArchiveConfig, store: &Path) -> sled::Config {
+    let mut sled_config = sled::Config::new().path(store);
+    if let Some(c) = config.cache_capacity {
+        sled_config = sled_config.cache_capacity(c);
+    }
+    match config.flush_every_ms {
+        Some(ms) => sled_config.flush_every_ms(if ms == 0 { None } else { Some(ms) }),
+        None if !config.read_only => sled_config.flush_every_ms(None),
+        None => sled_config,
+    }
+}
+
+/// Before a writer's sled opens the store: damage in the journal's
+/// acknowledged part stops it before sled's recovery rewrites anything in
+/// place, and sled's unfinished snapshots go (see `control`).
+fn before_sled_in_place(dir: &Path, control: &Expected) -> Result<()> {
+    crate::wal::scan(dir, &control.expected.unwrap_or_default())?;
+    control::remove_unfinished_snapshots(dir).map_err(|e| ArchiveError::Storage {
+        dir: dir.to_path_buf(),
+        source: sled::Error::Io(e),
+    })
+}
+
+/// The journal past the checkpoint goes into sled: a writer's store (its
+/// journal opened to write), or a reader's scratch copy (a reader of a
+/// store in place found nothing past it, see `check_before_open`).
+/// Returns the writer's journal and how many batches were applied.
+fn journal_at_open(
+    dir: &Path,
+    config: &ArchiveConfig,
+    scratch: bool,
+    positions: &control::Control,
+    trees: &Trees,
+) -> Result<(Option<crate::wal::Wal>, usize)> {
+    let (wal, recovered) = if !config.read_only {
+        let (wal, recovered) = crate::wal::Wal::open(dir, config.journal.clone(), positions)?;
+        (Some(wal), recovered)
+    } else if scratch {
+        (None, crate::wal::scan(dir, positions)?)
+    } else {
+        return Ok((None, 0));
+    };
+    let replayed = crate::wal::replay(dir, trees, &recovered.batches)?;
+    if let Some(tail) = recovered.tail() {
+        tracing::warn!(archive = %dir.display(), "reel: the archive's journal holds {tail}; its intact batches were read");
+    }
+    Ok((wal, replayed))
 }
 
 /// What the control file said at open.

@@ -193,6 +193,22 @@ fn check_block(value: &[u8], ordinal: Option<u64>) -> Option<Found> {
     })
 }
 
+/// Offers the journal's intact frames to `pool` (see `wal`: what was
+/// acknowledged since the last checkpoint may be in no file of sled's),
+/// and says what is damaged in its acknowledged part.
+fn read_journal(from: &Path, pool: &mut Pool) -> Option<String> {
+    for (ordinal, value) in crate::wal::journal_blocks(from) {
+        pool.offer(&value, Some(ordinal));
+    }
+    match crate::control::read(from) {
+        Ok(crate::control::Found::Record(_, control)) => match crate::wal::scan(from, &control) {
+            Err(ArchiveError::Damaged { detail, .. }) => Some(detail),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 /// The largest file salvage reads whole (larger ones are not sled's).
 const MAX_FILE: u64 = 1 << 32;
 
@@ -258,16 +274,7 @@ pub fn salvage(from: &Path, into: &Path, config: ArchiveConfig) -> Result<Salvag
             pool.files.push(bytes);
         }
     }
-    // The journal's intact frames (see `wal`): what was acknowledged since
-    // the last checkpoint may be in no file of sled's.
-    for (ordinal, value) in crate::wal::journal_blocks(from) {
-        pool.offer(&value, Some(ordinal));
-    }
-    if let Ok(crate::control::Found::Record(_, control)) = crate::control::read(from) {
-        if let Err(ArchiveError::Damaged { detail, .. }) = crate::wal::scan(from, &control) {
-            report.journal_damaged = Some(detail);
-        }
-    }
+    report.journal_damaged = read_journal(from, &mut pool);
     let runs = reassemble(&pool, &mut report);
     let fresh = Archive::open(into, config)?;
     fresh.stamp_format()?;
