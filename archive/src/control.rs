@@ -28,6 +28,18 @@
 //!   (the probe), because sled's recovery of a damaged store rewrites it:
 //!   reading never destroys what salvage could recover.
 //!
+//! - **The journal's positions** (format 5, see `wal`): the checkpoint
+//!   (everything of the writer's journal before it is in sled, durable
+//!   with the flush numbered by the epoch) and the acknowledged position
+//!   (how far the journal was synced and acknowledged). A checkpoint is
+//!   written with a sync; the acknowledged position after each journal
+//!   sync, without one (it survives a killed process; after a power cut
+//!   it may lag, and the journal's own frames then prove what they can).
+//!   They are an extension after the older slot's bytes, with a checksum
+//!   of their own over the whole slot: a reel that knows no journal reads
+//!   the slot as before, and a slot it rewrites leaves an extension whose
+//!   checksum fails, read as "no journal positions".
+//!
 //! The file holds two slots, written in turn (a generation number says
 //! which is newer), each with its own checksum: a torn write leaves the
 //! other slot, one generation older, which claims no more than is true.
@@ -45,8 +57,13 @@ use sha2::{Digest as _, Sha256};
 pub(crate) const CONTROL_FILE: &str = "reel.control";
 
 const MAGIC: &[u8; 8] = b"REELCTL1";
-/// A slot: magic, generation, epoch, runs, facts, seal flag, seal, checksum.
+/// A slot as reel format 4 wrote it: magic, generation, epoch, runs,
+/// facts, seal flag, seal, checksum.
 const SLOT_LEN: usize = 8 + 8 + 8 + 8 + 8 + 1 + 32 + 16;
+/// The journal's extension after it: magic, checkpoint, acknowledged, and
+/// a checksum of the whole slot up to here.
+const EXT_MAGIC: &[u8; 8] = b"REELJPOS";
+const EXT_LEN: usize = 8 + 8 + 8 + 16;
 /// Where each slot starts (a sector apart: a torn write of one never
 /// touches the other).
 const SLOT_AT: [u64; 2] = [0, 512];
@@ -63,6 +80,11 @@ pub(crate) struct Control {
     /// The store files' metadata digest when a process closed the store
     /// whole; `None` while a process holds it (or after a crash).
     pub seal: Option<[u8; 32]>,
+    /// The journal's checkpoint: its batches before it are in sled,
+    /// durable with this epoch's flush (0 without a journal).
+    pub checkpoint: u64,
+    /// How far the journal was synced and acknowledged (at least).
+    pub acknowledged: u64,
 }
 
 impl Control {
@@ -79,11 +101,13 @@ impl Control {
             runs,
             facts,
             seal: None,
+            checkpoint: 0,
+            acknowledged: 0,
         })
     }
 
-    fn encode(&self, generation: u64) -> [u8; SLOT_LEN] {
-        let mut s = [0u8; SLOT_LEN];
+    fn encode(&self, generation: u64) -> [u8; SLOT_LEN + EXT_LEN] {
+        let mut s = [0u8; SLOT_LEN + EXT_LEN];
         s[..8].copy_from_slice(MAGIC);
         s[8..16].copy_from_slice(&generation.to_be_bytes());
         s[16..24].copy_from_slice(&self.epoch.to_be_bytes());
@@ -94,8 +118,28 @@ impl Control {
             s[41..73].copy_from_slice(seal);
         }
         let sum = Sha256::digest(&s[..73]);
-        s[73..].copy_from_slice(&sum[..16]);
+        s[73..SLOT_LEN].copy_from_slice(&sum[..16]);
+        let e = SLOT_LEN;
+        s[e..e + 8].copy_from_slice(EXT_MAGIC);
+        s[e + 8..e + 16].copy_from_slice(&self.checkpoint.to_le_bytes());
+        s[e + 16..e + 24].copy_from_slice(&self.acknowledged.to_le_bytes());
+        let sum = Sha256::digest(&s[..e + 24]);
+        s[e + 24..e + EXT_LEN].copy_from_slice(&sum[..16]);
         s
+    }
+
+    /// The journal's positions in a slot's extension: `(0, 0)` when there
+    /// is none, or when an older reel rewrote the slot before it.
+    fn decode_ext(s: &[u8]) -> (u64, u64) {
+        let e = SLOT_LEN;
+        let Some(ext) = s.get(e..e + EXT_LEN) else {
+            return (0, 0);
+        };
+        if &ext[..8] != EXT_MAGIC || Sha256::digest(&s[..e + 24])[..16] != ext[24..] {
+            return (0, 0);
+        }
+        let u = |r: std::ops::Range<usize>| u64::from_le_bytes(ext[r].try_into().expect("8 bytes"));
+        (u(8..16), u(16..24))
     }
 
     /// A slot's generation and record; `None` when it is not an intact slot.
@@ -112,6 +156,7 @@ impl Control {
             1 => Some(s[41..73].try_into().expect("32 bytes")),
             _ => return None,
         };
+        let (checkpoint, acknowledged) = Control::decode_ext(s);
         Some((
             u(8..16),
             Control {
@@ -119,6 +164,8 @@ impl Control {
                 runs: u(24..32),
                 facts: u(32..40),
                 seal,
+                checkpoint,
+                acknowledged,
             },
         ))
     }
@@ -290,10 +337,54 @@ pub(crate) fn remove_stale_scratch() {
     }
 }
 
+/// sled's unfinished snapshots in `dir`: sled 0.34 writes a snapshot to
+/// `snap.<lsn>.generating`, syncs it and renames it; a process killed
+/// before the rename leaves the file, and sled's next open takes it for
+/// the newest snapshot and, finding it empty or short, refuses the whole
+/// store as corrupt. It never holds anything sled's log does not.
+pub(crate) fn unfinished_snapshots(dir: &Path) -> io::Result<Vec<PathBuf>> {
+    Ok(store_files(dir)?
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "generating"))
+        .collect())
+}
+
+/// Removes sled's unfinished snapshots (see [`unfinished_snapshots`])
+/// before a writer's sled opens the store in place, and syncs the
+/// directory; only while no process holds the store (sled's lock on `db`:
+/// a running sled may be writing one).
+pub(crate) fn remove_unfinished_snapshots(dir: &Path) -> io::Result<()> {
+    if !dir.join("db").exists() {
+        return Ok(());
+    }
+    let unfinished = unfinished_snapshots(dir)?;
+    if unfinished.is_empty() {
+        return Ok(());
+    }
+    let Ok(db) = File::open(dir.join("db")) else {
+        return Ok(());
+    };
+    if db.try_lock().is_err() {
+        return Ok(());
+    }
+    for path in &unfinished {
+        tracing::debug!(file = %path.display(), "reel: removing sled's unfinished snapshot left by a killed process");
+        std::fs::remove_file(path)?;
+    }
+    File::open(dir)?.sync_all()?;
+    let _ = db.unlock();
+    Ok(())
+}
+
 /// Copies the store files of `from` into the empty directory `into`, for
-/// sled to recover there instead of in place.
+/// sled to recover there instead of in place; sled's unfinished snapshots
+/// are left out (see [`unfinished_snapshots`]).
 pub(crate) fn copy_store(from: &Path, into: &Path) -> io::Result<()> {
-    for path in store_files(from)? {
+    let unfinished = unfinished_snapshots(from)?;
+    for path in store_files(from)?
+        .into_iter()
+        .filter(|p| !unfinished.contains(p))
+    {
         let name = path.strip_prefix(from).unwrap_or(&path);
         let to = into.join(name);
         if let Some(parent) = to.parent() {
@@ -318,12 +409,15 @@ mod tests {
             runs: 2,
             facts: 10,
             seal: None,
+            ..Control::default()
         };
         let b = Control {
             epoch: 4,
             runs: 2,
             facts: 12,
             seal: Some([9; 32]),
+            checkpoint: 4096,
+            acknowledged: 5000,
         };
         w.write(a, SyncData::Skip).unwrap();
         w.write(b, SyncData::Now).unwrap();
@@ -357,6 +451,30 @@ mod tests {
         std::fs::remove_dir_all(&live).unwrap();
     }
 
+    /// A slot as reel format 4 wrote it (no extension) reads, with no
+    /// journal positions; so does one whose extension an older reel left
+    /// stale by rewriting the slot's first part.
+    #[test]
+    fn a_slot_without_a_valid_extension_has_no_journal_positions() {
+        let c = Control {
+            epoch: 9,
+            runs: 1,
+            facts: 2,
+            seal: None,
+            checkpoint: 77,
+            acknowledged: 88,
+        };
+        let bytes = c.encode(3);
+        assert_eq!(Control::decode(&bytes), Some((3, c)));
+        let old = Control::decode(&bytes[..SLOT_LEN]).expect("the older part reads");
+        assert_eq!((old.1.checkpoint, old.1.acknowledged), (0, 0));
+        let mut rewritten = bytes;
+        let older = Control { epoch: 10, ..c }.encode(4);
+        rewritten[..SLOT_LEN].copy_from_slice(&older[..SLOT_LEN]);
+        let (_, read) = Control::decode(&rewritten).expect("reads");
+        assert_eq!((read.epoch, read.checkpoint, read.acknowledged), (10, 0, 0));
+    }
+
     #[test]
     fn the_meta_value_round_trips() {
         let c = Control {
@@ -364,6 +482,7 @@ mod tests {
             runs: 7,
             facts: 99,
             seal: None,
+            ..Control::default()
         };
         assert_eq!(Control::from_meta(&c.meta_value()), Some(c));
         assert_eq!(Control::from_meta(&[1, 2, 3]), None);
@@ -412,12 +531,21 @@ mod sealing {
                     }],
                 )
                 .unwrap();
-            archive.flush().unwrap();
+            // A flush syncs the journal and records how far it reaches; a
+            // checkpoint numbers sled's flush and records the journal
+            // position sled holds.
             archive.flush().unwrap();
             let Found::Record(_, c) = read(dir.path()).unwrap() else {
                 panic!("a control record after a flush")
             };
+            assert!(c.acknowledged > 0, "{c:?}");
+            archive.checkpoint().unwrap();
+            archive.checkpoint().unwrap();
+            let Found::Record(_, c) = read(dir.path()).unwrap() else {
+                panic!("a control record after a checkpoint")
+            };
             assert_eq!((c.epoch, c.runs, c.facts, c.seal), (2, 1, 1, None));
+            assert_eq!(c.checkpoint, c.acknowledged, "{c:?}");
         }
         // sled's threads may still be closing: give them the open's grace.
         std::thread::sleep(std::time::Duration::from_millis(300));

@@ -54,10 +54,13 @@
 //!   writes everything in one sled transaction. A refused or interrupted
 //!   import leaves no trace; of concurrent imports of one run id, exactly
 //!   one wins.
-//! - Appends are durable after [`Archive::flush`] (or sled's background
-//!   flush). After a crash, [`Archive::open`] finds every run that was still
-//!   running, rebuilds its record from its facts, and marks it
-//!   [`RunState::Incomplete`].
+//! - Appends are durable after [`Archive::flush`]: one `fdatasync` of the
+//!   write-ahead journal shared by concurrent callers (or within the
+//!   journal's `sync_within`, 200 ms); a checkpointer writes sled off the
+//!   calls' path (see [`journal`] and [`CHECKPOINT_EVERY`]). After a
+//!   crash, [`Archive::open`] applies the journal past the last checkpoint,
+//!   finds every run that was still running, rebuilds its record from its
+//!   facts, and marks it [`RunState::Incomplete`].
 //! - sled locks its directory to one process: a second opener gets
 //!   [`ArchiveError::Locked`], naming the directory, at once.
 //! - Reading never panics on stored bytes: a damaged block is reported as
@@ -88,6 +91,7 @@ mod stats;
 mod store;
 pub mod tape;
 mod verify;
+mod wal;
 pub mod wire;
 mod write;
 
@@ -112,6 +116,9 @@ pub use salvage::{salvage, LostSeqs, SalvageReport, SalvagedRun};
 pub use stats::ArchiveStats;
 pub use tape::TapeExt;
 pub use verify::{Problem, VerifyReport};
+#[doc(hidden)]
+pub use wal::journal_positions;
+pub use wal::{JournalFigures, CHECKPOINT_EVERY};
 
 /// The archive format version this build writes, and the newest it reads.
 ///
@@ -121,12 +128,13 @@ pub use verify::{Problem, VerifyReport};
 /// | 2 | blocks of version 2 (lz4-compressed when smaller) |
 /// | 3 | blocks of version 3 (a zstd frame when smaller); version 2 read, no longer written |
 /// | 4 | artifact bytes in content-addressed files (`artifacts/`), indexed in sled; those an older reel kept in sled still read |
+/// | 5 | a write-ahead journal (`journal/`) acknowledges writes: batches past the control record's checkpoint are in it and not yet in sled, so a reel that knows no journal must not read or write the archive |
 ///
 /// Every new block or record version raises it. An archive stamped newer
 /// than this is refused on open ([`ArchiveError::NewerFormat`]), never read
 /// as damage. An older one is read as it is; its stamp is raised when this
 /// reel first writes a run into it (see [`Archive::open`]).
-pub const FORMAT_VERSION: u32 = 4;
+pub const FORMAT_VERSION: u32 = 5;
 
 /// An open archive. Cheap to clone; all clones share one database and one
 /// sequencer.
@@ -165,6 +173,9 @@ struct Inner {
     /// The recovered copy a read-only open reads from, when the store was
     /// not sealed whole (removed with the last handle).
     scratch: Option<tempfile::TempDir>,
+    /// The write-ahead journal and its checkpointer, for a writer (see
+    /// `wal`); `None` for a reader, and once the last handle closed it.
+    wal: Option<wal::Wal>,
 }
 
 pub(crate) struct Trees {
@@ -238,44 +249,6 @@ impl Inner {
         }
     }
 
-    /// Makes everything written so far durable and numbers the flush in
-    /// the control record (see `control`): the epoch goes into sled before
-    /// sled's flush, and into the control file only after the flush and
-    /// the file syncs, so the control file never claims more than is
-    /// durable.
-    fn flush(&self) -> Result<usize> {
-        use std::sync::atomic::Ordering;
-        let mut control = lock(&self.control);
-        // Cleared before the flush: a write that lands during it sets it
-        // again, and is flushed by the next one.
-        self.dirty.store(false, Ordering::SeqCst);
-        let next = control::Control {
-            epoch: control.last.epoch + 1,
-            // Read before sled's flush: every run counted here was created
-            // before it, so the flush covers it.
-            runs: self.runs.load(Ordering::SeqCst),
-            facts: self.facts.load(Ordering::SeqCst),
-            seal: None,
-        };
-        self.trees()
-            .meta
-            .insert(keys::META_CONTROL, &next.meta_value())
-            .map_err(|e| self.storage(e))?;
-        let n = self.db().flush().map_err(|e| self.storage(e))?;
-        // The artifact files an index entry of this flush may name, before
-        // the log's sync makes the flush durable (see `files`).
-        self.files
-            .sync()
-            .map_err(|e| self.storage(sled::Error::Io(e)))?;
-        self.durable
-            .sync()
-            .map_err(|e| self.storage(sled::Error::Io(e)))?;
-        control
-            .write(next, control::SyncData::Skip)
-            .map_err(|e| self.control_error(e))?;
-        Ok(n)
-    }
-
     fn control_error(&self, e: std::io::Error) -> ArchiveError {
         ArchiveError::Storage {
             dir: self.dir.clone(),
@@ -297,13 +270,18 @@ impl Inner {
 /// times, not their bytes. A reader of a scratch copy seals nothing.
 impl Drop for Inner {
     fn drop(&mut self) {
-        use std::sync::atomic::Ordering;
         if self.trees.is_none() || self.scratch.is_some() {
             return;
         }
-        if !self.read_only && self.dirty.load(Ordering::SeqCst) && self.flush().is_err() {
+        if let Some(wal) = &self.wal {
+            wal.stop();
+        }
+        // Everything journaled goes into sled, and the journal closes (its
+        // lock with it), before the store is sealed.
+        if !self.read_only && self.checkpoint_due() && self.checkpoint().is_err() {
             return;
         }
+        self.wal = None;
         let mut sealed = lock(&self.control).last;
         self.trees = None;
         self.db = None;
@@ -354,7 +332,9 @@ fn wait_for_sled(dir: &Path) -> Option<std::fs::File> {
 /// seals is one a reader's open does not change.
 impl Drop for Archive {
     fn drop(&mut self) {
-        if Arc::strong_count(&self.inner) != 1 || self.inner.read_only {
+        // The checkpointer may hold a handle for a moment: not a user's.
+        let others = self.inner.wal().map_or(0, wal::Wal::others);
+        if Arc::strong_count(&self.inner).saturating_sub(others) > 1 || self.inner.read_only {
             return;
         }
         if self.recover().is_ok() {

@@ -17,8 +17,10 @@ use crate::{
 pub struct ArchiveConfig {
     /// sled's page cache size in bytes; `None` keeps sled's default.
     pub cache_capacity: Option<u64>,
-    /// sled's background flush interval in milliseconds; `None` keeps sled's
-    /// default (500 ms). `Some(0)` turns background flushing off.
+    /// sled's background flush interval in milliseconds; `None` turns it
+    /// off for a writer (the journal acknowledges, and the checkpointer
+    /// flushes sled every [`crate::CHECKPOINT_EVERY`]; see `wal`) and keeps
+    /// sled's default for a reader. `Some(0)` turns it off.
     pub flush_every_ms: Option<u64>,
     /// Where the key of [`Archive::fingerprint`] comes from; never from the
     /// archive (default: [`crate::KEY_ENV`], else the user's key file).
@@ -36,6 +38,11 @@ pub struct ArchiveConfig {
     /// process per store): for a long-lived reader, such as `reel serve`,
     /// beside which a recorder may start.
     pub copy: bool,
+    /// How the write-ahead journal writes (a writer's): its segment size,
+    /// its bound on unapplied bytes (past it, appends wait for the
+    /// checkpointer, and the waits are counted), and how long a buffered
+    /// batch may wait for its sync (200 ms).
+    pub journal: crate::journal::JournalConfig,
 }
 
 impl Archive {
@@ -48,12 +55,9 @@ impl Archive {
         let mut control = check_before_open(&dir, config.read_only, config.copy)?;
         let scratch = control.scratch.take();
         let store = scratch.as_ref().map_or(dir.as_path(), |s| s.path());
-        let mut sled_config = sled::Config::new().path(store);
-        if let Some(c) = config.cache_capacity {
-            sled_config = sled_config.cache_capacity(c);
-        }
-        if let Some(ms) = config.flush_every_ms {
-            sled_config = sled_config.flush_every_ms(if ms == 0 { None } else { Some(ms) });
+        let sled_config = sled_config(&config, store);
+        if !config.read_only {
+            before_sled_in_place(&dir, &control)?;
         }
         let db = match open_sled(&sled_config, &dir) {
             Err(ArchiveError::Damaged { dir, detail }) if scratch.is_none() => {
@@ -75,27 +79,7 @@ impl Archive {
         // (`Archive::stamp_format`), so that opening an archive only to read
         // it leaves it readable by the reel that wrote it; a newer one is
         // refused before anything is read or recovered.
-        let format = match meta.get(keys::META_FORMAT).map_err(storage)? {
-            None => {
-                meta.insert(keys::META_FORMAT, &keys::format_value(FORMAT_VERSION))
-                    .map_err(storage)?;
-                FORMAT_VERSION
-            }
-            Some(v) => {
-                let found = keys::format_from(&v).ok_or_else(|| ArchiveError::Format {
-                    dir: dir.clone(),
-                    detail: "its format marker is damaged".into(),
-                })?;
-                if found > FORMAT_VERSION {
-                    return Err(ArchiveError::NewerFormat {
-                        dir,
-                        found,
-                        supported: FORMAT_VERSION,
-                    });
-                }
-                found
-            }
-        };
+        let format = format_of(&meta, &dir)?;
         // The fingerprint key lives outside the archive (see `fingerprint`).
         // An archive written by an older reel holds its own: it is removed,
         // so that a copy of the archive made from now on cannot be used to
@@ -158,11 +142,18 @@ impl Archive {
                     .sum(),
             ),
         };
+        // The journal's positions are the control file's (sled's copy of
+        // the record holds only the epoch and the counts).
+        let positions = control.expected.unwrap_or_default();
+        let (wal, replayed) =
+            journal_at_open(&dir, &config, scratch.is_some(), &positions, &trees)?;
         let last = control::Control {
             epoch: stored.map_or(0, |s| s.epoch),
             runs,
             facts,
             seal: None,
+            checkpoint: positions.checkpoint,
+            acknowledged: positions.acknowledged,
         };
         let (appended, _) = tokio::sync::watch::channel(0);
         let durable = crate::durable::Durable::new(store);
@@ -183,11 +174,20 @@ impl Archive {
                 live: Mutex::new(HashMap::new()),
                 appended,
                 format: AtomicU32::new(format),
+                wal,
             }),
         };
         if !(archive.inner.read_only && archive.inner.scratch.is_none()) {
             archive.recover()?;
             archive.finish_prunes()?;
+        }
+        if let Some(wal) = archive.inner.wal() {
+            // What the journal held past the checkpoint, and what recovery
+            // changed, become sled's before anything new is journaled.
+            if replayed > 0 || archive.inner.dirty.load(Ordering::SeqCst) {
+                archive.inner.checkpoint()?;
+            }
+            wal.start(Arc::downgrade(&archive.inner))?;
         }
         Ok(archive)
     }
@@ -211,6 +211,87 @@ impl Archive {
         self.inner.format.store(FORMAT_VERSION, Ordering::Relaxed);
         Ok(())
     }
+}
+
+/// The archive's format stamp (see `Archive::open`): a new archive gets
+/// this reel's, a newer one is refused.
+fn format_of(meta: &sled::Tree, dir: &Path) -> Result<u32> {
+    let storage = |source| ArchiveError::Storage {
+        dir: dir.to_path_buf(),
+        source,
+    };
+    Ok(match meta.get(keys::META_FORMAT).map_err(storage)? {
+        None => {
+            meta.insert(keys::META_FORMAT, &keys::format_value(FORMAT_VERSION))
+                .map_err(storage)?;
+            FORMAT_VERSION
+        }
+        Some(v) => {
+            let found = keys::format_from(&v).ok_or_else(|| ArchiveError::Format {
+                dir: dir.to_path_buf(),
+                detail: "its format marker is damaged".into(),
+            })?;
+            if found > FORMAT_VERSION {
+                return Err(ArchiveError::NewerFormat {
+                    dir: dir.to_path_buf(),
+                    found,
+                    supported: FORMAT_VERSION,
+                });
+            }
+            found
+        }
+    })
+}
+
+/// sled's configuration for the store at `store`: a writer's background
+/// flush is off unless asked for (the checkpointer flushes; see `wal`).
+fn sled_config(config: &ArchiveConfig, store: &Path) -> sled::Config {
+    let mut sled_config = sled::Config::new().path(store);
+    if let Some(c) = config.cache_capacity {
+        sled_config = sled_config.cache_capacity(c);
+    }
+    match config.flush_every_ms {
+        Some(ms) => sled_config.flush_every_ms(if ms == 0 { None } else { Some(ms) }),
+        None if !config.read_only => sled_config.flush_every_ms(None),
+        None => sled_config,
+    }
+}
+
+/// Before a writer's sled opens the store: damage in the journal's
+/// acknowledged part stops it before sled's recovery rewrites anything in
+/// place, and sled's unfinished snapshots go (see `control`).
+fn before_sled_in_place(dir: &Path, control: &Expected) -> Result<()> {
+    crate::wal::scan(dir, &control.expected.unwrap_or_default())?;
+    control::remove_unfinished_snapshots(dir).map_err(|e| ArchiveError::Storage {
+        dir: dir.to_path_buf(),
+        source: sled::Error::Io(e),
+    })
+}
+
+/// The journal past the checkpoint goes into sled: a writer's store (its
+/// journal opened to write), or a reader's scratch copy (a reader of a
+/// store in place found nothing past it, see `check_before_open`).
+/// Returns the writer's journal and how many batches were applied.
+fn journal_at_open(
+    dir: &Path,
+    config: &ArchiveConfig,
+    scratch: bool,
+    positions: &control::Control,
+    trees: &Trees,
+) -> Result<(Option<crate::wal::Wal>, usize)> {
+    let (wal, recovered) = if !config.read_only {
+        let (wal, recovered) = crate::wal::Wal::open(dir, config.journal.clone(), positions)?;
+        (Some(wal), recovered)
+    } else if scratch {
+        (None, crate::wal::scan(dir, positions)?)
+    } else {
+        return Ok((None, 0));
+    };
+    let replayed = crate::wal::replay(dir, trees, &recovered.batches)?;
+    if let Some(tail) = recovered.tail() {
+        tracing::warn!(archive = %dir.display(), "reel: the archive's journal holds {tail}; its intact batches were read");
+    }
+    Ok((wal, replayed))
 }
 
 /// What the control file said at open.
@@ -258,7 +339,13 @@ fn check_before_open(dir: &Path, read_only: bool, copy: bool) -> Result<Expected
     if let Some(c) = expected {
         let in_place = !(read_only && copy);
         if in_place && c.seal.is_some() && control::seal_of(dir).ok() == c.seal {
-            return Ok(result);
+            // A reader reads in place only a store that holds the whole
+            // journal (its writer closed it after a checkpoint): a store
+            // sealed by an earlier close, then written by a writer that
+            // died before its first checkpoint, holds the same files.
+            if !read_only || crate::wal::scan(dir, &c)?.batches.is_empty() {
+                return Ok(result);
+            }
         }
     }
     // Another process holds the store: it is theirs to read (`reel` reads

@@ -6,11 +6,15 @@ use std::collections::BTreeSet;
 use reel_core::run::{RunRecord, RunState};
 
 use crate::record::encode_record;
+use crate::wal::{Ops, Tree};
 use crate::{block, keys, Archive, Result};
 
 impl Archive {
     /// Marks runs left running by a stopped writer as incomplete, with their
-    /// records rebuilt from the facts that made it to disk.
+    /// records rebuilt from the facts that made it to disk. Journaled, one
+    /// frame a run (see `wal`): a crash before the next checkpoint replays
+    /// the journal and these frames with it, so the store never holds a
+    /// record the journal set back beside a status entry it moved.
     pub(crate) fn recover(&self) -> Result<()> {
         let t = self.trees();
         let s = |e| self.storage(e);
@@ -30,12 +34,14 @@ impl Archive {
                 // The crash came right after the run's first insert, its
                 // status entry: nothing else of it was kept.
                 Ok(None) => {
-                    t.by_status.remove(status_key).map_err(s)?;
+                    let mut ops = Ops::default();
+                    ops.remove(Tree::ByStatus, &status_key);
+                    self.commit(ops)?;
                     continue;
                 }
                 Err(_) => continue,
             };
-            // Status changes are atomic (see `swap_status`), so a crash never
+            // Status changes are atomic (one sled batch, see `wal`), so a crash never
             // leaves a closed run both its own entry and a "running" one:
             // that is damage, left for `verify` to report.
             let own = keys::index_entries(ordinal, &before).status;
@@ -79,20 +85,20 @@ impl Archive {
             // every index entry it implies (each insert is idempotent), and
             // move the status entry last, so that a crash during recovery
             // leaves the run to the next one.
-            t.runs
-                .insert(keys::run_key(ordinal), encode_record(&after))
-                .map_err(s)?;
+            let mut ops = Ops::default();
+            ops.insert(Tree::Runs, keys::run_key(ordinal), encode_record(&after));
             let entries = keys::index_entries(ordinal, &after);
-            self.index_but_status(&entries)?;
-            let _ = t
-                .run_ids
-                .compare_and_swap(
+            crate::write::index_but_status(&mut ops, &entries);
+            if !t.run_ids.contains_key(after.run_id.as_bytes()).map_err(s)? {
+                ops.insert(
+                    Tree::RunIds,
                     after.run_id.as_bytes(),
-                    None::<&[u8]>,
-                    Some(&keys::run_key(ordinal)[..]),
-                )
-                .map_err(s)?;
-            self.swap_status(&status_key, &entries.status)?;
+                    keys::run_key(ordinal),
+                );
+            }
+            ops.remove(Tree::ByStatus, &status_key);
+            ops.insert(Tree::ByStatus, &entries.status, b"");
+            self.commit(ops)?;
         }
         Ok(())
     }

@@ -108,6 +108,20 @@ pub struct SalvageReport {
     pub artifacts_lost: u64,
     /// The recovered runs.
     pub runs: Vec<SalvagedRun>,
+    /// What is damaged in the write-ahead journal's acknowledged part (see
+    /// `wal`): acknowledged batches that were only there may be lost
+    /// beyond what the counts above can tell; every intact frame, past
+    /// the damage too, was read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub journal_damaged: Option<String>,
+}
+
+impl SalvageReport {
+    /// Whether salvage knows it lost something (the CLI's exit 2).
+    pub fn lost_anything(&self) -> bool {
+        self.facts_lost + self.artifacts_lost + self.blocks_unplaced + self.runs_lost > 0
+            || self.journal_damaged.is_some()
+    }
 }
 
 /// An intact block found somewhere.
@@ -180,6 +194,22 @@ fn check_block(value: &[u8], ordinal: Option<u64>) -> Option<Found> {
     })
 }
 
+/// Offers the journal's intact frames to `pool` (see `wal`: what was
+/// acknowledged since the last checkpoint may be in no file of sled's),
+/// and says what is damaged in its acknowledged part.
+fn read_journal(from: &Path, pool: &mut Pool) -> Option<String> {
+    for (ordinal, value) in crate::wal::journal_blocks(from) {
+        pool.offer(&value, Some(ordinal));
+    }
+    match crate::control::read(from) {
+        Ok(crate::control::Found::Record(_, control)) => match crate::wal::scan(from, &control) {
+            Err(ArchiveError::Damaged { detail, .. }) => Some(detail),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 /// The largest file salvage reads whole (larger ones are not sled's).
 const MAX_FILE: u64 = 1 << 32;
 
@@ -245,6 +275,7 @@ pub fn salvage(from: &Path, into: &Path, config: ArchiveConfig) -> Result<Salvag
             pool.files.push(bytes);
         }
     }
+    report.journal_damaged = read_journal(from, &mut pool);
     let runs = reassemble(&pool, &mut report);
     let fresh = Archive::open(into, config)?;
     fresh.stamp_format()?;

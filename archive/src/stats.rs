@@ -21,6 +21,12 @@ pub struct ArchiveStats {
     /// not in `facts` (the record holds the count). `reel verify` says more.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub damaged: Vec<DamagedRun>,
+    /// The write-ahead journal of the process that writes the archive
+    /// (this one, or the recorder whose socket answered): its unapplied
+    /// bytes and the appends that waited for the checkpointer. `None` for
+    /// an archive no process writes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub journal: Option<crate::JournalFigures>,
 }
 
 impl Archive {
@@ -80,6 +86,7 @@ impl Archive {
             oldest: end(t.by_time.iter().next())?,
             newest: end(t.by_time.iter().next_back())?,
             damaged,
+            journal: self.journal_figures(),
         })
     }
 }

@@ -11,6 +11,7 @@ use reel_core::run::{RunRecord, RunState};
 use reel_core::sequence::Sequencer;
 
 use crate::record::{decode_record, encode_record};
+use crate::wal::{Ops, Tree};
 use crate::{block, keys, lock, Archive, ArchiveError, LiveRun, Result};
 use reel_core::codec::Digest;
 use reel_core::rules::StreamRules;
@@ -104,7 +105,9 @@ impl Archive {
         }
         let mut record = before.clone();
         record.state = RunState::Running;
-        self.store_record(ordinal, &before, &record)?;
+        let mut ops = Ops::default();
+        store_record(&mut ops, ordinal, &before, &record);
+        self.commit(ops)?;
         live.insert(
             run_id.to_owned(),
             Arc::new(Mutex::new(LiveRun {
@@ -143,11 +146,15 @@ impl Archive {
                 // The map lock is held from the look-up to here, so no other
                 // append creates the run meanwhile; the run is locked before
                 // the map shows it, so no other append's block goes first.
-                let run = self.create_run(run_id, &facts[0], seq, rules)?;
+                let mut ops = Ops::default();
+                let run = self.create_run(run_id, &facts[0], seq, rules, &mut ops)?;
                 let mut guard = lock(&run);
                 live.insert(run_id.to_owned(), run.clone());
                 drop(live);
-                let appended = self.append_checked(&mut guard, &facts);
+                let appended = self.append_checked(&mut guard, &facts, ops);
+                if appended.is_ok() {
+                    self.count_run_journaled();
+                }
                 drop(guard);
                 return self.appended(run_id, appended);
             }
@@ -178,7 +185,7 @@ impl Archive {
             }
             other => other?,
         };
-        let appended = self.append_checked(&mut guard, &facts);
+        let appended = self.append_checked(&mut guard, &facts, Ops::default());
         match &appended {
             Ok(_) => guard.seq = seq,
             // Not stored: the rules stand where the run does.
@@ -188,15 +195,28 @@ impl Archive {
         self.appended(run_id, appended)
     }
 
-    /// Stores a checked batch of a run as one block: its seqs, and whether
-    /// the run is closed now.
+    /// Stores a checked batch of a run as one block, with `ops` (a new
+    /// run's record and index entries) before it, all in one journal frame
+    /// (see `wal`): its seqs, and whether the run is closed now.
     fn append_checked(
         &self,
         run: &mut LiveRun,
         facts: &[Fact],
+        mut ops: Ops,
     ) -> Result<(std::ops::Range<u64>, bool)> {
         let first = facts.first().map_or(run.seq.next_seq(), |f| f.seq);
-        self.write_block(run, facts)?;
+        let (record, head) = (run.record.clone(), run.head);
+        self.write_block(run, facts, &mut ops)?;
+        if let Err(e) = self.commit(ops) {
+            // Not stored: the run stands where it stood.
+            run.record = record;
+            run.head = head;
+            return Err(e);
+        }
+        if !facts.is_empty() {
+            self.count_facts_journaled(facts.len() as u64);
+            self.inner.appended.send_modify(|n| *n += 1);
+        }
         Ok((
             first..first + facts.len() as u64,
             run.record.state.is_closed(),
@@ -235,16 +255,16 @@ impl Archive {
         Ok(())
     }
 
-    /// Stores a new run's record and index entries from its first fact (a
-    /// checked `run.started`), before its first block.
+    /// Puts a new run's record and index entries from its first fact (a
+    /// checked `run.started`) into `ops`, before its first block.
     fn create_run(
         &self,
         run_id: &str,
         first: &Fact,
         seq: Sequencer,
         rules: StreamRules,
+        ops: &mut Ops,
     ) -> Result<Arc<Mutex<LiveRun>>> {
-        let t = self.trees();
         let Some(record) = RunRecord::from_first(first) else {
             return Err(ArchiveError::InvalidFacts {
                 run_id: run_id.into(),
@@ -256,23 +276,17 @@ impl Archive {
         };
         self.stamp_format()?;
         let ordinal = self.db().generate_id().map_err(|e| self.storage(e))?;
-        // The record and its indexes go in before the first block, so that a
-        // crash after the block always leaves a run to recover. The "running"
-        // status entry goes first of all: it is what recovery looks for, so a
-        // crash that keeps only some of these inserts (sled recovers a prefix
-        // of them) still leaves a run that recovery finds and completes.
+        // The record and its indexes go in before the first block (in the
+        // same journal frame), so that a crash after the block always
+        // leaves a run to recover. The "running" status entry goes first of
+        // all: it is what recovery looks for, so a crash that keeps only
+        // some of these inserts (sled recovers a prefix of them, before the
+        // journal is applied again) still leaves a run that recovery finds.
         let entries = keys::index_entries(ordinal, &record);
-        t.by_status
-            .insert(&entries.status, &[])
-            .map_err(|e| self.storage(e))?;
-        t.runs
-            .insert(keys::run_key(ordinal), encode_record(&record))
-            .map_err(|e| self.storage(e))?;
-        self.index_but_status(&entries)?;
-        t.run_ids
-            .insert(run_id, &keys::run_key(ordinal))
-            .map_err(|e| self.storage(e))?;
-        self.count_run();
+        ops.insert(Tree::ByStatus, &entries.status, b"");
+        ops.insert(Tree::Runs, keys::run_key(ordinal), encode_record(&record));
+        index_but_status(ops, &entries);
+        ops.insert(Tree::RunIds, run_id, keys::run_key(ordinal));
         Ok(Arc::new(Mutex::new(LiveRun {
             ordinal,
             record,
@@ -282,8 +296,10 @@ impl Archive {
         })))
     }
 
-    /// Seals `facts` (numbered and checked) into one block.
-    fn write_block(&self, run: &mut LiveRun, facts: &[Fact]) -> Result<()> {
+    /// Seals `facts` (numbered and checked) into one block, put into `ops`
+    /// with the run record's changes; the run's record and head move on
+    /// (the caller puts them back if `ops` is not stored).
+    fn write_block(&self, run: &mut LiveRun, facts: &[Fact], ops: &mut Ops) -> Result<()> {
         if facts.is_empty() {
             return Ok(());
         }
@@ -300,51 +316,12 @@ impl Archive {
         }
         let first = facts[0].seq;
         let (value, digest) = block::seal(facts.len() as u32, &run.head, &payload);
-        let t = self.trees();
-        if let Err(e) = t.events.insert(keys::event_key(run.ordinal, first), value) {
-            run.record = before;
-            return Err(self.storage(e));
-        }
+        ops.insert(Tree::Events, keys::event_key(run.ordinal, first), value);
         run.head = digest;
-        self.count_facts(facts.len() as u64, 0);
         if changed {
-            self.store_record(run.ordinal, &before, &run.record)?;
-        }
-        self.inner.appended.send_modify(|n| *n += 1);
-        Ok(())
-    }
-
-    /// Writes a changed record and brings the indexes along.
-    fn store_record(&self, ordinal: u64, before: &RunRecord, after: &RunRecord) -> Result<()> {
-        let t = self.trees();
-        let s = |e| self.storage(e);
-        t.runs
-            .insert(keys::run_key(ordinal), encode_record(after))
-            .map_err(s)?;
-        let (was, now) = (
-            keys::index_entries(ordinal, before),
-            keys::index_entries(ordinal, after),
-        );
-        for tool in now.tools.iter().filter(|k| !was.tools.contains(k)) {
-            t.by_tool.insert(tool, &[]).map_err(s)?;
-        }
-        if was.status != now.status {
-            self.swap_status(&was.status, &now.status)?;
+            store_record(ops, run.ordinal, &before, &run.record);
         }
         Ok(())
-    }
-
-    /// Moves a run's status index entry from `old_key` to `new_key` in one
-    /// sled batch, which a crash never splits: the archive never holds
-    /// neither entry, nor both.
-    pub(crate) fn swap_status(&self, old_key: &[u8], new_key: &[u8]) -> Result<()> {
-        let mut batch = sled::Batch::default();
-        batch.remove(old_key);
-        batch.insert(new_key, sled::IVec::default());
-        self.trees()
-            .by_status
-            .apply_batch(batch)
-            .map_err(|e| self.storage(e))
     }
 
     /// Inserts the start-time, tenant and tool index entries of a run (each
@@ -384,13 +361,15 @@ impl Archive {
             .files
             .write(&digest, bytes)
             .map_err(|e| self.artifact_io("writing", &digest, e))?;
-        t.artifact_files
-            .insert(
-                digest,
-                &crate::keys::artifact_file_value(bytes.len() as u64),
-            )
-            .map_err(s)?;
-        self.dirty();
+        // Journaled: acknowledged by the next flush, which syncs the file
+        // before the journal (see `wal`).
+        let mut ops = Ops::default();
+        ops.insert(
+            Tree::ArtifactFiles,
+            digest,
+            crate::keys::artifact_file_value(bytes.len() as u64),
+        );
+        self.commit(ops)?;
         Ok(shown)
     }
 
@@ -407,13 +386,15 @@ impl Archive {
         )))
     }
 
-    /// Makes everything appended so far durable: sled's flush, then what
-    /// it leaves unsynced (its blob files, the log's size, the device's
-    /// cache; see `durable.rs`). Returns the bytes flushed.
-    ///
-    /// Each flush is numbered in the archive's control record, outside
-    /// sled's log, after it is durable: an open that finds sled's store
-    /// behind that record reports damage (see `control`).
+    /// Makes everything appended so far durable: the artifact files
+    /// written since the last flush, then one `fdatasync` of the journal
+    /// shared with every concurrent caller (group commit; see `wal`), and
+    /// the synced position into the control record. After writes that
+    /// bypass the journal (import, prune), a checkpoint instead: sled's
+    /// flush, then what it leaves unsynced (see `durable.rs`), numbered in
+    /// the control record after it is durable, so that an open that finds
+    /// sled's store behind that record reports damage (see `control`).
+    /// Returns the bytes sled flushed (0 when only the journal synced).
     pub fn flush(&self) -> Result<usize> {
         if self.inner.read_only {
             return Ok(0);
@@ -454,12 +435,55 @@ impl Archive {
         self.dirty();
     }
 
+    /// Counts journaled facts (no flush needs a checkpoint for them).
+    fn count_facts_journaled(&self, added: u64) {
+        self.inner
+            .facts
+            .fetch_add(added, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Counts a journaled run.
+    fn count_run_journaled(&self) {
+        self.inner
+            .runs
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
     /// Counts a run created, for the control record.
     pub(crate) fn count_run(&self) {
         self.inner
             .runs
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         self.dirty();
+    }
+}
+
+/// Puts a changed record into `ops`, with the index entries it brings
+/// along (a status swap is one sled batch with the record's tree apart:
+/// a crash never splits it).
+fn store_record(ops: &mut Ops, ordinal: u64, before: &RunRecord, after: &RunRecord) {
+    ops.insert(Tree::Runs, keys::run_key(ordinal), encode_record(after));
+    let (was, now) = (
+        keys::index_entries(ordinal, before),
+        keys::index_entries(ordinal, after),
+    );
+    for tool in now.tools.iter().filter(|k| !was.tools.contains(k)) {
+        ops.insert(Tree::ByTool, tool, b"");
+    }
+    if was.status != now.status {
+        ops.remove(Tree::ByStatus, &was.status);
+        ops.insert(Tree::ByStatus, &now.status, b"");
+    }
+}
+
+/// Puts the start-time, tenant and tool index entries of a run into `ops`.
+pub(crate) fn index_but_status(ops: &mut Ops, entries: &keys::IndexEntries) {
+    ops.insert(Tree::ByTime, &entries.time, b"");
+    if let Some(tenant) = &entries.tenant {
+        ops.insert(Tree::ByTenant, tenant, b"");
+    }
+    for tool in &entries.tools {
+        ops.insert(Tree::ByTool, tool, b"");
     }
 }
 

@@ -23,6 +23,27 @@
 //! the parent checks each stored fact exactly, and a run's length (and so
 //! where its `run.ended` falls) is a pure function of its id.
 //!
+//! The write-ahead journal (see `reel_archive::journal`) is what
+//! acknowledges: the child's flushes sync it, and sled is made durable by
+//! checkpoints. So the rounds also kill the child:
+//!
+//! - during a checkpoint: the child checkpoints now and then itself
+//!   (`checkpointing` is its last line when the kill lands in one), and
+//!   some rounds give it a small journal (16 KiB segments, a 64 KiB bound
+//!   on unapplied bytes) so that rotations, bound waits and the
+//!   checkpointer's own checkpoints happen all the time;
+//! - during recovery: before some rounds the parent checks the archive
+//!   only through read-only opens (which leave the journal unapplied), and
+//!   kills the next child within a few milliseconds of its start, while
+//!   its open applies the journal (no `opened` line).
+//!
+//! And some rounds simulate a power cut after the kill (SIGKILL keeps the
+//! page cache): the journal is cut back to the last position known synced
+//! (the control record's acknowledged position, the frames' own synced
+//! positions, the checkpoint), and nothing acknowledged may be lost; on a
+//! copy, it is cut one byte below the acknowledged position, and every
+//! open must name the damage.
+//!
 //! Knobs: `REEL_CRASH_ROUNDS` (default 12, or 6 when `CI` is set),
 //! `REEL_CRASH_SEED` (printed at start, to repeat a failure).
 //! Run: `cargo test --test crash`.
@@ -47,6 +68,7 @@ const CHILD_ENV: &str = "REEL_CRASH_CHILD";
 const ROUND_ENV: &str = "REEL_CRASH_CHILD_ROUND";
 const CHILD_SEED_ENV: &str = "REEL_CRASH_CHILD_SEED";
 const FLUSH_ENV: &str = "REEL_CRASH_CHILD_FLUSH_MS";
+const SMALL_JOURNAL_ENV: &str = "REEL_CRASH_CHILD_SMALL_JOURNAL";
 /// Facts per call: call.started, progress, progress, log, progress, call.ended.
 const CYCLE: u64 = 6;
 /// The child stops by itself after this long, should the parent never kill it.
@@ -267,10 +289,14 @@ fn child(dir: &Path) {
     // child killed within 400 ms never reaches: only explicit flushes make
     // facts durable). Others flush in the background every few milliseconds,
     // so that what survives is cut at arbitrary points between sled inserts.
-    let config = ArchiveConfig {
+    let mut config = ArchiveConfig {
         flush_every_ms: std::env::var(FLUSH_ENV).ok().and_then(|s| s.parse().ok()),
         ..ArchiveConfig::default()
     };
+    if std::env::var_os(SMALL_JOURNAL_ENV).is_some() {
+        config.journal.segment_bytes = 16 << 10;
+        config.journal.unapplied_bytes = 64 << 10;
+    }
     let archive = Archive::open(dir, config).unwrap_or_else(|e| child_fail(format!("open: {e}")));
 
     // Runs of earlier rounds are closed (ended, or marked incomplete by
@@ -354,6 +380,15 @@ fn child(dir: &Path) {
             }
             let _ = out.flush();
         }
+        if rng.next().is_multiple_of(8) {
+            let _ = writeln!(out, "checkpointing");
+            let _ = out.flush();
+            if let Err(e) = archive.checkpoint() {
+                child_fail(format!("checkpoint: {e}"));
+            }
+            let _ = writeln!(out, "checkpointed");
+            let _ = out.flush();
+        }
     }
     child_fail(format!(
         "the parent did not kill the child within {CHILD_MAX:?}"
@@ -388,6 +423,30 @@ struct Knowledge {
     artifacts: BTreeSet<u64>,
     /// Every run checked in an earlier round, as it was then.
     seen: BTreeMap<String, Seen>,
+}
+
+/// How a round is played besides its kill delay.
+#[derive(Debug, Clone, Copy, Default)]
+struct Plan {
+    /// sled's background flush interval for the child.
+    flush_ms: Option<u64>,
+    /// A small journal for the child (rotations, bound waits, frequent
+    /// checkpoints).
+    small_journal: bool,
+    /// After the kill, cut the journal back as a power cut would.
+    power_cut: bool,
+    /// Check only through read-only opens, leaving the journal for the
+    /// next child's open to apply.
+    leave_journal: bool,
+}
+
+/// What the rounds did, for the summary.
+#[derive(Debug, Default)]
+struct Tally {
+    killed_opening: u64,
+    killed_checkpointing: u64,
+    power_cuts: u64,
+    cuts_named: u64,
 }
 
 struct RoundOutcome {
@@ -435,12 +494,29 @@ fn parent() {
     let mut passed = 0u64;
     let mut failed = 0u64;
     let mut found_before = 0u64;
+    let mut tally = Tally::default();
+    let mut recovering = false;
     for round in 0..rounds {
-        let delay_ms = rng.range(20, 400);
+        // After a check that left the journal unapplied, the child is
+        // killed while its open applies it.
+        let delay_ms = if recovering {
+            rng.range(1, 40)
+        } else {
+            rng.range(20, 400)
+        };
         let child_seed = rng.next();
         let flush_ms = (rng.next().is_multiple_of(2)).then(|| rng.range(1, 10));
+        let plan = Plan {
+            flush_ms,
+            small_journal: rng.next().is_multiple_of(3),
+            power_cut: rng.next().is_multiple_of(3),
+            leave_journal: !recovering && rng.next().is_multiple_of(3),
+        };
+        recovering = plan.leave_journal;
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            run_round(&exe, &dir, round, delay_ms, flush_ms, child_seed, &mut know)
+            run_round(
+                &exe, &dir, round, delay_ms, plan, child_seed, &mut know, &mut tally,
+            )
         }))
         .unwrap_or_else(|panic| {
             let msg = panic
@@ -490,6 +566,11 @@ fn parent() {
         "crash: {} artifacts acknowledged, each read back whole after every later kill",
         know.artifacts.len()
     );
+    println!(
+        "crash: {} kills during an open applying the journal, {} during a checkpoint; {} power \
+         cuts simulated, {} cuts below the acknowledged position named as damage",
+        tally.killed_opening, tally.killed_checkpointing, tally.power_cuts, tally.cuts_named
+    );
     println!("crash: took {:.1} s", t0.elapsed().as_secs_f64());
     println!("crash: {passed} passed, {failed} failed");
     if failed > 0 || passed < rounds {
@@ -500,19 +581,25 @@ fn parent() {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn run_round(
     exe: &PathBuf,
     dir: &Path,
     round: u64,
     delay_ms: u64,
-    flush_ms: Option<u64>,
+    plan: Plan,
     child_seed: u64,
     know: &mut Knowledge,
+    tally: &mut Tally,
 ) -> Result<RoundOutcome, Vec<String>> {
+    let flush_ms = plan.flush_ms;
     let mut problems = Vec::new();
     let mut cmd = Command::new(exe);
     if let Some(ms) = flush_ms {
         cmd.env(FLUSH_ENV, ms.to_string());
+    }
+    if plan.small_journal {
+        cmd.env(SMALL_JOURNAL_ENV, "1");
     }
     let mut child = cmd
         .env(CHILD_ENV, dir)
@@ -568,7 +655,7 @@ fn run_round(
                 }
                 Err(_) => problems.push(format!("child printed a bad line: {line:?}")),
             },
-            ["opened", _] => {}
+            ["opened", _] | ["checkpointing"] | ["checkpointed"] => {}
             ["error", ..] => problems.push(format!("child: {line}")),
             _ => problems.push(format!("child printed an unexpected line: {line:?}")),
         }
@@ -584,7 +671,26 @@ fn run_round(
         *e = (*e).max(n);
     }
 
-    let checked = check_archive(dir, know, &mut problems);
+    if !lines.iter().any(|l| l.starts_with("opened")) {
+        tally.killed_opening += 1;
+    }
+    if lines.last().is_some_and(|l| l == "checkpointing") {
+        tally.killed_checkpointing += 1;
+    }
+    if plan.power_cut {
+        tally.power_cuts += 1;
+        match power_cut(dir) {
+            Ok(named) => tally.cuts_named += u64::from(named),
+            Err(p) => problems.push(p),
+        }
+    }
+    let checked = check_archive(
+        dir,
+        know,
+        &mut problems,
+        !plan.leave_journal,
+        plan.power_cut,
+    );
     if !problems.is_empty() {
         return Err(problems);
     }
@@ -606,6 +712,8 @@ fn check_archive(
     dir: &Path,
     know: &mut Knowledge,
     problems: &mut Vec<String>,
+    writer: bool,
+    power_cut: bool,
 ) -> (u64, usize, usize) {
     // A crash is not damage: a reader's open (which checks the control
     // record on a scratch copy, leaving the store as the crash left it)
@@ -617,7 +725,11 @@ fn check_archive(
     if let Err(e) = Archive::open(dir, read_only).and_then(|a| a.verify()) {
         problems.push(format!("a reader calls the crashed archive damaged: {e}"));
     }
-    let archive = match Archive::open(dir, ArchiveConfig::default()) {
+    let config = ArchiveConfig {
+        read_only: !writer,
+        ..ArchiveConfig::default()
+    };
+    let archive = match Archive::open(dir, config) {
         Ok(a) => a,
         Err(e) => {
             problems.push(format!("the archive does not open after the crash: {e}"));
@@ -763,7 +875,9 @@ fn check_archive(
             facts: n,
             state: record.state,
         };
-        if let Some(before) = know.seen.get(id) {
+        // A power cut may take what a reader saw after an earlier kill but
+        // was never synced (the acknowledged facts are checked above).
+        if let Some(before) = know.seen.get(id).filter(|_| !power_cut) {
             if *before != seen {
                 problems.push(format!(
                     "run {id}: changed since an earlier round: it was {before:?}, it is {seen:?}"
@@ -821,6 +935,119 @@ fn check_archive(
     let runs = now_seen.len();
     know.seen.extend(now_seen);
     (found_total, runs, incomplete)
+}
+
+// ---------------------------------------------------------------------------
+// A simulated power cut
+// ---------------------------------------------------------------------------
+
+/// The journal's segment header: 32 bytes, the sequence number at 12 and
+/// the first frame's position at 20 (little-endian).
+const SEGMENT_HEADER: u64 = 32;
+
+/// Cuts the journal of the archive at `dir` back to the last position
+/// known synced, as a power cut after that sync would (every byte before
+/// it kept, every byte after it lost): the control record's acknowledged
+/// position, the frames' own synced positions, the checkpoint. Then, on a
+/// copy, cuts it one byte below the acknowledged position (when that lies
+/// past the checkpoint) and checks that a reader's and a writer's open
+/// both name damage. Returns whether that second cut was made.
+fn power_cut(dir: &Path) -> Result<bool, String> {
+    let jdir = dir.join("journal").join("main");
+    let Some((checkpoint, acknowledged)) = reel_archive::journal_positions(dir) else {
+        return Ok(false);
+    };
+    let synced = reel_archive::journal::scan(&jdir, checkpoint, 0)
+        .map(|r| r.acknowledged)
+        .map_err(|e| format!("power cut: the journal does not scan after the kill: {e}"))?;
+    let at = acknowledged.max(synced).max(checkpoint);
+    cut_journal(&jdir, at).map_err(|e| format!("power cut: cutting the journal: {e}"))?;
+    if acknowledged <= checkpoint {
+        return Ok(false);
+    }
+    let copy = tempfile::tempdir().map_err(|e| format!("power cut: a temporary directory: {e}"))?;
+    let copied = copy.path().join("archive");
+    copy_dir(dir, &copied).map_err(|e| format!("power cut: copying the archive: {e}"))?;
+    let cjdir = copied.join("journal").join("main");
+    cut_journal(&cjdir, acknowledged - 1)
+        .map_err(|e| format!("power cut: cutting the copy's journal: {e}"))?;
+    for read_only in [true, false] {
+        let config = ArchiveConfig {
+            read_only,
+            ..ArchiveConfig::default()
+        };
+        match Archive::open(&copied, config) {
+            Err(e) if e.is_damage() && e.to_string().contains("journal") => {}
+            Err(e) => {
+                return Err(format!(
+                    "a journal cut below its acknowledged position {acknowledged} (checkpoint \
+                     {checkpoint}) is not named as journal damage (read_only {read_only}): {e}"
+                ))
+            }
+            Ok(_) => {
+                return Err(format!(
+                    "a journal cut below its acknowledged position {acknowledged} (checkpoint \
+                     {checkpoint}) opens (read_only {read_only}): a silent loss"
+                ))
+            }
+        }
+    }
+    Ok(true)
+}
+
+/// Cuts the journal in `jdir` at position `at`: the segment holding it is
+/// cut there, the later ones removed.
+fn cut_journal(jdir: &Path, at: u64) -> std::io::Result<()> {
+    let mut segments = Vec::new();
+    for entry in std::fs::read_dir(jdir)? {
+        let path = entry?.path();
+        let Some(seq) = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_suffix(".wal"))
+            .and_then(|n| n.parse::<u64>().ok())
+        else {
+            continue;
+        };
+        let bytes = std::fs::read(&path)?;
+        // A segment cut while it was being created holds nothing.
+        let base = bytes
+            .get(20..28)
+            .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")));
+        segments.push((seq, base, path));
+    }
+    segments.sort();
+    let holding = segments
+        .iter()
+        .rposition(|(_, base, _)| base.is_some_and(|b| b <= at));
+    for (i, (_, base, path)) in segments.iter().enumerate() {
+        match holding {
+            Some(h) if i == h => {
+                let keep = SEGMENT_HEADER + (at - base.expect("a base"));
+                let file = std::fs::OpenOptions::new().write(true).open(path)?;
+                if file.metadata()?.len() > keep {
+                    file.set_len(keep)?;
+                }
+            }
+            Some(h) if i > h => std::fs::remove_file(path)?,
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let target = to.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            copy_dir(&entry.path(), &target)?;
+        } else {
+            std::fs::copy(entry.path(), &target)?;
+        }
+    }
+    Ok(())
 }
 
 /// A fact, shortened for a failure message.

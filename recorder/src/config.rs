@@ -8,14 +8,16 @@ use reel_archive::FingerprintKey;
 /// When recorded facts are made durable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Durability {
-    /// sled's background flush (every 500 ms by default): fastest; a crash
-    /// may lose the last moments. The writer gathers what is filed for up
+    /// The archive's journal syncs what was written within 200 ms (its
+    /// `sync_within`; sled's background flush, the bound before the
+    /// journal, ran every 500 ms): fastest; a power cut may lose the last
+    /// moments (a killed process loses nothing written). The writer gathers what is filed for up
     /// to 1 ms between drains (none of its callers waits on it), so a
     /// reader of the archive sees a fact up to that much later.
     Buffered,
     /// A call's facts are durable before its result is handed back to the
-    /// host, and a run's before `end` returns. Concurrent calls share one
-    /// flush (group commit).
+    /// host, and a run's before `end` returns: one `fdatasync` of the
+    /// archive's journal, shared by concurrent calls (group commit).
     #[default]
     CallBoundary,
     /// The writer flushes after every batch it writes, and each await point

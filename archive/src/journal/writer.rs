@@ -207,23 +207,43 @@ impl Journal {
     /// position at its end once `wait` holds. Past the unapplied bound, it
     /// first waits for a checkpoint.
     pub fn append(&self, records: &[&[u8]], wait: Wait) -> Result<Position, JournalError> {
+        self.append_with(records, wait, Bound::Wait)
+    }
+
+    /// Waits, as [`Journal::append`] would, until a batch of `records`
+    /// fits under the unapplied bound (the wait counted), and returns
+    /// without appending: for a caller that appends with
+    /// [`Journal::append_past_bound`] under a lock its checkpointer takes
+    /// (a wait for a checkpoint there would never end).
+    pub fn wait_for_room(&self, records: &[&[u8]]) {
+        let len = frame_len(records);
+        let st = lock(&self.shared.state);
+        drop(self.shared.room(st, len));
+    }
+
+    /// [`Journal::append`] without the wait for the unapplied bound (see
+    /// [`Journal::wait_for_room`]): concurrent appenders may pass the
+    /// bound by their frames.
+    pub fn append_past_bound(
+        &self,
+        records: &[&[u8]],
+        wait: Wait,
+    ) -> Result<Position, JournalError> {
+        self.append_with(records, wait, Bound::Ignore)
+    }
+
+    fn append_with(
+        &self,
+        records: &[&[u8]],
+        wait: Wait,
+        bound: Bound,
+    ) -> Result<Position, JournalError> {
         let frame = Unplaced::new(records).ok_or(JournalError::TooLarge)?;
         let len = frame.len();
         let s = &self.shared;
         let mut st = lock(&s.state);
-        let over = |st: &State| {
-            st.queued > st.checkpoint
-                && st.queued - st.checkpoint + len > s.config.unapplied_bytes
-                && st.failed.is_none()
-                && !st.closed
-        };
-        if over(&st) {
-            st.stats.bound_waits += 1;
-            let began = Instant::now();
-            while over(&st) {
-                st = wait_on(&s.changed, st);
-            }
-            st.stats.bound_waited_us += began.elapsed().as_micros() as u64;
+        if bound == Bound::Wait {
+            st = s.room(st, len);
         }
         s.usable(&st)?;
         let bytes = frame.place(st.queued, st.synced);
@@ -339,6 +359,18 @@ impl Journal {
     pub fn dir(&self) -> &Path {
         &self.shared.dir
     }
+
+    /// The position at the end of the last batch appended (written or
+    /// still queued): what a checkpoint read now covers once sled holds
+    /// every batch placed before it.
+    pub fn end(&self) -> Position {
+        lock(&self.shared.state).queued
+    }
+
+    /// How the journal writes.
+    pub fn config(&self) -> &JournalConfig {
+        &self.shared.config
+    }
 }
 
 impl Drop for Journal {
@@ -350,7 +382,40 @@ impl Drop for Journal {
     }
 }
 
+/// Whether an append waits for the unapplied bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Bound {
+    Wait,
+    Ignore,
+}
+
+/// The length of the frame around `records` (as `Unplaced::len`).
+fn frame_len(records: &[&[u8]]) -> u64 {
+    (super::frame::FRAME_HEAD + 4 + records.iter().map(|r| 4 + r.len()).sum::<usize>()) as u64
+}
+
 impl Shared {
+    /// Waits until a frame of `len` bytes fits under the unapplied bound
+    /// (one frame always goes through when nothing is unapplied); counts
+    /// the wait.
+    fn room<'a>(&'a self, mut st: MutexGuard<'a, State>, len: u64) -> MutexGuard<'a, State> {
+        let over = |st: &State| {
+            st.queued > st.checkpoint
+                && st.queued - st.checkpoint + len > self.config.unapplied_bytes
+                && st.failed.is_none()
+                && !st.closed
+        };
+        if over(&st) {
+            st.stats.bound_waits += 1;
+            let began = Instant::now();
+            while over(&st) {
+                st = wait_on(&self.changed, st);
+            }
+            st.stats.bound_waited_us += began.elapsed().as_micros() as u64;
+        }
+        st
+    }
+
     fn usable(&self, st: &State) -> Result<(), JournalError> {
         if let Some(detail) = &st.failed {
             return Err(JournalError::Failed {

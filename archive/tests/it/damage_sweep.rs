@@ -356,8 +356,7 @@ fn check_one(
         }
     }
     let recovered_all = got == *want;
-    let says_lost =
-        report.facts_lost + report.runs_lost + report.blocks_unplaced + report.artifacts_lost > 0;
+    let says_lost = report.lost_anything();
     if !recovered_all && !says_lost {
         counts.salvage_silent += 1;
         failures.push(format!(

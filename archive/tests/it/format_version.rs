@@ -73,8 +73,8 @@ fn stamp(dir: &Path, set: Option<u32>) -> u32 {
 }
 
 #[test]
-fn this_reel_stamps_format_4_for_artifact_files() {
-    assert_eq!(FORMAT_VERSION, 4);
+fn this_reel_stamps_format_5_for_the_journal() {
+    assert_eq!(FORMAT_VERSION, 5);
     let dir = tempfile::tempdir().expect("tempdir");
     let archive = Archive::open(dir.path(), config()).expect("open");
     assert_eq!(archive.format_version(), FORMAT_VERSION);
@@ -184,4 +184,58 @@ fn artifacts_of_an_older_archive_read_and_a_new_one_raises_the_stamp() {
     assert_eq!(report.artifacts, 2);
     drop(archive);
     assert_eq!(stamp(dir.path(), None), FORMAT_VERSION);
+}
+
+/// An archive as reel format 4 left it (no `journal/` directory, a
+/// control record without the journal's positions, stamped 4) opens, reads
+/// and verifies, to read and to write; keeps its stamp while only read;
+/// and is raised to format 5 (the journal) by its first write, after
+/// which both runs read.
+#[test]
+fn a_format_4_archive_without_a_journal_opens_reads_and_is_raised_on_first_write() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let archive = Archive::open(dir.path(), config()).expect("open");
+    run(&archive, "old");
+    drop(archive);
+    stamp(dir.path(), Some(4));
+    // As format 4 wrote it: no journal, and slots of 89 bytes (the bytes
+    // after them, the journal's extension, are not a format-4 reel's).
+    std::fs::remove_dir_all(dir.path().join("journal")).expect("a journal to remove");
+    let control = dir.path().join("reel.control");
+    let mut bytes = std::fs::read(&control).expect("the control record");
+    for slot in [0usize, 512] {
+        if bytes.len() >= slot + 129 {
+            bytes[slot + 89..slot + 129].fill(0);
+        }
+    }
+    std::fs::write(&control, &bytes).expect("write");
+    let count = |archive: &Archive, id: &str| {
+        archive
+            .facts(id, ..)
+            .expect("facts")
+            .collect::<Result<Vec<_>, _>>()
+            .expect("read")
+            .len()
+    };
+    let read_only = ArchiveConfig {
+        read_only: true,
+        ..config()
+    };
+    let reader =
+        Archive::open(dir.path(), read_only.clone()).expect("a format-4 archive opens to read");
+    assert_eq!((reader.format_version(), count(&reader, "old")), (4, 2));
+    assert!(reader.verify().expect("verify").is_ok());
+    drop(reader);
+    let writer = Archive::open(dir.path(), config()).expect("a format-4 archive opens to write");
+    assert_eq!((writer.format_version(), count(&writer, "old")), (4, 2));
+    drop(writer);
+    assert_eq!(stamp(dir.path(), None), 4, "only read: the stamp stays");
+    let writer = Archive::open(dir.path(), config()).expect("open");
+    run(&writer, "new");
+    assert_eq!(writer.format_version(), FORMAT_VERSION);
+    drop(writer);
+    assert_eq!(stamp(dir.path(), None), FORMAT_VERSION);
+    let reader = Archive::open(dir.path(), read_only).expect("open");
+    assert_eq!((count(&reader, "old"), count(&reader, "new")), (2, 2));
+    assert!(reader.verify().expect("verify").is_ok());
 }

@@ -22,3 +22,4 @@ mod projected;
 mod salvage;
 mod support;
 mod views;
+mod wal;

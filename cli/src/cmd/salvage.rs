@@ -35,8 +35,7 @@ pub fn run(args: SalvageArgs) -> Result<ExitCode, Failure> {
     }
     let report = reel_archive::salvage(&args.damaged, &args.into, ArchiveConfig::default())
         .map_err(|e| Failure::msg(e.to_string()))?;
-    let lost =
-        report.facts_lost + report.artifacts_lost + report.blocks_unplaced + report.runs_lost;
+    let lost = report.lost_anything();
     let mut out = io::stdout().lock();
     if args.json {
         serde_json::to_writer_pretty(JsonSafe::new(&mut out), &report)?;
@@ -80,6 +79,14 @@ pub fn run(args: SalvageArgs) -> Result<ExitCode, Failure> {
                 }
             )?;
         }
+        if let Some(detail) = &report.journal_damaged {
+            writeln!(
+                out,
+                "the journal is damaged ({}): acknowledged batches only it held may be lost; \
+                 every intact frame was read",
+                escape(detail)
+            )?;
+        }
         for run in report.runs.iter().filter(|r| !r.lost.is_empty()) {
             let seqs: Vec<String> = run
                 .lost
@@ -100,7 +107,7 @@ pub fn run(args: SalvageArgs) -> Result<ExitCode, Failure> {
             shown(&args.into)
         )?;
     }
-    Ok(if lost == 0 {
+    Ok(if !lost {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(2)

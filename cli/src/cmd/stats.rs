@@ -84,5 +84,26 @@ pub fn run(dir: &Path, args: StatsArgs, text: TextRenderer) -> Result<ExitCode, 
             timestamp(*at)
         )?;
     }
+    // The writer's journal (through the recorder's socket, while one
+    // holds the archive): unapplied bytes and the appends that waited for
+    // the checkpointer.
+    if let Some(j) = &s.journal {
+        writeln!(
+            out,
+            "{}      {} unapplied bytes (bound {}), {} checkpoints, {} syncs",
+            text.tone(Tone::Strong, "journal"),
+            j.unapplied_bytes,
+            j.unapplied_bound,
+            j.checkpoints,
+            j.syncs
+        )?;
+        writeln!(
+            out,
+            "{}  {} appends waited for the checkpointer ({:.1} ms in all)",
+            text.tone(Tone::Strong, "bound waits"),
+            j.bound_waits,
+            j.bound_waited_us as f64 / 1000.0
+        )?;
+    }
     Ok(ExitCode::SUCCESS)
 }
