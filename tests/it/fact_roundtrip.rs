@@ -106,6 +106,7 @@ fn the_fast_encoding_is_rmp_serdes_at_every_boundary() {
             subflow: None,
             data: v.clone(),
             delivered: true,
+            in_flight: Vec::new(),
         }));
         kinds.push(FactKind::Effect(Effect {
             name: "e".into(),
@@ -136,6 +137,7 @@ fn the_fast_encoding_is_rmp_serdes_at_every_boundary() {
     for outcome in [
         CallOutcome::Error {
             error: "boom".into(),
+            result: None,
         },
         CallOutcome::Aborted { reason: None },
         CallOutcome::Aborted {
@@ -588,6 +590,7 @@ fn one_of_each_kind() -> Vec<Fact> {
             subflow: Some("sub-1".into()),
             data: json!(["a", 1, -1, 1.0, true, null, {}]),
             delivered: true,
+            in_flight: Vec::new(),
         }),
         FactKind::ElicitRequested(ElicitRequested {
             message: "Which seat?".into(),

@@ -56,7 +56,7 @@ use reel::context::Elicitation;
 use reel::fact::{CallOutcome, ElicitMode};
 use reel_replayer::matching::IgnoreRule;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ErrorCode, ErrorData,
+    CallToolRequestParams, CallToolResponse, CallToolResult, DiscoverResult, ErrorCode, ErrorData,
     InitializeRequestParams, InitializeResult, ListPromptsResult, ListResourcesResult,
     ListToolsResult, LoggingMessageNotification, LoggingMessageNotificationParam,
     PaginatedRequestParams, ProgressNotification, ProgressNotificationParam, ProtocolVersion,
@@ -245,6 +245,29 @@ impl ServerHandler for Cassette {
             self.exactly(&context, recorded);
         }
         answer
+    }
+
+    /// 2026-07-28's opening: the recorded answer, field for field, when the
+    /// session was opened this way; else what `get_info` says.
+    async fn discover(
+        &self,
+        context: RequestContext<RoleServer>,
+    ) -> Result<DiscoverResult, ErrorData> {
+        let recorded = self
+            .session
+            .discover_result
+            .as_ref()
+            .and_then(|v| Some((v, serde_json::from_value::<DiscoverResult>(v.clone()).ok()?)));
+        match recorded {
+            Some((exact, typed)) => {
+                self.exactly(&context, exact);
+                Ok(typed)
+            }
+            None => Ok(DiscoverResult::from_server_info(
+                self.supported_protocol_versions().into_owned(),
+                self.get_info(),
+            )),
+        }
     }
 
     async fn set_level(
@@ -482,6 +505,7 @@ impl Cassette {
                     level,
                     logger,
                     data,
+                    ..
                 } => {
                     let mut params = json!({"level": level, "data": data});
                     if let Some(l) = logger {
@@ -523,7 +547,11 @@ impl Cassette {
         match &call.outcome {
             Some(CallOutcome::Ok { result }) => self.served(context, call, result.clone()),
             // A tool error (`isError: true`) is served as its result.
-            Some(CallOutcome::Error { error }) => match crate::shape::parse_tool_error(error) {
+            Some(CallOutcome::Error {
+                result: Some(result),
+                ..
+            }) => self.served(context, call, result.clone()),
+            Some(CallOutcome::Error { error, .. }) => match crate::shape::parse_tool_error(error) {
                 Some(result) => self.served(context, call, result),
                 None => Err(recorded_error(error)),
             },

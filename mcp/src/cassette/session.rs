@@ -15,6 +15,9 @@ use serde_json::Value;
 
 /// Tool name of the recorded `initialize` exchange.
 pub const INITIALIZE: &str = "mcp:initialize";
+/// Tool name of the recorded `server/discover` exchange (2026-07-28's
+/// opening, instead of `initialize`).
+pub const DISCOVER: &str = "mcp:server/discover";
 /// Tool name of the recorded `tools/list` exchange.
 pub const TOOLS_LIST: &str = "mcp:tools/list";
 
@@ -43,6 +46,11 @@ pub enum Event {
         logger: Option<String>,
         /// The data.
         data: Value,
+        /// Empty for the call's own message. A message of the session that
+        /// could not be tied to one call names the calls in flight when it
+        /// came: it is replayed with the newest of them (where it came on
+        /// the wire), and `verify` takes it from any of them.
+        in_flight: Vec<String>,
     },
     /// `elicitation/create`, with the client's recorded answer.
     Elicit {
@@ -84,6 +92,15 @@ pub struct Session {
     pub initialize_params: Option<Value>,
     /// The server's `initialize` result, as recorded.
     pub initialize_result: Option<Value>,
+    /// The client's `server/discover` params, as recorded (a 2026-07-28
+    /// session opens with it, not with `initialize`).
+    pub discover_params: Option<Value>,
+    /// The server's `server/discover` result, as recorded.
+    pub discover_result: Option<Value>,
+    /// On 2026-07-28, the `_meta` every request of the client carried (its
+    /// protocol version, client info and capabilities, log level), as the
+    /// recorded `tools/list` (else `server/discover`) request had it.
+    pub request_meta: Option<Value>,
     /// The server's first `tools/list` result (no cursor), as recorded.
     pub tools_list: Option<Value>,
     /// Every recorded `tools/list` page: the request's `cursor` (`None`
@@ -139,6 +156,9 @@ impl Session {
             run_id: tape.header.run.run_id.clone(),
             initialize_params: None,
             initialize_result: None,
+            discover_params: None,
+            discover_result: None,
+            request_meta: None,
             tools_list: None,
             tools_list_pages: Vec::new(),
             calls: Vec::new(),
@@ -180,6 +200,23 @@ impl Session {
                         });
                     }
                 }
+                FactKind::Log(l) if fact.call.is_none() => {
+                    // The session's own message, with the calls in flight.
+                    let newest = l.in_flight.iter().rev().find_map(|id| match slots.get(id) {
+                        Some(Slot::Call(i)) => Some(*i),
+                        _ => None,
+                    });
+                    if let Some(i) = newest {
+                        let call = &mut session.calls[i];
+                        call.event_seqs.push(fact.seq);
+                        call.events.push(Event::Log {
+                            level: l.level,
+                            logger: l.logger,
+                            data: l.data,
+                            in_flight: l.in_flight,
+                        });
+                    }
+                }
                 other => {
                     let Some(slot) = fact.call.as_ref().and_then(|id| slots.get(id)) else {
                         continue;
@@ -194,6 +231,12 @@ impl Session {
                                 if name == INITIALIZE {
                                     session.initialize_params = Some(args.clone());
                                     session.initialize_result = result;
+                                } else if name == DISCOVER {
+                                    session.discover_params = Some(args.clone());
+                                    session.discover_result = result;
+                                    if session.request_meta.is_none() {
+                                        session.request_meta = args.get("_meta").cloned();
+                                    }
                                 } else if name != TOOLS_LIST {
                                     if let (Some(result), Some(method)) =
                                         (result, name.strip_prefix("mcp:"))
@@ -205,6 +248,9 @@ impl Session {
                                         session.listings.push((method.to_owned(), cursor, result));
                                     }
                                 } else if let Some(result) = result {
+                                    if let Some(meta) = args.get("_meta") {
+                                        session.request_meta = Some(meta.clone());
+                                    }
                                     let cursor = args
                                         .get("cursor")
                                         .and_then(Value::as_str)
@@ -234,6 +280,7 @@ impl Session {
                                     level: l.level,
                                     logger: l.logger,
                                     data: l.data,
+                                    in_flight: Vec::new(),
                                 }),
                                 FactKind::ElicitRequested(q) => call.events.push(Event::Elicit {
                                     question: q,
@@ -261,6 +308,7 @@ impl Session {
         }
         if session.calls.is_empty()
             && session.initialize_result.is_none()
+            && session.discover_result.is_none()
             && session.tools_list.is_none()
         {
             return Err(LoadError(format!(

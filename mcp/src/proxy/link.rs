@@ -59,6 +59,8 @@ struct Pending {
     canceller: Canceller,
     /// A `tools/call` (log messages and elicitations go to these).
     tool_call: bool,
+    /// The call's id in the run.
+    call_id: String,
     token: Option<String>,
 }
 
@@ -320,12 +322,31 @@ impl Router {
                     .and_then(Value::as_str)
                     .map(str::to_owned);
                 let data = params.get("data").cloned().unwrap_or(Value::Null);
-                if let Some(p) = self.state().pending.iter().rev().find(|(_, p)| p.tool_call) {
-                    let _ = p.1.events.send(Event::Log {
-                        level,
-                        logger,
-                        data,
-                    });
+                // A log message names no request: it belongs to the one
+                // tool call in flight, if one is. With several (an agent's
+                // parallel calls) or none, it is the session's, and the
+                // record says which calls were in flight rather than guess.
+                let state = self.state();
+                let mut calls = state.pending.iter().filter(|(_, p)| p.tool_call);
+                match (calls.next(), calls.next()) {
+                    (Some((_, only)), None) => {
+                        let _ = only.events.send(Event::Log {
+                            level,
+                            logger,
+                            data,
+                        });
+                    }
+                    _ => {
+                        let in_flight = state
+                            .pending
+                            .iter()
+                            .filter(|(_, p)| p.tool_call)
+                            .map(|(_, p)| p.call_id.clone())
+                            .collect();
+                        if let Some(run) = &self.run {
+                            run.log(level, logger, data, in_flight);
+                        }
+                    }
                 }
             }
             (Dir::ServerToClient, Some(method), Some(id)) => {
@@ -397,6 +418,16 @@ impl Router {
         let mut state = self.state();
         let mut client = None;
         let (name, args, tool_call) = match method {
+            // 2026-07-28 opens with `server/discover` instead: recorded the
+            // same way, so a mock and verify open as the client did.
+            "server/discover" if !state.initialized => {
+                state.initialized = true;
+                let params = params.unwrap_or_else(|| json!({}));
+                if let Some(c) = params.get("_meta").and_then(|m| m.get(CLIENT_INFO)) {
+                    state.client = Some(client_info(c));
+                }
+                ("mcp:server/discover".to_owned(), params, false)
+            }
             "initialize" if !state.initialized => {
                 state.initialized = true;
                 let params = params.unwrap_or_else(|| json!({}));
@@ -458,6 +489,7 @@ impl Router {
                     }
                     let pending = Pending {
                         events: round.events,
+                        call_id: round.canceller.call_id().to_owned(),
                         canceller: round.canceller,
                         tool_call: true,
                         token: token.clone(),
@@ -491,6 +523,7 @@ impl Router {
                 .listener(Arc::new(Forwarded));
         }
         let canceller = call.canceller();
+        let call_id = call.id().to_owned();
         let (events, rx) = mpsc::unbounded_channel();
         let task = tokio::spawn(async move {
             let _ = call
@@ -507,6 +540,7 @@ impl Router {
             events,
             canceller,
             tool_call,
+            call_id,
             token,
         };
         state.pending.push((id_key, pending));
@@ -672,7 +706,7 @@ async fn follow(
             Some(Event::Done(response)) => {
                 // Answered after the client gave up on it: cancelled.
                 ctx.check_cancel()?;
-                return crate::shape::call_end(response).map_err(ToolError::msg);
+                return crate::shape::call_end(response);
             }
         }
     }

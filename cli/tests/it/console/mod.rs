@@ -109,6 +109,7 @@ pub fn hostile_run(dir: &Path) {
                     FactKind::CallEnded(CallEnded {
                         outcome: CallOutcome::Error {
                             error: HOSTILE.into(),
+                            result: None,
                         },
                         duration_ns: 2000,
                         invocation_id: None,
@@ -487,7 +488,10 @@ pub fn record_runs(dir: &Path, runs: &[RunShape]) {
                 Some("c1"),
                 FactKind::CallEnded(CallEnded {
                     outcome: match &r.error {
-                        Some(e) => CallOutcome::Error { error: e.clone() },
+                        Some(e) => CallOutcome::Error {
+                            error: e.clone(),
+                            result: None,
+                        },
                         None => CallOutcome::Ok { result: json!(1) },
                     },
                     duration_ns: 20,

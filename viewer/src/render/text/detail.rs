@@ -237,6 +237,15 @@ fn log(l: &reel_core::fact::Log) -> (Style, String) {
         other => compact(other, 120),
     };
     let _ = write!(d, " {text}");
+    if !l.in_flight.is_empty() {
+        // Filed under the session: it named no call, and several were in
+        // flight (the record does not guess which sent it).
+        let _ = write!(
+            d,
+            " · not tied to a call; in flight: {}",
+            l.in_flight.join(", ")
+        );
+    }
     let style = if l.level <= Level::Error {
         RED
     } else if l.level == Level::Warning {
@@ -309,7 +318,7 @@ fn call_ended(e: &reel_core::fact::CallEnded) -> (Style, String) {
                 compact(result, 100)
             ),
         ),
-        CallOutcome::Error { error } => (
+        CallOutcome::Error { error, .. } => (
             RED,
             format!("■ error in {}: {error}", duration(e.duration_ns)),
         ),
