@@ -124,12 +124,13 @@ pub use verify::{Problem, VerifyReport};
 /// | 2 | blocks of version 2 (lz4-compressed when smaller) |
 /// | 3 | blocks of version 3 (a zstd frame when smaller); version 2 read, no longer written |
 /// | 4 | artifact bytes in content-addressed files (`artifacts/`), indexed in sled; those an older reel kept in sled still read |
+/// | 5 | facts may carry fields format 4 lacks: a `log` of the run naming the calls in flight (`in_flight`), a tool error kept structured (`result`); an older reel would drop them, so it refuses the archive. Older facts read unchanged (the fields default empty), and their bytes are the same |
 ///
 /// Every new block or record version raises it. An archive stamped newer
 /// than this is refused on open ([`ArchiveError::NewerFormat`]), never read
 /// as damage. An older one is read as it is; its stamp is raised when this
 /// reel first writes a run into it (see [`Archive::open`]).
-pub const FORMAT_VERSION: u32 = 4;
+pub const FORMAT_VERSION: u32 = 5;
 
 /// An open archive. Cheap to clone; all clones share one database and one
 /// sequencer.

@@ -73,8 +73,8 @@ fn stamp(dir: &Path, set: Option<u32>) -> u32 {
 }
 
 #[test]
-fn this_reel_stamps_format_4_for_artifact_files() {
-    assert_eq!(FORMAT_VERSION, 4);
+fn this_reel_stamps_format_5_for_the_fields_format_4_lacks() {
+    assert_eq!(FORMAT_VERSION, 5);
     let dir = tempfile::tempdir().expect("tempdir");
     let archive = Archive::open(dir.path(), config()).expect("open");
     assert_eq!(archive.format_version(), FORMAT_VERSION);
