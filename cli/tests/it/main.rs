@@ -17,6 +17,7 @@ mod format_drift;
 mod html;
 mod live;
 mod lsp;
+mod mcp_agents;
 mod mcp_cassette;
 mod mcp_conformance;
 mod mcp_record;
