@@ -57,6 +57,18 @@ async def broken(reason: str) -> str:
     raise ToolError(f"broken on purpose: {reason}")
 
 
+@server.resource("reel://motd")
+def motd() -> str:
+    """The message of the day."""
+    return "all systems nominal"
+
+
+@server.prompt
+def review(code: str) -> str:
+    """Asks for a review of `code`."""
+    return f"Review this code: {code}"
+
+
 if __name__ == "__main__":
     if len(sys.argv) > 2 and sys.argv[1] == "http":
         server.run(

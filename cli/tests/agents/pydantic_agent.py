@@ -29,8 +29,13 @@ async def main():
     tools = toolset(mode, rest)
     model = TestModel(call_tools="all")
     agent = Agent(model, toolsets=[tools])
-    out = {"calls": {}, "returns": {}, "errors": {}}
+    out = {"calls": {}, "returns": {}, "errors": {}, "reads": {}}
     async with agent:
+        # What an application reads beside the agent's tool calls.
+        motd = await tools.client.read_resource("reel://motd")
+        out["reads"]["motd"] = [c.text for c in motd]
+        prompt = await tools.client.get_prompt("review", {"code": "x = 1"})
+        out["reads"]["review"] = [m.content.text for m in prompt.messages]
         try:
             result = await agent.run("What is the weather?")
             messages = result.all_messages()

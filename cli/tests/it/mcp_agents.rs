@@ -161,6 +161,15 @@ fn a_pydantic_ai_agent_over_fastmcp_is_recorded_mocked_and_verified() {
     let run = shown["run"]["run_id"].as_str().unwrap().to_owned();
     let facts = shown["facts"].as_array().unwrap();
     let opening = call_of(&shown, "mcp:server/discover");
+    // What the application read beside the tool calls is recorded too, so
+    // the mock can serve it (before, it advertised resources and prompts,
+    // then failed a read with a bare -32601).
+    call_of(&shown, "mcp:resources/read");
+    call_of(&shown, "mcp:prompts/get");
+    assert_eq!(
+        direct["reads"]["motd"][0], "all systems nominal",
+        "{direct}"
+    );
     assert!(
         facts
             .iter()

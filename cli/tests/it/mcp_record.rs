@@ -291,20 +291,19 @@ fn proxy_records_a_fastmcp_session_exactly() {
         "Really deploy?"
     );
 
-    // A tool error (`isError: true`) is the call's error, the whole
-    // result after `tool error: ` (issue 29).
+    // A tool error (`isError: true`) is the call's error, said as
+    // `tool error: ` and its text, with the whole result kept structured.
     let fail = &calls_of(&shown, "fail")[0].0;
     let failed = ended(&shown, fail);
     assert_eq!(failed["status"], "error", "{failed}");
-    let result: Value = serde_json::from_str(
+    assert!(
         failed["error"]
             .as_str()
             .unwrap()
-            .strip_prefix("tool error: ")
-            .unwrap(),
-    )
-    .unwrap();
-    assert_eq!(result["isError"], true);
+            .starts_with("tool error: "),
+        "{failed}"
+    );
+    assert_eq!(failed["result"]["isError"], true, "{failed}");
 
     let wait = &calls_of(&shown, "wait")[0].0;
     assert_eq!(of_call(&shown, wait, "cancel.requested").len(), 1);
@@ -889,4 +888,35 @@ fn a_bad_upstream_is_bad_input() {
             "{stderr}"
         );
     }
+}
+
+/// `--secret-env NAME` with `NAME` unset fails closed: the proxy would
+/// otherwise record the secret in clear should it appear. It refuses to
+/// start (usage, 64), names the variable and says what to do, and neither
+/// the server nor the archive is touched.
+#[test]
+fn an_unset_secret_env_refuses_to_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let archive = dir.path().join("archive");
+    let marker = dir.path().join("server-ran");
+    let out = Command::new(REEL)
+        .arg("--archive")
+        .arg(&archive)
+        .args(["mcp", "record", "--secret-env", "REEL_TEST_NEVER_SET", "--"])
+        .arg("touch")
+        .arg(&marker)
+        .env_remove("REEL_TEST_NEVER_SET")
+        .env("REEL_CONFIG_DIR", dir.path().join("config"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(64), "{stderr}");
+    assert!(
+        stderr.contains("--secret-env REEL_TEST_NEVER_SET: the variable is not set")
+            && stderr.contains("nothing was started"),
+        "{stderr}"
+    );
+    assert!(!marker.exists(), "the server was not started");
+    assert!(!archive.exists(), "the archive was not touched");
 }

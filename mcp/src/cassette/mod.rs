@@ -57,10 +57,12 @@ use reel::fact::{CallOutcome, ElicitMode};
 use reel_replayer::matching::IgnoreRule;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, DiscoverResult, ErrorCode, ErrorData,
-    InitializeRequestParams, InitializeResult, ListPromptsResult, ListResourcesResult,
-    ListToolsResult, LoggingMessageNotification, LoggingMessageNotificationParam,
-    PaginatedRequestParams, ProgressNotification, ProgressNotificationParam, ProtocolVersion,
-    ResultType, ServerCapabilities, ServerConfig, ServerNotification, SetLevelRequestParams,
+    GetPromptRequestParams, GetPromptResponse, GetPromptResult, InitializeRequestParams,
+    InitializeResult, ListPromptsResult, ListResourcesResult, ListToolsResult,
+    LoggingMessageNotification, LoggingMessageNotificationParam, PaginatedRequestParams,
+    ProgressNotification, ProgressNotificationParam, ProtocolVersion, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, ResultType, ServerCapabilities, ServerConfig,
+    ServerNotification, SetLevelRequestParams,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::ServerHandler;
@@ -69,7 +71,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 
 use crate::serve::{serve_until_closed, ServeError};
 pub use matching::{parse_ignore, Match};
-pub use session::{Event, Interaction, LoadError, Session};
+pub use session::{Event, Interaction, LoadError, Read, Session};
 
 /// The MCP server of a recorded session. Cheap to clone; each connection
 /// shares which recorded calls were answered.
@@ -298,6 +300,40 @@ impl ServerHandler for Cassette {
         }
     }
 
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let uri = request.uri;
+        let recorded = self.read::<ReadResourceResult>(
+            "resources/read",
+            &format!("of {uri:?}"),
+            &context,
+            |p| p.get("uri").and_then(Value::as_str) == Some(uri.as_str()),
+        )?;
+        Ok(recorded.into())
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let name = request.name;
+        let arguments = request.arguments.map(Value::Object);
+        let recorded = self.read::<GetPromptResult>(
+            "prompts/get",
+            &format!("of {name:?} with these arguments"),
+            &context,
+            |p| {
+                p.get("name").and_then(Value::as_str) == Some(name.as_str())
+                    && p.get("arguments").filter(|a| !a.is_null()) == arguments.as_ref()
+            },
+        )?;
+        Ok(recorded.into())
+    }
+
     async fn list_prompts(
         &self,
         request: Option<PaginatedRequestParams>,
@@ -405,6 +441,42 @@ impl ServerHandler for Cassette {
 impl Cassette {
     /// The recorded page of listing `method` for the request's cursor,
     /// read as `T` (its JSON kept for the relay); `None`: not recorded.
+    /// The recorded answer to a `method` request whose params `fits`
+    /// (`what` says which, for the error when none does): the result,
+    /// served field for field, or the recorded error.
+    fn read<T: serde::de::DeserializeOwned>(
+        &self,
+        method: &str,
+        what: &str,
+        context: &RequestContext<RoleServer>,
+        fits: impl Fn(&Value) -> bool,
+    ) -> Result<T, ErrorData> {
+        let Some(read) = self
+            .session
+            .reads
+            .iter()
+            .find(|r| r.method == method && fits(&r.params))
+        else {
+            return Err(ErrorData::invalid_params(
+                format!("reel mock: no {method} {what} was recorded"),
+                None,
+            ));
+        };
+        match &read.answer {
+            Ok(result) => {
+                let typed = serde_json::from_value::<T>(result.clone()).map_err(|e| {
+                    ErrorData::internal_error(
+                        format!("reel mock: the recorded {method} does not read: {e}"),
+                        None,
+                    )
+                })?;
+                self.exactly(context, result);
+                Ok(typed)
+            }
+            Err(text) => Err(recorded_error(text)),
+        }
+    }
+
     fn listing<T: serde::de::DeserializeOwned>(
         &self,
         method: &str,

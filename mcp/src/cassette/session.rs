@@ -61,6 +61,17 @@ pub enum Event {
     },
 }
 
+/// One recorded `resources/read` or `prompts/get`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Read {
+    /// `resources/read` or `prompts/get`.
+    pub method: String,
+    /// The request's params as recorded (`uri`; `name` and `arguments`).
+    pub params: Value,
+    /// The server's result, or the recorded error text.
+    pub answer: Result<Value, String>,
+}
+
 /// One recorded `tools/call`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Interaction {
@@ -108,6 +119,8 @@ pub struct Session {
     pub tools_list_pages: Vec<(Option<String>, Value)>,
     /// Every recorded `tools/call`, in start order.
     pub calls: Vec<Interaction>,
+    /// Every recorded `resources/read` and `prompts/get`, in order.
+    pub reads: Vec<Read>,
     /// Other recorded listings (`resources/list`, `prompts/list`): the
     /// method, the request's `cursor` (`None` for the first page) and the
     /// server's result, in recorded order.
@@ -159,6 +172,7 @@ impl Session {
             discover_params: None,
             discover_result: None,
             request_meta: None,
+            reads: Vec::new(),
             tools_list: None,
             tools_list_pages: Vec::new(),
             calls: Vec::new(),
@@ -224,6 +238,23 @@ impl Session {
                     match slot {
                         Slot::Exchange(name, args) => {
                             if let FactKind::CallEnded(e) = other {
+                                if let Some(method @ ("resources/read" | "prompts/get")) =
+                                    name.strip_prefix("mcp:")
+                                {
+                                    let answer = match e.outcome {
+                                        CallOutcome::Ok { result } => Ok(result),
+                                        CallOutcome::Error { error, .. } => Err(error),
+                                        CallOutcome::Aborted { reason } => {
+                                            Err(reason.unwrap_or_else(|| "aborted".into()))
+                                        }
+                                    };
+                                    session.reads.push(Read {
+                                        method: method.to_owned(),
+                                        params: args.clone(),
+                                        answer,
+                                    });
+                                    continue;
+                                }
                                 let result = match e.outcome {
                                     CallOutcome::Ok { result } => Some(result),
                                     _ => None,

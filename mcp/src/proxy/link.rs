@@ -446,6 +446,12 @@ impl Router {
                     false,
                 )
             }
+            // What the client read: recorded, so a mock can serve it.
+            "resources/read" | "prompts/get" => (
+                format!("mcp:{method}"),
+                params.unwrap_or_else(|| json!({})),
+                false,
+            ),
             "tools/call" => {
                 let mut params = match params {
                     Some(Value::Object(p)) => p,

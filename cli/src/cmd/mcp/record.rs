@@ -57,19 +57,20 @@ pub struct RecordArgs {
     command: Vec<OsString>,
 }
 
-/// The values of `--secret-env`, each named variable's.
-fn secrets(names: &[String]) -> Vec<Secret> {
+/// The values of `--secret-env`, each named variable's. A variable that
+/// is unset or empty fails closed: the session would otherwise be recorded
+/// with the secret in clear should it appear, so the proxy refuses to start.
+fn secrets(names: &[String]) -> Result<Vec<Secret>, String> {
     names
         .iter()
-        .filter_map(|name| match std::env::var(name) {
-            Ok(value) => Some(Secret::new(value)),
-            Err(_) => {
-                eprintln!(
-                    "reel: --secret-env {}: the variable is not set (nothing to scrub)",
-                    escape(name)
-                );
-                None
-            }
+        .map(|name| match std::env::var(name) {
+            Ok(value) if !value.is_empty() => Ok(Secret::new(value)),
+            Ok(_) | Err(std::env::VarError::NotPresent) => Err(format!(
+                "--secret-env {name}: the variable is not set, so its value could not be scrubbed from the record; set it (or drop the flag) and start again; nothing was started"
+            )),
+            Err(std::env::VarError::NotUnicode(_)) => Err(format!(
+                "--secret-env {name}: the variable's value is not UTF-8, so it could not be scrubbed from the record; nothing was started"
+            )),
         })
         .collect()
 }
@@ -180,7 +181,10 @@ fn run_http(
 
 /// Proxies one session; exits as the server did when it failed.
 pub fn run(dir: &Path, args: RecordArgs) -> Result<ExitCode, Failure> {
-    let secrets = secrets(&args.secret_env);
+    let secrets = match secrets(&args.secret_env) {
+        Ok(s) => s,
+        Err(e) => return Ok(super::bad_input(&e)),
+    };
     if let (Some(listen), Some(upstream)) = (args.listen, &args.upstream) {
         return run_http(dir, listen, upstream, secrets, &args);
     }

@@ -199,7 +199,8 @@ fn call_started(c: &reel_core::fact::CallStarted) -> (Style, String) {
     // Where the call came from: protocol, platform, client.
     let via: Vec<String> = [
         c.protocol.clone(),
-        c.platform.clone(),
+        // A bare "unknown" reads as anything; it is the platform.
+        c.platform.clone().map(|p| format!("platform {p}")),
         c.client_info.as_ref().map(|ci| match &ci.version {
             Some(v) => format!("{} {v}", ci.name),
             None => ci.name.clone(),
