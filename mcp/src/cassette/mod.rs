@@ -45,6 +45,7 @@
 #![allow(deprecated)]
 
 pub mod matching;
+mod recorded;
 pub(crate) mod rounds;
 pub mod session;
 
@@ -439,75 +440,6 @@ impl ServerHandler for Cassette {
 }
 
 impl Cassette {
-    /// The recorded page of listing `method` for the request's cursor,
-    /// read as `T` (its JSON kept for the relay); `None`: not recorded.
-    /// The recorded answer to a `method` request whose params `fits`
-    /// (`what` says which, for the error when none does): the result,
-    /// served field for field, or the recorded error.
-    fn read<T: serde::de::DeserializeOwned>(
-        &self,
-        method: &str,
-        what: &str,
-        context: &RequestContext<RoleServer>,
-        fits: impl Fn(&Value) -> bool,
-    ) -> Result<T, ErrorData> {
-        let Some(read) = self
-            .session
-            .reads
-            .iter()
-            .find(|r| r.method == method && fits(&r.params))
-        else {
-            return Err(ErrorData::invalid_params(
-                format!("reel mock: no {method} {what} was recorded"),
-                None,
-            ));
-        };
-        match &read.answer {
-            Ok(result) => {
-                let typed = serde_json::from_value::<T>(result.clone()).map_err(|e| {
-                    ErrorData::internal_error(
-                        format!("reel mock: the recorded {method} does not read: {e}"),
-                        None,
-                    )
-                })?;
-                self.exactly(context, result);
-                Ok(typed)
-            }
-            Err(text) => Err(recorded_error(text)),
-        }
-    }
-
-    fn listing<T: serde::de::DeserializeOwned>(
-        &self,
-        method: &str,
-        request: Option<PaginatedRequestParams>,
-        context: &RequestContext<RoleServer>,
-    ) -> Result<Option<T>, ErrorData> {
-        let cursor = request.and_then(|r| r.cursor);
-        let Some((_, _, page)) = self
-            .session
-            .listings
-            .iter()
-            .find(|(m, c, _)| m == method && *c == cursor)
-        else {
-            return match cursor {
-                Some(c) => Err(ErrorData::invalid_params(
-                    format!("reel mock: no {method} page was recorded for cursor {c:?}"),
-                    None,
-                )),
-                None => Ok(None),
-            };
-        };
-        let typed = serde_json::from_value::<T>(page.clone()).map_err(|e| {
-            ErrorData::internal_error(
-                format!("reel mock: the recorded {method} does not read: {e}"),
-                None,
-            )
-        })?;
-        self.exactly(context, page);
-        Ok(Some(typed))
-    }
-
     /// A recorded `CallToolResult` as the answer to `context`'s request,
     /// the relay told its JSON.
     fn served(

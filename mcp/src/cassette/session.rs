@@ -238,59 +238,7 @@ impl Session {
                     match slot {
                         Slot::Exchange(name, args) => {
                             if let FactKind::CallEnded(e) = other {
-                                if let Some(method @ ("resources/read" | "prompts/get")) =
-                                    name.strip_prefix("mcp:")
-                                {
-                                    let answer = match e.outcome {
-                                        CallOutcome::Ok { result } => Ok(result),
-                                        CallOutcome::Error { error, .. } => Err(error),
-                                        CallOutcome::Aborted { reason } => {
-                                            Err(reason.unwrap_or_else(|| "aborted".into()))
-                                        }
-                                    };
-                                    session.reads.push(Read {
-                                        method: method.to_owned(),
-                                        params: args.clone(),
-                                        answer,
-                                    });
-                                    continue;
-                                }
-                                let result = match e.outcome {
-                                    CallOutcome::Ok { result } => Some(result),
-                                    _ => None,
-                                };
-                                if name == INITIALIZE {
-                                    session.initialize_params = Some(args.clone());
-                                    session.initialize_result = result;
-                                } else if name == DISCOVER {
-                                    session.discover_params = Some(args.clone());
-                                    session.discover_result = result;
-                                    if session.request_meta.is_none() {
-                                        session.request_meta = args.get("_meta").cloned();
-                                    }
-                                } else if name != TOOLS_LIST {
-                                    if let (Some(result), Some(method)) =
-                                        (result, name.strip_prefix("mcp:"))
-                                    {
-                                        let cursor = args
-                                            .get("cursor")
-                                            .and_then(Value::as_str)
-                                            .map(str::to_owned);
-                                        session.listings.push((method.to_owned(), cursor, result));
-                                    }
-                                } else if let Some(result) = result {
-                                    if let Some(meta) = args.get("_meta") {
-                                        session.request_meta = Some(meta.clone());
-                                    }
-                                    let cursor = args
-                                        .get("cursor")
-                                        .and_then(Value::as_str)
-                                        .map(str::to_owned);
-                                    if cursor.is_none() && session.tools_list.is_none() {
-                                        session.tools_list = Some(result.clone());
-                                    }
-                                    session.tools_list_pages.push((cursor, result));
-                                }
+                                session.exchange_ended(name, args, e.outcome);
                             }
                         }
                         Slot::Call(i) => {
@@ -348,5 +296,60 @@ impl Session {
             )));
         }
         Ok(session)
+    }
+}
+
+impl Session {
+    /// Files the end of a recorded protocol exchange (`mcp:` and its
+    /// method) with its request's `args`: the opening, a listing's page, a
+    /// read.
+    fn exchange_ended(&mut self, name: &str, args: &Value, outcome: CallOutcome) {
+        if let Some(method @ ("resources/read" | "prompts/get")) = name.strip_prefix("mcp:") {
+            let answer = match outcome {
+                CallOutcome::Ok { result } => Ok(result),
+                CallOutcome::Error { error, .. } => Err(error),
+                CallOutcome::Aborted { reason } => Err(reason.unwrap_or_else(|| "aborted".into())),
+            };
+            self.reads.push(Read {
+                method: method.to_owned(),
+                params: args.clone(),
+                answer,
+            });
+            return;
+        }
+        let result = match outcome {
+            CallOutcome::Ok { result } => Some(result),
+            _ => None,
+        };
+        if name == INITIALIZE {
+            self.initialize_params = Some(args.clone());
+            self.initialize_result = result;
+        } else if name == DISCOVER {
+            self.discover_params = Some(args.clone());
+            self.discover_result = result;
+            if self.request_meta.is_none() {
+                self.request_meta = args.get("_meta").cloned();
+            }
+        } else if name != TOOLS_LIST {
+            if let (Some(result), Some(method)) = (result, name.strip_prefix("mcp:")) {
+                let cursor = args
+                    .get("cursor")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned);
+                self.listings.push((method.to_owned(), cursor, result));
+            }
+        } else if let Some(result) = result {
+            if let Some(meta) = args.get("_meta") {
+                self.request_meta = Some(meta.clone());
+            }
+            let cursor = args
+                .get("cursor")
+                .and_then(Value::as_str)
+                .map(str::to_owned);
+            if cursor.is_none() && self.tools_list.is_none() {
+                self.tools_list = Some(result.clone());
+            }
+            self.tools_list_pages.push((cursor, result));
+        }
     }
 }

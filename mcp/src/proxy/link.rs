@@ -312,42 +312,7 @@ impl Router {
                 }
             }
             (Dir::ServerToClient, Some("notifications/message"), None) => {
-                let params = params.unwrap_or(Value::Null);
-                let level = params
-                    .get("level")
-                    .and_then(Value::as_str)
-                    .map_or(Level::Info, level_of);
-                let logger = params
-                    .get("logger")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned);
-                let data = params.get("data").cloned().unwrap_or(Value::Null);
-                // A log message names no request: it belongs to the one
-                // tool call in flight, if one is. With several (an agent's
-                // parallel calls) or none, it is the session's, and the
-                // record says which calls were in flight rather than guess.
-                let state = self.state();
-                let mut calls = state.pending.iter().filter(|(_, p)| p.tool_call);
-                match (calls.next(), calls.next()) {
-                    (Some((_, only)), None) => {
-                        let _ = only.events.send(Event::Log {
-                            level,
-                            logger,
-                            data,
-                        });
-                    }
-                    _ => {
-                        let in_flight = state
-                            .pending
-                            .iter()
-                            .filter(|(_, p)| p.tool_call)
-                            .map(|(_, p)| p.call_id.clone())
-                            .collect();
-                        if let Some(run) = &self.run {
-                            run.log(level, logger, data, in_flight);
-                        }
-                    }
-                }
+                self.log_message(params.unwrap_or(Value::Null))
             }
             (Dir::ServerToClient, Some(method), Some(id)) => {
                 let mut state = self.state();
@@ -367,6 +332,46 @@ impl Router {
                 let _ = events.send(Event::Elicit { question, answer });
             }
             _ => {}
+        }
+    }
+
+    /// A server's `notifications/message`: the one tool call in flight's,
+    /// else the session's (see the comment inside).
+    fn log_message(&self, params: Value) {
+        let level = params
+            .get("level")
+            .and_then(Value::as_str)
+            .map_or(Level::Info, level_of);
+        let logger = params
+            .get("logger")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let data = params.get("data").cloned().unwrap_or(Value::Null);
+        // A log message names no request: it belongs to the one
+        // tool call in flight, if one is. With several (an agent's
+        // parallel calls) or none, it is the session's, and the
+        // record says which calls were in flight rather than guess.
+        let state = self.state();
+        let mut calls = state.pending.iter().filter(|(_, p)| p.tool_call);
+        match (calls.next(), calls.next()) {
+            (Some((_, only)), None) => {
+                let _ = only.events.send(Event::Log {
+                    level,
+                    logger,
+                    data,
+                });
+            }
+            _ => {
+                let in_flight = state
+                    .pending
+                    .iter()
+                    .filter(|(_, p)| p.tool_call)
+                    .map(|(_, p)| p.call_id.clone())
+                    .collect();
+                if let Some(run) = &self.run {
+                    run.log(level, logger, data, in_flight);
+                }
+            }
         }
     }
 
