@@ -186,7 +186,8 @@ impl Router {
     }
 
     /// Records what one line says (after it was forwarded). Never fails:
-    /// a line that is not JSON-RPC is reported and otherwise ignored.
+    /// a line that is not JSON is recorded as a call [`UNMATCHED`] holding
+    /// it, and reported.
     pub(crate) fn observe(&self, dir: Dir, line: &[u8]) {
         if self.run.is_none() {
             return;
@@ -198,11 +199,13 @@ impl Router {
         let message: Value = match serde_json::from_slice(text) {
             Ok(m) => m,
             Err(e) => {
-                tracing::warn!(
-                    "a line from the {} is not JSON ({e}): forwarded, not recorded",
-                    dir.source()
-                );
-                return;
+                // Kept, as what it is: the archive holds the line, and the
+                // operator is told which.
+                let line = String::from_utf8_lossy(text).into_owned();
+                let shown: String = line.chars().take(200).collect();
+                let why = format!("a line that is not JSON ({e}): {shown}");
+                let mut state = self.state();
+                return self.unmatched(&mut state, dir, Value::String(line), why);
             }
         };
         match message {

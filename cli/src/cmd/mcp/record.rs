@@ -192,6 +192,7 @@ pub fn run(dir: &Path, args: RecordArgs) -> Result<ExitCode, Failure> {
     let Some(program) = command.next() else {
         return Err(Failure::msg("name the server's command after `--`"));
     };
+    let program_shown = program.to_string_lossy().into_owned();
     let grace = std::time::Duration::try_from_secs_f64(args.exit_grace).map_err(|_| {
         Failure::msg(format!(
             "--exit-grace {}: give a number of seconds, 0 or more",
@@ -223,25 +224,50 @@ pub fn run(dir: &Path, args: RecordArgs) -> Result<ExitCode, Failure> {
     // A blocking read of standard input may still be waiting: do not wait
     // for it.
     rt.shutdown_background();
-    let outcome = outcome.map_err(|e| Failure::msg(format!("cannot start the MCP server: {e}")))?;
+    let outcome = outcome.map_err(|e| {
+        let why = match e.kind() {
+            std::io::ErrorKind::NotFound => "no such program".to_owned(),
+            std::io::ErrorKind::PermissionDenied => "it is not executable".to_owned(),
+            _ => e.to_string(),
+        };
+        Failure::msg(format!(
+            "cannot start the MCP server {}: {why}; check the command after `--`",
+            escape(&program_shown)
+        ))
+    })?;
     if outcome.killed {
         eprintln!(
             "reel: the MCP server had not exited {} s after the session ended (its stdin closed): killed it",
             args.exit_grace
         );
     }
+    // A server that failed is said first, so that "recorded" never reads
+    // as all went well.
+    let code = outcome.exit.and_then(|e| e.code());
+    match (code, outcome.exit) {
+        (Some(code), _) if code != 0 => eprintln!(
+            "reel: the MCP server {} exited with code {code}",
+            escape(&program_shown)
+        ),
+        (None, Some(status)) if !status.success() => eprintln!(
+            "reel: the MCP server {} ended by a signal ({status})",
+            escape(&program_shown)
+        ),
+        _ => {}
+    }
     if let Some(id) = &outcome.run_id {
         eprintln!(
-            "reel: recorded MCP session {} into {}",
+            "reel: recorded MCP session {} ({}) into {}",
             escape(id),
+            outcome.status.as_str(),
             shown(dir)
         );
     }
-    Ok(
-        match (outcome.status, outcome.exit.and_then(|e| e.code())) {
-            (RunStatus::Completed, _) => ExitCode::SUCCESS,
-            (_, Some(code)) if code != 0 => ExitCode::from(u8::try_from(code).unwrap_or(1)),
-            _ => ExitCode::FAILURE,
-        },
-    )
+    Ok(match (outcome.status, code) {
+        // The server's own failure is the exit code, even when the client
+        // hung up first.
+        (_, Some(code)) if code != 0 => ExitCode::from(u8::try_from(code).unwrap_or(1)),
+        (RunStatus::Completed, _) => ExitCode::SUCCESS,
+        _ => ExitCode::FAILURE,
+    })
 }
