@@ -396,7 +396,11 @@ fn teardown_outcome() -> impl Strategy<Value = TeardownOutcome> {
 fn call_outcome() -> impl Strategy<Value = CallOutcome> {
     prop_oneof![
         json_value().prop_map(|result| CallOutcome::Ok { result }),
-        (unicode_string(), proptest::option::of(json_value()))
+        (
+            unicode_string(),
+            // A structured error is a value: `null` would read back as none.
+            proptest::option::of(json_value().prop_filter("a value", |v| !v.is_null())),
+        )
             .prop_map(|(error, result)| CallOutcome::Error { error, result }),
         opt_string().prop_map(|reason| CallOutcome::Aborted { reason }),
     ]

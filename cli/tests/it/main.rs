@@ -32,6 +32,7 @@ mod scale;
 mod secret_canary_cli;
 mod serve;
 mod serve_a11y;
+mod serve_controls;
 mod serve_run;
 mod serve_table;
 mod stream;

@@ -478,7 +478,7 @@ pub enum CallOutcome {
         /// The error as the caller received it, when it is structured: an
         /// MCP tool error (`isError: true`) is the whole result, content,
         /// `structuredContent` and `_meta`; `error` is then its text.
-        /// (Format 5.)
+        /// Never `null` (which reads back as `None`). (Format 5.)
         #[serde(default, skip_serializing_if = "Option::is_none")]
         result: Option<Value>,
     },
