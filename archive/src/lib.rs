@@ -128,7 +128,7 @@ pub use wal::{JournalFigures, CHECKPOINT_EVERY};
 /// | 2 | blocks of version 2 (lz4-compressed when smaller) |
 /// | 3 | blocks of version 3 (a zstd frame when smaller); version 2 read, no longer written |
 /// | 4 | artifact bytes in content-addressed files (`artifacts/`), indexed in sled; those an older reel kept in sled still read |
-/// | 5 | a write-ahead journal (`journal/`) acknowledges writes: batches past the control record's checkpoint are in it and not yet in sled, so a reel that knows no journal must not read or write the archive |
+/// | 5 | the round's one step. A write-ahead journal (`journal/`) acknowledges writes: batches past the control record's checkpoint are in it and not yet in sled. Facts may carry fields format 4 lacks: a `log` of the run naming the calls in flight (`in_flight`), a tool error kept structured (`result`). A reel that knows neither must not read or write the archive. Older facts read unchanged (the fields default empty, their bytes the same) |
 ///
 /// Every new block or record version raises it. An archive stamped newer
 /// than this is refused on open ([`ArchiveError::NewerFormat`]), never read

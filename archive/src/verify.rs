@@ -523,6 +523,7 @@ mod tests {
             subflow: None,
             data: serde_json::json!("forged"),
             delivered: true,
+            in_flight: Vec::new(),
         })
     }
 

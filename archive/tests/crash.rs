@@ -235,11 +235,13 @@ fn expected_new_fact(run_id: &str, seq: u64) -> NewFact {
             subflow: (seq.is_multiple_of(3)).then(|| "sub".to_string()),
             data: json!({ "seq": seq, "msg": format!("log line of {run_id}") }),
             delivered: seq.is_multiple_of(2),
+            in_flight: Vec::new(),
         }),
         _ => FactKind::CallEnded(CallEnded {
             outcome: if call % 5 == 4 {
                 CallOutcome::Error {
                     error: format!("error in call {call}"),
+                    result: None,
                 }
             } else {
                 CallOutcome::Ok {

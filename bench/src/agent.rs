@@ -281,6 +281,7 @@ pub fn run_batches(r: usize, shape: &AgentShape) -> Vec<Vec<Fact>> {
                 subflow: None,
                 data: json!({ "note": "summary ready", "items": 24 }),
                 delivered: false,
+                in_flight: Vec::new(),
             }),
         ));
         batch.push(fact(

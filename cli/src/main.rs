@@ -141,8 +141,8 @@ enum Command {
     Mcp(cmd::mcp::McpCommand),
 }
 
-/// Prints the libraries' `tracing` warnings on standard error, as
-/// `reel: WARN …`; `REEL_LOG` (an `EnvFilter`, e.g. `debug`) says more.
+/// Prints the libraries' `tracing` warnings on standard error in reel's
+/// voice ([`Voice`]); `REEL_LOG` (an `EnvFilter`, e.g. `debug`) says more.
 /// mimalloc: the recorder's writer thread frees what tools allocated on
 /// theirs, which glibc's malloc serves from its slow path (the
 /// book's Performance page: the allocator's figures).
@@ -155,10 +155,40 @@ fn init_logging() {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(io::stderr)
-        .without_time()
-        .with_target(false)
-        .with_ansi(false)
+        .event_format(Voice)
         .try_init();
+}
+
+/// What the libraries' `tracing` events say, in reel's own voice on
+/// standard error: `reel: MESSAGE` for a warning, `reel: error: ...`,
+/// `reel: debug: ...`; escaped, since a message may quote what a peer sent
+/// (a server's line, a client's header).
+struct Voice;
+
+impl<S, N> tracing_subscriber::fmt::FormatEvent<S, N> for Voice
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+    N: for<'a> tracing_subscriber::fmt::FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        ctx: &tracing_subscriber::fmt::FmtContext<'_, S, N>,
+        mut writer: tracing_subscriber::fmt::format::Writer<'_>,
+        event: &tracing::Event<'_>,
+    ) -> std::fmt::Result {
+        let mut said = String::new();
+        ctx.field_format().format_fields(
+            tracing_subscriber::fmt::format::Writer::new(&mut said),
+            event,
+        )?;
+        let level = *event.metadata().level();
+        let prefix = if level == tracing::Level::WARN {
+            String::new()
+        } else {
+            format!("{}: ", level.as_str().to_ascii_lowercase())
+        };
+        writeln!(writer, "reel: {prefix}{}", escape(&said))
+    }
 }
 
 fn main() -> ExitCode {

@@ -105,7 +105,14 @@ mod fast {
             }) => {
                 map_len(out, 3)?;
                 str(out, "outcome")?;
-                map_len(out, 2)?;
+                let structured = matches!(
+                    outcome,
+                    CallOutcome::Error {
+                        result: Some(_),
+                        ..
+                    }
+                );
+                map_len(out, if structured { 3 } else { 2 })?;
                 str(out, "status")?;
                 match outcome {
                     CallOutcome::Ok { result } => {
@@ -113,10 +120,14 @@ mod fast {
                         str(out, "result")?;
                         value(out, result)?;
                     }
-                    CallOutcome::Error { error } => {
+                    CallOutcome::Error { error, result } => {
                         str(out, "error")?;
                         str(out, "error")?;
                         str(out, error)?;
+                        if let Some(result) = result {
+                            str(out, "result")?;
+                            value(out, result)?;
+                        }
                     }
                     CallOutcome::Aborted { reason } => {
                         str(out, "aborted")?;
@@ -135,8 +146,9 @@ mod fast {
                 subflow,
                 data,
                 delivered,
+                in_flight,
             }) => {
-                map_len(out, 5)?;
+                map_len(out, if in_flight.is_empty() { 5 } else { 6 })?;
                 str(out, "level")?;
                 str(out, level.as_str())?;
                 str(out, "logger")?;
@@ -147,6 +159,13 @@ mod fast {
                 value(out, data)?;
                 str(out, "delivered")?;
                 bool(out, *delivered);
+                if !in_flight.is_empty() {
+                    str(out, "in_flight")?;
+                    array_len(out, in_flight.len())?;
+                    for call in in_flight {
+                        str(out, call)?;
+                    }
+                }
             }
             FactKind::Effect(Effect {
                 name,

@@ -718,6 +718,7 @@ mod tests {
             subflow: None,
             data: serde_json::json!("x"),
             delivered: true,
+            in_flight: Vec::new(),
         })
     }
 

@@ -17,6 +17,7 @@ use crate::fact::{Fact, FactKind, NewFact};
 /// let mut seq = Sequencer::new();
 /// let fact = NewFact { at: 0, offset: 0, call: None, kind: FactKind::Log(Log {
 ///     level: Level::Info, logger: None, subflow: None, data: "x".into(), delivered: false,
+///     in_flight: Vec::new(),
 /// })};
 /// assert_eq!(seq.number(fact.clone()).seq, 0);
 /// assert_eq!(seq.number(fact).seq, 1);

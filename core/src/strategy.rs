@@ -396,7 +396,12 @@ fn teardown_outcome() -> impl Strategy<Value = TeardownOutcome> {
 fn call_outcome() -> impl Strategy<Value = CallOutcome> {
     prop_oneof![
         json_value().prop_map(|result| CallOutcome::Ok { result }),
-        unicode_string().prop_map(|error| CallOutcome::Error { error }),
+        (
+            unicode_string(),
+            // A structured error is a value: `null` would read back as none.
+            proptest::option::of(json_value().prop_filter("a value", |v| !v.is_null())),
+        )
+            .prop_map(|(error, result)| CallOutcome::Error { error, result }),
         opt_string().prop_map(|reason| CallOutcome::Aborted { reason }),
     ]
 }
@@ -510,14 +515,16 @@ pub fn fact_kind() -> impl Strategy<Value = FactKind> {
             opt_string(),
             json_value(),
             any::<bool>(),
+            proptest::collection::vec(unicode_string(), 0..3),
         )
-            .prop_map(|(level, logger, subflow, data, delivered)| {
+            .prop_map(|(level, logger, subflow, data, delivered, in_flight)| {
                 FactKind::Log(Log {
                     level,
                     logger,
                     subflow,
                     data,
                     delivered,
+                    in_flight,
                 })
             }),
         (

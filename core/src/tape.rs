@@ -36,13 +36,39 @@ mod check;
 use check::{naming, Whole};
 pub use check::{Fault, FaultKind, Seen, TapeCheck};
 
-/// The format tag of this version's tapes.
+/// The format tag of tapes whose facts an older reel reads whole.
 pub const FORMAT: &str = "reel.tape.v1";
+/// The format tag of tapes holding a fact field that version 1 lacks (a
+/// log that names the calls in flight, a structured tool error; the
+/// archive's format 5). An older reel would drop such a field, and then
+/// find `facts_sha256` wrong: it refuses the tape instead ("upgrade reel").
+pub const FORMAT_V2: &str = "reel.tape.v2";
+
+/// The format a tape of `facts` is written in: [`FORMAT`] unless a fact
+/// needs [`FORMAT_V2`], so that a tape any reel can read stays readable.
+pub fn format_for(facts: &[Fact]) -> &'static str {
+    let needs_v2 = facts.iter().any(|f| match &f.kind {
+        crate::fact::FactKind::Log(l) => !l.in_flight.is_empty(),
+        crate::fact::FactKind::CallEnded(e) => matches!(
+            e.outcome,
+            crate::fact::CallOutcome::Error {
+                result: Some(_),
+                ..
+            }
+        ),
+        _ => false,
+    });
+    if needs_v2 {
+        FORMAT_V2
+    } else {
+        FORMAT
+    }
+}
 
 /// The first line of a tape.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TapeHeader {
-    /// Always [`FORMAT`].
+    /// [`FORMAT`], or [`FORMAT_V2`] when a fact needs it ([`format_for`]).
     pub format: String,
     /// The run record at export time.
     pub run: RunRecord,
@@ -136,7 +162,7 @@ pub fn parse_line(line_no: usize, text: &str) -> Result<TapeLine, TapeError> {
     if line_no == 1 {
         let format = map.get("format").and_then(Value::as_str);
         return match format {
-            Some(FORMAT) => serde_json::from_value(value)
+            Some(FORMAT | FORMAT_V2) => serde_json::from_value(value)
                 .map(TapeLine::Header)
                 .map_err(|e| TapeError::at(line_no, format!("the header does not fit {FORMAT}: {e}"))),
             // A later version of the tape format: a newer reel wrote it.
@@ -144,11 +170,11 @@ pub fn parse_line(line_no: usize, text: &str) -> Result<TapeLine, TapeError> {
                 if other
                     .strip_prefix("reel.tape.v")
                     .and_then(|v| v.parse::<u32>().ok())
-                    .is_some_and(|v| v > 1) =>
+                    .is_some_and(|v| v > 2) =>
             {
                 Err(TapeError::at(
                     line_no,
-                    format!("tape format {other:?} was written by a newer reel and is not supported by this reel (it reads {FORMAT}): upgrade reel"),
+                    format!("tape format {other:?} was written by a newer reel and is not supported by this reel (it reads {FORMAT} and {FORMAT_V2}): upgrade reel"),
                 ))
             }
             Some(other) if other.starts_with("reel.tape.") => Err(TapeError::at(
@@ -384,7 +410,7 @@ impl Tape {
     pub fn new(run: RunRecord, facts: Vec<Fact>, artifacts: Vec<(String, Vec<u8>)>) -> Tape {
         Tape {
             header: TapeHeader {
-                format: FORMAT.into(),
+                format: format_for(&facts).into(),
                 facts_sha256: Some(facts_digest(&facts)),
                 run,
             },

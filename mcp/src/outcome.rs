@@ -3,15 +3,17 @@
 //! live answer with it.
 //!
 //! - A `CallToolResult` is the call's `ok` result, whole, unless it says
-//!   `isError: true`: a tool error is the call's `error`, `tool error: `
-//!   followed by the whole result as JSON (secret-named keys redacted
-//!   first, as the recorder would redact them in a result), so the call
-//!   reads as failed and the mock can still serve the result field for
-//!   field.
+//!   `isError: true`: a tool error is the call's `error` with the whole
+//!   result kept structured beside its message (`tool error: ` and the
+//!   result's text), so the call reads as failed, a divergence names the
+//!   field by its pointer, and the mock serves the result field for field.
+//!   (Archives of format 4 and older kept the whole result as JSON text
+//!   after the prefix: [`parse_tool_error`] still reads it.)
 //! - A JSON-RPC error (a protocol error) is `json-rpc error CODE: MESSAGE`.
 //!
 //! The two prefixes keep a tool's own failure and the protocol's apart.
 
+use reel::context::ToolError;
 use reel::redact::{KnownSecrets, Redactor};
 use serde_json::Value;
 
@@ -50,7 +52,29 @@ pub fn tool_error_text(result: &Value) -> String {
     format!("{TOOL_ERROR}{shown}")
 }
 
-/// The `CallToolResult` of a recorded tool error.
+/// What a tool error says: `tool error: ` and the text of its content
+/// (its text blocks, one per line), else its structured content as JSON.
+pub fn tool_error_message(result: &Value) -> String {
+    let texts: Vec<&str> = result
+        .get("content")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|block| block.get("text").and_then(Value::as_str))
+        .collect();
+    if texts.is_empty() {
+        let mut shown = result
+            .get("structuredContent")
+            .cloned()
+            .unwrap_or(Value::Null);
+        Redactor::default().redact_value(&mut shown, &mut KnownSecrets::new());
+        return format!("{TOOL_ERROR}{shown}");
+    }
+    format!("{TOOL_ERROR}{}", texts.join("\n"))
+}
+
+/// The `CallToolResult` of a tool error recorded as text (format 4 and
+/// older).
 pub fn parse_tool_error(text: &str) -> Option<Value> {
     serde_json::from_str(text.strip_prefix(TOOL_ERROR)?)
         .ok()
@@ -58,12 +82,15 @@ pub fn parse_tool_error(text: &str) -> Option<Value> {
 }
 
 /// A `tools/call` response (its `result`, or its `error` object) as the
-/// call's end: the result, or the recorded error text.
-pub fn call_end(response: Result<Value, Value>) -> Result<Value, String> {
+/// call's end: the result, a structured tool error, or a JSON-RPC error's
+/// text.
+pub fn call_end(response: Result<Value, Value>) -> Result<Value, ToolError> {
     match response {
-        Ok(result) if is_tool_error(&result) => Err(tool_error_text(&result)),
+        Ok(result) if is_tool_error(&result) => {
+            Err(ToolError::structured(tool_error_message(&result), result))
+        }
         Ok(result) => Ok(result),
-        Err(error) => Err(rpc_error_text(&error)),
+        Err(error) => Err(ToolError::msg(rpc_error_text(&error))),
     }
 }
 
@@ -75,21 +102,28 @@ mod tests {
     #[test]
     fn tool_and_protocol_errors_are_recorded_apart_and_read_back() {
         let failed = json!({"content": [{"type": "text", "text": "no"}], "isError": true, "x": 1});
-        let text = call_end(Ok(failed.clone())).unwrap_err();
-        assert!(text.starts_with(TOOL_ERROR), "{text}");
-        assert_eq!(parse_tool_error(&text), Some(failed));
-        assert_eq!(parse_rpc_error(&text), None);
+        let error = call_end(Ok(failed.clone())).unwrap_err();
+        assert_eq!(error.to_string(), "tool error: no");
+        assert_eq!(error.result(), Some(&failed), "kept whole, structured");
+        assert_eq!(parse_rpc_error(&error.to_string()), None);
         let ok = json!({"content": [], "isError": false});
         assert_eq!(call_end(Ok(ok.clone())), Ok(ok));
         let rpc = call_end(Err(json!({"code": -32602, "message": "bad: args"}))).unwrap_err();
-        assert_eq!(rpc, "json-rpc error -32602: bad: args");
-        assert_eq!(parse_rpc_error(&rpc), Some((-32602, "bad: args".into())));
-        assert_eq!(parse_tool_error(&rpc), None);
-        // Secret-named keys inside a tool error are redacted.
+        assert_eq!(rpc.to_string(), "json-rpc error -32602: bad: args");
+        assert_eq!(rpc.result(), None);
+        assert_eq!(
+            parse_rpc_error(&rpc.to_string()),
+            Some((-32602, "bad: args".into()))
+        );
+        assert_eq!(parse_tool_error(&rpc.to_string()), None);
+        // A format-4 record (the result as text after the prefix) still reads.
+        assert_eq!(parse_tool_error(&tool_error_text(&failed)), Some(failed));
+        // Secret-named keys in a message made of structured content are
+        // redacted (the recorder redacts the result itself).
         let secret = call_end(Ok(
             json!({"isError": true, "structuredContent": {"api_key": "k-123"}}),
         ))
         .unwrap_err();
-        assert!(!secret.contains("k-123"), "{secret}");
+        assert!(!secret.to_string().contains("k-123"), "{secret}");
     }
 }

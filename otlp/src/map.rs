@@ -348,7 +348,7 @@ fn end_call_span(cs: &mut CallSpan, e: &CallEnded, fact_time: u64, options: &Opt
                 message: String::new(),
             });
         }
-        CallOutcome::Error { error } => {
+        CallOutcome::Error { error, .. } => {
             match json_rpc_error(error).filter(|_| cs.mcp) {
                 // A protocol error: its JSON-RPC code, as
                 // `rpc.response.status_code` and as
@@ -739,6 +739,7 @@ mod tests {
     fn failed(error: &str) -> FactKind {
         ended_with(CallOutcome::Error {
             error: error.into(),
+            result: None,
         })
     }
 

@@ -342,6 +342,7 @@ fn outcome_of(result: &Result<Value, ToolError>, reason: Option<String>) -> Call
         Err(e) if e.is_cancelled() => CallOutcome::Aborted { reason },
         Err(e) => CallOutcome::Error {
             error: e.to_string(),
+            result: e.result().cloned(),
         },
     }
 }

@@ -146,6 +146,20 @@ pub fn router(console: Arc<Console>) -> Router {
     security::layers(routes, console)
 }
 
+/// `listener`, each accepted socket with `TCP_NODELAY` set: a page or an
+/// event written in pieces must not wait for the browser's delayed ACK
+/// (Nagle's algorithm, about 40 ms a response on a kept-alive connection).
+fn no_delay(
+    listener: tokio::net::TcpListener,
+) -> impl axum::serve::Listener<Io = tokio::net::TcpStream, Addr = std::net::SocketAddr> {
+    use axum::serve::ListenerExt;
+    listener.tap_io(|tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::warn!("cannot set TCP_NODELAY on a connection: {e}");
+        }
+    })
+}
+
 /// Serves `console` on `listener` until the future is dropped.
 pub async fn serve(
     console: Arc<Console>,
@@ -153,7 +167,25 @@ pub async fn serve(
 ) -> Result<(), ServeError> {
     let watcher = tokio::spawn(console.clone().watch());
     let app = router(console);
-    let served = axum::serve(listener, app).await;
+    let served = axum::serve(no_delay(listener), app).await;
     watcher.abort();
     Ok(served?)
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::serve::Listener;
+
+    /// The console's accepted sockets have `TCP_NODELAY` set (read back
+    /// with getsockopt).
+    #[tokio::test]
+    async fn the_console_accepts_with_tcp_nodelay() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut listener = super::no_delay(listener);
+        let client = tokio::spawn(tokio::net::TcpStream::connect(addr));
+        let (accepted, _) = listener.accept().await;
+        assert!(accepted.nodelay().unwrap());
+        client.await.unwrap().unwrap();
+    }
 }

@@ -39,6 +39,7 @@ impl ToolContext {
                 subflow: None,
                 data: json!({ "message": err.to_string(), "tool": tool }),
                 delivered: false,
+                in_flight: Vec::new(),
             }));
             return Err(err.into());
         }

@@ -205,6 +205,16 @@ pub enum ToolError {
         /// wrong there.
         errors: Vec<InputError>,
     },
+    /// The tool's own failure as its caller received it, structured: an
+    /// MCP tool error (`isError: true`) is its whole result. The call's
+    /// `error` fact keeps both the message and the value, and a replay or
+    /// a mock gives back the value whole.
+    Structured {
+        /// What the failure says (the result's text).
+        message: String,
+        /// The value the caller received.
+        result: Value,
+    },
     /// Respond's early exit (see [`ToolContext::respond`]): not a failure.
     /// The host turns it into the call's result, the responded value. It
     /// can only be made by `respond`.
@@ -254,6 +264,7 @@ impl fmt::Display for ToolError {
                     list.join("; ")
                 )
             }
+            ToolError::Structured { message, .. } => f.write_str(message),
             ToolError::Responded(r) => fmt::Display::fmt(r, f),
         }
     }
@@ -366,6 +377,23 @@ impl ToolError {
     /// A tool failure with a message.
     pub fn msg(message: impl fmt::Display) -> ToolError {
         ToolError::Failed(message.to_string())
+    }
+
+    /// A failure its caller receives as `result`, said as `message` (see
+    /// [`ToolError::Structured`]).
+    pub fn structured(message: impl fmt::Display, result: Value) -> ToolError {
+        ToolError::Structured {
+            message: message.to_string(),
+            result,
+        }
+    }
+
+    /// The value the caller received, for a [`ToolError::Structured`].
+    pub fn result(&self) -> Option<&Value> {
+        match self {
+            ToolError::Structured { result, .. } => Some(result),
+            _ => None,
+        }
     }
 
     /// True when the failure is a cancellation.

@@ -42,6 +42,7 @@ impl ToolContext {
             subflow: None,
             data,
             delivered: false,
+            in_flight: Vec::new(),
         }));
     }
 

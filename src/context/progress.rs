@@ -281,6 +281,7 @@ impl ToolContext {
             subflow,
             data,
             delivered,
+            in_flight: Vec::new(),
         }));
         delivered
     }

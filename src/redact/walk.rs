@@ -241,10 +241,14 @@ pub(super) fn walk_fields(kind: &mut FactKind, f: &mut impl Fields) {
             subflow,
             data,
             delivered: _,
+            in_flight,
         }) => {
             opt_text(f, logger);
             opt_text(f, subflow);
             f.json(data);
+            for call in in_flight {
+                f.text(call);
+            }
         }
         FactKind::ElicitRequested(ElicitRequested {
             message,
@@ -330,7 +334,12 @@ pub(super) fn walk_fields(kind: &mut FactKind, f: &mut impl Fields) {
             opt_text(f, invocation_id);
             match outcome {
                 CallOutcome::Ok { result } => f.json(result),
-                CallOutcome::Error { error } => f.text(error),
+                CallOutcome::Error { error, result } => {
+                    f.text(error);
+                    if let Some(result) = result {
+                        f.json(result);
+                    }
+                }
                 CallOutcome::Aborted { reason } => opt_text(f, reason),
             }
         }

@@ -118,6 +118,7 @@ fn a_fact_is_scrubbed_and_the_field_named() {
             subflow: None,
             data: serde_json::json!({"hdr": {"x/y": format!("Basic {enc}")}}),
             delivered: false,
+            in_flight: Vec::new(),
         }),
     }];
     let added = wire.guard_batch("archive", "known-values", None, &mut facts, &mut Vec::new());

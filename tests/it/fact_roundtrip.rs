@@ -106,6 +106,7 @@ fn the_fast_encoding_is_rmp_serdes_at_every_boundary() {
             subflow: None,
             data: v.clone(),
             delivered: true,
+            in_flight: Vec::new(),
         }));
         kinds.push(FactKind::Effect(Effect {
             name: "e".into(),
@@ -136,6 +137,7 @@ fn the_fast_encoding_is_rmp_serdes_at_every_boundary() {
     for outcome in [
         CallOutcome::Error {
             error: "boom".into(),
+            result: None,
         },
         CallOutcome::Aborted { reason: None },
         CallOutcome::Aborted {
@@ -588,6 +590,7 @@ fn one_of_each_kind() -> Vec<Fact> {
             subflow: Some("sub-1".into()),
             data: json!(["a", 1, -1, 1.0, true, null, {}]),
             delivered: true,
+            in_flight: Vec::new(),
         }),
         FactKind::ElicitRequested(ElicitRequested {
             message: "Which seat?".into(),
@@ -693,6 +696,59 @@ const PINNED_FACTS: &[(u8, &str)] = &[(
     1,
     "58052c4c226311b43fdf8112d0b70c5d243bdca8adc291c3432885b206ec5bfc",
 )];
+
+/// The fields the archive's format 5 added (absent when empty, so facts
+/// without them keep format 4's bytes): a log of the run naming the calls
+/// in flight, and a tool error kept structured. Pinned, so a change to
+/// their encoding is a format decision, not an accident.
+#[test]
+fn the_fields_of_format_5_are_pinned() {
+    let facts = [
+        fact(
+            None,
+            FactKind::Log(Log {
+                level: Level::Info,
+                logger: None,
+                subflow: None,
+                data: json!({"msg": "step 1"}),
+                delivered: true,
+                in_flight: vec!["c3".into(), "c4".into()],
+            }),
+        ),
+        fact(
+            Some("c5"),
+            FactKind::CallEnded(CallEnded {
+                outcome: CallOutcome::Error {
+                    error: "tool error: no".into(),
+                    result: Some(
+                        json!({"content": [{"type": "text", "text": "no"}], "isError": true}),
+                    ),
+                },
+                duration_ns: 7,
+                invocation_id: None,
+            }),
+        ),
+    ];
+    let mut bytes = Vec::new();
+    for f in &facts {
+        encode_fact(f, &mut bytes).expect("a fact encodes");
+        let mut alone = Vec::new();
+        encode_fact(f, &mut alone).expect("a fact encodes");
+        assert_eq!(decode_fact(&alone).expect("decodes"), *f, "round trip");
+        let mut reference = Vec::new();
+        encode_fact_serde(f, &mut reference).expect("a fact encodes");
+        assert_eq!(
+            alone, reference,
+            "the hand encoder writes what serde writes"
+        );
+    }
+    assert_eq!(
+        hex::encode(Sha256::digest(&bytes)),
+        "49435a0e20ae37dc6fb84901b211519328772cb40f209904503ff160d7f00c1f",
+        "the stored encoding of format 5's fields changed: that is a format change \
+         (raise the archive's FORMAT_VERSION), pin the new bytes"
+    );
+}
 
 #[test]
 fn the_stored_encoding_of_every_kind_is_pinned_to_its_version() {

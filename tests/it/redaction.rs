@@ -376,7 +376,7 @@ proptest! {
             logger: None,
             subflow: None,
             data: serde_json::json!({"message": text, "usage": usage}),
-            delivered: false,
+            delivered: false, in_flight: Vec::new(),
         });
         r.redact_fact(&mut later, &mut secrets);
         let FactKind::Log(l) = &later else { unreachable!() };

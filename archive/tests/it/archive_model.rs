@@ -179,7 +179,7 @@ fn kind_strategy() -> BoxedStrategy<FactKind> {
                 logger: logger.map(|l| format!("logger-{l}")),
                 subflow: None,
                 data: json!(["a", level, {"nested": null}]),
-                delivered,
+                delivered, in_flight: Vec::new(),
             })
         ),
         2 => (0usize..TOOLS.len(), 0u32..50).prop_map(|(tool, n)| {
@@ -205,7 +205,7 @@ fn kind_strategy() -> BoxedStrategy<FactKind> {
         2 => (0u8..3, 0u64..1_000_000).prop_map(|(o, d)| FactKind::CallEnded(CallEnded {
             outcome: match o {
                 0 => CallOutcome::Ok { result: json!({"hits": d}) },
-                1 => CallOutcome::Error { error: "boom".into() },
+                1 => CallOutcome::Error { error: "boom".into(), result: None },
                 _ => CallOutcome::Aborted { reason: None },
             },
             duration_ns: d,

@@ -123,6 +123,7 @@ fn fact(run: &str, n: usize, salt: u64) -> NewFact {
             subflow: None,
             data: json!(format!("{run} log {n} {salt}")),
             delivered: true,
+            in_flight: Vec::new(),
         }),
     };
     NewFact {

@@ -731,6 +731,7 @@ fn append_refuses_what_import_refuses() {
             subflow: None,
             data: json!("late"),
             delivered: true,
+            in_flight: Vec::new(),
         }),
     };
     let mut after_end = facts.clone();
@@ -920,6 +921,7 @@ fn record_and_export(source: &Archive, run_id: &str, run: &ValidRun) -> Vec<u8> 
                 subflow: None,
                 data: json!(digests),
                 delivered: true,
+                in_flight: Vec::new(),
             }),
         });
     }

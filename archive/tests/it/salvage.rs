@@ -93,7 +93,7 @@ fn record(dir: &Path) -> Recorded {
                     } else {
                         serde_json::json!({"step": i, "artifact": {"digest": digest, "size": big.len()}})
                     },
-                    delivered: true,
+                    delivered: true, in_flight: Vec::new(),
                 }))],
             )
             .expect("append");

@@ -116,7 +116,7 @@ fn a_tape_of_a_newer_format_is_named_as_such_never_as_damage() {
     let tape = text(&out.stdout);
     assert!(tape.starts_with("{\"format\":\"reel.tape.v1\""), "{tape}");
     let newer = tmp.path().join("newer.tape.jsonl");
-    std::fs::write(&newer, tape.replacen("reel.tape.v1", "reel.tape.v2", 1)).unwrap();
+    std::fs::write(&newer, tape.replacen("reel.tape.v1", "reel.tape.v3", 1)).unwrap();
     let fresh = tmp.path().join("fresh");
     let out = reel(
         &config,
@@ -131,7 +131,7 @@ fn a_tape_of_a_newer_format_is_named_as_such_never_as_damage() {
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
         stderr.contains("line 1")
-            && stderr.contains("\"reel.tape.v2\" was written by a newer reel"),
+            && stderr.contains("\"reel.tape.v3\" was written by a newer reel"),
         "{stderr}"
     );
     assert!(

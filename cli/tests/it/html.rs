@@ -107,6 +107,7 @@ fn hostile_run() -> (RunRecord, Vec<Fact>) {
                 subflow: None,
                 data: json!({"message": IMG_PAYLOAD, "u": "\u{2028}</script><!--"}),
                 delivered: false,
+                in_flight: Vec::new(),
             }),
         ),
         (
@@ -135,6 +136,7 @@ fn hostile_run() -> (RunRecord, Vec<Fact>) {
             ended(
                 CallOutcome::Error {
                     error: "failed: <img src=x onerror=alert(1)>".into(),
+                    result: None,
                 },
                 1_000,
             ),

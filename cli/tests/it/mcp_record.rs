@@ -291,20 +291,19 @@ fn proxy_records_a_fastmcp_session_exactly() {
         "Really deploy?"
     );
 
-    // A tool error (`isError: true`) is the call's error, the whole
-    // result after `tool error: ` (issue 29).
+    // A tool error (`isError: true`) is the call's error, said as
+    // `tool error: ` and its text, with the whole result kept structured.
     let fail = &calls_of(&shown, "fail")[0].0;
     let failed = ended(&shown, fail);
     assert_eq!(failed["status"], "error", "{failed}");
-    let result: Value = serde_json::from_str(
+    assert!(
         failed["error"]
             .as_str()
             .unwrap()
-            .strip_prefix("tool error: ")
-            .unwrap(),
-    )
-    .unwrap();
-    assert_eq!(result["isError"], true);
+            .starts_with("tool error: "),
+        "{failed}"
+    );
+    assert_eq!(failed["result"]["isError"], true, "{failed}");
 
     let wait = &calls_of(&shown, "wait")[0].0;
     assert_eq!(of_call(&shown, wait, "cancel.requested").len(), 1);
@@ -889,4 +888,116 @@ fn a_bad_upstream_is_bad_input() {
             "{stderr}"
         );
     }
+}
+
+/// `--secret-env NAME` with `NAME` unset fails closed: the proxy would
+/// otherwise record the secret in clear should it appear. It refuses to
+/// start (usage, 64), names the variable and says what to do, and neither
+/// the server nor the archive is touched.
+#[test]
+fn an_unset_secret_env_refuses_to_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let archive = dir.path().join("archive");
+    let marker = dir.path().join("server-ran");
+    let out = Command::new(REEL)
+        .arg("--archive")
+        .arg(&archive)
+        .args(["mcp", "record", "--secret-env", "REEL_TEST_NEVER_SET", "--"])
+        .arg("touch")
+        .arg(&marker)
+        .env_remove("REEL_TEST_NEVER_SET")
+        .env("REEL_CONFIG_DIR", dir.path().join("config"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(64), "{stderr}");
+    assert!(
+        stderr.contains("--secret-env REEL_TEST_NEVER_SET: the variable is not set")
+            && stderr.contains("nothing was started"),
+        "{stderr}"
+    );
+    assert!(!marker.exists(), "the server was not started");
+    assert!(!archive.exists(), "the archive was not touched");
+}
+
+/// `reel mcp record` with the client's one request on stdin and `server`
+/// as the server: (exit code, stderr, the archive).
+fn record_once(dir: &Path, server: &[&str]) -> (Option<i32>, String, PathBuf) {
+    let archive = dir.join("archive");
+    let mut child = Command::new(REEL)
+        .arg("--archive")
+        .arg(&archive)
+        .args(["mcp", "record", "--"])
+        .args(server)
+        .env("REEL_CONFIG_DIR", dir.join("config"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        let _ = stdin.write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n");
+    }
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        archive,
+    )
+}
+
+/// A server that fails at once is said to have failed, with its code,
+/// which is reel's exit code: "recorded MCP session" alone read as
+/// success. A program that does not exist is named.
+#[test]
+fn a_server_that_fails_or_is_missing_is_said_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, stderr, _) = record_once(dir.path(), &["sh", "-c", "exit 3"]);
+    assert_eq!(code, Some(3), "{stderr}");
+    assert!(
+        stderr.contains("reel: the MCP server sh exited with code 3"),
+        "{stderr}"
+    );
+    let missing = dir.path().join("no-such-server");
+    let (code, stderr, _) = record_once(dir.path(), &[missing.to_str().unwrap()]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "cannot start the MCP server {}: no such program; check the command after `--`",
+            missing.display()
+        )),
+        "{stderr}"
+    );
+}
+
+/// A line on the server's stdout that is not JSON is kept in the record
+/// (a call `mcp:unmatched` holding it) and said in reel's voice, escaped:
+/// before, a tracing-style WARN hid the line and the archive kept no trace
+/// of it.
+#[test]
+fn a_line_that_is_not_json_is_recorded_and_said() {
+    let dir = tempfile::tempdir().unwrap();
+    let lines = dir.path().join("lines");
+    std::fs::write(
+        &lines,
+        "hello \u{1b}[31mred\n{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n",
+    )
+    .unwrap();
+    let (code, stderr, archive) = record_once(dir.path(), &["cat", lines.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stderr.contains("reel: the server sent a line that is not JSON")
+            && stderr.contains("hello")
+            && stderr.contains("recorded as mcp:unmatched"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains('\u{1b}'), "escaped: {stderr:?}");
+    let shown = reel_json(&archive, &["show", "--last", "--json"]);
+    let unmatched = calls_of(&shown, "mcp:unmatched");
+    assert_eq!(unmatched.len(), 1, "{shown}");
+    assert_eq!(unmatched[0].1["message"], "hello \u{1b}[31mred");
+    assert_eq!(unmatched[0].1["from"], "server");
 }

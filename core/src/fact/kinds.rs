@@ -243,6 +243,11 @@ pub struct Log {
     pub data: Value,
     /// Whether a client received it.
     pub delivered: bool,
+    /// For a log filed under the run (no call) because it could not be
+    /// tied to one call: the calls in flight when it came (oldest first),
+    /// one of which may have sent it. Empty otherwise. (Format 5.)
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub in_flight: Vec<String>,
 }
 
 /// `elicit.requested`.
@@ -470,6 +475,12 @@ pub enum CallOutcome {
     Error {
         /// The error message.
         error: String,
+        /// The error as the caller received it, when it is structured: an
+        /// MCP tool error (`isError: true`) is the whole result, content,
+        /// `structuredContent` and `_meta`; `error` is then its text.
+        /// Never `null` (which reads back as `None`). (Format 5.)
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        result: Option<Value>,
     },
     /// The call was cancelled.
     Aborted {

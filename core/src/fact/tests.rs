@@ -97,7 +97,10 @@ fn enum_names_are_serde_names() {
     check(
         &[
             CallOutcome::Ok { result: json!(1) },
-            CallOutcome::Error { error: "e".into() },
+            CallOutcome::Error {
+                error: "e".into(),
+                result: None,
+            },
             CallOutcome::Aborted { reason: None },
         ],
         Some("status"),

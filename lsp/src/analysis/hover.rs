@@ -123,7 +123,7 @@ fn fact_hover(view: View<'_>, n: usize, f: &Fact) -> String {
         FactKind::CallEnded(e) => {
             let how = match &e.outcome {
                 CallOutcome::Ok { .. } => "ok".to_owned(),
-                CallOutcome::Error { error } => format!("with an error: {}", cut(error, 200)),
+                CallOutcome::Error { error, .. } => format!("with an error: {}", cut(error, 200)),
                 CallOutcome::Aborted { reason } => match reason {
                     Some(r) => format!("aborted: {}", cut(r, 200)),
                     None => "aborted".to_owned(),

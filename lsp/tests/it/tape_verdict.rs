@@ -217,6 +217,7 @@ fn apply(lines: &mut Vec<String>, m: &Mutation) {
                     subflow: None,
                     data: "late".into(),
                     delivered: true,
+                    in_flight: Vec::new(),
                 }),
             };
             let line = serde_json::to_string(&fact).expect("a fact serializes");
@@ -321,6 +322,7 @@ fn each_damage_is_named_at_its_line_by_both() {
             subflow: None,
             data: "x".into(),
             delivered: true,
+            in_flight: Vec::new(),
         })
     };
     let ended = || {

@@ -45,6 +45,7 @@
 #![allow(deprecated)]
 
 pub mod matching;
+mod recorded;
 pub(crate) mod rounds;
 pub mod session;
 
@@ -56,11 +57,13 @@ use reel::context::Elicitation;
 use reel::fact::{CallOutcome, ElicitMode};
 use reel::matching::IgnoreRule;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ErrorCode, ErrorData,
-    InitializeRequestParams, InitializeResult, ListPromptsResult, ListResourcesResult,
-    ListToolsResult, LoggingMessageNotification, LoggingMessageNotificationParam,
-    PaginatedRequestParams, ProgressNotification, ProgressNotificationParam, ProtocolVersion,
-    ResultType, ServerCapabilities, ServerConfig, ServerNotification, SetLevelRequestParams,
+    CallToolRequestParams, CallToolResponse, CallToolResult, DiscoverResult, ErrorCode, ErrorData,
+    GetPromptRequestParams, GetPromptResponse, GetPromptResult, InitializeRequestParams,
+    InitializeResult, ListPromptsResult, ListResourcesResult, ListToolsResult,
+    LoggingMessageNotification, LoggingMessageNotificationParam, PaginatedRequestParams,
+    ProgressNotification, ProgressNotificationParam, ProtocolVersion, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, ResultType, ServerCapabilities, ServerConfig,
+    ServerNotification, SetLevelRequestParams,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::ServerHandler;
@@ -69,7 +72,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 
 use crate::serve::{serve_until_closed, ServeError};
 pub use matching::{parse_ignore, Match};
-pub use session::{Event, Interaction, LoadError, Session};
+pub use session::{Event, Interaction, LoadError, Read, Session};
 
 /// The MCP server of a recorded session. Cheap to clone; each connection
 /// shares which recorded calls were answered.
@@ -247,6 +250,29 @@ impl ServerHandler for Cassette {
         answer
     }
 
+    /// 2026-07-28's opening: the recorded answer, field for field, when the
+    /// session was opened this way; else what `get_info` says.
+    async fn discover(
+        &self,
+        context: RequestContext<RoleServer>,
+    ) -> Result<DiscoverResult, ErrorData> {
+        let recorded = self
+            .session
+            .discover_result
+            .as_ref()
+            .and_then(|v| Some((v, serde_json::from_value::<DiscoverResult>(v.clone()).ok()?)));
+        match recorded {
+            Some((exact, typed)) => {
+                self.exactly(&context, exact);
+                Ok(typed)
+            }
+            None => Ok(DiscoverResult::from_server_info(
+                self.supported_protocol_versions().into_owned(),
+                self.get_info(),
+            )),
+        }
+    }
+
     async fn set_level(
         &self,
         _request: SetLevelRequestParams,
@@ -273,6 +299,40 @@ impl ServerHandler for Cassette {
                 None,
             )),
         }
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let uri = request.uri;
+        let recorded = self.read::<ReadResourceResult>(
+            "resources/read",
+            &format!("of {uri:?}"),
+            &context,
+            |p| p.get("uri").and_then(Value::as_str) == Some(uri.as_str()),
+        )?;
+        Ok(recorded.into())
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let name = request.name;
+        let arguments = request.arguments.map(Value::Object);
+        let recorded = self.read::<GetPromptResult>(
+            "prompts/get",
+            &format!("of {name:?} with these arguments"),
+            &context,
+            |p| {
+                p.get("name").and_then(Value::as_str) == Some(name.as_str())
+                    && p.get("arguments").filter(|a| !a.is_null()) == arguments.as_ref()
+            },
+        )?;
+        Ok(recorded.into())
     }
 
     async fn list_prompts(
@@ -380,39 +440,6 @@ impl ServerHandler for Cassette {
 }
 
 impl Cassette {
-    /// The recorded page of listing `method` for the request's cursor,
-    /// read as `T` (its JSON kept for the relay); `None`: not recorded.
-    fn listing<T: serde::de::DeserializeOwned>(
-        &self,
-        method: &str,
-        request: Option<PaginatedRequestParams>,
-        context: &RequestContext<RoleServer>,
-    ) -> Result<Option<T>, ErrorData> {
-        let cursor = request.and_then(|r| r.cursor);
-        let Some((_, _, page)) = self
-            .session
-            .listings
-            .iter()
-            .find(|(m, c, _)| m == method && *c == cursor)
-        else {
-            return match cursor {
-                Some(c) => Err(ErrorData::invalid_params(
-                    format!("reel mock: no {method} page was recorded for cursor {c:?}"),
-                    None,
-                )),
-                None => Ok(None),
-            };
-        };
-        let typed = serde_json::from_value::<T>(page.clone()).map_err(|e| {
-            ErrorData::internal_error(
-                format!("reel mock: the recorded {method} does not read: {e}"),
-                None,
-            )
-        })?;
-        self.exactly(context, page);
-        Ok(Some(typed))
-    }
-
     /// A recorded `CallToolResult` as the answer to `context`'s request,
     /// the relay told its JSON.
     fn served(
@@ -482,6 +509,7 @@ impl Cassette {
                     level,
                     logger,
                     data,
+                    ..
                 } => {
                     let mut params = json!({"level": level, "data": data});
                     if let Some(l) = logger {
@@ -523,7 +551,12 @@ impl Cassette {
         match &call.outcome {
             Some(CallOutcome::Ok { result }) => self.served(context, call, result.clone()),
             // A tool error (`isError: true`) is served as its result.
-            Some(CallOutcome::Error { error }) => match crate::outcome::parse_tool_error(error) {
+            Some(CallOutcome::Error {
+                result: Some(result),
+                ..
+            }) => self.served(context, call, result.clone()),
+            Some(CallOutcome::Error { error, .. }) => match crate::outcome::parse_tool_error(error)
+            {
                 Some(result) => self.served(context, call, result),
                 None => Err(recorded_error(error)),
             },

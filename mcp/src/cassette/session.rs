@@ -15,6 +15,9 @@ use serde_json::Value;
 
 /// Tool name of the recorded `initialize` exchange.
 pub const INITIALIZE: &str = "mcp:initialize";
+/// Tool name of the recorded `server/discover` exchange (2026-07-28's
+/// opening, instead of `initialize`).
+pub const DISCOVER: &str = "mcp:server/discover";
 /// Tool name of the recorded `tools/list` exchange.
 pub const TOOLS_LIST: &str = "mcp:tools/list";
 
@@ -43,6 +46,11 @@ pub enum Event {
         logger: Option<String>,
         /// The data.
         data: Value,
+        /// Empty for the call's own message. A message of the session that
+        /// could not be tied to one call names the calls in flight when it
+        /// came: it is replayed with the newest of them (where it came on
+        /// the wire), and `verify` takes it from any of them.
+        in_flight: Vec<String>,
     },
     /// `elicitation/create`, with the client's recorded answer.
     Elicit {
@@ -51,6 +59,17 @@ pub enum Event {
         /// The answer as recorded (`None`: the record has none).
         answer: Option<ElicitOutcome>,
     },
+}
+
+/// One recorded `resources/read` or `prompts/get`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Read {
+    /// `resources/read` or `prompts/get`.
+    pub method: String,
+    /// The request's params as recorded (`uri`; `name` and `arguments`).
+    pub params: Value,
+    /// The server's result, or the recorded error text.
+    pub answer: Result<Value, String>,
 }
 
 /// One recorded `tools/call`.
@@ -84,6 +103,15 @@ pub struct Session {
     pub initialize_params: Option<Value>,
     /// The server's `initialize` result, as recorded.
     pub initialize_result: Option<Value>,
+    /// The client's `server/discover` params, as recorded (a 2026-07-28
+    /// session opens with it, not with `initialize`).
+    pub discover_params: Option<Value>,
+    /// The server's `server/discover` result, as recorded.
+    pub discover_result: Option<Value>,
+    /// On 2026-07-28, the `_meta` every request of the client carried (its
+    /// protocol version, client info and capabilities, log level), as the
+    /// recorded `tools/list` (else `server/discover`) request had it.
+    pub request_meta: Option<Value>,
     /// The server's first `tools/list` result (no cursor), as recorded.
     pub tools_list: Option<Value>,
     /// Every recorded `tools/list` page: the request's `cursor` (`None`
@@ -91,6 +119,8 @@ pub struct Session {
     pub tools_list_pages: Vec<(Option<String>, Value)>,
     /// Every recorded `tools/call`, in start order.
     pub calls: Vec<Interaction>,
+    /// Every recorded `resources/read` and `prompts/get`, in order.
+    pub reads: Vec<Read>,
     /// Other recorded listings (`resources/list`, `prompts/list`): the
     /// method, the request's `cursor` (`None` for the first page) and the
     /// server's result, in recorded order.
@@ -139,6 +169,10 @@ impl Session {
             run_id: tape.header.run.run_id.clone(),
             initialize_params: None,
             initialize_result: None,
+            discover_params: None,
+            discover_result: None,
+            request_meta: None,
+            reads: Vec::new(),
             tools_list: None,
             tools_list_pages: Vec::new(),
             calls: Vec::new(),
@@ -180,6 +214,23 @@ impl Session {
                         });
                     }
                 }
+                FactKind::Log(l) if fact.call.is_none() => {
+                    // The session's own message, with the calls in flight.
+                    let newest = l.in_flight.iter().rev().find_map(|id| match slots.get(id) {
+                        Some(Slot::Call(i)) => Some(*i),
+                        _ => None,
+                    });
+                    if let Some(i) = newest {
+                        let call = &mut session.calls[i];
+                        call.event_seqs.push(fact.seq);
+                        call.events.push(Event::Log {
+                            level: l.level,
+                            logger: l.logger,
+                            data: l.data,
+                            in_flight: l.in_flight,
+                        });
+                    }
+                }
                 other => {
                     let Some(slot) = fact.call.as_ref().and_then(|id| slots.get(id)) else {
                         continue;
@@ -187,33 +238,7 @@ impl Session {
                     match slot {
                         Slot::Exchange(name, args) => {
                             if let FactKind::CallEnded(e) = other {
-                                let result = match e.outcome {
-                                    CallOutcome::Ok { result } => Some(result),
-                                    _ => None,
-                                };
-                                if name == INITIALIZE {
-                                    session.initialize_params = Some(args.clone());
-                                    session.initialize_result = result;
-                                } else if name != TOOLS_LIST {
-                                    if let (Some(result), Some(method)) =
-                                        (result, name.strip_prefix("mcp:"))
-                                    {
-                                        let cursor = args
-                                            .get("cursor")
-                                            .and_then(Value::as_str)
-                                            .map(str::to_owned);
-                                        session.listings.push((method.to_owned(), cursor, result));
-                                    }
-                                } else if let Some(result) = result {
-                                    let cursor = args
-                                        .get("cursor")
-                                        .and_then(Value::as_str)
-                                        .map(str::to_owned);
-                                    if cursor.is_none() && session.tools_list.is_none() {
-                                        session.tools_list = Some(result.clone());
-                                    }
-                                    session.tools_list_pages.push((cursor, result));
-                                }
+                                session.exchange_ended(name, args, e.outcome);
                             }
                         }
                         Slot::Call(i) => {
@@ -234,6 +259,7 @@ impl Session {
                                     level: l.level,
                                     logger: l.logger,
                                     data: l.data,
+                                    in_flight: Vec::new(),
                                 }),
                                 FactKind::ElicitRequested(q) => call.events.push(Event::Elicit {
                                     question: q,
@@ -261,6 +287,7 @@ impl Session {
         }
         if session.calls.is_empty()
             && session.initialize_result.is_none()
+            && session.discover_result.is_none()
             && session.tools_list.is_none()
         {
             return Err(LoadError(format!(
@@ -269,5 +296,60 @@ impl Session {
             )));
         }
         Ok(session)
+    }
+}
+
+impl Session {
+    /// Files the end of a recorded protocol exchange (`mcp:` and its
+    /// method) with its request's `args`: the opening, a listing's page, a
+    /// read.
+    fn exchange_ended(&mut self, name: &str, args: &Value, outcome: CallOutcome) {
+        if let Some(method @ ("resources/read" | "prompts/get")) = name.strip_prefix("mcp:") {
+            let answer = match outcome {
+                CallOutcome::Ok { result } => Ok(result),
+                CallOutcome::Error { error, .. } => Err(error),
+                CallOutcome::Aborted { reason } => Err(reason.unwrap_or_else(|| "aborted".into())),
+            };
+            self.reads.push(Read {
+                method: method.to_owned(),
+                params: args.clone(),
+                answer,
+            });
+            return;
+        }
+        let result = match outcome {
+            CallOutcome::Ok { result } => Some(result),
+            _ => None,
+        };
+        if name == INITIALIZE {
+            self.initialize_params = Some(args.clone());
+            self.initialize_result = result;
+        } else if name == DISCOVER {
+            self.discover_params = Some(args.clone());
+            self.discover_result = result;
+            if self.request_meta.is_none() {
+                self.request_meta = args.get("_meta").cloned();
+            }
+        } else if name != TOOLS_LIST {
+            if let (Some(result), Some(method)) = (result, name.strip_prefix("mcp:")) {
+                let cursor = args
+                    .get("cursor")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned);
+                self.listings.push((method.to_owned(), cursor, result));
+            }
+        } else if let Some(result) = result {
+            if let Some(meta) = args.get("_meta") {
+                self.request_meta = Some(meta.clone());
+            }
+            let cursor = args
+                .get("cursor")
+                .and_then(Value::as_str)
+                .map(str::to_owned);
+            if cursor.is_none() && self.tools_list.is_none() {
+                self.tools_list = Some(result.clone());
+            }
+            self.tools_list_pages.push((cursor, result));
+        }
     }
 }

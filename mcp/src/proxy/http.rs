@@ -286,7 +286,7 @@ impl BoundHttpProxy {
         });
         let ct = CancellationToken::new();
         let serving = shared.clone();
-        accept_until(&self.listener, stop, &ct, AcceptFailure::Warn, move || {
+        accept_until(&self.listener, stop, &ct, AcceptFailure::Warn, move |_| {
             let shared = serving.clone();
             // The connection's first request holds its place in line from
             // now (accepts come in order); later ones from their head.

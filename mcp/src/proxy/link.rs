@@ -59,6 +59,8 @@ struct Pending {
     canceller: Canceller,
     /// A `tools/call` (log messages and elicitations go to these).
     tool_call: bool,
+    /// The call's id in the run.
+    call_id: String,
     token: Option<String>,
 }
 
@@ -184,7 +186,8 @@ impl Router {
     }
 
     /// Records what one line says (after it was forwarded). Never fails:
-    /// a line that is not JSON-RPC is reported and otherwise ignored.
+    /// a line that is not JSON is recorded as a call [`UNMATCHED`] holding
+    /// it, and reported.
     pub(crate) fn observe(&self, dir: Dir, line: &[u8]) {
         if self.run.is_none() {
             return;
@@ -196,11 +199,13 @@ impl Router {
         let message: Value = match serde_json::from_slice(text) {
             Ok(m) => m,
             Err(e) => {
-                tracing::warn!(
-                    "a line from the {} is not JSON ({e}): forwarded, not recorded",
-                    dir.source()
-                );
-                return;
+                // Kept, as what it is: the archive holds the line, and the
+                // operator is told which.
+                let line = String::from_utf8_lossy(text).into_owned();
+                let shown: String = line.chars().take(200).collect();
+                let why = format!("a line that is not JSON ({e}): {shown}");
+                let mut state = self.state();
+                return self.unmatched(&mut state, dir, Value::String(line), why);
             }
         };
         match message {
@@ -310,23 +315,7 @@ impl Router {
                 }
             }
             (Dir::ServerToClient, Some("notifications/message"), None) => {
-                let params = params.unwrap_or(Value::Null);
-                let level = params
-                    .get("level")
-                    .and_then(Value::as_str)
-                    .map_or(Level::Info, level_of);
-                let logger = params
-                    .get("logger")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned);
-                let data = params.get("data").cloned().unwrap_or(Value::Null);
-                if let Some(p) = self.state().pending.iter().rev().find(|(_, p)| p.tool_call) {
-                    let _ = p.1.events.send(Event::Log {
-                        level,
-                        logger,
-                        data,
-                    });
-                }
+                self.log_message(params.unwrap_or(Value::Null))
             }
             (Dir::ServerToClient, Some(method), Some(id)) => {
                 let mut state = self.state();
@@ -346,6 +335,46 @@ impl Router {
                 let _ = events.send(Event::Elicit { question, answer });
             }
             _ => {}
+        }
+    }
+
+    /// A server's `notifications/message`: the one tool call in flight's,
+    /// else the session's (see the comment inside).
+    fn log_message(&self, params: Value) {
+        let level = params
+            .get("level")
+            .and_then(Value::as_str)
+            .map_or(Level::Info, level_of);
+        let logger = params
+            .get("logger")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let data = params.get("data").cloned().unwrap_or(Value::Null);
+        // A log message names no request: it belongs to the one
+        // tool call in flight, if one is. With several (an agent's
+        // parallel calls) or none, it is the session's, and the
+        // record says which calls were in flight rather than guess.
+        let state = self.state();
+        let mut calls = state.pending.iter().filter(|(_, p)| p.tool_call);
+        match (calls.next(), calls.next()) {
+            (Some((_, only)), None) => {
+                let _ = only.events.send(Event::Log {
+                    level,
+                    logger,
+                    data,
+                });
+            }
+            _ => {
+                let in_flight = state
+                    .pending
+                    .iter()
+                    .filter(|(_, p)| p.tool_call)
+                    .map(|(_, p)| p.call_id.clone())
+                    .collect();
+                if let Some(run) = &self.run {
+                    run.log(level, logger, data, in_flight);
+                }
+            }
         }
     }
 
@@ -397,6 +426,16 @@ impl Router {
         let mut state = self.state();
         let mut client = None;
         let (name, args, tool_call) = match method {
+            // 2026-07-28 opens with `server/discover` instead: recorded the
+            // same way, so a mock and verify open as the client did.
+            "server/discover" if !state.initialized => {
+                state.initialized = true;
+                let params = params.unwrap_or_else(|| json!({}));
+                if let Some(c) = params.get("_meta").and_then(|m| m.get(CLIENT_INFO)) {
+                    state.client = Some(client_info(c));
+                }
+                ("mcp:server/discover".to_owned(), params, false)
+            }
             "initialize" if !state.initialized => {
                 state.initialized = true;
                 let params = params.unwrap_or_else(|| json!({}));
@@ -415,6 +454,12 @@ impl Router {
                     false,
                 )
             }
+            // What the client read: recorded, so a mock can serve it.
+            "resources/read" | "prompts/get" => (
+                format!("mcp:{method}"),
+                params.unwrap_or_else(|| json!({})),
+                false,
+            ),
             "tools/call" => {
                 let mut params = match params {
                     Some(Value::Object(p)) => p,
@@ -458,6 +503,7 @@ impl Router {
                     }
                     let pending = Pending {
                         events: round.events,
+                        call_id: round.canceller.call_id().to_owned(),
                         canceller: round.canceller,
                         tool_call: true,
                         token: token.clone(),
@@ -491,6 +537,7 @@ impl Router {
                 .listener(Arc::new(Forwarded));
         }
         let canceller = call.canceller();
+        let call_id = call.id().to_owned();
         let (events, rx) = mpsc::unbounded_channel();
         let task = tokio::spawn(async move {
             let _ = call
@@ -507,6 +554,7 @@ impl Router {
             events,
             canceller,
             tool_call,
+            call_id,
             token,
         };
         state.pending.push((id_key, pending));
@@ -672,7 +720,7 @@ async fn follow(
             Some(Event::Done(response)) => {
                 // Answered after the client gave up on it: cancelled.
                 ctx.check_cancel()?;
-                return crate::outcome::call_end(response).map_err(ToolError::msg);
+                return crate::outcome::call_end(response);
             }
         }
     }

@@ -66,7 +66,7 @@ impl HttpServer {
             Arc::new(LocalSessionManager::default()),
             config,
         ));
-        accept_until(&self.listener, shutdown, &ct, AcceptFailure::Return, || {
+        accept_until(&self.listener, shutdown, &ct, AcceptFailure::Return, |_| {
             service.clone()
         })
         .await?;

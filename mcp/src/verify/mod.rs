@@ -21,6 +21,9 @@
 //! `log` facts (as those facts: `progress.payload.message`,
 //! `log.data`, ...; a progress count is not compared).
 
+mod session_logs;
+use session_logs::{own_messages, session_logs, SessionLog};
+
 use std::collections::VecDeque;
 use std::process::Stdio;
 
@@ -159,7 +162,10 @@ fn default_initialize() -> Value {
 pub fn outcome_of(response: &Result<Value, Value>) -> CallOutcome {
     match crate::outcome::call_end(response.clone()) {
         Ok(result) => CallOutcome::Ok { result },
-        Err(error) => CallOutcome::Error { error },
+        Err(error) => CallOutcome::Error {
+            result: error.result().cloned(),
+            error: error.to_string(),
+        },
     }
 }
 
@@ -259,16 +265,21 @@ fn expected_messages(call: &Interaction) -> Vec<(Option<u64>, FactKind)> {
                 payload: numbers_as_floats(payload.clone()),
                 count: 0,
             }),
+            // The session's message: checked against the pool (see
+            // `session_logs`), not as this call's.
+            Event::Log { in_flight, .. } if !in_flight.is_empty() => continue,
             Event::Log {
                 level,
                 logger,
                 data,
+                ..
             } => FactKind::Log(Log {
                 level: *level,
                 logger: logger.clone(),
                 subflow: None,
                 data: data.clone(),
                 delivered: true,
+                in_flight: Vec::new(),
             }),
             Event::Elicit { .. } => continue,
         };
@@ -303,6 +314,7 @@ fn received_messages(received: &Received) -> Vec<FactKind> {
                     subflow: None,
                     data: params.get("data").cloned().unwrap_or(Value::Null),
                     delivered: true,
+                    in_flight: Vec::new(),
                 }));
             }
             _ => {}
@@ -329,6 +341,7 @@ fn check(
     call: &Interaction,
     received: &Received,
     got: CallOutcome,
+    pool: &mut [SessionLog],
     ignore: &[IgnoreRule],
 ) -> CallCheck {
     let name = format!("call {} `{}`", call.call_id, call.tool);
@@ -344,7 +357,7 @@ fn check(
     };
     // The messages first, in order: they came before the answer.
     let expected = expected_messages(call);
-    let actual = received_messages(received);
+    let actual = own_messages(call, &expected, received_messages(received), pool, ignore);
     for i in 0..expected.len().max(actual.len()) {
         let n = i + 1;
         match (expected.get(i), actual.get(i)) {
@@ -414,11 +427,9 @@ fn check(
 }
 
 /// Starts `program args` and re-drives every recorded `tools/call` of
-/// `session` against it, in order: `initialize` with the recorded params
-/// (a record without `mcp:initialize`, as 2026-07-28 sessions are, gets a
-/// 2025-11-25 handshake with the elicitation capability) and
-/// `notifications/initialized`, then each call with its recorded
-/// arguments and a progress token, its elicitations answered with the
+/// `session` against it, in order: the session opened as recorded (see
+/// [`open`]), then each call with its recorded arguments, the recorded
+/// per-request `_meta` of a 2026-07-28 client and a progress token, its elicitations answered with the
 /// recorded answers in order (none left: `cancel`).
 pub async fn verify(
     session: &Session,
@@ -428,22 +439,8 @@ pub async fn verify(
 ) -> Result<VerifyReport, VerifyError> {
     let mut client = LineClient::spawn(program, args)
         .map_err(|e| VerifyError(format!("cannot start {program}: {e}")))?;
-    let params = session
-        .initialize_params
-        .clone()
-        .unwrap_or_else(default_initialize);
-    let mut refuse = |m: &str, _: &Value| -> Result<Value, Value> { answer_plain(m) };
-    let (init, _) = client
-        .request("initialize", params, &mut refuse)
-        .await
-        .map_err(|e| VerifyError(format!("{program} did not answer initialize: {e}")))?;
-    if let Err(e) = init {
-        return Err(VerifyError(format!("{program} refused initialize: {e}")));
-    }
-    client
-        .notify("notifications/initialized", json!({}))
-        .await
-        .map_err(|e| VerifyError(format!("{program} stopped reading: {e}")))?;
+    open(&mut client, session, program).await?;
+    let mut pool = session_logs(session);
     let mut calls = Vec::new();
     let mut dead: Option<String> = None;
     for (n, call) in session.calls.iter().enumerate() {
@@ -477,15 +474,24 @@ pub async fn verify(
                 answer_plain(m)
             }
         };
+        let mut meta = match &session.request_meta {
+            Some(Value::Object(m)) => m.clone(),
+            _ => serde_json::Map::new(),
+        };
+        meta.insert("progressToken".into(), json!(format!("reel-verify-{n}")));
         let params = json!({
             "name": call.tool,
             "arguments": call.args,
-            "_meta": {"progressToken": format!("reel-verify-{n}")},
+            "_meta": meta,
         });
         match client.request("tools/call", params, &mut answer).await {
-            Ok((response, received)) => {
-                calls.push(check(call, &received, outcome_of(&response), ignore))
-            }
+            Ok((response, received)) => calls.push(check(
+                call,
+                &received,
+                outcome_of(&response),
+                &mut pool,
+                ignore,
+            )),
             Err(e) => {
                 let why = e.to_string();
                 calls.push(CallCheck {
@@ -507,6 +513,46 @@ pub async fn verify(
         source: session.source.clone(),
         calls,
     })
+}
+
+/// Opens the session the way the recording did: `server/discover` with
+/// the recorded params for a 2026-07-28 session that opened so; else
+/// `initialize` with the recorded params (a record with neither gets a
+/// 2025-11-25 handshake with the elicitation capability) and
+/// `notifications/initialized`.
+async fn open(
+    client: &mut LineClient,
+    session: &Session,
+    program: &str,
+) -> Result<(), VerifyError> {
+    let mut refuse = |m: &str, _: &Value| -> Result<Value, Value> { answer_plain(m) };
+    if let Some(params) = &session.discover_params {
+        let (opened, _) = client
+            .request("server/discover", params.clone(), &mut refuse)
+            .await
+            .map_err(|e| VerifyError(format!("{program} did not answer server/discover: {e}")))?;
+        return match opened {
+            Ok(_) => Ok(()),
+            Err(e) => Err(VerifyError(format!(
+                "{program} refused server/discover: {e}"
+            ))),
+        };
+    }
+    let params = session
+        .initialize_params
+        .clone()
+        .unwrap_or_else(default_initialize);
+    let (init, _) = client
+        .request("initialize", params, &mut refuse)
+        .await
+        .map_err(|e| VerifyError(format!("{program} did not answer initialize: {e}")))?;
+    if let Err(e) = init {
+        return Err(VerifyError(format!("{program} refused initialize: {e}")));
+    }
+    client
+        .notify("notifications/initialized", json!({}))
+        .await
+        .map_err(|e| VerifyError(format!("{program} stopped reading: {e}")))
 }
 
 /// Answers for server requests other than elicitation: `ping` and

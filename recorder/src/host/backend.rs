@@ -76,6 +76,7 @@ impl LiveBackend {
             },
             Err(e) => CallOutcome::Error {
                 error: e.to_string(),
+                result: e.result().cloned(),
             },
         };
         let ended = FactKind::CallEnded(CallEnded {

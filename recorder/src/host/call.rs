@@ -63,6 +63,11 @@ impl Canceller {
         );
         self.handle.cancel(reason.map(str::to_owned));
     }
+
+    /// The id of the call it cancels.
+    pub fn call_id(&self) -> &str {
+        &self.call_id
+    }
 }
 
 macro_rules! setter {

@@ -279,6 +279,26 @@ impl Run {
         }
     }
 
+    /// Files a log message the run received but cannot tie to one call: a
+    /// `log` fact of the run itself (no call) that names `in_flight`, the
+    /// calls in flight when it came, one of which may have sent it (empty:
+    /// none was). A proxy's log notification on a transport that does not
+    /// say which request it belongs to is one: the record says what is
+    /// known, and does not guess.
+    pub fn log(&self, level: Level, logger: Option<String>, data: Value, in_flight: Vec<String>) {
+        self.emit(
+            None,
+            FactKind::Log(Log {
+                level,
+                logger,
+                subflow: None,
+                data,
+                delivered: true,
+                in_flight,
+            }),
+        );
+    }
+
     /// Files one fact of this run (the entry point to the queue, with
     /// [`Run::emit_progress`] for progress reports).
     /// After `run.ended` (or the `call.ended` of a call outside any run) a
@@ -365,7 +385,7 @@ impl Run {
                         "refused": total,
                         "calls": calls,
                     }),
-                    delivered: false,
+                    delivered: false, in_flight: Vec::new(),
                 }),
             );
         }

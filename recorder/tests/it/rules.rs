@@ -1307,7 +1307,7 @@ async fn a_failing_declared_credential_stops_the_tool_before_it_runs() {
     let failed = one!(facts, CredentialFailed);
     assert_eq!(failed.reason, "token expired; re-authorise");
     assert!(
-        matches!(ended(&facts, "c1"), CallOutcome::Error { error } if error.contains("token expired"))
+        matches!(ended(&facts, "c1"), CallOutcome::Error { error, .. } if error.contains("token expired"))
     );
 }
 

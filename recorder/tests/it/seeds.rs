@@ -581,7 +581,8 @@ async fn a_failing_and_a_panicking_sync_tool_are_recorded_as_sync_calls_that_fai
         end_and_mode(&facts, "c1"),
         (
             CallOutcome::Error {
-                error: "division by zero".into()
+                error: "division by zero".into(),
+                result: None
             },
             CallMode::Sync
         )
@@ -591,7 +592,8 @@ async fn a_failing_and_a_panicking_sync_tool_are_recorded_as_sync_calls_that_fai
     assert_eq!(
         outcome,
         CallOutcome::Error {
-            error: "the tool panicked: sync boom".into()
+            error: "the tool panicked: sync boom".into(),
+            result: None
         }
     );
     // The failing tool's progress is on the record, before its end.

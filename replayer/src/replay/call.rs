@@ -389,7 +389,11 @@ fn is_host_fact(kind: &FactKind) -> bool {
 fn served_result(call: &RecordedCall) -> Result<Value, ToolError> {
     match call.ended().map(|e| &e.outcome) {
         Some(CallOutcome::Ok { result }) => Ok(result.clone()),
-        Some(CallOutcome::Error { error }) => Err(ToolError::Failed(error.clone())),
+        Some(CallOutcome::Error {
+            error,
+            result: Some(result),
+        }) => Err(ToolError::structured(error, result.clone())),
+        Some(CallOutcome::Error { error, .. }) => Err(ToolError::Failed(error.clone())),
         Some(CallOutcome::Aborted { reason }) => Err(ContextError::Cancelled {
             reason: reason.clone(),
         }

@@ -91,7 +91,7 @@ async fn a_result_off_the_output_schema_is_an_error_naming_the_pointer_live_and_
     .await;
     let ended = |call: &str| recording.calls[call].ended().unwrap().outcome.clone();
     assert!(matches!(ended("c1"), CallOutcome::Ok { .. }));
-    let CallOutcome::Error { error } = ended("c2") else {
+    let CallOutcome::Error { error, .. } = ended("c2") else {
         panic!("c2 should have ended with the output error")
     };
     assert!(

@@ -96,7 +96,7 @@ fn kinds(recording: &Recording, call: &str) -> Vec<String> {
 
 fn error_of(recording: &Recording, call: &str) -> String {
     match &ended(recording, call).outcome {
-        CallOutcome::Error { error } => error.clone(),
+        CallOutcome::Error { error, .. } => error.clone(),
         other => panic!("call {call} ended {other:?}, not with an error"),
     }
 }

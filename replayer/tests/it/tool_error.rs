@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 
 fn error_of(recording: &Recording, call: &str) -> String {
     match &recording.calls[call].ended().expect("ended").outcome {
-        CallOutcome::Error { error } => error.clone(),
+        CallOutcome::Error { error, .. } => error.clone(),
         other => panic!("call {call} ended {other:?}, not with an error"),
     }
 }

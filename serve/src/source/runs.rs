@@ -322,7 +322,7 @@ fn fact_texts(fact: &Fact, each: &mut impl FnMut(&str)) {
     match &fact.kind {
         FactKind::CallStarted(c) => each(&c.tool_name),
         FactKind::CallEnded(c) => match &c.outcome {
-            CallOutcome::Error { error } => each(error),
+            CallOutcome::Error { error, .. } => each(error),
             CallOutcome::Aborted {
                 reason: Some(reason),
             } => each(reason),

@@ -234,8 +234,12 @@ pub fn run<'a>(record: &RunRecord, facts: impl IntoIterator<Item = &'a Fact>) ->
 }
 
 /// Escapes text for HTML text and (double- or single-quoted) attribute
-/// values.
+/// values. Controls and bidi marks are first shown as the terminal shows
+/// them (`\u{1b}`, `\u{202e}`; [`super::terminal::escape_keeping_lines`]):
+/// a right-to-left override must not reverse what an operator reads, nor a
+/// raw ESC survive a copy into a terminal. Line feeds and tabs stay.
 pub fn escape(text: &str) -> String {
+    let text = super::terminal::escape_keeping_lines(text);
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {
@@ -349,6 +353,12 @@ mod tests {
         let back: serde_json::Value = serde_json::from_str(&safe).unwrap();
         assert_eq!(back["m"], "</script><!-- & \u{2028}\u{2029}");
         assert_eq!(fragment("c 1/é#"), "c%201%2F%C3%A9%23");
+        // Controls and bidi marks are shown as the terminal shows them;
+        // lines and tabs lay the text out.
+        assert_eq!(
+            escape("a\u{1b}[31m\u{9b}b\u{202e}c\nd\te"),
+            "a\\u{1b}[31m\\u{9b}b\\u{202e}c\nd\te"
+        );
     }
 
     #[test]

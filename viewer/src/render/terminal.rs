@@ -55,6 +55,16 @@ pub fn needs_escape(c: char) -> bool {
 /// otherwise start what reads as an escape, everything else unchanged.
 /// Borrows when nothing needs escaping.
 pub fn escape(text: &str) -> Cow<'_, str> {
+    escape_where(text, needs_escape)
+}
+
+/// [`escape`], keeping line feeds and tabs: for a page, where they lay out
+/// a block of text and can neither move a cursor nor reorder what is read.
+pub fn escape_keeping_lines(text: &str) -> Cow<'_, str> {
+    escape_where(text, |c| needs_escape(c) && c != '\n' && c != '\t')
+}
+
+fn escape_where(text: &str, needs_escape: impl Fn(char) -> bool) -> Cow<'_, str> {
     let changes = |(i, c): (usize, char)| {
         needs_escape(c) || (c == '\\' && backslash_needs_doubling(&text[i + 1..]))
     };

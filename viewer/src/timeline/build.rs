@@ -464,7 +464,7 @@ impl TimelineBuilder {
             node.ended_offset = Some(fact.offset);
             node.duration_ns = Some(e.duration_ns);
             node.status = Some(e.status());
-            if let CallOutcome::Error { error } = &e.outcome {
+            if let CallOutcome::Error { error, .. } = &e.outcome {
                 node.error = Some(error.clone());
             }
         }

@@ -128,6 +128,7 @@ fn failed(call: &str, error: &str, duration_ns: u64) -> Step {
         FactKind::CallEnded(CallEnded {
             outcome: CallOutcome::Error {
                 error: error.into(),
+                result: None,
             },
             duration_ns,
             invocation_id: None,
@@ -205,6 +206,7 @@ fn log(call: &str) -> Step {
             subflow: None,
             data: json!("hello"),
             delivered: true,
+            in_flight: Vec::new(),
         }),
     )
 }

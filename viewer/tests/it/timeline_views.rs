@@ -67,7 +67,7 @@ fn step() -> impl Strategy<Value = Step> {
             .prop_map(|(c, count)| Step::Fact(c, Box::new(FactKind::ProgressDropped(ProgressDropped { count })))),
         2 => (call(), any::<u64>(), prop_oneof![
                 strategy::json_value().prop_map(|result| CallOutcome::Ok { result }),
-                any::<String>().prop_map(|error| CallOutcome::Error { error }),
+                any::<String>().prop_map(|error| CallOutcome::Error { error, result: None }),
                 Just(CallOutcome::Aborted { reason: None }),
             ])
             .prop_map(|(c, duration_ns, outcome)| {

@@ -57,19 +57,20 @@ pub struct RecordArgs {
     command: Vec<OsString>,
 }
 
-/// The values of `--secret-env`, each named variable's.
-fn secrets(names: &[String]) -> Vec<Secret> {
+/// The values of `--secret-env`, each named variable's. A variable that
+/// is unset or empty fails closed: the session would otherwise be recorded
+/// with the secret in clear should it appear, so the proxy refuses to start.
+fn secrets(names: &[String]) -> Result<Vec<Secret>, String> {
     names
         .iter()
-        .filter_map(|name| match std::env::var(name) {
-            Ok(value) => Some(Secret::new(value)),
-            Err(_) => {
-                eprintln!(
-                    "reel: --secret-env {}: the variable is not set (nothing to scrub)",
-                    escape(name)
-                );
-                None
-            }
+        .map(|name| match std::env::var(name) {
+            Ok(value) if !value.is_empty() => Ok(Secret::new(value)),
+            Ok(_) | Err(std::env::VarError::NotPresent) => Err(format!(
+                "--secret-env {name}: the variable is not set, so its value could not be scrubbed from the record; set it (or drop the flag) and start again; nothing was started"
+            )),
+            Err(std::env::VarError::NotUnicode(_)) => Err(format!(
+                "--secret-env {name}: the variable's value is not UTF-8, so it could not be scrubbed from the record; nothing was started"
+            )),
         })
         .collect()
 }
@@ -180,7 +181,10 @@ fn run_http(
 
 /// Proxies one session; exits as the server did when it failed.
 pub fn run(dir: &Path, args: RecordArgs) -> Result<ExitCode, Failure> {
-    let secrets = secrets(&args.secret_env);
+    let secrets = match secrets(&args.secret_env) {
+        Ok(s) => s,
+        Err(e) => return Ok(super::bad_input(&e)),
+    };
     if let (Some(listen), Some(upstream)) = (args.listen, &args.upstream) {
         return run_http(dir, listen, upstream, secrets, &args);
     }
@@ -188,6 +192,7 @@ pub fn run(dir: &Path, args: RecordArgs) -> Result<ExitCode, Failure> {
     let Some(program) = command.next() else {
         return Err(Failure::msg("name the server's command after `--`"));
     };
+    let program_shown = program.to_string_lossy().into_owned();
     let grace = std::time::Duration::try_from_secs_f64(args.exit_grace).map_err(|_| {
         Failure::msg(format!(
             "--exit-grace {}: give a number of seconds, 0 or more",
@@ -219,25 +224,50 @@ pub fn run(dir: &Path, args: RecordArgs) -> Result<ExitCode, Failure> {
     // A blocking read of standard input may still be waiting: do not wait
     // for it.
     rt.shutdown_background();
-    let outcome = outcome.map_err(|e| Failure::msg(format!("cannot start the MCP server: {e}")))?;
+    let outcome = outcome.map_err(|e| {
+        let why = match e.kind() {
+            std::io::ErrorKind::NotFound => "no such program".to_owned(),
+            std::io::ErrorKind::PermissionDenied => "it is not executable".to_owned(),
+            _ => e.to_string(),
+        };
+        Failure::msg(format!(
+            "cannot start the MCP server {}: {why}; check the command after `--`",
+            escape(&program_shown)
+        ))
+    })?;
     if outcome.killed {
         eprintln!(
             "reel: the MCP server had not exited {} s after the session ended (its stdin closed): killed it",
             args.exit_grace
         );
     }
+    // A server that failed is said first, so that "recorded" never reads
+    // as all went well.
+    let code = outcome.exit.and_then(|e| e.code());
+    match (code, outcome.exit) {
+        (Some(code), _) if code != 0 => eprintln!(
+            "reel: the MCP server {} exited with code {code}",
+            escape(&program_shown)
+        ),
+        (None, Some(status)) if !status.success() => eprintln!(
+            "reel: the MCP server {} ended by a signal ({status})",
+            escape(&program_shown)
+        ),
+        _ => {}
+    }
     if let Some(id) = &outcome.run_id {
         eprintln!(
-            "reel: recorded MCP session {} into {}",
+            "reel: recorded MCP session {} ({}) into {}",
             escape(id),
+            outcome.status.as_str(),
             shown(dir)
         );
     }
-    Ok(
-        match (outcome.status, outcome.exit.and_then(|e| e.code())) {
-            (RunStatus::Completed, _) => ExitCode::SUCCESS,
-            (_, Some(code)) if code != 0 => ExitCode::from(u8::try_from(code).unwrap_or(1)),
-            _ => ExitCode::FAILURE,
-        },
-    )
+    Ok(match (outcome.status, code) {
+        // The server's own failure is the exit code, even when the client
+        // hung up first.
+        (_, Some(code)) if code != 0 => ExitCode::from(u8::try_from(code).unwrap_or(1)),
+        (RunStatus::Completed, _) => ExitCode::SUCCESS,
+        _ => ExitCode::FAILURE,
+    })
 }

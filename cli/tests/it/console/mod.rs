@@ -109,6 +109,107 @@ pub fn hostile_run(dir: &Path) {
                     FactKind::CallEnded(CallEnded {
                         outcome: CallOutcome::Error {
                             error: HOSTILE.into(),
+                            result: None,
+                        },
+                        duration_ns: 2000,
+                        invocation_id: None,
+                    }),
+                ),
+                fact(
+                    4000,
+                    None,
+                    FactKind::RunEnded(RunEnded {
+                        status: RunStatus::Failed,
+                    }),
+                ),
+            ],
+        )
+        .unwrap();
+    archive.flush().unwrap();
+}
+
+/// Controls and bidi marks an operator must see escaped: an ESC sequence,
+/// a C1 control (CSI), a right-to-left override.
+pub const CONTROLS: &str = "\u{1b}[2J\u{9b}31m\u{202e}gpj.exe";
+
+/// The id of [`controls_run`].
+pub const CONTROLS_RUN: &str = "ctl-\u{1b}[31m-\u{202e}-run";
+
+/// A run whose id, tenant, session, label, tool name, arguments, progress
+/// and error hold [`CONTROLS`].
+pub fn controls_run(dir: &Path) {
+    let archive = Archive::open(dir, ArchiveConfig::default()).unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as i64;
+    let fact = |offset, call: Option<&str>, kind| NewFact {
+        at: now + offset as i64,
+        offset,
+        call: call.map(Into::into),
+        kind,
+    };
+    let call = format!("c-{CONTROLS}");
+    archive
+        .append(
+            CONTROLS_RUN,
+            vec![
+                fact(
+                    0,
+                    None,
+                    FactKind::RunStarted(RunStarted {
+                        run_id: CONTROLS_RUN.into(),
+                        session_id: Some(CONTROLS.into()),
+                        identity: Some(Identity {
+                            tenant: Some(CONTROLS.into()),
+                            principal: Some(CONTROLS.into()),
+                            conversation: None,
+                        }),
+                        producer: Producer {
+                            name: "test".into(),
+                            version: "1".into(),
+                        },
+                        labels: [("label".to_owned(), CONTROLS.to_owned())].into(),
+                        teardown_scopes: vec![],
+                    }),
+                ),
+                fact(
+                    1000,
+                    Some(&call),
+                    FactKind::CallStarted(CallStarted {
+                        call_id: call.clone(),
+                        tool_name: CONTROLS.into(),
+                        tool_id: None,
+                        parent_call: None,
+                        iteration: 0,
+                        invocation_id: None,
+                        mode: CallMode::Async,
+                        protocol: None,
+                        platform: None,
+                        client_info: None,
+                        args: json!({ "q": CONTROLS }),
+                        wanted: None,
+                        attached: None,
+                        spec: None,
+                        dispatch_tools: None,
+                        outside_run: None,
+                    }),
+                ),
+                fact(
+                    2000,
+                    Some(&call),
+                    FactKind::Progress(Progress {
+                        payload: json!({ "message": CONTROLS }),
+                        count: 0,
+                    }),
+                ),
+                fact(
+                    3000,
+                    Some(&call),
+                    FactKind::CallEnded(CallEnded {
+                        outcome: CallOutcome::Error {
+                            error: CONTROLS.into(),
+                            result: None,
                         },
                         duration_ns: 2000,
                         invocation_id: None,
@@ -487,7 +588,10 @@ pub fn record_runs(dir: &Path, runs: &[RunShape]) {
                 Some("c1"),
                 FactKind::CallEnded(CallEnded {
                     outcome: match &r.error {
-                        Some(e) => CallOutcome::Error { error: e.clone() },
+                        Some(e) => CallOutcome::Error {
+                            error: e.clone(),
+                            result: None,
+                        },
                         None => CallOutcome::Ok { result: json!(1) },
                     },
                     duration_ns: 20,

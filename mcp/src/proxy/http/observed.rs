@@ -57,6 +57,25 @@ impl Observed {
     }
 }
 
+/// The non-blank lines of `bytes`.
+fn json_lines(bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
+    bytes
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.iter().all(u8::is_ascii_whitespace))
+}
+
+/// How many bytes of `held` are whole JSON lines: up to its last newline,
+/// when every non-blank line before it is a JSON value of its own (one
+/// value written over several lines, or cut mid-line, is not).
+fn whole_lines(held: &[u8]) -> Option<usize> {
+    let n = held.iter().rposition(|b| *b == b'\n')? + 1;
+    let mut lines = json_lines(&held[..n]).peekable();
+    lines.peek()?;
+    lines
+        .all(|l| serde_json::from_slice::<serde::de::IgnoredAny>(l).is_ok())
+        .then_some(n)
+}
+
 impl Drop for Observed {
     fn drop(&mut self) {
         self.close(Ending::Cut);
@@ -116,7 +135,20 @@ impl Body for Observed {
                                 }
                                 Kind::Json(buf) => {
                                     buf.extend_from_slice(&data);
-                                    continue;
+                                    // A stream of JSON lines (2026-07-28's
+                                    // `subscriptions/listen` answers so) goes
+                                    // out line by line, each recorded first;
+                                    // one JSON value waits for its end.
+                                    let Some(n) = whole_lines(buf) else {
+                                        continue;
+                                    };
+                                    let ready: Vec<u8> = buf.drain(..n).collect();
+                                    if let Some(r) = this.router() {
+                                        for line in json_lines(&ready) {
+                                            r.observe(Dir::ServerToClient, line);
+                                        }
+                                    }
+                                    return Poll::Ready(Some(Ok(Frame::data(Bytes::from(ready)))));
                                 }
                             }
                             return Poll::Ready(Some(Ok(Frame::data(data))));
@@ -162,5 +194,28 @@ impl Body for Observed {
 
     fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::whole_lines;
+
+    #[test]
+    fn json_lines_go_out_whole_and_one_value_waits_for_its_end() {
+        let stream = b"{\"a\":1}\n{\"b\":2}\n{\"c\":";
+        assert_eq!(
+            whole_lines(stream),
+            Some(16),
+            "two whole lines, the third held"
+        );
+        assert_eq!(whole_lines(b"{\"a\":1}"), None, "no newline yet");
+        let pretty = b"{\n  \"a\": 1\n}\n";
+        assert_eq!(
+            whole_lines(pretty),
+            None,
+            "one value over several lines waits"
+        );
+        assert_eq!(whole_lines(b"\n\n"), None, "nothing but blank lines");
     }
 }

@@ -199,7 +199,8 @@ fn call_started(c: &reel_core::fact::CallStarted) -> (Style, String) {
     // Where the call came from: protocol, platform, client.
     let via: Vec<String> = [
         c.protocol.clone(),
-        c.platform.clone(),
+        // A bare "unknown" reads as anything; it is the platform.
+        c.platform.clone().map(|p| format!("platform {p}")),
         c.client_info.as_ref().map(|ci| match &ci.version {
             Some(v) => format!("{} {v}", ci.name),
             None => ci.name.clone(),
@@ -237,6 +238,15 @@ fn log(l: &reel_core::fact::Log) -> (Style, String) {
         other => compact(other, 120),
     };
     let _ = write!(d, " {text}");
+    if !l.in_flight.is_empty() {
+        // Filed under the session: it named no call, and several were in
+        // flight (the record does not guess which sent it).
+        let _ = write!(
+            d,
+            " · not tied to a call; in flight: {}",
+            l.in_flight.join(", ")
+        );
+    }
     let style = if l.level <= Level::Error {
         RED
     } else if l.level == Level::Warning {
@@ -309,7 +319,7 @@ fn call_ended(e: &reel_core::fact::CallEnded) -> (Style, String) {
                 compact(result, 100)
             ),
         ),
-        CallOutcome::Error { error } => (
+        CallOutcome::Error { error, .. } => (
             RED,
             format!("■ error in {}: {error}", duration(e.duration_ns)),
         ),

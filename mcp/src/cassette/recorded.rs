@@ -1,0 +1,79 @@
+//! The recorded answers to requests other than `tools/call`: a listing's
+//! page, a `resources/read`, a `prompts/get`, served field for field.
+
+use rmcp::model::{ErrorData, PaginatedRequestParams};
+use rmcp::service::{RequestContext, RoleServer};
+use serde_json::Value;
+
+use super::{recorded_error, Cassette};
+
+impl Cassette {
+    /// The recorded answer to a `method` request whose params `fits`
+    /// (`what` says which, for the error when none does): the result,
+    /// served field for field, or the recorded error.
+    pub(super) fn read<T: serde::de::DeserializeOwned>(
+        &self,
+        method: &str,
+        what: &str,
+        context: &RequestContext<RoleServer>,
+        fits: impl Fn(&Value) -> bool,
+    ) -> Result<T, ErrorData> {
+        let Some(read) = self
+            .session
+            .reads
+            .iter()
+            .find(|r| r.method == method && fits(&r.params))
+        else {
+            return Err(ErrorData::invalid_params(
+                format!("reel mock: no {method} {what} was recorded"),
+                None,
+            ));
+        };
+        match &read.answer {
+            Ok(result) => {
+                let typed = serde_json::from_value::<T>(result.clone()).map_err(|e| {
+                    ErrorData::internal_error(
+                        format!("reel mock: the recorded {method} does not read: {e}"),
+                        None,
+                    )
+                })?;
+                self.exactly(context, result);
+                Ok(typed)
+            }
+            Err(text) => Err(recorded_error(text)),
+        }
+    }
+
+    /// The recorded page of listing `method` for the request's cursor,
+    /// read as `T` (its JSON kept for the relay); `None`: not recorded.
+    pub(super) fn listing<T: serde::de::DeserializeOwned>(
+        &self,
+        method: &str,
+        request: Option<PaginatedRequestParams>,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Option<T>, ErrorData> {
+        let cursor = request.and_then(|r| r.cursor);
+        let Some((_, _, page)) = self
+            .session
+            .listings
+            .iter()
+            .find(|(m, c, _)| m == method && *c == cursor)
+        else {
+            return match cursor {
+                Some(c) => Err(ErrorData::invalid_params(
+                    format!("reel mock: no {method} page was recorded for cursor {c:?}"),
+                    None,
+                )),
+                None => Ok(None),
+            };
+        };
+        let typed = serde_json::from_value::<T>(page.clone()).map_err(|e| {
+            ErrorData::internal_error(
+                format!("reel mock: the recorded {method} does not read: {e}"),
+                None,
+            )
+        })?;
+        self.exactly(context, page);
+        Ok(Some(typed))
+    }
+}
