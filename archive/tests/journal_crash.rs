@@ -378,8 +378,14 @@ fn check(
     }
 }
 
+/// Copies the journal directory `from` to `to`. A child killed before it
+/// created the directory leaves none: the copy is then empty, as the
+/// journal is.
 fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).expect("copy");
+    if !from.exists() {
+        return;
+    }
     for entry in std::fs::read_dir(from).expect("dir") {
         let entry = entry.expect("entry");
         std::fs::copy(entry.path(), to.join(entry.file_name())).expect("copy");

@@ -584,7 +584,10 @@ async fn a_run_being_recorded_updates_live_on_its_page() {
     // could open the page after the run ended.
     let driver = driver();
     let c = browser(&driver).await;
-    let mut recorder = recording_live(&dir, 40, 150);
+    // 80 hops of 150 ms: long enough that the run still grows when the
+    // test sets its filter, on a machine loaded by the rest of the suite
+    // (40 hops ended first there once).
+    let mut recorder = recording_live(&dir, 80, 150);
     let served = serve(&dir);
     let base = served.base.clone();
     let started = Instant::now();
