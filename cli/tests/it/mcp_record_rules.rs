@@ -390,6 +390,10 @@ fn sigterm_ends_a_stdio_session_as_ctrl_c_does() {
         "{}: {stderr}",
         out.status
     );
+    // 128 + SIGTERM, as a shell expects; the server reel stopped is not
+    // reported as failing.
+    assert_eq!(out.status.code(), Some(143), "{stderr}");
+    assert!(!stderr.contains("ended by a signal"), "{stderr}");
     let runs = runs(&p.archive);
     assert_eq!(runs.len(), 1);
     assert_eq!(runs[0]["state"], "cancelled", "{runs:?}");

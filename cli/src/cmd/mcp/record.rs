@@ -101,10 +101,15 @@ async fn close_recorder(recorder: Option<Recorder>) {
     }
 }
 
+/// The signal that stopped the proxy (2 for Ctrl-C, 15 for SIGTERM), 0
+/// while none has: a stdio session stopped so exits 128 + the signal, as
+/// a shell expects of a program a signal stopped.
+static STOPPED_BY: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
 /// Resolves when the process is asked to stop: Ctrl-C (SIGINT) or, on
 /// Unix, SIGTERM (what a service manager, `kill` or a container runtime
 /// sends). Both end the proxy the same way: every run ended, the archive
-/// closed.
+/// closed. Notes which in [`STOPPED_BY`].
 async fn interrupted() {
     let ctrl_c = async {
         if tokio::signal::ctrl_c().await.is_err() {
@@ -112,20 +117,27 @@ async fn interrupted() {
         }
     };
     #[cfg(unix)]
-    {
+    let signal = {
         use tokio::signal::unix::{signal, SignalKind};
         match signal(SignalKind::terminate()) {
             Ok(mut term) => {
                 tokio::select! {
-                    _ = ctrl_c => {}
-                    _ = term.recv() => {}
+                    _ = ctrl_c => 2,
+                    _ = term.recv() => 15,
                 }
             }
-            Err(_) => ctrl_c.await,
+            Err(_) => {
+                ctrl_c.await;
+                2
+            }
         }
-    }
+    };
     #[cfg(not(unix))]
-    ctrl_c.await
+    let signal = {
+        ctrl_c.await;
+        2
+    };
+    STOPPED_BY.store(signal, std::sync::atomic::Ordering::SeqCst);
 }
 
 /// `--listen ADDR --upstream URL`: serves until interrupted (Ctrl-C,
@@ -249,10 +261,13 @@ pub fn run(dir: &Path, args: RecordArgs) -> Result<ExitCode, Failure> {
             "reel: the MCP server {} exited with code {code}",
             escape(&program_shown)
         ),
-        (None, Some(status)) if !status.success() => eprintln!(
-            "reel: the MCP server {} ended by a signal ({status})",
-            escape(&program_shown)
-        ),
+        // Killed by reel itself when it was stopped: not the server's failure.
+        (None, Some(status)) if !status.success() && outcome.status != RunStatus::Cancelled => {
+            eprintln!(
+                "reel: the MCP server {} ended by a signal ({status})",
+                escape(&program_shown)
+            )
+        }
         _ => {}
     }
     if let Some(id) = &outcome.run_id {
@@ -268,6 +283,10 @@ pub fn run(dir: &Path, args: RecordArgs) -> Result<ExitCode, Failure> {
         // hung up first.
         (_, Some(code)) if code != 0 => ExitCode::from(u8::try_from(code).unwrap_or(1)),
         (RunStatus::Completed, _) => ExitCode::SUCCESS,
+        (RunStatus::Cancelled, _) => match STOPPED_BY.load(std::sync::atomic::Ordering::SeqCst) {
+            0 => ExitCode::FAILURE,
+            signal => ExitCode::from(128 + signal),
+        },
         _ => ExitCode::FAILURE,
     })
 }
