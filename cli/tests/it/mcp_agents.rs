@@ -13,7 +13,7 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
 
-use crate::support::{self, reel_json};
+use crate::support::{self, free_port, reel_json, wait_listening, Killed};
 
 const REEL: &str = env!("CARGO_BIN_EXE_reel");
 
@@ -244,24 +244,6 @@ fn a_pydantic_ai_agent_over_fastmcp_is_recorded_mocked_and_verified() {
     assert!(said.contains("1 of 3 calls diverged"), "{said}");
 }
 
-/// A free loopback port (bound, then released for the server to take).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-struct Killed(std::process::Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// Over streamable HTTP: the same agent through `reel mcp record
 /// --listen` in front of the FastMCP server gets what it gets directly;
 /// the record opens with `server/discover`, and verify (re-driving the
@@ -282,19 +264,7 @@ fn the_agent_over_streamable_http_is_recorded_and_verified() {
             .spawn()
             .unwrap(),
     );
-    let mut ready = false;
-    for _ in 0..1200 {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            ready = true;
-            break;
-        }
-        assert!(
-            upstream.0.try_wait().unwrap().is_none(),
-            "the server exited"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    assert!(ready, "the FastMCP server did not listen within a minute");
+    wait_listening(port, &mut upstream, "the FastMCP server");
     let endpoint = format!("http://127.0.0.1:{port}/mcp");
     let agent = |url: &str| {
         parse_agent(

@@ -19,7 +19,7 @@
 #[path = "../../../mcp/src/bin/reel-mcp-conformance/tools.rs"]
 mod tools;
 
-use crate::support;
+use crate::support::{self, free_port, wait_listening, Killed};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -223,16 +223,6 @@ fn run_against(
     }
 }
 
-/// A child process killed when the test is done with it.
-struct Killed(std::process::Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// `reel mcp record --listen 127.0.0.1:0 --upstream UPSTREAM`, and the
 /// endpoint it says it listens at.
 fn proxy(archive: &Path, upstream: &str, config: &Path) -> (Killed, String) {
@@ -376,11 +366,7 @@ fn reference_server(suite: &Suite, dir: &Path) -> (Killed, String) {
     .unwrap();
     std::fs::write(dir.join("package.json"), "{\"type\": \"module\"}\n").unwrap();
     std::os::unix::fs::symlink(modules, dir.join("node_modules")).unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let mut server = Killed(
         Command::new(&suite.node)
             .args([
@@ -396,16 +382,8 @@ fn reference_server(suite: &Suite, dir: &Path) -> (Killed, String) {
             .spawn()
             .unwrap(),
     );
-    for _ in 0..1200 {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return (server, format!("http://127.0.0.1:{port}/mcp"));
-        }
-        if let Ok(Some(status)) = server.0.try_wait() {
-            panic!("the reference server exited ({status}) before it listened");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    panic!("the reference server did not listen within a minute");
+    wait_listening(port, &mut server, "the reference server");
+    (server, format!("http://127.0.0.1:{port}/mcp"))
 }
 
 /// The suite against its own reference server, each revision's required

@@ -12,7 +12,7 @@
 //! Without python3 and the `mcp` package, or node and npm, the tests fail
 //! saying how to install them.
 
-use crate::support::{self, reel_json, require_python};
+use crate::support::{self, free_port, reel_json, require_python, wait_listening, Killed};
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -457,40 +457,6 @@ fn proxy_records_the_typescript_reference_server() {
     assert_secret_absent(&archive);
 }
 
-/// A free loopback port (bound, then released for the server to take).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// A child process killed when the test is done with it.
-struct Killed(std::process::Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Waits until something accepts connections on `port` (the Python
-/// server starting); a bounded wait, not a timing assertion.
-fn wait_listening(port: u16, server: &mut Killed) {
-    for _ in 0..1200 {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return;
-        }
-        if let Ok(Some(status)) = server.0.try_wait() {
-            panic!("the FastMCP HTTP server exited ({status}) before it listened");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    panic!("the FastMCP HTTP server did not listen on port {port} within a minute");
-}
-
 /// `reel show RUN --json`.
 fn show_run(archive: &Path, run: &str) -> Value {
     reel_json(archive, &["show", run, "--json"])
@@ -511,7 +477,7 @@ fn fastmcp_http() -> (Killed, String) {
             .spawn()
             .unwrap(),
     );
-    wait_listening(port, &mut server);
+    wait_listening(port, &mut server, "the FastMCP HTTP server");
     (server, format!("http://127.0.0.1:{port}/mcp"))
 }
 

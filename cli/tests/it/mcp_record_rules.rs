@@ -3,7 +3,7 @@
 //! (tests/raw_mcp_server.py) and this test as the client, writing lines
 //! itself. Each test says what it tries to break.
 
-use crate::support::{self, reel_json, require_python};
+use crate::support::{self, reel_json, require_python, Killed};
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -400,16 +400,6 @@ fn sigterm_ends_a_stdio_session_as_ctrl_c_does() {
     let shown = reel_json(&p.archive, &["show", "--last", "--json"]);
     let echo = only_call(&shown, "echo");
     assert_eq!(outcome(&shown, &echo)["status"], "ok");
-}
-
-/// A child process killed when the test is done with it.
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// The FastMCP server (tests/fastmcp_server.py) over streamable HTTP on a

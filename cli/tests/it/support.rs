@@ -126,3 +126,37 @@ pub fn proxy_url(stderr: &mut impl BufRead) -> (String, String) {
         }
     }
 }
+
+/// A child process killed when the test is done with it.
+pub struct Killed(pub std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A free loopback port (bound, then released for a server to take).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Waits until something accepts connections on `port` (`what`, a server
+/// starting); a bounded wait, not a timing assertion.
+pub fn wait_listening(port: u16, server: &mut Killed, what: &str) {
+    for _ in 0..1200 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return;
+        }
+        if let Ok(Some(status)) = server.0.try_wait() {
+            panic!("{what} exited ({status}) before it listened");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    panic!("{what} did not listen on port {port} within a minute");
+}

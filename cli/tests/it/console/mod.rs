@@ -38,6 +38,12 @@ pub fn demo(dir: &Path) {
 
 /// A run whose label, tool name, progress and error are `HOSTILE`.
 pub fn hostile_run(dir: &Path) {
+    strange_run(dir, "hostile", "c1", "ann", HOSTILE);
+}
+
+/// A failed run `run_id` of one call `call`, whose session, tenant,
+/// label, tool name, arguments, progress and error are `text`.
+fn strange_run(dir: &Path, run_id: &str, call: &str, principal: &str, text: &str) {
     let archive = Archive::open(dir, ArchiveConfig::default()).unwrap();
     // Started now: the newest run.
     let now = std::time::SystemTime::now()
@@ -52,33 +58,33 @@ pub fn hostile_run(dir: &Path) {
     };
     archive
         .append(
-            "hostile",
+            run_id,
             vec![
                 fact(
                     0,
                     None,
                     FactKind::RunStarted(RunStarted {
-                        run_id: "hostile".into(),
-                        session_id: Some(HOSTILE.into()),
+                        run_id: run_id.into(),
+                        session_id: Some(text.into()),
                         identity: Some(Identity {
-                            tenant: Some(HOSTILE.into()),
-                            principal: Some("ann".into()),
+                            tenant: Some(text.into()),
+                            principal: Some(principal.into()),
                             conversation: None,
                         }),
                         producer: Producer {
                             name: "test".into(),
                             version: "1".into(),
                         },
-                        labels: [("label".to_owned(), HOSTILE.to_owned())].into(),
+                        labels: [("label".to_owned(), text.to_owned())].into(),
                         teardown_scopes: vec![],
                     }),
                 ),
                 fact(
                     1000,
-                    Some("c1"),
+                    Some(call),
                     FactKind::CallStarted(CallStarted {
-                        call_id: "c1".into(),
-                        tool_name: HOSTILE.into(),
+                        call_id: call.into(),
+                        tool_name: text.into(),
                         tool_id: None,
                         parent_call: None,
                         iteration: 0,
@@ -87,7 +93,7 @@ pub fn hostile_run(dir: &Path) {
                         protocol: None,
                         platform: None,
                         client_info: None,
-                        args: json!({ "q": HOSTILE }),
+                        args: json!({ "q": text }),
                         wanted: None,
                         attached: None,
                         spec: None,
@@ -97,18 +103,18 @@ pub fn hostile_run(dir: &Path) {
                 ),
                 fact(
                     2000,
-                    Some("c1"),
+                    Some(call),
                     FactKind::Progress(Progress {
-                        payload: json!({ "message": HOSTILE }),
+                        payload: json!({ "message": text }),
                         count: 0,
                     }),
                 ),
                 fact(
                     3000,
-                    Some("c1"),
+                    Some(call),
                     FactKind::CallEnded(CallEnded {
                         outcome: CallOutcome::Error {
-                            error: HOSTILE.into(),
+                            error: text.into(),
                             result: None,
                         },
                         duration_ns: 2000,
@@ -135,97 +141,16 @@ pub const CONTROLS: &str = "\u{1b}[2J\u{9b}31m\u{202e}gpj.exe";
 /// The id of [`controls_run`].
 pub const CONTROLS_RUN: &str = "ctl-\u{1b}[31m-\u{202e}-run";
 
-/// A run whose id, tenant, session, label, tool name, arguments, progress
-/// and error hold [`CONTROLS`].
+/// A run whose id, tenant, principal, session, label, call id, tool name,
+/// arguments, progress and error hold [`CONTROLS`].
 pub fn controls_run(dir: &Path) {
-    let archive = Archive::open(dir, ArchiveConfig::default()).unwrap();
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as i64;
-    let fact = |offset, call: Option<&str>, kind| NewFact {
-        at: now + offset as i64,
-        offset,
-        call: call.map(Into::into),
-        kind,
-    };
-    let call = format!("c-{CONTROLS}");
-    archive
-        .append(
-            CONTROLS_RUN,
-            vec![
-                fact(
-                    0,
-                    None,
-                    FactKind::RunStarted(RunStarted {
-                        run_id: CONTROLS_RUN.into(),
-                        session_id: Some(CONTROLS.into()),
-                        identity: Some(Identity {
-                            tenant: Some(CONTROLS.into()),
-                            principal: Some(CONTROLS.into()),
-                            conversation: None,
-                        }),
-                        producer: Producer {
-                            name: "test".into(),
-                            version: "1".into(),
-                        },
-                        labels: [("label".to_owned(), CONTROLS.to_owned())].into(),
-                        teardown_scopes: vec![],
-                    }),
-                ),
-                fact(
-                    1000,
-                    Some(&call),
-                    FactKind::CallStarted(CallStarted {
-                        call_id: call.clone(),
-                        tool_name: CONTROLS.into(),
-                        tool_id: None,
-                        parent_call: None,
-                        iteration: 0,
-                        invocation_id: None,
-                        mode: CallMode::Async,
-                        protocol: None,
-                        platform: None,
-                        client_info: None,
-                        args: json!({ "q": CONTROLS }),
-                        wanted: None,
-                        attached: None,
-                        spec: None,
-                        dispatch_tools: None,
-                        outside_run: None,
-                    }),
-                ),
-                fact(
-                    2000,
-                    Some(&call),
-                    FactKind::Progress(Progress {
-                        payload: json!({ "message": CONTROLS }),
-                        count: 0,
-                    }),
-                ),
-                fact(
-                    3000,
-                    Some(&call),
-                    FactKind::CallEnded(CallEnded {
-                        outcome: CallOutcome::Error {
-                            error: CONTROLS.into(),
-                            result: None,
-                        },
-                        duration_ns: 2000,
-                        invocation_id: None,
-                    }),
-                ),
-                fact(
-                    4000,
-                    None,
-                    FactKind::RunEnded(RunEnded {
-                        status: RunStatus::Failed,
-                    }),
-                ),
-            ],
-        )
-        .unwrap();
-    archive.flush().unwrap();
+    strange_run(
+        dir,
+        CONTROLS_RUN,
+        &format!("c-{CONTROLS}"),
+        CONTROLS,
+        CONTROLS,
+    );
 }
 
 /// A run `big` of `n` progress reports in one call, appended at once:
