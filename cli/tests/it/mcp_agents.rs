@@ -226,6 +226,38 @@ fn a_pydantic_ai_agent_over_fastmcp_is_recorded_mocked_and_verified() {
     let mocked = agent_stdio(&through_reel(&archive, &["mcp", "mock", &run]), &[]);
     assert_eq!(mocked, direct, "the mock gives the agent identical results");
 
+    // As a tape too: the session's logs tied to no call need the tape
+    // format that carries them (an older reel refuses it rather than drop
+    // them), and the mock serves the agent the same from the file.
+    let tape = archive.with_file_name("session.tape.jsonl");
+    let exported = Command::new(REEL)
+        .arg("--archive")
+        .arg(&archive)
+        .args(["export", &run, "-o"])
+        .arg(&tape)
+        .env("REEL_CONFIG_DIR", archive.with_file_name("config"))
+        .output()
+        .unwrap();
+    assert!(
+        exported.status.success(),
+        "{}",
+        String::from_utf8_lossy(&exported.stderr)
+    );
+    let header = std::fs::read_to_string(&tape).unwrap();
+    assert!(
+        header.starts_with("{\"format\":\"reel.tape.v2\""),
+        "{}",
+        &header[..80]
+    );
+    let from_tape = agent_stdio(
+        &through_reel(&archive, &["mcp", "mock", tape.to_str().unwrap()]),
+        &[],
+    );
+    assert_eq!(
+        from_tape, direct,
+        "the mock of the tape gives identical results"
+    );
+
     // verify: the unchanged server matches, call for call.
     let (code, said) = verify(&archive, &run, &[]);
     assert_eq!(code, Some(0), "{said}");
