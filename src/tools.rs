@@ -40,6 +40,10 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
 
+mod typed;
+
+pub use typed::{ToolInput, ToolOutput, ToolResult, TypedTool};
+
 use crate::context::{BoxFuture, ToolContext, ToolError};
 use crate::fact::CallMode;
 use reel_core::spec::ToolSpec;

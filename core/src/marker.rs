@@ -89,6 +89,46 @@ pub fn each_json_field_mut<'a>(kind: &'a mut FactKind, mut each: impl FnMut(&'a 
     }
 }
 
+/// [`each_json_field_mut`] for reading: `each` sees the same fields, in
+/// the same order.
+pub fn each_json_field<'a>(kind: &'a FactKind, mut each: impl FnMut(&'a Value)) {
+    match kind {
+        FactKind::CallStarted(c) => each(&c.args),
+        FactKind::Progress(p) => each(&p.payload),
+        FactKind::Log(l) => each(&l.data),
+        FactKind::ElicitRequested(e) => each(&e.schema),
+        FactKind::ElicitAnswered(e) => {
+            if let ElicitOutcome::Accept { content } = &e.outcome {
+                each(content)
+            }
+        }
+        FactKind::Effect(e) => {
+            each(&e.request);
+            if let EffectOutcome::Ok(v) = &e.outcome {
+                each(v)
+            }
+        }
+        FactKind::CallOutput(o) => each(&o.value),
+        FactKind::CallEnded(e) => {
+            if let CallOutcome::Ok { result } = &e.outcome {
+                each(result)
+            }
+        }
+        FactKind::Unknown { data, .. } => each(data),
+        _ => {}
+    }
+}
+
+/// True when `value` holds a string that redaction wrote [`MARKER`] into.
+pub fn holds_marker(value: &Value) -> bool {
+    match value {
+        Value::String(s) => s.contains(MARKER),
+        Value::Array(items) => items.iter().any(holds_marker),
+        Value::Object(map) => map.values().any(holds_marker),
+        _ => false,
+    }
+}
+
 /// A cheap upper estimate of a JSON value's encoded size, which stops
 /// counting once past `limit`.
 pub fn approx_size(value: &Value, limit: usize) -> usize {

@@ -135,6 +135,44 @@ pub fn diff_values(path: &str, e: Option<&Value>, a: Option<&Value>, out: &mut V
     }
 }
 
+/// The places of a fact that redaction hid (a string holding
+/// [`MARKER`](crate::marker::MARKER)), as the paths a diff names them by
+/// (`effect.request.headers.authorization`): a replayed fact equal to the
+/// recorded one there is equal to a marker, which proves nothing about the
+/// values it stands for. Cheap for a fact without one (most).
+pub fn redacted_places(kind: &FactKind) -> Vec<String> {
+    let mut any = false;
+    crate::marker::each_json_field(kind, |v| any = any || crate::marker::holds_marker(v));
+    if !any {
+        return Vec::new();
+    }
+    redacted_paths(kind.name(), &kind_json(kind)["data"])
+}
+
+/// The paths under `path` of the strings of `value` that hold the
+/// redaction marker (see [`redacted_places`]).
+pub fn redacted_paths(path: &str, value: &Value) -> Vec<String> {
+    fn walk(path: &str, v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::String(s) if s.contains(crate::marker::MARKER) => out.push(path.to_owned()),
+            Value::Array(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    walk(&format!("{path}[{i}]"), item, out);
+                }
+            }
+            Value::Object(map) => {
+                for (k, item) in map {
+                    walk(&format!("{path}.{k}"), item, out);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk(path, value, &mut out);
+    out
+}
+
 /// A value for a readable line: JSON, cut to 80 characters.
 pub fn show(v: &Option<Value>) -> String {
     match v {

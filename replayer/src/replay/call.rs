@@ -120,6 +120,9 @@ fn new_report(call: &RecordedCall, facts_expected: usize) -> CallReport {
             actual: None,
             matches: false,
         },
+        // The tool is re-driven with the recorded arguments: where
+        // redaction hid one, it runs on the marker, not on what it had.
+        unproven: reel_core::matching::redacted_paths("call.started.args", &started.args),
     }
 }
 
