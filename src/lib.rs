@@ -93,7 +93,7 @@ pub use reel_macros::tool;
 /// assert_eq!(spec.input_schema["required"], json!(["name"]));
 /// ```
 pub mod prelude {
-    pub use crate::context::{Credential, Elicitation, ToolContext, ToolError};
+    pub use crate::context::{Credential, Elicitation, Elicited, ToolContext, ToolError};
     pub use crate::spec::{Annotations, JsonSchema, ToolSpec, ToolSpecExt};
     pub use crate::tools::{Tools, TypedTool};
     pub use serde_json::{json, Value};

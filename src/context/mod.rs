@@ -70,6 +70,7 @@ mod output;
 mod progress;
 mod services;
 mod teardown;
+mod typed_elicitation;
 
 /// A secret value (its own module: redaction and the tripwire hold it too).
 pub use crate::secret::Secret;
@@ -86,6 +87,7 @@ pub use output::*;
 pub use progress::*;
 pub use services::*;
 pub use teardown::*;
+pub use typed_elicitation::{question_schema, Elicited};
 
 /// A boxed, sendable future.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
