@@ -17,7 +17,8 @@ use crate::Fact;
 /// One differing field.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FieldDiff {
-    /// Dotted path from the fact kind, e.g. `progress.payload.message`.
+    /// Where: the fact's kind, then a JSON pointer into its fields, e.g.
+    /// `progress:/payload/message` (the form an ignore rule takes).
     pub path: String,
     /// The recorded value (`None`: the field is absent in the record).
     pub expected: Option<Value>,

@@ -508,7 +508,7 @@ fn verify_passes_an_unchanged_server_and_names_a_changed_behaviour() {
     assert!(
         lines[1].starts_with("call c4 `add`, result (seq ")
             && lines[1].ends_with(
-                r#"), call.ended.outcome.result.content[0].text: expected "5", got "6""#
+                r#"), call.ended:/outcome/result/content/0/text: expected "5", got "6""#
             ),
         "{stdout}"
     );
@@ -528,10 +528,27 @@ fn verify_passes_an_unchanged_server_and_names_a_changed_behaviour() {
     assert!(
         lines[0].starts_with("call c3 `count`, message 1 (seq ")
             && lines[0]
-                .ends_with(r#"), progress.payload.message: expected "step 1", got "step 1 of 2""#),
+                .ends_with(r#"), progress:/payload/message: expected "step 1", got "step 1 of 2""#),
         "{stdout}"
     );
     assert_eq!(lines[1], "call c4 `add`: matched");
+    // The path of the divergence line pasted into `--ignore` passes, and
+    // so does the kind alone.
+    for ignore in ["progress:/payload/message", "progress"] {
+        let ignored = reel(
+            &d,
+            &[
+                "mcp", "verify", tape, "--ignore", ignore, "--", "python3", server,
+            ],
+            &[("REEL_TEST_BREAK", "count")],
+        );
+        assert_eq!(
+            ignored.status.code(),
+            Some(0),
+            "--ignore {ignore}: {}",
+            String::from_utf8_lossy(&ignored.stdout)
+        );
+    }
 
     // The changed field ignored: the rest still matches.
     let ignored = reel(
@@ -597,5 +614,5 @@ fn verify_drives_the_mock_and_bad_input_exits_64() {
     assert!(String::from_utf8_lossy(&missing.stderr).contains("neither a tape file nor a run"));
     let bad = reel(&d, &["mcp", "mock", tape, "--ignore", "nonce"], &[]);
     assert_eq!(bad.status.code(), Some(64));
-    assert!(String::from_utf8_lossy(&bad.stderr).contains("a JSON pointer starts with `/`"));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("a JSON pointer, which starts with `/`"));
 }

@@ -225,7 +225,7 @@ impl ReplayBackend {
         }
         if matches {
             let outcome = serde_json::to_value(&actual).unwrap_or_default();
-            for place in reel_core::matching::redacted_paths("call.ended.outcome", &outcome) {
+            for place in reel_core::matching::redacted_paths("call.ended:/outcome", &outcome) {
                 st.report.unproven.push(place);
             }
         }
@@ -272,9 +272,9 @@ fn unproven_at(report: &mut CallReport, recorded: &FactKind) {
 }
 
 /// The result's differences, field by field down to the leaves
-/// (`call.ended.outcome.result.pages[1].bytes`), as facts are compared.
+/// (`call.ended:/outcome/result/pages/1/bytes`), as facts are compared.
 fn diff_result(e: &Option<Value>, a: &Option<Value>, out: &mut Vec<FieldDiff>) {
-    reel_core::matching::diff_values("call.ended.outcome", e.as_ref(), a.as_ref(), out);
+    reel_core::matching::diff_values("call.ended:/outcome", e.as_ref(), a.as_ref(), out);
 }
 
 impl ReplayBackend {

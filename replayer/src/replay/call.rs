@@ -122,7 +122,7 @@ fn new_report(call: &RecordedCall, facts_expected: usize) -> CallReport {
         },
         // The tool is re-driven with the recorded arguments: where
         // redaction hid one, it runs on the marker, not on what it had.
-        unproven: reel_core::matching::redacted_paths("call.started.args", &started.args),
+        unproven: reel_core::matching::redacted_paths("call.started:/args", &started.args),
     }
 }
 

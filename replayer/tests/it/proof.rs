@@ -71,10 +71,10 @@ async fn values_redaction_hid_are_unproven_and_the_summary_counts_each_verdict()
         ],
         "{report}"
     );
-    assert_eq!(report.calls[0].unproven, ["call.started.args.password"]);
+    assert_eq!(report.calls[0].unproven, ["call.started:/args/password"]);
     assert_eq!(
         report.calls[1].unproven,
-        ["call.ended.outcome.result.token"]
+        ["call.ended:/outcome/result/token"]
     );
     assert!(report.calls[2].unproven.is_empty());
     let summary = ReplaySummary {
@@ -94,7 +94,7 @@ async fn values_redaction_hid_are_unproven_and_the_summary_counts_each_verdict()
         "{text}"
     );
     assert!(
-        text.contains("not shown equal: redaction hid call.started.args.password"),
+        text.contains("not shown equal: redaction hid call.started:/args/password"),
         "{text}"
     );
     let json = serde_json::to_value(&report).unwrap();

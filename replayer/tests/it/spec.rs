@@ -575,7 +575,7 @@ async fn a_sync_tool_is_recorded_as_sync() {
     let report = replay(&recording, &as_async, &ReplayOptions::default()).await;
     assert_eq!(
         report.problems()[0],
-        "call c1 `count`, fact 0 (seq 1), call.started.mode: expected \"sync\", got \"async\"",
+        "call c1 `count`, fact 0 (seq 1), call.started:/mode: expected \"sync\", got \"async\"",
         "{report}"
     );
 }
@@ -882,7 +882,7 @@ async fn the_spec_is_on_the_record_and_given_back_in_replay() {
     let report = replay(&recording, &changed, &ReplayOptions::default()).await;
     assert_eq!(
         report.problems()[0],
-        "call c1 `describe`, fact 0 (seq 1), call.started.spec.title: expected \"Describe itself\", got \"Describe\"",
+        "call c1 `describe`, fact 0 (seq 1), call.started:/spec/title: expected \"Describe itself\", got \"Describe\"",
         "{report}"
     );
     // Registered without a spec, the tool gets the recorded one back.
