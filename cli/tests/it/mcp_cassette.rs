@@ -207,7 +207,9 @@ fn record_mock_session(d: &Dirs) -> String {
 
 /// The Python client's report of a session with `reel mcp mock TAPE`, in
 /// a client mode (`legacy` or `2026-07-28`).
-fn mock_report(d: &Dirs, mode: &str) -> Value {
+/// What the Python client reports, and what the mock (its child) said on
+/// standard error.
+fn mock_report(d: &Dirs, mode: &str) -> (Value, String) {
     let out = Command::new("python3")
         .arg(tests_dir().join("mcp_mock_client.py"))
         .arg(env!("CARGO_BIN_EXE_reel"))
@@ -221,7 +223,10 @@ fn mock_report(d: &Dirs, mode: &str) -> Value {
         "the Python client failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_slice(&out.stdout).unwrap()
+    (
+        serde_json::from_slice(&out.stdout).unwrap(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 /// On 2026-07-28 the recorded elicitation is an input-required round (its
@@ -233,7 +238,7 @@ fn the_mock_replays_an_elicitation_as_input_required_rounds_on_2026_07_28() {
     require_python();
     let d = dirs();
     record_mock_session(&d);
-    let report = mock_report(&d, "2026-07-28");
+    let (report, _) = mock_report(&d, "2026-07-28");
     assert_eq!(report["protocol"], "2026-07-28");
     assert_eq!(report["confirm"]["text"], json!(["deploy: done"]));
     assert_eq!(report["questions"].as_array().unwrap().len(), 1, "{report}");
@@ -272,7 +277,7 @@ fn the_mock_answers_the_python_client_from_the_tape() {
     require_python();
     let d = dirs();
     record_mock_session(&d);
-    let report = mock_report(&d, "legacy");
+    let (report, said) = mock_report(&d, "legacy");
     assert_eq!(report["protocol"], "2025-11-25");
     assert_eq!(report["server"]["name"], "recorded-server");
     assert_eq!(report["server"]["version"], "1.2.3");
@@ -332,6 +337,13 @@ fn the_mock_answers_the_python_client_from_the_tape() {
         unknown.contains("nearest recorded tool is `add`"),
         "{unknown}"
     );
+    // The operator reads each miss in reel's words, never rmcp's raw
+    // `ErrorData { .. }`.
+    assert!(
+        said.contains("reel: mock: the record has no call of `"),
+        "{said}"
+    );
+    assert!(!said.contains("ErrorData"), "{said}");
 }
 
 /// Records a session against the live FastMCP server, in the proxy's

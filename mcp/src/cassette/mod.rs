@@ -432,6 +432,7 @@ impl ServerHandler for Cassette {
                     "expected": first.as_ref().and_then(|d| d.expected.clone()),
                     "got": first.as_ref().and_then(|d| d.got.clone()),
                 });
+                tracing::warn!("{}", message.trim_start_matches("reel "));
                 return Err(ErrorData::invalid_params(message, Some(data)));
             }
         };
