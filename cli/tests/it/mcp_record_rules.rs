@@ -402,6 +402,41 @@ fn sigterm_ends_a_stdio_session_as_ctrl_c_does() {
     assert_eq!(outcome(&shown, &echo)["status"], "ok");
 }
 
+/// Tries to leave a client with a bare end of stream: the proxy is
+/// stopped (SIGTERM, as Ctrl-C) while a call is in flight. The client is
+/// answered for it with a JSON-RPC error that says why (before, its
+/// stream just ended), and the call is recorded as cancelled (outcome
+/// `aborted`) with that reason (before, an `error`: "the MCP session
+/// ended before the server answered").
+#[test]
+fn a_stopped_proxy_answers_the_calls_in_flight_and_records_them_aborted() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut p = Proxied::start(dir.path());
+    p.call(2, "count", json!({"progressToken": "t-2"}));
+    for _ in 0..2 {
+        assert_eq!(p.next()["method"], "notifications/progress");
+    }
+    terminate(&p.child);
+    let answer = p.next();
+    assert_eq!(answer["id"], 2, "{answer}");
+    assert_eq!(answer["error"]["code"], -32000, "{answer}");
+    let message = answer["error"]["message"].as_str().unwrap();
+    assert!(message.contains("the proxy was stopped"), "{message}");
+    let out = p.child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(143));
+    let shown = reel_json(&p.archive, &["show", "--last", "--json"]);
+    let count = only_call(&shown, "count");
+    let ended = outcome(&shown, &count);
+    assert_eq!(ended["status"], "aborted", "{ended}");
+    assert!(
+        ended["reason"]
+            .as_str()
+            .unwrap_or("")
+            .contains("the proxy was stopped"),
+        "{ended}"
+    );
+}
+
 /// The FastMCP server (tests/fastmcp_server.py) over streamable HTTP on a
 /// free port: its guard against DNS rebinding is the SDK's default
 /// (loopback `Host` names only). Its endpoint.
