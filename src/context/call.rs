@@ -124,10 +124,27 @@ impl ToolContext {
         &self.inner.info.home
     }
 
-    /// The tool's metadata (seed 004's `metadata`): its spec, when it
-    /// declared one, as on the record. The same as [`ToolContext::spec`].
-    pub fn metadata(&self) -> Option<&ToolSpec> {
-        self.spec()
+    /// The tool's metadata (seed 004's `metadata`, which every tool has):
+    /// its spec as on the record ([`ToolContext::spec`]) when it declared
+    /// one; for a tool without a spec, minimal metadata derived from the
+    /// call: its name, its id (when it differs), its mode, and an input
+    /// schema that takes any object; nothing else is claimed.
+    pub fn metadata(&self) -> std::borrow::Cow<'_, ToolSpec> {
+        match self.spec() {
+            Some(spec) => std::borrow::Cow::Borrowed(spec),
+            None => std::borrow::Cow::Owned(ToolSpec {
+                name: self.tool_name().to_owned(),
+                id: (self.tool_id() != self.tool_name()).then(|| self.tool_id().to_owned()),
+                title: None,
+                description: None,
+                annotations: None,
+                input_schema: serde_json::json!({ "type": "object" }),
+                output_schema: None,
+                mode: self.mode(),
+                needs: Vec::new(),
+                wants: Vec::new(),
+            }),
+        }
     }
 
     /// The parsed, validated input as recorded in `call.started` (after
