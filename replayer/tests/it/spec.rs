@@ -697,10 +697,14 @@ async fn diagnostics_are_present_when_recording_and_the_records_in_replay() {
 
 /// A backend for a context built by hand, without recording: answers
 /// nothing, files nothing.
-struct Bare;
+/// A backend with no providers that keeps what it is given to file.
+#[derive(Default)]
+struct Bare(std::sync::Mutex<Vec<FactKind>>);
 
 impl CallBackend for Bare {
-    fn emit(&self, _kind: FactKind) {}
+    fn emit(&self, kind: FactKind) {
+        self.0.lock().unwrap().push(kind);
+    }
     fn ready(&self) -> BoxFuture<'_, ()> {
         Box::pin(async {})
     }
@@ -809,7 +813,7 @@ async fn a_context_built_by_hand_has_no_diagnostics() {
         started,
         diagnostics: None,
     };
-    let ctx = ToolContext::new(info, Arc::new(Bare), None, &CancelHandle::new());
+    let ctx = ToolContext::new(info, Arc::new(Bare::default()), None, &CancelHandle::new());
     assert!(ctx.diagnostics().is_none());
     assert!(ctx.spec().is_none());
     assert!(ctx.declared_credentials().is_empty());
@@ -817,6 +821,53 @@ async fn a_context_built_by_hand_has_no_diagnostics() {
     assert_eq!(ctx.invocation_id(), "h1");
     let out = whoami(ctx, false).await.unwrap();
     assert_eq!(out["diagnostics"], Value::Null);
+}
+
+/// Seed 000's progress on a context a host built by hand (no recorder):
+/// `progress` hands the backend the payload untouched, `progress_mcp` the
+/// MCP payload with its named parts, each answering whether the report is
+/// on the record; after `respond`, neither files anything.
+#[tokio::test]
+async fn progress_and_progress_mcp_on_a_context_built_by_hand() {
+    let started: CallStarted = serde_json::from_value(json!({
+        "call_id": "h1", "tool_name": "walk", "mode": "async", "args": {},
+    }))
+    .unwrap();
+    let info = CallInfo {
+        home: Home::Run("by-hand".into()),
+        session_id: None,
+        identity: None,
+        teardown_scopes: Vec::new(),
+        started,
+        diagnostics: None,
+    };
+    let backend = Arc::new(Bare::default());
+    let ctx = ToolContext::new(info, backend.clone(), None, &CancelHandle::new());
+    ctx.progress(json!({ "message": "Planning", "done": 1 }));
+    assert!(ctx.progress_mcp(McpProgress::new(3.0).total(12.0).message("Hop 3 of 12")));
+    assert!(ctx.progress_mcp(4.0));
+    // `respond` ends the execution: its Err carries the value out.
+    assert!(ctx.respond(json!("done")).is_err());
+    assert!(!ctx.progress_mcp(5.0), "nothing is filed after respond");
+    ctx.progress(json!({ "message": "late" }));
+    let filed: Vec<Value> = backend
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|k| match k {
+            FactKind::Progress(p) => Some(json!([p.payload, p.count])),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        filed,
+        [
+            json!([{ "message": "Planning", "done": 1 }, 0]),
+            json!([{ "progress": 3.0, "total": 12.0, "message": "Hop 3 of 12" }, 0]),
+            json!([{ "progress": 4.0 }, 0]),
+        ]
+    );
 }
 
 // ---------------------------------------------------------------------------
