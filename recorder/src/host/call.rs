@@ -476,7 +476,19 @@ fn host_wanted(started: &mut CallStarted) -> Result<(), ToolError> {
         .unwrap_or_default();
     let undeclared: Vec<&String> = wanted.keys().filter(|k| !declared.contains(k)).collect();
     if undeclared.is_empty() {
-        return Ok(());
+        // A ticket the host says it resolved must not still be in the
+        // argument: the tool would get the ticket, the record say data.
+        let unresolved: Vec<&String> = wanted
+            .keys()
+            .filter(|k| reel::redact::artifact_ref(&started.args[k.as_str()]).is_some())
+            .collect();
+        if unresolved.is_empty() {
+            return Ok(());
+        }
+        return Err(ToolError::msg(format!(
+            "the call of tool {:?} names wanted argument(s) {unresolved:?} in `.wanted(..)` whose argument still holds a claim ticket: `wanted` names the tickets the host resolved into the arguments' data (seed 000); put the artifact's data in the argument, or leave it out of `.wanted(..)` and let the spec's want resolve it; the tool did not run and nothing of this call was recorded",
+            started.tool_name
+        )));
     }
     Err(ToolError::msg(format!(
         "the call of tool {:?} names wanted argument(s) {undeclared:?} that its spec does not declare (it declares {declared:?}): `wanted` holds the claim tickets of the tool's declared wants that resolved (seed 000); declare them with `ToolSpec::wants` on the call's spec, or leave them out of `.wanted(..)`; the tool did not run and nothing of this call was recorded",

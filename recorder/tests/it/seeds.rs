@@ -379,6 +379,23 @@ async fn a_host_cannot_set_wanted_beyond_what_the_tool_declared() {
         .await
         .expect_err("refused");
     assert!(err.to_string().contains("\"notes\""), "{err}");
+    // A declared argument that still holds a claim ticket was not
+    // resolved: the host's ticket for it is refused.
+    let err = run
+        .call(
+            "deploy",
+            json!({"plan": reel::spec::claim_ticket(&ticket("art-1"))}),
+        )
+        .spec(wants_plan())
+        .wanted(one("plan"))
+        .invoke(wanted_seen)
+        .await
+        .expect_err("refused");
+    let message = err.to_string();
+    assert!(
+        message.contains("\"plan\"") && message.contains("still holds a claim ticket"),
+        "{message}"
+    );
     // A declared argument the host resolved itself is kept.
     let kept = run
         .call("deploy", json!({"plan": "the plan"}))
