@@ -542,6 +542,31 @@ async fn a_host_token_cancels_the_run() {
     assert!(at("cancel.requested") < at("call.ended"));
 }
 
+/// Tries to trip a token the host shares with other work: the host hands
+/// a run its token, and the run is cancelled on its own. The run's calls
+/// are cancelled; the host's token is not (the run watches a child of it).
+#[tokio::test]
+async fn cancelling_a_run_leaves_the_hosts_shared_token_alone() {
+    let lab = Lab::new().await;
+    let shared = tokio_util::sync::CancellationToken::new();
+    let run = lab
+        .recorder
+        .start_run(RunStart::new("r").cancellation(shared.clone()))
+        .await
+        .unwrap();
+    let call = tokio::spawn(run.call("wait", json!(null)).invoke(wait_for_cancel));
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    run.cancel(Some("operator"));
+    let err = call.await.unwrap().expect_err("cancelled");
+    assert!(err.is_cancelled(), "{err}");
+    assert!(run.cancellation_token().is_cancelled());
+    assert!(
+        !shared.is_cancelled(),
+        "the host's shared token was tripped"
+    );
+    run.end(RunStatus::Cancelled).await.unwrap();
+}
+
 // ---------------------------------------------------------------------------
 // Item 11: sync tools that fail or panic, toolId's fallback, a refused
 // dispatch on the record
