@@ -12,6 +12,11 @@ use crate::fact::{CallOutcome, EffectOutcome, ElicitOutcome, FactKind};
 /// What a redacted value is replaced with.
 pub const MARKER: &str = "[REDACTED]";
 
+/// The stage of a host's receipt: a `call.output` the host filed after
+/// the tool returned (the recorder's `CallBuilder::receipt`), not the
+/// tool's own output; replay serves it from the record.
+pub const RECEIPT_STAGE: &str = "reel.receipt";
+
 /// How deep a recorded JSON value may nest. Deeper subtrees are kept whole
 /// as JSON text under `{"$reel.nested": "..."}`, so that every reader
 /// (the archive's decoder, a tape's JSON parser) can read them back.

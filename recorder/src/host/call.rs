@@ -41,7 +41,15 @@ pub struct CallBuilder {
     /// claimed when the call is invoked (a generated one is reserved when
     /// the call is prepared).
     pub(super) host_id: bool,
+    /// The host's own token for this call ([`CallBuilder::cancellation`]).
+    pub(super) host_cancel: Option<tokio_util::sync::CancellationToken>,
+    /// The host's receipt ([`CallBuilder::receipt`]).
+    pub(super) receipt: Option<Receipt>,
 }
+
+/// A host's receipt hook: a value computed from the context and the
+/// result once the tool returned ([`CallBuilder::receipt`]).
+pub(super) type Receipt = Box<dyn FnOnce(&ToolContext, &Result<Value, ToolError>) -> Value + Send>;
 
 /// Cancels one call from the host; usable before, during and after it.
 #[derive(Clone)]
@@ -122,6 +130,31 @@ impl CallBuilder {
         /// when invoked (the tool does not run, nothing is recorded), and
         /// an empty map is no `wanted` at all.
         wanted, wanted: BTreeMap<String, ArtifactMeta>);
+
+    /// The host's own cancellation token for this one call: when it is
+    /// cancelled, the call is, as by [`Canceller::cancel`] with no reason
+    /// (`cancel.requested` on the record). The call's own cancellation
+    /// (its [`Canceller`], its run's) never trips it: other work may
+    /// share it. Watched on the tokio runtime the call is invoked on,
+    /// until the tool returns.
+    pub fn cancellation(mut self, token: tokio_util::sync::CancellationToken) -> CallBuilder {
+        self.host_cancel = Some(token);
+        self
+    }
+
+    /// The host's receipt (agent-core's `receipt`): once the tool has
+    /// returned, `receipt` computes a value from the context and the
+    /// result, and it is filed as the call's `call.output` of stage
+    /// [`RECEIPT_STAGE`](reel::marker::RECEIPT_STAGE), before `call.ended`.
+    /// A host fact: replay puts the recorded one back in the timeline and
+    /// does not call the hook.
+    pub fn receipt(
+        mut self,
+        receipt: impl FnOnce(&ToolContext, &Result<Value, ToolError>) -> Value + Send + 'static,
+    ) -> CallBuilder {
+        self.receipt = Some(Box::new(receipt));
+        self
+    }
 
     /// The iteration of the agent loop.
     pub fn iteration(mut self, n: u32) -> CallBuilder {
@@ -405,6 +438,20 @@ impl CallBuilder {
 
         // The input is validated and the declared needs are resolved
         // before the tool runs.
+        // The host's token for this call, watched until the tool returns.
+        let watch = self.host_cancel.and_then(|token| {
+            let canceller = Canceller {
+                run: run.clone(),
+                call_id: call_id.clone(),
+                handle: self.cancel.clone(),
+            };
+            let runtime = tokio::runtime::Handle::try_current().ok()?;
+            Some(runtime.spawn(async move {
+                token.cancelled().await;
+                canceller.cancel(None);
+            }))
+        });
+        let receipt = self.receipt;
         let result = match before_tool(&info, &dyn_backend, &self.needs, &self.cancel).await {
             Err(err) => Err(err),
             Ok(declared) => {
@@ -412,7 +459,24 @@ impl CallBuilder {
                     .with_services(services);
                 let handle = ctx.clone();
                 match AssertUnwindSafe(tool(ctx, args)).catch_unwind().await {
-                    Ok(result) => after_tool(&handle, result),
+                    Ok(result) => {
+                        if let Some(w) = &watch {
+                            w.abort();
+                        }
+                        let result = after_tool(&handle, result);
+                        if let Some(receipt) = receipt {
+                            let value = receipt(&handle, &result);
+                            run.emit(
+                                Some(&call_id),
+                                FactKind::CallOutput(CallOutput {
+                                    value,
+                                    stage: Some(reel::marker::RECEIPT_STAGE.to_owned()),
+                                    note: None,
+                                }),
+                            );
+                        }
+                        result
+                    }
                     Err(panic) => {
                         handle.close();
                         run.call_ended(&call_id);
@@ -430,6 +494,9 @@ impl CallBuilder {
                 }
             }
         };
+        if let Some(w) = watch {
+            w.abort();
+        }
         let recorded = backend.finish(started_at, &result).await;
         run.call_ended(&call_id);
         match (recorded, result) {
@@ -560,6 +627,8 @@ impl Run {
             cancel: CancelHandle::new(),
             services: Services::default(),
             host_id: false,
+            host_cancel: None,
+            receipt: None,
         }
     }
 }

@@ -386,7 +386,7 @@ fn is_host_fact(kind: &FactKind) -> bool {
             | FactKind::TeardownRan(_)
             // Filed by the recorder's tripwire, not by the tool.
             | FactKind::RedactionTripped(_)
-    )
+    ) || matches!(kind, FactKind::CallOutput(o) if o.stage.as_deref() == Some(reel_core::marker::RECEIPT_STAGE))
 }
 
 fn served_result(call: &RecordedCall) -> Result<Value, ToolError> {

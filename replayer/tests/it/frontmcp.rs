@@ -291,3 +291,33 @@ async fn a_tool_without_a_spec_has_minimal_metadata() {
     let report = replays_clean_with(&recording, &tools, ReplayOptions::default()).await;
     assert!(report.is_exact(), "{report}");
 }
+
+/// A host's receipt (a `call.output` of stage `reel.receipt` the host
+/// filed after the tool returned) is a host fact: replay puts the
+/// recorded one back in its timeline and the call replays exact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hosts_receipt_replays_from_the_record() {
+    let tools = lookup_tools();
+    let t = tools.clone();
+    let recording = record("receipt", RunStatus::Completed, |run| async move {
+        run.call("lookup", json!({ "id": "doc-1", "limit": 3 }))
+            .receipt(|ctx, result| json!({ "tool": ctx.tool_name(), "ok": result.is_ok() }))
+            .invoke_tool(&t)
+            .await
+            .unwrap();
+    })
+    .await;
+    let report = replays_clean_with(&recording, &tools, ReplayOptions::default()).await;
+    assert!(report.is_exact(), "{report}");
+    let receipts: Vec<&Value> = report
+        .facts
+        .iter()
+        .filter_map(|f| match &f.kind {
+            FactKind::CallOutput(o) if o.stage.as_deref() == Some(reel::marker::RECEIPT_STAGE) => {
+                Some(&o.value)
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(receipts, [&json!({ "tool": "lookup", "ok": true })]);
+}
