@@ -194,6 +194,10 @@ struct Inner {
     /// The host ended the call ([`ToolContext::close`]): every later use
     /// of the context is refused and counted.
     closed: std::sync::atomic::AtomicBool,
+    /// Held shared while a report or a log line is checked and filed, and
+    /// exclusively by [`ToolContext::close`]: once `close` returns, none
+    /// can still land (after the call's end, which the host files next).
+    gate: std::sync::RwLock<()>,
     /// The logger name of `log` and `notify` facts (`set_logger`).
     logger: Mutex<Option<String>>,
     services: Services,
@@ -230,6 +234,7 @@ impl ToolContext {
                 outputs: Mutex::new(Vec::new()),
                 responded: OnceLock::new(),
                 closed: std::sync::atomic::AtomicBool::new(false),
+                gate: std::sync::RwLock::new(()),
                 logger: Mutex::new(None),
                 services: Services::default(),
             }),

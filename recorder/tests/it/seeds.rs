@@ -234,6 +234,42 @@ async fn a_context_that_outlives_its_call_refuses_and_the_run_end_counts_it() {
     assert_eq!(progress, [&json!({"message": "inside"})]);
 }
 
+/// A call outside any run is its own stream, ended by its `call.ended`:
+/// a clone used after that is refused and not recorded, and the stream
+/// still ends with the call's end (its count cannot follow the end: it is
+/// reported as late instead).
+#[tokio::test]
+async fn a_context_outliving_a_call_outside_any_run_leaves_its_stream_ended() {
+    let lab = Lab::new().await;
+    let (go_tx, go_rx) = tokio::sync::oneshot::channel::<()>();
+    let (done_tx, done_rx) = tokio::sync::oneshot::channel();
+    let (key_tx, key_rx) = tokio::sync::oneshot::channel();
+    lab.recorder
+        .call("walk", json!({}))
+        .invoke(move |ctx: ToolContext, _: Value| async move {
+            if let reel::context::Home::OutsideRun { key } = ctx.home() {
+                let _ = key_tx.send(key.clone());
+            }
+            ctx.progress(json!({"message": "inside"}));
+            let clone = ctx.clone();
+            tokio::spawn(async move {
+                let _ = go_rx.await;
+                clone.progress(json!({"message": "late"}));
+                clone.log(Level::Info, "late log");
+                let _ = done_tx.send(clone.is_closed());
+            });
+            Ok::<_, ToolError>(json!("done"))
+        })
+        .await
+        .unwrap();
+    let key = key_rx.await.unwrap();
+    go_tx.send(()).unwrap();
+    assert!(done_rx.await.unwrap(), "the clone sees its call ended");
+    let (facts, _, _dir) = lab.facts(&key).await;
+    let names: Vec<&str> = facts.iter().map(|f| f.kind.name()).collect();
+    assert_eq!(names, ["call.started", "progress", "call.ended"]);
+}
+
 #[tokio::test]
 async fn a_run_whose_contexts_refuse_nothing_files_no_count() {
     let lab = Lab::new().await;

@@ -697,12 +697,22 @@ async fn diagnostics_are_present_when_recording_and_the_records_in_replay() {
 
 /// A backend for a context built by hand, without recording: answers
 /// nothing, files nothing.
-/// A backend with no providers that keeps what it is given to file.
+/// A backend with no providers that keeps what it is given to file; with
+/// `slow` set, a progress report says it has begun filing and takes a
+/// while to finish (to race a close against it).
 #[derive(Default)]
-struct Bare(std::sync::Mutex<Vec<FactKind>>);
+struct Bare(
+    std::sync::Mutex<Vec<FactKind>>,
+    std::sync::Mutex<Option<std::sync::mpsc::Sender<()>>>,
+);
 
 impl CallBackend for Bare {
     fn emit(&self, kind: FactKind) {
+        let slow = self.1.lock().unwrap().clone();
+        if let (FactKind::Progress(_), Some(begun)) = (&kind, slow) {
+            begun.send(()).unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
         self.0.lock().unwrap().push(kind);
     }
     fn ready(&self) -> BoxFuture<'_, ()> {
@@ -868,6 +878,54 @@ async fn progress_and_progress_mcp_on_a_context_built_by_hand() {
             json!([{ "progress": 4.0 }, 0]),
         ]
     );
+}
+
+/// Seed 000: nothing of a call lands after its end. A clone of the
+/// context files a progress report on another thread while the host
+/// closes the context and files the call's end: the close waits for the
+/// report being filed, so the end comes after it (before the gate, the end
+/// was filed first and the report landed after it), and a report after
+/// the close is refused.
+#[test]
+fn a_report_racing_the_calls_end_never_lands_after_it() {
+    let started: CallStarted = serde_json::from_value(json!({
+        "call_id": "h1", "tool_name": "walk", "mode": "async", "args": {},
+    }))
+    .unwrap();
+    let info = CallInfo {
+        home: Home::Run("by-hand".into()),
+        session_id: None,
+        identity: None,
+        teardown_scopes: Vec::new(),
+        started,
+        diagnostics: None,
+    };
+    let backend = Arc::new(Bare::default());
+    let (begun, filing) = std::sync::mpsc::channel();
+    *backend.1.lock().unwrap() = Some(begun);
+    let ctx = ToolContext::new(info, backend.clone(), None, &CancelHandle::new());
+    let clone = ctx.clone();
+    let reporter = std::thread::spawn(move || clone.progress(json!({ "message": "late" })));
+    filing.recv().unwrap();
+    // The host: the tool returned; close, then file the end.
+    ctx.close();
+    backend.emit(FactKind::CallEnded(CallEnded {
+        outcome: CallOutcome::Ok {
+            result: json!(null),
+        },
+        duration_ns: 0,
+        invocation_id: None,
+    }));
+    reporter.join().unwrap();
+    ctx.progress(json!({ "message": "after the close" }));
+    let names: Vec<String> = backend
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|k| k.name().to_owned())
+        .collect();
+    assert_eq!(names, ["progress", "call.ended"]);
 }
 
 // ---------------------------------------------------------------------------
