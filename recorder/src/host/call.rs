@@ -4,7 +4,6 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -22,8 +21,8 @@ use crate::providers::{
     ArtifactStore, CredentialProvider, Elicitor, LogListener, ProgressListener,
 };
 
+use super::admit::{admit, head_outside_stream};
 use super::backend::{LiveBackend, Providers};
-use super::lock;
 use super::run::{new_invocation_id, Caller, Run};
 use super::teardown::Teardowns;
 
@@ -349,26 +348,8 @@ impl CallBuilder {
         let mut started = self.started;
         admit(&run, &mut started, self.host_id)?;
         let started_at = Instant::now();
-        // A call outside any run heads its own stream: its call.started
-        // says what a run.started would, and its id is the stream's end.
-        if let (Some(caller), Some(root)) = (self.outside, &run.inner.outside) {
-            let rec = &run.inner.rec;
-            if root.set(started.call_id.clone()).is_err()
-                || !lock(&rec.live_runs).insert(run.id().to_owned())
-            {
-                return Err(ToolError::msg(format!(
-                    "the call outside any run kept as {:?} was invoked already: prepare each call with `Recorder::call`",
-                    run.id()
-                )));
-            }
-            started.outside_run = Some(Box::new(OutsideRun {
-                key: run.id().to_owned(),
-                session_id: caller.session_id,
-                identity: caller.identity,
-                producer: rec.config.producer.clone(),
-                labels: caller.labels,
-                teardown_scopes: run.inner.teardown_scopes.clone(),
-            }));
+        if let Some(caller) = self.outside {
+            head_outside_stream(&run, caller, &mut started)?;
         }
         describe(
             &mut started,
@@ -436,22 +417,20 @@ impl CallBuilder {
         };
         let dyn_backend: Arc<dyn CallBackend> = backend.clone();
 
-        // The input is validated and the declared needs are resolved
-        // before the tool runs.
         // The host's token for this call, watched until the tool returns.
         let watch = self.host_cancel.and_then(|token| {
-            let canceller = Canceller {
-                run: run.clone(),
-                call_id: call_id.clone(),
-                handle: self.cancel.clone(),
-            };
-            let runtime = tokio::runtime::Handle::try_current().ok()?;
-            Some(runtime.spawn(async move {
-                token.cancelled().await;
-                canceller.cancel(None);
-            }))
+            watch_host_token(
+                token,
+                Canceller {
+                    run: run.clone(),
+                    call_id: call_id.clone(),
+                    handle: self.cancel.clone(),
+                },
+            )
         });
         let receipt = self.receipt;
+        // The input is validated and the declared needs are resolved
+        // before the tool runs.
         let result = match before_tool(&info, &dyn_backend, &self.needs, &self.cancel).await {
             Err(err) => Err(err),
             Ok(declared) => {
@@ -465,15 +444,7 @@ impl CallBuilder {
                         }
                         let result = after_tool(&handle, result);
                         if let Some(receipt) = receipt {
-                            let value = receipt(&handle, &result);
-                            run.emit(
-                                Some(&call_id),
-                                FactKind::CallOutput(CallOutput {
-                                    value,
-                                    stage: Some(reel::marker::RECEIPT_STAGE.to_owned()),
-                                    note: None,
-                                }),
-                            );
+                            file_receipt(&run, &call_id, receipt(&handle, &result));
                         }
                         result
                     }
@@ -508,59 +479,29 @@ impl CallBuilder {
     }
 }
 
-/// What is refused before anything of a call is recorded: a call of a run
-/// that ended, a `wanted` beyond the declared wants, a host-chosen call id
-/// the run holds already (claimed here when it is free).
-fn admit(run: &Run, started: &mut CallStarted, host_id: bool) -> Result<(), ToolError> {
-    if run.inner.ended.load(Ordering::SeqCst) {
-        return Err(ToolError::msg(format!(
-            "run {:?} has already ended: start a new run",
-            run.id()
-        )));
-    }
-    host_wanted(started)?;
-    if host_id {
-        run.claim_call_id(&started.call_id)
-            .map_err(ToolError::msg)?;
-    }
-    Ok(())
+/// Watches the host's token for one call ([`CallBuilder::cancellation`])
+/// on the current tokio runtime: its cancel cancels the call.
+fn watch_host_token(
+    token: tokio_util::sync::CancellationToken,
+    canceller: Canceller,
+) -> Option<tokio::task::JoinHandle<()>> {
+    let runtime = tokio::runtime::Handle::try_current().ok()?;
+    Some(runtime.spawn(async move {
+        token.cancelled().await;
+        canceller.cancel(None);
+    }))
 }
 
-/// Holds the host's own `wanted` ([`CallBuilder::wanted`]) to seed 000's
-/// rule: present only for declared wants, and never empty.
-fn host_wanted(started: &mut CallStarted) -> Result<(), ToolError> {
-    let Some(wanted) = &started.wanted else {
-        return Ok(());
-    };
-    if wanted.is_empty() {
-        started.wanted = None;
-        return Ok(());
-    }
-    let declared = started
-        .spec
-        .as_ref()
-        .map(|s| s.wants.as_slice())
-        .unwrap_or_default();
-    let undeclared: Vec<&String> = wanted.keys().filter(|k| !declared.contains(k)).collect();
-    if undeclared.is_empty() {
-        // A ticket the host says it resolved must not still be in the
-        // argument: the tool would get the ticket, the record say data.
-        let unresolved: Vec<&String> = wanted
-            .keys()
-            .filter(|k| reel::redact::artifact_ref(&started.args[k.as_str()]).is_some())
-            .collect();
-        if unresolved.is_empty() {
-            return Ok(());
-        }
-        return Err(ToolError::msg(format!(
-            "the call of tool {:?} names wanted argument(s) {unresolved:?} in `.wanted(..)` whose argument still holds a claim ticket: `wanted` names the tickets the host resolved into the arguments' data (seed 000); put the artifact's data in the argument, or leave it out of `.wanted(..)` and let the spec's want resolve it; the tool did not run and nothing of this call was recorded",
-            started.tool_name
-        )));
-    }
-    Err(ToolError::msg(format!(
-        "the call of tool {:?} names wanted argument(s) {undeclared:?} that its spec does not declare (it declares {declared:?}): `wanted` holds the claim tickets of the tool's declared wants that resolved (seed 000); declare them with `ToolSpec::wants` on the call's spec, or leave them out of `.wanted(..)`; the tool did not run and nothing of this call was recorded",
-        started.tool_name
-    )))
+/// Files the host's receipt ([`CallBuilder::receipt`]) before the call's end.
+fn file_receipt(run: &Run, call_id: &str, value: Value) {
+    run.emit(
+        Some(call_id),
+        FactKind::CallOutput(CallOutput {
+            value,
+            stage: Some(reel::marker::RECEIPT_STAGE.to_owned()),
+            note: None,
+        }),
+    );
 }
 
 /// Completes a call's `call.started` with how it runs: the mode that
