@@ -207,7 +207,14 @@ impl ToolContext {
         self.inner.info.identity.as_ref()
     }
 
-    /// This invocation's id.
+    /// The call's id **within its stream** (`c1`, `c2`, ... in a run).
+    ///
+    /// Not unique beyond that stream: every call outside any run heads a
+    /// stream of its own, so behind the MCP door (where each `tools/call`
+    /// is a call outside any run) every call is `c1`. To tell calls apart
+    /// across streams (a key of your own, a receipt, a log line), use
+    /// [`ToolContext::invocation_id`], unique per invocation, or the pair
+    /// ([`ToolContext::home`], `call_id`).
     pub fn call_id(&self) -> &str {
         &self.inner.info.started.call_id
     }
@@ -229,7 +236,9 @@ impl ToolContext {
     }
 
     /// The opaque invocation id shared by this call's `call.started` and
-    /// `call.ended` and the host's receipts. Always present: the host
+    /// `call.ended` and the host's receipts: unique per invocation across
+    /// runs and doors (128 random bits, or the host's own), unlike
+    /// [`ToolContext::call_id`]. Always present: the host
     /// generates one when it sets none; a record made before invocation ids
     /// were always present has none, and its call id stands in.
     pub fn invocation_id(&self) -> &str {
