@@ -28,7 +28,7 @@
 //!         labels: Default::default(),
 //!         teardown_scopes: vec![],
 //!     })),
-//!     fact(1, FactKind::Progress(Progress { payload: json!({"message": "working"}), count: 1 })),
+//!     fact(1, FactKind::Progress(Progress { payload: json!({"message": "working"}), count: 1, delivered: false })),
 //!     fact(2, FactKind::RunEnded(RunEnded { status: RunStatus::Completed })),
 //! ];
 //! // Every stream keeps the rules; the record is derived from the facts.

@@ -386,6 +386,7 @@ mod tests {
             kind: FactKind::Progress(Progress {
                 payload: json!({"message": format!("step {seq} of 300"), "done": seq, "total": 300}),
                 count: seq,
+                delivered: false,
             }),
         }
     }

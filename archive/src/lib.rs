@@ -23,7 +23,7 @@
 //!         labels: Default::default(),
 //!         teardown_scopes: vec![],
 //!     })),
-//!     fact(FactKind::Progress(Progress { payload: json!({"message": "working"}), count: 1 })),
+//!     fact(FactKind::Progress(Progress { payload: json!({"message": "working"}), count: 1, delivered: false })),
 //! ]).unwrap();
 //! archive.append("run-1", vec![fact(FactKind::RunEnded(RunEnded { status: RunStatus::Completed }))]).unwrap();
 //!

@@ -625,6 +625,7 @@ mod tests {
             fact(FactKind::Progress(Progress {
                 payload: serde_json::json!({"message": format!("step {i} of 300"), "done": i}),
                 count: i + 1,
+                delivered: false,
             }))
         };
         let mut first = vec![fact(FactKind::RunStarted(RunStarted {

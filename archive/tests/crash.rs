@@ -228,6 +228,7 @@ fn expected_new_fact(run_id: &str, seq: u64) -> NewFact {
                 "pad": "x".repeat(pad_len(run_id, seq)),
             }),
             count: [0, 1, 2, 0, 3][pos as usize],
+            delivered: false,
         }),
         3 => FactKind::Log(Log {
             level: Level::ALL[(seq % 8) as usize],
@@ -315,6 +316,7 @@ fn child(dir: &Path) {
             kind: FactKind::Progress(Progress {
                 payload: json!("late"),
                 count: 1,
+                delivered: false,
             }),
         };
         match archive.append(id, vec![extra]) {

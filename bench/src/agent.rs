@@ -270,6 +270,7 @@ pub fn run_batches(r: usize, shape: &AgentShape) -> Vec<Vec<Fact>> {
                 FactKind::Progress(Progress {
                     payload: json!({ "message": message, "done": n, "total": 4 }),
                     count: n as u64 - 2,
+                    delivered: false,
                 }),
             ));
         }

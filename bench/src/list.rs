@@ -127,6 +127,7 @@ pub fn build_with(dir: &Path, runs: usize, progress: usize) -> io::Result<Archiv
                 FactKind::Progress(Progress {
                     payload: json!({ "message": format!("step {k} of {progress}"), "done": k }),
                     count: 0,
+                    delivered: false,
                 }),
             )
         });

@@ -124,6 +124,7 @@ pub fn build_run(dir: &Path, run_id: &str, facts: usize) -> io::Result<usize> {
                 FactKind::Progress(Progress {
                     payload: json!({ "message": format!("hop {k} of call {c}"), "done": k }),
                     count: 0,
+                    delivered: false,
                 }),
             ));
         }

@@ -111,6 +111,7 @@ pub fn run_facts(r: usize, shape: &Shape, mut sink: impl FnMut(&[Fact])) {
                 FactKind::Progress(Progress {
                     payload: payload(i, shape.progress),
                     count: i as u64 + 1,
+                    delivered: false,
                 }),
             );
         }

@@ -90,12 +90,20 @@ mod fast {
         str(out, fact.kind.name())?;
         str(out, "data")?;
         match &fact.kind {
-            FactKind::Progress(Progress { payload, count }) => {
-                map_len(out, 2)?;
+            FactKind::Progress(Progress {
+                payload,
+                count,
+                delivered,
+            }) => {
+                map_len(out, if *delivered { 3 } else { 2 })?;
                 str(out, "payload")?;
                 value(out, payload)?;
                 str(out, "count")?;
                 uint(out, *count);
+                if *delivered {
+                    str(out, "delivered")?;
+                    bool(out, true);
+                }
             }
             FactKind::CallStarted(c) => call_started(out, c)?,
             FactKind::CallEnded(CallEnded {

@@ -27,7 +27,7 @@ use crate::fact::{Fact, FactKind, NewFact};
 /// // A progress report filed unnumbered (count 0) gets its call's next count.
 /// use reel_core::fact::Progress;
 /// let report = |count| NewFact { at: 0, offset: 0, call: Some("c1".into()),
-///     kind: FactKind::Progress(Progress { payload: "p".into(), count }) };
+///     kind: FactKind::Progress(Progress { payload: "p".into(), count, delivered: false }) };
 /// let FactKind::Progress(p) = seq.number(report(0)).kind else { unreachable!() };
 /// assert_eq!(p.count, 3);
 ///

@@ -507,8 +507,11 @@ pub fn fact_kind() -> impl Strategy<Value = FactKind> {
         }),
         // Counts from 1: a count of 0 is "not numbered yet", which
         // `Archive::append` numbers (see `reel::sequence`).
-        (json_value(), 1..=u64::MAX)
-            .prop_map(|(payload, count)| FactKind::Progress(Progress { payload, count })),
+        (json_value(), 1..=u64::MAX).prop_map(|(payload, count)| FactKind::Progress(Progress {
+            payload,
+            count,
+            delivered: false
+        })),
         (
             prop::sample::select(Level::ALL.to_vec()),
             opt_string(),

@@ -39,8 +39,8 @@ pub use check::{Fault, FaultKind, Seen, TapeCheck};
 /// The format tag of tapes whose facts an older reel reads whole.
 pub const FORMAT: &str = "reel.tape.v1";
 /// The format tag of tapes holding a fact field that version 1 lacks (a
-/// log that names the calls in flight, a structured tool error; the
-/// archive's format 5). An older reel would drop such a field, and then
+/// log that names the calls in flight, a structured tool error: the
+/// archive's format 5; a progress report sent to a client: format 6). An older reel would drop such a field, and then
 /// find `facts_sha256` wrong: it refuses the tape instead ("upgrade reel").
 pub const FORMAT_V2: &str = "reel.tape.v2";
 
@@ -49,6 +49,7 @@ pub const FORMAT_V2: &str = "reel.tape.v2";
 pub fn format_for(facts: &[Fact]) -> &'static str {
     let needs_v2 = facts.iter().any(|f| match &f.kind {
         crate::fact::FactKind::Log(l) => !l.in_flight.is_empty(),
+        crate::fact::FactKind::Progress(p) => p.delivered,
         crate::fact::FactKind::CallEnded(e) => matches!(
             e.outcome,
             crate::fact::CallOutcome::Error {

@@ -58,7 +58,11 @@ fn progress() -> impl Strategy<Value = Fact> {
         prop_oneof![Just(0u64), any::<u64>()],
     )
         .prop_map(|(mut fact, payload, count)| {
-            fact.kind = FactKind::Progress(Progress { payload, count });
+            fact.kind = FactKind::Progress(Progress {
+                payload,
+                count,
+                delivered: false,
+            });
             fact
         })
 }
@@ -166,6 +170,7 @@ fn payloads_near_the_depth_bound_read_alike() {
             kind: FactKind::Progress(Progress {
                 payload: nested(depth),
                 count: 1,
+                delivered: false,
             }),
         };
         let mut bytes = Vec::new();

@@ -607,6 +607,7 @@ fn progress(seq: u64) -> reel::fact::Fact {
         kind: FactKind::Progress(reel::fact::Progress {
             payload: json!({ "seq": seq }),
             count: seq,
+            delivered: false,
         }),
     }
 }

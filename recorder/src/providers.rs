@@ -103,8 +103,11 @@ pub trait LogListener: Send + Sync {
 /// elsewhere). Only a call with a listener attached pays for it.
 pub trait ProgressListener: Send + Sync {
     /// One report of `call_id` (the call, or a call it dispatched), its
-    /// payload as the tool gave it (before redaction).
-    fn progress(&self, call_id: &str, payload: &Value);
+    /// payload as the tool gave it (before redaction). True when it was
+    /// handed on for a client (over MCP: the request carried a
+    /// `progressToken`), recorded as the report's `delivered` and what
+    /// `ctx.progress_mcp` answers.
+    fn progress(&self, call_id: &str, payload: &Value) -> bool;
 }
 
 /// A fixed map of need -> secret.

@@ -18,14 +18,19 @@ pub trait CallBackend: Send + Sync {
     /// Files one fact of this call.
     fn emit(&self, kind: FactKind);
     /// Files one progress report of this call (a [`Progress`] fact of
-    /// count 0, numbered by the backend): true when it is on the record,
-    /// false when the backend dropped it (the recorder's queue over its
-    /// progress bound; counted in `progress.dropped`), which a replay
-    /// answers from the record. The default files it with
-    /// [`CallBackend::emit`] and answers true.
+    /// count 0, numbered by the backend) and answers whether a client was
+    /// sent it (the fact's `delivered`; a replay answers from the record).
+    /// A report the backend dropped (the recorder's queue over its
+    /// progress bound; counted in `progress.dropped`) was sent to none.
+    /// The default files it with [`CallBackend::emit`] and answers false:
+    /// nothing listens.
     fn progress(&self, payload: Value) -> bool {
-        self.emit(FactKind::Progress(Progress { payload, count: 0 }));
-        true
+        self.emit(FactKind::Progress(Progress {
+            payload,
+            count: 0,
+            delivered: false,
+        }));
+        false
     }
     /// An await point: waits while the write queue is over its bound.
     fn ready(&self) -> BoxFuture<'_, ()>;

@@ -150,7 +150,7 @@ impl ToolContext {
         self.file_progress(payload);
     }
 
-    /// Files a report: whether it is on the record (see
+    /// Files a report: whether a client was sent it (see
     /// [`ToolContext::progress_mcp`]).
     fn file_progress(&self, payload: Value) -> bool {
         // Checked and filed under the gate `close` takes (see there).
@@ -171,19 +171,15 @@ impl ToolContext {
     /// The optional parts are named, never positional: build them with
     /// [`McpProgress`]; a bare number is a progress with neither.
     ///
-    /// Returns a boolean, as FrontMCP's `progress` does. It means
-    /// **recorded**: true when the report is on the record (filed in call
-    /// order, and handed to the call's progress listener when one is
-    /// attached: over MCP, queued as `notifications/progress` for a client
-    /// that sent a progress token); false when it is not: after
-    /// [`ToolContext::respond`], after the call ended (a clone that
-    /// outlived it), or dropped because the recorder's queue was over its
-    /// progress bound (counted in `progress.dropped`). It does not mean
-    /// delivered: whether a client received a report is not on the record
-    /// (a `progress` fact has no `delivered`, as a `log` fact has), so a
-    /// replay could not give that answer back; the recorded one it gives
-    /// back exactly. [`ToolContext::notify`]'s boolean says whether a
-    /// message was handed on for a client.
+    /// Returns a boolean, as FrontMCP's `progress` does, with FrontMCP's
+    /// meaning: **sent to the client**. True when the call's progress
+    /// listener handed the report on for a client (over MCP, queued as
+    /// `notifications/progress` for a request that carried a
+    /// `progressToken`); false without a listener or a token, after
+    /// [`ToolContext::respond`], or after the call ended. The report is
+    /// filed either way (unless refused after the end), and the record
+    /// keeps the answer (the `progress` fact's `delivered`), so a replay
+    /// gives back the same one.
     ///
     /// ```
     /// use reel::context::{McpProgress, ToolContext};

@@ -179,6 +179,7 @@ fn redact_fact_caps_where_cap_depth_does() {
             let mut kind = FactKind::Progress(Progress {
                 payload: v.clone(),
                 count: 1,
+                delivered: false,
             });
             let mut secrets = secrets;
             r.redact_fact(&mut kind, &mut secrets);
@@ -186,7 +187,8 @@ fn redact_fact_caps_where_cap_depth_does() {
                 kind,
                 FactKind::Progress(Progress {
                     payload: want,
-                    count: 1
+                    count: 1,
+                    delivered: false
                 }),
                 "{n} levels"
             );

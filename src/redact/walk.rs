@@ -219,7 +219,9 @@ pub(super) fn walk_fields(kind: &mut FactKind, f: &mut impl Fields) {
             opt_text(f, id);
             f.text(reason);
         }
-        FactKind::Progress(Progress { payload, count: _ }) => f.json(payload),
+        FactKind::Progress(Progress {
+            payload, count: _, ..
+        }) => f.json(payload),
         FactKind::ProgressDropped(ProgressDropped { count: _ }) => {}
         // Written by the tripwire itself: names and a pointer, no value.
         FactKind::RedactionTripped(RedactionTripped {

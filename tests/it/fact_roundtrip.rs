@@ -99,6 +99,7 @@ fn the_fast_encoding_is_rmp_serdes_at_every_boundary() {
         kinds.push(FactKind::Progress(Progress {
             payload: v.clone(),
             count: 7,
+            delivered: false,
         }));
         kinds.push(FactKind::Log(Log {
             level: Level::Warning,
@@ -124,6 +125,7 @@ fn the_fast_encoding_is_rmp_serdes_at_every_boundary() {
         kinds.push(FactKind::Progress(Progress {
             payload: Value::Null,
             count: u,
+            delivered: false,
         }));
     }
     for &i in &ints {
@@ -575,6 +577,7 @@ fn one_of_each_kind() -> Vec<Fact> {
         FactKind::Progress(Progress {
             payload: json!({"message": "Hop 3 of 12 ✈️", "pct": 0.25}),
             count: 3,
+            delivered: false,
         }),
         FactKind::ProgressDropped(ProgressDropped { count: 4096 }),
         FactKind::RedactionTripped(RedactionTripped {
@@ -750,6 +753,50 @@ fn the_fields_of_format_5_are_pinned() {
     );
 }
 
+/// Format 6's `progress.delivered`: absent when false (a report nobody was
+/// sent writes the bytes it always did), `true` otherwise; the hand
+/// encoder writes what serde writes, and a tape holding one is v2.
+#[test]
+fn the_delivered_flag_of_format_6_is_pinned() {
+    let sent = fact(
+        Some("c1"),
+        FactKind::Progress(Progress {
+            payload: json!({"progress": 1.0, "total": 2.0}),
+            count: 1,
+            delivered: true,
+        }),
+    );
+    let mut unsent = sent.clone();
+    if let FactKind::Progress(p) = &mut unsent.kind {
+        p.delivered = false;
+    }
+    let mut bytes = Vec::new();
+    for f in [&sent, &unsent] {
+        let mut alone = Vec::new();
+        encode_fact(f, &mut alone).expect("a fact encodes");
+        assert_eq!(decode_fact(&alone).expect("decodes"), *f, "round trip");
+        let mut reference = Vec::new();
+        encode_fact_serde(f, &mut reference).expect("a fact encodes");
+        assert_eq!(
+            alone, reference,
+            "the hand encoder writes what serde writes"
+        );
+        bytes.extend_from_slice(&alone);
+    }
+    let json = serde_json::to_value(&unsent).unwrap();
+    assert!(json["data"].get("delivered").is_none(), "{json}");
+    assert_eq!(
+        reel::tape::format_for(std::slice::from_ref(&unsent)),
+        reel::tape::FORMAT
+    );
+    assert_eq!(reel::tape::format_for(&[sent]), reel::tape::FORMAT_V2);
+    assert_eq!(
+        hex::encode(Sha256::digest(&bytes)),
+        "70ad1c787b179939365c0b5dc7413060a2cb1e54691a79986dec4f187759d2b7",
+        "the stored encoding of format 6's delivered flag changed: that is a format change, pin the new bytes"
+    );
+}
+
 #[test]
 fn the_stored_encoding_of_every_kind_is_pinned_to_its_version() {
     let mut facts = one_of_each_kind();
@@ -895,7 +942,11 @@ fn call_started(
 }
 
 fn progress(payload: Value) -> FactKind {
-    FactKind::Progress(Progress { payload, count: 1 })
+    FactKind::Progress(Progress {
+        payload,
+        count: 1,
+        delivered: false,
+    })
 }
 
 /// Pairs (what, absent, empty) that must stay distinct through every
@@ -1358,6 +1409,7 @@ fn known_kind_with_an_extra_field_still_decodes() {
         kind: FactKind::Progress(Progress {
             payload: json!({"step": 1}),
             count: 4,
+            delivered: false,
         }),
     };
     let from_json: Fact = serde_json::from_str(&value.to_string()).unwrap();
@@ -1390,6 +1442,7 @@ fn data_before_kind_decodes() {
         FactKind::Progress(Progress {
             payload: json!([1, 2]),
             count: 2,
+            delivered: false,
         }),
         FactKind::Unknown {
             kind: "quantum.entangled".into(),

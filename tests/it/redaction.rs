@@ -360,7 +360,7 @@ proptest! {
         let mut secrets = KnownSecrets::new();
         let mut payload = usage.clone();
         payload[secret_key] = Value::String(secret.clone());
-        let mut kind = FactKind::Progress(Progress { payload, count: 1 });
+        let mut kind = FactKind::Progress(Progress { payload, count: 1, delivered: false });
         r.redact_fact(&mut kind, &mut secrets);
         let FactKind::Progress(p) = &kind else { unreachable!() };
         let mut want = usage.clone();

@@ -26,7 +26,7 @@
 //!         dispatch_tools: None,
 //!         outside_run: None,
 //!     })),
-//!     fact(2, Some("c1"), FactKind::Progress(Progress { payload: json!({"message": "Hop 1 of 12"}), count: 1 })),
+//!     fact(2, Some("c1"), FactKind::Progress(Progress { payload: json!({"message": "Hop 1 of 12"}), count: 1, delivered: false })),
 //! ];
 //! let timeline = Timeline::build(&facts);
 //! assert_eq!(timeline.calls[0].last_progress.as_deref(), Some("Hop 1 of 12"));

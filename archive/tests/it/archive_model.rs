@@ -172,6 +172,7 @@ fn kind_strategy() -> BoxedStrategy<FactKind> {
         3 => (1u64..1000).prop_map(|n| FactKind::Progress(Progress {
             payload: json!({"message": format!("step {n}"), "n": n}),
             count: n,
+        delivered: false,
         })),
         2 => (0usize..Level::ALL.len(), any::<bool>(), proptest::option::of(0u8..3)).prop_map(
             |(level, delivered, logger)| FactKind::Log(Log {

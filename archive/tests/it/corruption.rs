@@ -116,6 +116,7 @@ fn fact(run: &str, n: usize, salt: u64) -> NewFact {
         1 => FactKind::Progress(Progress {
             payload: json!({"message": format!("{run} step {n}"), "salt": salt}),
             count: n as u64 + salt + 1,
+            delivered: false,
         }),
         _ => FactKind::Log(Log {
             level: reel::fact::Level::Info,

@@ -72,6 +72,7 @@ fn progress(i: u64, n: usize) -> NewFact {
     fact(FactKind::Progress(Progress {
         payload: json!({"message": format!("step {i}"), "noise": text}),
         count: i + 1,
+        delivered: false,
     }))
 }
 

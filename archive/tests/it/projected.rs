@@ -51,6 +51,7 @@ fn progress(seq: u64) -> Fact {
         FactKind::Progress(Progress {
             payload: json!({ "seq": seq }),
             count: seq,
+            delivered: false,
         }),
     )
 }

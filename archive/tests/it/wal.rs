@@ -47,6 +47,7 @@ fn progress(i: u64) -> NewFact {
     fact(FactKind::Progress(Progress {
         payload: json!({"step": i}),
         count: i + 1,
+        delivered: false,
     }))
 }
 

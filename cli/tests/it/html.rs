@@ -97,6 +97,7 @@ fn hostile_run() -> (RunRecord, Vec<Fact>) {
             FactKind::Progress(Progress {
                 payload: json!({"message": "<script>alert(1)</script>"}),
                 count: 1,
+                delivered: false,
             }),
         ),
         (
@@ -151,6 +152,7 @@ fn hostile_run() -> (RunRecord, Vec<Fact>) {
             FactKind::Progress(Progress {
                 payload: json!({"message": "Hop 1 of 3"}),
                 count: 1,
+                delivered: false,
             }),
         ),
         (

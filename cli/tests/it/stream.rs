@@ -88,6 +88,7 @@ pub fn build(archive: &Archive, run_id: &str, n: u64) {
                 fact(k + 2, Some("c1"), FactKind::Progress(Progress {
                     payload: json!({ "message": format!("Hop {k} of {n}"), "done": k, "pad": "x".repeat(64) }),
                     count: k + 1,
+                delivered: false,
                 }))
             })
             .collect();

@@ -99,7 +99,7 @@ pub trait ViewSink {
 /// use reel_core::fact::{Fact, FactKind, Progress};
 ///
 /// let fact = Fact { seq: 7, at: 1, offset: 2, call: Some("c1".into()),
-///     kind: FactKind::Progress(Progress { payload: "half way".into(), count: 3 }) };
+///     kind: FactKind::Progress(Progress { payload: "half way".into(), count: 3, delivered: false }) };
 /// let mut bytes = Vec::new();
 /// encode_fact(&fact, &mut bytes).unwrap();
 /// let FactView::Progress(p) = decode_fact_view(&bytes).unwrap() else { unreachable!() };

@@ -226,6 +226,11 @@ pub struct Progress {
     pub payload: Value,
     /// How many progress reports this call has made so far, this one included.
     pub count: u64,
+    /// Whether the report was sent to a client (an MCP client that asked
+    /// for progress with a `progressToken`); false when nothing listened,
+    /// and in records made before it was kept. (Format 6.)
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub delivered: bool,
 }
 
 /// `log`.

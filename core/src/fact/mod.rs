@@ -27,7 +27,7 @@
 //!     at: 1_700_000_000_000_000_000,
 //!     offset: 42_000,
 //!     call: Some("call-1".into()),
-//!     kind: FactKind::Progress(Progress { payload: json!({"message": "Hop 3 of 12"}), count: 3 }),
+//!     kind: FactKind::Progress(Progress { payload: json!({"message": "Hop 3 of 12"}), count: 3, delivered: false }),
 //! };
 //! let json = serde_json::to_string(&fact).unwrap();
 //! assert!(json.contains(r#""kind":"progress""#));

@@ -574,7 +574,8 @@ impl Router {
         if tool_call {
             call = call
                 .elicitor(elicitor.clone())
-                .listener(Arc::new(Forwarded));
+                .listener(Arc::new(Forwarded))
+                .progress_listener(Arc::new(Forwarded));
         }
         let canceller = call.canceller();
         let call_id = call.id().to_owned();
@@ -809,6 +810,14 @@ struct Forwarded;
 
 impl LogListener for Forwarded {
     fn deliver(&self, _call_id: &str, _level: Level, _data: &Value) -> bool {
+        true
+    }
+}
+
+/// The proxy forwarded every progress notification to the client before
+/// filing it: each is `delivered`.
+impl reel_recorder::ProgressListener for Forwarded {
+    fn progress(&self, _call_id: &str, _payload: &Value) -> bool {
         true
     }
 }

@@ -144,13 +144,13 @@ impl Notifier {
 }
 
 impl ProgressListener for Notifier {
-    fn progress(&self, _call_id: &str, payload: &Value) {
+    fn progress(&self, _call_id: &str, payload: &Value) -> bool {
         let n = self.reports.fetch_add(1, Ordering::Relaxed) + 1;
         let (peer, token) = {
             let target = lock(&self.target);
             match &target.token {
                 Some(token) => (target.peer.clone(), token.clone()),
-                None => return,
+                None => return false,
             }
         };
         let number = |key: &str| payload.get(key).and_then(Value::as_f64);
@@ -165,7 +165,7 @@ impl ProgressListener for Notifier {
         self.queue(
             peer,
             ServerNotification::ProgressNotification(ProgressNotification::new(params)),
-        );
+        )
     }
 }
 

@@ -264,6 +264,7 @@ fn expected_messages(call: &Interaction) -> Vec<(Option<u64>, FactKind)> {
             Event::Progress(payload) => FactKind::Progress(Progress {
                 payload: numbers_as_floats(payload.clone()),
                 count: 0,
+                delivered: false,
             }),
             // The session's message: checked against the pool (see
             // `session_logs`), not as this call's.
@@ -302,6 +303,7 @@ fn received_messages(received: &Received) -> Vec<FactKind> {
                 out.push(FactKind::Progress(Progress {
                     payload: numbers_as_floats(params),
                     count: 0,
+                    delivered: false,
                 }));
             }
             Some("notifications/message") => {

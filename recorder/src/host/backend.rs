@@ -173,9 +173,27 @@ impl CallBackend for LiveBackend {
     // the report first. Over the queue's progress bound the report is
     // dropped and counted (false); the count is filed before the call's
     // next fact.
+    //
+    // Answers whether a client was sent the report. One that was travels
+    // as a whole fact (it says `delivered`, and is never dropped: the
+    // client has it); the writer numbers it in filing order all the same.
     fn progress(&self, payload: Value) -> bool {
-        if let Some(listener) = &self.providers.progress {
-            listener.progress(&self.call_id, &payload);
+        let sent = self
+            .providers
+            .progress
+            .as_ref()
+            .is_some_and(|listener| listener.progress(&self.call_id, &payload));
+        if sent {
+            self.file_dropped();
+            self.run.emit(
+                Some(&self.call_id),
+                FactKind::Progress(Progress {
+                    payload,
+                    count: 0,
+                    delivered: true,
+                }),
+            );
+            return true;
         }
         if self.dropped.load(Ordering::Relaxed) != 0 {
             if !self.run.progress_room() {
@@ -186,9 +204,8 @@ impl CallBackend for LiveBackend {
         }
         if !self.run.emit_progress(self.progress_key, payload) {
             self.dropped.fetch_add(1, Ordering::Relaxed);
-            return false;
         }
-        true
+        false
     }
 
     fn ready(&self) -> BoxFuture<'_, ()> {

@@ -111,7 +111,11 @@ impl Pending {
                 // Not `to_string()`: that goes through `Display`.
                 call: Some(String::from(&*call)),
                 // Numbered when the batch is (`Sequencer`).
-                kind: FactKind::Progress(Progress { payload, count: 0 }),
+                kind: FactKind::Progress(Progress {
+                    payload,
+                    count: 0,
+                    delivered: false,
+                }),
             },
             PendingFact::Other(fact) => {
                 let NewFact { call, kind, .. } = *fact;

@@ -19,11 +19,12 @@ struct Seen {
 }
 
 impl ProgressListener for Seen {
-    fn progress(&self, call_id: &str, payload: &Value) {
+    fn progress(&self, call_id: &str, payload: &Value) -> bool {
         self.progress
             .lock()
             .unwrap()
             .push((call_id.to_owned(), payload.clone()));
+        true
     }
 }
 

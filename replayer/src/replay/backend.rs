@@ -377,8 +377,20 @@ impl CallBackend for ReplayBackend {
             self.file(st, FactKind::ProgressDropped(d));
             return false;
         }
-        self.file(st, FactKind::Progress(Progress { payload, count }));
-        true
+        // Whether a client was sent it: the record's answer.
+        let delivered = matches!(
+            self.expected(st.emitted).map(|f| &f.kind),
+            Some(FactKind::Progress(p)) if p.delivered
+        );
+        self.file(
+            st,
+            FactKind::Progress(Progress {
+                payload,
+                count,
+                delivered,
+            }),
+        );
+        delivered
     }
 
     fn ready(&self) -> BoxFuture<'_, ()> {

@@ -93,8 +93,23 @@ async fn mcp_storm(ctx: ToolContext, _: Value) -> Result<Value, ToolError> {
     Ok(json!({ "after": after }))
 }
 
+/// A client that asked for progress (an MCP request with a
+/// `progressToken`): every report is handed on to it.
+struct Client;
+
+impl reel_recorder::ProgressListener for Client {
+    fn progress(&self, _call_id: &str, _payload: &Value) -> bool {
+        true
+    }
+}
+
+/// Seed 004's `progress` boolean (FrontMCP: "sent to the client"): true
+/// for each report a client was sent, false with nothing listening (even
+/// though the report is filed, or dropped by the queue's bound) and after
+/// `respond`. The record keeps the answer (`delivered`), and a replay gives
+/// the tool the same booleans.
 #[tokio::test]
-async fn progress_mcp_says_whether_the_report_was_recorded_and_replays_the_same() {
+async fn progress_mcp_says_whether_a_client_was_sent_the_report_and_replays_the_same() {
     let dir = tempfile::tempdir().unwrap();
     let config = RecorderConfig {
         fingerprint_key: FingerprintKey::Key([3; 32]),
@@ -109,8 +124,14 @@ async fn progress_mcp_says_whether_the_report_was_recorded_and_replays_the_same(
         .start_run(RunStart::new("mcp-storm"))
         .await
         .unwrap();
-    let out = run
+    let alone = run
         .call("storm", json!({}))
+        .invoke(mcp_storm)
+        .await
+        .unwrap();
+    let listened = run
+        .call("storm", json!({}))
+        .progress_listener(std::sync::Arc::new(Client))
         .invoke(mcp_storm)
         .await
         .unwrap();
@@ -123,29 +144,29 @@ async fn progress_mcp_says_whether_the_report_was_recorded_and_replays_the_same(
         .write(std::fs::File::create(&path).unwrap())
         .unwrap();
     let recording = Recording::from_tape_file(&path).unwrap();
-    // True exactly for the reports on the record; false for each one the
-    // record counts as dropped, and after respond.
-    let call = recording.calls.values().next().unwrap();
-    let recorded = call
-        .facts
-        .iter()
-        .filter(|f| matches!(f.kind, FactKind::Progress(_)))
-        .count();
-    let dropped: u64 = call
-        .facts
-        .iter()
-        .filter_map(|f| match &f.kind {
-            FactKind::ProgressDropped(d) => Some(d.count),
-            _ => None,
-        })
-        .sum();
-    let got: Vec<bool> = serde_json::from_value(out["got"].clone()).unwrap();
-    let trues = got.iter().filter(|b| **b).count();
-    assert_eq!(trues, recorded);
-    assert_eq!((got.len() - trues) as u64, dropped);
-    assert!(dropped > 0, "nothing was dropped with a bound of 16");
+    let reports = |call: &str| -> Vec<bool> {
+        recording.calls[call]
+            .facts
+            .iter()
+            .filter_map(|f| match &f.kind {
+                FactKind::Progress(p) => Some(p.delivered),
+                _ => None,
+            })
+            .collect()
+    };
+    // Nobody listening: every answer false, the reports filed (or dropped)
+    // all the same.
+    let got: Vec<bool> = serde_json::from_value(alone["got"].clone()).unwrap();
+    assert!(got.iter().all(|b| !b));
+    assert!(!reports("c1").is_empty() && reports("c1").iter().all(|d| !d));
+    // A client listening: every report sent, each on the record as such
+    // (a report a client has is never dropped).
+    let got: Vec<bool> = serde_json::from_value(listened["got"].clone()).unwrap();
+    assert_eq!(got.len() as u64, REPORTS);
+    assert!(got.iter().all(|b| *b));
+    assert_eq!(reports("c2"), vec![true; REPORTS as usize]);
     // After respond: false (the record flags what the tool returned).
-    let flagged = call
+    let flagged = recording.calls["c2"]
         .facts
         .iter()
         .find_map(|f| match &f.kind {

@@ -835,8 +835,8 @@ async fn a_context_built_by_hand_has_no_diagnostics() {
 
 /// Seed 000's progress on a context a host built by hand (no recorder):
 /// `progress` hands the backend the payload untouched, `progress_mcp` the
-/// MCP payload with its named parts, each answering whether the report is
-/// on the record; after `respond`, neither files anything.
+/// MCP payload with its named parts, answering whether a client was sent
+/// it (none here); after `respond`, neither files anything.
 #[tokio::test]
 async fn progress_and_progress_mcp_on_a_context_built_by_hand() {
     let started: CallStarted = serde_json::from_value(json!({
@@ -854,8 +854,9 @@ async fn progress_and_progress_mcp_on_a_context_built_by_hand() {
     let backend = Arc::new(Bare::default());
     let ctx = ToolContext::new(info, backend.clone(), None, &CancelHandle::new());
     ctx.progress(json!({ "message": "Planning", "done": 1 }));
-    assert!(ctx.progress_mcp(McpProgress::new(3.0).total(12.0).message("Hop 3 of 12")));
-    assert!(ctx.progress_mcp(4.0));
+    // Filed, but sent to no client: nothing listens on a bare backend.
+    assert!(!ctx.progress_mcp(McpProgress::new(3.0).total(12.0).message("Hop 3 of 12")));
+    assert!(!ctx.progress_mcp(4.0));
     // `respond` ends the execution: its Err carries the value out.
     assert!(ctx.respond(json!("done")).is_err());
     assert!(!ctx.progress_mcp(5.0), "nothing is filed after respond");

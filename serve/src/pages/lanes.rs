@@ -200,6 +200,7 @@ mod tests {
             kind: FactKind::Progress(Progress {
                 payload: json!({ "message": format!("hop {seq}") }),
                 count: seq,
+                delivered: false,
             }),
         }
     }

@@ -395,6 +395,7 @@ mod tests {
             FactKind::Progress(Progress {
                 payload: json!({"message": "  progress <b>1</b>  "}),
                 count: 1,
+                delivered: false,
             }),
         );
         b.push(&progress);

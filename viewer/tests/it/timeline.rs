@@ -107,6 +107,7 @@ fn progress(call: &str, message: &str, count: u64) -> Step {
         FactKind::Progress(Progress {
             payload: json!({ "message": message }),
             count,
+            delivered: false,
         }),
     )
 }
@@ -706,6 +707,7 @@ fn generic_progress(call: &str, count: u64) -> Step {
         FactKind::Progress(Progress {
             payload: json!({ "done": count }),
             count,
+            delivered: false,
         }),
     )
 }
@@ -893,6 +895,7 @@ fn the_largest_seq_does_not_overflow() {
         kind: FactKind::Progress(Progress {
             payload: serde_json::json!({}),
             count: 1,
+            delivered: false,
         }),
     };
     let t = reel_viewer::timeline::Timeline::build([&fact]);

@@ -61,7 +61,7 @@ fn step() -> impl Strategy<Value = Step> {
             .prop_map(|(c, p, tool)| Step::Fact(Some(c), Box::new(call_started(c, p, tool)))),
         8 => (call(), strategy::json_value(), prop_oneof![Just(0u64), 1..6u64, any::<u64>()])
             .prop_map(|(c, payload, count)| {
-                Step::Fact(c, Box::new(FactKind::Progress(Progress { payload, count })))
+                Step::Fact(c, Box::new(FactKind::Progress(Progress { payload, count, delivered: false })))
             }),
         1 => (call(), 1..4u64)
             .prop_map(|(c, count)| Step::Fact(c, Box::new(FactKind::ProgressDropped(ProgressDropped { count })))),

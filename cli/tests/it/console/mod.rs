@@ -107,6 +107,7 @@ fn strange_run(dir: &Path, run_id: &str, call: &str, principal: &str, text: &str
                     FactKind::Progress(Progress {
                         payload: json!({ "message": text }),
                         count: 0,
+                        delivered: false,
                     }),
                 ),
                 fact(
@@ -504,6 +505,7 @@ pub fn record_runs(dir: &Path, runs: &[RunShape]) {
                 FactKind::Progress(Progress {
                     payload: json!({ "message": m }),
                     count: 0,
+                    delivered: false,
                 }),
             ));
         }
@@ -617,6 +619,7 @@ pub fn long_run(dir: &Path, id: &str, n: u64, batch: usize) {
             FactKind::Progress(Progress {
                 payload: json!({ "message": format!("hop {i}") }),
                 count: 0,
+                delivered: false,
             }),
         ));
         if facts.len() == batch {
