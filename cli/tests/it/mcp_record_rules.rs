@@ -507,15 +507,21 @@ fn http_proxy(archive: &Path, upstream: &str, extra: &[&str]) -> (Killed, String
 /// the status and the response text up to its first JSON-RPC message (an
 /// SSE stream may stay open after it), or its whole body.
 fn post(addr: &str, host: &str, origin: Option<&str>, body: &Value) -> (u16, String) {
+    let origin = origin
+        .map(|o| format!("Origin: {o}\r\n"))
+        .unwrap_or_default();
+    post_with(addr, host, &origin, body)
+}
+
+/// [`post`] with `headers` (whole lines, each ending in CRLF) added.
+fn post_with(addr: &str, host: &str, headers: &str, body: &Value) -> (u16, String) {
     use std::io::Read;
     let mut stream = std::net::TcpStream::connect(addr).unwrap();
     stream
         .set_read_timeout(Some(std::time::Duration::from_secs(60)))
         .unwrap();
     let body = body.to_string();
-    let origin = origin
-        .map(|o| format!("Origin: {o}\r\n"))
-        .unwrap_or_default();
+    let origin = headers;
     write!(
         stream,
         "POST /mcp HTTP/1.1\r\nHost: {host}\r\n{origin}Content-Type: application/json\r\n\
@@ -883,6 +889,81 @@ fn sessionless_clients_are_recorded_in_runs_of_their_own() {
             ("beta 1.0".to_owned(), vec!["b1".to_owned()]),
         ]
     );
+}
+
+/// Tries to use the listener off loopback as an open door: `--listen
+/// 0.0.0.0:0` without a token is refused at start (exit 64, saying why and
+/// what to do); with `--token-file`, a request without `Reel-Token` is
+/// refused (403, never 401, which would start a client's OAuth flow), and
+/// one with it goes through.
+#[test]
+fn off_loopback_the_proxy_needs_a_token_of_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let archive = dir.path().join("archive");
+    let open = Command::new(REEL)
+        .arg("--archive")
+        .arg(&archive)
+        .args([
+            "mcp",
+            "record",
+            "--listen",
+            "0.0.0.0:0",
+            "--upstream",
+            "http://127.0.0.1:9/mcp",
+        ])
+        .env("REEL_CONFIG_DIR", dir.path().join("config"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&open.stderr);
+    assert_eq!(open.status.code(), Some(64), "{stderr}");
+    assert!(
+        stderr.contains("without a token") && stderr.contains("--token-file"),
+        "{stderr}"
+    );
+    let short = dir.path().join("short");
+    std::fs::write(&short, "tiny\n").unwrap();
+    let weak = Command::new(REEL)
+        .arg("--archive")
+        .arg(&archive)
+        .args([
+            "mcp",
+            "record",
+            "--listen",
+            "0.0.0.0:0",
+            "--upstream",
+            "http://127.0.0.1:9/mcp",
+        ])
+        .arg("--token-file")
+        .arg(&short)
+        .env("REEL_CONFIG_DIR", dir.path().join("config"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&weak.stderr);
+    assert_eq!(weak.status.code(), Some(64), "{stderr}");
+    assert!(
+        stderr.contains("at least 16") && !stderr.contains("tiny"),
+        "{stderr}"
+    );
+
+    let (_upstream, url) = fastmcp_http();
+    let token = "tok-3f9a0c1d2e4b5a6978";
+    let tokens = dir.path().join("tokens");
+    std::fs::write(&tokens, format!("# the proxy's\n{token}\n")).unwrap();
+    let (_proxy, addr) = http_proxy(&archive, &url, &["--token-file", tokens.to_str().unwrap()]);
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "0"},
+    }});
+    let (status, text) = post(&addr, &addr, None, &init);
+    assert_eq!(status, 403, "{text}");
+    assert!(text.contains("Reel-Token"), "{text}");
+    let (status, text) = post_with(&addr, &addr, "Reel-Token: not-the-token-at-all\r\n", &init);
+    assert_eq!(status, 403, "{text}");
+    let (status, text) = post_with(&addr, &addr, &format!("Reel-Token: {token}\r\n"), &init);
+    assert_eq!(status, 200, "{text}");
+    assert!(text.contains("protocolVersion"), "{text}");
 }
 
 /// Tries to make two agent runs one: a client without a session sends a

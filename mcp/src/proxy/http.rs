@@ -88,7 +88,17 @@ pub struct HttpProxy {
     /// How long a client's sessionless run may see no exchange before it
     /// is ended ([`HttpProxy::idle_close`]).
     idle_close: std::time::Duration,
+    /// The proxy's own tokens ([`HttpProxy::token`]); none: no token asked.
+    tokens: Vec<Secret>,
 }
+
+/// The header a client presents the proxy's own token in
+/// ([`HttpProxy::token`]). Not `Authorization`: that one carries the
+/// upstream's bearer token, passed through untouched.
+pub const TOKEN_HEADER: &str = "reel-token";
+
+/// The shortest token the proxy accepts.
+pub const MIN_TOKEN_LEN: usize = 16;
 
 /// The default of [`HttpProxy::idle_close`]: five minutes.
 pub const DEFAULT_IDLE_CLOSE: std::time::Duration = std::time::Duration::from_secs(300);
@@ -141,6 +151,7 @@ impl HttpProxy {
             max_body: DEFAULT_MAX_BODY,
             allowed_hosts: LOOPBACK_HOSTS.iter().map(|h| h.to_string()).collect(),
             idle_close: DEFAULT_IDLE_CLOSE,
+            tokens: Vec::new(),
         })
     }
 
@@ -200,6 +211,12 @@ impl HttpProxy {
                 ));
             }
         }
+        if !self.token_presented(headers) {
+            return Some(format!(
+                "reel mcp record: this proxy needs its token: send it in the Reel-Token header \
+                 (the one in the file given with --token-file)\n"
+            ));
+        }
         let origin = headers.get(header::ORIGIN)?;
         let origin_host = origin
             .to_str()
@@ -233,6 +250,59 @@ impl HttpProxy {
     pub fn idle_close(mut self, idle: std::time::Duration) -> HttpProxy {
         self.idle_close = idle;
         self
+    }
+
+    /// A token of the proxy's own (repeatable): every request must then
+    /// present one in the [`TOKEN_HEADER`] header (`Reel-Token: TOKEN`),
+    /// else it is refused with 403 (not 401, which would start an MCP
+    /// client's OAuth flow toward the upstream); the header is never
+    /// forwarded. Needed to listen off loopback ([`HttpProxy::check_listen`]).
+    pub fn token(mut self, token: Secret) -> HttpProxy {
+        self.tokens.push(token);
+        self
+    }
+
+    /// Refuses to listen at `addr` off loopback without a token (anyone
+    /// who reaches the port could call the upstream through it and have
+    /// their traffic recorded), and any token shorter than
+    /// [`MIN_TOKEN_LEN`]. The error says what to do.
+    pub fn check_listen(&self, addr: SocketAddr) -> Result<(), String> {
+        if let Some(short) = self
+            .tokens
+            .iter()
+            .find(|t| t.expose().chars().count() < MIN_TOKEN_LEN)
+        {
+            return Err(format!(
+                "the token is {} characters long: use at least {MIN_TOKEN_LEN} (e.g. `openssl rand -hex 32 > FILE`)",
+                short.expose().chars().count()
+            ));
+        }
+        if addr.ip().is_loopback() || !self.tokens.is_empty() {
+            return Ok(());
+        }
+        Err(format!(
+            "refusing to listen on {addr} without a token: anyone who can reach that address could \
+             call the upstream MCP server through the proxy and have their traffic recorded. Pass \
+             --token-file FILE (a file holding a secret of at least {MIN_TOKEN_LEN} characters; \
+             clients send it as `Reel-Token: TOKEN`), or listen on loopback (127.0.0.1:PORT)"
+        ))
+    }
+
+    /// Whether `headers` present one of the proxy's tokens (compared in
+    /// constant time); true when it asks for none.
+    fn token_presented(&self, headers: &HeaderMap) -> bool {
+        if self.tokens.is_empty() {
+            return true;
+        }
+        let Some(given) = headers.get(TOKEN_HEADER).map(|v| v.as_bytes()) else {
+            return false;
+        };
+        self.tokens.iter().fold(false, |found, t| {
+            let want = t.expose().as_bytes();
+            let same = want.len() == given.len()
+                && want.iter().zip(given).fold(0u8, |d, (a, b)| d | (a ^ b)) == 0;
+            found | same
+        })
     }
 
     /// A value scrubbed from every fact of every session.
@@ -542,6 +612,35 @@ impl Shared {
 mod tests {
     use super::*;
     use http::HeaderValue;
+
+    #[test]
+    fn the_proxys_token_is_checked_and_never_forwarded() {
+        let proxy = HttpProxy::new("http://127.0.0.1:8000/mcp")
+            .unwrap()
+            .token(Secret::new("a-token-of-the-proxy"));
+        let mut h = HeaderMap::new();
+        h.insert(header::HOST, HeaderValue::from_static("127.0.0.1:9"));
+        h.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("Bearer upstream"),
+        );
+        assert!(proxy
+            .refusal(&h)
+            .is_some_and(|why| why.contains("Reel-Token")));
+        h.insert(
+            TOKEN_HEADER,
+            HeaderValue::from_static("a-token-of-the-proxy"),
+        );
+        assert_eq!(proxy.refusal(&h), None);
+        let forwarded = exchange::forwarded_headers(&h);
+        assert!(forwarded.get(TOKEN_HEADER).is_none());
+        // The upstream's own bearer passes through untouched.
+        assert_eq!(forwarded[header::AUTHORIZATION], "Bearer upstream");
+        assert!(proxy.check_listen("0.0.0.0:0".parse().unwrap()).is_ok());
+        let open = HttpProxy::new("http://127.0.0.1:8000/mcp").unwrap();
+        assert!(open.check_listen("0.0.0.0:0".parse().unwrap()).is_err());
+        assert!(open.check_listen("127.0.0.1:0".parse().unwrap()).is_ok());
+    }
 
     #[test]
     fn host_and_origin_name_an_allowed_host_or_are_refused() {

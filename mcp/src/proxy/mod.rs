@@ -67,7 +67,10 @@ pub(crate) mod http;
 pub(crate) mod line;
 pub(crate) mod link;
 
-pub use http::{BoundHttpProxy, HttpOutcome, HttpProxy, DEFAULT_MAX_BODY};
+pub use http::{
+    BoundHttpProxy, HttpOutcome, HttpProxy, DEFAULT_IDLE_CLOSE, DEFAULT_MAX_BODY, MIN_TOKEN_LEN,
+    TOKEN_HEADER,
+};
 
 use std::ffi::OsString;
 use std::future::Future;

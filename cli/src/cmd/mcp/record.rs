@@ -48,6 +48,13 @@ pub struct RecordArgs {
     /// or event over it is passed through unrecorded.
     #[arg(long, value_name = "BYTES", default_value_t = reel_mcp::proxy::DEFAULT_MAX_BODY)]
     max_body: usize,
+    /// With `--listen`: a file of the proxy's own tokens, one per line
+    /// (`#` comments and blank lines skipped), each at least 16
+    /// characters. Every request must then send one as `Reel-Token:
+    /// TOKEN` (not in `Authorization`, which carries the upstream's own
+    /// bearer token, passed through); required to listen off loopback.
+    #[arg(long = "token-file", value_name = "FILE", requires = "listen")]
+    token_file: Option<std::path::PathBuf>,
     /// With `--listen`: seconds a client without a session (2026-07-28,
     /// or a stateless server) may go without an exchange before its run
     /// is ended `completed`; its next exchange starts a new run.
@@ -150,6 +157,37 @@ async fn interrupted() {
     STOPPED_BY.store(signal, std::sync::atomic::Ordering::SeqCst);
 }
 
+/// The proxy's tokens from `--token-file`: one per line; the error names
+/// the file and the line, never a secret.
+fn proxy_tokens(file: &Path) -> Result<Vec<Secret>, String> {
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| format!("--token-file {}: cannot read it: {e}", shown(file)))?;
+    let mut tokens = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        if line.split_whitespace().count() > 1 {
+            return Err(format!(
+                "--token-file {}: line {}: one token per line, nothing after it (the proxy's \
+                 tokens are not limited to a tenant, as the console's may be)",
+                shown(file),
+                i + 1
+            ));
+        }
+        tokens.push(Secret::new(line));
+    }
+    if tokens.is_empty() {
+        return Err(format!(
+            "--token-file {}: no token in it: put one secret of at least {} characters on a line",
+            shown(file),
+            reel_mcp::proxy::MIN_TOKEN_LEN
+        ));
+    }
+    Ok(tokens)
+}
+
 /// `--listen ADDR --upstream URL`: serves until interrupted (Ctrl-C,
 /// SIGTERM).
 fn run_http(
@@ -178,6 +216,19 @@ fn run_http(
     }
     for secret in secrets {
         proxy = proxy.secret(secret);
+    }
+    if let Some(file) = &args.token_file {
+        match proxy_tokens(file) {
+            Ok(tokens) => {
+                for token in tokens {
+                    proxy = proxy.token(token);
+                }
+            }
+            Err(e) => return Ok(super::bad_input(&e)),
+        }
+    }
+    if let Err(e) = proxy.check_listen(listen) {
+        return Ok(super::bad_input(&e));
     }
     let shown_upstream = proxy.upstream_shown();
     let rt = super::super::runtime()?;

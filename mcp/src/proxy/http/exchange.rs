@@ -44,6 +44,8 @@ fn hop_by_hop(name: &HeaderName) -> bool {
             | "te"
             | "trailer"
             | "upgrade"
+            // The proxy's own token: for the proxy, never the upstream.
+            | super::TOKEN_HEADER
     )
 }
 
