@@ -54,6 +54,7 @@ use super::line::Line;
 use super::link::{end_rounds, Rounds, Router};
 use crate::accept::{accept_until, AcceptFailure};
 
+mod clients;
 mod exchange;
 mod observed;
 mod sse;
@@ -63,6 +64,7 @@ mod upstream;
 pub(crate) use exchange::requests;
 pub(crate) use sse::Sse;
 
+use clients::{end_idle, sweep_idle, ClientRun};
 use exchange::handle;
 
 /// The header naming a streamable HTTP session.
@@ -212,10 +214,11 @@ impl HttpProxy {
             }
         }
         if !self.token_presented(headers) {
-            return Some(format!(
+            return Some(
                 "reel mcp record: this proxy needs its token: send it in the Reel-Token header \
                  (the one in the file given with --token-file)\n"
-            ));
+                    .to_owned(),
+            );
         }
         let origin = headers.get(header::ORIGIN)?;
         let origin_host = origin
@@ -441,53 +444,6 @@ struct Shared {
     run_ids: Mutex<Vec<String>>,
     /// Exchanges' routers being closed (their calls filed).
     closing: Mutex<Vec<JoinHandle<()>>>,
-}
-
-/// A client's sessionless run: when it last saw an exchange begin or
-/// end, and how many of its exchanges are open.
-struct ClientRun {
-    run: Option<Run>,
-    last: std::time::Instant,
-    open: usize,
-}
-
-impl ClientRun {
-    fn idle(&self, bound: std::time::Duration) -> bool {
-        self.open == 0 && self.last.elapsed() >= bound
-    }
-}
-
-/// Ends the sessionless runs whose clients have been idle for the
-/// proxy's bound, checking a few times per bound (at most every 30 s).
-async fn sweep_idle(shared: Arc<Shared>) {
-    let bound = shared.proxy.idle_close;
-    let every = (bound / 4).clamp(
-        std::time::Duration::from_millis(50),
-        std::time::Duration::from_secs(30),
-    );
-    loop {
-        tokio::time::sleep(every).await;
-        let idle: Vec<Run> = {
-            let mut runs = shared.sessionless.lock().await;
-            let keys: Vec<String> = runs
-                .iter()
-                .filter(|(_, c)| c.idle(bound))
-                .map(|(k, _)| k.clone())
-                .collect();
-            keys.iter()
-                .filter_map(|k| runs.remove(k).and_then(|c| c.run))
-                .collect()
-        };
-        for run in idle {
-            end_idle(run).await;
-        }
-    }
-}
-
-async fn end_idle(run: Run) {
-    if let Err(e) = run.end(RunStatus::Completed).await {
-        tracing::warn!("the idle sessionless MCP run did not end cleanly: {e}");
-    }
 }
 
 /// One 2025-11-25 session: its run and its router.
