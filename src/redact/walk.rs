@@ -220,7 +220,9 @@ pub(super) fn walk_fields(kind: &mut FactKind, f: &mut impl Fields) {
             f.text(reason);
         }
         FactKind::Progress(Progress {
-            payload, count: _, ..
+            payload,
+            count: _,
+            delivered: _,
         }) => f.json(payload),
         FactKind::ProgressDropped(ProgressDropped { count: _ }) => {}
         // Written by the tripwire itself: names and a pointer, no value.
