@@ -33,6 +33,7 @@ mod secret_canary_cli;
 mod serve;
 mod serve_a11y;
 mod serve_controls;
+mod serve_layout;
 mod serve_run;
 mod serve_table;
 mod stream;

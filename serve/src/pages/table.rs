@@ -246,6 +246,23 @@ fn status_counts(body: &mut String, query: &RunsQuery, counts: &Counts) {
     );
 }
 
+/// The table's columns and their classes: the stylesheet hides the less
+/// needed ones (principal, session, facts, calls) in narrower windows, and
+/// keeps values (a status, a time, a duration, a count) on one line.
+const COLUMNS: [(&str, &str); 11] = [
+    ("status", "nowrap"),
+    ("run", "c-run"),
+    ("started", "nowrap"),
+    ("tenant", "c-tenant"),
+    ("principal", "c-principal"),
+    ("session", "c-session"),
+    ("tools", "c-tools"),
+    ("duration", "nowrap"),
+    ("calls", "num c-calls"),
+    ("facts", "num c-facts"),
+    ("anomalies", "num"),
+];
+
 /// The table and its pager.
 fn table(body: &mut String, query: &RunsQuery, listed: &Listed, first_page: bool) {
     body.push_str("<section id=\"runs\" class=\"panel\" aria-label=\"runs\">\n");
@@ -256,30 +273,38 @@ fn table(body: &mut String, query: &RunsQuery, listed: &Listed, first_page: bool
             listed.damaged
         );
     }
-    body.push_str(
-        "<table class=\"runs\"><thead><tr><th scope=\"col\">status</th><th scope=\"col\">run</th>\
-         <th scope=\"col\">started</th><th scope=\"col\">tenant</th><th scope=\"col\">principal</th>\
-         <th scope=\"col\">session</th><th scope=\"col\">tools</th><th scope=\"col\">duration</th>\
-         <th scope=\"col\">calls</th><th scope=\"col\">facts</th><th scope=\"col\">anomalies</th>\
-         </tr></thead><tbody>\n",
-    );
+    body.push_str("<div class=\"table-wrap\"><table class=\"runs\"><thead><tr>");
+    for (name, class) in COLUMNS {
+        let _ = write!(body, "<th scope=\"col\" class=\"{class}\">{name}</th>");
+    }
+    body.push_str("</tr></thead><tbody>\n");
     for row in &listed.rows {
         let r = &row.record;
         let identity = r.identity.as_ref();
         let cell = |v: Option<&String>| v.map(|v| escape(v)).unwrap_or_default();
         let tools: Vec<String> = r.tools.iter().map(|t| escape(t)).collect();
         let anomalies = match row.anomalies {
-            Some(0) => "<td class=\"muted\">0</td>".to_owned(),
-            Some(n) => format!("<td class=\"bad\">{n}</td>"),
-            None => "<td class=\"bad\" title=\"its facts could not be read\">?</td>".to_owned(),
+            Some(0) => "<td class=\"muted num\">0</td>".to_owned(),
+            Some(n) => format!("<td class=\"bad num\">{n}</td>"),
+            None => "<td class=\"bad num\" title=\"its facts could not be read\">?</td>".to_owned(),
+        };
+        let started = escape(&timestamp(r.started_at));
+        // `2026-12-05T11:22:10.389Z`: the milliseconds in a span of their
+        // own, which narrow windows hide (the whole value is the title).
+        let shown = match started.rsplit_once('.') {
+            Some((secs, ms)) => format!("{secs}<span class=\"ms\">.{ms}</span>"),
+            None => started.clone(),
         };
         let _ = writeln!(
             body,
             "<tr class=\"run\" data-run=\"{id}\" data-status=\"{st}\" data-anomalies=\"{an}\">\
-             <td><span class=\"pill {cls}\">{st}</span></td>\
-             <td><a class=\"mono\" href=\"{href}\">{id}</a>{outside}</td><td class=\"muted\">{started}</td>\
-             <td>{tenant}</td><td>{principal}</td><td class=\"mono\">{session}</td><td>{tools}</td>\
-             <td>{took}</td><td>{calls}</td><td>{facts}</td>{anomalies}</tr>",
+             <td class=\"nowrap\"><span class=\"pill {cls}\">{st}</span></td>\
+             <td class=\"c-run\"><a class=\"mono\" href=\"{href}\">{id}</a>{outside}</td>\
+             <td class=\"muted nowrap\"><time datetime=\"{started}\" title=\"{started}\">{shown}</time></td>\
+             <td class=\"c-tenant\">{tenant}</td><td class=\"c-principal\">{principal}</td>\
+             <td class=\"mono c-session\">{session}</td><td class=\"c-tools\">{tools}</td>\
+             <td class=\"nowrap\">{took}</td><td class=\"num c-calls\">{calls}</td>\
+             <td class=\"num c-facts\">{facts}</td>{anomalies}</tr>",
             id = escape(&r.run_id),
             st = r.state.as_str(),
             an = row.anomalies.map_or("?".into(), |n| n.to_string()),
@@ -290,7 +315,6 @@ fn table(body: &mut String, query: &RunsQuery, listed: &Listed, first_page: bool
             } else {
                 ""
             },
-            started = escape(&timestamp(r.started_at)),
             tenant = cell(identity.and_then(|i| i.tenant.as_ref())),
             principal = cell(identity.and_then(|i| i.principal.as_ref())),
             session = cell(r.session_id.as_ref()),
@@ -300,7 +324,7 @@ fn table(body: &mut String, query: &RunsQuery, listed: &Listed, first_page: bool
             facts = r.facts,
         );
     }
-    body.push_str("</tbody></table>\n");
+    body.push_str("</tbody></table></div>\n");
     if listed.rows.is_empty() && listed.cut_short.is_none() {
         body.push_str("<p class=\"muted\">No runs match.</p>\n");
     }
