@@ -117,6 +117,11 @@ impl Archive {
         }
         let entries = keys::index_entries(ordinal, &record);
         let stored_record = encode_record(&record);
+        // Its summary, when the run is closed (an import is, or is marked
+        // incomplete), with the rest.
+        let mut summary = reel_core::summary::SummaryBuilder::default();
+        facts.iter().for_each(|f| summary.observe(f));
+        let stored_summary = crate::record::encode_summary(&summary.finish(&record));
 
         // All of it goes in as one sled transaction over every tree it
         // touches. sled seals a transaction's writes as one batch in its log
@@ -142,9 +147,20 @@ impl Archive {
             &t.by_tenant,
             &t.by_tool,
             &t.by_status,
+            &t.summaries,
         )
             .transaction(
-                |(run_ids, runs, events, stored_artifacts, time, tenant, tool, by_status)| {
+                |(
+                    run_ids,
+                    runs,
+                    events,
+                    stored_artifacts,
+                    time,
+                    tenant,
+                    tool,
+                    by_status,
+                    summaries,
+                )| {
                     if run_ids.get(run_id.as_bytes())?.is_some() {
                         return Err(sled::transaction::ConflictableTransactionError::Abort(()));
                     }
@@ -166,6 +182,7 @@ impl Archive {
                     }
                     by_status.insert(&entries.status[..], &[][..])?;
                     runs.insert(&keys::run_key(ordinal)[..], &stored_record[..])?;
+                    summaries.insert(&keys::run_key(ordinal)[..], &stored_summary[..])?;
                     run_ids.insert(run_id.as_bytes(), &keys::run_key(ordinal)[..])?;
                     Ok(())
                 },

@@ -155,6 +155,18 @@ async fn serve(archive: Archive, stream: UnixStream) -> std::io::Result<()> {
             let reply = archive.stats().map(Reply::Stats).unwrap_or_else(error);
             send(&mut write, &reply).await
         }
+        Request::Overview { filter, buckets } => {
+            // Many runs' summaries: read on a blocking thread.
+            let reply = tokio::task::spawn_blocking(move || {
+                archive
+                    .overview(&filter, buckets)
+                    .map(Reply::Overview)
+                    .unwrap_or_else(error)
+            })
+            .await
+            .map_err(std::io::Error::other)?;
+            send(&mut write, &reply).await
+        }
         Request::Facts {
             run_id,
             from,
