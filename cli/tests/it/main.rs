@@ -36,6 +36,7 @@ mod serve_controls;
 mod serve_layout;
 mod serve_run;
 mod serve_table;
+mod stats_by_tool;
 mod stream;
 mod support;
 mod templates_cli;
