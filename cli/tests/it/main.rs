@@ -36,6 +36,7 @@ mod serve_controls;
 mod serve_layout;
 mod serve_run;
 mod serve_table;
+mod serve_tools;
 mod stats_by_tool;
 mod stream;
 mod support;

@@ -23,8 +23,7 @@ const MEASURE: &str = r#"
             out.push((card.id || card.tagName) + ' overflows: ' + card.scrollWidth + ' > ' + card.clientWidth);
         }
     });
-    var card = document.getElementById('runs');
-    if (card) {
+    document.querySelectorAll('#runs, #tools').forEach(function (card) {
         var edge = card.getBoundingClientRect().right;
         var shown = 0;
         card.querySelectorAll('table.runs th').forEach(function (th) {
@@ -33,7 +32,7 @@ const MEASURE: &str = r#"
             var right = th.getBoundingClientRect().right;
             if (right > edge + 0.5) out.push('column ' + th.textContent + ' ends at ' + right + ', the card at ' + edge);
         });
-        if (shown < 6) out.push('only ' + shown + ' columns shown');
+        if (shown < 6) out.push(card.id + ': only ' + shown + ' columns shown');
         var wrap = card.querySelector('.table-wrap');
         if (wrap && wrap.scrollWidth > wrap.clientWidth + 1) {
             out.push('the table scrolls: ' + wrap.scrollWidth + ' > ' + wrap.clientWidth);
@@ -45,7 +44,7 @@ const MEASURE: &str = r#"
             var tall = range.getBoundingClientRect().height;
             if (tall > 24) out.push('the value ' + v.textContent + ' wraps (' + tall + ' px tall)');
         });
-    }
+    });
     return out;
 "#;
 
@@ -91,7 +90,12 @@ async fn the_runs_table_fits_its_card_at_1280_and_800_px() {
     let mut failed = Vec::new();
     for width in [1280u32, 800] {
         c.set_window_size(width, 1000).await.unwrap();
-        for (name, path) in [("runs", "/"), ("runs-failed", "/?status=failed")] {
+        for (name, path) in [
+            ("runs", "/"),
+            ("runs-failed", "/?status=failed"),
+            ("tools", "/tools"),
+            ("run", "/runs/demo-search"),
+        ] {
             open(&c, &format!("{}{path}", served.base)).await;
             let vw = js(&c, "return document.documentElement.clientWidth").await;
             assert!(

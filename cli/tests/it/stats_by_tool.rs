@@ -14,14 +14,14 @@ use serde_json::Value;
 
 /// Per tool from the facts: calls, errors, progress reports, durations.
 #[derive(Debug, Default)]
-struct Expected {
-    calls: u64,
-    errors: u64,
-    progress: u64,
-    durations: Vec<u64>,
+pub(crate) struct Expected {
+    pub calls: u64,
+    pub errors: u64,
+    pub progress: u64,
+    pub durations: Vec<u64>,
 }
 
-fn from_facts(dir: &Path) -> BTreeMap<String, Expected> {
+pub(crate) fn from_facts(dir: &Path) -> BTreeMap<String, Expected> {
     let archive = Archive::open(
         dir,
         ArchiveConfig {
@@ -127,7 +127,7 @@ fn stats(dir: &Path, args: &[&str]) -> std::process::Output {
 }
 
 /// The value at quantile `q` of sorted `v` (nearest rank).
-fn exact(v: &[u64], q: f64) -> u64 {
+pub(crate) fn exact(v: &[u64], q: f64) -> u64 {
     let rank = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len());
     v[rank - 1]
 }

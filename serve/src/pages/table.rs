@@ -87,6 +87,39 @@ impl RunsQuery {
         })
     }
 
+    /// The filters the archive's indexes and the runs' summaries answer
+    /// (status, tenant, tool, time range), for the charts and the tools
+    /// overview.
+    pub(crate) fn summary_filter(&self) -> Result<RunFilter, String> {
+        let q = self.query()?;
+        Ok(RunFilter {
+            limit: None,
+            cursor: None,
+            ..q.filter
+        })
+    }
+
+    /// Whether a filter the charts do not apply is set (principal,
+    /// session, anomalies, search).
+    pub(crate) fn beyond_summaries(&self) -> bool {
+        some(&self.principal).is_some()
+            || some(&self.session).is_some()
+            || self.anomalous()
+            || some(&self.q).is_some()
+    }
+
+    /// The value of a filter, trimmed (`None` when empty).
+    pub(crate) fn value(&self, name: &str) -> Option<String> {
+        some(match name {
+            "status" => &self.status,
+            "tenant" => &self.tenant,
+            "tool" => &self.tool,
+            "since" => &self.since,
+            "until" => &self.until,
+            _ => return None,
+        })
+    }
+
     fn anomalous(&self) -> bool {
         some(&self.anomaly).is_some_and(|a| a != "0" && a != "false")
     }
@@ -129,14 +162,21 @@ pub(crate) async fn runs(access: Access, Query(query): Query<RunsQuery>) -> Resp
         Ok(q) => q,
         Err(why) => return error_page(StatusCode::BAD_REQUEST, &why),
     };
+    let charted = match query.summary_filter() {
+        Ok(f) => f,
+        Err(why) => return error_page(StatusCode::BAD_REQUEST, &why),
+    };
     let reading = access.clone();
     let found = blocking(move || {
         let listed = reading.find_runs(&asked).map_err(read_error)?;
         let counts = reading.counts(&asked);
-        Ok((listed, counts))
+        let overview = reading
+            .overview(&charted, super::tools::BUCKETS)
+            .map_err(read_error)?;
+        Ok((listed, counts, overview))
     })
     .await;
-    let (listed, counts) = match found {
+    let (listed, counts, overview) = match found {
         Ok(found) => found,
         Err(r) => return r.into_response(),
     };
@@ -160,6 +200,7 @@ pub(crate) async fn runs(access: Access, Query(query): Query<RunsQuery>) -> Resp
          <span id=\"live-state\">live: new runs appear here</span> \
          <button id=\"pause\" type=\"button\">Pause</button></p></header>"
     );
+    trend(&mut body, &query, &overview);
     table(&mut body, &query, &listed, first_page);
     Html(page("reel: runs", "runs", access.stale(), &body)).into_response()
 }
@@ -244,6 +285,20 @@ fn status_counts(body: &mut String, query: &RunsQuery, counts: &Counts) {
             ""
         }
     );
+}
+
+/// The runs-over-time chart, filtered as the table is (but for the
+/// filters the runs' summaries do not answer, which it says).
+fn trend(body: &mut String, query: &RunsQuery, overview: &reel_core::summary::Overview) {
+    body.push_str("<section id=\"trend\" class=\"panel\" aria-label=\"runs over time\">");
+    body.push_str(&super::tools::runs_chart(overview));
+    if query.beyond_summaries() {
+        body.push_str(
+            "<p class=\"muted\">The chart counts the runs of this status, tenant, tool and \
+             time range; principal, session, anomalies and search narrow the table only.</p>",
+        );
+    }
+    body.push_str("</section>\n");
 }
 
 /// The table's columns and their classes: the stylesheet hides the less
