@@ -41,7 +41,6 @@ impl Archive {
         artifacts: &[(String, Vec<u8>)],
     ) -> Result<RunRecord> {
         self.writable()?;
-        const BATCH: usize = 1024;
         let Some(first) = facts.first() else {
             return Err(ArchiveError::InvalidFacts {
                 run_id: String::new(),
@@ -99,22 +98,8 @@ impl Archive {
         };
         refuse_existing(&lock(&self.inner.live))?;
         self.stamp_format()?;
-        // Seal the blocks, chained as `append` chains them.
         let ordinal = self.db().generate_id().map_err(|e| self.storage(e))?;
-        let mut blocks = Vec::with_capacity(facts.len().div_ceil(BATCH));
-        let mut head: Digest = [0; 32];
-        for chunk in facts.chunks(BATCH) {
-            let mut payload = Vec::with_capacity(chunk.len() * 128);
-            for fact in chunk {
-                block::push_fact(&mut payload, fact).map_err(|e| ArchiveError::Encode {
-                    run_id: run_id.clone(),
-                    detail: format!("seq {}: {e}", fact.seq),
-                })?;
-            }
-            let (value, digest) = block::seal(chunk.len() as u32, &head, &payload);
-            head = digest;
-            blocks.push((keys::event_key(ordinal, chunk[0].seq), value));
-        }
+        let blocks = seal_blocks(&run_id, ordinal, facts)?;
         let entries = keys::index_entries(ordinal, &record);
         let stored_record = encode_record(&record);
         // Its summary, when the run is closed (an import is, or is marked
@@ -259,4 +244,25 @@ fn check_artifacts(artifacts: &[(String, Vec<u8>)]) -> Result<Vec<Digest>> {
         }
     }
     Ok(digests)
+}
+
+/// A run's facts sealed into blocks of at most 1,024, chained as `append`
+/// chains them: their keys and values.
+fn seal_blocks(run_id: &str, ordinal: u64, facts: &[Fact]) -> Result<Vec<([u8; 16], Vec<u8>)>> {
+    const BATCH: usize = 1024;
+    let mut blocks = Vec::with_capacity(facts.len().div_ceil(BATCH));
+    let mut head: Digest = [0; 32];
+    for chunk in facts.chunks(BATCH) {
+        let mut payload = Vec::with_capacity(chunk.len() * 128);
+        for fact in chunk {
+            block::push_fact(&mut payload, fact).map_err(|e| ArchiveError::Encode {
+                run_id: run_id.to_owned(),
+                detail: format!("seq {}: {e}", fact.seq),
+            })?;
+        }
+        let (value, digest) = block::seal(chunk.len() as u32, &head, &payload);
+        head = digest;
+        blocks.push((keys::event_key(ordinal, chunk[0].seq), value));
+    }
+    Ok(blocks)
 }
