@@ -136,10 +136,10 @@ pub(crate) fn render(o: &Overview) -> String {
     let mut body = String::new();
     figures_table(&mut body, o);
     for (i, (name, t)) in o.tools.iter().enumerate().take(CHARTED) {
-        let _ = write!(
+        let _ = writeln!(
             body,
             "<section class=\"panel tool\" id=\"tool-{i}\" aria-label=\"{n}\"><h2 class=\"mono\">{n}</h2>\
-             <div class=\"charts\">{}{}</div></section>\n",
+             <div class=\"charts\">{}{}</div></section>",
             calls_chart(name, o, t),
             durations_chart(name, o, t),
             n = escape(name),
