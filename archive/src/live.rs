@@ -64,6 +64,10 @@ pub enum Request {
         filter: RunFilter,
         /// Time buckets.
         buckets: u32,
+        /// Runs per state only, from the status index (see
+        /// [`Archive::runs_over_time`](crate::Archive::runs_over_time)).
+        #[serde(default)]
+        runs_only: bool,
     },
 }
 

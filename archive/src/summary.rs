@@ -11,7 +11,7 @@
 //! ([`Overview::from_facts`]): a reader (the console, `reel stats` beside
 //! a recorder) cannot store what it computes.
 
-use reel_core::run::RunRecord;
+use reel_core::run::{RunRecord, RunState};
 use reel_core::summary::{Overview, OverviewQuery, RunSummary, SummaryBuilder};
 
 use crate::keys::{self, Listing};
@@ -71,38 +71,110 @@ impl Archive {
             until: filter.until,
             buckets,
         };
-        let mut runs = Vec::new();
-        let (mut from_facts, mut unreadable) = (0, 0);
+        // The runs the index selects, by ordinal.
+        let mut wanted = Vec::new();
         if let Some(range) = listing.range(filter.since, filter.until, None) {
-            for item in tree.range(range) {
-                let (key, _) = item.map_err(|e| self.storage(e))?;
-                let Some((_, ordinal)) = keys::split_index_tail(&key) else {
-                    continue;
-                };
-                let summary = match self.stored_summary(ordinal)? {
-                    Some(summary) => summary,
-                    None => match self.summary_from_facts(ordinal) {
-                        Ok(Some(summary)) => {
-                            from_facts += 1;
-                            summary
-                        }
-                        // An index entry of no run: `verify` reports it.
-                        Ok(None) => continue,
-                        Err(_) => {
-                            unreadable += 1;
-                            continue;
-                        }
-                    },
-                };
-                if selects(filter, &summary) {
-                    runs.push(summary);
+            for item in tree.range(range).keys() {
+                let key = item.map_err(|e| self.storage(e))?;
+                if let Some((_, ordinal)) = keys::split_index_tail(&key) {
+                    wanted.push(ordinal);
                 }
+            }
+        }
+        wanted.sort_unstable();
+        wanted.dedup();
+        let (mut runs, found) = self.stored_summaries(filter, &wanted)?;
+        let (mut from_facts, mut unreadable) = (0, 0);
+        for (&ordinal, _) in wanted.iter().zip(&found).filter(|(_, f)| !**f) {
+            match self.summary_from_facts(ordinal) {
+                Ok(Some(summary)) => {
+                    from_facts += 1;
+                    if selects(filter, &summary) {
+                        runs.push(summary);
+                    }
+                }
+                // An index entry of no run: `verify` reports it.
+                Ok(None) => {}
+                Err(_) => unreadable += 1,
             }
         }
         let mut overview = Overview::build(&query, &runs);
         overview.from_facts = from_facts;
         overview.unreadable = unreadable;
         Ok(overview)
+    }
+
+    /// The runs per state over time only (an [`Overview`] without tools),
+    /// counted from the status index's keys alone: no record, summary or
+    /// fact is read (what a runs table's chart needs on every view). A
+    /// tenant or tool filter takes [`Archive::overview`]'s way.
+    pub fn runs_over_time(&self, filter: &RunFilter, buckets: u32) -> Result<Overview> {
+        if filter.tenant.is_some() || filter.tool.is_some() {
+            let mut o = self.overview(filter, buckets)?;
+            o.tools.clear();
+            return Ok(o);
+        }
+        let t = self.trees();
+        let states = match filter.status {
+            Some(state) => vec![state],
+            None => RunState::ALL.to_vec(),
+        };
+        let mut runs = Vec::new();
+        for state in states {
+            let Some(range) = Listing::Status(state).range(filter.since, filter.until, None) else {
+                continue;
+            };
+            for item in t.by_status.range(range).keys() {
+                let key = item.map_err(|e| self.storage(e))?;
+                if let Some((started_at, _)) = keys::split_index_tail(&key) {
+                    runs.push(RunSummary {
+                        started_at,
+                        duration_ns: None,
+                        state,
+                        tenant: None,
+                        tools: Default::default(),
+                    });
+                }
+            }
+        }
+        let query = OverviewQuery {
+            since: filter.since,
+            until: filter.until,
+            buckets,
+        };
+        Ok(Overview::build(&query, &runs))
+    }
+
+    /// The stored summaries of the runs `wanted` (sorted ordinals) that
+    /// `filter` selects, read in one pass over the summaries' key range
+    /// (ordinals follow creation, so this is about the window), and which
+    /// of `wanted` had one.
+    fn stored_summaries(
+        &self,
+        filter: &RunFilter,
+        wanted: &[u64],
+    ) -> Result<(Vec<RunSummary>, Vec<bool>)> {
+        let mut found = vec![false; wanted.len()];
+        let mut runs = Vec::new();
+        let (Some(&low), Some(&high)) = (wanted.first(), wanted.last()) else {
+            return Ok((runs, found));
+        };
+        let t = self.trees();
+        for item in t.summaries.range(keys::run_key(low)..=keys::run_key(high)) {
+            let (key, value) = item.map_err(|e| self.storage(e))?;
+            let Some(i) = keys::ordinal_from(&key).and_then(|o| wanted.binary_search(&o).ok())
+            else {
+                continue;
+            };
+            // A damaged summary: the run is read from its facts.
+            if let Ok(summary) = decode_summary(&value) {
+                found[i] = true;
+                if selects(filter, &summary) {
+                    runs.push(summary);
+                }
+            }
+        }
+        Ok((runs, found))
     }
 
     /// The summary of the run with ordinal `ordinal` from its facts

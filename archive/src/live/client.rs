@@ -158,9 +158,29 @@ impl Client {
         filter: &RunFilter,
         buckets: u32,
     ) -> Result<reel_core::summary::Overview, Asked> {
+        self.ask_overview(filter, buckets, false)
+    }
+
+    /// The runs per state over time only (see
+    /// [`Archive::runs_over_time`](crate::Archive::runs_over_time)).
+    pub fn runs_over_time(
+        &self,
+        filter: &RunFilter,
+        buckets: u32,
+    ) -> Result<reel_core::summary::Overview, Asked> {
+        self.ask_overview(filter, buckets, true)
+    }
+
+    fn ask_overview(
+        &self,
+        filter: &RunFilter,
+        buckets: u32,
+        runs_only: bool,
+    ) -> Result<reel_core::summary::Overview, Asked> {
         match self.one(&Request::Overview {
             filter: filter.clone(),
             buckets,
+            runs_only,
         })? {
             Reply::Overview(o) => Ok(o),
             other => Err(unexpected(other)),

@@ -183,6 +183,17 @@ fn an_overview_merges_stored_summaries_and_reads_a_running_run_from_its_facts() 
         ..RunFilter::default()
     };
     assert_eq!(archive.overview(&done, 1).unwrap().runs, 2);
+    // The runs per state from the status index alone are the overview's.
+    for filter in [RunFilter::default(), window, done] {
+        let full = archive.overview(&filter, 3).unwrap();
+        let runs = archive.runs_over_time(&filter, 3).unwrap();
+        assert_eq!(
+            (runs.since, runs.until, &runs.by_state, &runs.run_buckets),
+            (full.since, full.until, &full.by_state, &full.run_buckets),
+            "{filter:?}"
+        );
+        assert!(runs.tools.is_empty());
+    }
 }
 
 #[test]

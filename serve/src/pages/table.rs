@@ -171,7 +171,7 @@ pub(crate) async fn runs(access: Access, Query(query): Query<RunsQuery>) -> Resp
         let listed = reading.find_runs(&asked).map_err(read_error)?;
         let counts = reading.counts(&asked);
         let overview = reading
-            .overview(&charted, super::tools::BUCKETS)
+            .runs_over_time(&charted, super::tools::BUCKETS)
             .map_err(read_error)?;
         Ok((listed, counts, overview))
     })
