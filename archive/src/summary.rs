@@ -12,7 +12,7 @@
 //! a recorder) cannot store what it computes.
 
 use reel_core::run::{RunRecord, RunState};
-use reel_core::summary::{Overview, OverviewQuery, RunSummary, SummaryBuilder};
+use reel_core::summary::{Overview, RunSummary, SummaryBuilder};
 
 use crate::keys::{self, Listing};
 use crate::record::decode_summary;
@@ -66,48 +66,44 @@ impl Archive {
         } else {
             (&t.by_time, Listing::Time)
         };
-        let query = OverviewQuery {
-            since: filter.since,
-            until: filter.until,
-            buckets,
-        };
-        // The runs the index selects, by ordinal.
+        // The runs the index selects, by ordinal, and their first and
+        // last start (the window, unless the filter bounds it).
         let mut wanted = Vec::new();
+        let (mut first, mut last) = (i64::MAX, i64::MIN);
         if let Some(range) = listing.range(filter.since, filter.until, None) {
             for item in tree.range(range).keys() {
                 let key = item.map_err(|e| self.storage(e))?;
-                if let Some((_, ordinal)) = keys::split_index_tail(&key) {
+                if let Some((started, ordinal)) = keys::split_index_tail(&key) {
                     wanted.push(ordinal);
+                    (first, last) = (first.min(started), last.max(started));
                 }
             }
         }
+        let mut overview = window(filter, buckets, (first, last));
         wanted.sort_unstable();
         wanted.dedup();
-        let (mut runs, found) = self.stored_summaries(filter, &wanted)?;
-        let (mut from_facts, mut unreadable) = (0, 0);
+        let found = self.stored_summaries(filter, &wanted, &mut overview)?;
         for (&ordinal, _) in wanted.iter().zip(&found).filter(|(_, f)| !**f) {
             match self.summary_from_facts(ordinal) {
                 Ok(Some(summary)) => {
-                    from_facts += 1;
+                    overview.from_facts += 1;
                     if selects(filter, &summary) {
-                        runs.push(summary);
+                        overview.add(&summary);
                     }
                 }
                 // An index entry of no run: `verify` reports it.
                 Ok(None) => {}
-                Err(_) => unreadable += 1,
+                Err(_) => overview.unreadable += 1,
             }
         }
-        let mut overview = Overview::build(&query, &runs);
-        overview.from_facts = from_facts;
-        overview.unreadable = unreadable;
         Ok(overview)
     }
 
     /// The runs per state over time only (an [`Overview`] without tools),
     /// counted from the status index's keys alone: no record, summary or
-    /// fact is read (what a runs table's chart needs on every view). A
-    /// tenant or tool filter takes [`Archive::overview`]'s way.
+    /// fact is read, nothing held per run (what a runs table's chart
+    /// needs on every view). A tenant or tool filter takes
+    /// [`Archive::overview`]'s way.
     pub fn runs_over_time(&self, filter: &RunFilter, buckets: u32) -> Result<Overview> {
         if filter.tenant.is_some() || filter.tool.is_some() {
             let mut o = self.overview(filter, buckets)?;
@@ -119,30 +115,42 @@ impl Archive {
             Some(state) => vec![state],
             None => RunState::ALL.to_vec(),
         };
-        let mut runs = Vec::new();
-        for state in states {
-            let Some(range) = Listing::Status(state).range(filter.since, filter.until, None) else {
-                continue;
-            };
+        let ranges: Vec<_> = states
+            .iter()
+            .filter_map(|&s| {
+                Some((
+                    s,
+                    Listing::Status(s).range(filter.since, filter.until, None)?,
+                ))
+            })
+            .collect();
+        // The first and last start: each state's first and last key.
+        let (mut first, mut last) = (i64::MAX, i64::MIN);
+        let start = |key: Option<sled::Result<sled::IVec>>| -> Result<Option<i64>> {
+            Ok(match key.transpose().map_err(|e| self.storage(e))? {
+                Some(k) => keys::split_index_tail(&k).map(|(at, _)| at),
+                None => None,
+            })
+        };
+        for (_, range) in &ranges {
+            if let Some(at) = start(t.by_status.range(range.clone()).keys().next())? {
+                first = first.min(at);
+            }
+            // A fresh iterator: one entry is both the first and the last.
+            if let Some(at) = start(t.by_status.range(range.clone()).keys().next_back())? {
+                last = last.max(at);
+            }
+        }
+        let mut overview = window(filter, buckets, (first, last));
+        for (state, range) in ranges {
             for item in t.by_status.range(range).keys() {
                 let key = item.map_err(|e| self.storage(e))?;
-                if let Some((started_at, _)) = keys::split_index_tail(&key) {
-                    runs.push(RunSummary {
-                        started_at,
-                        duration_ns: None,
-                        state,
-                        tenant: None,
-                        tools: Default::default(),
-                    });
+                if let Some((at, _)) = keys::split_index_tail(&key) {
+                    overview.add_run(at, state);
                 }
             }
         }
-        let query = OverviewQuery {
-            since: filter.since,
-            until: filter.until,
-            buckets,
-        };
-        Ok(Overview::build(&query, &runs))
+        Ok(overview)
     }
 
     /// The stored summaries of the runs `wanted` (sorted ordinals) that
@@ -153,11 +161,11 @@ impl Archive {
         &self,
         filter: &RunFilter,
         wanted: &[u64],
-    ) -> Result<(Vec<RunSummary>, Vec<bool>)> {
+        overview: &mut Overview,
+    ) -> Result<Vec<bool>> {
         let mut found = vec![false; wanted.len()];
-        let mut runs = Vec::new();
         let (Some(&low), Some(&high)) = (wanted.first(), wanted.last()) else {
-            return Ok((runs, found));
+            return Ok(found);
         };
         let t = self.trees();
         for item in t.summaries.range(keys::run_key(low)..=keys::run_key(high)) {
@@ -170,11 +178,11 @@ impl Archive {
             if let Ok(summary) = decode_summary(&value) {
                 found[i] = true;
                 if selects(filter, &summary) {
-                    runs.push(summary);
+                    overview.add(&summary);
                 }
             }
         }
-        Ok((runs, found))
+        Ok(found)
     }
 
     /// The summary of the run with ordinal `ordinal` from its facts
@@ -185,6 +193,15 @@ impl Archive {
             Some(record) => self.summarize(&record).map(Some),
         }
     }
+}
+
+/// The overview's empty window: the filter's bounds, or from the first
+/// start to just after the last (`(i64::MAX, i64::MIN)`: no run).
+fn window(filter: &RunFilter, buckets: u32, (first, last): (i64, i64)) -> Overview {
+    let (first, last) = if first > last { (0, 0) } else { (first, last) };
+    let since = filter.since.unwrap_or(first);
+    let until = filter.until.unwrap_or(last.saturating_add(1));
+    Overview::window(since, until, buckets)
 }
 
 /// Whether `filter` selects the run of `summary` (the index chose by one

@@ -60,7 +60,8 @@ pub struct Overview {
 
 impl Overview {
     /// Merges `runs` (those started inside the window only) over the
-    /// window `query` asks for.
+    /// window `query` asks for (by default from the first run's start to
+    /// just after the last's).
     pub fn build(query: &OverviewQuery, runs: &[RunSummary]) -> Overview {
         let starts = runs.iter().map(|r| r.started_at);
         let since = query
@@ -69,44 +70,68 @@ impl Overview {
         let until = query
             .until
             .unwrap_or_else(|| starts.max().map_or(since + 1, |t| t.saturating_add(1)));
+        let mut out = Overview::window(since, until, query.buckets);
+        for run in runs {
+            out.add(run);
+        }
+        out
+    }
+
+    /// An empty overview of `since..until` in `buckets` buckets (0: 24),
+    /// to [`Overview::add`] runs to one at a time.
+    pub fn window(since: i64, until: i64, buckets: u32) -> Overview {
         let until = until.max(since.saturating_add(1));
-        let n = if query.buckets == 0 {
-            24
-        } else {
-            query.buckets
-        } as usize;
+        let n = if buckets == 0 { 24 } else { buckets } as usize;
         let span = (until as i128 - since as i128) as u128;
         let bucket_ns = span.div_ceil(n as u128).max(1) as u64;
-        let mut out = Overview {
+        Overview {
             since,
             until,
             bucket_ns,
             run_buckets: vec![BTreeMap::new(); n],
             ..Overview::default()
+        }
+    }
+
+    /// The bucket of a run started at `at`, if inside the window.
+    fn bucket(&self, at: i64) -> Option<usize> {
+        if at < self.since || at >= self.until {
+            return None;
+        }
+        let b = (at as i128 - self.since as i128) as u128 / self.bucket_ns as u128;
+        Some((b as usize).min(self.run_buckets.len().saturating_sub(1)))
+    }
+
+    /// Counts a run in state `state` started at `at` (nothing outside the
+    /// window), without tools.
+    pub fn add_run(&mut self, at: i64, state: RunState) {
+        let Some(b) = self.bucket(at) else { return };
+        self.runs += 1;
+        *self.by_state.entry(state).or_default() += 1;
+        *self.run_buckets[b].entry(state).or_default() += 1;
+    }
+
+    /// Merges one run's summary in (nothing outside the window).
+    pub fn add(&mut self, run: &RunSummary) {
+        let Some(b) = self.bucket(run.started_at) else {
+            return;
         };
-        for run in runs {
-            if run.started_at < since || run.started_at >= until {
-                continue;
-            }
-            let b = (((run.started_at as i128 - since as i128) as u128 / bucket_ns as u128)
-                as usize)
-                .min(n - 1);
-            out.runs += 1;
-            *out.by_state.entry(run.state).or_default() += 1;
-            *out.run_buckets[b].entry(run.state).or_default() += 1;
-            for (name, figures) in &run.tools {
-                let tool = out
+        self.add_run(run.started_at, run.state);
+        let n = self.run_buckets.len();
+        for (name, figures) in &run.tools {
+            let tool = match self.tools.get_mut(name) {
+                Some(t) => t,
+                None => self
                     .tools
                     .entry(name.clone())
                     .or_insert_with(|| ToolOverview {
                         total: ToolSummary::default(),
                         buckets: vec![ToolSummary::default(); n],
-                    });
-                tool.total.merge(figures);
-                tool.buckets[b].merge(figures);
-            }
+                    }),
+            };
+            tool.total.merge(figures);
+            tool.buckets[b].merge(figures);
         }
-        out
     }
 
     /// The start of bucket `i` (unix nanos).
