@@ -232,3 +232,20 @@ fn stats_by_tool_are_the_figures_of_the_facts() {
     assert!(!plain.status.success());
     assert!(String::from_utf8_lossy(&plain.stderr).contains("--by"));
 }
+
+/// While a recorder holds the archive, the figures come through its live
+/// socket, a run still being recorded among them (read from its facts).
+#[test]
+fn stats_by_tool_beside_a_recorder() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("archive");
+    let mut recorder = recording_live(&dir, 200, 50);
+    let out = stats(&dir, &["--json"]);
+    let _ = recorder.kill();
+    let _ = recorder.wait();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let got: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(got["from_facts"].as_u64().unwrap() >= 1, "{got}");
+    assert!(got["runs"].as_u64().unwrap() >= 1, "{got}");
+    assert!(!got["tools"].as_array().unwrap().is_empty(), "{got}");
+}

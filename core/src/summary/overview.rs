@@ -192,5 +192,8 @@ mod tests {
         assert_eq!(all.run_buckets.len(), 24);
         let none = Overview::build(&OverviewQuery::default(), &[]);
         assert_eq!(none.runs, 0);
+        // As the live socket carries it (JSON, states as map keys).
+        let json = serde_json::to_string(&o).unwrap();
+        assert_eq!(serde_json::from_str::<Overview>(&json).unwrap(), o);
     }
 }
