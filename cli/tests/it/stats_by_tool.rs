@@ -243,7 +243,11 @@ fn stats_by_tool_beside_a_recorder() {
     let out = stats(&dir, &["--json"]);
     let _ = recorder.kill();
     let _ = recorder.wait();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let got: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(got["from_facts"].as_u64().unwrap() >= 1, "{got}");
     assert!(got["runs"].as_u64().unwrap() >= 1, "{got}");
