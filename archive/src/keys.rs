@@ -156,6 +156,11 @@ pub(crate) fn ordinal_from(bytes: &[u8]) -> Option<u64> {
     (bytes.len() == 8).then(|| u64_from(bytes)).flatten()
 }
 
+/// The `runs` (and `summaries`) keys of ordinals `low..=high`.
+pub(crate) fn runs_range(low: u64, high: u64) -> RangeInclusive<[u8; 8]> {
+    run_key(low)..=run_key(high)
+}
+
 /// The prefix of every `events` key of a run.
 pub(crate) fn events_prefix(ordinal: u64) -> [u8; 8] {
     ordinal.to_be_bytes()

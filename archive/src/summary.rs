@@ -168,7 +168,7 @@ impl Archive {
             return Ok(found);
         };
         let t = self.trees();
-        for item in t.summaries.range(keys::run_key(low)..=keys::run_key(high)) {
+        for item in t.summaries.range(keys::runs_range(low, high)) {
             let (key, value) = item.map_err(|e| self.storage(e))?;
             let Some(i) = keys::ordinal_from(&key).and_then(|o| wanted.binary_search(&o).ok())
             else {
