@@ -51,7 +51,7 @@
 pub use reel_core::strategy;
 pub use reel_core::{
     codec, display, fact, gap, guard, lock, marker, matching, report, rules, run, sequence, store,
-    tape,
+    summary, tape,
 };
 
 pub mod context;

@@ -431,6 +431,13 @@ mod tests {
             "ec6a132e60ef99f7ff6e18525dc27aac7d5eabf288c2a484bbb33d5390291a81",
             "b5abcb676f6b49e63e521297afea795f6d5bcc07f4b75ea84b602413cfafca26",
         ),
+        // Format 6 added run summaries beside the records: its blocks are
+        // format 3's, byte for byte.
+        (
+            6,
+            "ec6a132e60ef99f7ff6e18525dc27aac7d5eabf288c2a484bbb33d5390291a81",
+            "b5abcb676f6b49e63e521297afea795f6d5bcc07f4b75ea84b602413cfafca26",
+        ),
     ];
 
     #[test]

@@ -41,7 +41,6 @@ impl Archive {
         artifacts: &[(String, Vec<u8>)],
     ) -> Result<RunRecord> {
         self.writable()?;
-        const BATCH: usize = 1024;
         let Some(first) = facts.first() else {
             return Err(ArchiveError::InvalidFacts {
                 run_id: String::new(),
@@ -99,24 +98,15 @@ impl Archive {
         };
         refuse_existing(&lock(&self.inner.live))?;
         self.stamp_format()?;
-        // Seal the blocks, chained as `append` chains them.
         let ordinal = self.db().generate_id().map_err(|e| self.storage(e))?;
-        let mut blocks = Vec::with_capacity(facts.len().div_ceil(BATCH));
-        let mut head: Digest = [0; 32];
-        for chunk in facts.chunks(BATCH) {
-            let mut payload = Vec::with_capacity(chunk.len() * 128);
-            for fact in chunk {
-                block::push_fact(&mut payload, fact).map_err(|e| ArchiveError::Encode {
-                    run_id: run_id.clone(),
-                    detail: format!("seq {}: {e}", fact.seq),
-                })?;
-            }
-            let (value, digest) = block::seal(chunk.len() as u32, &head, &payload);
-            head = digest;
-            blocks.push((keys::event_key(ordinal, chunk[0].seq), value));
-        }
+        let blocks = seal_blocks(&run_id, ordinal, facts)?;
         let entries = keys::index_entries(ordinal, &record);
         let stored_record = encode_record(&record);
+        // Its summary, when the run is closed (an import is, or is marked
+        // incomplete), with the rest.
+        let mut summary = reel_core::summary::SummaryBuilder::default();
+        facts.iter().for_each(|f| summary.observe(f));
+        let stored_summary = crate::record::encode_summary(&summary.finish(&record));
 
         // All of it goes in as one sled transaction over every tree it
         // touches. sled seals a transaction's writes as one batch in its log
@@ -142,9 +132,20 @@ impl Archive {
             &t.by_tenant,
             &t.by_tool,
             &t.by_status,
+            &t.summaries,
         )
             .transaction(
-                |(run_ids, runs, events, stored_artifacts, time, tenant, tool, by_status)| {
+                |(
+                    run_ids,
+                    runs,
+                    events,
+                    stored_artifacts,
+                    time,
+                    tenant,
+                    tool,
+                    by_status,
+                    summaries,
+                )| {
                     if run_ids.get(run_id.as_bytes())?.is_some() {
                         return Err(sled::transaction::ConflictableTransactionError::Abort(()));
                     }
@@ -166,6 +167,7 @@ impl Archive {
                     }
                     by_status.insert(&entries.status[..], &[][..])?;
                     runs.insert(&keys::run_key(ordinal)[..], &stored_record[..])?;
+                    summaries.insert(&keys::run_key(ordinal)[..], &stored_summary[..])?;
                     run_ids.insert(run_id.as_bytes(), &keys::run_key(ordinal)[..])?;
                     Ok(())
                 },
@@ -242,4 +244,25 @@ fn check_artifacts(artifacts: &[(String, Vec<u8>)]) -> Result<Vec<Digest>> {
         }
     }
     Ok(digests)
+}
+
+/// A run's facts sealed into blocks of at most 1,024, chained as `append`
+/// chains them: their keys and values.
+fn seal_blocks(run_id: &str, ordinal: u64, facts: &[Fact]) -> Result<Vec<([u8; 16], Vec<u8>)>> {
+    const BATCH: usize = 1024;
+    let mut blocks = Vec::with_capacity(facts.len().div_ceil(BATCH));
+    let mut head: Digest = [0; 32];
+    for chunk in facts.chunks(BATCH) {
+        let mut payload = Vec::with_capacity(chunk.len() * 128);
+        for fact in chunk {
+            block::push_fact(&mut payload, fact).map_err(|e| ArchiveError::Encode {
+                run_id: run_id.to_owned(),
+                detail: format!("seq {}: {e}", fact.seq),
+            })?;
+        }
+        let (value, digest) = block::seal(chunk.len() as u32, &head, &payload);
+        head = digest;
+        blocks.push((keys::event_key(ordinal, chunk[0].seq), value));
+    }
+    Ok(blocks)
 }

@@ -17,6 +17,7 @@
 //! | `by_status`  | state u8 ++ started ++ ordinal                  | empty                  |
 //! | `salvaged`   | ordinal u64 BE                                  | seqs salvage lost      |
 //! | `pruned`     | ordinal u64 BE                                  | tombstone of a run     |
+//! | `summaries`  | ordinal u64 BE                                  | stored run summary     |
 //!
 //! `started` is the run's start time (i64 unix nanos) with its sign bit
 //! flipped, so that byte order is time order. A listing cursor is the hex
@@ -40,6 +41,8 @@ pub(crate) const T_BY_STATUS: &str = "by_status";
 pub(crate) const T_SALVAGED: &str = "salvaged";
 /// Tombstones of pruned runs (see `prune`).
 pub(crate) const T_PRUNED: &str = "pruned";
+/// Summaries of ended runs, under their run key (see `summary`; format 6).
+pub(crate) const T_SUMMARIES: &str = "summaries";
 
 pub(crate) const META_FORMAT: &[u8] = b"format";
 /// Where older reels kept the fingerprint key; removed on open (the key
@@ -151,6 +154,11 @@ pub(crate) fn run_key(ordinal: u64) -> [u8; 8] {
 /// The ordinal a `runs` key or a `run_ids` value holds; `None` if damaged.
 pub(crate) fn ordinal_from(bytes: &[u8]) -> Option<u64> {
     (bytes.len() == 8).then(|| u64_from(bytes)).flatten()
+}
+
+/// The `runs` (and `summaries`) keys of ordinals `low..=high`.
+pub(crate) fn runs_range(low: u64, high: u64) -> RangeInclusive<[u8; 8]> {
+    run_key(low)..=run_key(high)
 }
 
 /// The prefix of every `events` key of a run.

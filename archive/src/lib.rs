@@ -89,6 +89,7 @@ mod recover;
 mod salvage;
 mod stats;
 mod store;
+mod summary;
 pub mod tape;
 mod verify;
 mod wal;
@@ -129,12 +130,13 @@ pub use wal::{JournalFigures, CHECKPOINT_EVERY};
 /// | 3 | blocks of version 3 (a zstd frame when smaller); version 2 read, no longer written |
 /// | 4 | artifact bytes in content-addressed files (`artifacts/`), indexed in sled; those an older reel kept in sled still read |
 /// | 5 | the round's one step. A write-ahead journal (`journal/`) acknowledges writes: batches past the control record's checkpoint are in it and not yet in sled. Facts may carry fields format 4 lacks: a `log` of the run naming the calls in flight (`in_flight`), a tool error kept structured (`result`). A reel that knows neither must not read or write the archive. Older facts read unchanged (the fields default empty, their bytes the same) |
+/// | 6 | the round's one step. A summary of each run that ends (`summaries`: its duration and state, per tool the calls, errors, progress reports and a histogram of durations), journaled with the run's last block; runs without one (older, crashed before this reel, imported, running) are summarized from their facts when an overview needs them. Facts are unchanged |
 ///
 /// Every new block or record version raises it. An archive stamped newer
 /// than this is refused on open ([`ArchiveError::NewerFormat`]), never read
 /// as damage. An older one is read as it is; its stamp is raised when this
 /// reel first writes a run into it (see [`Archive::open`]).
-pub const FORMAT_VERSION: u32 = 5;
+pub const FORMAT_VERSION: u32 = 6;
 
 /// An open archive. Cheap to clone; all clones share one database and one
 /// sequencer.
@@ -193,6 +195,8 @@ pub(crate) struct Trees {
     pub by_status: sled::Tree,
     pub salvaged: sled::Tree,
     pub pruned: sled::Tree,
+    /// Run summaries (see `summary`).
+    pub summaries: sled::Tree,
 }
 
 /// A run this process is writing.
@@ -205,6 +209,8 @@ struct LiveRun {
     /// started among them): each batch is checked from here.
     rules: StreamRules,
     head: Digest,
+    /// The run's summary so far, stored when the run ends.
+    summary: reel_core::summary::SummaryBuilder,
 }
 
 impl std::fmt::Debug for Archive {

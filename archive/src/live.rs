@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::{ArchiveStats, RunFilter, RunPage};
 use reel_core::gap::Gap;
+use reel_core::summary::Overview;
 use reel_core::{Fact, RunRecord};
 
 mod client;
@@ -56,6 +57,18 @@ pub enum Request {
     },
     /// Archive figures.
     Stats,
+    /// The runs a filter selects merged into an overview (see
+    /// [`Archive::overview`](crate::Archive::overview)).
+    Overview {
+        /// The filter (its limit and cursor are not used).
+        filter: RunFilter,
+        /// Time buckets.
+        buckets: u32,
+        /// Runs per state only, from the status index (see
+        /// [`Archive::runs_over_time`](crate::Archive::runs_over_time)).
+        #[serde(default)]
+        runs_only: bool,
+    },
 }
 
 /// One line of a reply.
@@ -80,6 +93,8 @@ pub enum Reply {
     End,
     /// Archive figures.
     Stats(ArchiveStats),
+    /// An overview.
+    Overview(Overview),
     /// The request failed.
     Error {
         /// What happened, and what to do.

@@ -115,6 +115,7 @@ impl Archive {
             by_status: tree(keys::T_BY_STATUS)?,
             salvaged: tree(keys::T_SALVAGED)?,
             pruned: tree(keys::T_PRUNED)?,
+            summaries: tree(keys::T_SUMMARIES)?,
         };
         // After sled's recovery: the same check on the store itself (the
         // files may have changed since the probe, or been sealed before

@@ -184,6 +184,7 @@ impl Archive {
                 t.by_tool.remove(tool).map_err(s)?;
             }
         }
+        t.summaries.remove(keys::run_key(ordinal)).map_err(s)?;
         pause();
         let _ = t
             .run_ids

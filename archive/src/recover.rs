@@ -5,9 +5,10 @@ use std::collections::BTreeSet;
 
 use reel_core::run::{RunRecord, RunState};
 
-use crate::record::encode_record;
+use crate::record::{encode_record, encode_summary};
 use crate::wal::{Ops, Tree};
 use crate::{block, keys, Archive, Result};
+use reel_core::summary::SummaryBuilder;
 
 impl Archive {
     /// Marks runs left running by a stopped writer as incomplete, with their
@@ -58,6 +59,7 @@ impl Archive {
                 ended_at: None,
                 ..before.clone()
             };
+            let mut summary = SummaryBuilder::default();
             for item in t.events.scan_prefix(keys::events_prefix(ordinal)) {
                 let (key, value) = item.map_err(|e| self.storage(e))?;
                 let Some((_, first)) = keys::split_event_key(&key) else {
@@ -70,6 +72,7 @@ impl Archive {
                 if let Ok(facts) = block::decode_facts(&opened, first) {
                     for fact in &facts {
                         after.observe(fact);
+                        summary.observe(fact);
                     }
                 }
             }
@@ -87,6 +90,16 @@ impl Archive {
             // leaves the run to the next one.
             let mut ops = Ops::default();
             ops.insert(Tree::Runs, keys::run_key(ordinal), encode_record(&after));
+            // Its summary too, once the archive is of the format that has
+            // them (an older one is summarized from its facts when needed).
+            if self.format_version() >= crate::FORMAT_VERSION {
+                let summary = summary.finish(&after);
+                ops.insert(
+                    Tree::Summaries,
+                    keys::run_key(ordinal),
+                    encode_summary(&summary),
+                );
+            }
             let entries = keys::index_entries(ordinal, &after);
             crate::write::index_but_status(&mut ops, &entries);
             if !t.run_ids.contains_key(after.run_id.as_bytes()).map_err(s)? {

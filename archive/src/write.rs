@@ -10,11 +10,12 @@ use reel_core::rules::Undo;
 use reel_core::run::{RunRecord, RunState};
 use reel_core::sequence::Sequencer;
 
-use crate::record::{decode_record, encode_record};
+use crate::record::{decode_record, encode_record, encode_summary};
 use crate::wal::{Ops, Tree};
 use crate::{block, keys, lock, Archive, ArchiveError, LiveRun, Result};
 use reel_core::codec::Digest;
 use reel_core::rules::StreamRules;
+use reel_core::summary::SummaryBuilder;
 
 impl Archive {
     /// Appends facts to a run and returns the seqs they were given. The first
@@ -98,10 +99,12 @@ impl Archive {
         // rules): from its stored facts; a damaged block is left for
         // `verify` to report.
         let mut rules = StreamRules::resume(&before, before.facts);
+        let mut summary = SummaryBuilder::default();
         for fact in self.facts(run_id, ..)?.flatten() {
             if let FactKind::CallStarted(c) = &fact.kind {
                 rules.knows_call(&c.call_id, fact.seq);
             }
+            summary.observe(&fact);
         }
         let mut record = before.clone();
         record.state = RunState::Running;
@@ -116,6 +119,7 @@ impl Archive {
                 rules,
                 record,
                 head,
+                summary,
             })),
         );
         Ok(())
@@ -213,6 +217,8 @@ impl Archive {
             run.head = head;
             return Err(e);
         }
+        // Stored: the summary so far takes the batch in.
+        facts.iter().for_each(|f| run.summary.observe(f));
         if !facts.is_empty() {
             self.count_facts_journaled(facts.len() as u64);
             self.inner.appended.send_modify(|n| *n += 1);
@@ -293,6 +299,7 @@ impl Archive {
             seq,
             rules,
             head: [0; 32],
+            summary: SummaryBuilder::default(),
         })))
     }
 
@@ -320,6 +327,18 @@ impl Archive {
         run.head = digest;
         if changed {
             store_record(ops, run.ordinal, &before, &run.record);
+        }
+        // The run ends in this block: its summary goes in the same frame.
+        if run.record.state.is_closed() && !before.state.is_closed() {
+            self.stamp_format()?;
+            let mut ending = run.summary.clone();
+            facts.iter().for_each(|f| ending.observe(f));
+            let summary = ending.finish(&run.record);
+            ops.insert(
+                Tree::Summaries,
+                keys::run_key(run.ordinal),
+                encode_summary(&summary),
+            );
         }
         Ok(())
     }

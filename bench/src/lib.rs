@@ -77,6 +77,7 @@ pub const ROWS: &[&str] = &[
     "timeline",
     "bytes",
     "list",
+    "overview",
     "replay",
     "nats",
     "memory",

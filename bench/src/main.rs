@@ -26,7 +26,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 const USAGE: &str = "usage: reel-bench [--smoke] [--row NAME]... [--rounds N] [--dir DIR] [--keep]
   --smoke      tiny sizes (seconds; what the smoke test runs)
   --row NAME   run only this row (repeatable): record, record-fair, record-limit, tripwire, agent,
-               latency, progress, tracing, timeline, bytes, list, replay, nats, memory, viewer, console,
+               latency, progress, tracing, timeline, bytes, list, overview, replay, nats, memory, viewer, console,
                mcp-record, mcp-serve
   --nats URLS  the JetStream cluster of the nats row (comma-separated client URLs; without it the row is not run)
   --reel PATH  the `reel` binary whose `reel mcp record` the mcp-record row measures (default: $REEL_BIN,

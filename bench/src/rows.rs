@@ -11,6 +11,7 @@ mod list;
 mod mcp;
 mod memory;
 mod nats;
+mod overview;
 mod progress;
 mod recording;
 mod replay;
@@ -83,6 +84,10 @@ pub(crate) const TABLE: &[Entry] = &[
     Entry {
         rows: &["list"],
         measure: list::measure,
+    },
+    Entry {
+        rows: &["overview"],
+        measure: overview::measure,
     },
     Entry {
         rows: &["replay"],

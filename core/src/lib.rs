@@ -66,6 +66,7 @@ pub mod store;
 /// Proptest strategies for the fact model (feature `proptest`).
 #[cfg(feature = "proptest")]
 pub mod strategy;
+pub mod summary;
 pub mod tape;
 
 pub use fact::{Fact, FactKind, NewFact};

@@ -136,11 +136,13 @@ pub fn router(console: Arc<Console>) -> Router {
         .route("/runs/{id}/artifacts/{seq}", get(pages::artifact))
         .route("/runs/{id}/artifacts/{seq}/raw", get(pages::artifact_raw))
         .route("/compare", get(pages::compare))
+        .route("/tools", get(pages::tools))
         .route("/reports", get(pages::reports))
         .route("/reports/{*name}", get(pages::report))
         .route("/events", get(pages::events))
         .route("/assets/console.js", get(pages::script))
         .route("/assets/console.css", get(pages::style))
+        .route("/favicon.ico", get(pages::no_icon))
         .route("/login", get(security::login))
         .with_state(console.clone());
     security::layers(routes, console)

@@ -3,7 +3,9 @@
 //! waterfall, lanes (`lanes.rs`), facts (`fact.rs`) and live updates
 //! (`follow.rs`)), its artifacts (`artifact.rs`), two runs compared
 //! (`compare.rs`), replay reports (`replay.rs`), a proxy recording's wire
-//! view (`wire.rs`), its tape, the event stream and the embedded assets.
+//! view (`wire.rs`), its tape, the event stream and the embedded assets;
+//! the tools overview (`tools.rs`) and the charts it and the runs table
+//! draw (`chart.rs`, inline SVG).
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -24,6 +26,7 @@ use crate::source::{Access, Admitted, ReadError};
 use crate::FACTS_PER_PAGE;
 
 mod artifact;
+mod chart;
 mod compare;
 mod fact;
 mod follow;
@@ -31,6 +34,7 @@ mod lanes;
 mod replay;
 mod run;
 mod table;
+mod tools;
 mod wire;
 pub(crate) use artifact::{artifact, artifact_raw};
 pub(crate) use compare::compare;
@@ -38,6 +42,7 @@ pub(crate) use follow::run_events;
 pub(crate) use replay::{report, reports};
 pub(crate) use run::run;
 pub(crate) use table::runs;
+pub(crate) use tools::tools;
 pub(crate) use wire::wire;
 
 /// The console's script: live updates of the runs table
@@ -74,6 +79,12 @@ pub(crate) async fn style() -> Response {
         .into_response()
 }
 
+/// `/favicon.ico`: no icon, said without an error (a 404 is one in the
+/// browser's console on every page).
+pub(crate) async fn no_icon() -> StatusCode {
+    StatusCode::NO_CONTENT
+}
+
 /// The page around `body`: the stylesheet, the script, nothing inline.
 fn page(title: &str, kind: &str, stale: Option<String>, body: &str) -> String {
     let mut out = String::with_capacity(body.len() + 1024);
@@ -84,7 +95,7 @@ fn page(title: &str, kind: &str, stale: Option<String>, body: &str) -> String {
          <title>{}</title>\n<link rel=\"stylesheet\" href=\"/assets/console.css\">\n\
          <script src=\"/assets/console.js\" defer></script>\n</head>\n\
          <body data-page=\"{kind}\">\n<nav class=\"top\"><a href=\"/\">reel</a> \
-         <span class=\"muted\">console · read-only</span></nav>\n",
+         <a href=\"/tools\">tools</a> <span class=\"muted\">console · read-only</span></nav>\n",
         escape(title)
     );
     if let Some(stale) = stale {

@@ -151,6 +151,42 @@ impl Client {
         }
     }
 
+    /// The overview of the runs `filter` selects, in `buckets` time
+    /// buckets.
+    pub fn overview(
+        &self,
+        filter: &RunFilter,
+        buckets: u32,
+    ) -> Result<reel_core::summary::Overview, Asked> {
+        self.ask_overview(filter, buckets, false)
+    }
+
+    /// The runs per state over time only (see
+    /// [`Archive::runs_over_time`](crate::Archive::runs_over_time)).
+    pub fn runs_over_time(
+        &self,
+        filter: &RunFilter,
+        buckets: u32,
+    ) -> Result<reel_core::summary::Overview, Asked> {
+        self.ask_overview(filter, buckets, true)
+    }
+
+    fn ask_overview(
+        &self,
+        filter: &RunFilter,
+        buckets: u32,
+        runs_only: bool,
+    ) -> Result<reel_core::summary::Overview, Asked> {
+        match self.one(&Request::Overview {
+            filter: filter.clone(),
+            buckets,
+            runs_only,
+        })? {
+            Reply::Overview(o) => Ok(o),
+            other => Err(unexpected(other)),
+        }
+    }
+
     /// The archive's figures.
     pub fn stats(&self) -> Result<ArchiveStats, Asked> {
         match self.one(&Request::Stats)? {
@@ -258,6 +294,7 @@ fn reply_name(reply: &Reply) -> &'static str {
         Reply::Gap(_) => "gap",
         Reply::End => "end",
         Reply::Stats(_) => "stats",
+        Reply::Overview(_) => "overview",
         Reply::Error { .. } => "error",
     }
 }

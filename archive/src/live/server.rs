@@ -155,6 +155,25 @@ async fn serve(archive: Archive, stream: UnixStream) -> std::io::Result<()> {
             let reply = archive.stats().map(Reply::Stats).unwrap_or_else(error);
             send(&mut write, &reply).await
         }
+        Request::Overview {
+            filter,
+            buckets,
+            runs_only,
+        } => {
+            // Many runs' summaries: read on a blocking thread.
+            let reply = tokio::task::spawn_blocking(move || {
+                if runs_only {
+                    archive.runs_over_time(&filter, buckets)
+                } else {
+                    archive.overview(&filter, buckets)
+                }
+                .map(Reply::Overview)
+                .unwrap_or_else(error)
+            })
+            .await
+            .map_err(std::io::Error::other)?;
+            send(&mut write, &reply).await
+        }
         Request::Facts {
             run_id,
             from,

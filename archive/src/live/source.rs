@@ -117,6 +117,32 @@ impl Source {
         }
     }
 
+    /// The overview of the runs `filter` selects, in `buckets` time
+    /// buckets (see [`Archive::overview`]).
+    pub fn overview(
+        &self,
+        filter: &RunFilter,
+        buckets: u32,
+    ) -> Result<reel_core::summary::Overview, SourceError> {
+        match self {
+            Source::Archive(a) => Ok(a.overview(filter, buckets)?),
+            Source::Live { client, .. } => Ok(client.overview(filter, buckets)?),
+        }
+    }
+
+    /// The runs per state over time only (see
+    /// [`Archive::runs_over_time`]).
+    pub fn runs_over_time(
+        &self,
+        filter: &RunFilter,
+        buckets: u32,
+    ) -> Result<reel_core::summary::Overview, SourceError> {
+        match self {
+            Source::Archive(a) => Ok(a.runs_over_time(filter, buckets)?),
+            Source::Live { client, .. } => Ok(client.runs_over_time(filter, buckets)?),
+        }
+    }
+
     /// The archive's figures.
     pub fn stats(&self) -> Result<ArchiveStats, SourceError> {
         match self {

@@ -15,6 +15,8 @@ pub(crate) enum Tree {
     ByTenant = 6,
     ByTool = 7,
     ByStatus = 8,
+    /// Format 6.
+    Summaries = 9,
 }
 
 impl Tree {
@@ -29,6 +31,7 @@ impl Tree {
             6 => Tree::ByTenant,
             7 => Tree::ByTool,
             8 => Tree::ByStatus,
+            9 => Tree::Summaries,
             _ => return None,
         })
     }
@@ -44,6 +47,7 @@ impl Tree {
             Tree::ByTenant => &t.by_tenant,
             Tree::ByTool => &t.by_tool,
             Tree::ByStatus => &t.by_status,
+            Tree::Summaries => &t.summaries,
         }
     }
 }

@@ -73,8 +73,8 @@ fn stamp(dir: &Path, set: Option<u32>) -> u32 {
 }
 
 #[test]
-fn this_reel_stamps_format_5_for_the_journal_and_the_new_fact_fields() {
-    assert_eq!(FORMAT_VERSION, 5);
+fn this_reel_stamps_format_6_for_run_summaries() {
+    assert_eq!(FORMAT_VERSION, 6);
     let dir = tempfile::tempdir().expect("tempdir");
     let archive = Archive::open(dir.path(), config()).expect("open");
     assert_eq!(archive.format_version(), FORMAT_VERSION);

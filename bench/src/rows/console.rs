@@ -35,7 +35,7 @@ pub(super) fn measure(b: Bench<'_>) -> io::Result<()> {
     // The runs table's first page, a fresh server's first answer.
     let mut table = Pairs::default();
     for round in 0..rounds {
-        let (mut page, mut cli, mut warm, mut filtered) = (0.0, 0.0, 0.0, 0.0);
+        let (mut page, mut cli, mut warm, mut filtered, mut tools) = (0.0, 0.0, 0.0, 0.0, 0.0);
         let mut bytes = 0;
         for side in [round % 2, 1 - round % 2] {
             if side == 0 {
@@ -44,6 +44,7 @@ pub(super) fn measure(b: Bench<'_>) -> io::Result<()> {
                 (page, bytes) = (ms(t), b);
                 warm = ms(console::get(&served.addr, "/")?.0);
                 filtered = ms(console::get(&served.addr, "/?principal=user-5&anomaly=1")?.0);
+                tools = ms(console::get(&served.addr, "/tools")?.0);
             } else {
                 cli = ms(console::runs_json(&bin.path, runs_path, cfg)?);
             }
@@ -51,7 +52,8 @@ pub(super) fn measure(b: Bench<'_>) -> io::Result<()> {
         writeln!(
             log,
             "  round {}: GET / {page:.1} ms ({bytes} bytes; again {warm:.1} ms; \
-             principal + has-anomaly {filtered:.1} ms), `reel runs --json` {cli:.1} ms",
+             principal + has-anomaly {filtered:.1} ms; GET /tools {tools:.1} ms), \
+             `reel runs --json` {cli:.1} ms",
             round + 1
         )?;
         table.push(page, cli);

@@ -78,6 +78,8 @@ async fn the_pages_pass_axe_core() {
         "/",
         "/?status=failed&q=deploy&anomaly=1",
         "/?principal=nobody",
+        "/tools",
+        "/tools?status=failed&since=2000-01-01",
         "/runs/demo-deploy",
         "/runs/demo-deploy-failed#seq-3",
         "/runs/hostile",

@@ -52,6 +52,7 @@ async fn controls_and_bidi_marks_are_shown_escaped_in_every_view() {
     let pages = [
         format!("{base}/"),
         format!("{base}/?q=gpj"),
+        format!("{base}/tools"),
         format!("{base}/runs/{run}"),
         format!("{base}/runs/{run}#seq-2"),
         format!("{base}/compare?a={run}&b=demo-deploy-failed"),
@@ -69,7 +70,7 @@ async fn controls_and_bidi_marks_are_shown_escaped_in_every_view() {
         );
     }
     // The run page's title names the run, escaped.
-    open(&c, &pages[2]).await;
+    open(&c, &pages[3]).await;
     let title = js(&c, "return document.title").await;
     assert!(
         title

@@ -38,6 +38,9 @@
           if (!known.has(r.dataset.run)) r.classList.add("fresh");
         });
         old.replaceWith(document.adoptNode(fresh));
+        var trend = doc.getElementById("trend");
+        var oldTrend = document.getElementById("trend");
+        if (trend && oldTrend) oldTrend.replaceWith(document.adoptNode(trend));
         var counts = doc.getElementById("counts");
         var oldCounts = document.getElementById("counts");
         if (counts && oldCounts) oldCounts.replaceWith(document.adoptNode(counts));

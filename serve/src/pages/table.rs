@@ -87,6 +87,39 @@ impl RunsQuery {
         })
     }
 
+    /// The filters the archive's indexes and the runs' summaries answer
+    /// (status, tenant, tool, time range), for the charts and the tools
+    /// overview.
+    pub(crate) fn summary_filter(&self) -> Result<RunFilter, String> {
+        let q = self.query()?;
+        Ok(RunFilter {
+            limit: None,
+            cursor: None,
+            ..q.filter
+        })
+    }
+
+    /// Whether a filter the charts do not apply is set (principal,
+    /// session, anomalies, search).
+    pub(crate) fn beyond_summaries(&self) -> bool {
+        some(&self.principal).is_some()
+            || some(&self.session).is_some()
+            || self.anomalous()
+            || some(&self.q).is_some()
+    }
+
+    /// The value of a filter, trimmed (`None` when empty).
+    pub(crate) fn value(&self, name: &str) -> Option<String> {
+        some(match name {
+            "status" => &self.status,
+            "tenant" => &self.tenant,
+            "tool" => &self.tool,
+            "since" => &self.since,
+            "until" => &self.until,
+            _ => return None,
+        })
+    }
+
     fn anomalous(&self) -> bool {
         some(&self.anomaly).is_some_and(|a| a != "0" && a != "false")
     }
@@ -129,14 +162,21 @@ pub(crate) async fn runs(access: Access, Query(query): Query<RunsQuery>) -> Resp
         Ok(q) => q,
         Err(why) => return error_page(StatusCode::BAD_REQUEST, &why),
     };
+    let charted = match query.summary_filter() {
+        Ok(f) => f,
+        Err(why) => return error_page(StatusCode::BAD_REQUEST, &why),
+    };
     let reading = access.clone();
     let found = blocking(move || {
         let listed = reading.find_runs(&asked).map_err(read_error)?;
         let counts = reading.counts(&asked);
-        Ok((listed, counts))
+        let overview = reading
+            .runs_over_time(&charted, super::tools::BUCKETS)
+            .map_err(read_error)?;
+        Ok((listed, counts, overview))
     })
     .await;
-    let (listed, counts) = match found {
+    let (listed, counts, overview) = match found {
         Ok(found) => found,
         Err(r) => return r.into_response(),
     };
@@ -160,6 +200,7 @@ pub(crate) async fn runs(access: Access, Query(query): Query<RunsQuery>) -> Resp
          <span id=\"live-state\">live: new runs appear here</span> \
          <button id=\"pause\" type=\"button\">Pause</button></p></header>"
     );
+    trend(&mut body, &query, &overview);
     table(&mut body, &query, &listed, first_page);
     Html(page("reel: runs", "runs", access.stale(), &body)).into_response()
 }
@@ -246,6 +287,37 @@ fn status_counts(body: &mut String, query: &RunsQuery, counts: &Counts) {
     );
 }
 
+/// The runs-over-time chart, filtered as the table is (but for the
+/// filters the runs' summaries do not answer, which it says).
+fn trend(body: &mut String, query: &RunsQuery, overview: &reel_core::summary::Overview) {
+    body.push_str("<section id=\"trend\" class=\"panel\" aria-label=\"runs over time\">");
+    body.push_str(&super::tools::runs_chart(overview));
+    if query.beyond_summaries() {
+        body.push_str(
+            "<p class=\"muted\">The chart counts the runs of this status, tenant, tool and \
+             time range; principal, session, anomalies and search narrow the table only.</p>",
+        );
+    }
+    body.push_str("</section>\n");
+}
+
+/// The table's columns and their classes: the stylesheet hides the less
+/// needed ones (principal, session, facts, calls) in narrower windows, and
+/// keeps values (a status, a time, a duration, a count) on one line.
+const COLUMNS: [(&str, &str); 11] = [
+    ("status", "nowrap"),
+    ("run", "c-run"),
+    ("started", "nowrap"),
+    ("tenant", "c-tenant"),
+    ("principal", "c-principal"),
+    ("session", "c-session"),
+    ("tools", "c-tools"),
+    ("duration", "nowrap"),
+    ("calls", "num c-calls"),
+    ("facts", "num c-facts"),
+    ("anomalies", "num"),
+];
+
 /// The table and its pager.
 fn table(body: &mut String, query: &RunsQuery, listed: &Listed, first_page: bool) {
     body.push_str("<section id=\"runs\" class=\"panel\" aria-label=\"runs\">\n");
@@ -256,30 +328,38 @@ fn table(body: &mut String, query: &RunsQuery, listed: &Listed, first_page: bool
             listed.damaged
         );
     }
-    body.push_str(
-        "<table class=\"runs\"><thead><tr><th scope=\"col\">status</th><th scope=\"col\">run</th>\
-         <th scope=\"col\">started</th><th scope=\"col\">tenant</th><th scope=\"col\">principal</th>\
-         <th scope=\"col\">session</th><th scope=\"col\">tools</th><th scope=\"col\">duration</th>\
-         <th scope=\"col\">calls</th><th scope=\"col\">facts</th><th scope=\"col\">anomalies</th>\
-         </tr></thead><tbody>\n",
-    );
+    body.push_str("<div class=\"table-wrap\"><table class=\"runs\"><thead><tr>");
+    for (name, class) in COLUMNS {
+        let _ = write!(body, "<th scope=\"col\" class=\"{class}\">{name}</th>");
+    }
+    body.push_str("</tr></thead><tbody>\n");
     for row in &listed.rows {
         let r = &row.record;
         let identity = r.identity.as_ref();
         let cell = |v: Option<&String>| v.map(|v| escape(v)).unwrap_or_default();
         let tools: Vec<String> = r.tools.iter().map(|t| escape(t)).collect();
         let anomalies = match row.anomalies {
-            Some(0) => "<td class=\"muted\">0</td>".to_owned(),
-            Some(n) => format!("<td class=\"bad\">{n}</td>"),
-            None => "<td class=\"bad\" title=\"its facts could not be read\">?</td>".to_owned(),
+            Some(0) => "<td class=\"muted num\">0</td>".to_owned(),
+            Some(n) => format!("<td class=\"bad num\">{n}</td>"),
+            None => "<td class=\"bad num\" title=\"its facts could not be read\">?</td>".to_owned(),
+        };
+        let started = escape(&timestamp(r.started_at));
+        // `2026-12-05T11:22:10.389Z`: the milliseconds in a span of their
+        // own, which narrow windows hide (the whole value is the title).
+        let shown = match started.rsplit_once('.') {
+            Some((secs, ms)) => format!("{secs}<span class=\"ms\">.{ms}</span>"),
+            None => started.clone(),
         };
         let _ = writeln!(
             body,
             "<tr class=\"run\" data-run=\"{id}\" data-status=\"{st}\" data-anomalies=\"{an}\">\
-             <td><span class=\"pill {cls}\">{st}</span></td>\
-             <td><a class=\"mono\" href=\"{href}\">{id}</a>{outside}</td><td class=\"muted\">{started}</td>\
-             <td>{tenant}</td><td>{principal}</td><td class=\"mono\">{session}</td><td>{tools}</td>\
-             <td>{took}</td><td>{calls}</td><td>{facts}</td>{anomalies}</tr>",
+             <td class=\"nowrap\"><span class=\"pill {cls}\">{st}</span></td>\
+             <td class=\"c-run\"><a class=\"mono\" href=\"{href}\">{id}</a>{outside}</td>\
+             <td class=\"muted nowrap\"><time datetime=\"{started}\" title=\"{started}\">{shown}</time></td>\
+             <td class=\"c-tenant\">{tenant}</td><td class=\"c-principal\">{principal}</td>\
+             <td class=\"mono c-session\">{session}</td><td class=\"c-tools\">{tools}</td>\
+             <td class=\"nowrap\">{took}</td><td class=\"num c-calls\">{calls}</td>\
+             <td class=\"num c-facts\">{facts}</td>{anomalies}</tr>",
             id = escape(&r.run_id),
             st = r.state.as_str(),
             an = row.anomalies.map_or("?".into(), |n| n.to_string()),
@@ -290,7 +370,6 @@ fn table(body: &mut String, query: &RunsQuery, listed: &Listed, first_page: bool
             } else {
                 ""
             },
-            started = escape(&timestamp(r.started_at)),
             tenant = cell(identity.and_then(|i| i.tenant.as_ref())),
             principal = cell(identity.and_then(|i| i.principal.as_ref())),
             session = cell(r.session_id.as_ref()),
@@ -300,7 +379,7 @@ fn table(body: &mut String, query: &RunsQuery, listed: &Listed, first_page: bool
             facts = r.facts,
         );
     }
-    body.push_str("</tbody></table>\n");
+    body.push_str("</tbody></table></div>\n");
     if listed.rows.is_empty() && listed.cut_short.is_none() {
         body.push_str("<p class=\"muted\">No runs match.</p>\n");
     }

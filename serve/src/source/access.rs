@@ -225,6 +225,44 @@ impl Access {
             .unwrap_or_default()
     }
 
+    /// The runs `filter` selects that the grant reaches, merged into an
+    /// overview of `buckets` time buckets (a filter naming another
+    /// tenant than the grant's selects nothing).
+    pub(crate) fn overview(
+        &self,
+        filter: &RunFilter,
+        buckets: u32,
+    ) -> Result<reel_core::summary::Overview, ReadError> {
+        let filter = self.granted(filter);
+        Ok(self.reader.overview(&filter, buckets)?)
+    }
+
+    /// As [`Access::overview`], the runs per state only (the runs table's
+    /// chart: from the status index when no tenant or tool narrows it).
+    pub(crate) fn runs_over_time(
+        &self,
+        filter: &RunFilter,
+        buckets: u32,
+    ) -> Result<reel_core::summary::Overview, ReadError> {
+        let filter = self.granted(filter);
+        Ok(self.reader.runs_over_time(&filter, buckets)?)
+    }
+
+    /// `filter` limited to the grant's tenant (naming another selects
+    /// nothing).
+    fn granted(&self, filter: &RunFilter) -> RunFilter {
+        let mut filter = filter.clone();
+        if let Some(mine) = &self.tenant {
+            if filter.tenant.as_ref().is_some_and(|t| t != mine) {
+                // Nothing: an empty window.
+                filter.since = Some(0);
+                filter.until = Some(0);
+            }
+            filter.tenant = Some(mine.clone());
+        }
+        filter
+    }
+
     /// What the pages say of where they read from, when it is not a
     /// closed archive's latest copy.
     pub(crate) fn stale(&self) -> Option<String> {

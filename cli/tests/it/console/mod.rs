@@ -363,6 +363,8 @@ pub async fn browser(driver: &Driver) -> Client {
     let chromium = existing("REEL_CHROMIUM", "/usr/bin/chromium", "chromium");
     let profile = driver._profile.path().display().to_string();
     let mut caps = serde_json::Map::new();
+    // The browser's console log, read by `console_errors`.
+    caps.insert("goog:loggingPrefs".into(), json!({ "browser": "ALL" }));
     caps.insert(
         "goog:chromeOptions".into(),
         json!({
@@ -415,6 +417,36 @@ pub async fn runs_listed(c: &Client) -> Vec<String> {
     )
     .await;
     serde_json::from_value(v).unwrap()
+}
+
+/// chromium-driver's log of the browser's console (its own endpoint).
+#[derive(Debug)]
+struct BrowserLog;
+
+impl fantoccini::wd::WebDriverCompatibleCommand for BrowserLog {
+    fn endpoint(
+        &self,
+        base_url: &url::Url,
+        session_id: Option<&str>,
+    ) -> Result<url::Url, url::ParseError> {
+        base_url.join(&format!("session/{}/se/log", session_id.unwrap_or("")))
+    }
+
+    fn method_and_body(&self, _: &url::Url) -> (http::Method, Option<String>) {
+        (http::Method::POST, Some(r#"{"type":"browser"}"#.into()))
+    }
+}
+
+/// The errors the browser's console logged since the last call (a CSP
+/// violation, a failed load, a script error), each as its message.
+pub async fn console_errors(c: &Client) -> Vec<String> {
+    let log = c.issue_cmd(BrowserLog).await.expect("the browser's log");
+    log.as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["level"] == "SEVERE")
+        .map(|e| e["message"].as_str().unwrap_or("").to_owned())
+        .collect()
 }
 
 /// No alert is open (a script of a payload would have opened one).
