@@ -16,6 +16,7 @@
 //! reel-mcp        -> reel, reel-archive, reel-recorder  (the matcher of mock and verify is the core's)
 //! reel-otlp       -> reel-core, reel-archive  (spans of records; the core's display rule)
 //! reel-serve      -> reel-core, reel-archive, reel-viewer  (the console: reads archives, shows with the viewer's pieces)
+//! reel-collect    -> reel, reel-archive, reel-serve  (the OTLP receiver: writes runs, so on the contract's redaction and tripwire; the console's gate; never the recorder's live pipeline nor the OTLP exporter)
 //! reel-cli        -> anything but reel-bench and reel-replayer (the `reel` binary, at the top; no verb replays)
 //! reel-bench      -> anything
 //! xtask           -> nothing of ours      (project chores: provisioning, the book)
@@ -68,6 +69,14 @@ const RULES: &[(&str, Option<&[&str]>)] = &[
         "reel-serve",
         Some(&["reel-core", "reel-archive", "reel-viewer"]),
     ),
+    // Writes runs taken in over OTLP: the contract's redaction and
+    // tripwire, a whole-run import, the console's gate. Not `reel-otlp`
+    // (that one exports and stays on the core), and the console stays
+    // read-only (the gate is all it lends).
+    (
+        "reel-collect",
+        Some(&["reel-core", "reel", "reel-archive", "reel-serve"]),
+    ),
     // No replayer: no verb replays ([`REPLAYING_VERBS`]).
     (
         "reel-cli",
@@ -83,6 +92,7 @@ const RULES: &[(&str, Option<&[&str]>)] = &[
             "reel-otlp",
             "reel-nats",
             "reel-serve",
+            "reel-collect",
         ]),
     ),
     ("reel-bench", None),
