@@ -6,6 +6,7 @@
 //! | chromium, chromium-driver | `cli/tests/it/html.rs`, `cli/tests/it/serve.rs` | Debian (apt-get, as root) |
 //! | Python's `mcp` | the MCP tests (`mcp/tests/it/python_client.rs`) | PyPI, `mcp/tests/requirements.txt` |
 //! | Python's `fastmcp` 4, `pydantic-ai-slim[mcp]` | the real-agent tests (`cli/tests/it/mcp_agents.rs`) | PyPI, `mcp/tests/requirements.txt` |
+//! | Python's `opentelemetry-sdk`, `opentelemetry-exporter-otlp-proto-http` | `reel collect` with a real framework (`cli/tests/it/collect.rs`) | PyPI, `mcp/tests/requirements.txt` |
 //! | nodejs, npm | `cli/tests/it/mcp_record.rs` (the TypeScript reference server) | Debian |
 //! | the MCP conformance suite, node@22 | `cli/tests/it/mcp_conformance.rs` | npm, into `REEL_CONFORMANCE_DIR` |
 //! | axe-core | `cli/tests/it/serve_table.rs` (the console's accessibility) | npm, its `axe.min.js` at `REEL_AXE` |

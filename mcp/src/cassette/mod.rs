@@ -44,6 +44,7 @@
 
 #![allow(deprecated)]
 
+mod ingested;
 pub mod matching;
 mod recorded;
 pub(crate) mod rounds;
@@ -71,6 +72,7 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 
 use crate::serve::{serve_until_closed, ServeError};
+pub use ingested::NO_DEFINITION;
 pub use matching::{parse_ignore, Match};
 pub use session::{Event, Interaction, LoadError, Read, Session};
 

@@ -285,6 +285,9 @@ impl Session {
                 }
             }
         }
+        if super::ingested::is_ingested(tape) {
+            super::ingested::adapt(&mut session, tape);
+        }
         if session.calls.is_empty()
             && session.initialize_result.is_none()
             && session.discover_result.is_none()

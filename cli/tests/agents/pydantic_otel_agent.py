@@ -1,8 +1,9 @@
 """A Pydantic AI agent (TestModel: no model service) with instrumentation
 on, its spans sent by the OpenTelemetry SDK's OTLP/HTTP exporter to
-OTEL_EXPORTER_OTLP_ENDPOINT (reel collect). Four tools: one answers, one
-adds, one fails once (ModelRetry) and then answers, one runs a sub-agent
-with a tool of its own. Prints the agent's output as JSON."""
+OTEL_EXPORTER_OTLP_ENDPOINT (reel collect). Four tools: one answers (and
+echoes the API key of WEATHER_API_KEY, which reel must scrub), one adds,
+one fails once (ModelRetry) and then answers, one runs a sub-agent with a
+tool of its own. Prints the agent's output as JSON."""
 
 import json
 import os
@@ -37,7 +38,7 @@ agent = Agent(TestModel(), name="weather-agent")
 @agent.tool_plain
 def get_weather(city: str) -> str:
     """The weather of a city."""
-    return f"sunny in {city}"
+    return f"sunny in {city} (key {os.environ['WEATHER_API_KEY']})"
 
 
 @agent.tool_plain
@@ -68,4 +69,4 @@ async def ask_helper(ctx: RunContext[None], question: str) -> str:
 result = agent.run_sync("What is the weather?")
 provider.force_flush()
 provider.shutdown()
-print(json.dumps({"output": result.output, "trace_id": os.environ.get("X", "")}))
+print(json.dumps({"output": result.output}))
