@@ -30,8 +30,11 @@
 //! let config = CollectConfig::new("./archive".into(), "127.0.0.1:4318".parse().unwrap());
 //! let collector = Collector::open(&config)?;
 //! let listener = tokio::net::TcpListener::bind(config.listen).await?;
+//! // Whatever stops it: a signal, a test's channel.
+//! let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+//! # drop(stop);
 //! let summary = collector.serve(&config, listener, async {
-//!     let _ = tokio::signal::ctrl_c().await;
+//!     let _ = stopped.await;
 //! }).await?;
 //! println!("{} runs written", summary.runs);
 //! # Ok(()) }
@@ -375,8 +378,17 @@ fn respond(encoding: Encoding, response: &ExportTraceServiceResponse) -> Respons
         Encoding::Json => (
             StatusCode::OK,
             [(header::CONTENT_TYPE, "application/json")],
-            serde_json::to_vec(response).unwrap_or_else(|_| b"{}".to_vec()),
+            json_response(response),
         )
             .into_response(),
     }
+}
+
+/// The response as OTLP/JSON, absent members left out (not `null`).
+fn json_response(response: &ExportTraceServiceResponse) -> Vec<u8> {
+    let mut value = serde_json::to_value(response).unwrap_or_default();
+    if let Some(members) = value.as_object_mut() {
+        members.retain(|_, v| !v.is_null());
+    }
+    serde_json::to_vec(&value).unwrap_or_else(|_| b"{}".to_vec())
 }
