@@ -144,10 +144,8 @@ pub fn spans_of(request: ExportTraceServiceRequest) -> Decoded {
                         continue;
                     }
                 };
-                let (status_code, status_message) = span
-                    .status
-                    .map(|s| (s.code, s.message))
-                    .unwrap_or_default();
+                let (status_code, status_message) =
+                    span.status.map(|s| (s.code, s.message)).unwrap_or_default();
                 let start = span.start_time_unix_nano;
                 out.spans.push(SpanIn {
                     trace_id,

@@ -265,7 +265,10 @@ impl Collector {
         let mut written = Vec::new();
         let mut writer = lock(&self.shared.writer);
         for spans in traces {
-            let trace = spans.first().map(|s| s.trace_id.clone()).unwrap_or_default();
+            let trace = spans
+                .first()
+                .map(|s| s.trace_id.clone())
+                .unwrap_or_default();
             match writer.write(spans) {
                 Ok(Some(w)) => written.push(w),
                 Ok(None) => {}

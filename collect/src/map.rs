@@ -30,8 +30,8 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use reel::fact::{
-    CallEnded, CallMode, CallOutcome, CallStarted, Fact, FactKind, Identity, Level, Log, ModelCalled,
-    Producer, RunEnded, RunStarted, RunStatus,
+    CallEnded, CallMode, CallOutcome, CallStarted, Fact, FactKind, Identity, Level, Log,
+    ModelCalled, Producer, RunEnded, RunStarted, RunStatus,
 };
 
 use serde_json::{json, Map, Value};
@@ -141,16 +141,11 @@ pub fn map_trace(mut spans: Vec<SpanIn>) -> Option<(String, Vec<Fact>)> {
     // The root: the first span without a parent, else the first whose
     // parent never arrived. Every other span without a known parent hangs
     // under it.
-    let root = spans
-        .iter()
-        .position(|s| s.parent.is_none())
-        .or_else(|| {
-            spans.iter().position(|s| {
-                s.parent
-                    .as_deref()
-                    .is_none_or(|p| !index.contains_key(p))
-            })
-        })?;
+    let root = spans.iter().position(|s| s.parent.is_none()).or_else(|| {
+        spans
+            .iter()
+            .position(|s| s.parent.as_deref().is_none_or(|p| !index.contains_key(p)))
+    })?;
     let mut children: HashMap<usize, Vec<usize>> = HashMap::new();
     for (i, s) in spans.iter().enumerate() {
         if i == root {
@@ -329,7 +324,7 @@ fn run_started(spans: &[SpanIn], root: usize, run_id: &str) -> RunStarted {
     };
     let principal = find(&["user.id", "enduser.id"]);
     let conversation = find(&["gen_ai.conversation.id"]);
-    let identity = (principal.is_some() || conversation.is_some()).then(|| Identity {
+    let identity = (principal.is_some() || conversation.is_some()).then_some(Identity {
         tenant: None,
         principal,
         conversation,
@@ -487,7 +482,11 @@ fn model_called(span: &SpanIn) -> ModelCalled {
     };
     let messages = first(
         span,
-        &["gen_ai.input.messages", "gen_ai.prompt", "ai.prompt.messages"],
+        &[
+            "gen_ai.input.messages",
+            "gen_ai.prompt",
+            "ai.prompt.messages",
+        ],
     )
     .map(json_text);
     let input = match (first(span, &["gen_ai.system_instructions"]), messages) {

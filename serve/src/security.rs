@@ -252,14 +252,18 @@ fn refuse(status: StatusCode, why: &str) -> Response {
 async fn guard(State(console): State<Arc<Console>>, request: Request, next: Next) -> Response {
     match admit(&console.security, request, true) {
         Ok(request) => next.run(request).await,
-        Err(refused) => refused,
+        Err((status, why)) => refuse(status, why),
     }
 }
 
 /// The checks every request passes (`Host`, `Origin`, the token), the
 /// console's and [`gated`]'s alike: the request with its grant, or the
 /// refusal. `login_open`: `/login` is reached without a token.
-fn admit(s: &Security, mut request: Request, login_open: bool) -> Result<Request, Response> {
+fn admit(
+    s: &Security,
+    mut request: Request,
+    login_open: bool,
+) -> Result<Request, (StatusCode, &'static str)> {
     let headers = request.headers();
     let host = headers
         .get(header::HOST)
@@ -268,7 +272,7 @@ fn admit(s: &Security, mut request: Request, login_open: bool) -> Result<Request
     match host {
         Some(h) if s.host_allowed(h) => {}
         _ => {
-            return Err(refuse(
+            return Err((
                 StatusCode::FORBIDDEN,
                 "this server answers only to the names it serves (Host not allowed): \
                  use http://127.0.0.1:PORT/ or start it with --allow-host NAME",
@@ -277,7 +281,7 @@ fn admit(s: &Security, mut request: Request, login_open: bool) -> Result<Request
     }
     if let Some(origin) = headers.get(header::ORIGIN) {
         if !origin.to_str().is_ok_and(|o| s.origin_allowed(o)) {
-            return Err(refuse(StatusCode::FORBIDDEN, "cross-origin request refused"));
+            return Err((StatusCode::FORBIDDEN, "cross-origin request refused"));
         }
     }
     match s.grant(headers) {
@@ -286,7 +290,7 @@ fn admit(s: &Security, mut request: Request, login_open: bool) -> Result<Request
         }
         None if login_open && request.uri().path() == "/login" => {}
         None => {
-            return Err(refuse(
+            return Err((
                 StatusCode::UNAUTHORIZED,
                 "this server needs its token: send Authorization: Bearer TOKEN \
                  (in a browser, open /login?token=TOKEN once)",
@@ -319,7 +323,7 @@ pub fn gated(
         |State(s): State<Arc<Security>>, request: Request, next: Next| async move {
             match admit(&s, request, false) {
                 Ok(request) => next.run(request).await,
-                Err(refused) => refused,
+                Err((status, why)) => refuse(status, why),
             }
         },
     )))

@@ -671,7 +671,10 @@ fn one_of_each_kind() -> Vec<Fact> {
         },
     ];
     // Format 6's kinds are pinned apart (`the_kind_of_format_6_is_pinned`).
-    assert_eq!(kinds.len(), FactKind::KNOWN.len() - FORMAT_6_KINDS.len() + 1);
+    assert_eq!(
+        kinds.len(),
+        FactKind::KNOWN.len() - FORMAT_6_KINDS.len() + 1
+    );
     kinds
         .into_iter()
         .enumerate()
@@ -814,7 +817,10 @@ fn the_kind_of_format_6_is_pinned() {
         "the stored encoding of format 6's model.called changed: that is a format \
          change, pin the new bytes"
     );
-    assert_eq!(reel::tape::format_for(&[bare.clone()]), reel::tape::FORMAT_V2);
+    assert_eq!(
+        reel::tape::format_for(std::slice::from_ref(&bare)),
+        reel::tape::FORMAT_V2
+    );
     assert_eq!(
         reel::tape::format_for(&one_of_each_kind()),
         reel::tape::FORMAT,
@@ -830,7 +836,10 @@ fn the_kind_of_format_6_is_pinned() {
     encode_fact(&fact(Some("c2"), unknown), &mut as_unknown).expect("encodes");
     let mut known = Vec::new();
     encode_fact(&full, &mut known).expect("encodes");
-    assert_eq!(as_unknown, known, "an older reel's unknown kind keeps the bytes");
+    assert_eq!(
+        as_unknown, known,
+        "an older reel's unknown kind keeps the bytes"
+    );
 }
 
 fn ok_json(f: &Fact) -> Fact {

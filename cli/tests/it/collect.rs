@@ -65,7 +65,10 @@ fn collect_agent(archive: &Path, config: &Path) -> String {
     wait_listening(port, &mut collector, "reel collect");
     let agent = Command::new("python3")
         .arg(agents_dir().join("pydantic_otel_agent.py"))
-        .env("OTEL_EXPORTER_OTLP_ENDPOINT", format!("http://127.0.0.1:{port}"))
+        .env(
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            format!("http://127.0.0.1:{port}"),
+        )
         .env("WEATHER_API_KEY", API_KEY)
         .current_dir(std::env::temp_dir())
         .output()
@@ -98,15 +101,29 @@ fn tape_facts(archive: &Path, config: &Path) -> (String, Vec<Value>) {
     assert_eq!(runs.len(), 1, "one trace, one run: {runs:?}");
     let run = runs[0]["run_id"].as_str().unwrap().to_owned();
     let out = reel_command(config)
-        .args(["--archive", archive.to_str().unwrap(), "export", &run, "-o", "-"])
+        .args([
+            "--archive",
+            archive.to_str().unwrap(),
+            "export",
+            &run,
+            "-o",
+            "-",
+        ])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(!text.contains(API_KEY), "the API key reached the record");
     let mut lines = text.lines();
     let header: Value = serde_json::from_str(lines.next().unwrap()).unwrap();
-    assert_eq!(header["format"], "reel.tape.v2", "it holds model.called facts");
+    assert_eq!(
+        header["format"], "reel.tape.v2",
+        "it holds model.called facts"
+    );
     let facts = lines
         .map(|l| serde_json::from_str::<Value>(l).unwrap())
         .filter(|f| f.get("kind").is_some())
@@ -141,14 +158,23 @@ fn a_pydantic_ai_agents_spans_become_a_run_that_mocks_to_the_same_results() {
     let (archive, config) = (dir.path().join("archive"), dir.path().join("config"));
     let said = collect_agent(&archive, &config);
     assert!(said.contains("1 run(s) written"), "{said}");
-    assert!(said.contains("0 retried span(s) dropped, 0 late, 0 rejected"), "{said}");
+    assert!(
+        said.contains("0 retried span(s) dropped, 0 late, 0 rejected"),
+        "{said}"
+    );
     let (run, facts) = tape_facts(&archive, &config);
 
     // The run: the agent's trace, its producer the app's resource.
     let started = &facts[0];
     assert_eq!(started["kind"], "run.started");
-    assert_eq!(started["data"]["producer"], json!({"name": "weather-app", "version": "1.2.3"}));
-    assert_eq!(started["data"]["labels"]["gen_ai.agent.name"], "weather-agent");
+    assert_eq!(
+        started["data"]["producer"],
+        json!({"name": "weather-app", "version": "1.2.3"})
+    );
+    assert_eq!(
+        started["data"]["labels"]["gen_ai.agent.name"],
+        "weather-agent"
+    );
     assert!(started["data"]["identity"]["conversation"].is_string());
     assert_eq!(facts.last().unwrap()["data"]["status"], "completed");
 
@@ -157,7 +183,12 @@ fn a_pydantic_ai_agents_spans_become_a_run_that_mocks_to_the_same_results() {
     let shape: Vec<(&str, bool, &Value, &str)> = calls
         .iter()
         .map(|(tool, _, parent, args, outcome)| {
-            (tool.as_str(), parent.is_null(), args, outcome["status"].as_str().unwrap())
+            (
+                tool.as_str(),
+                parent.is_null(),
+                args,
+                outcome["status"].as_str().unwrap(),
+            )
         })
         .collect();
     assert_eq!(
@@ -173,20 +204,37 @@ fn a_pydantic_ai_agents_spans_become_a_run_that_mocks_to_the_same_results() {
         ]
     );
     let result = |i: usize| calls[i].4["result"].clone();
-    assert_eq!(result(0), json!("sunny in a (key [REDACTED])"), "the key scrubbed");
+    assert_eq!(
+        result(0),
+        json!("sunny in a (key [REDACTED])"),
+        "the key scrubbed"
+    );
     assert_eq!(result(1), json!("0"), "as the framework recorded it");
-    assert_eq!(calls[2].4["error"], "pydantic_ai.exceptions.ToolRetryError: not now: a");
+    assert_eq!(
+        calls[2].4["error"],
+        "pydantic_ai.exceptions.ToolRetryError: not now: a"
+    );
     assert_eq!(result(2), json!("not now: a"));
-    assert_eq!(calls[4].2, json!(calls[3].1), "the sub-agent is beneath the tool that ran it");
+    assert_eq!(
+        calls[4].2,
+        json!(calls[3].1),
+        "the sub-agent is beneath the tool that ran it"
+    );
     assert_eq!(calls[5].2, json!(calls[4].1), "and its tool beneath it");
     assert_eq!(result(6), json!("ok now"));
 
     // Model calls: one fact each, three of the agent's (the run's own)
     // and two of the helper's (under its call).
-    let models: Vec<&Value> = facts.iter().filter(|f| f["kind"] == "model.called").collect();
+    let models: Vec<&Value> = facts
+        .iter()
+        .filter(|f| f["kind"] == "model.called")
+        .collect();
     let under: Vec<&Value> = models.iter().map(|m| &m["call"]).collect();
     let helper = json!(calls[4].1);
-    assert_eq!(under, [&Value::Null, &helper, &helper, &Value::Null, &Value::Null]);
+    assert_eq!(
+        under,
+        [&Value::Null, &helper, &helper, &Value::Null, &Value::Null]
+    );
     assert!(models.iter().all(|m| m["data"]["provider"] == "test"
         && m["data"]["input_tokens"].is_u64()
         && m["data"]["tool_definitions"].is_array()));
@@ -219,7 +267,11 @@ fn a_pydantic_ai_agents_spans_become_a_run_that_mocks_to_the_same_results() {
         .write_all(Value::from(requests).to_string().as_bytes())
         .unwrap();
     let out = client.wait_with_output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     let text = |s: &str, error: bool| json!({"isError": error, "text": [s]});
     assert_eq!(

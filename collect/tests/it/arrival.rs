@@ -10,25 +10,49 @@ use serde_json::json;
 
 use crate::support::*;
 
-fn agent_spans() -> (Vec<opentelemetry_proto::tonic::trace::v1::Span>, opentelemetry_proto::tonic::trace::v1::Span) {
-    let root = span(1, 0, "invoke_agent weather", 0, 1000, vec![
-        kv("gen_ai.operation.name", "invoke_agent"),
-        kv("gen_ai.agent.name", "weather"),
-    ]);
+fn agent_spans() -> (
+    Vec<opentelemetry_proto::tonic::trace::v1::Span>,
+    opentelemetry_proto::tonic::trace::v1::Span,
+) {
+    let root = span(
+        1,
+        0,
+        "invoke_agent weather",
+        0,
+        1000,
+        vec![
+            kv("gen_ai.operation.name", "invoke_agent"),
+            kv("gen_ai.agent.name", "weather"),
+        ],
+    );
     let children = vec![
         // A tool's span ends (and is exported) before the model span that
         // started before it, and both before the root.
-        span(3, 1, "execute_tool get_weather", 300, 400, vec![
-            kv("gen_ai.operation.name", "execute_tool"),
-            kv("gen_ai.tool.name", "get_weather"),
-            kv("gen_ai.tool.call.id", "call-1"),
-            kv("gen_ai.tool.call.arguments", r#"{"city":"Paris"}"#),
-            kv("gen_ai.tool.call.result", "sunny"),
-        ]),
-        span(2, 1, "chat gpt", 100, 200, vec![
-            kv("gen_ai.operation.name", "chat"),
-            kv("gen_ai.request.model", "gpt"),
-        ]),
+        span(
+            3,
+            1,
+            "execute_tool get_weather",
+            300,
+            400,
+            vec![
+                kv("gen_ai.operation.name", "execute_tool"),
+                kv("gen_ai.tool.name", "get_weather"),
+                kv("gen_ai.tool.call.id", "call-1"),
+                kv("gen_ai.tool.call.arguments", r#"{"city":"Paris"}"#),
+                kv("gen_ai.tool.call.result", "sunny"),
+            ],
+        ),
+        span(
+            2,
+            1,
+            "chat gpt",
+            100,
+            200,
+            vec![
+                kv("gen_ai.operation.name", "chat"),
+                kv("gen_ai.request.model", "gpt"),
+            ],
+        ),
     ];
     (children, root)
 }
@@ -53,11 +77,23 @@ fn a_retried_batch_is_stored_once_and_spans_out_of_order_land_in_order() {
     assert_eq!(run_id, &format!("otel-{}", hex::encode(TRACE)));
     assert_eq!(
         kinds(facts),
-        ["run.started", "model.called", "call.started", "call.ended", "run.ended"]
+        [
+            "run.started",
+            "model.called",
+            "call.started",
+            "call.ended",
+            "run.ended"
+        ]
     );
     assert_eq!(facts[2]["data"]["args"], json!({"city": "Paris"}));
-    assert_eq!(facts[3]["data"]["outcome"], json!({"status": "ok", "result": "sunny"}));
-    let offsets: Vec<u64> = facts.iter().map(|f| f["offset"].as_u64().unwrap()).collect();
+    assert_eq!(
+        facts[3]["data"]["outcome"],
+        json!({"status": "ok", "result": "sunny"})
+    );
+    let offsets: Vec<u64> = facts
+        .iter()
+        .map(|f| f["offset"].as_u64().unwrap())
+        .collect();
     assert_eq!(offsets, [0, 100, 300, 400, 1000], "the spans' own times");
 }
 
@@ -80,7 +116,14 @@ fn a_trace_is_held_until_its_root_came_and_a_later_span_is_counted_late() {
     assert_eq!(written[0].facts, 5);
     // A span of the written run: late, not recorded; a retry of one it
     // holds: a duplicate.
-    let late = span(9, 1, "execute_tool late", 900, 950, vec![kv("gen_ai.operation.name", "execute_tool")]);
+    let late = span(
+        9,
+        1,
+        "execute_tool late",
+        900,
+        950,
+        vec![kv("gen_ai.operation.name", "execute_tool")],
+    );
     let (again, _) = agent_spans();
     collector.receive(ct, &protobuf(vec![late, again[0].clone()]));
     assert!(collector.write_ready(true).is_empty());
@@ -101,6 +144,12 @@ fn a_trace_whose_root_never_came_is_written_when_the_collector_stops() {
     // The earliest span whose parent never came stands for the root.
     assert_eq!(
         kinds(facts),
-        ["run.started", "model.called", "call.started", "call.ended", "run.ended"]
+        [
+            "run.started",
+            "model.called",
+            "call.started",
+            "call.ended",
+            "run.ended"
+        ]
     );
 }

@@ -64,7 +64,9 @@ fn otlp_json_with_hex_ids_and_string_integers_is_read() {
 fn bad_input_is_refused_with_a_message_that_names_what_is_wrong() {
     let dir = tempfile::tempdir().unwrap();
     let served = Served::start(dir.path(), |c| c.max_body = 4096);
-    let cases: Vec<(Vec<(&str, &str)>, Vec<u8>, u16, &str)> = vec![
+    // (headers, body, status, what the answer says)
+    type Case<'a> = (Vec<(&'a str, &'a str)>, Vec<u8>, u16, &'a str);
+    let cases: Vec<Case> = vec![
         (
             vec![("Content-Type", "application/x-protobuf")],
             vec![0xff; 40],
@@ -73,7 +75,8 @@ fn bad_input_is_refused_with_a_message_that_names_what_is_wrong() {
         ),
         (
             vec![("Content-Type", "application/json")],
-            br#"{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "not hex"}]}]}]}"#.to_vec(),
+            br#"{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "not hex"}]}]}]}"#
+                .to_vec(),
             400,
             "not an OTLP/JSON ExportTraceServiceRequest",
         ),
@@ -84,7 +87,10 @@ fn bad_input_is_refused_with_a_message_that_names_what_is_wrong() {
             "unsupported Content-Type \"text/plain\"",
         ),
         (
-            vec![("Content-Type", "application/x-protobuf"), ("Content-Encoding", "gzip")],
+            vec![
+                ("Content-Type", "application/x-protobuf"),
+                ("Content-Encoding", "gzip"),
+            ],
             protobuf(vec![]),
             415,
             "Content-Encoding \"gzip\" is not supported",
@@ -112,7 +118,9 @@ fn bad_input_is_refused_with_a_message_that_names_what_is_wrong() {
     let partial = answer.partial_success.expect("a partial success");
     assert_eq!(partial.rejected_spans, 1);
     assert!(
-        partial.error_message.contains("spans[1]: spanId is 3 bytes long"),
+        partial
+            .error_message
+            .contains("spans[1]: spanId is 3 bytes long"),
         "{}",
         partial.error_message
     );
@@ -128,7 +136,9 @@ fn off_loopback_needs_a_token_and_with_one_every_request_presents_it() {
     let collector = Collector::with_archive(archive, &config);
     assert!(matches!(
         collector.router(&config),
-        Err(CollectError::Listen(reel_serve::ServeError::NeedsToken { .. }))
+        Err(CollectError::Listen(
+            reel_serve::ServeError::NeedsToken { .. }
+        ))
     ));
     config.tokens = vec![Token {
         secret: "short".into(),
@@ -136,7 +146,9 @@ fn off_loopback_needs_a_token_and_with_one_every_request_presents_it() {
     }];
     assert!(matches!(
         collector.router(&config),
-        Err(CollectError::Listen(reel_serve::ServeError::WeakToken { .. }))
+        Err(CollectError::Listen(
+            reel_serve::ServeError::WeakToken { .. }
+        ))
     ));
     drop(collector);
     let token = "0123456789abcdef0123";
@@ -151,10 +163,20 @@ fn off_loopback_needs_a_token_and_with_one_every_request_presents_it() {
     let ct = ("Content-Type", "application/x-protobuf");
     let (status, answer) = post(served.addr, "/v1/traces", &[ct], &body);
     assert_eq!(status, 401, "{}", String::from_utf8_lossy(&answer));
-    let wrong = post(served.addr, "/v1/traces", &[ct, ("Authorization", "Bearer 0123456789abcdef0124")], &body);
+    let wrong = post(
+        served.addr,
+        "/v1/traces",
+        &[ct, ("Authorization", "Bearer 0123456789abcdef0124")],
+        &body,
+    );
     assert_eq!(wrong.0, 401);
     let bearer = format!("Bearer {token}");
-    let right = post(served.addr, "/v1/traces", &[ct, ("Authorization", &bearer)], &body);
+    let right = post(
+        served.addr,
+        "/v1/traces",
+        &[ct, ("Authorization", &bearer)],
+        &body,
+    );
     assert_eq!(right.0, 200);
     let (summary, _) = served.stop();
     assert_eq!(summary.runs, 1);

@@ -33,7 +33,11 @@ pub fn span(id: u8, parent: u8, name: &str, start: u64, end: u64, attrs: Vec<Key
     Span {
         trace_id: TRACE.to_vec(),
         span_id: vec![id; 8],
-        parent_span_id: if parent == 0 { Vec::new() } else { vec![parent; 8] },
+        parent_span_id: if parent == 0 {
+            Vec::new()
+        } else {
+            vec![parent; 8]
+        },
         name: name.into(),
         start_time_unix_nano: base + start,
         end_time_unix_nano: base + end,
@@ -65,7 +69,9 @@ pub fn protobuf(spans: Vec<Span>) -> Vec<u8> {
 /// `POST path` with `headers`; the status and the body.
 pub fn post(addr: SocketAddr, path: &str, headers: &[(&str, &str)], body: &[u8]) -> (u16, Vec<u8>) {
     let mut stream = std::net::TcpStream::connect(addr).unwrap();
-    stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
     let mut head = format!(
         "POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nConnection: close\r\nContent-Length: {}\r\n",
         addr.port(),
