@@ -200,10 +200,14 @@ fn the_rules_catch_a_wrong_edge() {
     edges.insert("reel-new".to_owned(), vec![]);
     // The exporter reads records; it never records.
     edges.insert("reel-otlp".to_owned(), vec!["reel-recorder".into()]);
+    // The receiver writes through the contract's redaction, never through
+    // the exporter.
+    edges.insert("reel-collect".to_owned(), vec!["reel-otlp".into()]);
     assert_eq!(
         violations(&edges),
         [
-            "reel-cli depends on reel-bench, which the direction forbids (allowed: [\"reel-core\", \"reel\", \"reel-archive\", \"reel-recorder\", \"reel-viewer\", \"reel-lsp\", \"reel-demo\", \"reel-mcp\", \"reel-otlp\", \"reel-nats\", \"reel-serve\"])",
+            "reel-cli depends on reel-bench, which the direction forbids (allowed: [\"reel-core\", \"reel\", \"reel-archive\", \"reel-recorder\", \"reel-viewer\", \"reel-lsp\", \"reel-demo\", \"reel-mcp\", \"reel-otlp\", \"reel-nats\", \"reel-serve\", \"reel-collect\"])",
+            "reel-collect depends on reel-otlp, which the direction forbids (allowed: [\"reel-core\", \"reel\", \"reel-archive\", \"reel-serve\"])",
             "reel-core depends on reel, which the direction forbids (allowed: [])",
             "reel-new has no rule: add its direction to ARCHITECTURE.md and to RULES here",
             "reel-otlp depends on reel-recorder, which the direction forbids (allowed: [\"reel-core\", \"reel-archive\"])",
