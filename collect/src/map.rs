@@ -381,7 +381,15 @@ fn call_facts(span: &SpanIn, id: &str, parent: Option<&str>) -> (CallStarted, Ca
             "agent:{}",
             agent_name(span).unwrap_or_else(|| span.name.clone())
         ),
-        _ => first_str(span, &["gen_ai.tool.name", "ai.toolCall.name", "tool.name"])
+        _ => first_str(
+            span,
+            &[
+                "gen_ai.tool.name",
+                "ai.toolCall.name",
+                "tool.name",
+                "traceloop.entity.name",
+            ],
+        )
             .or_else(|| {
                 span.name
                     .strip_prefix("execute_tool ")
@@ -396,6 +404,7 @@ fn call_facts(span: &SpanIn, id: &str, parent: Option<&str>) -> (CallStarted, Ca
             "ai.toolCall.args",
             "tool.parameters",
             "input.value",
+            "traceloop.entity.input",
         ],
     )
     .map(json_text)
@@ -406,6 +415,7 @@ fn call_facts(span: &SpanIn, id: &str, parent: Option<&str>) -> (CallStarted, Ca
             "gen_ai.tool.call.result",
             "ai.toolCall.result",
             "output.value",
+            "traceloop.entity.output",
             "final_result",
         ],
     )
@@ -498,8 +508,11 @@ fn model_called(span: &SpanIn) -> ModelCalled {
     };
     ModelCalled {
         operation: first_str(span, &["gen_ai.operation.name"]).unwrap_or_else(|| "chat".into()),
-        provider: first_str(span, &["gen_ai.provider.name", "gen_ai.system"]),
-        model: first_str(span, &["gen_ai.request.model"]),
+        provider: first_str(
+            span,
+            &["gen_ai.provider.name", "gen_ai.system", "llm.provider", "llm.system"],
+        ),
+        model: first_str(span, &["gen_ai.request.model", "llm.model_name"]),
         response_model: first_str(span, &["gen_ai.response.model"]),
         input_tokens: first_u64(
             span,
@@ -507,6 +520,7 @@ fn model_called(span: &SpanIn) -> ModelCalled {
                 "gen_ai.usage.input_tokens",
                 "gen_ai.usage.prompt_tokens",
                 "ai.usage.promptTokens",
+                "llm.token_count.prompt",
             ],
         ),
         output_tokens: first_u64(
@@ -515,6 +529,7 @@ fn model_called(span: &SpanIn) -> ModelCalled {
                 "gen_ai.usage.output_tokens",
                 "gen_ai.usage.completion_tokens",
                 "ai.usage.completionTokens",
+                "llm.token_count.completion",
             ],
         ),
         finish_reasons,
