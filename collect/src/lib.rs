@@ -43,6 +43,8 @@
 
 pub mod assemble;
 pub mod decode;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod map;
 pub mod write;
 

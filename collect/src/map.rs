@@ -132,33 +132,11 @@ struct Trace<'a> {
 
 /// The run of a trace's spans; `None` when there are none.
 pub fn map_trace(mut spans: Vec<SpanIn>) -> Option<(String, Vec<Fact>)> {
-    spans.sort_by(|a, b| (a.start, &a.span_id).cmp(&(b.start, &b.span_id)));
-    let index: HashMap<&str, usize> = spans
-        .iter()
-        .enumerate()
-        .map(|(i, s)| (s.span_id.as_str(), i))
-        .collect();
-    // The root: the first span without a parent, else the first whose
-    // parent never arrived. Every other span without a known parent hangs
-    // under it.
-    let root = spans.iter().position(|s| s.parent.is_none()).or_else(|| {
-        spans
-            .iter()
-            .position(|s| s.parent.as_deref().is_none_or(|p| !index.contains_key(p)))
-    })?;
-    let mut children: HashMap<usize, Vec<usize>> = HashMap::new();
-    for (i, s) in spans.iter().enumerate() {
-        if i == root {
-            continue;
-        }
-        let parent = s
-            .parent
-            .as_deref()
-            .and_then(|p| index.get(p).copied())
-            .filter(|p| *p != i)
-            .unwrap_or(root);
-        children.entry(parent).or_default().push(i);
+    for s in &mut spans {
+        s.end = s.end.max(s.start);
     }
+    spans.sort_by(|a, b| (a.start, &a.span_id).cmp(&(b.start, &b.span_id)));
+    let (root, children) = tree(&spans)?;
     let mut trace = Trace {
         spans: &spans,
         children,
@@ -205,6 +183,60 @@ pub fn map_trace(mut spans: Vec<SpanIn>) -> Option<(String, Vec<Fact>)> {
         })
         .collect();
     Some((run_id, facts))
+}
+
+/// How deep spans nest beneath the root; a span further down (or in a
+/// cycle of parents) hangs under the root instead, so mapping a trace
+/// never recurses deeper than this, whatever an exporter sends.
+pub const MAX_DEPTH: usize = 256;
+
+/// The root span and each span's children. The root: the first span
+/// without a parent, else the first whose parent never arrived, else the
+/// first. Every other span whose parent is unknown, or whose chain of
+/// parents does not reach the root within [`MAX_DEPTH`] (a cycle), hangs
+/// under the root.
+fn tree(spans: &[SpanIn]) -> Option<(usize, HashMap<usize, Vec<usize>>)> {
+    if spans.is_empty() {
+        return None;
+    }
+    let index: HashMap<&str, usize> = spans
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.span_id.as_str(), i))
+        .collect();
+    let parent_of = |i: usize| {
+        spans[i]
+            .parent
+            .as_deref()
+            .and_then(|p| index.get(p).copied())
+            .filter(|p| *p != i)
+    };
+    let root = spans
+        .iter()
+        .position(|s| s.parent.is_none())
+        .or_else(|| (0..spans.len()).find(|i| parent_of(*i).is_none()))
+        .unwrap_or(0);
+    let mut children: HashMap<usize, Vec<usize>> = HashMap::new();
+    for i in (0..spans.len()).filter(|i| *i != root) {
+        let mut at = i;
+        let mut reaches = false;
+        for _ in 0..MAX_DEPTH {
+            match parent_of(at) {
+                Some(p) if p == root => {
+                    reaches = true;
+                    break;
+                }
+                Some(p) => at = p,
+                None => break,
+            }
+        }
+        let parent = match (reaches, parent_of(i)) {
+            (true, Some(p)) => p,
+            _ => root,
+        };
+        children.entry(parent).or_default().push(i);
+    }
+    Some((root, children))
 }
 
 impl Trace<'_> {
@@ -390,12 +422,12 @@ fn call_facts(span: &SpanIn, id: &str, parent: Option<&str>) -> (CallStarted, Ca
                 "traceloop.entity.name",
             ],
         )
-            .or_else(|| {
-                span.name
-                    .strip_prefix("execute_tool ")
-                    .map(|n| n.trim().to_owned())
-            })
-            .unwrap_or_else(|| span.name.clone()),
+        .or_else(|| {
+            span.name
+                .strip_prefix("execute_tool ")
+                .map(|n| n.trim().to_owned())
+        })
+        .unwrap_or_else(|| span.name.clone()),
     };
     let args = first(
         span,
@@ -510,7 +542,12 @@ fn model_called(span: &SpanIn) -> ModelCalled {
         operation: first_str(span, &["gen_ai.operation.name"]).unwrap_or_else(|| "chat".into()),
         provider: first_str(
             span,
-            &["gen_ai.provider.name", "gen_ai.system", "llm.provider", "llm.system"],
+            &[
+                "gen_ai.provider.name",
+                "gen_ai.system",
+                "llm.provider",
+                "llm.system",
+            ],
         ),
         model: first_str(span, &["gen_ai.request.model", "llm.model_name"]),
         response_model: first_str(span, &["gen_ai.response.model"]),

@@ -4,4 +4,5 @@
 mod arrival;
 mod door;
 mod mapping;
+mod seeds;
 mod support;
