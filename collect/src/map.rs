@@ -582,8 +582,13 @@ fn model_called(span: &SpanIn) -> ModelCalled {
             ],
         )
         .map(json_text),
-        tool_definitions: first(span, &["gen_ai.tool.definitions", "ai.prompt.tools"])
-            .map(json_text),
+        // Vercel's `ai.prompt.tools` is an array of JSON texts.
+        tool_definitions: first(span, &["gen_ai.tool.definitions", "ai.prompt.tools"]).map(|v| {
+            match json_text(v) {
+                Value::Array(items) => Value::Array(items.iter().map(json_text).collect()),
+                other => other,
+            }
+        }),
     }
 }
 

@@ -42,9 +42,10 @@ fn require_peers() {
     );
 }
 
-/// Runs the agent against `reel collect`, stops the collector (SIGTERM:
-/// it writes what it holds) and returns what it said on standard error.
-fn collect_agent(archive: &Path, config: &Path) -> String {
+/// Runs the agent (`agent`, its endpoint still to set) against `reel
+/// collect`, stops the collector (SIGTERM: it writes what it holds) and
+/// returns what it said on standard error.
+fn collect_agent(archive: &Path, config: &Path, mut agent: Command) -> String {
     let port = free_port();
     let mut collector = Killed(
         reel_command(config)
@@ -63,8 +64,7 @@ fn collect_agent(archive: &Path, config: &Path) -> String {
         .unwrap();
     assert!(said.contains("/v1/traces"), "{said}");
     wait_listening(port, &mut collector, "reel collect");
-    let agent = Command::new("python3")
-        .arg(agents_dir().join("pydantic_otel_agent.py"))
+    let agent = agent
         .env(
             "OTEL_EXPORTER_OTLP_ENDPOINT",
             format!("http://127.0.0.1:{port}"),
@@ -72,7 +72,7 @@ fn collect_agent(archive: &Path, config: &Path) -> String {
         .env("WEATHER_API_KEY", API_KEY)
         .current_dir(std::env::temp_dir())
         .output()
-        .expect("python3 runs");
+        .expect("the agent runs");
     assert!(
         agent.status.success(),
         "the agent failed: {}",
@@ -132,7 +132,7 @@ fn tape_facts(archive: &Path, config: &Path) -> (String, Vec<Value>) {
 }
 
 /// Each call: (tool, call id, parent call, args, outcome).
-fn calls(facts: &[Value]) -> Vec<(String, String, Value, Value, Value)> {
+fn calls(facts: &[Value]) -> Vec<Call> {
     let mut out = Vec::new();
     for f in facts.iter().filter(|f| f["kind"] == "call.started") {
         let id = f["data"]["call_id"].as_str().unwrap();
@@ -156,7 +156,9 @@ fn a_pydantic_ai_agents_spans_become_a_run_that_mocks_to_the_same_results() {
     require_peers();
     let dir = tempfile::tempdir().unwrap();
     let (archive, config) = (dir.path().join("archive"), dir.path().join("config"));
-    let said = collect_agent(&archive, &config);
+    let mut agent = Command::new("python3");
+    agent.arg(agents_dir().join("pydantic_otel_agent.py"));
+    let said = collect_agent(&archive, &config, agent);
     assert!(said.contains("1 run(s) written"), "{said}");
     assert!(
         said.contains("0 retried span(s) dropped, 0 late, 0 rejected"),
@@ -244,35 +246,7 @@ fn a_pydantic_ai_agents_spans_become_a_run_that_mocks_to_the_same_results() {
     assert!(times.windows(2).all(|w| w[0] <= w[1]), "in span time order");
 
     // The mock answers the same calls with the recorded results.
-    let requests: Vec<Value> = calls
-        .iter()
-        .filter(|c| c.2.is_null())
-        .map(|c| json!({"name": c.0, "arguments": c.3}))
-        .collect();
-    let mut client = Command::new("python3")
-        .arg(agents_dir().join("otel_mock_client.py"))
-        .arg(env!("CARGO_BIN_EXE_reel"))
-        .arg(&archive)
-        .arg(&run)
-        .env("REEL_CONFIG_DIR", &config)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    client
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(Value::from(requests).to_string().as_bytes())
-        .unwrap();
-    let out = client.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let report = mock(&archive, &config, &run, &calls);
     let text = |s: &str, error: bool| json!({"isError": error, "text": [s]});
     assert_eq!(
         report["answers"],
@@ -290,4 +264,141 @@ fn a_pydantic_ai_agents_spans_become_a_run_that_mocks_to_the_same_results() {
     assert_eq!(names, ["add", "ask_helper", "flaky", "get_weather"]);
     assert_eq!(tools[3]["description"], "The weather of a city.");
     assert_eq!(tools[3]["inputSchema"]["required"], json!(["city"]));
+}
+
+type Call = (String, String, Value, Value, Value);
+
+/// The Python MCP client's report of `reel mcp mock RUN`, asked each
+/// top-level call of `calls` in order.
+fn mock(archive: &Path, config: &Path, run: &str, calls: &[Call]) -> Value {
+    let requests: Vec<Value> = calls
+        .iter()
+        .filter(|c| c.2.is_null())
+        .map(|c| json!({"name": c.0, "arguments": c.3}))
+        .collect();
+    let mut client = Command::new("python3")
+        .arg(agents_dir().join("otel_mock_client.py"))
+        .arg(env!("CARGO_BIN_EXE_reel"))
+        .arg(archive)
+        .arg(run)
+        .env("REEL_CONFIG_DIR", config)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    client
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(Value::from(requests).to_string().as_bytes())
+        .unwrap();
+    let out = client.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Where the Vercel AI SDK, the OpenTelemetry SDK for Node and Node 22
+/// are: `REEL_VERCEL_AI`, else `$XDG_CACHE_HOME/reel/vercel-ai` (`~/.cache`
+/// without it), where `cargo xtask provision` installs them.
+fn vercel_ai() -> PathBuf {
+    if let Some(dir) = std::env::var_os("REEL_VERCEL_AI").filter(|v| !v.is_empty()) {
+        return dir.into();
+    }
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache")
+        });
+    cache.join("reel").join("vercel-ai")
+}
+
+#[test]
+fn a_vercel_ai_sdk_agents_spans_become_a_run_that_mocks_to_the_same_results() {
+    require_peers();
+    let prefix = vercel_ai();
+    assert!(
+        prefix.join("node_modules/ai/package.json").is_file(),
+        "the Vercel AI SDK is missing in {}: run `cargo xtask provision` (or set REEL_VERCEL_AI)",
+        prefix.display()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let (archive, config) = (dir.path().join("archive"), dir.path().join("config"));
+    let mut agent = Command::new("node");
+    agent
+        .arg(agents_dir().join("vercel_ai_agent.mjs"))
+        .env("REEL_VERCEL_AI", &prefix);
+    let said = collect_agent(&archive, &config, agent);
+    assert!(said.contains("1 run(s) written"), "{said}");
+    let (run, facts) = tape_facts(&archive, &config);
+    assert_eq!(facts[0]["data"]["producer"]["name"], "vercel-weather");
+    assert_eq!(
+        facts[0]["data"]["labels"]["otel.root_span"],
+        "ai.generateText"
+    );
+    // Three calls of the first step, started together (their order among
+    // themselves is the spans' ids'): compared by name.
+    let mut calls = calls(&facts);
+    calls.sort_by(|a, b| a.0.cmp(&b.0));
+    let seen: Vec<(&str, &str, &Value, &Value)> = calls
+        .iter()
+        .map(|(tool, id, parent, args, outcome)| {
+            assert!(parent.is_null());
+            (tool.as_str(), id.as_str(), args, outcome)
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (
+                "add",
+                "call-2",
+                &json!({"a": 2, "b": 3}),
+                &json!({"status": "ok", "result": "5"})
+            ),
+            (
+                "explode",
+                "call-3",
+                &json!({"why": "test"}),
+                &json!({"status": "error", "error": "boom: test"})
+            ),
+            (
+                "weather",
+                "call-1",
+                &json!({"city": "Paris"}),
+                &json!({"status": "ok", "result": "{\"city\":\"Paris\",\"sky\":\"sunny\"}"})
+            ),
+        ]
+    );
+    let models: Vec<&Value> = facts
+        .iter()
+        .filter(|f| f["kind"] == "model.called")
+        .collect();
+    assert_eq!(models.len(), 2, "one per step");
+    assert_eq!(models[0]["data"]["finish_reasons"], json!(["tool-calls"]));
+    assert_eq!(models[1]["data"]["output_tokens"], 5);
+
+    let report = mock(&archive, &config, &run, &calls);
+    let text = |s: &str, error: bool| json!({"isError": error, "text": [s]});
+    assert_eq!(
+        report["answers"],
+        json!([
+            text("5", false),
+            text("boom: test", true),
+            text("{\"city\":\"Paris\",\"sky\":\"sunny\"}", false),
+        ])
+    );
+    let tools = report["tools"].as_array().unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["add", "explode", "weather"]);
+    assert_eq!(tools[2]["description"], "The weather of a city.");
+    assert_eq!(
+        tools[2]["inputSchema"]["properties"]["city"]["type"],
+        "string"
+    );
 }
