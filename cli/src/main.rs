@@ -129,8 +129,8 @@ enum Command {
     /// Loopback only unless --token-file is given.
     /// Example: reel serve --archive ./reel-archive --listen 127.0.0.1:7777
     Serve(cmd::serve::ServeArgs),
-    /// Take any agent framework's runs in over OpenTelemetry: an OTLP/HTTP
-    /// receiver (protobuf or JSON on /v1/traces) that writes each trace's
+    /// Take any agent framework's runs in over OpenTelemetry: an OTLP
+    /// receiver (HTTP, protobuf or JSON on /v1/traces, and gRPC) that writes each trace's
     /// GenAI spans as a run (tool calls, model calls), redacted.
     ///
     /// Loopback only unless --token-file is given.

@@ -8,8 +8,9 @@
 //! `export`, the console and `reel mcp mock` work on as on any run.
 //!
 //! - **Where.** `POST /v1/traces`, OTLP/HTTP, protobuf
-//!   (`application/x-protobuf`) or OTLP/JSON (`application/json`), decoded
-//!   with the official `opentelemetry-proto` types. Loopback unless a
+//!   (`application/x-protobuf`) or OTLP/JSON (`application/json`), and
+//!   OTLP/gRPC (HTTP/2 without TLS) on the same port, decoded with the
+//!   official `opentelemetry-proto` types (tonic for gRPC). Loopback unless a
 //!   token is given, with the console's gate ([`reel_serve::gated`]).
 //!   Bodies over [`CollectConfig::max_body`] get 413; a body that is not
 //!   OTLP gets 400 naming what is wrong; a span with a malformed id is
@@ -45,6 +46,7 @@ pub mod assemble;
 pub mod decode;
 #[doc(hidden)]
 pub mod fuzzing;
+mod grpc;
 pub mod map;
 pub mod write;
 
@@ -59,6 +61,7 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::Router;
+use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::TraceServiceServer;
 use opentelemetry_proto::tonic::collector::trace::v1::{
     ExportTracePartialSuccess, ExportTraceServiceResponse,
 };
@@ -220,6 +223,13 @@ impl Collector {
             Ok(d) => d,
             Err(e) => return refuse(StatusCode::BAD_REQUEST, &e.to_string()),
         };
+        respond(encoding, &self.take_in(decoded))
+    }
+
+    /// Holds the spans of one request (over HTTP or gRPC) for their
+    /// traces; the answer, with OTLP's partial success when spans were
+    /// rejected.
+    pub fn take_in(&self, decoded: decode::Decoded) -> ExportTraceServiceResponse {
         let now = Instant::now();
         let mut counts = [0u64; 3];
         {
@@ -247,16 +257,12 @@ impl Collector {
             s.late += counts[2];
             s.rejected += decoded.rejected;
         }
-        let partial = (decoded.rejected > 0).then(|| ExportTracePartialSuccess {
-            rejected_spans: decoded.rejected as i64,
-            error_message: decoded.reason.unwrap_or_default(),
-        });
-        respond(
-            encoding,
-            &ExportTraceServiceResponse {
-                partial_success: partial,
-            },
-        )
+        ExportTraceServiceResponse {
+            partial_success: (decoded.rejected > 0).then(|| ExportTracePartialSuccess {
+                rejected_spans: decoded.rejected as i64,
+                error_message: decoded.reason.unwrap_or_default(),
+            }),
+        }
     }
 
     /// Writes every trace that is ready (with `all`, every trace held):
@@ -289,13 +295,17 @@ impl Collector {
         lock(&self.shared.assembler).held()
     }
 
-    /// The routes (`POST /v1/traces`) behind the console's gate and the
-    /// body limit of `config`.
+    /// The routes (`POST /v1/traces`, and OTLP/gRPC's
+    /// `TraceService/Export` over HTTP/2) behind the console's gate and
+    /// the body limit of `config`.
     pub fn router(&self, config: &CollectConfig) -> Result<Router, CollectError> {
+        let grpc = TraceServiceServer::new(grpc::Grpc(self.clone()))
+            .max_decoding_message_size(config.max_body);
         let routes = Router::new()
             .route("/v1/traces", post(traces))
             .layer(DefaultBodyLimit::max(config.max_body))
-            .with_state(self.clone());
+            .with_state(self.clone())
+            .merge(tonic::service::Routes::new(grpc).into_axum_router());
         Ok(reel_serve::gated(
             routes,
             config.listen,

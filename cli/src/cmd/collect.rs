@@ -16,8 +16,9 @@ use crate::failure::{shown, Failure};
 /// `reel collect`'s arguments.
 #[derive(Args, Debug)]
 pub struct CollectArgs {
-    /// The address to listen on (OTLP/HTTP: `POST /v1/traces`). Loopback
-    /// only, unless --token-file is given (port 0: any free port, printed).
+    /// The address to listen on: OTLP/HTTP (`POST /v1/traces`) and
+    /// OTLP/gRPC (HTTP/2 without TLS) on one port. Loopback only, unless
+    /// --token-file is given (port 0: any free port, printed).
     #[arg(long, default_value = "127.0.0.1:4318")]
     listen: SocketAddr,
     /// A file of tokens, one a line; an exporter presents one as
@@ -78,7 +79,7 @@ pub fn run(dir: &Path, args: CollectArgs) -> Result<ExitCode, Failure> {
         let mut out = std::io::stdout();
         let _ = writeln!(
             out,
-            "reel collect: OTLP/HTTP on http://{addr}/v1/traces (archive {}; Ctrl-C stops)",
+            "reel collect: OTLP/HTTP on http://{addr}/v1/traces and OTLP/gRPC on {addr} (archive {}; Ctrl-C stops)",
             shown(dir)
         );
         let _ = out.flush();

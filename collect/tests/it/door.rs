@@ -181,3 +181,57 @@ fn off_loopback_needs_a_token_and_with_one_every_request_presents_it() {
     let (summary, _) = served.stop();
     assert_eq!(summary.runs, 1);
 }
+
+/// OTLP/gRPC on the same port (HTTP/2 without TLS), through the same
+/// gate: without the token refused, with it taken in.
+#[test]
+fn otlp_grpc_is_taken_in_on_the_same_port_behind_the_same_gate() {
+    use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
+
+    let token = "0123456789abcdef0123";
+    let dir = tempfile::tempdir().unwrap();
+    let served = Served::start(dir.path(), |c| {
+        c.tokens = vec![Token {
+            secret: token.into(),
+            tenant: None,
+        }]
+    });
+    let url = format!("http://{}", served.addr);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let mut client = TraceServiceClient::connect(url).await.unwrap();
+        let (children, root) = (
+            span(
+                2,
+                1,
+                "execute_tool add",
+                10,
+                20,
+                vec![kv("gen_ai.operation.name", "execute_tool")],
+            ),
+            span(
+                1,
+                0,
+                "invoke_agent a",
+                0,
+                30,
+                vec![kv("gen_ai.operation.name", "invoke_agent")],
+            ),
+        );
+        let refused = client.export(request(vec![children.clone()])).await;
+        assert!(refused.is_err(), "no token: refused");
+        for spans in [vec![children.clone()], vec![children], vec![root]] {
+            let mut call = tonic::Request::new(request(spans));
+            call.metadata_mut()
+                .insert("authorization", format!("Bearer {token}").parse().unwrap());
+            let answer = client.export(call).await.unwrap().into_inner();
+            assert!(answer.partial_success.is_none());
+        }
+    });
+    let (summary, archive) = served.stop();
+    assert_eq!((summary.spans, summary.duplicates, summary.runs), (2, 1, 1));
+    assert_eq!(
+        kinds(&runs(&archive)[0].1),
+        ["run.started", "call.started", "call.ended", "run.ended"]
+    );
+}
