@@ -153,3 +153,74 @@ fn a_trace_whose_root_never_came_is_written_when_the_collector_stops() {
         ]
     );
 }
+
+/// Redaction and the tripwire on what is taken in, as on recorded facts:
+/// an API key under a secret-named argument, an `Authorization` header on
+/// an HTTP client span, and a declared secret value wherever it appears
+/// (learned values scrubbed from what follows).
+#[test]
+fn secrets_in_ingested_attributes_are_redacted_as_in_recorded_facts() {
+    let dir = tempfile::tempdir().unwrap();
+    let archive = Archive::open(dir.path(), ArchiveConfig::default()).unwrap();
+    let mut config = CollectConfig::new(dir.path().into(), "127.0.0.1:0".parse().unwrap());
+    config.secrets = vec![reel::context::Secret::new("hunter2-declared-value")];
+    let collector = Collector::with_archive(archive.clone(), &config);
+    let spans = vec![
+        span(
+            1,
+            0,
+            "invoke_agent a",
+            0,
+            100,
+            vec![kv("gen_ai.operation.name", "invoke_agent")],
+        ),
+        span(
+            2,
+            1,
+            "execute_tool fetch",
+            10,
+            50,
+            vec![
+                kv("gen_ai.operation.name", "execute_tool"),
+                kv(
+                    "gen_ai.tool.call.arguments",
+                    r#"{"url":"https://x","api_key":"sk-live-1234567890abcdef"}"#,
+                ),
+                kv(
+                    "gen_ai.tool.call.result",
+                    "echo sk-live-1234567890abcdef and hunter2-declared-value",
+                ),
+            ],
+        ),
+        span(
+            3,
+            2,
+            "GET",
+            20,
+            30,
+            vec![
+                kv("http.request.method", "GET"),
+                kv(
+                    "http.request.header.authorization",
+                    "Bearer tok-abcdef0123456789",
+                ),
+            ],
+        ),
+    ];
+    collector.receive(Some("application/x-protobuf"), &protobuf(spans));
+    assert_eq!(collector.write_ready(true).len(), 1);
+    let facts = &runs(&archive)[0].1;
+    let text = serde_json::to_string(facts).unwrap();
+    for secret in [
+        "sk-live-1234567890abcdef",
+        "hunter2-declared-value",
+        "tok-abcdef0123456789",
+    ] {
+        assert!(
+            !text.contains(secret),
+            "{secret} reached the archive: {text}"
+        );
+    }
+    assert_eq!(facts[1]["data"]["args"]["api_key"], "[REDACTED]");
+    assert_eq!(facts[1]["data"]["args"]["url"], "https://x");
+}
