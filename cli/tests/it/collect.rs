@@ -402,3 +402,60 @@ fn a_vercel_ai_sdk_agents_spans_become_a_run_that_mocks_to_the_same_results() {
         "string"
     );
 }
+
+/// reel's own OTLP export is a GenAI producer like any other: the demo's
+/// runs sent with `reel export --otlp` come back through `reel collect`
+/// with the same tools, durations and outcomes.
+#[test]
+fn reels_own_otlp_export_comes_back_through_collect() {
+    let dir = tempfile::tempdir().unwrap();
+    let (demo, taken, config) = (
+        dir.path().join("demo"),
+        dir.path().join("taken"),
+        dir.path().join("config"),
+    );
+    let out = crate::support::reel(&config, &["--archive", demo.to_str().unwrap(), "demo"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The exporter reads its endpoint from its argument: the environment's
+    // (which `collect_agent` sets) passed through a shell.
+    let mut agent = Command::new("sh");
+    agent
+        .args(["-c", r#"exec "$0" "$@" "$OTEL_EXPORTER_OTLP_ENDPOINT""#])
+        .arg(env!("CARGO_BIN_EXE_reel"))
+        .args(["--color", "never", "--archive"])
+        .arg(&demo)
+        .args(["export", "--content", "--otlp"]);
+    agent.env("REEL_CONFIG_DIR", &config);
+    let said = collect_agent(&taken, &config, agent);
+    assert!(said.contains("5 run(s) written"), "{said}");
+    let summary = |archive: &Path| {
+        let out = reel_command(&config)
+            .args(["--archive", archive.to_str().unwrap(), "runs", "--json"])
+            .output()
+            .unwrap();
+        let runs: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let mut rows: Vec<(Value, Value, i64)> = runs["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                let took = r["ended_at"].as_i64().unwrap() - r["started_at"].as_i64().unwrap();
+                (r["tools"].clone(), r["calls"].clone(), took)
+            })
+            .collect();
+        rows.sort_by_key(|r| r.2);
+        rows
+    };
+    let (sent, back) = (summary(&demo), summary(&taken));
+    assert_eq!(sent.len(), back.len());
+    for (s, b) in sent.iter().zip(&back) {
+        assert_eq!((&s.0, &s.1), (&b.0, &b.1));
+        // The export's span times are the run's clock read at the fact;
+        // they agree to within microseconds.
+        assert!((s.2 - b.2).abs() < 10_000, "{s:?} vs {b:?}");
+    }
+}
