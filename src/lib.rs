@@ -62,6 +62,51 @@ pub mod spec;
 pub mod tools;
 pub mod tripwire;
 
+/// Derives serde's `Serialize`/`Deserialize` and schemars' `JsonSchema`
+/// through this crate's copies, for tool inputs, outputs and questions
+/// (`#[reel::schema]`): a tool crate needs no other dependency.
+pub use reel_macros::schema;
+/// Declares a tool with its spec (`#[reel::tool]`, see
+/// [`tools::TypedTool`]); the attribute's arguments are described in the
+/// `reel-macros` crate.
+pub use reel_macros::tool;
+
+/// What a tool crate needs, in one import: `use reel::prelude::*;`.
+///
+/// ```
+/// use reel::prelude::*;
+///
+/// #[reel::schema]
+/// struct Greeting { name: String }
+///
+/// /// Greets someone by name.
+/// #[reel::tool(title = "Greet", read_only)]
+/// async fn greet(ctx: ToolContext, args: Greeting) -> Result<Value, ToolError> {
+///     ctx.progress(json!({ "message": "greeting" }));
+///     Ok(json!({ "text": format!("Hello, {}!", args.name) }))
+/// }
+///
+/// let tools = Tools::new().with(greet_tool());
+/// let spec = tools.get("greet").unwrap().spec().unwrap();
+/// assert_eq!(spec.description.as_deref(), Some("Greets someone by name."));
+/// assert_eq!(spec.annotations.unwrap().read_only_hint, Some(true));
+/// assert_eq!(spec.input_schema["required"], json!(["name"]));
+/// ```
+pub mod prelude {
+    pub use crate::context::{Credential, Elicitation, Elicited, ToolContext, ToolError};
+    pub use crate::spec::{Annotations, JsonSchema, ToolSpec, ToolSpecExt};
+    pub use crate::tools::{Tools, TypedTool};
+    pub use serde_json::{json, Value};
+}
+
+/// What the attributes' expansions name (`#[reel::schema]` derives
+/// through these): not an API.
+#[doc(hidden)]
+pub mod __private {
+    pub use schemars;
+    pub use serde;
+}
+
 pub use fact::{Fact, FactKind, NewFact};
 pub use run::{RunRecord, RunState};
 pub use spec::ToolSpecExt;

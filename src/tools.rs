@@ -40,6 +40,10 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
 
+mod typed;
+
+pub use typed::{ToolInput, ToolOutput, ToolResult, TypedTool};
+
 use crate::context::{BoxFuture, ToolContext, ToolError};
 use crate::fact::CallMode;
 use reel_core::spec::ToolSpec;
@@ -199,7 +203,7 @@ impl Tools {
     /// Registers an async tool under `name` (replacing one of the same
     /// name), without a spec. Such a tool lacks what a spec gives
     /// ([`Tools::tool`]): its input is not validated (only deserialised
-    /// into `A`), its result is not checked, `ctx.metadata()` is `None`,
+    /// into `A`), its result is not checked, `ctx.metadata()` is minimal (name, id, mode),
     /// it declares no needs or wants, and over MCP it is listed with an
     /// input schema that takes any object, no output schema (its result is
     /// text only) and a description saying so. No spec is derived from

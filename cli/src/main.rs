@@ -183,6 +183,12 @@ where
         mut writer: tracing_subscriber::fmt::format::Writer<'_>,
         event: &tracing::Event<'_>,
     ) -> std::fmt::Result {
+        if is_answered_error(event) {
+            // rmcp's note of an error it answered a request with, as a
+            // raw `ErrorData { .. }`: the peer got the error's message,
+            // and reel says what it means where it matters (a mock miss).
+            return Ok(());
+        }
         let mut said = String::new();
         ctx.field_format().format_fields(
             tracing_subscriber::fmt::format::Writer::new(&mut said),
@@ -196,6 +202,25 @@ where
         };
         writeln!(writer, "reel: {prefix}{}", escape(&said))
     }
+}
+
+/// True for rmcp's `response error` event: an error a server answered a
+/// request with, already sent to the peer.
+fn is_answered_error(event: &tracing::Event<'_>) -> bool {
+    struct Message(bool);
+    impl tracing::field::Visit for Message {
+        fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+            if field.name() == "message" {
+                self.0 = format!("{value:?}") == "response error";
+            }
+        }
+    }
+    if !event.metadata().target().starts_with("rmcp") {
+        return false;
+    }
+    let mut message = Message(false);
+    event.record(&mut message);
+    message.0
 }
 
 fn main() -> ExitCode {

@@ -12,6 +12,11 @@ use crate::fact::{CallOutcome, EffectOutcome, ElicitOutcome, FactKind};
 /// What a redacted value is replaced with.
 pub const MARKER: &str = "[REDACTED]";
 
+/// The stage of a host's receipt: a `call.output` the host filed after
+/// the tool returned (the recorder's `CallBuilder::receipt`), not the
+/// tool's own output; replay serves it from the record.
+pub const RECEIPT_STAGE: &str = "reel.receipt";
+
 /// How deep a recorded JSON value may nest. Deeper subtrees are kept whole
 /// as JSON text under `{"$reel.nested": "..."}`, so that every reader
 /// (the archive's decoder, a tape's JSON parser) can read them back.
@@ -86,6 +91,46 @@ pub fn each_json_field_mut<'a>(kind: &'a mut FactKind, mut each: impl FnMut(&'a 
         }
         FactKind::Unknown { data, .. } => each(data),
         _ => {}
+    }
+}
+
+/// [`each_json_field_mut`] for reading: `each` sees the same fields, in
+/// the same order.
+pub fn each_json_field<'a>(kind: &'a FactKind, mut each: impl FnMut(&'a Value)) {
+    match kind {
+        FactKind::CallStarted(c) => each(&c.args),
+        FactKind::Progress(p) => each(&p.payload),
+        FactKind::Log(l) => each(&l.data),
+        FactKind::ElicitRequested(e) => each(&e.schema),
+        FactKind::ElicitAnswered(e) => {
+            if let ElicitOutcome::Accept { content } = &e.outcome {
+                each(content)
+            }
+        }
+        FactKind::Effect(e) => {
+            each(&e.request);
+            if let EffectOutcome::Ok(v) = &e.outcome {
+                each(v)
+            }
+        }
+        FactKind::CallOutput(o) => each(&o.value),
+        FactKind::CallEnded(e) => {
+            if let CallOutcome::Ok { result } = &e.outcome {
+                each(result)
+            }
+        }
+        FactKind::Unknown { data, .. } => each(data),
+        _ => {}
+    }
+}
+
+/// True when `value` holds a string that redaction wrote [`MARKER`] into.
+pub fn holds_marker(value: &Value) -> bool {
+    match value {
+        Value::String(s) => s.contains(MARKER),
+        Value::Array(items) => items.iter().any(holds_marker),
+        Value::Object(map) => map.values().any(holds_marker),
+        _ => false,
     }
 }
 

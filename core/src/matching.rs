@@ -12,12 +12,14 @@ use serde_json::Value;
 pub use crate::report::FieldDiff;
 
 /// Fields to ignore when matching: a JSON pointer into a fact's `data`,
-/// for one kind or for every kind.
+/// for one kind or for every kind; an empty pointer with a kind ignores
+/// that kind's facts whole.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct IgnoreRule {
     /// The kind it applies to (`None`: every kind).
     pub kind: Option<String>,
-    /// JSON pointer into the kind's fields, e.g. `/payload/elapsed_ms`.
+    /// JSON pointer into the kind's fields, e.g. `/payload/elapsed_ms`;
+    /// empty (with a kind): the whole fact.
     pub pointer: String,
 }
 
@@ -76,8 +78,18 @@ pub fn diff_kinds(expected: &FactKind, actual: &FactKind, ignore: &[IgnoreRule])
         });
         return out;
     }
-    let name = expected.name().to_owned();
-    diff_values(&name, Some(&e["data"]), Some(&a["data"]), &mut out);
+    let whole_kind_ignored = ignore
+        .iter()
+        .any(|r| r.pointer.is_empty() && r.kind.as_deref() == Some(expected.name()));
+    if whole_kind_ignored {
+        return out;
+    }
+    diff_values(
+        &kind_path(expected.name()),
+        Some(&e["data"]),
+        Some(&a["data"]),
+        &mut out,
+    );
     out
 }
 
@@ -106,24 +118,27 @@ fn remove_pointer(value: &mut Value, pointer: &str) {
     }
 }
 
-/// Appends every differing leaf of `e` and `a` under `path` (`path.key`,
-/// `path[i]`; arrays of different lengths, and values of different types,
-/// differ as a whole). `None`: absent.
+/// Appends every differing leaf of `e` and `a` under `path`, a JSON
+/// pointer (children are `path/key`, with `~` and `/` in a key escaped as
+/// `~0` and `~1`, and `path/i`; arrays of different lengths, and values
+/// of different types, differ as a whole). `None`: absent. A fact's paths
+/// start with its kind, `progress:/payload/message`: the form `--ignore`
+/// takes, so a divergence line can be pasted into one.
 pub fn diff_values(path: &str, e: Option<&Value>, a: Option<&Value>, out: &mut Vec<FieldDiff>) {
     match (e, a) {
         (Some(Value::Object(em)), Some(Value::Object(am))) => {
             for (k, ev) in em {
-                diff_values(&format!("{path}.{k}"), Some(ev), am.get(k), out);
+                diff_values(&child(path, k), Some(ev), am.get(k), out);
             }
             for (k, av) in am {
                 if !em.contains_key(k) {
-                    diff_values(&format!("{path}.{k}"), None, Some(av), out);
+                    diff_values(&child(path, k), None, Some(av), out);
                 }
             }
         }
         (Some(Value::Array(ea)), Some(Value::Array(aa))) if ea.len() == aa.len() => {
             for (i, (ev, av)) in ea.iter().zip(aa).enumerate() {
-                diff_values(&format!("{path}[{i}]"), Some(ev), Some(av), out);
+                diff_values(&format!("{path}/{i}"), Some(ev), Some(av), out);
             }
         }
         (e, a) if e == a => {}
@@ -133,6 +148,56 @@ pub fn diff_values(path: &str, e: Option<&Value>, a: Option<&Value>, out: &mut V
             actual: a.cloned(),
         }),
     }
+}
+
+/// `path/key`, the key escaped as a JSON pointer's token (RFC 6901: `~`
+/// as `~0`, `/` as `~1`; a dot stays a dot, as in MCP's `_meta` keys).
+fn child(path: &str, key: &str) -> String {
+    format!("{path}/{}", key.replace('~', "~0").replace('/', "~1"))
+}
+
+/// Where a fact kind's paths start: `progress:` (then a pointer into its
+/// fields).
+pub fn kind_path(kind: &str) -> String {
+    format!("{kind}:")
+}
+
+/// The places of a fact that redaction hid (a string holding
+/// [`MARKER`](crate::marker::MARKER)), as the paths a diff names them by
+/// (`effect:/request/headers/authorization`): a replayed fact equal to the
+/// recorded one there is equal to a marker, which proves nothing about the
+/// values it stands for. Cheap for a fact without one (most).
+pub fn redacted_places(kind: &FactKind) -> Vec<String> {
+    let mut any = false;
+    crate::marker::each_json_field(kind, |v| any = any || crate::marker::holds_marker(v));
+    if !any {
+        return Vec::new();
+    }
+    redacted_paths(&kind_path(kind.name()), &kind_json(kind)["data"])
+}
+
+/// The paths under `path` of the strings of `value` that hold the
+/// redaction marker (see [`redacted_places`]).
+pub fn redacted_paths(path: &str, value: &Value) -> Vec<String> {
+    fn walk(path: &str, v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::String(s) if s.contains(crate::marker::MARKER) => out.push(path.to_owned()),
+            Value::Array(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    walk(&format!("{path}/{i}"), item, out);
+                }
+            }
+            Value::Object(map) => {
+                for (k, item) in map {
+                    walk(&child(path, k), item, out);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk(path, value, &mut out);
+    out
 }
 
 /// A value for a readable line: JSON, cut to 80 characters.

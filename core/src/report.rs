@@ -17,7 +17,8 @@ use crate::Fact;
 /// One differing field.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FieldDiff {
-    /// Dotted path from the fact kind, e.g. `progress.payload.message`.
+    /// Where: the fact's kind, then a JSON pointer into its fields, e.g.
+    /// `progress:/payload/message` (the form an ignore rule takes).
     pub path: String,
     /// The recorded value (`None`: the field is absent in the record).
     pub expected: Option<Value>,
@@ -94,6 +95,11 @@ pub enum Verdict {
     MissingTool,
     /// A child call served from the record (its tool was not re-driven).
     Served,
+    /// Nothing differs, but equality could not be shown everywhere: at
+    /// the places [`CallReport::unproven`] names, the record holds what
+    /// redaction left (`[REDACTED]`), and the replayed values compared
+    /// equal only as markers. Never reported as a match of the values.
+    Unproven,
 }
 
 /// The recorded and replayed outcome of a call.
@@ -128,6 +134,70 @@ pub struct CallReport {
     pub unrecorded_effects: Vec<String>,
     /// The result.
     pub result: ResultCheck,
+    /// Where equality could not be shown: the paths (as a diff names
+    /// them) of recorded values that redaction hid, which the replay
+    /// matched only as markers. Empty for a call proven exact.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unproven: Vec<String>,
+}
+
+/// How many calls a replay re-drove, and how each came out: the first
+/// line of the report's text and its `summary` in JSON.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplaySummary {
+    /// Calls whose tool was re-driven (exact, divergent or unproven).
+    pub replayed: usize,
+    /// Replayed calls that matched the record, every value shown equal.
+    pub exact: usize,
+    /// Replayed calls that went differently.
+    pub divergent: usize,
+    /// Replayed calls where nothing differs but equality could not be
+    /// shown everywhere (see [`Verdict::Unproven`]).
+    pub unproven: usize,
+    /// Calls whose tool is not in the registry (not replayed).
+    #[serde(default)]
+    pub missing_tool: usize,
+    /// Child calls served from the record (not re-driven).
+    #[serde(default)]
+    pub served: usize,
+}
+
+impl ReplaySummary {
+    /// The summary of `calls`.
+    pub fn of(calls: &[CallReport]) -> ReplaySummary {
+        let mut s = ReplaySummary::default();
+        for c in calls {
+            match c.verdict {
+                Verdict::Matched => s.exact += 1,
+                Verdict::Diverged => s.divergent += 1,
+                Verdict::Unproven => s.unproven += 1,
+                Verdict::MissingTool => s.missing_tool += 1,
+                Verdict::Served => s.served += 1,
+            }
+        }
+        s.replayed = s.exact + s.divergent + s.unproven;
+        s
+    }
+}
+
+impl std::fmt::Display for ReplaySummary {
+    /// `3 calls replayed: 1 exact, 1 divergent, 1 unproven` (then the
+    /// calls not replayed, when there are any).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let calls = if self.replayed == 1 { "call" } else { "calls" };
+        write!(
+            f,
+            "{} {calls} replayed: {} exact, {} divergent, {} unproven",
+            self.replayed, self.exact, self.divergent, self.unproven
+        )?;
+        if self.missing_tool > 0 {
+            write!(f, "; {} not replayed (tool missing)", self.missing_tool)?;
+        }
+        if self.served > 0 {
+            write!(f, "; {} served from the record", self.served)?;
+        }
+        Ok(())
+    }
 }
 
 /// The replay of a run.
@@ -149,11 +219,28 @@ pub struct ReplayReport {
     pub facts: Vec<Fact>,
     /// Facts matched against the record.
     pub matched_facts: u64,
+    /// The calls counted by verdict ([`ReplaySummary::of`] the calls).
+    #[serde(default)]
+    pub summary: ReplaySummary,
 }
 
 impl ReplayReport {
-    /// True when every call matched (or was served from the record).
+    /// True when no call went differently and every tool was found:
+    /// each call matched, was served from the record, or is unproven
+    /// (nothing differs, but redaction hid values, see
+    /// [`ReplayReport::is_exact`]).
     pub fn is_match(&self) -> bool {
+        self.calls.iter().all(|c| {
+            matches!(
+                c.verdict,
+                Verdict::Matched | Verdict::Served | Verdict::Unproven
+            )
+        })
+    }
+
+    /// True when every replayed call is shown equal to the record at
+    /// every place: [`ReplayReport::is_match`] with no unproven call.
+    pub fn is_exact(&self) -> bool {
         self.calls
             .iter()
             .all(|c| matches!(c.verdict, Verdict::Matched | Verdict::Served))
@@ -181,7 +268,7 @@ impl ReplayReport {
         self.calls
             .iter()
             .filter_map(|c| match c.verdict {
-                Verdict::Matched | Verdict::Served => None,
+                Verdict::Matched | Verdict::Served | Verdict::Unproven => None,
                 Verdict::MissingTool => Some(format!(
                     "call {} `{}`: no tool {:?} in the registry: register it to replay this call",
                     c.call_id, c.tool, c.tool
@@ -203,12 +290,14 @@ impl std::fmt::Display for ReplayReport {
         } else {
             writeln!(f, "replay of run {} ({})", self.run_id, self.source)?;
         }
+        writeln!(f, "{}", ReplaySummary::of(&self.calls))?;
         for c in &self.calls {
             let v = match c.verdict {
                 Verdict::Matched => "matched",
                 Verdict::Diverged => "DIVERGED",
                 Verdict::MissingTool => "MISSING TOOL",
                 Verdict::Served => "served from the record",
+                Verdict::Unproven => "UNPROVEN",
             };
             // Counted as the divergence line counts: the call's facts,
             // its `call.started` being fact 0.
@@ -226,6 +315,13 @@ impl std::fmt::Display for ReplayReport {
             }
             if let Some(d) = &c.divergence {
                 writeln!(f, "    {}", d.line)?;
+            }
+            if !c.unproven.is_empty() {
+                writeln!(
+                    f,
+                    "    not shown equal: redaction hid {} in the record",
+                    c.unproven.join(", ")
+                )?;
             }
             for e in &c.unrecorded_effects {
                 writeln!(f, "    unrecorded effect {e:?} (not run)")?;

@@ -184,7 +184,7 @@ pub fn parse_line(line_no: usize, text: &str) -> Result<TapeLine, TapeError> {
             )),
             _ => Err(TapeError::at(
                 line_no,
-                format!("line 1 must be the tape header {{\"format\":\"{FORMAT}\",...}}: is this a reel tape?"),
+                format!("not a tape header (a reel tape starts with {{\"format\":\"{FORMAT}\",...}}): is this a reel tape?"),
             )),
         };
     }

@@ -52,6 +52,7 @@ mod tests {
                 actual: None,
                 matches: true,
             },
+            unproven: vec![],
         }
     }
 
@@ -78,6 +79,7 @@ mod tests {
             ],
             facts: vec![],
             matched_facts: 2,
+            summary: Default::default(),
         };
         let text = serde_json::to_string(&report).unwrap();
         assert_eq!(parse_report(&text).unwrap(), report);

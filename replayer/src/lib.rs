@@ -49,7 +49,7 @@
 //! let report = replay(&recording, &Tools::new().register("hop", hop_v2), &ReplayOptions::default()).await;
 //! assert_eq!(
 //!     report.problems(),
-//!     [r#"call c1 `hop`, fact 1 (seq 2), progress.payload.message: expected "Hop 1 of 3", got "Hop 1 of 3 done""#]
+//!     [r#"call c1 `hop`, fact 1 (seq 2), progress:/payload/message: expected "Hop 1 of 3", got "Hop 1 of 3 done""#]
 //! );
 //! # });
 //! ```

@@ -259,11 +259,13 @@ pub async fn replay<'r>(
     let out = std::mem::take(&mut *session.lock_out());
     let mut calls = out.calls;
     calls.sort_by_key(|(order, _)| *order);
+    let calls: Vec<_> = calls.into_iter().map(|(_, c)| c).collect();
     ReplayReport {
         source: recording.source.clone(),
         run_id: recording.head.key().to_owned(),
         outside_run: recording.head.run_id().is_none(),
-        calls: calls.into_iter().map(|(_, c)| c).collect(),
+        summary: reel_core::report::ReplaySummary::of(&calls),
+        calls,
         facts: out.facts,
         matched_facts: out.matched,
     }

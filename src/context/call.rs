@@ -124,10 +124,27 @@ impl ToolContext {
         &self.inner.info.home
     }
 
-    /// The tool's metadata (seed 004's `metadata`): its spec, when it
-    /// declared one, as on the record. The same as [`ToolContext::spec`].
-    pub fn metadata(&self) -> Option<&ToolSpec> {
-        self.spec()
+    /// The tool's metadata (seed 004's `metadata`, which every tool has):
+    /// its spec as on the record ([`ToolContext::spec`]) when it declared
+    /// one; for a tool without a spec, minimal metadata derived from the
+    /// call: its name, its id (when it differs), its mode, and an input
+    /// schema that takes any object; nothing else is claimed.
+    pub fn metadata(&self) -> std::borrow::Cow<'_, ToolSpec> {
+        match self.spec() {
+            Some(spec) => std::borrow::Cow::Borrowed(spec),
+            None => std::borrow::Cow::Owned(ToolSpec {
+                name: self.tool_name().to_owned(),
+                id: (self.tool_id() != self.tool_name()).then(|| self.tool_id().to_owned()),
+                title: None,
+                description: None,
+                annotations: None,
+                input_schema: serde_json::json!({ "type": "object" }),
+                output_schema: None,
+                mode: self.mode(),
+                needs: Vec::new(),
+                wants: Vec::new(),
+            }),
+        }
     }
 
     /// The parsed, validated input as recorded in `call.started` (after
@@ -190,7 +207,14 @@ impl ToolContext {
         self.inner.info.identity.as_ref()
     }
 
-    /// This invocation's id.
+    /// The call's id **within its stream** (`c1`, `c2`, ... in a run).
+    ///
+    /// Not unique beyond that stream: every call outside any run heads a
+    /// stream of its own, so behind the MCP door (where each `tools/call`
+    /// is a call outside any run) every call is `c1`. To tell calls apart
+    /// across streams (a key of your own, a receipt, a log line), use
+    /// [`ToolContext::invocation_id`], unique per invocation, or the pair
+    /// ([`ToolContext::home`], `call_id`).
     pub fn call_id(&self) -> &str {
         &self.inner.info.started.call_id
     }
@@ -212,7 +236,9 @@ impl ToolContext {
     }
 
     /// The opaque invocation id shared by this call's `call.started` and
-    /// `call.ended` and the host's receipts. Always present: the host
+    /// `call.ended` and the host's receipts: unique per invocation across
+    /// runs and doors (128 random bits, or the host's own), unlike
+    /// [`ToolContext::call_id`]. Always present: the host
     /// generates one when it sets none; a record made before invocation ids
     /// were always present has none, and its call id stands in.
     pub fn invocation_id(&self) -> &str {

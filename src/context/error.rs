@@ -33,6 +33,24 @@ pub enum ContextError {
     /// The elicitor failed (a transport error): no answer came.
     #[error("asking the user failed: the elicitor reported an error ({0}); no answer came, so treat the question as unanswered (ask again, or end the call)")]
     Elicit(String),
+    /// A typed question's type is not one MCP can ask for
+    /// (`ctx.elicit_as::<T>`): it was not asked.
+    #[error("cannot ask the user for a `{ty}`: {detail}; MCP asks for a flat object whose fields are strings, numbers, integers, booleans, enums of strings or lists of such enums (multi-select)")]
+    QuestionType {
+        /// The question's Rust type.
+        ty: String,
+        /// What does not fit, by field.
+        detail: String,
+    },
+    /// An accepted answer to a typed question does not fit its type
+    /// (`ctx.elicit_as::<T>`); the answer is on the record as it came.
+    #[error("the user's answer does not fit `{ty}`: {detail}; treat the question as unanswered (ask again, or end the call)")]
+    AnswerType {
+        /// The question's Rust type.
+        ty: String,
+        /// Where and how the answer does not fit.
+        detail: String,
+    },
     /// A teardown scope this host does not honour.
     #[error("teardown scope {scope} is not honoured by {door}, which honours: {}; branch on `ctx.teardown_scopes()`", honoured_list(.honoured))]
     ScopeNotHonoured {

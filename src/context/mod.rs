@@ -70,6 +70,7 @@ mod output;
 mod progress;
 mod services;
 mod teardown;
+mod typed_elicitation;
 
 /// A secret value (its own module: redaction and the tripwire hold it too).
 pub use crate::secret::Secret;
@@ -86,6 +87,7 @@ pub use output::*;
 pub use progress::*;
 pub use services::*;
 pub use teardown::*;
+pub use typed_elicitation::{question_schema, Elicited};
 
 /// A boxed, sendable future.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -192,6 +194,10 @@ struct Inner {
     /// The host ended the call ([`ToolContext::close`]): every later use
     /// of the context is refused and counted.
     closed: std::sync::atomic::AtomicBool,
+    /// Held shared while a report or a log line is checked and filed, and
+    /// exclusively by [`ToolContext::close`]: once `close` returns, none
+    /// can still land (after the call's end, which the host files next).
+    gate: std::sync::RwLock<()>,
     /// The logger name of `log` and `notify` facts (`set_logger`).
     logger: Mutex<Option<String>>,
     services: Services,
@@ -228,6 +234,7 @@ impl ToolContext {
                 outputs: Mutex::new(Vec::new()),
                 responded: OnceLock::new(),
                 closed: std::sync::atomic::AtomicBool::new(false),
+                gate: std::sync::RwLock::new(()),
                 logger: Mutex::new(None),
                 services: Services::default(),
             }),

@@ -52,7 +52,12 @@ impl ToolContext {
     /// refused ([`ContextError::AfterCallEnded`], or the fact dropped where
     /// the capability cannot fail) and reported to the backend
     /// ([`CallBackend::refused_after_end`]), which counts it.
+    ///
+    /// It waits for a progress report or log line being filed through
+    /// another clone at that moment: once it returns, none can land after
+    /// the call's end.
     pub fn close(&self) {
+        let _gate = reel_core::lock::write(&self.inner.gate);
         self.inner
             .closed
             .store(true, std::sync::atomic::Ordering::Release);

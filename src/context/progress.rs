@@ -153,6 +153,8 @@ impl ToolContext {
     /// Files a report: whether it is on the record (see
     /// [`ToolContext::progress_mcp`]).
     fn file_progress(&self, payload: Value) -> bool {
+        // Checked and filed under the gate `close` takes (see there).
+        let _gate = reel_core::lock::read(&self.inner.gate);
         if self.after_respond("progress").is_err() {
             return false;
         }
@@ -267,6 +269,8 @@ impl ToolContext {
         subflow: Option<String>,
         data: Value,
     ) -> bool {
+        // Checked and filed under the gate `close` takes (see there).
+        let _gate = reel_core::lock::read(&self.inner.gate);
         if self.after_respond("log").is_err() {
             return false;
         }

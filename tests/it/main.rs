@@ -10,6 +10,7 @@
 //!
 //! None needs a process of its own.
 
+mod determinism_lint;
 mod fact_roundtrip;
 mod redaction;
 mod replay_demo;

@@ -1239,7 +1239,7 @@ fn diff_of_two_recordings_of_the_same_demo() {
         .reel(&["diff", "demo-walk-cancelled", "demo-walk-cancelled-2"])
         .expect(1, "walks");
     assert!(
-        out.stdout.contains("▶ first difference: random.value"),
+        out.stdout.contains("▶ first difference: random:/value"),
         "{}",
         out.stdout
     );
@@ -1260,7 +1260,7 @@ fn diff_marks_the_first_difference() {
     assert!(lines[0].contains("demo-deploy") && lines[0].contains("│ demo-deploy-failed"));
     assert!(lines[1].starts_with("≠ #0 run.started"), "{}", out.stdout);
     assert!(
-        lines[2].starts_with("  ▶ first difference: run.started."),
+        lines[2].starts_with("  ▶ first difference: run.started:/"),
         "{}",
         out.stdout
     );

@@ -207,7 +207,9 @@ fn record_mock_session(d: &Dirs) -> String {
 
 /// The Python client's report of a session with `reel mcp mock TAPE`, in
 /// a client mode (`legacy` or `2026-07-28`).
-fn mock_report(d: &Dirs, mode: &str) -> Value {
+/// What the Python client reports, and what the mock (its child) said on
+/// standard error.
+fn mock_report(d: &Dirs, mode: &str) -> (Value, String) {
     let out = Command::new("python3")
         .arg(tests_dir().join("mcp_mock_client.py"))
         .arg(env!("CARGO_BIN_EXE_reel"))
@@ -221,7 +223,10 @@ fn mock_report(d: &Dirs, mode: &str) -> Value {
         "the Python client failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_slice(&out.stdout).unwrap()
+    (
+        serde_json::from_slice(&out.stdout).unwrap(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 /// On 2026-07-28 the recorded elicitation is an input-required round (its
@@ -233,7 +238,7 @@ fn the_mock_replays_an_elicitation_as_input_required_rounds_on_2026_07_28() {
     require_python();
     let d = dirs();
     record_mock_session(&d);
-    let report = mock_report(&d, "2026-07-28");
+    let (report, _) = mock_report(&d, "2026-07-28");
     assert_eq!(report["protocol"], "2026-07-28");
     assert_eq!(report["confirm"]["text"], json!(["deploy: done"]));
     assert_eq!(report["questions"].as_array().unwrap().len(), 1, "{report}");
@@ -272,7 +277,7 @@ fn the_mock_answers_the_python_client_from_the_tape() {
     require_python();
     let d = dirs();
     record_mock_session(&d);
-    let report = mock_report(&d, "legacy");
+    let (report, said) = mock_report(&d, "legacy");
     assert_eq!(report["protocol"], "2025-11-25");
     assert_eq!(report["server"]["name"], "recorded-server");
     assert_eq!(report["server"]["version"], "1.2.3");
@@ -332,6 +337,13 @@ fn the_mock_answers_the_python_client_from_the_tape() {
         unknown.contains("nearest recorded tool is `add`"),
         "{unknown}"
     );
+    // The operator reads each miss in reel's words, never rmcp's raw
+    // `ErrorData { .. }`.
+    assert!(
+        said.contains("reel: mock: the record has no call of `"),
+        "{said}"
+    );
+    assert!(!said.contains("ErrorData"), "{said}");
 }
 
 /// Records a session against the live FastMCP server, in the proxy's
@@ -508,7 +520,7 @@ fn verify_passes_an_unchanged_server_and_names_a_changed_behaviour() {
     assert!(
         lines[1].starts_with("call c4 `add`, result (seq ")
             && lines[1].ends_with(
-                r#"), call.ended.outcome.result.content[0].text: expected "5", got "6""#
+                r#"), call.ended:/outcome/result/content/0/text: expected "5", got "6""#
             ),
         "{stdout}"
     );
@@ -528,10 +540,27 @@ fn verify_passes_an_unchanged_server_and_names_a_changed_behaviour() {
     assert!(
         lines[0].starts_with("call c3 `count`, message 1 (seq ")
             && lines[0]
-                .ends_with(r#"), progress.payload.message: expected "step 1", got "step 1 of 2""#),
+                .ends_with(r#"), progress:/payload/message: expected "step 1", got "step 1 of 2""#),
         "{stdout}"
     );
     assert_eq!(lines[1], "call c4 `add`: matched");
+    // The path of the divergence line pasted into `--ignore` passes, and
+    // so does the kind alone.
+    for ignore in ["progress:/payload/message", "progress"] {
+        let ignored = reel(
+            &d,
+            &[
+                "mcp", "verify", tape, "--ignore", ignore, "--", "python3", server,
+            ],
+            &[("REEL_TEST_BREAK", "count")],
+        );
+        assert_eq!(
+            ignored.status.code(),
+            Some(0),
+            "--ignore {ignore}: {}",
+            String::from_utf8_lossy(&ignored.stdout)
+        );
+    }
 
     // The changed field ignored: the rest still matches.
     let ignored = reel(
@@ -597,5 +626,5 @@ fn verify_drives_the_mock_and_bad_input_exits_64() {
     assert!(String::from_utf8_lossy(&missing.stderr).contains("neither a tape file nor a run"));
     let bad = reel(&d, &["mcp", "mock", tape, "--ignore", "nonce"], &[]);
     assert_eq!(bad.status.code(), Some(64));
-    assert!(String::from_utf8_lossy(&bad.stderr).contains("a JSON pointer starts with `/`"));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("a JSON pointer, which starts with `/`"));
 }

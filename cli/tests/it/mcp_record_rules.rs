@@ -402,6 +402,41 @@ fn sigterm_ends_a_stdio_session_as_ctrl_c_does() {
     assert_eq!(outcome(&shown, &echo)["status"], "ok");
 }
 
+/// Tries to leave a client with a bare end of stream: the proxy is
+/// stopped (SIGTERM, as Ctrl-C) while a call is in flight. The client is
+/// answered for it with a JSON-RPC error that says why (before, its
+/// stream just ended), and the call is recorded as cancelled (outcome
+/// `aborted`) with that reason (before, an `error`: "the MCP session
+/// ended before the server answered").
+#[test]
+fn a_stopped_proxy_answers_the_calls_in_flight_and_records_them_aborted() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut p = Proxied::start(dir.path());
+    p.call(2, "count", json!({"progressToken": "t-2"}));
+    for _ in 0..2 {
+        assert_eq!(p.next()["method"], "notifications/progress");
+    }
+    terminate(&p.child);
+    let answer = p.next();
+    assert_eq!(answer["id"], 2, "{answer}");
+    assert_eq!(answer["error"]["code"], -32000, "{answer}");
+    let message = answer["error"]["message"].as_str().unwrap();
+    assert!(message.contains("the proxy was stopped"), "{message}");
+    let out = p.child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(143));
+    let shown = reel_json(&p.archive, &["show", "--last", "--json"]);
+    let count = only_call(&shown, "count");
+    let ended = outcome(&shown, &count);
+    assert_eq!(ended["status"], "aborted", "{ended}");
+    assert!(
+        ended["reason"]
+            .as_str()
+            .unwrap_or("")
+            .contains("the proxy was stopped"),
+        "{ended}"
+    );
+}
+
 /// The FastMCP server (tests/fastmcp_server.py) over streamable HTTP on a
 /// free port: its guard against DNS rebinding is the SDK's default
 /// (loopback `Host` names only). Its endpoint.
@@ -848,6 +883,81 @@ fn sessionless_clients_are_recorded_in_runs_of_their_own() {
             ("beta 1.0".to_owned(), vec!["b1".to_owned()]),
         ]
     );
+}
+
+/// Tries to make two agent runs one: a client without a session sends a
+/// call, goes quiet, and sends another. With `--idle-close 0.5` its first
+/// run is ended `completed` while the proxy still runs (it stayed
+/// `running` until the proxy stopped), and the second call is a run of
+/// its own.
+#[test]
+fn a_sessionless_client_idle_past_the_bound_gets_a_new_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut server = Killed(
+        Command::new("python3")
+            .arg(tests_dir().join("raw_http_server.py"))
+            .arg(port.to_string())
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    for _ in 0..1200 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            break;
+        }
+        assert!(server.0.try_wait().unwrap().is_none(), "the server exited");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let archive = dir.path().join("archive");
+    let upstream = format!("http://127.0.0.1:{port}/mcp");
+    let (mut proxy, addr) = http_proxy(&archive, &upstream, &["--idle-close", "0.5"]);
+    let call = |id: u64, tool: &str| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+            "name": tool, "arguments": {},
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientInfo": {"name": "alpha", "version": "1.0"},
+            },
+        }})
+    };
+    let (status, text) = post(&addr, &addr, None, &call(1, "a1"));
+    assert_eq!(status, 200, "{text}");
+    // The first run ends on its own once the client has been idle.
+    let mut first_ended = false;
+    for _ in 0..400 {
+        let listed = runs(&archive);
+        if listed.len() == 1 && listed[0]["state"] == "completed" {
+            first_ended = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(first_ended, "{:?}", runs(&archive));
+    let (status, text) = post(&addr, &addr, None, &call(2, "a2"));
+    assert_eq!(status, 200, "{text}");
+    terminate(&proxy.0);
+    assert!(proxy.0.wait().unwrap().success());
+    let mut tools: Vec<Vec<String>> = runs(&archive)
+        .iter()
+        .map(|run| {
+            let shown = reel_json(
+                &archive,
+                &["show", run["run_id"].as_str().unwrap(), "--json"],
+            );
+            assert_eq!(shown["run"]["state"], "completed");
+            facts(&shown, "call.started")
+                .iter()
+                .map(|f| f["data"]["tool_name"].as_str().unwrap().to_owned())
+                .collect()
+        })
+        .collect();
+    tools.sort();
+    assert_eq!(tools, [vec!["a1".to_owned()], vec!["a2".to_owned()]]);
 }
 
 /// Tries to reorder what one client sends: a GET stream opened before a

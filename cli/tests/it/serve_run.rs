@@ -870,7 +870,7 @@ async fn two_runs_compared_as_reel_diff_aligns_them() {
         "return document.querySelector('#first-diff .path').textContent",
     )
     .await;
-    assert_eq!(field, "progress.payload.message");
+    assert_eq!(field, "progress:/payload/message");
     let actual = text(
         &c,
         "return document.querySelector('#first-diff .actual').textContent",

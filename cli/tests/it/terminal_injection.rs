@@ -461,7 +461,7 @@ fn runs_stats_diff_export_html_verify_escape_what_they_quote() {
     shows_evil(&out.stdout, 3, "diff");
     assert!(
         out.stdout.contains(&format!(
-            "  ▶ first difference: call.started.args.{EVIL_SHOWN}: \"a\" vs \"b\"\n"
+            "  ▶ first difference: call.started:/args/{EVIL_SHOWN}: \"a\" vs \"b\"\n"
         )),
         "{}",
         out.stdout

@@ -7,14 +7,31 @@ use serde_json::Value;
 use super::session::Interaction;
 
 /// Parses an ignore rule as the replayer writes them: `KIND:POINTER` (the
-/// rule holds for facts of that kind) or `POINTER` (for every kind). The
+/// rule holds for facts of that kind), `POINTER` (for every kind) or
+/// `KIND` (that kind's facts are not compared at all, e.g. `log`). The
 /// pointer is into the fact's data: a call's arguments are under `/args`
 /// of `call.started`, its result under `/outcome/result` of `call.ended`.
 pub fn parse_ignore(text: &str) -> Result<IgnoreRule, String> {
     let (kind, pointer) = match text.split_once(':') {
         Some((kind, pointer)) if !kind.starts_with('/') => (Some(kind.to_owned()), pointer),
+        None if !text.is_empty() && !text.starts_with('/') => (Some(text.to_owned()), ""),
         _ => (None, text),
     };
+    if pointer.is_empty() && kind.as_deref().is_some_and(|k| !k.is_empty()) {
+        // A kind alone (`log`, `log:`): its facts are not compared.
+        let known = reel::fact::FactKind::KNOWN;
+        if !kind.as_deref().is_some_and(|k| known.contains(&k)) {
+            return Err(format!(
+                "ignore rule {text:?}: neither a fact kind ({}) nor a JSON pointer, which starts with `/` \
+                 (e.g. `/args/request_id`, `call.ended:/outcome/result/_meta`)",
+                known.join(", ")
+            ));
+        }
+        return Ok(IgnoreRule {
+            kind,
+            pointer: String::new(),
+        });
+    }
     if !pointer.starts_with('/') {
         return Err(format!(
             "ignore rule {text:?}: a JSON pointer starts with `/` (e.g. `/args/request_id`, `call.ended:/outcome/result/_meta`)"
@@ -308,5 +325,11 @@ mod tests {
             "{message}"
         );
         assert!(parse_ignore("nonce").is_err());
+        let whole = parse_ignore("log").unwrap();
+        assert_eq!(
+            (whole.kind.as_deref(), whole.pointer.as_str()),
+            (Some("log"), "")
+        );
+        assert_eq!(parse_ignore("log:").unwrap(), whole);
     }
 }

@@ -44,7 +44,6 @@
 
 #![allow(deprecated)]
 
-mod ingested;
 pub mod matching;
 mod recorded;
 pub(crate) mod rounds;
@@ -72,7 +71,6 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 
 use crate::serve::{serve_until_closed, ServeError};
-pub use ingested::NO_DEFINITION;
 pub use matching::{parse_ignore, Match};
 pub use session::{Event, Interaction, LoadError, Read, Session};
 
@@ -434,6 +432,7 @@ impl ServerHandler for Cassette {
                     "expected": first.as_ref().and_then(|d| d.expected.clone()),
                     "got": first.as_ref().and_then(|d| d.got.clone()),
                 });
+                tracing::warn!("{}", message.trim_start_matches("reel "));
                 return Err(ErrorData::invalid_params(message, Some(data)));
             }
         };

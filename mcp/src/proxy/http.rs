@@ -23,9 +23,11 @@
 //!   proxy stops ends `cancelled`.
 //! - Requests without a session (protocol 2026-07-28 has none; a
 //!   stateless server gives none) are self-contained exchanges: they go
-//!   into one run per client for the proxy's lifetime (the client as it
-//!   names itself, `clientInfo` name and version, label `mcp.client`),
-//!   ended `completed` when the proxy stops, each exchange's messages
+//!   into one run per client (the client as it names itself,
+//!   `clientInfo` name and version, label `mcp.client`), ended
+//!   `completed` once the client has been idle for
+//!   [`HttpProxy::idle_close`] (its next exchange starts a new run) or
+//!   when the proxy stops, each exchange's messages
 //!   linked within that exchange
 //!   (two clients may both number their requests from 1), but for a
 //!   call's input-required rounds, which are one call across exchanges
@@ -83,7 +85,13 @@ pub struct HttpProxy {
     /// The host names a request's `Host` and `Origin` may name (any
     /// port), normalized ([`normalize_host`]).
     allowed_hosts: Vec<String>,
+    /// How long a client's sessionless run may see no exchange before it
+    /// is ended ([`HttpProxy::idle_close`]).
+    idle_close: std::time::Duration,
 }
+
+/// The default of [`HttpProxy::idle_close`]: five minutes.
+pub const DEFAULT_IDLE_CLOSE: std::time::Duration = std::time::Duration::from_secs(300);
 
 /// The host names the proxy answers for unless told more
 /// ([`HttpProxy::allow_host`]): the loopback names, any port.
@@ -132,6 +140,7 @@ impl HttpProxy {
             secrets: Vec::new(),
             max_body: DEFAULT_MAX_BODY,
             allowed_hosts: LOOPBACK_HOSTS.iter().map(|h| h.to_string()).collect(),
+            idle_close: DEFAULT_IDLE_CLOSE,
         })
     }
 
@@ -217,6 +226,15 @@ impl HttpProxy {
         self
     }
 
+    /// How long a client's sessionless run (2026-07-28, a stateless
+    /// server) may go without an exchange before it is ended `completed`
+    /// ([`DEFAULT_IDLE_CLOSE`] unless told): the client's next exchange
+    /// starts a new run. A run with an exchange still open is not idle.
+    pub fn idle_close(mut self, idle: std::time::Duration) -> HttpProxy {
+        self.idle_close = idle;
+        self
+    }
+
     /// A value scrubbed from every fact of every session.
     pub fn secret(mut self, secret: Secret) -> HttpProxy {
         self.secrets.push(secret);
@@ -285,6 +303,7 @@ impl BoundHttpProxy {
             closing: Mutex::new(Vec::new()),
         });
         let ct = CancellationToken::new();
+        let sweeper = tokio::spawn(sweep_idle(shared.clone()));
         let serving = shared.clone();
         accept_until(&self.listener, stop, &ct, AcceptFailure::Warn, move |_| {
             let shared = serving.clone();
@@ -298,6 +317,7 @@ impl BoundHttpProxy {
             })
         })
         .await?;
+        sweeper.abort();
         // No next round will come for a suspended call.
         end_rounds(&shared.rounds);
         // Every exchange's body is dropped now: its calls are filed.
@@ -320,7 +340,7 @@ impl BoundHttpProxy {
             .lock()
             .await
             .drain()
-            .filter_map(|(_, run)| run)
+            .filter_map(|(_, client)| client.run)
             .collect();
         for run in sessionless {
             if let Err(e) = run.end(RunStatus::Completed).await {
@@ -344,13 +364,60 @@ struct Shared {
     /// The run of requests without a session, started with the first.
     /// Runs of requests without a session, one per client (see
     /// [`Requests::client`]), each started with its first request.
-    sessionless: tokio::sync::Mutex<HashMap<String, Option<Run>>>,
+    sessionless: tokio::sync::Mutex<HashMap<String, ClientRun>>,
     /// Its calls suspended at input-required rounds (2026-07-28): the
     /// next round is another exchange.
     rounds: Rounds,
     run_ids: Mutex<Vec<String>>,
     /// Exchanges' routers being closed (their calls filed).
     closing: Mutex<Vec<JoinHandle<()>>>,
+}
+
+/// A client's sessionless run: when it last saw an exchange begin or
+/// end, and how many of its exchanges are open.
+struct ClientRun {
+    run: Option<Run>,
+    last: std::time::Instant,
+    open: usize,
+}
+
+impl ClientRun {
+    fn idle(&self, bound: std::time::Duration) -> bool {
+        self.open == 0 && self.last.elapsed() >= bound
+    }
+}
+
+/// Ends the sessionless runs whose clients have been idle for the
+/// proxy's bound, checking a few times per bound (at most every 30 s).
+async fn sweep_idle(shared: Arc<Shared>) {
+    let bound = shared.proxy.idle_close;
+    let every = (bound / 4).clamp(
+        std::time::Duration::from_millis(50),
+        std::time::Duration::from_secs(30),
+    );
+    loop {
+        tokio::time::sleep(every).await;
+        let idle: Vec<Run> = {
+            let mut runs = shared.sessionless.lock().await;
+            let keys: Vec<String> = runs
+                .iter()
+                .filter(|(_, c)| c.idle(bound))
+                .map(|(k, _)| k.clone())
+                .collect();
+            keys.iter()
+                .filter_map(|k| runs.remove(k).and_then(|c| c.run))
+                .collect()
+        };
+        for run in idle {
+            end_idle(run).await;
+        }
+    }
+}
+
+async fn end_idle(run: Run) {
+    if let Err(e) = run.end(RunStatus::Completed).await {
+        tracing::warn!("the idle sessionless MCP run did not end cleanly: {e}");
+    }
 }
 
 /// One 2025-11-25 session: its run and its router.
@@ -415,20 +482,46 @@ impl Shared {
     }
 
     /// A router for one sessionless exchange, in the run of its client
-    /// (started with the client's first exchange).
+    /// (started with the client's first exchange, or its first after the
+    /// idle bound); the exchange is open until [`Shared::exchange_closed`].
     async fn exchange(&self, client: &Option<String>) -> Option<Arc<Router>> {
         self.recorder.as_ref()?;
         let mut runs = self.sessionless.lock().await;
         let key = client.clone().unwrap_or_default();
-        let run = match runs.get(&key) {
-            Some(run) => run.clone(),
-            None => {
-                let run = self.start_run(None, client.as_deref()).await;
-                runs.insert(key, run.clone());
-                run
+        if runs
+            .get(&key)
+            .is_some_and(|c| c.idle(self.proxy.idle_close))
+        {
+            if let Some(run) = runs.remove(&key).and_then(|c| c.run) {
+                end_idle(run).await;
             }
-        }?;
+        }
+        if !runs.contains_key(&key) {
+            let run = self.start_run(None, client.as_deref()).await;
+            runs.insert(
+                key.clone(),
+                ClientRun {
+                    run,
+                    last: std::time::Instant::now(),
+                    open: 0,
+                },
+            );
+        }
+        let entry = runs.get_mut(&key)?;
+        let run = entry.run.clone()?;
+        entry.open += 1;
+        entry.last = std::time::Instant::now();
         Some(Arc::new(Router::sharing(Some(run), self.rounds.clone())))
+    }
+
+    /// The exchange of `client` that [`Shared::exchange`] opened has
+    /// ended (its calls filed).
+    async fn exchange_closed(&self, client: &Option<String>) {
+        let key = client.clone().unwrap_or_default();
+        if let Some(entry) = self.sessionless.lock().await.get_mut(&key) {
+            entry.open = entry.open.saturating_sub(1);
+            entry.last = std::time::Instant::now();
+        }
     }
 
     fn upstream_uri(&self, original: &Uri, endpoint: bool) -> Uri {

@@ -88,6 +88,10 @@ struct State {
     /// `tools/call`s (the newest [`UNANSWERED`]): progress on them is
     /// forwarded, not recorded, and no unmatched message.
     other_tokens: VecDeque<String>,
+    /// Why the proxy was stopped (Ctrl-C, SIGTERM), once it was: the
+    /// client's requests still unanswered then get a JSON-RPC error
+    /// saying so ([`Router::farewells`]) instead of a bare end of stream.
+    stopped: Option<String>,
 }
 
 /// Calls suspended at an input-required round (2026-07-28), by the
@@ -402,6 +406,42 @@ impl Router {
                 )
                 .await;
         }));
+    }
+
+    /// The proxy is stopping for `reason`: every call in flight is
+    /// cancelled with it (it ends `cancelled`, not failed), and the
+    /// client's unanswered requests will be answered with it
+    /// ([`Router::farewells`]).
+    pub(crate) fn stop(&self, reason: &str) {
+        let mut state = self.state();
+        state.stopped = Some(reason.to_owned());
+        for (_, p) in &state.pending {
+            p.canceller.cancel(Some(reason));
+        }
+    }
+
+    /// After [`Router::stop`], once the server has said its last: one
+    /// JSON-RPC error line (code -32000, the reason) per client request
+    /// the server never answered, for the client to read before the end
+    /// of its stream. Empty when the proxy was not stopped.
+    pub(crate) fn farewells(&self) -> Vec<Vec<u8>> {
+        let state = self.state();
+        let Some(reason) = &state.stopped else {
+            return Vec::new();
+        };
+        state
+            .pending
+            .iter()
+            .map(|(k, _)| k)
+            .chain(state.client_asked.iter())
+            .filter_map(|k| serde_json::from_str::<Value>(k).ok())
+            .map(|id| {
+                let error = json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32000, "message": reason}});
+                let mut line = error.to_string().into_bytes();
+                line.push(b'\n');
+                line
+            })
+            .collect()
     }
 
     /// Cancels the call of the client's request `id`, if it is in flight.

@@ -393,6 +393,7 @@ impl StdioProxy {
             }
             _ = &mut stop => {
                 up.abort();
+                router.stop("reel: the proxy was stopped (Ctrl-C or SIGTERM) before the server answered");
                 let _ = child.start_kill();
                 RunStatus::Cancelled
             }
@@ -478,6 +479,15 @@ where
             tracing::warn!("forwarding to the {} failed: {e}", dir.sink());
             break;
         }
+    }
+    if dir == Dir::ServerToClient {
+        // A stopped proxy answers what the server never will.
+        for line in router.farewells() {
+            if write.write_all(&line).await.is_err() {
+                break;
+            }
+        }
+        let _ = write.flush().await;
     }
     let _ = write.shutdown().await;
 }

@@ -18,8 +18,8 @@
 //! (durations and invocation ids are not compared). Before it, the
 //! `notifications/progress` and `notifications/message` the server sent
 //! during the call are compared in order with the recorded `progress` and
-//! `log` facts (as those facts: `progress.payload.message`,
-//! `log.data`, ...; a progress count is not compared).
+//! `log` facts (as those facts: `progress:/payload/message`,
+//! `log:/data`, ...; a progress count is not compared).
 
 mod session_logs;
 use session_logs::{own_messages, session_logs, SessionLog};
@@ -356,8 +356,17 @@ fn check(
         line,
     };
     // The messages first, in order: they came before the answer.
-    let expected = expected_messages(call);
-    let actual = own_messages(call, &expected, received_messages(received), pool, ignore);
+    // A kind ignored whole (`--ignore log`) is not compared at all.
+    let compared = |k: &FactKind| {
+        !ignore
+            .iter()
+            .any(|r| r.pointer.is_empty() && r.kind.as_deref() == Some(k.name()))
+    };
+    let mut expected = expected_messages(call);
+    expected.retain(|(_, e)| compared(e));
+    let mut received = received_messages(received);
+    received.retain(|a| compared(a));
+    let actual = own_messages(call, &expected, received, pool, ignore);
     for i in 0..expected.len().max(actual.len()) {
         let n = i + 1;
         match (expected.get(i), actual.get(i)) {

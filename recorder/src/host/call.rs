@@ -4,7 +4,6 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -22,8 +21,8 @@ use crate::providers::{
     ArtifactStore, CredentialProvider, Elicitor, LogListener, ProgressListener,
 };
 
+use super::admit::{admit, head_outside_stream};
 use super::backend::{LiveBackend, Providers};
-use super::lock;
 use super::run::{new_invocation_id, Caller, Run};
 use super::teardown::Teardowns;
 
@@ -41,7 +40,15 @@ pub struct CallBuilder {
     /// claimed when the call is invoked (a generated one is reserved when
     /// the call is prepared).
     pub(super) host_id: bool,
+    /// The host's own token for this call ([`CallBuilder::cancellation`]).
+    pub(super) host_cancel: Option<tokio_util::sync::CancellationToken>,
+    /// The host's receipt ([`CallBuilder::receipt`]).
+    pub(super) receipt: Option<Receipt>,
 }
+
+/// A host's receipt hook: a value computed from the context and the
+/// result once the tool returned ([`CallBuilder::receipt`]).
+pub(super) type Receipt = Box<dyn FnOnce(&ToolContext, &Result<Value, ToolError>) -> Value + Send>;
 
 /// Cancels one call from the host; usable before, during and after it.
 #[derive(Clone)]
@@ -122,6 +129,31 @@ impl CallBuilder {
         /// when invoked (the tool does not run, nothing is recorded), and
         /// an empty map is no `wanted` at all.
         wanted, wanted: BTreeMap<String, ArtifactMeta>);
+
+    /// The host's own cancellation token for this one call: when it is
+    /// cancelled, the call is, as by [`Canceller::cancel`] with no reason
+    /// (`cancel.requested` on the record). The call's own cancellation
+    /// (its [`Canceller`], its run's) never trips it: other work may
+    /// share it. Watched on the tokio runtime the call is invoked on,
+    /// until the tool returns.
+    pub fn cancellation(mut self, token: tokio_util::sync::CancellationToken) -> CallBuilder {
+        self.host_cancel = Some(token);
+        self
+    }
+
+    /// The host's receipt (agent-core's `receipt`): once the tool has
+    /// returned, `receipt` computes a value from the context and the
+    /// result, and it is filed as the call's `call.output` of stage
+    /// [`RECEIPT_STAGE`](reel::marker::RECEIPT_STAGE), before `call.ended`.
+    /// A host fact: replay puts the recorded one back in the timeline and
+    /// does not call the hook.
+    pub fn receipt(
+        mut self,
+        receipt: impl FnOnce(&ToolContext, &Result<Value, ToolError>) -> Value + Send + 'static,
+    ) -> CallBuilder {
+        self.receipt = Some(Box::new(receipt));
+        self
+    }
 
     /// The iteration of the agent loop.
     pub fn iteration(mut self, n: u32) -> CallBuilder {
@@ -316,26 +348,8 @@ impl CallBuilder {
         let mut started = self.started;
         admit(&run, &mut started, self.host_id)?;
         let started_at = Instant::now();
-        // A call outside any run heads its own stream: its call.started
-        // says what a run.started would, and its id is the stream's end.
-        if let (Some(caller), Some(root)) = (self.outside, &run.inner.outside) {
-            let rec = &run.inner.rec;
-            if root.set(started.call_id.clone()).is_err()
-                || !lock(&rec.live_runs).insert(run.id().to_owned())
-            {
-                return Err(ToolError::msg(format!(
-                    "the call outside any run kept as {:?} was invoked already: prepare each call with `Recorder::call`",
-                    run.id()
-                )));
-            }
-            started.outside_run = Some(Box::new(OutsideRun {
-                key: run.id().to_owned(),
-                session_id: caller.session_id,
-                identity: caller.identity,
-                producer: rec.config.producer.clone(),
-                labels: caller.labels,
-                teardown_scopes: run.inner.teardown_scopes.clone(),
-            }));
+        if let Some(caller) = self.outside {
+            head_outside_stream(&run, caller, &mut started)?;
         }
         describe(
             &mut started,
@@ -403,6 +417,18 @@ impl CallBuilder {
         };
         let dyn_backend: Arc<dyn CallBackend> = backend.clone();
 
+        // The host's token for this call, watched until the tool returns.
+        let watch = self.host_cancel.and_then(|token| {
+            watch_host_token(
+                token,
+                Canceller {
+                    run: run.clone(),
+                    call_id: call_id.clone(),
+                    handle: self.cancel.clone(),
+                },
+            )
+        });
+        let receipt = self.receipt;
         // The input is validated and the declared needs are resolved
         // before the tool runs.
         let result = match before_tool(&info, &dyn_backend, &self.needs, &self.cancel).await {
@@ -412,7 +438,16 @@ impl CallBuilder {
                     .with_services(services);
                 let handle = ctx.clone();
                 match AssertUnwindSafe(tool(ctx, args)).catch_unwind().await {
-                    Ok(result) => after_tool(&handle, result),
+                    Ok(result) => {
+                        if let Some(w) = &watch {
+                            w.abort();
+                        }
+                        let result = after_tool(&handle, result);
+                        if let Some(receipt) = receipt {
+                            file_receipt(&run, &call_id, receipt(&handle, &result));
+                        }
+                        result
+                    }
                     Err(panic) => {
                         handle.close();
                         run.call_ended(&call_id);
@@ -430,6 +465,9 @@ impl CallBuilder {
                 }
             }
         };
+        if let Some(w) = watch {
+            w.abort();
+        }
         let recorded = backend.finish(started_at, &result).await;
         run.call_ended(&call_id);
         match (recorded, result) {
@@ -441,47 +479,29 @@ impl CallBuilder {
     }
 }
 
-/// What is refused before anything of a call is recorded: a call of a run
-/// that ended, a `wanted` beyond the declared wants, a host-chosen call id
-/// the run holds already (claimed here when it is free).
-fn admit(run: &Run, started: &mut CallStarted, host_id: bool) -> Result<(), ToolError> {
-    if run.inner.ended.load(Ordering::SeqCst) {
-        return Err(ToolError::msg(format!(
-            "run {:?} has already ended: start a new run",
-            run.id()
-        )));
-    }
-    host_wanted(started)?;
-    if host_id {
-        run.claim_call_id(&started.call_id)
-            .map_err(ToolError::msg)?;
-    }
-    Ok(())
+/// Watches the host's token for one call ([`CallBuilder::cancellation`])
+/// on the current tokio runtime: its cancel cancels the call.
+fn watch_host_token(
+    token: tokio_util::sync::CancellationToken,
+    canceller: Canceller,
+) -> Option<tokio::task::JoinHandle<()>> {
+    let runtime = tokio::runtime::Handle::try_current().ok()?;
+    Some(runtime.spawn(async move {
+        token.cancelled().await;
+        canceller.cancel(None);
+    }))
 }
 
-/// Holds the host's own `wanted` ([`CallBuilder::wanted`]) to seed 000's
-/// rule: present only for declared wants, and never empty.
-fn host_wanted(started: &mut CallStarted) -> Result<(), ToolError> {
-    let Some(wanted) = &started.wanted else {
-        return Ok(());
-    };
-    if wanted.is_empty() {
-        started.wanted = None;
-        return Ok(());
-    }
-    let declared = started
-        .spec
-        .as_ref()
-        .map(|s| s.wants.as_slice())
-        .unwrap_or_default();
-    let undeclared: Vec<&String> = wanted.keys().filter(|k| !declared.contains(k)).collect();
-    if undeclared.is_empty() {
-        return Ok(());
-    }
-    Err(ToolError::msg(format!(
-        "the call of tool {:?} names wanted argument(s) {undeclared:?} that its spec does not declare (it declares {declared:?}): `wanted` holds the claim tickets of the tool's declared wants that resolved (seed 000); declare them with `ToolSpec::wants` on the call's spec, or leave them out of `.wanted(..)`; the tool did not run and nothing of this call was recorded",
-        started.tool_name
-    )))
+/// Files the host's receipt ([`CallBuilder::receipt`]) before the call's end.
+fn file_receipt(run: &Run, call_id: &str, value: Value) {
+    run.emit(
+        Some(call_id),
+        FactKind::CallOutput(CallOutput {
+            value,
+            stage: Some(reel::marker::RECEIPT_STAGE.to_owned()),
+            note: None,
+        }),
+    );
 }
 
 /// Completes a call's `call.started` with how it runs: the mode that
@@ -548,6 +568,8 @@ impl Run {
             cancel: CancelHandle::new(),
             services: Services::default(),
             host_id: false,
+            host_cancel: None,
+            receipt: None,
         }
     }
 }

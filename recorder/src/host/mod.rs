@@ -13,6 +13,7 @@
 // The modules import one another only downwards, in this order (each
 // may use those above it, never one below):
 // teardown -> inner -> run -> backend -> call -> recorder.
+mod admit;
 mod backend;
 mod call;
 mod inner;

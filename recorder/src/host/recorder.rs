@@ -213,7 +213,13 @@ impl Recorder {
             start.session_id.clone(),
             start.identity.clone(),
             teardown_scopes.clone(),
-            start.cancellation.clone().unwrap_or_default(),
+            // A child of the host's: the host's cancel reaches the run,
+            // the run's own cancel never trips a token the host shares.
+            start
+                .cancellation
+                .as_ref()
+                .map(tokio_util::sync::CancellationToken::child_token)
+                .unwrap_or_default(),
         );
         // Known secrets reach the writer before the first fact they scrub.
         for secret in start.secrets {

@@ -50,8 +50,9 @@ impl RunStart {
     /// The host's own cancellation token for the run (seed 000: the
     /// signal comes from the run): when it is cancelled, the run is, as by
     /// [`Run::cancel`] with no reason (a task on the tokio runtime
-    /// `start_run` runs on watches it until the run ends). Default: the
-    /// run's own token ([`Run::cancellation_token`]).
+    /// `start_run` runs on watches it until the run ends). The run's own
+    /// token ([`Run::cancellation_token`]) is a child of it: cancelling
+    /// the run never cancels the host's token, which other work may share.
     pub fn cancellation(mut self, token: CancellationToken) -> RunStart {
         self.cancellation = Some(token);
         self
@@ -407,16 +408,17 @@ impl Run {
     /// parent, then trips it (its children are cancelled with it, as by
     /// [`Canceller::cancel`](crate::Canceller::cancel)); a call invoked
     /// afterwards starts cancelled. Trips the run's token too
-    /// ([`Run::cancellation_token`], the host's when it gave one). The
-    /// first reason given is kept; a second cancel changes nothing.
+    /// ([`Run::cancellation_token`]; a child of the host's when it gave
+    /// one, never the host's itself). The first reason given is kept; a
+    /// second cancel changes nothing.
     pub fn cancel(&self, reason: Option<&str>) {
         self.cancel_calls(reason.map(str::to_owned));
         self.inner.cancel_token.cancel();
     }
 
-    /// The run's cancellation token: the host's ([`RunStart::cancellation`])
-    /// or the run's own. Cancelling it cancels the run, as [`Run::cancel`]
-    /// does (without a reason).
+    /// The run's cancellation token: a child of the host's
+    /// ([`RunStart::cancellation`]), or the run's own. Cancelling it
+    /// cancels the run, as [`Run::cancel`] does (without a reason).
     pub fn cancellation_token(&self) -> CancellationToken {
         self.inner.cancel_token.clone()
     }

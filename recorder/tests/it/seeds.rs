@@ -234,6 +234,42 @@ async fn a_context_that_outlives_its_call_refuses_and_the_run_end_counts_it() {
     assert_eq!(progress, [&json!({"message": "inside"})]);
 }
 
+/// A call outside any run is its own stream, ended by its `call.ended`:
+/// a clone used after that is refused and not recorded, and the stream
+/// still ends with the call's end (its count cannot follow the end: it is
+/// reported as late instead).
+#[tokio::test]
+async fn a_context_outliving_a_call_outside_any_run_leaves_its_stream_ended() {
+    let lab = Lab::new().await;
+    let (go_tx, go_rx) = tokio::sync::oneshot::channel::<()>();
+    let (done_tx, done_rx) = tokio::sync::oneshot::channel();
+    let (key_tx, key_rx) = tokio::sync::oneshot::channel();
+    lab.recorder
+        .call("walk", json!({}))
+        .invoke(move |ctx: ToolContext, _: Value| async move {
+            if let reel::context::Home::OutsideRun { key } = ctx.home() {
+                let _ = key_tx.send(key.clone());
+            }
+            ctx.progress(json!({"message": "inside"}));
+            let clone = ctx.clone();
+            tokio::spawn(async move {
+                let _ = go_rx.await;
+                clone.progress(json!({"message": "late"}));
+                clone.log(Level::Info, "late log");
+                let _ = done_tx.send(clone.is_closed());
+            });
+            Ok::<_, ToolError>(json!("done"))
+        })
+        .await
+        .unwrap();
+    let key = key_rx.await.unwrap();
+    go_tx.send(()).unwrap();
+    assert!(done_rx.await.unwrap(), "the clone sees its call ended");
+    let (facts, _, _dir) = lab.facts(&key).await;
+    let names: Vec<&str> = facts.iter().map(|f| f.kind.name()).collect();
+    assert_eq!(names, ["call.started", "progress", "call.ended"]);
+}
+
 #[tokio::test]
 async fn a_run_whose_contexts_refuse_nothing_files_no_count() {
     let lab = Lab::new().await;
@@ -379,6 +415,23 @@ async fn a_host_cannot_set_wanted_beyond_what_the_tool_declared() {
         .await
         .expect_err("refused");
     assert!(err.to_string().contains("\"notes\""), "{err}");
+    // A declared argument that still holds a claim ticket was not
+    // resolved: the host's ticket for it is refused.
+    let err = run
+        .call(
+            "deploy",
+            json!({"plan": reel::spec::claim_ticket(&ticket("art-1"))}),
+        )
+        .spec(wants_plan())
+        .wanted(one("plan"))
+        .invoke(wanted_seen)
+        .await
+        .expect_err("refused");
+    let message = err.to_string();
+    assert!(
+        message.contains("\"plan\"") && message.contains("still holds a claim ticket"),
+        "{message}"
+    );
     // A declared argument the host resolved itself is kept.
     let kept = run
         .call("deploy", json!({"plan": "the plan"}))
@@ -523,6 +576,122 @@ async fn a_host_token_cancels_the_run() {
     // The request is on the record before the call's end.
     let at = |name: &str| facts.iter().position(|f| f.kind.name() == name).unwrap();
     assert!(at("cancel.requested") < at("call.ended"));
+}
+
+/// Seed 000: a host hands one call its own cancellation token. Its
+/// cancel reaches that call (and no other of the run); the call's own
+/// cancel never trips it.
+#[tokio::test]
+async fn a_host_token_for_one_call_cancels_that_call_only() {
+    let lab = Lab::new().await;
+    let run = lab.run("r").await;
+    let mine = tokio_util::sync::CancellationToken::new();
+    let first = tokio::spawn(
+        run.call("wait", json!(null))
+            .cancellation(mine.clone())
+            .invoke(wait_for_cancel),
+    );
+    let other = run.call("wait", json!(null));
+    let other_canceller = other.canceller();
+    let second = tokio::spawn(other.invoke(wait_for_cancel));
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    mine.cancel();
+    let err = first.await.unwrap().expect_err("cancelled");
+    assert!(err.is_cancelled(), "{err}");
+    assert!(!second.is_finished(), "the other call was cancelled too");
+    other_canceller.cancel(Some("done"));
+    assert!(second.await.unwrap().unwrap_err().is_cancelled());
+    // The call's own cancel leaves the host's token alone.
+    let kept = tokio_util::sync::CancellationToken::new();
+    let call = run.call("wait", json!(null)).cancellation(kept.clone());
+    let canceller = call.canceller();
+    let third = tokio::spawn(call.invoke(wait_for_cancel));
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    canceller.cancel(Some("operator"));
+    assert!(third.await.unwrap().unwrap_err().is_cancelled());
+    assert!(!kept.is_cancelled());
+    run.end(RunStatus::Completed).await.unwrap();
+    let (facts, _, _dir) = lab.facts("r").await;
+    let (_, requested) = outcomes(&facts);
+    assert_eq!(
+        requested,
+        [
+            ("c1".to_owned(), None),
+            ("c2".to_owned(), Some("done".to_owned())),
+            ("c3".to_owned(), Some("operator".to_owned())),
+        ]
+    );
+}
+
+/// agent-core's receipt: the host computes a value from the context and
+/// the result after the tool returned, and it is on the record as the
+/// call's `call.output` of stage `reel.receipt`, before `call.ended`.
+#[tokio::test]
+async fn a_host_receipt_is_on_the_record_before_the_calls_end() {
+    let lab = Lab::new().await;
+    let run = lab.run("r").await;
+    let out = run
+        .call("add", json!([2, 3]))
+        .receipt(|ctx, result| {
+            json!({
+                "invocation": ctx.invocation_id(),
+                "ok": result.is_ok(),
+                "tool": ctx.tool_name(),
+            })
+        })
+        .invoke(|_ctx: ToolContext, (a, b): (i64, i64)| async move { Ok::<_, ToolError>(a + b) })
+        .await
+        .unwrap();
+    assert_eq!(out, 5);
+    run.end(RunStatus::Completed).await.unwrap();
+    let (facts, _, _dir) = lab.facts("r").await;
+    let names: Vec<&str> = facts.iter().map(|f| f.kind.name()).collect();
+    let at = |name: &str| names.iter().position(|n| *n == name).unwrap();
+    assert!(at("call.output") < at("call.ended"), "{names:?}");
+    let invocation = facts
+        .iter()
+        .find_map(|f| match &f.kind {
+            FactKind::CallStarted(c) => c.invocation_id.clone(),
+            _ => None,
+        })
+        .unwrap();
+    let receipt = facts
+        .iter()
+        .find_map(|f| match &f.kind {
+            FactKind::CallOutput(o) => Some(o.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(receipt.stage.as_deref(), Some(reel::marker::RECEIPT_STAGE));
+    assert_eq!(
+        receipt.value,
+        json!({ "invocation": invocation, "ok": true, "tool": "add" })
+    );
+}
+
+/// Tries to trip a token the host shares with other work: the host hands
+/// a run its token, and the run is cancelled on its own. The run's calls
+/// are cancelled; the host's token is not (the run watches a child of it).
+#[tokio::test]
+async fn cancelling_a_run_leaves_the_hosts_shared_token_alone() {
+    let lab = Lab::new().await;
+    let shared = tokio_util::sync::CancellationToken::new();
+    let run = lab
+        .recorder
+        .start_run(RunStart::new("r").cancellation(shared.clone()))
+        .await
+        .unwrap();
+    let call = tokio::spawn(run.call("wait", json!(null)).invoke(wait_for_cancel));
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    run.cancel(Some("operator"));
+    let err = call.await.unwrap().expect_err("cancelled");
+    assert!(err.is_cancelled(), "{err}");
+    assert!(run.cancellation_token().is_cancelled());
+    assert!(
+        !shared.is_cancelled(),
+        "the host's shared token was tripped"
+    );
+    run.end(RunStatus::Cancelled).await.unwrap();
 }
 
 // ---------------------------------------------------------------------------

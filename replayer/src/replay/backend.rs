@@ -223,11 +223,19 @@ impl ReplayBackend {
             );
             self.note(&mut st, d);
         }
+        if matches {
+            let outcome = serde_json::to_value(&actual).unwrap_or_default();
+            for place in reel_core::matching::redacted_paths("call.ended:/outcome", &outcome) {
+                st.report.unproven.push(place);
+            }
+        }
         st.report.result.actual = Some(actual.clone());
         st.report.result.matches = matches;
         st.report.facts_replayed = st.emitted;
         if st.report.divergence.is_some() {
             st.report.verdict = Verdict::Diverged;
+        } else if !st.report.unproven.is_empty() {
+            st.report.verdict = Verdict::Unproven;
         }
         let ended = self
             .call
@@ -253,10 +261,20 @@ impl ReplayBackend {
     }
 }
 
+/// Notes the places of a recorded fact, equal to the replayed one, that
+/// redaction hid: equal there only as markers, so not shown equal.
+fn unproven_at(report: &mut CallReport, recorded: &FactKind) {
+    for place in reel_core::matching::redacted_places(recorded) {
+        if !report.unproven.contains(&place) {
+            report.unproven.push(place);
+        }
+    }
+}
+
 /// The result's differences, field by field down to the leaves
-/// (`call.ended.outcome.result.pages[1].bytes`), as facts are compared.
+/// (`call.ended:/outcome/result/pages/1/bytes`), as facts are compared.
 fn diff_result(e: &Option<Value>, a: &Option<Value>, out: &mut Vec<FieldDiff>) {
-    reel_core::matching::diff_values("call.ended.outcome", e.as_ref(), a.as_ref(), out);
+    reel_core::matching::diff_values("call.ended:/outcome", e.as_ref(), a.as_ref(), out);
 }
 
 impl ReplayBackend {
@@ -280,12 +298,14 @@ impl ReplayBackend {
                 // Equal facts (the common case) need no diff; a recorded
                 // artifact reference never equals the replayed value, so
                 // such facts take the full path below.
-                Some(rec) if rec.kind == kind => {}
+                Some(rec) if rec.kind == kind => unproven_at(&mut st.report, &rec.kind),
                 Some(rec) => {
                     let mut expected = rec.kind.clone();
                     resolve_refs(&mut expected, &self.session.recording.artifacts);
                     let diff = diff_kinds(&expected, &kind, &self.session.options.ignore);
-                    if !diff.is_empty() {
+                    if diff.is_empty() {
+                        unproven_at(&mut st.report, &expected);
+                    } else {
                         let d = divergence(
                             &st.report,
                             DivergenceKind::FactMismatch,

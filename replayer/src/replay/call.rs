@@ -120,6 +120,9 @@ fn new_report(call: &RecordedCall, facts_expected: usize) -> CallReport {
             actual: None,
             matches: false,
         },
+        // The tool is re-driven with the recorded arguments: where
+        // redaction hid one, it runs on the marker, not on what it had.
+        unproven: reel_core::matching::redacted_paths("call.started:/args", &started.args),
     }
 }
 
@@ -383,7 +386,7 @@ fn is_host_fact(kind: &FactKind) -> bool {
             | FactKind::TeardownRan(_)
             // Filed by the recorder's tripwire, not by the tool.
             | FactKind::RedactionTripped(_)
-    )
+    ) || matches!(kind, FactKind::CallOutput(o) if o.stage.as_deref() == Some(reel_core::marker::RECEIPT_STAGE))
 }
 
 fn served_result(call: &RecordedCall) -> Result<Value, ToolError> {

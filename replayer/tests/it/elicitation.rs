@@ -298,3 +298,140 @@ async fn a_ttl_runs_out_as_timeout_and_replays_as_timeout() {
     replays_clean(&recording, &tools).await;
     assert!(at.elapsed() < std::time::Duration::from_secs(30));
 }
+
+#[reel::schema]
+#[derive(Debug, PartialEq)]
+enum Env {
+    Staging,
+    Production,
+}
+
+#[reel::schema]
+#[derive(Debug, PartialEq)]
+#[serde(rename_all = "lowercase")]
+enum Region {
+    Eu,
+    Us,
+}
+
+/// A typed question: MCP's primitives, an enum, a multi-select list and
+/// an optional field.
+#[reel::schema]
+#[derive(Debug, PartialEq)]
+struct Ship {
+    confirm: bool,
+    env: Env,
+    replicas: u8,
+    regions: Vec<Region>,
+    note: Option<String>,
+}
+
+/// Not askable over MCP: a nested object.
+#[reel::schema]
+#[derive(Debug)]
+struct Nested {
+    ship: Ship,
+}
+
+fn typed_tools() -> Tools {
+    Tools::new()
+        .register("ship", |ctx: ToolContext, _: Value| async move {
+            Ok::<_, ToolError>(match ctx.elicit_as::<Ship>("Ship it?").await {
+                Ok(Elicited::Accepted(s)) => json!({
+                    "confirm": s.confirm,
+                    "env": format!("{:?}", s.env),
+                    "replicas": s.replicas,
+                    "regions": s.regions.len(),
+                    "note": s.note,
+                }),
+                Ok(other) => json!(format!("{other:?}")),
+                Err(e) => json!({ "error": e.to_string() }),
+            })
+        })
+        .register("nested", |ctx: ToolContext, _: Value| async move {
+            let err = ctx.elicit_as::<Nested>("Nested?").await.unwrap_err();
+            Ok::<_, ToolError>(json!({ "error": err.to_string() }))
+        })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_typed_question_asks_mcps_schema_and_answers_typed_or_names_the_misfit() {
+    let tools = typed_tools();
+    let t = tools.clone();
+    let recording = record("typed-question", RunStatus::Completed, |run| async move {
+        let answers = [
+            ElicitOutcome::Accept {
+                content: json!({ "confirm": true, "env": "Production", "replicas": 3, "regions": ["eu", "us"] }),
+            },
+            ElicitOutcome::Accept {
+                content: json!({ "confirm": "yes", "env": "Moon", "replicas": 3, "regions": [] }),
+            },
+            ElicitOutcome::Decline,
+        ];
+        for answer in answers {
+            run.call("ship", json!({}))
+                .elicitor(Arc::new(ScriptedElicitor::new([answer])))
+                .invoke_tool(&t)
+                .await
+                .unwrap();
+        }
+        run.call("nested", json!({}))
+            .elicitor(accepting(json!({})))
+            .invoke_tool(&t)
+            .await
+            .unwrap();
+    })
+    .await;
+
+    // The question on the record is MCP's flat schema.
+    let schema = facts(&recording, "c1")
+        .into_iter()
+        .find_map(|k| match k {
+            FactKind::ElicitRequested(r) => Some(r.schema.clone()),
+            _ => None,
+        })
+        .expect("elicit.requested");
+    assert_eq!(
+        schema,
+        json!({
+            "type": "object",
+            "properties": {
+                "confirm": { "type": "boolean" },
+                "env": { "type": "string", "enum": ["Staging", "Production"] },
+                "replicas": { "type": "integer", "minimum": 0, "maximum": 255 },
+                "regions": { "type": "array", "items": { "type": "string", "enum": ["eu", "us"] } },
+                "note": { "type": "string" },
+            },
+            "required": ["confirm", "env", "replicas", "regions"],
+        })
+    );
+    assert_eq!(
+        result_of(&recording, "c1"),
+        json!({ "confirm": true, "env": "Production", "replicas": 3, "regions": 2, "note": null })
+    );
+    let misfit = result_of(&recording, "c2")["error"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        misfit.starts_with("the user's answer does not fit `")
+            && misfit.contains("Ship`: /confirm: \"yes\" is not of type \"boolean\"")
+            && misfit.contains("/env: \"Moon\" is not one of"),
+        "{misfit}"
+    );
+    assert_eq!(result_of(&recording, "c3"), json!("Declined"));
+    let refused = result_of(&recording, "c4")["error"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        refused.contains("cannot ask the user for a `")
+            && refused.contains("field `ship`: an object"),
+        "{refused}"
+    );
+    assert!(facts(&recording, "c4")
+        .iter()
+        .any(|k| matches!(k, FactKind::ElicitRefused(r) if r.reason == refused)));
+    let report = replays_clean(&recording, &tools).await;
+    assert!(report.is_exact(), "{report}");
+}

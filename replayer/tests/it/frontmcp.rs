@@ -48,7 +48,7 @@ async fn introspect(ctx: ToolContext, args: Lookup) -> Result<Value, ToolError> 
     ctx.set_output_as(json!({ "draft": 2 }), Stage::new("ranked"));
     let client = ctx.client_info().cloned();
     Ok(json!({
-        "metadata": ctx.metadata().map(|m| m.name.clone()),
+        "metadata": ctx.metadata().name,
         "input": ctx.input_json(),
         "input_history": ctx.input_history(),
         "latest_after_first": latest,
@@ -251,4 +251,73 @@ async fn typed_services_are_the_hosts_live_and_the_tests_in_replay() {
         actual.contains(concat!("no service of type ", module_path!(), "::Catalog")),
         "{actual}"
     );
+}
+
+/// Seed 004: every tool has `metadata`. One without a spec has minimal
+/// metadata derived from the call (name, id, mode, an input schema taking
+/// any object) and claims nothing more; the same in replay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_without_a_spec_has_minimal_metadata() {
+    fn describe(ctx: &ToolContext) -> Value {
+        let m = ctx.metadata();
+        json!({
+            "name": m.name, "id": m.id, "tool_id": m.tool_id(), "mode": m.mode.as_str(),
+            "input_schema": m.input_schema, "title": m.title, "description": m.description,
+            "needs": m.needs, "declared": ctx.spec().is_some(),
+        })
+    }
+    let tools = Tools::new()
+        .register_sync("tally", |ctx: ToolContext, _: Value| {
+            Ok::<_, ToolError>(describe(&ctx))
+        })
+        .register("fetch", |ctx: ToolContext, _: Value| async move {
+            Ok::<_, ToolError>(describe(&ctx))
+        });
+    let t = tools.clone();
+    let recording = record("spec-less", RunStatus::Completed, |run| async move {
+        run.call("tally", json!({})).invoke_tool(&t).await.unwrap();
+        run.call("fetch", json!({})).invoke_tool(&t).await.unwrap();
+    })
+    .await;
+    assert_eq!(
+        result_of(&recording, "c1"),
+        json!({
+            "name": "tally", "id": null, "tool_id": "tally", "mode": "sync",
+            "input_schema": { "type": "object" }, "title": null, "description": null,
+            "needs": [], "declared": false,
+        })
+    );
+    assert_eq!(result_of(&recording, "c2")["mode"], "async");
+    let report = replays_clean_with(&recording, &tools, ReplayOptions::default()).await;
+    assert!(report.is_exact(), "{report}");
+}
+
+/// A host's receipt (a `call.output` of stage `reel.receipt` the host
+/// filed after the tool returned) is a host fact: replay puts the
+/// recorded one back in its timeline and the call replays exact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hosts_receipt_replays_from_the_record() {
+    let tools = lookup_tools();
+    let t = tools.clone();
+    let recording = record("receipt", RunStatus::Completed, |run| async move {
+        run.call("lookup", json!({ "id": "doc-1", "limit": 3 }))
+            .receipt(|ctx, result| json!({ "tool": ctx.tool_name(), "ok": result.is_ok() }))
+            .invoke_tool(&t)
+            .await
+            .unwrap();
+    })
+    .await;
+    let report = replays_clean_with(&recording, &tools, ReplayOptions::default()).await;
+    assert!(report.is_exact(), "{report}");
+    let receipts: Vec<&Value> = report
+        .facts
+        .iter()
+        .filter_map(|f| match &f.kind {
+            FactKind::CallOutput(o) if o.stage.as_deref() == Some(reel::marker::RECEIPT_STAGE) => {
+                Some(&o.value)
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(receipts, [&json!({ "tool": "lookup", "ok": true })]);
 }

@@ -16,6 +16,7 @@ mod mutations;
 mod offline;
 mod outside_run;
 mod progress_dropped;
+mod proof;
 mod property;
 mod report_file;
 mod respond;

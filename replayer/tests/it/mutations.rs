@@ -441,7 +441,7 @@ async fn a_progress_message() {
             call: "c1",
             kind: DivergenceKind::FactMismatch,
             index: 5,
-            at: "progress.payload.message",
+            at: "progress:/payload/message",
         },
     )
     .await;
@@ -451,7 +451,7 @@ async fn a_progress_message() {
     assert_eq!(d.diff[0].actual, Some(json!("Hop 3 of 13")));
     assert_eq!(
         d.line,
-        r#"call c1 `ship`, fact 5 (seq 6), progress.payload.message: expected "Hop 3 of 12", got "Hop 3 of 13""#
+        r#"call c1 `ship`, fact 5 (seq 6), progress:/payload/message: expected "Hop 3 of 12", got "Hop 3 of 13""#
     );
 }
 
@@ -464,7 +464,7 @@ async fn artifact_bytes() {
             call: "c1",
             kind: DivergenceKind::FactMismatch,
             index: 10,
-            at: "artifact.put.meta.",
+            at: "artifact.put:/meta/",
         },
     )
     .await;
@@ -472,7 +472,7 @@ async fn artifact_bytes() {
     let paths: Vec<&str> = d.diff.iter().map(|f| f.path.as_str()).collect();
     assert_eq!(
         paths,
-        ["artifact.put.meta.digest", "artifact.put.meta.size"],
+        ["artifact.put:/meta/digest", "artifact.put:/meta/size"],
         "{}",
         d.line
     );
@@ -487,7 +487,7 @@ async fn a_credential_need() {
             call: "c1",
             kind: DivergenceKind::FactMismatch,
             index: 3,
-            at: "credential.requested.need",
+            at: "credential.requested:/need",
         },
     )
     .await;
@@ -502,7 +502,7 @@ async fn a_teardown_scope() {
             call: "c1",
             kind: DivergenceKind::FactMismatch,
             index: 11,
-            at: "teardown.registered.scope",
+            at: "teardown.registered:/scope",
         },
     )
     .await;
@@ -527,14 +527,14 @@ async fn an_elicitation_schema() {
             call: "c1",
             kind: DivergenceKind::FactMismatch,
             index: 8,
-            at: "elicit.requested.schema",
+            at: "elicit.requested:/schema",
         },
     )
     .await;
     let d = report.calls[0].divergence.as_ref().unwrap();
     assert_eq!(
         d.diff[0].path,
-        "elicit.requested.schema.properties.confirm.type"
+        "elicit.requested:/schema/properties/confirm/type"
     );
 }
 
@@ -547,7 +547,7 @@ async fn an_effect_request() {
             call: "c1",
             kind: DivergenceKind::FactMismatch,
             index: 7,
-            at: "effect.request.dry_run",
+            at: "effect:/request/dry_run",
         },
     )
     .await;
@@ -563,7 +563,7 @@ async fn a_child_calls_args() {
             call: "c2",
             kind: DivergenceKind::ChildCall,
             index: 0,
-            at: "call.started.args",
+            at: "call.started:/args",
         },
     )
     .await;
@@ -571,7 +571,7 @@ async fn a_child_calls_args() {
     assert_eq!(child.parent.as_deref(), Some("c1"));
     assert_eq!(child.tool, "count");
     let d = child.divergence.as_ref().unwrap();
-    assert_eq!(d.diff[0].path, "call.started.args.n");
+    assert_eq!(d.diff[0].path, "call.started:/args/n");
     assert_eq!(d.diff[0].expected, Some(json!(2)));
     assert_eq!(d.diff[0].actual, Some(json!(3)));
 }
@@ -603,7 +603,7 @@ async fn one_extra_log_line_in_the_middle() {
             call: "c1",
             kind: DivergenceKind::FactMismatch,
             index: 6,
-            at: "log.",
+            at: "log:/",
         },
     )
     .await;
@@ -658,7 +658,7 @@ async fn the_result() {
             call: "c1",
             kind: DivergenceKind::Result,
             index: 16,
-            at: "call.ended.outcome",
+            at: "call.ended:/outcome",
         },
     )
     .await;
@@ -667,10 +667,10 @@ async fn the_result() {
     let d = c1.divergence.as_ref().unwrap();
     // Down to the leaf that changed, not the whole result.
     assert_eq!(d.diff.len(), 1, "{:?}", d.diff);
-    assert_eq!(d.diff[0].path, "call.ended.outcome.result.status");
+    assert_eq!(d.diff[0].path, "call.ended:/outcome/result/status");
     assert!(
         d.line
-            .ends_with(r#"call.ended.outcome.result.status: expected "shipped", got "shipped!""#),
+            .ends_with(r#"call.ended:/outcome/result/status: expected "shipped", got "shipped!""#),
         "{}",
         d.line
     );
@@ -814,7 +814,7 @@ async fn ignore_rules_make_a_mutated_field_match() {
         let report = replay(&rec, &mutated, &options).await;
         let d = report.calls[0].divergence.as_ref().expect("diverged");
         assert_eq!(d.index, 5, "{options:?}: {}", d.line);
-        assert_eq!(d.diff[0].path, "progress.payload.message", "{options:?}");
+        assert_eq!(d.diff[0].path, "progress:/payload/message", "{options:?}");
     }
 
     // A rule may name no kind: it applies to every kind.
@@ -849,7 +849,7 @@ async fn results_only_ignores_facts_but_not_the_result() {
     assert_eq!(c1.verdict, Verdict::Diverged);
     let d = c1.divergence.as_ref().unwrap();
     assert_eq!(d.kind, DivergenceKind::Result);
-    assert_eq!(d.diff[0].path, "call.ended.outcome.result.status");
+    assert_eq!(d.diff[0].path, "call.ended:/outcome/result/status");
 }
 
 #[tokio::test]
@@ -924,5 +924,5 @@ async fn children_served_from_the_record() {
     assert_eq!(c2.verdict, Verdict::Diverged, "{report}");
     let d = c2.divergence.as_ref().unwrap();
     assert_eq!(d.kind, DivergenceKind::ChildCall);
-    assert_eq!(d.diff[0].path, "call.started.args.n");
+    assert_eq!(d.diff[0].path, "call.started:/args/n");
 }

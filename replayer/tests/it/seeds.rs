@@ -120,7 +120,7 @@ async fn a_result_off_the_output_schema_is_an_error_naming_the_pointer_live_and_
     assert!(!report.is_match(), "{report}");
     let text = format!("{report}");
     assert!(
-        text.contains("call c1 `count`, fact 1 (seq 2), call.ended.outcome.status: expected \"ok\", got \"error\""),
+        text.contains("call c1 `count`, fact 1 (seq 2), call.ended:/outcome/status: expected \"ok\", got \"error\""),
         "{text}"
     );
 }

@@ -575,7 +575,7 @@ async fn a_sync_tool_is_recorded_as_sync() {
     let report = replay(&recording, &as_async, &ReplayOptions::default()).await;
     assert_eq!(
         report.problems()[0],
-        "call c1 `count`, fact 0 (seq 1), call.started.mode: expected \"sync\", got \"async\"",
+        "call c1 `count`, fact 0 (seq 1), call.started:/mode: expected \"sync\", got \"async\"",
         "{report}"
     );
 }
@@ -697,10 +697,24 @@ async fn diagnostics_are_present_when_recording_and_the_records_in_replay() {
 
 /// A backend for a context built by hand, without recording: answers
 /// nothing, files nothing.
-struct Bare;
+/// A backend with no providers that keeps what it is given to file; with
+/// `slow` set, a progress report says it has begun filing and takes a
+/// while to finish (to race a close against it).
+#[derive(Default)]
+struct Bare(
+    std::sync::Mutex<Vec<FactKind>>,
+    std::sync::Mutex<Option<std::sync::mpsc::Sender<()>>>,
+);
 
 impl CallBackend for Bare {
-    fn emit(&self, _kind: FactKind) {}
+    fn emit(&self, kind: FactKind) {
+        let slow = self.1.lock().unwrap().clone();
+        if let (FactKind::Progress(_), Some(begun)) = (&kind, slow) {
+            begun.send(()).unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        self.0.lock().unwrap().push(kind);
+    }
     fn ready(&self) -> BoxFuture<'_, ()> {
         Box::pin(async {})
     }
@@ -809,7 +823,7 @@ async fn a_context_built_by_hand_has_no_diagnostics() {
         started,
         diagnostics: None,
     };
-    let ctx = ToolContext::new(info, Arc::new(Bare), None, &CancelHandle::new());
+    let ctx = ToolContext::new(info, Arc::new(Bare::default()), None, &CancelHandle::new());
     assert!(ctx.diagnostics().is_none());
     assert!(ctx.spec().is_none());
     assert!(ctx.declared_credentials().is_empty());
@@ -817,6 +831,101 @@ async fn a_context_built_by_hand_has_no_diagnostics() {
     assert_eq!(ctx.invocation_id(), "h1");
     let out = whoami(ctx, false).await.unwrap();
     assert_eq!(out["diagnostics"], Value::Null);
+}
+
+/// Seed 000's progress on a context a host built by hand (no recorder):
+/// `progress` hands the backend the payload untouched, `progress_mcp` the
+/// MCP payload with its named parts, each answering whether the report is
+/// on the record; after `respond`, neither files anything.
+#[tokio::test]
+async fn progress_and_progress_mcp_on_a_context_built_by_hand() {
+    let started: CallStarted = serde_json::from_value(json!({
+        "call_id": "h1", "tool_name": "walk", "mode": "async", "args": {},
+    }))
+    .unwrap();
+    let info = CallInfo {
+        home: Home::Run("by-hand".into()),
+        session_id: None,
+        identity: None,
+        teardown_scopes: Vec::new(),
+        started,
+        diagnostics: None,
+    };
+    let backend = Arc::new(Bare::default());
+    let ctx = ToolContext::new(info, backend.clone(), None, &CancelHandle::new());
+    ctx.progress(json!({ "message": "Planning", "done": 1 }));
+    assert!(ctx.progress_mcp(McpProgress::new(3.0).total(12.0).message("Hop 3 of 12")));
+    assert!(ctx.progress_mcp(4.0));
+    // `respond` ends the execution: its Err carries the value out.
+    assert!(ctx.respond(json!("done")).is_err());
+    assert!(!ctx.progress_mcp(5.0), "nothing is filed after respond");
+    ctx.progress(json!({ "message": "late" }));
+    let filed: Vec<Value> = backend
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|k| match k {
+            FactKind::Progress(p) => Some(json!([p.payload, p.count])),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        filed,
+        [
+            json!([{ "message": "Planning", "done": 1 }, 0]),
+            json!([{ "progress": 3.0, "total": 12.0, "message": "Hop 3 of 12" }, 0]),
+            json!([{ "progress": 4.0 }, 0]),
+        ]
+    );
+}
+
+/// Seed 000: nothing of a call lands after its end. A clone of the
+/// context files a progress report on another thread while the host
+/// closes the context and files the call's end: the close waits for the
+/// report being filed, so the end comes after it (before the gate, the end
+/// was filed first and the report landed after it), and a report after
+/// the close is refused.
+#[test]
+fn a_report_racing_the_calls_end_never_lands_after_it() {
+    let started: CallStarted = serde_json::from_value(json!({
+        "call_id": "h1", "tool_name": "walk", "mode": "async", "args": {},
+    }))
+    .unwrap();
+    let info = CallInfo {
+        home: Home::Run("by-hand".into()),
+        session_id: None,
+        identity: None,
+        teardown_scopes: Vec::new(),
+        started,
+        diagnostics: None,
+    };
+    let backend = Arc::new(Bare::default());
+    let (begun, filing) = std::sync::mpsc::channel();
+    *backend.1.lock().unwrap() = Some(begun);
+    let ctx = ToolContext::new(info, backend.clone(), None, &CancelHandle::new());
+    let clone = ctx.clone();
+    let reporter = std::thread::spawn(move || clone.progress(json!({ "message": "late" })));
+    filing.recv().unwrap();
+    // The host: the tool returned; close, then file the end.
+    ctx.close();
+    backend.emit(FactKind::CallEnded(CallEnded {
+        outcome: CallOutcome::Ok {
+            result: json!(null),
+        },
+        duration_ns: 0,
+        invocation_id: None,
+    }));
+    reporter.join().unwrap();
+    ctx.progress(json!({ "message": "after the close" }));
+    let names: Vec<String> = backend
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|k| k.name().to_owned())
+        .collect();
+    assert_eq!(names, ["progress", "call.ended"]);
 }
 
 // ---------------------------------------------------------------------------
@@ -882,7 +991,7 @@ async fn the_spec_is_on_the_record_and_given_back_in_replay() {
     let report = replay(&recording, &changed, &ReplayOptions::default()).await;
     assert_eq!(
         report.problems()[0],
-        "call c1 `describe`, fact 0 (seq 1), call.started.spec.title: expected \"Describe itself\", got \"Describe\"",
+        "call c1 `describe`, fact 0 (seq 1), call.started:/spec/title: expected \"Describe itself\", got \"Describe\"",
         "{report}"
     );
     // Registered without a spec, the tool gets the recorded one back.

@@ -233,7 +233,10 @@ async fn a_run_cleanup_counts_its_repeats_and_replay_counts_them_again() {
     assert!(report.calls[0].divergence.is_none(), "{report}");
     let d = report.calls[1].divergence.as_ref().unwrap();
     let paths: Vec<&str> = d.diff.iter().map(|x| x.path.as_str()).collect();
-    assert!(paths.contains(&"teardown.registered.key_hash"), "{paths:?}");
+    assert!(
+        paths.contains(&"teardown.registered:/key_hash"),
+        "{paths:?}"
+    );
 }
 
 /// Registers a call-scoped cleanup under the key it is given (a PIN).
@@ -313,7 +316,7 @@ async fn keyed_teardown_hashes_replay_without_the_key_and_a_changed_key_diverges
         .filter_map(|c| c.divergence.as_ref())
         .flat_map(|d| d.diff.iter().map(|x| x.path.as_str()))
         .collect();
-    assert_eq!(diverged[0], "teardown.registered.key_hash", "{report}");
+    assert_eq!(diverged[0], "teardown.registered:/key_hash", "{report}");
     assert!(report.calls[..2].iter().all(|c| c.divergence.is_none()));
 }
 

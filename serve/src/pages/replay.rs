@@ -81,7 +81,7 @@ pub(crate) async fn reports(console: Access) -> Response {
                     escape(&r.run_id),
                     if diverged == 0 { "good" } else { "bad" },
                     if diverged == 0 {
-                        format!("matched ({} calls)", r.calls.len())
+                        reel_core::report::ReplaySummary::of(&r.calls).to_string()
                     } else {
                         format!("{diverged} of {} calls diverged", r.calls.len())
                     },
@@ -107,8 +107,13 @@ pub(crate) async fn reports(console: Access) -> Response {
     .into_response()
 }
 
+/// Nothing went differently (an unproven call is not a divergence; the
+/// summary says it is unproven).
 fn is_ok(c: &CallReport) -> bool {
-    matches!(c.verdict, Verdict::Matched | Verdict::Served)
+    matches!(
+        c.verdict,
+        Verdict::Matched | Verdict::Served | Verdict::Unproven
+    )
 }
 
 /// `/reports/{name}`: one report.
@@ -205,6 +210,7 @@ fn call_section(
         Verdict::Diverged => "diverged",
         Verdict::MissingTool => "missing tool",
         Verdict::Served => "served from the record",
+        Verdict::Unproven => "unproven",
     };
     let _ = write!(
         body,

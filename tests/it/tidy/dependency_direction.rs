@@ -5,7 +5,8 @@
 //!
 //! ```text
 //! reel-core       -> nothing of ours      (the fact model and its formats, at the bottom)
-//! reel            -> reel-core            (the contract, redaction, the tripwire, tools)
+//! reel-macros     -> nothing of ours      (`#[reel::tool]`, `#[reel::schema]`: expansions name `::reel`)
+//! reel            -> reel-core, reel-macros  (the contract, redaction, the tripwire, tools)
 //! reel-archive    -> reel-core
 //! reel-viewer     -> reel-core            (timelines and renderers: pure functions of facts)
 //! reel-lsp        -> reel-core, reel-viewer  (the tape language server: the only crate that knows LSP)
@@ -43,7 +44,8 @@ use serde_json::Value;
 /// dependencies), by package name. `None`: anything of ours.
 const RULES: &[(&str, Option<&[&str]>)] = &[
     ("reel-core", Some(&[])),
-    ("reel", Some(&["reel-core"])),
+    ("reel-macros", Some(&[])),
+    ("reel", Some(&["reel-core", "reel-macros"])),
     ("reel-archive", Some(&["reel-core"])),
     ("reel-viewer", Some(&["reel-core"])),
     ("reel-lsp", Some(&["reel-core", "reel-viewer"])),

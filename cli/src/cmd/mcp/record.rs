@@ -48,6 +48,16 @@ pub struct RecordArgs {
     /// or event over it is passed through unrecorded.
     #[arg(long, value_name = "BYTES", default_value_t = reel_mcp::proxy::DEFAULT_MAX_BODY)]
     max_body: usize,
+    /// With `--listen`: seconds a client without a session (2026-07-28,
+    /// or a stateless server) may go without an exchange before its run
+    /// is ended `completed`; its next exchange starts a new run.
+    #[arg(
+        long,
+        value_name = "SECS",
+        default_value_t = 300.0,
+        requires = "listen"
+    )]
+    idle_close: f64,
     /// Seconds the server may take to exit after the client hung up (its
     /// stdin closed) before it is killed.
     #[arg(long, value_name = "SECS", default_value_t = 5.0)]
@@ -149,8 +159,14 @@ fn run_http(
     secrets: Vec<Secret>,
     args: &RecordArgs,
 ) -> Result<ExitCode, Failure> {
+    let Ok(idle) = std::time::Duration::try_from_secs_f64(args.idle_close) else {
+        return Ok(super::bad_input(&format!(
+            "--idle-close {}: give a number of seconds, 0 or more",
+            args.idle_close
+        )));
+    };
     let mut proxy = match reel_mcp::proxy::HttpProxy::new(upstream) {
-        Ok(p) => p.max_body(args.max_body),
+        Ok(p) => p.max_body(args.max_body).idle_close(idle),
         // Bad input: exit code 64, as the other `mcp` verbs.
         Err(e) => return Ok(super::bad_input(&e)),
     };

@@ -18,7 +18,8 @@ pub struct VerifyArgs {
     session: String,
     /// A field not compared, as a JSON pointer into a fact's data,
     /// optionally `KIND:` first (a result is `/outcome/result/...` of
-    /// `call.ended`). Repeatable.
+    /// `call.ended`), as a divergence line names it; or a kind alone
+    /// (`log`): its messages are not compared. Repeatable.
     #[arg(long = "ignore", value_name = "POINTER")]
     ignore: Vec<String>,
     /// The server command and its arguments (after `--`).

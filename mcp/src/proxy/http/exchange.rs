@@ -160,7 +160,8 @@ pub(super) async fn handle(
     // `initialize`, whose session the response names.
     let mut session = None;
     let mut router = None;
-    let mut exchange = false;
+    // The client of a sessionless exchange (its run is the client's).
+    let mut exchange: Option<Option<String>> = None;
     if recording {
         match &session_id {
             Some(id) => {
@@ -170,7 +171,7 @@ pub(super) async fn handle(
             None if seen.initialize => {}
             None if parts.method == Method::POST => {
                 router = shared.exchange(&seen.client).await;
-                exchange = true;
+                exchange = router.as_ref().map(|_| seen.client.clone());
             }
             None => {}
         }
@@ -195,8 +196,8 @@ pub(super) async fn handle(
                 "the upstream MCP server {} did not answer: {e}",
                 shared.proxy.upstream_shown()
             );
-            if let Some(router) = router.filter(|_| exchange) {
-                close_later(&shared, router);
+            if let (Some(router), Some(client)) = (router, exchange) {
+                close_later(&shared, router, client);
             }
             return Ok(plain(
                 StatusCode::BAD_GATEWAY,
@@ -225,7 +226,7 @@ pub(super) async fn handle(
             }
             None => {
                 router = shared.exchange(&seen.client).await;
-                exchange = true;
+                exchange = router.as_ref().map(|_| seen.client.clone());
             }
         }
     }
@@ -267,12 +268,17 @@ fn too_large(max: usize) -> Response<ProxyBody> {
 }
 
 /// Closes an exchange's router (its calls end and are filed) on its own
-/// task; the proxy's stop waits for it.
-pub(super) fn close_later(shared: &Arc<Shared>, router: Arc<Router>) {
+/// task, then tells its client's run the exchange is over; the proxy's
+/// stop waits for it.
+pub(super) fn close_later(shared: &Arc<Shared>, router: Arc<Router>, client: Option<String>) {
     let Ok(rt) = tokio::runtime::Handle::try_current() else {
         return;
     };
-    let task = rt.spawn(async move { router.close().await });
+    let after = shared.clone();
+    let task = rt.spawn(async move {
+        router.close().await;
+        after.exchange_closed(&client).await;
+    });
     let mut closing = lock(&shared.closing);
     closing.retain(|t| !t.is_finished());
     closing.push(task);
@@ -328,8 +334,8 @@ struct ResponseOf<'a> {
     ids: Vec<Value>,
     /// Whether a closed stream cancels its calls (2026-07-28).
     modern: bool,
-    /// Whether the router is a sessionless exchange's, closed with it.
-    exchange: bool,
+    /// For a sessionless exchange's router (closed with it), its client.
+    exchange: Option<Option<String>>,
     max: usize,
 }
 
@@ -364,8 +370,8 @@ impl ResponseOf<'_> {
                         router.cancel_request(id, "the client closed the response stream");
                     }
                 }
-                if exchange {
-                    close_later(&shared, router);
+                if let Some(client) = exchange {
+                    close_later(&shared, router, client);
                 }
             }) as Box<dyn FnOnce(Ending) + Send + Sync>
         });

@@ -20,7 +20,7 @@ use reel::fact::{CallOutcome, FactKind};
 use reel::tape::Tape;
 use serde_json::{json, Map, Value};
 
-use super::session::Session;
+use super::Session;
 
 /// The label `reel collect` puts on every run it writes.
 const SOURCE_LABEL: &str = "reel.source";
