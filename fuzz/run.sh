@@ -16,7 +16,9 @@ seconds="${FUZZ_SECONDS:-60}"
 # cli/tests/mcp_proxy_client.py in front of cli/tests/fastmcp_server.py and
 # @modelcontextprotocol/server-everything; rounds-2026-07-28: written lines
 # in front of cli/tests/paging_server.py), not made by make-corpus.
-targets=(tape fact block record live lsp mcp)
+# seeds/collect/ hold the Python exporter's body for the Pydantic AI agent
+# of cli/tests/agents/pydantic_otel_agent.py and OTLP/JSON written by hand.
+targets=(tape fact block record live lsp mcp collect)
 for t in "${targets[@]}"; do
   # New inputs go to corpus/ (not committed); the committed seeds/ stay.
   mkdir -p "corpus/$t"

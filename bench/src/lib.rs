@@ -41,6 +41,7 @@
 #![warn(missing_docs)]
 
 pub mod agent;
+pub mod collect;
 pub mod console;
 pub mod list;
 pub mod mcp;
@@ -85,6 +86,7 @@ pub const ROWS: &[&str] = &[
     "console",
     "mcp-record",
     "mcp-serve",
+    "collect",
 ];
 
 /// How big each workload is.
@@ -108,6 +110,8 @@ pub struct Sizes {
     pub replay_steps: usize,
     /// The agent workload.
     pub agent: agent::AgentShape,
+    /// The collect workload (OTLP spans taken in).
+    pub collect: collect::CollectShape,
     /// Calls timed one by one per round in the latency row.
     pub latency_calls: usize,
     /// Progress reports the memory row's tool files without an await.
@@ -163,6 +167,10 @@ impl Sizes {
                 calls: 20,
                 big_every: 20,
             },
+            collect: collect::CollectShape {
+                traces: 400,
+                calls: 25,
+            },
             latency_calls: 200,
             memory_reports: 5_000_000,
             show_facts: 1_000_000,
@@ -198,6 +206,10 @@ impl Sizes {
                 runs: 2,
                 calls: 4,
                 big_every: 4,
+            },
+            collect: collect::CollectShape {
+                traces: 3,
+                calls: 4,
             },
             latency_calls: 5,
             memory_reports: 20_000,
@@ -306,6 +318,8 @@ pub enum Unit {
     Megabytes,
     /// Calls per second.
     CallsPerSec,
+    /// Spans per second.
+    SpansPerSec,
 }
 
 impl Unit {
@@ -320,6 +334,8 @@ impl Unit {
             Unit::Micros => format!("{value:.0} us"),
             Unit::Megabytes => format!("{value:.1} MB"),
             Unit::CallsPerSec => format!("{value:.0} calls/s"),
+            Unit::SpansPerSec if value >= 1e6 => format!("{:.2}M spans/s", value / 1e6),
+            Unit::SpansPerSec => format!("{:.1}k spans/s", value / 1e3),
         }
     }
 }

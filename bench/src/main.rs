@@ -27,7 +27,7 @@ const USAGE: &str = "usage: reel-bench [--smoke] [--row NAME]... [--rounds N] [-
   --smoke      tiny sizes (seconds; what the smoke test runs)
   --row NAME   run only this row (repeatable): record, record-fair, record-limit, tripwire, agent,
                latency, progress, tracing, timeline, bytes, list, overview, replay, nats, memory, viewer, console,
-               mcp-record, mcp-serve
+               mcp-record, mcp-serve, collect
   --nats URLS  the JetStream cluster of the nats row (comma-separated client URLs; without it the row is not run)
   --reel PATH  the `reel` binary whose `reel mcp record` the mcp-record row measures (default: $REEL_BIN,
                else `reel` beside this binary: `cargo build --release -p reel-cli`; else the same library

@@ -4,6 +4,7 @@
 //! in the table's order, each entry that the options ask for.
 
 mod agent;
+mod collect;
 mod compression;
 mod console;
 mod latency;
@@ -112,6 +113,10 @@ pub(crate) const TABLE: &[Entry] = &[
     Entry {
         rows: &["mcp-record", "mcp-serve"],
         measure: mcp::measure,
+    },
+    Entry {
+        rows: &["collect"],
+        measure: collect::measure,
     },
 ];
 

@@ -129,6 +129,13 @@ enum Command {
     /// Loopback only unless --token-file is given.
     /// Example: reel serve --archive ./reel-archive --listen 127.0.0.1:7777
     Serve(cmd::serve::ServeArgs),
+    /// Take any agent framework's runs in over OpenTelemetry: an OTLP
+    /// receiver (HTTP, protobuf or JSON on /v1/traces, and gRPC) that writes each trace's
+    /// GenAI spans as a run (tool calls, model calls), redacted.
+    ///
+    /// Loopback only unless --token-file is given.
+    /// Example: OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318 with reel collect --archive ./reel-archive
+    Collect(cmd::collect::CollectArgs),
     /// Figures about the archive: runs, facts, bytes on disk.
     ///
     /// Example: reel stats --json
@@ -253,6 +260,7 @@ fn main() -> ExitCode {
         Command::Verify(args) => cmd::verify::run(dir, args, text),
         Command::Stats(args) => cmd::stats::run(dir, args, text),
         Command::Serve(args) => cmd::serve::run(dir, args),
+        Command::Collect(args) => cmd::collect::run(dir, args),
         Command::Salvage(args) => cmd::salvage::run(args),
         Command::Prune(args) => cmd::prune::run(dir, args),
         Command::Sync(args) => cmd::sync::run(dir, args),

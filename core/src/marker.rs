@@ -89,6 +89,14 @@ pub fn each_json_field_mut<'a>(kind: &'a mut FactKind, mut each: impl FnMut(&'a 
                 each(result)
             }
         }
+        FactKind::ModelCalled(m) => {
+            for v in [&mut m.input, &mut m.output, &mut m.tool_definitions]
+                .into_iter()
+                .flatten()
+            {
+                each(v)
+            }
+        }
         FactKind::Unknown { data, .. } => each(data),
         _ => {}
     }
@@ -117,6 +125,14 @@ pub fn each_json_field<'a>(kind: &'a FactKind, mut each: impl FnMut(&'a Value)) 
         FactKind::CallEnded(e) => {
             if let CallOutcome::Ok { result } = &e.outcome {
                 each(result)
+            }
+        }
+        FactKind::ModelCalled(m) => {
+            for v in [&m.input, &m.output, &m.tool_definitions]
+                .into_iter()
+                .flatten()
+            {
+                each(v)
             }
         }
         FactKind::Unknown { data, .. } => each(data),

@@ -637,9 +637,49 @@ pub fn fact_kind() -> impl Strategy<Value = FactKind> {
                     })
                 }
             ),
+        model_called().prop_map(FactKind::ModelCalled),
         (unknown_kind_name(), json_object())
             .prop_map(|(kind, data)| FactKind::Unknown { kind, data }),
     ]
+}
+
+fn model_called() -> impl Strategy<Value = ModelCalled> {
+    (
+        (unicode_string(), opt_string(), opt_string(), opt_string()),
+        (
+            proptest::option::of(any::<u64>()),
+            proptest::option::of(any::<u64>()),
+            vec(unicode_string(), 0..3),
+            any::<u64>(),
+            opt_string(),
+        ),
+        (
+            proptest::option::of(json_value()),
+            proptest::option::of(json_value()),
+            proptest::option::of(json_value()),
+        ),
+    )
+        .prop_map(
+            |(
+                (operation, provider, model, response_model),
+                (input_tokens, output_tokens, finish_reasons, duration_ns, error),
+                (input, output, tool_definitions),
+            )| ModelCalled {
+                operation,
+                provider,
+                model,
+                response_model,
+                input_tokens,
+                output_tokens,
+                finish_reasons,
+                duration_ns,
+                error,
+                // `null` reads back as absent: never generated.
+                input: input.filter(|v| !v.is_null()),
+                output: output.filter(|v| !v.is_null()),
+                tool_definitions: tool_definitions.filter(|v| !v.is_null()),
+            },
+        )
 }
 
 fn run_started_any() -> impl Strategy<Value = RunStarted> {
@@ -677,6 +717,7 @@ fn every_variant_has_a_strategy(kind: &FactKind) {
         | FactKind::CallOutput(_)
         | FactKind::CallEnded(_)
         | FactKind::RunEnded(_)
+        | FactKind::ModelCalled(_)
         | FactKind::Unknown { .. } => {}
     }
 }

@@ -40,7 +40,8 @@ pub use check::{Fault, FaultKind, Seen, TapeCheck};
 pub const FORMAT: &str = "reel.tape.v1";
 /// The format tag of tapes holding a fact field that version 1 lacks (a
 /// log that names the calls in flight, a structured tool error: the
-/// archive's format 5; a progress report sent to a client: format 6). An older reel would drop such a field, and then
+/// archive's format 5; a progress report sent to a client: format 6), or
+/// a kind it lacks (`model.called`, format 6). An older reel would drop such a field, and then
 /// find `facts_sha256` wrong: it refuses the tape instead ("upgrade reel").
 pub const FORMAT_V2: &str = "reel.tape.v2";
 
@@ -57,6 +58,7 @@ pub fn format_for(facts: &[Fact]) -> &'static str {
                 ..
             }
         ),
+        crate::fact::FactKind::ModelCalled(_) => true,
         _ => false,
     });
     if needs_v2 {

@@ -54,7 +54,7 @@ use std::time::Duration;
 use axum::routing::get;
 use axum::Router;
 
-pub use security::{check_listen, parse_tokens, Token};
+pub use security::{check_listen, gated, parse_tokens, Token};
 pub use source::Console;
 
 /// How many facts a run's page lists.

@@ -249,8 +249,21 @@ fn refuse(status: StatusCode, why: &str) -> Response {
         .into_response()
 }
 
-async fn guard(State(console): State<Arc<Console>>, mut request: Request, next: Next) -> Response {
-    let s = &console.security;
+async fn guard(State(console): State<Arc<Console>>, request: Request, next: Next) -> Response {
+    match admit(&console.security, request, true) {
+        Ok(request) => next.run(request).await,
+        Err((status, why)) => refuse(status, why),
+    }
+}
+
+/// The checks every request passes (`Host`, `Origin`, the token), the
+/// console's and [`gated`]'s alike: the request with its grant, or the
+/// refusal. `login_open`: `/login` is reached without a token.
+fn admit(
+    s: &Security,
+    mut request: Request,
+    login_open: bool,
+) -> Result<Request, (StatusCode, &'static str)> {
     let headers = request.headers();
     let host = headers
         .get(header::HOST)
@@ -259,32 +272,61 @@ async fn guard(State(console): State<Arc<Console>>, mut request: Request, next: 
     match host {
         Some(h) if s.host_allowed(h) => {}
         _ => {
-            return refuse(
+            return Err((
                 StatusCode::FORBIDDEN,
-                "this console answers only to the names it serves (Host not allowed): \
-                 open it as http://127.0.0.1:PORT/ or start it with --allow-host NAME",
-            )
+                "this server answers only to the names it serves (Host not allowed): \
+                 use http://127.0.0.1:PORT/ or start it with --allow-host NAME",
+            ))
         }
     }
     if let Some(origin) = headers.get(header::ORIGIN) {
         if !origin.to_str().is_ok_and(|o| s.origin_allowed(o)) {
-            return refuse(StatusCode::FORBIDDEN, "cross-origin request refused");
+            return Err((StatusCode::FORBIDDEN, "cross-origin request refused"));
         }
     }
     match s.grant(headers) {
         Some(grant) => {
             request.extensions_mut().insert(grant);
         }
-        None if request.uri().path() == "/login" => {}
+        None if login_open && request.uri().path() == "/login" => {}
         None => {
-            return refuse(
+            return Err((
                 StatusCode::UNAUTHORIZED,
-                "this console needs its token: open /login?token=TOKEN once, or send \
-                 Authorization: Bearer TOKEN",
-            )
+                "this server needs its token: send Authorization: Bearer TOKEN \
+                 (in a browser, open /login?token=TOKEN once)",
+            ))
         }
     }
-    next.run(request).await
+    Ok(request)
+}
+
+/// `routes` behind the console's checks, for another server of reel's
+/// (`reel collect`): refused unless `listen` is loopback or `tokens` are
+/// given ([`check_listen`]); every request then passes the `Host` and
+/// `Origin` checks (DNS rebinding) and, with tokens, presents one as
+/// `Authorization: Bearer TOKEN` (compared in constant time). A token's
+/// tenant limit is the console's alone: here every token admits alike.
+pub fn gated(
+    routes: Router,
+    listen: SocketAddr,
+    tokens: Vec<Token>,
+    allowed_hosts: Vec<String>,
+) -> Result<Router, ServeError> {
+    let config = ServeConfig {
+        tokens,
+        allowed_hosts,
+        ..ServeConfig::new(std::path::PathBuf::new(), listen)
+    };
+    let security = Arc::new(Security::new(&config)?);
+    Ok(routes.layer(middleware::from_fn_with_state(
+        security,
+        |State(s): State<Arc<Security>>, request: Request, next: Next| async move {
+            match admit(&s, request, false) {
+                Ok(request) => next.run(request).await,
+                Err((status, why)) => refuse(status, why),
+            }
+        },
+    )))
 }
 
 /// The query of `/login`.

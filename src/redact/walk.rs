@@ -348,6 +348,30 @@ pub(super) fn walk_fields(kind: &mut FactKind, f: &mut impl Fields) {
             }
         }
         FactKind::RunEnded(RunEnded { status: _ }) => {}
+        FactKind::ModelCalled(ModelCalled {
+            operation,
+            provider,
+            model,
+            response_model,
+            input_tokens: _,
+            output_tokens: _,
+            finish_reasons,
+            duration_ns: _,
+            error,
+            input,
+            output,
+            tool_definitions,
+        }) => {
+            f.text(operation);
+            opt_text(f, provider);
+            opt_text(f, model);
+            opt_text(f, response_model);
+            finish_reasons.iter_mut().for_each(|r| f.text(r));
+            opt_text(f, error);
+            for value in [input, output, tool_definitions].into_iter().flatten() {
+                f.json(value);
+            }
+        }
         // The kind's name is the writer's, not data.
         FactKind::Unknown { kind: _, data } => f.json(data),
     }

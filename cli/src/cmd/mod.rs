@@ -4,6 +4,7 @@
 //! in a run shown, problems in `verify`), 64 a command line reel cannot use
 //! (`crate::failure::exit`, the book's "Exit codes").
 
+pub mod collect;
 pub mod demo;
 pub mod diff;
 pub mod export;

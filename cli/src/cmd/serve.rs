@@ -38,23 +38,7 @@ pub struct ServeArgs {
 
 /// Serves the console until interrupted (Ctrl-C).
 pub fn run(dir: &Path, args: ServeArgs) -> Result<ExitCode, Failure> {
-    let tokens = match &args.token_file {
-        None => Vec::new(),
-        Some(file) => {
-            let text = std::fs::read_to_string(file).map_err(|e| {
-                Failure::usage(format!("cannot read the token file {}: {e}", shown(file)))
-            })?;
-            let tokens = reel_serve::parse_tokens(&text)
-                .map_err(|e| Failure::usage(format!("the token file {}: {e}", shown(file))))?;
-            if tokens.is_empty() {
-                return Err(Failure::usage(format!(
-                    "the token file {} holds no token: write one a line (`TOKEN` or `TOKEN tenant=NAME`)",
-                    shown(file)
-                )));
-            }
-            tokens
-        }
-    };
+    let tokens = read_tokens(args.token_file.as_deref())?;
     // Refused before anything is opened or bound.
     reel_serve::check_listen(args.listen, &tokens)
         .map_err(|e| Failure::usage(format!("reel serve: {e}")))?;
@@ -93,6 +77,25 @@ pub fn run(dir: &Path, args: ServeArgs) -> Result<ExitCode, Failure> {
         Ok::<_, Failure>(())
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The tokens of `--token-file` (none without one): `reel serve`'s and
+/// `reel collect`'s.
+pub(crate) fn read_tokens(file: Option<&Path>) -> Result<Vec<reel_serve::Token>, Failure> {
+    let Some(file) = file else {
+        return Ok(Vec::new());
+    };
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| Failure::usage(format!("cannot read the token file {}: {e}", shown(file))))?;
+    let tokens = reel_serve::parse_tokens(&text)
+        .map_err(|e| Failure::usage(format!("the token file {}: {e}", shown(file))))?;
+    if tokens.is_empty() {
+        return Err(Failure::usage(format!(
+            "the token file {} holds no token: write one a line (`TOKEN` or `TOKEN tenant=NAME`)",
+            shown(file)
+        )));
+    }
+    Ok(tokens)
 }
 
 fn failure(e: ServeError) -> Failure {

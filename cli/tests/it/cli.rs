@@ -978,7 +978,7 @@ fn show_refuses_a_filter_that_cannot_match_by_name() {
                 && out
                     .stderr
                     .contains("the kinds are run.started, call.started,")
-                && out.stderr.contains("call.ended, run.ended"),
+                && out.stderr.contains("call.ended, model.called, run.ended"),
             "{view:?}: {}",
             out.stderr
         );

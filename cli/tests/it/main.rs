@@ -10,6 +10,7 @@
 //! (`it__cli__runs.snap`).
 
 mod cli;
+mod collect;
 mod console;
 mod damage;
 mod fingerprint_key_cli;

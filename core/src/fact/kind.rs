@@ -123,6 +123,9 @@ fact_kinds! {
     CallOutput(CallOutput) = "call.output",
     /// A tool call ended.
     CallEnded(CallEnded) = "call.ended",
+    /// A model was called (an inference, taken in from an agent
+    /// framework's spans; format 6).
+    ModelCalled(ModelCalled) = "model.called",
     /// A run ended.
     RunEnded(RunEnded) = "run.ended",
 }

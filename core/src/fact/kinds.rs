@@ -508,6 +508,54 @@ impl CallOutcome {
     }
 }
 
+/// `model.called`: one call of a model (an inference), as an agent
+/// framework reported it in an OpenTelemetry GenAI span (`chat`,
+/// `text_completion`, `generate_content`, `embeddings`) that `reel collect`
+/// took in. Filed at the span's start, under the call the model was
+/// called in (none: the run's own). What the span did not carry is absent
+/// (`None`, empty), never invented; the messages only when the framework
+/// captured content. (Format 6.)
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelCalled {
+    /// The operation (`gen_ai.operation.name`), e.g. `"chat"`.
+    pub operation: String,
+    /// The provider (`gen_ai.provider.name`, or the older `gen_ai.system`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    /// The model asked for (`gen_ai.request.model`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The model that answered (`gen_ai.response.model`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_model: Option<String>,
+    /// Tokens in (`gen_ai.usage.input_tokens`, or `prompt_tokens`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_tokens: Option<u64>,
+    /// Tokens out (`gen_ai.usage.output_tokens`, or `completion_tokens`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<u64>,
+    /// Why the model stopped (`gen_ai.response.finish_reasons`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub finish_reasons: Vec<String>,
+    /// How long the call took, nanoseconds.
+    pub duration_ns: u64,
+    /// The error (`error.type`, or the span's status message), when it
+    /// failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The messages sent (`gen_ai.input.messages`, and the system
+    /// instructions), when captured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<Value>,
+    /// The messages received (`gen_ai.output.messages`), when captured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<Value>,
+    /// The tools offered to the model (`gen_ai.tool.definitions`), when
+    /// the framework reported them: what `reel mcp mock` lists.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_definitions: Option<Value>,
+}
+
 /// `run.ended`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunEnded {

@@ -13,6 +13,9 @@ use reel::tape::Tape;
 use reel_archive::{Archive, ArchiveConfig, TapeExt};
 use serde_json::Value;
 
+mod ingested;
+pub use ingested::NO_DEFINITION;
+
 /// Tool name of the recorded `initialize` exchange.
 pub const INITIALIZE: &str = "mcp:initialize";
 /// Tool name of the recorded `server/discover` exchange (2026-07-28's
@@ -284,6 +287,9 @@ impl Session {
                     }
                 }
             }
+        }
+        if ingested::is_ingested(tape) {
+            ingested::adapt(&mut session, tape);
         }
         if session.calls.is_empty()
             && session.initialize_result.is_none()

@@ -142,6 +142,7 @@ pub(super) fn fact_event(
                 a.push(json("reel.output.value", &f.value));
             }
         }
+        FactKind::ModelCalled(f) => model_called(&mut a, f, c),
         FactKind::Clock(_) | FactKind::Random(_) => return None,
         FactKind::Unknown { .. } => {}
         FactKind::RunStarted(_)
@@ -150,6 +151,49 @@ pub(super) fn fact_event(
         | FactKind::CallEnded(_) => return None,
     }
     Some(event(name, t, a))
+}
+
+/// A model call's attributes, by the GenAI conventions' names (the
+/// messages only with content).
+fn model_called(a: &mut Vec<KeyValue>, f: &reel_core::fact::ModelCalled, c: bool) {
+    a.push(s("gen_ai.operation.name", f.operation.clone()));
+    let strings = [
+        ("gen_ai.provider.name", &f.provider),
+        ("gen_ai.request.model", &f.model),
+        ("gen_ai.response.model", &f.response_model),
+        ("error.type", &f.error),
+    ];
+    for (key, value) in strings {
+        if let Some(v) = value {
+            a.push(s(key, v.clone()));
+        }
+    }
+    let tokens = [
+        ("gen_ai.usage.input_tokens", f.input_tokens),
+        ("gen_ai.usage.output_tokens", f.output_tokens),
+    ];
+    for (key, n) in tokens {
+        if let Some(n) = n {
+            a.push(int(key, n.min(i64::MAX as u64) as i64));
+        }
+    }
+    if !f.finish_reasons.is_empty() {
+        a.push(json(
+            "gen_ai.response.finish_reasons",
+            &Value::from(f.finish_reasons.clone()),
+        ));
+    }
+    if c {
+        let content = [
+            ("gen_ai.input.messages", &f.input),
+            ("gen_ai.output.messages", &f.output),
+        ];
+        for (key, value) in content {
+            if let Some(v) = value {
+                a.push(json(key, v));
+            }
+        }
+    }
 }
 
 pub(super) fn artifact_meta(a: &mut Vec<KeyValue>, m: &reel_core::fact::ArtifactMeta) {

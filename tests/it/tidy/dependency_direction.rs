@@ -17,6 +17,7 @@
 //! reel-mcp        -> reel, reel-archive, reel-recorder  (the matcher of mock and verify is the core's)
 //! reel-otlp       -> reel-core, reel-archive  (spans of records; the core's display rule)
 //! reel-serve      -> reel-core, reel-archive, reel-viewer  (the console: reads archives, shows with the viewer's pieces)
+//! reel-collect    -> reel, reel-archive, reel-serve  (the OTLP receiver: writes runs, so on the contract's redaction and tripwire; the console's gate; never the recorder's live pipeline nor the OTLP exporter)
 //! reel-cli        -> anything but reel-bench and reel-replayer (the `reel` binary, at the top; no verb replays)
 //! reel-bench      -> anything
 //! xtask           -> nothing of ours      (project chores: provisioning, the book)
@@ -70,6 +71,14 @@ const RULES: &[(&str, Option<&[&str]>)] = &[
         "reel-serve",
         Some(&["reel-core", "reel-archive", "reel-viewer"]),
     ),
+    // Writes runs taken in over OTLP: the contract's redaction and
+    // tripwire, a whole-run import, the console's gate. Not `reel-otlp`
+    // (that one exports and stays on the core), and the console stays
+    // read-only (the gate is all it lends).
+    (
+        "reel-collect",
+        Some(&["reel-core", "reel", "reel-archive", "reel-serve"]),
+    ),
     // No replayer: no verb replays ([`REPLAYING_VERBS`]).
     (
         "reel-cli",
@@ -85,6 +94,7 @@ const RULES: &[(&str, Option<&[&str]>)] = &[
             "reel-otlp",
             "reel-nats",
             "reel-serve",
+            "reel-collect",
         ]),
     ),
     ("reel-bench", None),
@@ -192,10 +202,14 @@ fn the_rules_catch_a_wrong_edge() {
     edges.insert("reel-new".to_owned(), vec![]);
     // The exporter reads records; it never records.
     edges.insert("reel-otlp".to_owned(), vec!["reel-recorder".into()]);
+    // The receiver writes through the contract's redaction, never through
+    // the exporter.
+    edges.insert("reel-collect".to_owned(), vec!["reel-otlp".into()]);
     assert_eq!(
         violations(&edges),
         [
-            "reel-cli depends on reel-bench, which the direction forbids (allowed: [\"reel-core\", \"reel\", \"reel-archive\", \"reel-recorder\", \"reel-viewer\", \"reel-lsp\", \"reel-demo\", \"reel-mcp\", \"reel-otlp\", \"reel-nats\", \"reel-serve\"])",
+            "reel-cli depends on reel-bench, which the direction forbids (allowed: [\"reel-core\", \"reel\", \"reel-archive\", \"reel-recorder\", \"reel-viewer\", \"reel-lsp\", \"reel-demo\", \"reel-mcp\", \"reel-otlp\", \"reel-nats\", \"reel-serve\", \"reel-collect\"])",
+            "reel-collect depends on reel-otlp, which the direction forbids (allowed: [\"reel-core\", \"reel\", \"reel-archive\", \"reel-serve\"])",
             "reel-core depends on reel, which the direction forbids (allowed: [])",
             "reel-new has no rule: add its direction to ARCHITECTURE.md and to RULES here",
             "reel-otlp depends on reel-recorder, which the direction forbids (allowed: [\"reel-core\", \"reel-archive\"])",

@@ -77,7 +77,7 @@ pub struct RecordArgs {
 /// The values of `--secret-env`, each named variable's. A variable that
 /// is unset or empty fails closed: the session would otherwise be recorded
 /// with the secret in clear should it appear, so the proxy refuses to start.
-fn secrets(names: &[String]) -> Result<Vec<Secret>, String> {
+pub(crate) fn secrets(names: &[String]) -> Result<Vec<Secret>, String> {
     names
         .iter()
         .map(|name| match std::env::var(name) {

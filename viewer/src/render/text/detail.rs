@@ -145,6 +145,7 @@ impl TextRenderer {
             }
             FactKind::CallEnded(e) => call_ended(e),
             FactKind::RunEnded(e) => (BOLD, name(&e.status)),
+            FactKind::ModelCalled(m) => model_called(m),
             FactKind::Unknown { data, .. } => (
                 YELLOW,
                 format!(
@@ -153,6 +154,34 @@ impl TextRenderer {
                 ),
             ),
         }
+    }
+}
+
+/// A model call: which model, its tokens and why it stopped.
+fn model_called(m: &reel_core::fact::ModelCalled) -> (Style, String) {
+    let mut d = format!(
+        "{} {}",
+        m.operation,
+        m.response_model
+            .as_deref()
+            .or(m.model.as_deref())
+            .unwrap_or("(model not reported)")
+    );
+    if let Some(p) = &m.provider {
+        let _ = write!(d, " ({p})");
+    }
+    if let (Some(i), Some(o)) = (m.input_tokens, m.output_tokens) {
+        let _ = write!(d, ", {i} tokens in, {o} out");
+    }
+    if !m.finish_reasons.is_empty() {
+        let _ = write!(d, ", finished: {}", m.finish_reasons.join(", "));
+    }
+    match &m.error {
+        Some(e) => {
+            let _ = write!(d, ", error: {e}");
+            (YELLOW, d)
+        }
+        None => (Style::new(), d),
     }
 }
 

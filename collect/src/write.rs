@@ -1,0 +1,107 @@
+//! A mapped trace into the archive, through the recorder's redaction.
+//!
+//! The recorder's writer stamps every fact with its own clock, while a run
+//! taken in keeps its spans' times; so a run is written here the way the
+//! writer prepares a batch, step for step: each fact redacted in order
+//! with the run's known secrets (`Redactor::redact_fact`: secret-named keys
+//! everywhere, and every value learned under one scrubbed from what
+//! follows), then the tripwire over the whole run (`guard_facts`: a hit is
+//! scrubbed and filed as `redaction.tripped` beside it), numbered, and
+//! imported whole (`Archive::import_run`: the stream rules checked, one
+//! transaction), then flushed.
+
+use reel::context::Secret;
+use reel::fact::Fact;
+use reel::redact::{KnownSecrets, Redactor};
+use reel::tripwire::Tripwire;
+use reel_archive::{Archive, ArchiveError};
+
+use crate::decode::SpanIn;
+use crate::map::map_trace;
+
+/// Writes runs taken in.
+pub struct RunWriter {
+    archive: Archive,
+    redactor: Redactor,
+    secrets: Vec<Secret>,
+    tripwire: Tripwire,
+    buf: Vec<u8>,
+}
+
+impl std::fmt::Debug for RunWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunWriter")
+            .field("secrets", &self.secrets.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What writing a trace did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Written {
+    /// The run's id.
+    pub run_id: String,
+    /// How many facts it holds.
+    pub facts: usize,
+    /// How many `redaction.tripped` facts the tripwire added.
+    pub tripped: usize,
+}
+
+impl RunWriter {
+    /// A writer into `archive` that scrubs `secrets` (known secret values)
+    /// from every fact, redacts keys named `redact_keys` besides the
+    /// built-in secret names, and runs the tripwire.
+    pub fn new(archive: Archive, secrets: Vec<Secret>, redact_keys: &[String]) -> RunWriter {
+        let mut tripwire = Tripwire::new();
+        for s in &secrets {
+            tripwire.add(s.expose());
+        }
+        RunWriter {
+            archive,
+            redactor: Redactor::new(redact_keys),
+            secrets,
+            tripwire,
+            buf: Vec::new(),
+        }
+    }
+
+    /// The archive written to.
+    pub fn archive(&self) -> &Archive {
+        &self.archive
+    }
+
+    /// Maps one trace's spans to a run and writes it; `None` when there
+    /// were no spans.
+    pub fn write(&mut self, spans: Vec<SpanIn>) -> Result<Option<Written>, ArchiveError> {
+        let Some((run_id, facts)) = map_trace(spans) else {
+            return Ok(None);
+        };
+        let (facts, tripped) = self.guard(facts);
+        let n = facts.len();
+        self.archive.import_run(facts)?;
+        self.archive.flush()?;
+        Ok(Some(Written {
+            run_id,
+            facts: n,
+            tripped,
+        }))
+    }
+
+    /// Redaction, then the tripwire, then the seqs: the writer's steps.
+    fn guard(&mut self, mut facts: Vec<Fact>) -> (Vec<Fact>, usize) {
+        let mut known = KnownSecrets::new();
+        for s in &self.secrets {
+            known.add(s.clone());
+        }
+        for fact in &mut facts {
+            self.redactor.redact_fact(&mut fact.kind, &mut known);
+        }
+        let tripped =
+            self.tripwire
+                .guard_facts("archive", "known-values", None, &mut facts, &mut self.buf);
+        for (seq, fact) in facts.iter_mut().enumerate() {
+            fact.seq = seq as u64;
+        }
+        (facts, tripped)
+    }
+}

@@ -1,0 +1,226 @@
+//! Spans arrive out of order, split across requests, and retried: a run
+//! holds each span once, in span time order; a span of a run already
+//! written is counted late, never recorded.
+
+use std::time::Duration;
+
+use reel_archive::{Archive, ArchiveConfig};
+use reel_collect::{CollectConfig, Collector};
+use serde_json::json;
+
+use crate::support::*;
+
+fn agent_spans() -> (
+    Vec<opentelemetry_proto::tonic::trace::v1::Span>,
+    opentelemetry_proto::tonic::trace::v1::Span,
+) {
+    let root = span(
+        1,
+        0,
+        "invoke_agent weather",
+        0,
+        1000,
+        vec![
+            kv("gen_ai.operation.name", "invoke_agent"),
+            kv("gen_ai.agent.name", "weather"),
+        ],
+    );
+    let children = vec![
+        // A tool's span ends (and is exported) before the model span that
+        // started before it, and both before the root.
+        span(
+            3,
+            1,
+            "execute_tool get_weather",
+            300,
+            400,
+            vec![
+                kv("gen_ai.operation.name", "execute_tool"),
+                kv("gen_ai.tool.name", "get_weather"),
+                kv("gen_ai.tool.call.id", "call-1"),
+                kv("gen_ai.tool.call.arguments", r#"{"city":"Paris"}"#),
+                kv("gen_ai.tool.call.result", "sunny"),
+            ],
+        ),
+        span(
+            2,
+            1,
+            "chat gpt",
+            100,
+            200,
+            vec![
+                kv("gen_ai.operation.name", "chat"),
+                kv("gen_ai.request.model", "gpt"),
+            ],
+        ),
+    ];
+    (children, root)
+}
+
+#[test]
+fn a_retried_batch_is_stored_once_and_spans_out_of_order_land_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let served = Served::start(dir.path(), |_| {});
+    let (children, root) = agent_spans();
+    let first = protobuf(children);
+    let second = protobuf(vec![root]);
+    // Each batch sent twice: the exporter was not sure it arrived.
+    for body in [&first, &first, &second, &second] {
+        let (status, _) = post_protobuf(served.addr, body);
+        assert_eq!(status, 200);
+    }
+    let (summary, archive) = served.stop();
+    assert_eq!((summary.spans, summary.duplicates, summary.runs), (3, 3, 1));
+    let runs = runs(&archive);
+    assert_eq!(runs.len(), 1);
+    let (run_id, facts) = &runs[0];
+    assert_eq!(run_id, &format!("otel-{}", hex::encode(TRACE)));
+    assert_eq!(
+        kinds(facts),
+        [
+            "run.started",
+            "model.called",
+            "call.started",
+            "call.ended",
+            "run.ended"
+        ]
+    );
+    assert_eq!(facts[2]["data"]["args"], json!({"city": "Paris"}));
+    assert_eq!(
+        facts[3]["data"]["outcome"],
+        json!({"status": "ok", "result": "sunny"})
+    );
+    let offsets: Vec<u64> = facts
+        .iter()
+        .map(|f| f["offset"].as_u64().unwrap())
+        .collect();
+    assert_eq!(offsets, [0, 100, 300, 400, 1000], "the spans' own times");
+}
+
+#[test]
+fn a_trace_is_held_until_its_root_came_and_a_later_span_is_counted_late() {
+    let dir = tempfile::tempdir().unwrap();
+    let archive = Archive::open(dir.path(), ArchiveConfig::default()).unwrap();
+    let mut config = CollectConfig::new(dir.path().into(), "127.0.0.1:0".parse().unwrap());
+    config.grace = Duration::ZERO;
+    let collector = Collector::with_archive(archive.clone(), &config);
+    let (children, root) = agent_spans();
+    let ct = Some("application/x-protobuf");
+    let answered = collector.receive(ct, &protobuf(children));
+    assert_eq!(answered.status(), 200);
+    assert!(collector.write_ready(false).is_empty(), "no root yet: held");
+    assert_eq!(collector.held(), 1);
+    collector.receive(ct, &protobuf(vec![root]));
+    let written = collector.write_ready(false);
+    assert_eq!(written.len(), 1);
+    assert_eq!(written[0].facts, 5);
+    // A span of the written run: late, not recorded; a retry of one it
+    // holds: a duplicate.
+    let late = span(
+        9,
+        1,
+        "execute_tool late",
+        900,
+        950,
+        vec![kv("gen_ai.operation.name", "execute_tool")],
+    );
+    let (again, _) = agent_spans();
+    collector.receive(ct, &protobuf(vec![late, again[0].clone()]));
+    assert!(collector.write_ready(true).is_empty());
+    let summary = collector.summary();
+    assert_eq!((summary.late, summary.duplicates, summary.runs), (1, 1, 1));
+    assert_eq!(runs(&archive)[0].1.len(), 5, "the run was not rewritten");
+}
+
+#[test]
+fn a_trace_whose_root_never_came_is_written_when_the_collector_stops() {
+    let dir = tempfile::tempdir().unwrap();
+    let served = Served::start(dir.path(), |_| {});
+    let (children, _) = agent_spans();
+    assert_eq!(post_protobuf(served.addr, &protobuf(children)).0, 200);
+    let (summary, archive) = served.stop();
+    assert_eq!(summary.runs, 1);
+    let facts = &runs(&archive)[0].1;
+    // The earliest span whose parent never came stands for the root.
+    assert_eq!(
+        kinds(facts),
+        [
+            "run.started",
+            "model.called",
+            "call.started",
+            "call.ended",
+            "run.ended"
+        ]
+    );
+}
+
+/// Redaction and the tripwire on what is taken in, as on recorded facts:
+/// an API key under a secret-named argument, an `Authorization` header on
+/// an HTTP client span, and a declared secret value wherever it appears
+/// (learned values scrubbed from what follows).
+#[test]
+fn secrets_in_ingested_attributes_are_redacted_as_in_recorded_facts() {
+    let dir = tempfile::tempdir().unwrap();
+    let archive = Archive::open(dir.path(), ArchiveConfig::default()).unwrap();
+    let mut config = CollectConfig::new(dir.path().into(), "127.0.0.1:0".parse().unwrap());
+    config.secrets = vec![reel::context::Secret::new("hunter2-declared-value")];
+    let collector = Collector::with_archive(archive.clone(), &config);
+    let spans = vec![
+        span(
+            1,
+            0,
+            "invoke_agent a",
+            0,
+            100,
+            vec![kv("gen_ai.operation.name", "invoke_agent")],
+        ),
+        span(
+            2,
+            1,
+            "execute_tool fetch",
+            10,
+            50,
+            vec![
+                kv("gen_ai.operation.name", "execute_tool"),
+                kv(
+                    "gen_ai.tool.call.arguments",
+                    r#"{"url":"https://x","api_key":"sk-live-1234567890abcdef"}"#,
+                ),
+                kv(
+                    "gen_ai.tool.call.result",
+                    "echo sk-live-1234567890abcdef and hunter2-declared-value",
+                ),
+            ],
+        ),
+        span(
+            3,
+            2,
+            "GET",
+            20,
+            30,
+            vec![
+                kv("http.request.method", "GET"),
+                kv(
+                    "http.request.header.authorization",
+                    "Bearer tok-abcdef0123456789",
+                ),
+            ],
+        ),
+    ];
+    collector.receive(Some("application/x-protobuf"), &protobuf(spans));
+    assert_eq!(collector.write_ready(true).len(), 1);
+    let facts = &runs(&archive)[0].1;
+    let text = serde_json::to_string(facts).unwrap();
+    for secret in [
+        "sk-live-1234567890abcdef",
+        "hunter2-declared-value",
+        "tok-abcdef0123456789",
+    ] {
+        assert!(
+            !text.contains(secret),
+            "{secret} reached the archive: {text}"
+        );
+    }
+    assert_eq!(facts[1]["data"]["args"]["api_key"], "[REDACTED]");
+    assert_eq!(facts[1]["data"]["args"]["url"], "https://x");
+}

@@ -1,0 +1,289 @@
+//! The mapping of the book's "Record any framework" page, row by row:
+//! each case a few spans in, the facts out.
+
+use std::sync::Arc;
+
+use reel_collect::decode::SpanIn;
+use reel_collect::map::map_trace;
+use serde_json::{json, Map, Value};
+
+fn attrs(v: Value) -> Map<String, Value> {
+    v.as_object().cloned().unwrap_or_default()
+}
+
+fn span(id: &str, parent: Option<&str>, name: &str, times: (u64, u64), a: Value) -> SpanIn {
+    SpanIn {
+        trace_id: "ab".repeat(16),
+        span_id: id.repeat(8),
+        parent: parent.map(|p| p.repeat(8)),
+        name: name.into(),
+        start: 1_000 + times.0,
+        end: 1_000 + times.1,
+        status_code: 0,
+        status_message: String::new(),
+        attributes: attrs(a),
+        events: Vec::new(),
+        resource: Arc::new(attrs(json!({
+            "service.name": "svc", "telemetry.sdk.name": "opentelemetry",
+            "telemetry.sdk.language": "python"
+        }))),
+    }
+}
+
+fn root() -> SpanIn {
+    span(
+        "01",
+        None,
+        "invoke_agent a",
+        (0, 100),
+        json!({"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "a"}),
+    )
+}
+
+/// The facts of `spans` as (kind, call, data).
+fn check(spans: Vec<SpanIn>) -> Vec<(String, Value, Value)> {
+    let (_, facts) = map_trace(spans).expect("a run");
+    facts
+        .into_iter()
+        .map(|f| {
+            let v = serde_json::to_value(&f).unwrap();
+            (
+                v["kind"].as_str().unwrap().to_owned(),
+                v["call"].clone(),
+                v["data"].clone(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn the_root_is_the_run_with_its_identity_producer_and_labels() {
+    let mut r = root();
+    r.attributes.insert("user.id".into(), json!("ana"));
+    r.attributes
+        .insert("gen_ai.conversation.id".into(), json!("conv-1"));
+    r.attributes.insert("session.id".into(), json!("s-9"));
+    r.status_code = 2;
+    let facts = check(vec![r]);
+    let started = &facts[0].2;
+    assert_eq!(
+        started["identity"],
+        json!({"tenant": null, "principal": "ana", "conversation": "conv-1"})
+    );
+    assert_eq!(started["session_id"], "s-9");
+    assert_eq!(started["producer"], json!({"name": "svc", "version": ""}));
+    assert_eq!(started["labels"]["gen_ai.agent.name"], "a");
+    assert_eq!(started["labels"]["telemetry.sdk.language"], "python");
+    assert_eq!(started["labels"]["reel.source"], "otlp");
+    assert_eq!(facts[1].2, json!({"status": "failed"}));
+}
+
+#[test]
+fn a_tool_span_is_a_call_and_absent_content_stays_absent() {
+    let tool = span(
+        "02",
+        Some("01"),
+        "execute_tool search",
+        (10, 30),
+        json!({
+            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search"
+        }),
+    );
+    let facts = check(vec![root(), tool]);
+    let call = "02".repeat(8);
+    assert_eq!(facts[1].0, "call.started");
+    assert_eq!(facts[1].1, json!(call), "no call id: the span id");
+    assert_eq!(
+        facts[1].2["args"],
+        Value::Null,
+        "no arguments captured: none"
+    );
+    assert_eq!(facts[1].2["protocol"], "otel");
+    assert_eq!(
+        facts[2].2["outcome"],
+        json!({"status": "ok", "result": null})
+    );
+    assert_eq!(facts[2].2["duration_ns"], 20);
+}
+
+#[test]
+fn error_type_fails_a_call_and_its_exception_event_is_a_log() {
+    let mut tool = span(
+        "02",
+        Some("01"),
+        "execute_tool pay",
+        (10, 30),
+        json!({
+            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.call.id": "t1",
+            "error.type": "TimeoutError", "gen_ai.tool.call.arguments": "not json"
+        }),
+    );
+    tool.events.push((
+        1_020,
+        "exception".into(),
+        attrs(json!({"exception.message": "slow"})),
+    ));
+    let facts = check(vec![root(), tool]);
+    let kinds: Vec<&str> = facts.iter().map(|f| f.0.as_str()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "run.started",
+            "call.started",
+            "log",
+            "call.ended",
+            "run.ended"
+        ]
+    );
+    assert_eq!(
+        facts[1].2["args"], "not json",
+        "text that is not JSON kept as text"
+    );
+    assert_eq!(facts[2].2["level"], "error");
+    assert_eq!(facts[2].2["data"], json!({"exception.message": "slow"}));
+    assert_eq!(
+        facts[3].2["outcome"],
+        json!({"status": "error", "error": "slow"})
+    );
+}
+
+#[test]
+fn model_spans_are_model_called_under_either_generation_of_names() {
+    let current = span(
+        "02",
+        Some("01"),
+        "chat m",
+        (5, 9),
+        json!({
+            "gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai",
+            "gen_ai.request.model": "m", "gen_ai.usage.input_tokens": 3,
+            "gen_ai.usage.output_tokens": 4, "gen_ai.response.finish_reasons": ["stop"],
+            "gen_ai.input.messages": "[{\"role\":\"user\"}]"
+        }),
+    );
+    let older = span(
+        "03",
+        Some("01"),
+        "chat m",
+        (20, 29),
+        json!({
+            "gen_ai.system": "openai", "gen_ai.request.model": "m",
+            "gen_ai.usage.prompt_tokens": 5, "gen_ai.usage.completion_tokens": 6
+        }),
+    );
+    let facts = check(vec![root(), current, older]);
+    assert_eq!(facts[1].0, "model.called");
+    assert_eq!(
+        facts[1].2,
+        json!({
+            "operation": "chat", "provider": "openai", "model": "m", "input_tokens": 3,
+            "output_tokens": 4, "finish_reasons": ["stop"], "duration_ns": 4,
+            "input": [{"role": "user"}]
+        })
+    );
+    assert_eq!(
+        facts[2].2,
+        json!({
+            "operation": "chat", "provider": "openai", "model": "m", "input_tokens": 5,
+            "output_tokens": 6, "duration_ns": 9
+        }),
+        "no content captured: none kept"
+    );
+}
+
+#[test]
+fn a_sub_agent_is_a_call_with_its_calls_beneath_it_and_an_unknown_span_is_kept() {
+    let tool = span(
+        "02",
+        Some("01"),
+        "execute_tool ask",
+        (10, 90),
+        json!({
+            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.call.id": "c1"
+        }),
+    );
+    let sub = span(
+        "03",
+        Some("02"),
+        "invoke_agent helper",
+        (20, 80),
+        json!({
+            "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "helper"
+        }),
+    );
+    let http = span(
+        "04",
+        Some("03"),
+        "POST",
+        (30, 40),
+        json!({"http.request.method": "POST"}),
+    );
+    let inner = span(
+        "05",
+        Some("03"),
+        "execute_tool lookup",
+        (50, 60),
+        json!({
+            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.call.id": "c1"
+        }),
+    );
+    let facts = check(vec![inner, http, sub, tool, root()]);
+    let shape: Vec<(&str, Value)> = facts.iter().map(|f| (f.0.as_str(), f.1.clone())).collect();
+    let sub_id = json!("03".repeat(8));
+    let dup = json!(format!("c1@{}", "05".repeat(8)));
+    assert_eq!(
+        shape,
+        [
+            ("run.started", Value::Null),
+            ("call.started", json!("c1")),
+            ("call.started", sub_id.clone()),
+            ("otel.span", sub_id.clone()),
+            ("call.started", dup.clone()),
+            ("call.ended", dup.clone()),
+            ("call.ended", sub_id.clone()),
+            ("call.ended", json!("c1")),
+            ("run.ended", Value::Null),
+        ]
+    );
+    assert_eq!(facts[2].2["tool_name"], "agent:helper");
+    assert_eq!(facts[2].2["parent_call"], "c1");
+    assert_eq!(
+        facts[4].2["parent_call"], sub_id,
+        "a repeated call id made unique"
+    );
+    assert_eq!(
+        facts[3].2["attributes"],
+        json!({"http.request.method": "POST"})
+    );
+}
+
+#[test]
+fn vercel_and_openinference_tool_spans_are_calls_too() {
+    let vercel = span(
+        "02",
+        Some("01"),
+        "ai.toolCall",
+        (1, 2),
+        json!({
+            "ai.toolCall.name": "weather", "ai.toolCall.id": "v1",
+            "ai.toolCall.args": "{\"city\":\"Oslo\"}", "ai.toolCall.result": "{\"t\":3}"
+        }),
+    );
+    let oi = span(
+        "03",
+        Some("01"),
+        "lookup",
+        (3, 4),
+        json!({
+            "openinference.span.kind": "TOOL", "tool.name": "lookup",
+            "input.value": "{\"q\":1}", "output.value": "found"
+        }),
+    );
+    let facts = check(vec![root(), vercel, oi]);
+    assert_eq!(facts[1].2["tool_name"], "weather");
+    assert_eq!(facts[1].2["args"], json!({"city": "Oslo"}));
+    assert_eq!(facts[2].2["outcome"]["result"], "{\"t\":3}", "as recorded");
+    assert_eq!(facts[3].2["tool_name"], "lookup");
+    assert_eq!(facts[3].2["args"], json!({"q": 1}));
+    assert_eq!(facts[4].2["outcome"]["result"], "found");
+}
