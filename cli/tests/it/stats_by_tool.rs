@@ -240,15 +240,26 @@ fn stats_by_tool_beside_a_recorder() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("archive");
     let mut recorder = recording_live(&dir, 200, 50);
-    let out = stats(&dir, &["--json"]);
+    // The demo's first runs end before its live run starts: ask until the
+    // live run is among the figures (its socket is up from the start).
+    let started = std::time::Instant::now();
+    let got = loop {
+        let out = stats(&dir, &["--json"]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let got: Value = serde_json::from_slice(&out.stdout).unwrap();
+        if got["from_facts"].as_u64().unwrap_or(0) >= 1
+            || started.elapsed() > std::time::Duration::from_secs(60)
+        {
+            break got;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
     let _ = recorder.kill();
     let _ = recorder.wait();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let got: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(got["from_facts"].as_u64().unwrap() >= 1, "{got}");
     assert!(got["runs"].as_u64().unwrap() >= 1, "{got}");
     assert!(!got["tools"].as_array().unwrap().is_empty(), "{got}");
