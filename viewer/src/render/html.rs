@@ -413,6 +413,20 @@ mod tests {
             detail_line(&text, &unknown, &b),
             "(a kind this reel does not know; from a newer writer) {\"x\":1}"
         );
+        // A span `reel collect` kept raw is said to be one, not a newer kind.
+        let span = fact(
+            5,
+            None,
+            FactKind::Unknown {
+                kind: "otel.span".into(),
+                data: json!({"name": "http.get"}),
+            },
+        );
+        b.push(&span);
+        assert_eq!(
+            detail_line(&text, &span, &b),
+            "(a span kept as it came) {\"name\":\"http.get\"}"
+        );
     }
 
     #[test]

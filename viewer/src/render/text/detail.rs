@@ -146,6 +146,12 @@ impl TextRenderer {
             FactKind::CallEnded(e) => call_ended(e),
             FactKind::RunEnded(e) => (BOLD, name(&e.status)),
             FactKind::ModelCalled(m) => model_called(m),
+            // A span `reel collect` took in and kept as it came: known
+            // to be raw, not a newer writer's kind.
+            FactKind::Unknown { kind, data } if kind == OTEL_SPAN => (
+                plain,
+                format!("(a span kept as it came) {}", compact(data, 100)),
+            ),
             FactKind::Unknown { data, .. } => (
                 YELLOW,
                 format!(
@@ -156,6 +162,9 @@ impl TextRenderer {
         }
     }
 }
+
+/// The kind `reel collect` gives a span it has no mapping for.
+const OTEL_SPAN: &str = "otel.span";
 
 /// A model call: which model, its tokens and why it stopped.
 fn model_called(m: &reel_core::fact::ModelCalled) -> (Style, String) {
