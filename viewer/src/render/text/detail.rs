@@ -146,25 +146,31 @@ impl TextRenderer {
             FactKind::CallEnded(e) => call_ended(e),
             FactKind::RunEnded(e) => (BOLD, name(&e.status)),
             FactKind::ModelCalled(m) => model_called(m),
-            // A span `reel collect` took in and kept as it came: known
-            // to be raw, not a newer writer's kind.
-            FactKind::Unknown { kind, data } if kind == OTEL_SPAN => (
-                plain,
-                format!("(a span kept as it came) {}", compact(data, 100)),
-            ),
-            FactKind::Unknown { data, .. } => (
-                YELLOW,
-                format!(
-                    "(a kind this reel does not know; from a newer writer) {}",
-                    compact(data, 100)
-                ),
-            ),
+            FactKind::Unknown { kind, data } => unknown(kind, data, plain),
         }
     }
 }
 
 /// The kind `reel collect` gives a span it has no mapping for.
 const OTEL_SPAN: &str = "otel.span";
+
+/// A kind this reel does not know: a newer writer's, or a span `reel
+/// collect` took in and kept as it came (known to be raw, said so).
+fn unknown(kind: &str, data: &serde_json::Value, plain: Style) -> (Style, String) {
+    if kind == OTEL_SPAN {
+        return (
+            plain,
+            format!("(a span kept as it came) {}", compact(data, 100)),
+        );
+    }
+    (
+        YELLOW,
+        format!(
+            "(a kind this reel does not know; from a newer writer) {}",
+            compact(data, 100)
+        ),
+    )
+}
 
 /// A model call: which model, its tokens and why it stopped.
 fn model_called(m: &reel_core::fact::ModelCalled) -> (Style, String) {
