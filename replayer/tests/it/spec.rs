@@ -833,24 +833,29 @@ async fn a_context_built_by_hand_has_no_diagnostics() {
     assert_eq!(out["diagnostics"], Value::Null);
 }
 
-/// Seed 000's progress on a context a host built by hand (no recorder):
-/// `progress` hands the backend the payload untouched, `progress_mcp` the
-/// MCP payload with its named parts, answering whether a client was sent
-/// it (none here); after `respond`, neither files anything.
-#[tokio::test]
-async fn progress_and_progress_mcp_on_a_context_built_by_hand() {
+/// A call of `walk` as a host builds it by hand (no recorder).
+fn walk_by_hand() -> CallInfo {
     let started: CallStarted = serde_json::from_value(json!({
         "call_id": "h1", "tool_name": "walk", "mode": "async", "args": {},
     }))
     .unwrap();
-    let info = CallInfo {
+    CallInfo {
         home: Home::Run("by-hand".into()),
         session_id: None,
         identity: None,
         teardown_scopes: Vec::new(),
         started,
         diagnostics: None,
-    };
+    }
+}
+
+/// Seed 000's progress on a context a host built by hand (no recorder):
+/// `progress` hands the backend the payload untouched, `progress_mcp` the
+/// MCP payload with its named parts, answering whether a client was sent
+/// it (none here); after `respond`, neither files anything.
+#[tokio::test]
+async fn progress_and_progress_mcp_on_a_context_built_by_hand() {
+    let info = walk_by_hand();
     let backend = Arc::new(Bare::default());
     let ctx = ToolContext::new(info, backend.clone(), None, &CancelHandle::new());
     ctx.progress(json!({ "message": "Planning", "done": 1 }));
@@ -889,18 +894,7 @@ async fn progress_and_progress_mcp_on_a_context_built_by_hand() {
 /// the close is refused.
 #[test]
 fn a_report_racing_the_calls_end_never_lands_after_it() {
-    let started: CallStarted = serde_json::from_value(json!({
-        "call_id": "h1", "tool_name": "walk", "mode": "async", "args": {},
-    }))
-    .unwrap();
-    let info = CallInfo {
-        home: Home::Run("by-hand".into()),
-        session_id: None,
-        identity: None,
-        teardown_scopes: Vec::new(),
-        started,
-        diagnostics: None,
-    };
+    let info = walk_by_hand();
     let backend = Arc::new(Bare::default());
     let (begun, filing) = std::sync::mpsc::channel();
     *backend.1.lock().unwrap() = Some(begun);
