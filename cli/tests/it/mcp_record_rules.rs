@@ -469,6 +469,31 @@ fn fastmcp_http() -> (Killed, String) {
     panic!("the FastMCP HTTP server did not listen on port {port} within a minute");
 }
 
+/// tests/raw_http_server.py on a free port, once it listens; its port.
+fn raw_http_upstream() -> (Killed, u16) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut server = Killed(
+        Command::new("python3")
+            .arg(tests_dir().join("raw_http_server.py"))
+            .arg(port.to_string())
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    for _ in 0..1200 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            break;
+        }
+        assert!(server.0.try_wait().unwrap().is_none(), "the server exited");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    (server, port)
+}
+
 /// `reel mcp record --listen 127.0.0.1:0 --upstream UPSTREAM EXTRA...`;
 /// the address it listens at (`127.0.0.1:PORT`).
 fn http_proxy(archive: &Path, upstream: &str, extra: &[&str]) -> (Killed, String) {
@@ -812,26 +837,7 @@ fn verify_replays_an_elicitation_answered_with_an_error_as_that_error() {
 #[test]
 fn sessionless_clients_are_recorded_in_runs_of_their_own() {
     let dir = tempfile::tempdir().unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut server = Killed(
-        Command::new("python3")
-            .arg(tests_dir().join("raw_http_server.py"))
-            .arg(port.to_string())
-            .stdin(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    for _ in 0..1200 {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            break;
-        }
-        assert!(server.0.try_wait().unwrap().is_none(), "the server exited");
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    let (_server, port) = raw_http_upstream();
     let archive = dir.path().join("archive");
     let upstream = format!("http://127.0.0.1:{port}/mcp");
     let (mut proxy, addr) = http_proxy(&archive, &upstream, &[]);
@@ -974,26 +980,7 @@ fn off_loopback_the_proxy_needs_a_token_of_its_own() {
 #[test]
 fn a_sessionless_client_idle_past_the_bound_gets_a_new_run() {
     let dir = tempfile::tempdir().unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut server = Killed(
-        Command::new("python3")
-            .arg(tests_dir().join("raw_http_server.py"))
-            .arg(port.to_string())
-            .stdin(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    for _ in 0..1200 {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            break;
-        }
-        assert!(server.0.try_wait().unwrap().is_none(), "the server exited");
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    let (_server, port) = raw_http_upstream();
     let archive = dir.path().join("archive");
     let upstream = format!("http://127.0.0.1:{port}/mcp");
     let (mut proxy, addr) = http_proxy(&archive, &upstream, &["--idle-close", "0.5"]);
