@@ -28,6 +28,8 @@
         if (!r.ok) throw new Error(String(r.status));
         return r.text();
       }).then(function (html) {
+        // Paused while this was on its way: shown only on resume.
+        if (paused) { missed = true; return; }
         var doc = new DOMParser().parseFromString(html, "text/html");
         var fresh = doc.getElementById("runs");
         var old = document.getElementById("runs");
