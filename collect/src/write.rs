@@ -56,9 +56,12 @@ impl RunWriter {
         for s in &secrets {
             tripwire.add(s.expose());
         }
+        let keys = archive.keyring();
         RunWriter {
             archive,
-            redactor: Redactor::new(redact_keys),
+            redactor: Redactor::new(redact_keys).keyed(reel::redact::Tagger::new(move |b| {
+                keys.keyed_mac(reel::redact::TAG_PURPOSE, b)
+            })),
             secrets,
             tripwire,
             buf: Vec::new(),

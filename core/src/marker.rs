@@ -140,10 +140,11 @@ pub fn each_json_field<'a>(kind: &'a FactKind, mut each: impl FnMut(&'a Value)) 
     }
 }
 
-/// True when `value` holds a string that redaction wrote [`MARKER`] into.
+/// True when `value` holds a string that redaction wrote a marker into
+/// ([`MARKER`] or a keyed one).
 pub fn holds_marker(value: &Value) -> bool {
     match value {
-        Value::String(s) => s.contains(MARKER),
+        Value::String(s) => holds_marker_str(s),
         Value::Array(items) => items.iter().any(holds_marker),
         Value::Object(map) => map.values().any(holds_marker),
         _ => false,
@@ -199,4 +200,107 @@ pub fn spill_large(kind: &mut FactKind, limit: usize, mut store: impl FnMut(&[u8
             *field = Value::Object(r);
         }
     });
+}
+
+/// How a keyed marker begins: `[REDACTED:` then [`TAG_HEX`] hex digits
+/// then `]`. A keyed marker stands where [`MARKER`] would, and its tag
+/// tells "the same hidden value" without telling the value: the first 8
+/// bytes of an HMAC-SHA256 under the archive's fingerprint key (kept
+/// outside the archive), or, for a resolved credential, of the
+/// credential's own fingerprint. A replay that has the key (or the same
+/// credential's fingerprint) writes the same tag for the same value, so
+/// it can prove equality where a bare [`MARKER`] cannot.
+pub const KEYED_MARKER_PREFIX: &str = "[REDACTED:";
+
+/// How many hex digits a keyed marker's tag has.
+pub const TAG_HEX: usize = 16;
+
+/// The keyed marker of a hidden value whose keyed MAC is `mac`.
+pub fn keyed_marker(mac: &[u8]) -> String {
+    let mut out = String::with_capacity(KEYED_MARKER_PREFIX.len() + TAG_HEX + 1);
+    out.push_str(KEYED_MARKER_PREFIX);
+    for b in mac.iter().take(TAG_HEX / 2) {
+        out.push_str(&format!("{b:02x}"));
+    }
+    out.push(']');
+    out
+}
+
+/// A redaction marker found in a string: its byte range, and whether it
+/// is keyed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MarkerSpan {
+    /// Byte offset of the `[`.
+    pub start: usize,
+    /// Byte offset just past the `]`.
+    pub end: usize,
+    /// A keyed marker (`[REDACTED:...]`), not a bare [`MARKER`].
+    pub keyed: bool,
+}
+
+/// The markers in `text`, bare and keyed, in order.
+pub fn marker_spans(text: &str) -> Vec<MarkerSpan> {
+    let mut out = Vec::new();
+    let mut from = 0;
+    while let Some(i) = text[from..].find("[REDACTED") {
+        let start = from + i;
+        let rest = &text[start..];
+        if rest.starts_with(MARKER) {
+            out.push(MarkerSpan {
+                start,
+                end: start + MARKER.len(),
+                keyed: false,
+            });
+            from = start + MARKER.len();
+            continue;
+        }
+        let tag_at = KEYED_MARKER_PREFIX.len();
+        let keyed = rest.starts_with(KEYED_MARKER_PREFIX)
+            && rest.len() > tag_at + TAG_HEX
+            && rest.as_bytes()[tag_at..tag_at + TAG_HEX]
+                .iter()
+                .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+            && rest.as_bytes()[tag_at + TAG_HEX] == b']';
+        if keyed {
+            let end = start + tag_at + TAG_HEX + 1;
+            out.push(MarkerSpan {
+                start,
+                end,
+                keyed: true,
+            });
+            from = end;
+        } else {
+            from = start + 1;
+        }
+    }
+    out
+}
+
+/// True when `text` holds a marker, bare or keyed.
+pub fn holds_marker_str(text: &str) -> bool {
+    text.contains("[REDACTED") && !marker_spans(text).is_empty()
+}
+
+/// True when `text` holds a bare [`MARKER`]: a hidden value no tag
+/// stands for.
+pub fn holds_bare_marker(text: &str) -> bool {
+    text.contains(MARKER)
+}
+
+/// `text` with every keyed marker made bare: what a reader without the
+/// key compares.
+pub fn strip_tags(text: &str) -> std::borrow::Cow<'_, str> {
+    let spans = marker_spans(text);
+    if spans.iter().all(|s| !s.keyed) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut at = 0;
+    for s in spans {
+        out.push_str(&text[at..s.start]);
+        out.push_str(MARKER);
+        at = s.end;
+    }
+    out.push_str(&text[at..]);
+    std::borrow::Cow::Owned(out)
 }

@@ -162,42 +162,110 @@ pub fn kind_path(kind: &str) -> String {
     format!("{kind}:")
 }
 
-/// The places of a fact that redaction hid (a string holding
-/// [`MARKER`](crate::marker::MARKER)), as the paths a diff names them by
+/// The places of a fact where redaction left a bare
+/// [`MARKER`](crate::marker::MARKER), as the paths a diff names them by
 /// (`effect:/request/headers/authorization`): a replayed fact equal to the
 /// recorded one there is equal to a marker, which proves nothing about the
-/// values it stands for. Cheap for a fact without one (most).
+/// value it stands for. A keyed marker equal on both sides is left out:
+/// its tag shows the same hidden value. Cheap for a fact without a
+/// marker (most).
 pub fn redacted_places(kind: &FactKind) -> Vec<String> {
     let mut any = false;
     crate::marker::each_json_field(kind, |v| any = any || crate::marker::holds_marker(v));
     if !any {
         return Vec::new();
     }
-    redacted_paths(&kind_path(kind.name()), &kind_json(kind)["data"])
+    marker_paths(
+        &kind_path(kind.name()),
+        &kind_json(kind)["data"],
+        Tags::Bare,
+    )
 }
 
-/// The paths under `path` of the strings of `value` that hold the
-/// redaction marker (see [`redacted_places`]).
+/// The paths under `path` of the strings of `value` that hold a marker,
+/// bare or keyed (see [`redacted_places`]).
 pub fn redacted_paths(path: &str, value: &Value) -> Vec<String> {
-    fn walk(path: &str, v: &Value, out: &mut Vec<String>) {
+    marker_paths(path, value, Tags::Any)
+}
+
+/// The paths under `path` of the strings of `value` that hold a bare
+/// marker: what a replay cannot show equal, where a keyed one it can.
+pub fn bare_marker_paths(path: &str, value: &Value) -> Vec<String> {
+    marker_paths(path, value, Tags::Bare)
+}
+
+/// Which markers [`marker_paths`] looks for.
+#[derive(Clone, Copy, PartialEq)]
+enum Tags {
+    Any,
+    Bare,
+}
+
+fn marker_paths(path: &str, value: &Value, tags: Tags) -> Vec<String> {
+    fn walk(path: &str, v: &Value, tags: Tags, out: &mut Vec<String>) {
         match v {
-            Value::String(s) if s.contains(crate::marker::MARKER) => out.push(path.to_owned()),
+            Value::String(s) => {
+                let found = match tags {
+                    Tags::Any => crate::marker::holds_marker_str(s),
+                    Tags::Bare => crate::marker::holds_bare_marker(s),
+                };
+                if found {
+                    out.push(path.to_owned())
+                }
+            }
             Value::Array(items) => {
                 for (i, item) in items.iter().enumerate() {
-                    walk(&format!("{path}/{i}"), item, out);
+                    walk(&format!("{path}/{i}"), item, tags, out);
                 }
             }
             Value::Object(map) => {
                 for (k, item) in map {
-                    walk(&child(path, k), item, out);
+                    walk(&child(path, k), item, tags, out);
                 }
             }
             _ => {}
         }
     }
     let mut out = Vec::new();
-    walk(path, value, &mut out);
+    walk(path, value, tags, &mut out);
     out
+}
+
+/// Takes out of `diff` the differences that are only in markers' tags
+/// where one side's marker is bare (a replay without the key, or a
+/// record from before keyed markers): equal as far as can be shown, so
+/// not a divergence, and not proven either. Returns their paths. Two
+/// keyed markers with different tags stay in `diff`: the hidden values
+/// differ.
+pub fn split_unproven(diff: &mut Vec<FieldDiff>) -> Vec<String> {
+    let mut unproven = Vec::new();
+    diff.retain(|d| {
+        let (Some(Value::String(e)), Some(Value::String(a))) = (&d.expected, &d.actual) else {
+            return true;
+        };
+        if tags_alone_unshown(e, a) {
+            unproven.push(d.path.clone());
+            false
+        } else {
+            true
+        }
+    });
+    unproven
+}
+
+/// True when `e` and `a` differ only where a marker is bare on one side
+/// and keyed on the other (never where both are keyed).
+fn tags_alone_unshown(e: &str, a: &str) -> bool {
+    use crate::marker::{marker_spans, strip_tags};
+    if strip_tags(e) != strip_tags(a) {
+        return false;
+    }
+    let (es, as_) = (marker_spans(e), marker_spans(a));
+    es.len() == as_.len()
+        && es
+            .iter()
+            .zip(&as_)
+            .all(|(x, y)| !(x.keyed && y.keyed) || e[x.start..x.end] == a[y.start..y.end])
 }
 
 /// A value for a readable line: JSON, cut to 80 characters.

@@ -108,7 +108,12 @@ pub(crate) enum Msg {
     },
     /// A credential value to scrub from this run's facts (kept in memory
     /// only, dropped when the run ends).
-    Secret { run: Arc<str>, secret: Secret },
+    Secret {
+        run: Arc<str>,
+        secret: Secret,
+        /// A resolved credential's fingerprint (its marker comes from it).
+        fp: Option<reel::fact::Fingerprint>,
+    },
     /// Artifact bytes to keep (content-addressed) so that replay can serve
     /// them, unless the run's tripwire finds a secret in them.
     Artifact(Box<ArtifactBytes>),
@@ -163,7 +168,11 @@ pub(crate) struct Queue {
 
 impl Queue {
     /// Starts the writer thread over `store`.
-    pub(crate) fn start(store: Arc<dyn Store>, config: &RecorderConfig) -> std::io::Result<Queue> {
+    pub(crate) fn start(
+        store: Arc<dyn Store>,
+        config: &RecorderConfig,
+        keys: &reel_archive::Keyring,
+    ) -> std::io::Result<Queue> {
         // Not tokio's unbounded channel (nor std's): both allocate blocks
         // of slots on the sending (the tool's) thread as the writer lags.
         let (tx, rx) = inbox::channel();
@@ -191,7 +200,10 @@ impl Queue {
             store,
             rx,
             room: room.clone(),
-            redactor: Redactor::new(&config.redact_keys),
+            redactor: Redactor::new(&config.redact_keys).keyed({
+                let keys = keys.clone();
+                reel::redact::Tagger::new(move |b| keys.keyed_mac(reel::redact::TAG_PURPOSE, b))
+            }),
             tripwire: config.tripwire,
             buf: Vec::new(),
             inline_limit: config.inline_limit,
@@ -288,10 +300,16 @@ impl Queue {
         }
     }
 
-    pub(crate) fn secret(&self, run: &Arc<str>, secret: Secret) {
+    pub(crate) fn secret(
+        &self,
+        run: &Arc<str>,
+        secret: Secret,
+        fingerprint: Option<reel::fact::Fingerprint>,
+    ) {
         self.send(Msg::Secret {
             run: run.clone(),
             secret,
+            fp: fingerprint,
         });
     }
 

@@ -52,11 +52,10 @@ pub struct ReplayOptions {
     /// registers its own (see [`ReplayOptions::service`]). Not serialised.
     #[serde(skip)]
     pub services: Services,
-    /// The archive whose fingerprint key the recording's teardown key
-    /// hashes were keyed under (see [`ReplayOptions::teardown_keys`]).
-    /// Not serialised.
+    /// The fingerprint key the recording was keyed under (see
+    /// [`ReplayOptions::keyed`]). Not serialised.
     #[serde(skip)]
-    pub teardown_keys: Option<reel_archive::Archive>,
+    pub keys: Option<reel_archive::Keyring>,
 }
 
 impl ReplayOptions {
@@ -67,16 +66,27 @@ impl ReplayOptions {
         self
     }
 
-    /// Checks every teardown key a replayed tool registers exactly: its
-    /// hash is keyed under `archive`'s fingerprint key, as the recorder
-    /// keyed it, and compared with the record. Give the archive the
-    /// recording was made with, or one opened with the same fingerprint
-    /// key. Without it (another machine, a tape alone) each key is bound to
-    /// the recorded hash at its place instead, which sees a key used where
-    /// the record has another one already bound, but not a renaming of
-    /// keys the record uses nowhere else (the book's Secrets page).
-    pub fn teardown_keys(mut self, archive: &reel_archive::Archive) -> ReplayOptions {
-        self.teardown_keys = Some(archive.clone());
+    /// Replays under the fingerprint key the recording was made with
+    /// (`archive.keyring()` of the recording's archive, or
+    /// `Keyring::new(&FingerprintKey::User)` on the machine that recorded),
+    /// which proves two things a replay without it cannot:
+    ///
+    /// - a value redaction hid: the recorder wrote a keyed marker
+    ///   (`[REDACTED:` 16 hex `]`) in its place, the replay keys the value
+    ///   its tool produced the same way, and equal markers show the value
+    ///   unchanged ("exact", not "unproven"); a different one is a
+    ///   divergence at its pointer;
+    /// - every teardown key a tool registers, keyed and compared with the
+    ///   record. Without the key each is bound to the recorded hash at its
+    ///   place, which sees a key used where the record has another one
+    ///   already bound, but not a renaming of keys the record uses nowhere
+    ///   else (the book's Secrets page).
+    ///
+    /// Without it (another machine, a tape alone) hidden values are
+    /// reported unproven; a credential's place is still shown, its marker
+    /// coming from its recorded fingerprint.
+    pub fn keyed(mut self, keys: &reel_archive::Keyring) -> ReplayOptions {
+        self.keys = Some(keys.clone());
         self
     }
 
@@ -219,7 +229,13 @@ pub async fn replay<'r>(
         recording,
         calls,
         tools: tools.clone(),
-        redactor: Redactor::new(&options.redact_keys),
+        redactor: match &options.keys {
+            Some(keys) => Redactor::new(&options.redact_keys).keyed({
+                let keys = keys.clone();
+                reel::redact::Tagger::new(move |b| keys.keyed_mac(reel::redact::TAG_PURPOSE, b))
+            }),
+            None => Redactor::new(&options.redact_keys),
+        },
         options: options.clone(),
         out: Mutex::new(out),
         run_teardowns: Mutex::new(HashMap::new()),
@@ -300,7 +316,7 @@ struct Session {
 /// where the record has another, or one key where the record has two, or
 /// two where it has one, diverges. (What it cannot see is a consistent
 /// renaming: keys `a`, `b` registered as `b`, `a` throughout; given the
-/// key, [`ReplayOptions::teardown_keys`], the replay computes the keyed
+/// key, [`ReplayOptions::keyed`], the replay computes the keyed
 /// hash and sees that too.) A recorded unkeyed `sha256:` hash (an older
 /// archive) is computed as it was.
 #[derive(Default)]

@@ -52,6 +52,10 @@ pub(super) struct Known {
     whole_token: bool,
     /// An escaped form of another known value, not a value of its own.
     escaped: bool,
+    /// The keyed marker of a resolved credential, made from its
+    /// fingerprint: the same in a recording and in its replay, whose
+    /// stand-in carries the recorded fingerprint.
+    tag: Option<Arc<str>>,
 }
 
 /// The secret values known in one run: resolved credentials and values
@@ -84,7 +88,19 @@ impl KnownSecrets {
     /// characters. The empty string is ignored.
     pub fn add(&mut self, secret: Secret) {
         let whole_token = secret.expose().chars().count() < MIN_ANYWHERE;
-        self.insert(secret, whole_token);
+        self.insert(secret, whole_token, None);
+    }
+
+    /// Adds a resolved credential, as [`KnownSecrets::add`], and marks it
+    /// with a keyed marker made from its `fingerprint` (`hmac-sha256:` and
+    /// hex, as the archive makes them; another form, or none, gets none):
+    /// a replay whose stand-in carries the recorded fingerprint writes the
+    /// same marker where the tool put its credential, which proves the
+    /// place.
+    pub fn add_credential(&mut self, secret: Secret, fingerprint: Option<&Fingerprint>) {
+        let whole_token = secret.expose().chars().count() < MIN_ANYWHERE;
+        let tag = fingerprint.and_then(credential_tag);
+        self.insert(secret, whole_token, tag);
     }
 
     /// How many distinct values are known.
@@ -100,7 +116,7 @@ impl KnownSecrets {
     /// Replaces every occurrence of every known value in `text` by
     /// [`MARKER`] (see the module docs); true when something was replaced.
     pub fn scrub(&mut self, text: &mut String) -> bool {
-        self.scrubber().is_some_and(|s| s.scrub(text))
+        self.scrubber(None).is_some_and(|s| s.scrub(text))
     }
 
     /// Learns the strings and numbers of a value found under a
@@ -126,14 +142,14 @@ impl KnownSecrets {
     }
 
     pub(super) fn learn_str(&mut self, s: &str, text: Text) {
-        if matches!(s, "" | "true" | "false" | "null" | MARKER) {
+        if matches!(s, "" | "true" | "false" | "null") || is_marker(s) {
             return;
         }
         let whole_token = text == Text::Number || s.chars().count() < MIN_ANYWHERE;
-        self.insert(Secret::new(s), whole_token);
+        self.insert(Secret::new(s), whole_token, None);
     }
 
-    pub(super) fn insert(&mut self, value: Secret, whole_token: bool) {
+    pub(super) fn insert(&mut self, value: Secret, whole_token: bool, tag: Option<Arc<str>>) {
         if value.expose().is_empty() {
             return;
         }
@@ -146,16 +162,25 @@ impl KnownSecrets {
             quoted(format!("{raw:?}")),
             quoted(serde_json::to_string(raw).unwrap_or_default()),
         ];
-        self.insert_form(value, whole_token, Form::Given);
+        self.insert_form(value, whole_token, Form::Given, tag.clone());
         for form in escaped {
-            self.insert_form(form, whole_token, Form::Escaped);
+            self.insert_form(form, whole_token, Form::Escaped, tag.clone());
         }
     }
 
-    pub(super) fn insert_form(&mut self, value: Secret, whole_token: bool, form: Form) {
+    pub(super) fn insert_form(
+        &mut self,
+        value: Secret,
+        whole_token: bool,
+        form: Form,
+        tag: Option<Arc<str>>,
+    ) {
         let escaped = form == Form::Escaped;
         match self.known.iter_mut().find(|k| k.value == value) {
             Some(k) => {
+                if k.tag.is_none() && tag.is_some() {
+                    k.tag = tag;
+                }
                 // Learned as a number and known as a string: everywhere
                 // wins; a value given itself counts as one.
                 let changed = k.whole_token && !whole_token;
@@ -171,14 +196,16 @@ impl KnownSecrets {
                     value,
                     whole_token,
                     escaped,
+                    tag,
                 })
             }
         }
         self.matcher = None;
     }
 
-    /// A scrubber over the known values; `None` when none is known.
-    pub(super) fn scrubber(&mut self) -> Option<Scrubber<'_>> {
+    /// A scrubber over the known values, marking with `tagger` where
+    /// given (see [`Tagger`]); `None` when none is known.
+    pub(super) fn scrubber<'a>(&'a mut self, tagger: Option<&'a Tagger>) -> Option<Scrubber<'a>> {
         if self.known.is_empty() {
             return None;
         }
@@ -194,6 +221,7 @@ impl KnownSecrets {
             matcher: self.matcher.as_ref(),
             known: &self.known,
             numeric: self.numeric,
+            tagger,
         })
     }
 }
@@ -204,6 +232,17 @@ pub(super) struct Scrubber<'a> {
     known: &'a [Known],
     /// See [`KnownSecrets::numeric`].
     numeric: bool,
+    /// Keys the markers of values that are not credentials.
+    tagger: Option<&'a Tagger>,
+}
+
+/// The keyed marker of a credential whose fingerprint is `fingerprint`.
+fn credential_tag(fingerprint: &Fingerprint) -> Option<Arc<str>> {
+    let hex = fingerprint.0.strip_prefix("hmac-sha256:")?;
+    let tag = hex.get(..reel_core::marker::TAG_HEX)?;
+    tag.bytes()
+        .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+        .then(|| format!("{KEYED_MARKER_PREFIX}{tag}]").into())
 }
 
 /// True when `value` could occur in a JSON number's text.
@@ -228,36 +267,40 @@ pub(super) fn whole_token(text: &str, start: usize, end: usize) -> bool {
 
 impl Scrubber<'_> {
     /// The spans of `text` that hold a known value, sorted (they may
-    /// overlap). Allocates only when there is one.
-    pub(super) fn spans(&self, text: &str) -> Vec<(usize, usize)> {
+    /// overlap), each with the index of its value. A marker already in
+    /// `text` (put by pass 1, or by the recording a replay compares with)
+    /// is left alone. Allocates only when there is one.
+    pub(super) fn spans(&self, text: &str) -> Vec<(usize, usize, usize)> {
         let mut spans = Vec::new();
-        // A marker put in place by pass 1 (or by the recording a replay
-        // compares with) stays as it is.
-        if text.is_empty() || text == MARKER {
+        if text.is_empty() || is_marker(text) {
             return spans;
         }
-        let mut keep = |k: &Known, start: usize, end: usize| {
-            if !k.whole_token || whole_token(text, start, end) {
-                spans.push((start, end));
+        let mut keep = |i: usize, start: usize, end: usize| {
+            if !self.known[i].whole_token || whole_token(text, start, end) {
+                spans.push((start, end, i));
             }
         };
         match self.matcher {
             Some(ac) => {
                 for m in ac.find_overlapping_iter(text) {
-                    keep(&self.known[m.pattern().as_usize()], m.start(), m.end());
+                    keep(m.pattern().as_usize(), m.start(), m.end());
                 }
             }
             None => {
-                for k in self.known {
+                for (i, k) in self.known.iter().enumerate() {
                     let v = k.value.expose();
                     let mut from = 0;
-                    while let Some(i) = text[from..].find(v) {
-                        let start = from + i;
-                        keep(k, start, start + v.len());
+                    while let Some(at) = text[from..].find(v) {
+                        let start = from + at;
+                        keep(i, start, start + v.len());
                         from = start + text[start..].chars().next().map_or(1, char::len_utf8);
                     }
                 }
             }
+        }
+        if !spans.is_empty() && text.contains("[REDACTED") {
+            let marks = reel_core::marker::marker_spans(text);
+            spans.retain(|&(s, e, _)| !marks.iter().any(|m| s < m.end && m.start < e));
         }
         spans.sort_unstable();
         spans
@@ -280,19 +323,71 @@ impl Scrubber<'_> {
         let mut at = 0;
         let mut i = 0;
         while i < spans.len() {
-            let (start, mut end) = spans[i];
+            let first = i;
+            let (start, mut end, _) = spans[i];
             i += 1;
             while i < spans.len() && spans[i].0 < end {
                 end = end.max(spans[i].1);
                 i += 1;
             }
             out.push_str(&text[at..start]);
-            out.push_str(MARKER);
+            out.push_str(&self.marker(&text[start..end], &spans[first..i], start));
             at = end;
         }
         out.push_str(&text[at..]);
         *text = out;
         true
+    }
+
+    /// The marker for the hidden `span` (merged from `parts`, offsets in
+    /// the whole text, `start` being the span's): a credential's own
+    /// keyed marker when it is one credential, else a marker keyed over
+    /// the span with its credentials marked (so a replay's stand-in keys
+    /// alike), else the bare [`MARKER`].
+    fn marker(&self, span: &str, parts: &[(usize, usize, usize)], start: usize) -> String {
+        if let [(s, e, k)] = parts {
+            if let (Some(tag), true) =
+                (&self.known[*k].tag, *s == start && *e == start + span.len())
+            {
+                return tag.to_string();
+            }
+        }
+        match self.tagger {
+            Some(tagger) => {
+                let mut at = 0;
+                let mut normal = String::with_capacity(span.len());
+                for &(s, e, k) in parts {
+                    let (s, e) = (s - start, e - start);
+                    if let (Some(tag), true) = (&self.known[k].tag, s >= at) {
+                        normal.push_str(&span[at..s]);
+                        normal.push_str(tag);
+                        at = e;
+                    }
+                }
+                normal.push_str(&span[at.min(span.len())..]);
+                tagger.marker(normal.as_bytes())
+            }
+            None => MARKER.to_owned(),
+        }
+    }
+
+    /// The marker for a whole value hidden in pass 1, whose text is
+    /// `text`: as [`Scrubber::marker`] of all of it.
+    pub(super) fn whole(&self, text: &str) -> String {
+        let parts: Vec<_> = self
+            .spans(text)
+            .into_iter()
+            .filter(|&(_, _, k)| self.known[k].tag.is_some())
+            .collect();
+        if let [(0, e, _)] = parts[..] {
+            if e == text.len() {
+                return self.marker(text, &parts, 0);
+            }
+        }
+        match self.tagger {
+            Some(_) => self.marker(text, &parts, 0),
+            None => MARKER.to_owned(),
+        }
     }
 
     /// Scrubs every string and object key of a JSON value.
@@ -316,8 +411,9 @@ impl Scrubber<'_> {
             // A number whose text holds a known value (a PIN echoed as a
             // number) is replaced whole: a number cannot be cut.
             Value::Number(n) if self.numeric => {
-                if self.finds(&n.to_string()) {
-                    *value = Value::String(MARKER.into());
+                let text = n.to_string();
+                if self.finds(&text) {
+                    *value = Value::String(self.marker(&text, &self.spans(&text), 0));
                 }
             }
             Value::Number(_) | Value::Bool(_) | Value::Null => {}

@@ -69,6 +69,7 @@
 //! ```
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use aho_corasick::{AhoCorasick, MatchKind};
 use serde_json::Value;
@@ -92,9 +93,47 @@ pub use known::{KnownSecrets, MIN_ANYWHERE};
 /// The record's markers and the JSON-field helpers redaction shares with
 /// every reader; they live in the core ([`reel_core::marker`]).
 pub use reel_core::marker::{
-    approx_size, artifact_ref, cap_depth, json_fields_mut, spill_large, ARTIFACT_REF, MARKER,
-    MAX_JSON_DEPTH, NESTED,
+    approx_size, artifact_ref, cap_depth, json_fields_mut, spill_large, ARTIFACT_REF,
+    KEYED_MARKER_PREFIX, MARKER, MAX_JSON_DEPTH, NESTED,
 };
+
+/// True when `text` is one marker, bare or keyed, and nothing else.
+pub(crate) fn is_marker(text: &str) -> bool {
+    matches!(reel_core::marker::marker_spans(text)[..], [m] if m.start == 0 && m.end == text.len())
+}
+
+/// The purpose a [`Tagger`]'s MAC is keyed for (the archive's
+/// `keyed_mac(TAG_PURPOSE, ..)`), apart from every other use of the key.
+pub const TAG_PURPOSE: &str = "reel/redacted-value";
+
+/// Keys the marker of a hidden value: a keyed MAC (HMAC-SHA256 under the
+/// archive's fingerprint key for [`TAG_PURPOSE`], which never lives in
+/// the archive) of the value, of which the marker keeps 8 bytes
+/// (`[REDACTED:` and 16 hex digits `]`). A recording and a replay keyed
+/// alike write the same marker for the same value, so the replay can
+/// prove equality where a bare [`MARKER`] proves nothing; a reader
+/// without the key learns only "same" or "not the same".
+#[derive(Clone)]
+pub struct Tagger(Arc<dyn Fn(&[u8]) -> [u8; 32] + Send + Sync>);
+
+impl Tagger {
+    /// A tagger over `mac` (for example
+    /// `move |b| archive.keyed_mac(TAG_PURPOSE, b)`).
+    pub fn new(mac: impl Fn(&[u8]) -> [u8; 32] + Send + Sync + 'static) -> Tagger {
+        Tagger(Arc::new(mac))
+    }
+
+    /// The keyed marker of the hidden `value`.
+    pub fn marker(&self, value: &[u8]) -> String {
+        reel_core::marker::keyed_marker(&(self.0)(value))
+    }
+}
+
+impl std::fmt::Debug for Tagger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Tagger(..)")
+    }
+}
 
 /// The rules every redactor starts with.
 pub const DEFAULT_RULES: &[&str] = &[
@@ -126,6 +165,9 @@ pub struct Redactor {
     /// Bit `b` is set when a first word begins with the ASCII byte `b`
     /// (rule words are lower case).
     first_bytes: u128,
+    /// Keys the markers (see [`Redactor::keyed`]); `None`: bare markers,
+    /// but for credentials, whose marker comes from their fingerprint.
+    tagger: Option<Tagger>,
 }
 
 impl Default for Redactor {
@@ -161,7 +203,17 @@ impl Redactor {
             first_words,
             first_lens,
             first_bytes,
+            tagger: None,
         }
+    }
+
+    /// This redactor with keyed markers: each hidden value is replaced by
+    /// `[REDACTED:` and a 16-hex tag `]` that `tagger` keys (see
+    /// [`Tagger`]), so a replay keyed alike can prove it unchanged. The
+    /// recorder keys with its archive's fingerprint key.
+    pub fn keyed(mut self, tagger: Tagger) -> Redactor {
+        self.tagger = Some(tagger);
+        self
     }
 
     /// True when `word` (a slice of a key) may begin a rule.
@@ -235,7 +287,7 @@ impl Redactor {
     /// known secret in its strings and object keys.
     pub fn redact_value(&self, value: &mut Value, secrets: &mut KnownSecrets) {
         self.mark_json(value, secrets);
-        if let Some(scrubber) = secrets.scrubber() {
+        if let Some(scrubber) = secrets.scrubber(self.tagger.as_ref()) {
             scrubber.json(value);
         }
     }
@@ -260,13 +312,43 @@ impl Redactor {
         };
         walk_fields(kind, &mut mark);
         let deep = mark.deep;
-        if let Some(mut scrubber) = secrets.scrubber() {
+        if let Some(mut scrubber) = secrets.scrubber(self.tagger.as_ref()) {
             walk_fields(kind, &mut scrubber);
         }
         // Capped after redaction: a capped subtree is JSON text, where a
         // secret-named key would no longer be seen as a key.
         if deep {
             each_json_field_mut(kind, cap_depth);
+        }
+    }
+
+    /// The marker for `value`, found under a secret-named key, before it
+    /// is learned: keyed over its text (a string as it is, anything else
+    /// as JSON) with the credentials in it marked, or bare unkeyed.
+    pub(super) fn hidden(&self, value: &Value, secrets: &mut KnownSecrets) -> String {
+        if let Value::String(s) = value {
+            // Already a marker (a recorded value a replay hands back).
+            if is_marker(s) {
+                return s.clone();
+            }
+        }
+        if self.tagger.is_none() && secrets.is_empty() {
+            return MARKER.to_owned();
+        }
+        let json;
+        let text = match value {
+            Value::String(s) => s.as_str(),
+            other => {
+                json = other.to_string();
+                json.as_str()
+            }
+        };
+        match secrets.scrubber(self.tagger.as_ref()) {
+            Some(scrubber) => scrubber.whole(text),
+            None => match &self.tagger {
+                Some(t) => t.marker(text.as_bytes()),
+                None => MARKER.to_owned(),
+            },
         }
     }
 
@@ -292,8 +374,9 @@ impl Redactor {
                 let mut deep = depth >= MAX_JSON_DEPTH;
                 for (k, v) in map.iter_mut() {
                     if self.is_secret_key(k) {
+                        let marker = self.hidden(v, secrets);
                         secrets.learn(v, known::Under::SecretKey, self);
-                        *v = Value::String(MARKER.into());
+                        *v = Value::String(marker);
                     } else {
                         deep |= self.mark_json_at(v, secrets, depth + 1);
                     }

@@ -444,3 +444,97 @@ fn names_and_labels_are_redacted() {
         })
     );
 }
+
+/// A tagger under a fixed key (a stand-in for the archive's HMAC: only
+/// "same key, same value, same tag" matters here).
+fn tagger(key: u8) -> Tagger {
+    use sha2::Digest;
+    Tagger::new(move |b| {
+        sha2::Sha256::new()
+            .chain_update([key])
+            .chain_update(b)
+            .finalize()
+            .into()
+    })
+}
+
+fn keyed_marker_of(v: &Value) -> &str {
+    let s = v.as_str().unwrap();
+    assert!(s.starts_with(KEYED_MARKER_PREFIX) && s.len() == 27, "{s}");
+    s
+}
+
+#[test]
+fn a_keyed_redactor_tags_the_same_value_alike_and_another_apart() {
+    let r = Redactor::default().keyed(tagger(1));
+    let mut a = json!({"api_key": "k-123456789", "b": {"api_key": "k-123456789"}, "c": {"token": "other-value"}});
+    r.redact_value(&mut a, &mut KnownSecrets::new());
+    let (x, y, z) = (&a["api_key"], &a["b"]["api_key"], &a["c"]["token"]);
+    assert_eq!(keyed_marker_of(x), keyed_marker_of(y));
+    assert_ne!(keyed_marker_of(x), keyed_marker_of(z));
+    // Nothing of the value, and another key tags it apart.
+    assert!(!a.to_string().contains("k-123456789"));
+    let mut b = json!({"api_key": "k-123456789"});
+    Redactor::default()
+        .keyed(tagger(2))
+        .redact_value(&mut b, &mut KnownSecrets::new());
+    assert_ne!(keyed_marker_of(&b["api_key"]), x.as_str().unwrap());
+    // Unkeyed, the marker stays bare.
+    let mut c = json!({"api_key": "k-123456789"});
+    Redactor::default().redact_value(&mut c, &mut KnownSecrets::new());
+    assert_eq!(c["api_key"], MARKER);
+}
+
+#[test]
+fn a_learned_value_scrubbed_from_text_is_tagged_as_where_it_was_learned() {
+    let r = Redactor::default().keyed(tagger(1));
+    let mut known = KnownSecrets::new();
+    let mut v = json!({"password": "hunter2-long", "note": "said hunter2-long twice"});
+    r.redact_value(&mut v, &mut known);
+    let m = keyed_marker_of(&v["password"]).to_owned();
+    assert_eq!(v["note"], format!("said {m} twice"));
+}
+
+#[test]
+fn a_credential_is_marked_by_its_fingerprint_so_a_stand_in_with_it_marks_alike() {
+    let fp = Fingerprint("hmac-sha256:00112233445566778899aabbccddeeff".into());
+    let recorded = |secret: &str, key: u8| {
+        let mut known = KnownSecrets::new();
+        known.add_credential(Secret::new(secret), Some(&fp));
+        let mut v = json!({"headers": {"authorization": format!("Bearer {secret}")},
+                           "url": format!("https://x.test/?k={secret}")});
+        Redactor::default()
+            .keyed(tagger(key))
+            .redact_value(&mut v, &mut known);
+        v
+    };
+    // Recorded with the real secret; replayed with a stand-in carrying
+    // the recorded fingerprint, under the same key: the same record.
+    let live = recorded("s3cr3t-value-1", 1);
+    let replayed = recorded("reel-replay-stand-in:x", 1);
+    assert_eq!(live, replayed);
+    assert_eq!(live["url"], "https://x.test/?k=[REDACTED:0011223344556677]");
+    // The header was hidden whole, keyed with the credential marked.
+    let h = keyed_marker_of(&live["headers"]["authorization"]);
+    assert_ne!(h, "[REDACTED:0011223344556677]");
+    // Without a key, the credential's place is still marked by it.
+    let mut known = KnownSecrets::new();
+    known.add_credential(Secret::new("s3cr3t-value-1"), Some(&fp));
+    let mut t = "k=s3cr3t-value-1".to_owned();
+    known.scrub(&mut t);
+    assert_eq!(t, "k=[REDACTED:0011223344556677]");
+}
+
+#[test]
+fn a_marker_is_never_marked_again() {
+    let r = Redactor::default().keyed(tagger(1));
+    let mut known = KnownSecrets::new();
+    known.add(Secret::new("0011223344556677"));
+    // A recorded marker handed back (the replay re-drives a tool with
+    // the recorded arguments) stays as it was, under a secret key too.
+    let mut v =
+        json!({"password": "[REDACTED:0011223344556677]", "m": "[REDACTED:0011223344556677]"});
+    let before = v.clone();
+    r.redact_value(&mut v, &mut known);
+    assert_eq!(v, before);
+}

@@ -396,8 +396,11 @@ impl Fields for MarkPass<'_> {
     fn labels(&mut self, labels: &mut BTreeMap<String, String>) {
         for (k, v) in labels.iter_mut() {
             if self.redactor.is_secret_key(k) {
+                let marker = self
+                    .redactor
+                    .hidden(&Value::String(v.clone()), self.secrets);
                 self.secrets.learn_str(v, known::Text::String);
-                *v = MARKER.into();
+                *v = marker;
             }
         }
     }

@@ -216,7 +216,9 @@ impl Marks {
             return;
         }
         match v {
-            Value::String(s) if s == MARKER => push_max(&mut self.redacted, pointer(path)),
+            Value::String(s) if reel_core::marker::holds_marker_str(s) => {
+                push_max(&mut self.redacted, pointer(path))
+            }
             Value::Object(map) => {
                 if let Some(Value::String(d)) = map.get(ARTIFACT_REF) {
                     push_max(&mut self.artifacts, format!("{} → {}", pointer(path), d));

@@ -238,18 +238,18 @@ impl CallBackend for LiveBackend {
             let resolved = provider
                 .resolve(self.run.inner.identity.as_ref(), need)
                 .await?;
-            // Scrub this value from every later fact of the run.
-            self.run
-                .inner
-                .rec
-                .queue
-                .secret(&self.run.inner.id, resolved.secret.clone());
             let fingerprint = self
                 .run
                 .inner
                 .rec
                 .keys
                 .fingerprint(resolved.secret.expose().as_bytes());
+            // Scrub this value from every later fact of the run.
+            self.run.inner.rec.queue.secret(
+                &self.run.inner.id,
+                resolved.secret.clone(),
+                Some(fingerprint.clone()),
+            );
             let mut c = Credential::new(need.need.clone(), resolved.secret, fingerprint);
             c.kind = resolved.kind.or_else(|| need.kind.clone());
             c.expires_at = resolved.expires_at;

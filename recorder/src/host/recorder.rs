@@ -108,7 +108,7 @@ impl Recorder {
         keys: Keyring,
         config: RecorderConfig,
     ) -> Result<Recorder, RecorderError> {
-        let queue = Queue::start(store, &config)?;
+        let queue = Queue::start(store, &config, &keys)?;
         // Live inspection needs a tokio runtime to serve on.
         let live = match (
             &archive,
@@ -223,7 +223,7 @@ impl Recorder {
         );
         // Known secrets reach the writer before the first fact they scrub.
         for secret in start.secrets {
-            self.inner.queue.secret(&run.inner.id, secret);
+            self.inner.queue.secret(&run.inner.id, secret, None);
         }
         run.emit(
             None,

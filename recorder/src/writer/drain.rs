@@ -240,12 +240,12 @@ impl Writer {
                         self.runs.entry(run.clone()).or_default().calls.push(key);
                         self.calls.insert(key, CallSlot { run, call });
                     }
-                    Msg::Secret { run, secret } => {
+                    Msg::Secret { run, secret, fp } => {
                         let state = self.runs.entry(run).or_default();
                         if self.tripwire {
                             state.wire.add(secret.expose());
                         }
-                        state.secrets.add(secret)
+                        state.secrets.add_credential(secret, fp.as_ref())
                     }
                     Msg::Artifact(artifact) => {
                         if let Some((run, pending)) = self.artifact(*artifact) {

@@ -199,7 +199,8 @@ impl ReplayBackend {
             self.note(&mut st, d);
         }
         let expected = st.report.result.expected.clone();
-        let matches = expected.as_ref() == Some(&actual);
+        let mut matches = expected.as_ref() == Some(&actual);
+        let mut hidden = Vec::new();
         if !matches {
             let e = expected
                 .clone()
@@ -207,26 +208,35 @@ impl ReplayBackend {
             let a = serde_json::to_value(&actual).ok();
             let mut diff = Vec::new();
             diff_result(&e, &a, &mut diff);
-            let ended = self
-                .call
-                .facts
-                .iter()
-                .find(|f| matches!(f.kind, FactKind::CallEnded(_)));
-            let d = divergence(
-                &st.report,
-                DivergenceKind::Result,
-                st.emitted + 1,
-                ended.map(|f| f.seq),
-                e,
-                a,
-                diff,
-            );
-            self.note(&mut st, d);
+            // Different only in markers one side could not key: equal as
+            // far as can be shown.
+            hidden = reel_core::matching::split_unproven(&mut diff);
+            matches = diff.is_empty() && !hidden.is_empty();
+            if !matches {
+                let ended = self
+                    .call
+                    .facts
+                    .iter()
+                    .find(|f| matches!(f.kind, FactKind::CallEnded(_)));
+                let d = divergence(
+                    &st.report,
+                    DivergenceKind::Result,
+                    st.emitted + 1,
+                    ended.map(|f| f.seq),
+                    e,
+                    a,
+                    diff,
+                );
+                self.note(&mut st, d);
+            }
         }
         if matches {
             let outcome = serde_json::to_value(&actual).unwrap_or_default();
-            for place in reel_core::matching::redacted_paths("call.ended:/outcome", &outcome) {
-                st.report.unproven.push(place);
+            let bare = reel_core::matching::bare_marker_paths("call.ended:/outcome", &outcome);
+            for place in bare.into_iter().chain(hidden) {
+                if !st.report.unproven.contains(&place) {
+                    st.report.unproven.push(place);
+                }
             }
         }
         st.report.result.actual = Some(actual.clone());
@@ -302,9 +312,15 @@ impl ReplayBackend {
                 Some(rec) => {
                     let mut expected = rec.kind.clone();
                     resolve_refs(&mut expected, &self.session.recording.artifacts);
-                    let diff = diff_kinds(&expected, &kind, &self.session.options.ignore);
+                    let mut diff = diff_kinds(&expected, &kind, &self.session.options.ignore);
+                    let hidden = reel_core::matching::split_unproven(&mut diff);
                     if diff.is_empty() {
                         unproven_at(&mut st.report, &expected);
+                        for place in hidden {
+                            if !st.report.unproven.contains(&place) {
+                                st.report.unproven.push(place);
+                            }
+                        }
                     } else {
                         let d = divergence(
                             &st.report,
@@ -422,7 +438,9 @@ impl CallBackend for ReplayBackend {
                     .get(&need.need)
                     .cloned()
                     .unwrap_or_else(|| format!("reel-replay-stand-in:{}", r.fingerprint.0));
-                self.state().secrets.add(Secret::new(secret.clone()));
+                self.state()
+                    .secrets
+                    .add_credential(Secret::new(secret.clone()), Some(&r.fingerprint));
                 let mut c = Credential::new(
                     need.need.clone(),
                     Secret::new(secret),
@@ -644,9 +662,9 @@ impl CallBackend for ReplayBackend {
             _ => None,
         };
         let old = recorded.is_some_and(|r| r.starts_with("sha256:"));
-        if let (Some(archive), false) = (&self.session.options.teardown_keys, old) {
+        if let (Some(keys), false) = (&self.session.options.keys, old) {
             return reel::context::keyed_teardown_key_hash(
-                |bytes| archive.keyed_mac(reel::context::TEARDOWN_KEY_PURPOSE, bytes),
+                |bytes| keys.keyed_mac(reel::context::TEARDOWN_KEY_PURPOSE, bytes),
                 tool,
                 scope,
                 key,

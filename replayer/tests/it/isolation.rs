@@ -134,7 +134,7 @@ async fn a_recorded_cross_run_session_repeat_replays_from_the_archive_and_the_ta
     let archive = record_session_runs(dir.path()).await;
     for recording in recordings(&archive, dir.path(), "s-2") {
         assert_eq!(registered_firsts(&recording.facts), [false]);
-        let keyed = ReplayOptions::default().teardown_keys(&archive);
+        let keyed = ReplayOptions::default().keyed(&archive.keyring());
         assert_clean(&replay(&recording, &tools(), &keyed).await);
         let report = replay(&recording, &tools(), &ReplayOptions::default()).await;
         assert_clean(&report);
@@ -164,7 +164,7 @@ async fn the_recorded_answer_does_not_hide_a_tool_that_registers_another_key() {
     let changed = Tools::new().register("browser", |ctx, _key: String| {
         browser(ctx, "browser-v2".into())
     });
-    let keyed = ReplayOptions::default().teardown_keys(&archive);
+    let keyed = ReplayOptions::default().keyed(&archive.keyring());
     for recording in recordings(&archive, dir.path(), "s-2") {
         let unkeyed = replay(&recording, &changed, &ReplayOptions::default()).await;
         assert!(unkeyed.is_match(), "{unkeyed}");

@@ -288,7 +288,7 @@ async fn keyed_teardown_hashes_replay_without_the_key_and_a_changed_key_diverges
         "not the unkeyed hash anyone can compute"
     );
 
-    let keyed = ReplayOptions::default().teardown_keys(&archive);
+    let keyed = ReplayOptions::default().keyed(&archive.keyring());
     for recording in recordings(&archive, dir.path(), "pins") {
         assert_clean(&replay(&recording, &pins, &keyed).await);
         let report = replay(&recording, &pins, &ReplayOptions::default()).await;
