@@ -163,6 +163,14 @@ impl Session {
         Session::from_tape(&tape, format!("run {what} in {}", archive.display()))
     }
 
+    /// Whether the session was a 2026-07-28 one only: opened without
+    /// `initialize` (with `server/discover`, or with that version's
+    /// per-request `_meta`). Served over HTTP, it has no session id.
+    pub fn sessionless(&self) -> bool {
+        self.initialize_result.is_none()
+            && (self.discover_result.is_some() || self.request_meta.is_some())
+    }
+
     /// The session a tape holds. Large payloads kept as artifacts are put
     /// back in place.
     pub fn from_tape(tape: &Tape, source: String) -> Result<Session, LoadError> {
