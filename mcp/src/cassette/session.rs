@@ -171,6 +171,27 @@ impl Session {
             && (self.discover_result.is_some() || self.request_meta.is_some())
     }
 
+    /// The recorded calls whose arguments or answer hold a redacted value
+    /// (the record's marker): the mock serves them as recorded, redacted,
+    /// and a client sending the real argument misses them.
+    pub fn redacted_calls(&self) -> Vec<&Interaction> {
+        use super::matching::holds_redacted;
+        self.calls
+            .iter()
+            .filter(|c| {
+                holds_redacted(&c.args)
+                    || match &c.outcome {
+                        Some(CallOutcome::Ok { result }) => holds_redacted(result),
+                        Some(CallOutcome::Error { error, result }) => {
+                            error.contains(reel::marker::MARKER)
+                                || result.as_ref().is_some_and(holds_redacted)
+                        }
+                        _ => false,
+                    }
+            })
+            .collect()
+    }
+
     /// The session a tape holds. Large payloads kept as artifacts are put
     /// back in place.
     pub fn from_tape(tape: &Tape, source: String) -> Result<Session, LoadError> {

@@ -53,6 +53,7 @@ pub fn run(dir: &Path, args: MockArgs) -> Result<ExitCode, Failure> {
         Ok(s) => s,
         Err(e) => return Ok(super::bad_input(&e.to_string())),
     };
+    say_redacted(&session);
     let cassette = Cassette::new(session, &ignore);
     match args.listen {
         Some(listen) => run_http(cassette, listen, &args),
@@ -61,6 +62,32 @@ pub fn run(dir: &Path, args: MockArgs) -> Result<ExitCode, Failure> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// Tells the operator which recorded calls hold redacted values: they are
+/// served redacted, and a client sending the real argument misses them.
+fn say_redacted(session: &Session) {
+    let redacted = session.redacted_calls();
+    if redacted.is_empty() {
+        return;
+    }
+    let mut named: Vec<String> = redacted
+        .iter()
+        .take(5)
+        .map(|c| format!("{} `{}`", c.call_id, c.tool))
+        .collect();
+    if redacted.len() > 5 {
+        named.push(format!("and {} more", redacted.len() - 5));
+    }
+    eprintln!(
+        "reel: mock: {} recorded call{} hold{} redacted values ({}), served as recorded, redacted: {}; \
+         a client sending the real argument misses it (--ignore call.started:/args/FIELD matches any)",
+        redacted.len(),
+        if redacted.len() == 1 { "" } else { "s" },
+        if redacted.len() == 1 { "s" } else { "" },
+        reel::marker::MARKER,
+        escape(&named.join(", "))
+    );
 }
 
 /// `--listen ADDR`: serves over streamable HTTP until interrupted.
