@@ -32,11 +32,17 @@ struct Mock {
 
 impl Mock {
     fn start(archive: &Path, session: &str) -> Mock {
+        Mock::start_with(archive, session, &[])
+    }
+
+    /// [`Mock::start`] with `extra` arguments.
+    fn start_with(archive: &Path, session: &str, extra: &[&str]) -> Mock {
         let mut child = Killed(
             Command::new(REEL)
                 .arg("--archive")
                 .arg(archive)
                 .args(["mcp", "mock", session, "--listen", "127.0.0.1:0"])
+                .args(extra)
                 .env("REEL_CONFIG_DIR", archive.with_file_name("config"))
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
@@ -240,7 +246,9 @@ fn the_http_mock_answers_the_python_client_as_the_stdio_mock_does() {
     let tape = d.tape.to_str().unwrap();
     for mode in ["legacy", "2026-07-28"] {
         let (stdio, _) = mock_report(&d, mode);
-        let mock = Mock::start(&d.archive, tape);
+        let report = d.archive.with_file_name(format!("report-{mode}.json"));
+        let extra = ["--report", report.to_str().unwrap(), "--json"];
+        let mock = Mock::start_with(&d.archive, tape, &extra);
         assert!(!mock.said.contains("sessionless"), "{}", mock.said);
         let http = mock_client(&mock.url, mode);
         assert_eq!(
@@ -254,6 +262,18 @@ fn the_http_mock_answers_the_python_client_as_the_stdio_mock_does() {
             said.contains("reel: mock: the record has no call of `"),
             "{said}"
         );
+        // What it did, written when it stopped.
+        let report: Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+        assert_eq!(
+            report["tools_discovered"],
+            json!(["add", "confirm", "count", "next"])
+        );
+        assert_eq!(report["tools_uncovered"], json!([]), "{report}");
+        assert_eq!(report["calls_missed"], 3, "{report}");
+        assert_eq!(report["requests_refused"], 0, "{report}");
+        if mode == "legacy" {
+            assert_eq!(report["calls_served"], 5, "{report}");
+        }
     }
     let mock = Mock::start(&d.archive, tape);
     let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
@@ -476,7 +496,9 @@ fn batches_and_headers_that_disagree_with_the_body_are_refused_and_recorded_so()
     // The mock keeps the same rules, and a refused call answers nothing.
     let d = dirs();
     record_mock_session(&d);
-    let mock = Mock::start(&d.archive, d.tape.to_str().unwrap());
+    let report = d.archive.with_file_name("report.txt");
+    let extra = ["--report", report.to_str().unwrap()];
+    let mock = Mock::start_with(&d.archive, d.tape.to_str().unwrap(), &extra);
     refused_at(&mock.addr, &call);
     // (rmcp asks a 2026-07-28 request for its version in a header too.)
     let named = "MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: add\r\n";
@@ -488,6 +510,11 @@ fn batches_and_headers_that_disagree_with_the_body_are_refused_and_recorded_so()
         json!({"result": 5})
     );
     mock.stop();
+    let report = std::fs::read_to_string(&report).unwrap();
+    assert!(
+        report.contains("calls served: 1\n") && report.contains("requests refused: 4\n"),
+        "{report}"
+    );
 }
 
 /// Sends the refused requests to `addr`: a batch, then `tools/call`s of

@@ -210,6 +210,7 @@ async fn handle(
     if parts.method == Method::POST {
         if let Some(refused) = crate::refusal::refusal(&parts.headers, &body) {
             tracing::warn!("refused a request: {}", refused.message);
+            mock.cassette.refused();
             return refused.response().map(|b| b.boxed());
         }
         if let Ok(tag) = HeaderValue::from_str(&exchange) {

@@ -48,6 +48,7 @@ mod http;
 pub mod matching;
 mod recorded;
 mod relay;
+mod report;
 pub(crate) mod rounds;
 pub mod session;
 
@@ -75,6 +76,7 @@ use crate::serve::{serve_until_closed, ServeError};
 pub use http::{BoundHttpMock, HttpMock};
 pub use matching::{parse_ignore, Match};
 use relay::Exact;
+pub use report::Report;
 pub use session::{Event, Interaction, LoadError, Read, Session};
 
 /// The MCP server of a recorded session. Cheap to clone; each connection
@@ -88,6 +90,8 @@ pub struct Cassette {
     /// The recorded JSON of answers on their way out, by request id (as
     /// JSON text): the relay puts it in place of rmcp's typed result.
     exact: Exact,
+    /// What it did, for [`Cassette::report`].
+    tally: Arc<Mutex<report::Tally>>,
 }
 
 impl std::fmt::Debug for Cassette {
@@ -110,6 +114,7 @@ impl Cassette {
             used: Arc::new(Mutex::new(vec![false; n])),
             rounds: rounds::Rounds::new(),
             exact: Exact::default(),
+            tally: Arc::default(),
         }
     }
 
@@ -156,8 +161,14 @@ impl Cassette {
     fn take(&self, tool: &str, args: &Value) -> Match {
         let mut used = lock(&self.used);
         let m = matching::find(&self.session.calls, &used, tool, args, &self.ignored);
-        if let Match::Hit(i) = m {
-            used[i] = true;
+        let mut tally = lock(&self.tally);
+        match &m {
+            Match::Hit(i) => {
+                used[*i] = true;
+                tally.served += 1;
+                tally.covered.insert(tool.to_owned());
+            }
+            Match::Miss { .. } => tally.missed += 1,
         }
         m
     }

@@ -40,6 +40,14 @@ pub struct MockArgs {
     /// 413.
     #[arg(long, value_name = "BYTES", default_value_t = reel_mcp::proxy::DEFAULT_MAX_BODY)]
     max_body: usize,
+    /// When the mock stops, write what it did to this file: the tools the
+    /// record offers, those covered and uncovered, the calls served,
+    /// missed and refused (on stdio the client hides standard error).
+    #[arg(long, value_name = "FILE")]
+    report: Option<std::path::PathBuf>,
+    /// With `--report`: write it as JSON.
+    #[arg(long, requires = "report")]
+    json: bool,
 }
 
 /// Serves the session until the client closes standard input, or with
@@ -55,13 +63,29 @@ pub fn run(dir: &Path, args: MockArgs) -> Result<ExitCode, Failure> {
     };
     say_redacted(&session);
     let cassette = Cassette::new(session, &ignore);
-    match args.listen {
-        Some(listen) => run_http(cassette, listen, &args),
+    let kept = cassette.clone();
+    let code = match args.listen {
+        Some(listen) => run_http(cassette, listen, &args)?,
         None => {
             super::super::runtime()?.block_on(cassette.serve_stdio())?;
-            Ok(ExitCode::SUCCESS)
+            ExitCode::SUCCESS
         }
+    };
+    if let Some(file) = &args.report {
+        let report = kept.report();
+        let text = if args.json {
+            serde_json::to_string_pretty(&report).unwrap_or_default() + "\n"
+        } else {
+            report.text()
+        };
+        std::fs::write(file, text).map_err(|e| {
+            Failure::msg(format!(
+                "--report {}: cannot write it: {e}",
+                crate::failure::shown(file)
+            ))
+        })?;
     }
+    Ok(code)
 }
 
 /// Tells the operator which recorded calls hold redacted values: they are
