@@ -1,6 +1,9 @@
 """Drives `reel mcp mock TAPE` with the official Python MCP client.
 
     python3 mcp_mock_client.py REEL_BINARY TAPE
+    python3 mcp_mock_client.py http://HOST:PORT/mcp
+
+(a URL: `reel mcp mock TAPE --listen ADDR` serving it over streamable HTTP).
 
 MCP_MODE is the client's mode: `legacy` (the initialize handshake,
 2025-11-25; the default) or `2026-07-28` (no handshake; a question comes
@@ -122,7 +125,10 @@ async def scenario(client, obs):
 
 
 async def main():
-    server = StdioServerParameters(command=sys.argv[1], args=["mcp", "mock", sys.argv[2]])
+    if sys.argv[1].startswith("http://"):
+        server = sys.argv[1]
+    else:
+        server = StdioServerParameters(command=sys.argv[1], args=["mcp", "mock", sys.argv[2]])
     obs = Observer()
     async with Client(
         server,

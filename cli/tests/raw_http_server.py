@@ -3,7 +3,10 @@ tests (mcp_record_rules.rs): every POST is answered with one JSON
 response, no session. `tools/call` answers `hello NAME`, the name the
 client gave in the request's `_meta` (2026-07-28). Standard library only.
 
-    python3 raw_http_server.py PORT
+    python3 raw_http_server.py PORT [HEADERS_FILE]
+
+With HEADERS_FILE, the `Mcp-*` headers of each POST are appended to it as
+one JSON object per line (what the proxy forwarded).
 """
 
 import json
@@ -16,6 +19,10 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self):
         body = self.rfile.read(int(self.headers.get("content-length", 0)))
+        if len(sys.argv) > 2:
+            seen = {k.lower(): v for k, v in self.headers.items() if k.lower().startswith("mcp-")}
+            with open(sys.argv[2], "a") as f:
+                f.write(json.dumps(seen) + "\n")
         m = json.loads(body)
         params = m.get("params") or {}
         who = params.get("_meta", {}).get("io.modelcontextprotocol/clientInfo", {})

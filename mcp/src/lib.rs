@@ -39,8 +39,10 @@ pub mod cassette;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
+mod gate;
 pub mod outcome;
 pub mod proxy;
+mod refusal;
 pub mod serve;
 pub mod verify;
 

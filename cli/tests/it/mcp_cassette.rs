@@ -24,14 +24,14 @@ fn tests_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests")
 }
 
-struct Dirs {
+pub(crate) struct Dirs {
     _tmp: tempfile::TempDir,
-    archive: PathBuf,
-    config: PathBuf,
-    tape: PathBuf,
+    pub(crate) archive: PathBuf,
+    pub(crate) config: PathBuf,
+    pub(crate) tape: PathBuf,
 }
 
-fn dirs() -> Dirs {
+pub(crate) fn dirs() -> Dirs {
     let tmp = tempfile::tempdir().unwrap();
     Dirs {
         archive: tmp.path().join("archive"),
@@ -91,7 +91,7 @@ fn text_result(text: &str, structured: Option<Value>) -> Value {
 /// A session in the proxy's shape, recorded with the real recorder as the
 /// proxy records one: the exchanges, then each tools/call with its
 /// progress, log and elicitation facts filed through the call's context.
-fn record_mock_session(d: &Dirs) -> String {
+pub(crate) fn record_mock_session(d: &Dirs) -> String {
     let run_id = "mcp-0123456789abcdef0123456789abcdef".to_owned();
     runtime().block_on(async {
         let recorder = recorder(d).await;
@@ -209,7 +209,7 @@ fn record_mock_session(d: &Dirs) -> String {
 /// a client mode (`legacy` or `2026-07-28`).
 /// What the Python client reports, and what the mock (its child) said on
 /// standard error.
-fn mock_report(d: &Dirs, mode: &str) -> (Value, String) {
+pub(crate) fn mock_report(d: &Dirs, mode: &str) -> (Value, String) {
     let out = Command::new("python3")
         .arg(tests_dir().join("mcp_mock_client.py"))
         .arg(env!("CARGO_BIN_EXE_reel"))

@@ -440,7 +440,7 @@ fn a_stopped_proxy_answers_the_calls_in_flight_and_records_them_aborted() {
 /// The FastMCP server (tests/fastmcp_server.py) over streamable HTTP on a
 /// free port: its guard against DNS rebinding is the SDK's default
 /// (loopback `Host` names only). Its endpoint.
-fn fastmcp_http() -> (Killed, String) {
+pub(crate) fn fastmcp_http() -> (Killed, String) {
     require_python();
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -471,6 +471,12 @@ fn fastmcp_http() -> (Killed, String) {
 
 /// tests/raw_http_server.py on a free port, once it listens; its port.
 fn raw_http_upstream() -> (Killed, u16) {
+    raw_http_upstream_with(&[])
+}
+
+/// [`raw_http_upstream`] with `extra` arguments (a file it writes the
+/// `Mcp-*` headers it got to).
+pub(crate) fn raw_http_upstream_with(extra: &[&str]) -> (Killed, u16) {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -480,6 +486,7 @@ fn raw_http_upstream() -> (Killed, u16) {
         Command::new("python3")
             .arg(tests_dir().join("raw_http_server.py"))
             .arg(port.to_string())
+            .args(extra)
             .stdin(Stdio::null())
             .spawn()
             .unwrap(),
@@ -496,7 +503,7 @@ fn raw_http_upstream() -> (Killed, u16) {
 
 /// `reel mcp record --listen 127.0.0.1:0 --upstream UPSTREAM EXTRA...`;
 /// the address it listens at (`127.0.0.1:PORT`).
-fn http_proxy(archive: &Path, upstream: &str, extra: &[&str]) -> (Killed, String) {
+pub(crate) fn http_proxy(archive: &Path, upstream: &str, extra: &[&str]) -> (Killed, String) {
     let mut child = Killed(
         Command::new(REEL)
             .arg("--archive")

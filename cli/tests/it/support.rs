@@ -102,10 +102,11 @@ pub fn files_under(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// Reads the standard error of `reel mcp record --listen` up to the line
-/// that says where it listens (`reel: recording MCP traffic to UPSTREAM at
-/// http://ADDR/mcp (...)`); returns that URL, the last one on the line,
-/// and everything said until then.
+/// Reads the standard error of `reel mcp record --listen` (or `reel mcp
+/// mock --listen`) up to the line that says where it listens (`reel:
+/// recording MCP traffic to UPSTREAM at http://ADDR/mcp (...)`, `reel:
+/// serving the recorded MCP session S at http://ADDR/mcp (...)`); returns
+/// that URL, the last one on the line, and everything said until then.
 pub fn proxy_url(stderr: &mut impl BufRead) -> (String, String) {
     let mut said = String::new();
     loop {
@@ -115,7 +116,9 @@ pub fn proxy_url(stderr: &mut impl BufRead) -> (String, String) {
             "the proxy never said where it listens: {said}"
         );
         said.push_str(&line);
-        if line.starts_with("reel: recording MCP traffic to ") {
+        if line.starts_with("reel: recording MCP traffic to ")
+            || line.starts_with("reel: serving the recorded MCP session ")
+        {
             let url = line
                 .split_whitespace()
                 .rev()

@@ -160,6 +160,16 @@ pub enum Match {
     },
 }
 
+/// Whether `value` holds a redacted string (the record's marker) anywhere.
+pub fn holds_redacted(value: &Value) -> bool {
+    match value {
+        Value::String(s) => s.contains(reel::marker::MARKER),
+        Value::Array(a) => a.iter().any(holds_redacted),
+        Value::Object(o) => o.values().any(holds_redacted),
+        _ => false,
+    }
+}
+
 /// Matches `tool` with `args` against `calls`, skipping those already
 /// answered (`used`). Among identical recorded calls the first unanswered
 /// one in recorded order answers; there is no first-in, first-out guess
@@ -206,10 +216,20 @@ pub fn find(
     }
     if let Some((i, diffs)) = best {
         let first = diffs[0].clone();
+        // A recorded value that was redacted never equals the real one:
+        // the mock says so, and how to match it anyway.
+        let redacted = match first.expected.as_ref().is_some_and(holds_redacted) {
+            true => format!(
+                "; the recorded value was redacted ({}): --ignore call.started:/args{} matches any",
+                reel::marker::MARKER,
+                first.pointer
+            ),
+            false => String::new(),
+        };
         return Match::Miss {
             closest: Some(i),
             message: format!(
-                "reel mock: no recorded call matches `{tool}` {args}: closest is call {} `{}` ({}), first difference {first}",
+                "reel mock: no recorded call matches `{tool}` {args}: closest is call {} `{}` ({}), first difference {first}{redacted}",
                 calls[i].call_id,
                 calls[i].tool,
                 if diffs.len() == 1 { "1 field differs".to_string() } else { format!("{} fields differ", diffs.len()) },

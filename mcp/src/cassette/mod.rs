@@ -44,13 +44,15 @@
 
 #![allow(deprecated)]
 
+mod http;
 pub mod matching;
 mod recorded;
+mod relay;
+mod report;
 pub(crate) mod rounds;
 pub mod session;
 
 use std::borrow::Cow;
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use reel::context::Elicitation;
@@ -68,10 +70,13 @@ use rmcp::model::{
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::ServerHandler;
 use serde_json::{json, Value};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 
 use crate::serve::{serve_until_closed, ServeError};
+pub use http::{BoundHttpMock, HttpMock};
 pub use matching::{parse_ignore, Match};
+use relay::Exact;
+pub use report::Report;
 pub use session::{Event, Interaction, LoadError, Read, Session};
 
 /// The MCP server of a recorded session. Cheap to clone; each connection
@@ -85,9 +90,9 @@ pub struct Cassette {
     /// The recorded JSON of answers on their way out, by request id (as
     /// JSON text): the relay puts it in place of rmcp's typed result.
     exact: Exact,
+    /// What it did, for [`Cassette::report`].
+    tally: Arc<Mutex<report::Tally>>,
 }
-
-type Exact = Arc<Mutex<HashMap<String, Value>>>;
 
 impl std::fmt::Debug for Cassette {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -109,13 +114,14 @@ impl Cassette {
             used: Arc::new(Mutex::new(vec![false; n])),
             rounds: rounds::Rounds::new(),
             exact: Exact::default(),
+            tally: Arc::default(),
         }
     }
 
     /// The answer to request `context.id` is `recorded`, field for field.
     fn exactly(&self, context: &RequestContext<RoleServer>, recorded: &Value) {
-        if let Ok(id) = serde_json::to_string(&context.id) {
-            lock(&self.exact).insert(id, recorded.clone());
+        if let Some(key) = relay::key(relay::exchange_of(context), &context.id) {
+            lock(&self.exact).insert(key, recorded.clone());
         }
     }
 
@@ -144,7 +150,7 @@ impl Cassette {
             let _ = tokio::io::copy(&mut read, &mut relay_write).await;
             let _ = relay_write.shutdown().await;
         });
-        let outbound = tokio::spawn(relay(relay_read, write, self.exact.clone()));
+        let outbound = tokio::spawn(relay::relay(relay_read, write, self.exact.clone()));
         let served = serve_until_closed(self, rmcp_read, rmcp_write).await;
         // rmcp's side is dropped: the relay reads to its end and flushes.
         let _ = outbound.await;
@@ -155,64 +161,20 @@ impl Cassette {
     fn take(&self, tool: &str, args: &Value) -> Match {
         let mut used = lock(&self.used);
         let m = matching::find(&self.session.calls, &used, tool, args, &self.ignored);
-        if let Match::Hit(i) = m {
-            used[i] = true;
+        let mut tally = lock(&self.tally);
+        match &m {
+            Match::Hit(i) => {
+                used[*i] = true;
+                tally.served += 1;
+                tally.covered.insert(tool.to_owned());
+            }
+            Match::Miss { .. } => tally.missed += 1,
         }
         m
     }
 }
 
 use reel::lock::lock;
-
-/// Copies rmcp's lines to the client; a response whose recorded JSON is
-/// in `exact` goes out as recorded (see the module docs).
-async fn relay<R, W>(read: R, mut write: W, exact: Exact)
-where
-    R: tokio::io::AsyncRead + Unpin,
-    W: tokio::io::AsyncWrite + Unpin,
-{
-    let mut read = tokio::io::BufReader::new(read);
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        match read.read_until(b'\n', &mut line).await {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {}
-        }
-        let out = recorded_answer(&line, &exact).unwrap_or_else(|| line.clone());
-        if write.write_all(&out).await.is_err() || write.flush().await.is_err() {
-            break;
-        }
-    }
-    let _ = write.shutdown().await;
-}
-
-/// `line` (a response of rmcp's) with its result replaced by the recorded
-/// one waiting in `exact`, rmcp's own additions kept; `None`: unchanged.
-fn recorded_answer(line: &[u8], exact: &Exact) -> Option<Vec<u8>> {
-    let mut message: Value = serde_json::from_slice(line).ok()?;
-    let id = serde_json::to_string(message.get("id")?).ok()?;
-    let typed = message.get_mut("result")?;
-    let Value::Object(mut recorded) = lock(exact).remove(&id)? else {
-        return None;
-    };
-    // What rmcp decides, not the record: the version negotiated with this
-    // client, and members the record lacks that the negotiated version
-    // requires (2026-07-28's `resultType`, a listing's `ttlMs`...).
-    if let Value::Object(typed) = typed.take() {
-        for (k, v) in typed {
-            if k == "protocolVersion" {
-                recorded.insert(k, v);
-            } else {
-                recorded.entry(k).or_insert(v);
-            }
-        }
-    }
-    *typed = Value::Object(recorded);
-    let mut out = serde_json::to_vec(&message).ok()?;
-    out.push(b'\n');
-    Some(out)
-}
 
 fn recorded_error(text: &str) -> ErrorData {
     // `json-rpc error CODE: MESSAGE`, as the record words it.

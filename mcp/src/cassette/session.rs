@@ -163,6 +163,35 @@ impl Session {
         Session::from_tape(&tape, format!("run {what} in {}", archive.display()))
     }
 
+    /// Whether the session was a 2026-07-28 one only: opened without
+    /// `initialize` (with `server/discover`, or with that version's
+    /// per-request `_meta`). Served over HTTP, it has no session id.
+    pub fn sessionless(&self) -> bool {
+        self.initialize_result.is_none()
+            && (self.discover_result.is_some() || self.request_meta.is_some())
+    }
+
+    /// The recorded calls whose arguments or answer hold a redacted value
+    /// (the record's marker): the mock serves them as recorded, redacted,
+    /// and a client sending the real argument misses them.
+    pub fn redacted_calls(&self) -> Vec<&Interaction> {
+        use super::matching::holds_redacted;
+        self.calls
+            .iter()
+            .filter(|c| {
+                holds_redacted(&c.args)
+                    || match &c.outcome {
+                        Some(CallOutcome::Ok { result }) => holds_redacted(result),
+                        Some(CallOutcome::Error { error, result }) => {
+                            error.contains(reel::marker::MARKER)
+                                || result.as_ref().is_some_and(holds_redacted)
+                        }
+                        _ => false,
+                    }
+            })
+            .collect()
+    }
+
     /// The session a tape holds. Large payloads kept as artifacts are put
     /// back in place.
     pub fn from_tape(tape: &Tape, source: String) -> Result<Session, LoadError> {

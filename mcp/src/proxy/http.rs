@@ -42,7 +42,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
-use http::{header, HeaderMap, Uri};
+use http::{HeaderMap, Uri};
 use reel::context::Secret;
 use reel::fact::RunStatus;
 use reel_recorder::{Recorder, Run, RunStart};
@@ -84,37 +84,18 @@ pub struct HttpProxy {
     upstream: Uri,
     secrets: Vec<Secret>,
     max_body: usize,
-    /// The host names a request's `Host` and `Origin` may name (any
-    /// port), normalized ([`normalize_host`]).
-    allowed_hosts: Vec<String>,
+    /// Who may use the proxy: `Host` and `Origin` names, its tokens.
+    gate: Gate,
     /// How long a client's sessionless run may see no exchange before it
     /// is ended ([`HttpProxy::idle_close`]).
     idle_close: std::time::Duration,
-    /// The proxy's own tokens ([`HttpProxy::token`]); none: no token asked.
-    tokens: Vec<Secret>,
 }
 
-/// The header a client presents the proxy's own token in
-/// ([`HttpProxy::token`]). Not `Authorization`: that one carries the
-/// upstream's bearer token, passed through untouched.
-pub const TOKEN_HEADER: &str = "reel-token";
-
-/// The shortest token the proxy accepts.
-pub const MIN_TOKEN_LEN: usize = 16;
+use crate::gate::Gate;
+pub use crate::gate::{MIN_TOKEN_LEN, TOKEN_HEADER};
 
 /// The default of [`HttpProxy::idle_close`]: five minutes.
 pub const DEFAULT_IDLE_CLOSE: std::time::Duration = std::time::Duration::from_secs(300);
-
-/// The host names the proxy answers for unless told more
-/// ([`HttpProxy::allow_host`]): the loopback names, any port.
-pub const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
-
-/// A host name as compared: lower case, without IPv6 brackets.
-fn normalize_host(host: &str) -> String {
-    host.trim_start_matches('[')
-        .trim_end_matches(']')
-        .to_ascii_lowercase()
-}
 
 /// What an HTTP proxy recorded, once stopped.
 #[derive(Debug)]
@@ -151,9 +132,11 @@ impl HttpProxy {
             upstream: uri,
             secrets: Vec::new(),
             max_body: DEFAULT_MAX_BODY,
-            allowed_hosts: LOOPBACK_HOSTS.iter().map(|h| h.to_string()).collect(),
+            gate: Gate::new(
+                "reel mcp record",
+                "call the upstream MCP server through the proxy and have their traffic recorded",
+            ),
             idle_close: DEFAULT_IDLE_CLOSE,
-            tokens: Vec::new(),
         })
     }
 
@@ -161,79 +144,14 @@ impl HttpProxy {
     /// `name` (a host name or address, no port: any port matches), besides
     /// [`LOOPBACK_HOSTS`]. `Err` says what is wrong with the name.
     pub fn allow_host(mut self, name: &str) -> Result<HttpProxy, String> {
-        let host = normalize_host(name.trim());
-        let parsed = http::uri::Authority::try_from(name.trim());
-        let bare = match &parsed {
-            Ok(a) => a.port().is_none() && normalize_host(a.host()) == host,
-            // An IPv6 address without brackets is no authority, but a host.
-            Err(_) => host.parse::<std::net::Ipv6Addr>().is_ok(),
-        };
-        if host.is_empty() || !bare {
-            return Err(format!(
-                "--allow-host {name:?} is not a host name; give a name or an address \
-                 without scheme, port or path (e.g. --allow-host mcp.internal)"
-            ));
-        }
-        if !self.allowed_hosts.contains(&host) {
-            self.allowed_hosts.push(host);
-        }
+        self.gate.allow_host(name)?;
         Ok(self)
     }
 
     /// Why a request may not be answered (`Host` or `Origin` naming a
-    /// host not allowed), or `None`. The guard against DNS rebinding: a
-    /// page a browser loaded from a name an attacker controls, rebound to
-    /// this address, sends that name in `Host` and its origin in `Origin`.
+    /// host not allowed, the proxy's token missing), or `None`.
     fn refusal(&self, headers: &HeaderMap) -> Option<String> {
-        let allowed = |host: &str| self.allowed_hosts.contains(&normalize_host(host));
-        let hosts = self.allowed_hosts.join(", ");
-        let advice = "start the proxy with --allow-host NAME to accept another name";
-        // (An HTTP/2 request's `:authority` was made its `Host` by then.)
-        let host = headers.get(header::HOST).map(|v| {
-            v.to_str()
-                .ok()
-                .and_then(|t| http::uri::Authority::try_from(t).ok())
-        });
-        match host {
-            None => {
-                return Some(format!(
-                    "reel mcp record: the request has no Host header; this proxy answers only \
-                 requests naming {hosts} (any port) in Host, a guard against DNS rebinding\n"
-                ))
-            }
-            Some(Some(a)) if allowed(a.host()) => {}
-            Some(_) => {
-                let shown = headers
-                    .get(header::HOST)
-                    .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
-                    .unwrap_or_default();
-                return Some(format!(
-                    "reel mcp record: refused the Host {shown:?}: this proxy answers only \
-                     {hosts} (any port), a guard against DNS rebinding; {advice}\n"
-                ));
-            }
-        }
-        if !self.token_presented(headers) {
-            return Some(
-                "reel mcp record: this proxy needs its token: send it in the Reel-Token header \
-                 (the one in the file given with --token-file)\n"
-                    .to_owned(),
-            );
-        }
-        let origin = headers.get(header::ORIGIN)?;
-        let origin_host = origin
-            .to_str()
-            .ok()
-            .and_then(|t| t.parse::<Uri>().ok())
-            .and_then(|u| u.host().map(str::to_owned));
-        match origin_host {
-            Some(h) if allowed(&h) => None,
-            _ => Some(format!(
-                "reel mcp record: refused the Origin {:?}: this proxy answers only pages of \
-                 {hosts} (any port), a guard against DNS rebinding; {advice}\n",
-                String::from_utf8_lossy(origin.as_bytes())
-            )),
-        }
+        self.gate.refusal(headers)
     }
 
     /// The largest message held in memory ([`DEFAULT_MAX_BODY`] unless
@@ -261,7 +179,7 @@ impl HttpProxy {
     /// client's OAuth flow toward the upstream); the header is never
     /// forwarded. Needed to listen off loopback ([`HttpProxy::check_listen`]).
     pub fn token(mut self, token: Secret) -> HttpProxy {
-        self.tokens.push(token);
+        self.gate.token(token);
         self
     }
 
@@ -270,42 +188,7 @@ impl HttpProxy {
     /// their traffic recorded), and any token shorter than
     /// [`MIN_TOKEN_LEN`]. The error says what to do.
     pub fn check_listen(&self, addr: SocketAddr) -> Result<(), String> {
-        if let Some(short) = self
-            .tokens
-            .iter()
-            .find(|t| t.expose().chars().count() < MIN_TOKEN_LEN)
-        {
-            return Err(format!(
-                "the token is {} characters long: use at least {MIN_TOKEN_LEN} (e.g. `openssl rand -hex 32 > FILE`)",
-                short.expose().chars().count()
-            ));
-        }
-        if addr.ip().is_loopback() || !self.tokens.is_empty() {
-            return Ok(());
-        }
-        Err(format!(
-            "refusing to listen on {addr} without a token: anyone who can reach that address could \
-             call the upstream MCP server through the proxy and have their traffic recorded. Pass \
-             --token-file FILE (a file holding a secret of at least {MIN_TOKEN_LEN} characters; \
-             clients send it as `Reel-Token: TOKEN`), or listen on loopback (127.0.0.1:PORT)"
-        ))
-    }
-
-    /// Whether `headers` present one of the proxy's tokens (compared in
-    /// constant time); true when it asks for none.
-    fn token_presented(&self, headers: &HeaderMap) -> bool {
-        if self.tokens.is_empty() {
-            return true;
-        }
-        let Some(given) = headers.get(TOKEN_HEADER).map(|v| v.as_bytes()) else {
-            return false;
-        };
-        self.tokens.iter().fold(false, |found, t| {
-            let want = t.expose().as_bytes();
-            let same = want.len() == given.len()
-                && want.iter().zip(given).fold(0u8, |d, (a, b)| d | (a ^ b)) == 0;
-            found | same
-        })
+        self.gate.check_listen(addr)
     }
 
     /// A value scrubbed from every fact of every session.
@@ -567,7 +450,7 @@ impl Shared {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use http::HeaderValue;
+    use http::{header, HeaderValue};
 
     #[test]
     fn the_proxys_token_is_checked_and_never_forwarded() {
@@ -596,59 +479,6 @@ mod tests {
         let open = HttpProxy::new("http://127.0.0.1:8000/mcp").unwrap();
         assert!(open.check_listen("0.0.0.0:0".parse().unwrap()).is_err());
         assert!(open.check_listen("127.0.0.1:0".parse().unwrap()).is_ok());
-    }
-
-    #[test]
-    fn host_and_origin_name_an_allowed_host_or_are_refused() {
-        let proxy = HttpProxy::new("http://127.0.0.1:8000/mcp")
-            .unwrap()
-            .allow_host("MCP.Internal")
-            .unwrap();
-        let check = |host: Option<&str>, origin: Option<&str>| {
-            let mut h = HeaderMap::new();
-            if let Some(v) = host {
-                h.insert(header::HOST, HeaderValue::from_str(v).unwrap());
-            }
-            if let Some(v) = origin {
-                h.insert(header::ORIGIN, HeaderValue::from_str(v).unwrap());
-            }
-            proxy.refusal(&h).is_none()
-        };
-        for host in [
-            "localhost",
-            "localhost:1",
-            "127.0.0.1:8765",
-            "[::1]:80",
-            "mcp.internal:9",
-        ] {
-            assert!(check(Some(host), None), "{host}");
-        }
-        for host in [
-            "evil.test",
-            "evil.test:8765",
-            "127.0.0.2",
-            "localhost.evil.test",
-            "",
-        ] {
-            assert!(!check(Some(host), None), "{host}");
-        }
-        assert!(!check(None, None), "no Host");
-        assert!(check(Some("localhost:1"), Some("http://localhost:3000")));
-        assert!(check(Some("localhost:1"), Some("https://[::1]")));
-        for origin in ["http://evil.test", "null", "file://", "garbage"] {
-            assert!(!check(Some("localhost:1"), Some(origin)), "{origin}");
-        }
-        for bad in ["", "http://x", "x:80", "x/y"] {
-            let e = HttpProxy::new("http://127.0.0.1:8000/mcp")
-                .unwrap()
-                .allow_host(bad)
-                .unwrap_err();
-            assert!(e.contains("--allow-host"), "{e}");
-        }
-        assert!(HttpProxy::new("http://127.0.0.1:8000/mcp")
-            .unwrap()
-            .allow_host("::1")
-            .is_ok());
     }
 
     #[test]

@@ -118,6 +118,12 @@ const UNANSWERED: usize = 1024;
 /// to no request in flight in its direction, progress on no known token.
 pub const UNMATCHED: &str = "mcp:unmatched";
 
+/// Tool name of the record of a request the proxy refused and never
+/// forwarded (a JSON-RPC batch, SEP-2243 headers that disagree with the
+/// body): args `message` (the body), ended with the JSON-RPC error the
+/// client was answered.
+pub const REFUSED: &str = "mcp:refused";
+
 /// Remembers request `id` in `book` (the oldest forgotten past
 /// [`UNANSWERED`]).
 fn remember(book: &mut VecDeque<String>, id: String) {
@@ -403,6 +409,27 @@ impl Router {
             let _ = call
                 .invoke(
                     move |_ctx, _args: Value| async move { Err::<Value, _>(ToolError::msg(why)) },
+                )
+                .await;
+        }));
+    }
+
+    /// Records a request the proxy refused (never forwarded) as a call
+    /// [`REFUSED`]: its args the body as sent (JSON, else text), its end
+    /// the JSON-RPC `error` object the client was answered.
+    pub(crate) fn refused(&self, body: &[u8], error: &Value) {
+        let Some(run) = &self.run else { return };
+        let message = serde_json::from_slice::<Value>(body)
+            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(body).into_owned()));
+        let text = crate::outcome::rpc_error_text(error);
+        tracing::warn!("refused a request, not forwarded: {text}");
+        let call = run
+            .call(REFUSED, json!({ "message": message }))
+            .protocol("mcp");
+        self.state().tasks.push(tokio::spawn(async move {
+            let _ = call
+                .invoke(
+                    move |_ctx, _args: Value| async move { Err::<Value, _>(ToolError::msg(text)) },
                 )
                 .await;
         }));

@@ -30,12 +30,13 @@ pub enum McpCommand {
     /// Example: reel mcp record --listen 127.0.0.1:8765 --upstream http://127.0.0.1:8000/mcp
     Record(record::RecordArgs),
     /// Serve a recorded MCP session (a tape or a run) as an MCP server on
-    /// stdio, for client tests.
+    /// stdio, or over streamable HTTP (--listen ADDR), for client tests.
     ///
     /// Calls match strictly (tool name plus arguments); a miss is a
     /// JSON-RPC error naming the closest recorded call and the first field
     /// that differs.
     /// Example: reel mcp mock session.tape.jsonl --ignore /args/request_id
+    /// Example: reel mcp mock session.tape.jsonl --listen 127.0.0.1:8766
     Mock(mock::MockArgs),
     /// Re-drive a recorded session's tool calls against a live MCP server
     /// (started over stdio) and compare each answer with the record.

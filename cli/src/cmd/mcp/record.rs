@@ -126,40 +126,49 @@ static STOPPED_BY: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::ne
 /// Resolves when the process is asked to stop: Ctrl-C (SIGINT) or, on
 /// Unix, SIGTERM (what a service manager, `kill` or a container runtime
 /// sends). Both end the proxy the same way: every run ended, the archive
-/// closed. Notes which in [`STOPPED_BY`].
-async fn interrupted() {
-    let ctrl_c = async {
-        if tokio::signal::ctrl_c().await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    };
+/// closed. Notes which in [`STOPPED_BY`]. On Unix both handlers are in
+/// place when this returns (call it within the runtime, before saying
+/// where the listener listens): a signal sent as soon as that is said
+/// stops it cleanly, never by the default action.
+pub(super) fn interrupted() -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
-    let signal = {
+    let handlers = {
         use tokio::signal::unix::{signal, SignalKind};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
+        (
+            signal(SignalKind::interrupt()).ok(),
+            signal(SignalKind::terminate()).ok(),
+        )
+    };
+    async move {
+        #[cfg(unix)]
+        let signal = match handlers {
+            (Some(mut int), Some(mut term)) => {
                 tokio::select! {
-                    _ = ctrl_c => 2,
+                    _ = int.recv() => 2,
                     _ = term.recv() => 15,
                 }
             }
-            Err(_) => {
-                ctrl_c.await;
+            _ => {
+                if tokio::signal::ctrl_c().await.is_err() {
+                    std::future::pending::<()>().await;
+                }
                 2
             }
-        }
-    };
-    #[cfg(not(unix))]
-    let signal = {
-        ctrl_c.await;
-        2
-    };
-    STOPPED_BY.store(signal, std::sync::atomic::Ordering::SeqCst);
+        };
+        #[cfg(not(unix))]
+        let signal = {
+            if tokio::signal::ctrl_c().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+            2
+        };
+        STOPPED_BY.store(signal, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
-/// The proxy's tokens from `--token-file`: one per line; the error names
-/// the file and the line, never a secret.
-fn proxy_tokens(file: &Path) -> Result<Vec<Secret>, String> {
+/// A listener's tokens from `--token-file` (the proxy's, the mock's): one
+/// per line; the error names the file and the line, never a secret.
+pub(super) fn listener_tokens(file: &Path) -> Result<Vec<Secret>, String> {
     let text = std::fs::read_to_string(file)
         .map_err(|e| format!("--token-file {}: cannot read it: {e}", shown(file)))?;
     let mut tokens = Vec::new();
@@ -170,7 +179,7 @@ fn proxy_tokens(file: &Path) -> Result<Vec<Secret>, String> {
         }
         if line.split_whitespace().count() > 1 {
             return Err(format!(
-                "--token-file {}: line {}: one token per line, nothing after it (the proxy's \
+                "--token-file {}: line {}: one token per line, nothing after it (these \
                  tokens are not limited to a tenant, as the console's may be)",
                 shown(file),
                 i + 1
@@ -218,7 +227,7 @@ fn run_http(
         proxy = proxy.secret(secret);
     }
     if let Some(file) = &args.token_file {
-        match proxy_tokens(file) {
+        match listener_tokens(file) {
             Ok(tokens) => {
                 for token in tokens {
                     proxy = proxy.token(token);
@@ -238,12 +247,13 @@ fn run_http(
             .await
             .map_err(|e| Failure::msg(format!("cannot listen at {listen}: {e}")))?;
         let recorder = open_recorder(dir).await;
+        let stop = interrupted();
         eprintln!(
             "reel: recording MCP traffic to {} at {} (Ctrl-C or SIGTERM stops)",
             escape(&shown_upstream),
             bound.url()
         );
-        let outcome = bound.run(recorder.as_ref(), interrupted()).await;
+        let outcome = bound.run(recorder.as_ref(), stop).await;
         close_recorder(recorder).await;
         outcome.map_err(|e| Failure::msg(format!("the MCP proxy failed: {e}")))
     })?;

@@ -131,6 +131,15 @@ pub(super) async fn handle(
         Err(refused) => return Ok(refused),
     };
     let endpoint = parts.uri.path() == shared.proxy.upstream.path();
+    if endpoint && parts.method == Method::POST {
+        if let Some(refused) = crate::refusal::refusal(&parts.headers, &body) {
+            drop(ticket);
+            record_refused(&shared, &parts.headers, &body, &refused).await;
+            return Ok(refused
+                .response()
+                .map(|b| b.map_err(|e| match e {}).boxed()));
+        }
+    }
     let max = shared.proxy.max_body;
     // Its turn: every request that reached the proxy before it is
     // written upstream (see `super::line`).
@@ -255,6 +264,35 @@ pub(super) async fn handle(
         max,
     };
     Ok(response.observed(head, upstream_body))
+}
+
+/// Files a request refused before forwarding ([`crate::refusal`]) in the
+/// run it belongs to: its session's, else its client's sessionless run.
+async fn record_refused(
+    shared: &Arc<Shared>,
+    headers: &HeaderMap,
+    body: &[u8],
+    refused: &crate::refusal::Refusal,
+) {
+    if shared.recorder.is_none() {
+        return;
+    }
+    let error = refused.message()["error"].clone();
+    let session = headers.get(SESSION).and_then(|v| v.to_str().ok());
+    match session {
+        Some(id) => {
+            if let Some(session) = shared.session(id).await {
+                session.router.refused(body, &error);
+            }
+        }
+        None => {
+            let client = requests(body).client;
+            if let Some(router) = shared.exchange(&client).await {
+                router.refused(body, &error);
+                close_later(shared, router, client);
+            }
+        }
+    }
 }
 
 /// `413 Payload Too Large` for a request body over `max` bytes.
