@@ -22,6 +22,7 @@ mod mcp_agents;
 mod mcp_cassette;
 mod mcp_conformance;
 mod mcp_record;
+mod mcp_record_banner;
 mod mcp_record_max_body;
 mod mcp_record_pipe_mode;
 mod mcp_record_rules;
