@@ -21,6 +21,7 @@ mod lsp;
 mod mcp_agents;
 mod mcp_cassette;
 mod mcp_conformance;
+mod mcp_one_archive;
 mod mcp_record;
 mod mcp_record_banner;
 mod mcp_record_max_body;
