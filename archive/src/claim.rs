@@ -54,6 +54,16 @@ fn lock_file(dir: &Path, name: &str) -> std::io::Result<File> {
         .open(dir.join(name))
 }
 
+/// What [`crate::Archive::open`] holds while it opens: a writer's claim
+/// (held for the archive's life), or a reader's turn (held while it
+/// opens).
+pub(crate) fn at_open(dir: &Path, read_only: bool) -> Result<(Option<File>, Option<File>)> {
+    Ok(match read_only {
+        false => (Some(claim(dir)?), None),
+        true => (None, reading(dir)?),
+    })
+}
+
 /// Claims `dir` for this writer (creating the directory when absent);
 /// the claim holds until the returned file is dropped.
 ///
