@@ -41,7 +41,14 @@ pub(super) fn measure(b: Bench<'_>) -> io::Result<()> {
         }
         (0..n).map(|_| client.call()).collect()
     };
+    let mut fresh = Vec::new();
     for round in 0..rounds {
+        // For information: the server directly, a new connection per call.
+        let mut client = mcp_http::KeptAlive::open(&upstream.url)?;
+        let took: Vec<Duration> = (0..n.min(500))
+            .map(|_| client.call_on_a_new_connection())
+            .collect::<io::Result<_>>()?;
+        fresh.push(mcp::quantile_us(&took, 0.5));
         let dir = tmp("reel-bench-mcp-http-")?;
         let proxy = mcp_http::proxy(&bin.path, &dir.path().join("archive"), &upstream.url)?;
         let (mut proxied, mut direct) = (Vec::new(), Vec::new());
@@ -72,6 +79,12 @@ pub(super) fn measure(b: Bench<'_>) -> io::Result<()> {
             round + 1
         )?;
     }
+    writeln!(
+        log,
+        "  (for information: the server directly with a new connection per call, p50 {:.0} us: \
+         the proxy opens one upstream per request, to keep requests in order)",
+        median(&fresh)
+    )?;
     let baseline = "the same client, connection shape and server, directly";
     rows.push(p50.row(
         "mcp-http",
