@@ -68,6 +68,7 @@
 //!   facts around it still read.
 
 mod block;
+pub mod claim;
 mod control;
 mod durable;
 mod error;
@@ -178,6 +179,9 @@ struct Inner {
     /// The write-ahead journal and its checkpointer, for a writer (see
     /// `wal`); `None` for a reader, and once the last handle closed it.
     wal: Option<wal::Wal>,
+    /// A writer's claim on the archive (see `claim`), let go after the
+    /// last handle sealed the store (fields drop after `Drop::drop`).
+    _claim: Option<std::fs::File>,
 }
 
 pub(crate) struct Trees {

@@ -51,6 +51,9 @@ impl Archive {
     pub fn open(dir: impl AsRef<Path>, config: ArchiveConfig) -> Result<Archive> {
         let dir = dir.as_ref().to_path_buf();
         check_dir(&dir)?;
+        // A writer claims the archive first; a reader leaves a claimed
+        // archive to its writer (see `claim`).
+        let (claim, _reading) = crate::claim::at_open(&dir, config.read_only)?;
         // Before sled touches the store: is it whole? (See `control`.)
         let mut control = check_before_open(&dir, config.read_only, config.copy)?;
         let scratch = control.scratch.take();
@@ -59,7 +62,7 @@ impl Archive {
         if !config.read_only {
             before_sled_in_place(&dir, &control)?;
         }
-        let db = match open_sled(&sled_config, &dir) {
+        let db = match open_sled(&sled_config, &dir, claim.is_some()) {
             Err(ArchiveError::Damaged { dir, detail }) if scratch.is_none() => {
                 return Err(ArchiveError::Damaged {
                     dir,
@@ -176,6 +179,7 @@ impl Archive {
                 appended,
                 format: AtomicU32::new(format),
                 wal,
+                _claim: claim,
             }),
         };
         if !(archive.inner.read_only && archive.inner.scratch.is_none()) {
@@ -515,11 +519,18 @@ fn probe_error(dir: &Path, e: sled::Error) -> ArchiveError {
 /// after the last handle is dropped; another process's lock outlasts this.
 const LOCK_GRACE: std::time::Duration = std::time::Duration::from_millis(1500);
 
-fn open_sled(config: &sled::Config, dir: &Path) -> Result<sled::Db> {
+/// Opens sled, waiting for its lock [`LOCK_GRACE`], or a writer holding
+/// the claim [`crate::claim::WRITER_WAIT`] (readers that opened in place
+/// before the claim end, and no new one opens).
+fn open_sled(config: &sled::Config, dir: &Path, claimed: bool) -> Result<sled::Db> {
+    let wait = match claimed {
+        true => crate::claim::WRITER_WAIT,
+        false => LOCK_GRACE,
+    };
     let started = std::time::Instant::now();
     loop {
         match config.open().map_err(|e| open_error(dir, e)) {
-            Err(ArchiveError::Locked { .. }) if started.elapsed() < LOCK_GRACE => {
+            Err(ArchiveError::Locked { .. }) if started.elapsed() < wait => {
                 std::thread::sleep(std::time::Duration::from_millis(20));
             }
             other => return other,

@@ -32,6 +32,7 @@
 //! | `console` | the real `reel serve`: the runs table's first page (`GET /`) on 100,000 runs, a fresh server's first answer; the first screen of a 1,000,000-fact run (`GET /runs/big`), a fresh server's first look; peak RSS under 50 concurrent clients | `reel runs --json` on the same archive; `reel show` of the run until its first line; the same requests from one client |
 //! | `nats` (with `--nats URLS`) | the `record` workload into a JetStream cluster through `reel_nats::NatsStore`, call-boundary durability (each block's ack from the R3 stream), facts/s until `shutdown` returns | the very blocks reel published, read back untimed, published raw with `async-nats` to an R3 stream with the same headers (message id, expected last subject sequence), each ack awaited before the run's next block, runs concurrent |
 //! | `mcp-record` | an rmcp client's `tools/call` round trips (p50, p99 of calls one after the other; calls/s with 8 in flight) to a plain rmcp server process through `reel mcp record` (the `reel` binary, or [`mcp::proxy_main`] in a `reel-bench` process) | the same client and server directly; a bare byte relay process is printed beside (the floor of any stdio proxy) |
+//! | `mcp-http` | p50, p99 and calls/s of `tools/call`s one after the other over one kept-alive HTTP/1.1 connection through `reel mcp record --listen` (the `reel` binary) to a plain rmcp server over streamable HTTP ([`mcp_http`]) | the same client, connection and server, directly |
 //! | `mcp-serve` | `tools/call`/s (8 in flight; one after the other) of `McpHost` serving the echo tool on stdio, every call recorded (the recorder's defaults) | a plain rmcp server with the same tool body, no recording; the same host with buffered durability against the same plain server is a row of its own |
 //!
 //! ```no_run
@@ -45,6 +46,7 @@ pub mod collect;
 pub mod console;
 pub mod list;
 pub mod mcp;
+pub mod mcp_http;
 pub mod memory;
 pub mod nats;
 pub mod progress;
@@ -86,6 +88,7 @@ pub const ROWS: &[&str] = &[
     "console",
     "mcp-record",
     "mcp-serve",
+    "mcp-http",
     "collect",
 ];
 

@@ -9,7 +9,8 @@
 //!
 //! The MCP rows spawn this binary as their MCP servers (`--mcp-server
 //! plain|reel [--archive DIR]`) and, when no `reel` binary is found, as
-//! the recording proxy (`--mcp-record ARCHIVE -- CMD...`); those modes
+//! the recording proxy (`--mcp-record ARCHIVE -- CMD...`), and the
+//! `mcp-http` row as its streamable HTTP server (`--mcp-http-server`); those modes
 //! are not for people.
 
 use std::path::PathBuf;
@@ -27,7 +28,7 @@ const USAGE: &str = "usage: reel-bench [--smoke] [--row NAME]... [--rounds N] [-
   --smoke      tiny sizes (seconds; what the smoke test runs)
   --row NAME   run only this row (repeatable): record, record-fair, record-limit, tripwire, agent,
                latency, progress, tracing, timeline, bytes, list, overview, replay, nats, memory, viewer, console,
-               mcp-record, mcp-serve, collect
+               mcp-record, mcp-serve, mcp-http, collect
   --nats URLS  the JetStream cluster of the nats row (comma-separated client URLs; without it the row is not run)
   --reel PATH  the `reel` binary whose `reel mcp record` the mcp-record row measures (default: $REEL_BIN,
                else `reel` beside this binary: `cargo build --release -p reel-cli`; else the same library
@@ -57,6 +58,10 @@ fn child_mode(args: &[String]) -> Option<ExitCode> {
         }
     };
     match args {
+        [mode] if mode == "--mcp-http-server" => Some(done(
+            reel_bench::mcp_http::server_main(),
+            "--mcp-http-server",
+        )),
         [mode, kind] if mode == "--mcp-server" => {
             Some(done(mcp::server_main(kind, None), "--mcp-server"))
         }

@@ -10,6 +10,7 @@ mod console;
 mod latency;
 mod list;
 mod mcp;
+mod mcp_http;
 mod memory;
 mod nats;
 mod overview;
@@ -113,6 +114,10 @@ pub(crate) const TABLE: &[Entry] = &[
     Entry {
         rows: &["mcp-record", "mcp-serve"],
         measure: mcp::measure,
+    },
+    Entry {
+        rows: &["mcp-http"],
+        measure: mcp_http::measure,
     },
     Entry {
         rows: &["collect"],

@@ -114,7 +114,10 @@ pub const TAG_PURPOSE: &str = "reel/redacted-value";
 /// prove equality where a bare [`MARKER`] proves nothing; a reader
 /// without the key learns only "same" or "not the same".
 #[derive(Clone)]
-pub struct Tagger(Arc<dyn Fn(&[u8]) -> [u8; 32] + Send + Sync>);
+pub struct Tagger(Arc<KeyedMac>);
+
+/// A keyed MAC over bytes.
+type KeyedMac = dyn Fn(&[u8]) -> [u8; 32] + Send + Sync;
 
 impl Tagger {
     /// A tagger over `mac` (for example

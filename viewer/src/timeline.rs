@@ -173,9 +173,28 @@ pub enum Anomaly {
         /// Seq of the fact.
         seq: u64,
     },
+    /// A message an MCP recording proxy could not link to any call (a
+    /// line that is not JSON, a response to no request in flight,
+    /// progress on no known token), kept as the call
+    /// [`UNMATCHED_TOOL`] holding it.
+    Unmatched {
+        /// The call that keeps the message.
+        call_id: String,
+        /// Who sent it (`server`, `client`), as the call's args say.
+        from: String,
+        /// Whether the message was a line that is not JSON.
+        not_json: bool,
+        /// Its `call.started` seq.
+        seq: u64,
+    },
     /// The run never ended.
     UnendedRun,
 }
+
+/// The tool name under which an MCP recording proxy keeps a message it
+/// could not link to a call (`reel_mcp`'s `UNMATCHED`): such a call is an
+/// [`Anomaly::Unmatched`] of its run.
+pub const UNMATCHED_TOOL: &str = "mcp:unmatched";
 
 impl Anomaly {
     /// The seq the anomaly points at, when it points at one.
@@ -187,7 +206,8 @@ impl Anomaly {
             | Anomaly::TeardownFailed { seq, .. }
             | Anomaly::CredentialFailed { seq, .. }
             | Anomaly::CancelAfterEnd { seq, .. }
-            | Anomaly::UnknownCall { seq, .. } => Some(*seq),
+            | Anomaly::UnknownCall { seq, .. }
+            | Anomaly::Unmatched { seq, .. } => Some(*seq),
             Anomaly::Gap(gap) => Some(gap.first),
             Anomaly::UnendedRun => None,
         }
@@ -228,6 +248,19 @@ impl Anomaly {
             Anomaly::Gap(gap) => gap.to_string(),
             Anomaly::UnknownCall { call_id, seq } => {
                 format!("fact #{seq} names call {call_id}, which never started")
+            }
+            Anomaly::Unmatched {
+                call_id,
+                from,
+                not_json,
+                seq,
+            } => {
+                let what = if *not_json {
+                    "a line that is not JSON"
+                } else {
+                    "a message no call in flight could take"
+                };
+                format!("the {from} sent {what} (#{seq}, kept as call {call_id}, {UNMATCHED_TOOL})")
             }
             Anomaly::UnendedRun => {
                 "the run never ended (still running, or its writer stopped)".into()

@@ -14,6 +14,10 @@ use reel_core::RunRecord;
 use super::{Asked, Client, Item, TapeAsked, SOCKET_NAME};
 use crate::{Archive, ArchiveConfig, ArchiveError, ArchiveStats, RunFilter, RunPage, TapeExt};
 
+/// How long [`Source::open`] waits for the live socket of a writer that
+/// has claimed the archive.
+pub const LIVE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Where an archive is read from.
 #[derive(Clone)]
 pub enum Source {
@@ -57,6 +61,11 @@ impl Source {
     /// Opens the archive in `dir` to read: through its live socket when a
     /// recorder answers on it (a stale socket left by a crashed recorder
     /// refuses connections), else with [`Archive::open`] and `config`.
+    /// A writer that has claimed the archive ([`crate::claim`]) but serves
+    /// no socket yet (it is starting, or waiting for readers to let go of
+    /// the store) is waited for, up to [`LIVE_WAIT`]: a reader never opens
+    /// a claimed archive, so it never holds the lock a starting recorder
+    /// needs.
     ///
     /// # Errors
     /// [`Archive::open`]'s; [`ArchiveError::Locked`] when another process
@@ -64,14 +73,24 @@ impl Source {
     /// to do).
     pub fn open(dir: &Path, config: ArchiveConfig) -> Result<Source, ArchiveError> {
         let socket = dir.join(SOCKET_NAME);
-        if Client::answers(&socket) {
-            return Ok(Source::live(dir));
-        }
-        match Archive::open(dir, config) {
-            Ok(a) => Ok(Source::Archive(a)),
-            // The recorder may have started serving meanwhile.
-            Err(ArchiveError::Locked { .. }) if Client::answers(&socket) => Ok(Source::live(dir)),
-            Err(e) => Err(e),
+        let started = std::time::Instant::now();
+        loop {
+            if Client::answers(&socket) {
+                return Ok(Source::live(dir));
+            }
+            match Archive::open(dir, config.clone()) {
+                Ok(a) => return Ok(Source::Archive(a)),
+                // The recorder may have started serving meanwhile.
+                Err(ArchiveError::Locked { .. }) if Client::answers(&socket) => {
+                    return Ok(Source::live(dir))
+                }
+                Err(ArchiveError::Locked { .. })
+                    if started.elapsed() < LIVE_WAIT && crate::claim::claimed(dir) =>
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                }
+                Err(e) => return Err(e),
+            }
         }
     }
 

@@ -940,7 +940,8 @@ fn a_server_that_fails_or_is_missing_is_said_so() {
 }
 
 /// A line on the server's stdout that is not JSON is kept in the record
-/// (a call `mcp:unmatched` holding it) and said in reel's voice, escaped:
+/// (a call `mcp:unmatched` holding it, an anomaly of the run) and said in
+/// reel's voice, escaped (tests/banner_server.py is the real server's case):
 /// before, a tracing-style WARN hid the line and the archive kept no trace
 /// of it.
 #[test]
@@ -955,9 +956,9 @@ fn a_line_that_is_not_json_is_recorded_and_said() {
     let (code, stderr, archive) = record_once(dir.path(), &["cat", lines.to_str().unwrap()]);
     assert_eq!(code, Some(0), "{stderr}");
     assert!(
-        stderr.contains("reel: the server sent a line that is not JSON")
+        stderr.contains("reel: the server wrote a line that is not JSON")
             && stderr.contains("hello")
-            && stderr.contains("recorded as mcp:unmatched"),
+            && stderr.contains("recorded as an anomaly of the run (mcp:unmatched)"),
         "{stderr}"
     );
     assert!(!stderr.contains('\u{1b}'), "escaped: {stderr:?}");

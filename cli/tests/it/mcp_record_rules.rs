@@ -222,7 +222,10 @@ fn a_response_out_of_turn_is_recorded_unmatched_and_never_as_an_answer() {
             "{ended}"
         );
     }
-    assert!(stderr.contains("recorded as mcp:unmatched"), "{stderr}");
+    assert!(
+        stderr.contains("recorded as an anomaly of the run (mcp:unmatched)"),
+        "{stderr}"
+    );
 }
 
 /// Tries to make a tool's own failure read as a success: a result with

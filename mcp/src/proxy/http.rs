@@ -383,7 +383,7 @@ impl Shared {
         }
         let run = self.start_run(Some(id), None).await;
         let session = Arc::new(Session {
-            router: Arc::new(Router::new(run.clone())),
+            router: Arc::new(Router::new(run.clone()).scrubbing(&self.proxy.secrets)),
             run,
         });
         sessions.insert(id.to_owned(), session.clone());
@@ -420,7 +420,8 @@ impl Shared {
         let run = entry.run.clone()?;
         entry.open += 1;
         entry.last = std::time::Instant::now();
-        Some(Arc::new(Router::sharing(Some(run), self.rounds.clone())))
+        let router = Router::sharing(Some(run), self.rounds.clone());
+        Some(Arc::new(router.scrubbing(&self.proxy.secrets)))
     }
 
     /// The exchange of `client` that [`Shared::exchange`] opened has

@@ -7,8 +7,9 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
-use reel::context::{ElicitAnswer, Elicitation, Platform, ToolContext, ToolError};
+use reel::context::{ElicitAnswer, Elicitation, Platform, Secret, ToolContext, ToolError};
 use reel::fact::{ClientInfo, ElicitOutcome, Level};
+use reel::redact::KnownSecrets;
 use reel_recorder::{Canceller, Elicitor, LogListener, Run};
 use serde_json::{json, Map, Value};
 use tokio::sync::{mpsc, oneshot};
@@ -92,6 +93,10 @@ struct State {
     /// client's requests still unanswered then get a JSON-RPC error
     /// saying so ([`Router::farewells`]) instead of a bare end of stream.
     stopped: Option<String>,
+    /// The session's declared secrets ([`Router::scrubbing`]), scrubbed
+    /// from a line the operator is shown (the record is the recorder's
+    /// to redact).
+    secrets: KnownSecrets,
 }
 
 /// Calls suspended at an input-required round (2026-07-28), by the
@@ -114,8 +119,11 @@ pub(crate) struct Round {
 /// each way (a peer that never answers cannot grow the proxy's memory).
 const UNANSWERED: usize = 1024;
 
-/// Tool name of the record of a message that matched nothing: a response
-/// to no request in flight in its direction, progress on no known token.
+/// Tool name of the record of a message that matched nothing: a line that
+/// is not JSON, a response to no request in flight in its direction,
+/// progress on no known token. The viewer counts each such call as an
+/// anomaly of its run (`reel_viewer::timeline::UNMATCHED_TOOL`, the same
+/// name).
 pub const UNMATCHED: &str = "mcp:unmatched";
 
 /// Tool name of the record of a request the proxy refused and never
@@ -123,6 +131,10 @@ pub const UNMATCHED: &str = "mcp:unmatched";
 /// body): args `message` (the body), ended with the JSON-RPC error the
 /// client was answered.
 pub const REFUSED: &str = "mcp:refused";
+
+/// How many characters of a line that is not JSON the operator is shown
+/// (the record keeps it whole).
+const SHOWN_CHARS: usize = 200;
 
 /// Remembers request `id` in `book` (the oldest forgotten past
 /// [`UNANSWERED`]).
@@ -191,13 +203,26 @@ impl Router {
         }
     }
 
+    /// Scrubs `secrets` (the values the run was started with) from what
+    /// the operator is shown of a message (a line that is not JSON).
+    pub(crate) fn scrubbing(self, secrets: &[Secret]) -> Router {
+        {
+            let mut state = self.state();
+            for secret in secrets {
+                state.secrets.add(secret.clone());
+            }
+        }
+        self
+    }
+
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
         reel::lock::lock(&self.state)
     }
 
     /// Records what one line says (after it was forwarded). Never fails:
     /// a line that is not JSON is recorded as a call [`UNMATCHED`] holding
-    /// it, and reported.
+    /// it (an anomaly of the run), and said with the line, its declared
+    /// secrets scrubbed and cut to [`SHOWN_CHARS`].
     pub(crate) fn observe(&self, dir: Dir, line: &[u8]) {
         if self.run.is_none() {
             return;
@@ -209,13 +234,25 @@ impl Router {
         let message: Value = match serde_json::from_slice(text) {
             Ok(m) => m,
             Err(e) => {
-                // Kept, as what it is: the archive holds the line, and the
-                // operator is told which.
+                // Kept, as what it is: the archive holds the line (the
+                // recorder redacts it as any fact), and the operator is
+                // told which, scrubbed first, then cut.
                 let line = String::from_utf8_lossy(text).into_owned();
-                let shown: String = line.chars().take(200).collect();
-                let why = format!("a line that is not JSON ({e}): {shown}");
                 let mut state = self.state();
-                return self.unmatched(&mut state, dir, Value::String(line), why);
+                let mut shown = line.clone();
+                state.secrets.scrub(&mut shown);
+                if let Some((cut, _)) = shown.char_indices().nth(SHOWN_CHARS) {
+                    shown.truncate(cut);
+                    shown.push('…');
+                }
+                tracing::warn!(
+                    "the {} wrote a line that is not JSON ({e}) where only MCP messages may go: {shown:?}; \
+                     forwarded to the {}, recorded as an anomaly of the run ({UNMATCHED})",
+                    dir.source(),
+                    dir.sink()
+                );
+                let why = format!("a line that is not JSON ({e})");
+                return self.record_unmatched(dir, Value::String(line), why, &mut state);
             }
         };
         match message {
@@ -393,11 +430,16 @@ impl Router {
     /// where it came from, ended with `why` as its error. It is never
     /// taken as an answer.
     fn unmatched(&self, state: &mut State, dir: Dir, message: Value, why: String) {
-        let Some(run) = &self.run else { return };
         tracing::warn!(
-            "the {} sent {why}: forwarded, recorded as {UNMATCHED}",
+            "the {} sent {why}: forwarded, recorded as an anomaly of the run ({UNMATCHED})",
             dir.source()
         );
+        self.record_unmatched(dir, message, why, state);
+    }
+
+    /// [`Router::unmatched`]'s record, said by its caller.
+    fn record_unmatched(&self, dir: Dir, message: Value, why: String, state: &mut State) {
+        let Some(run) = &self.run else { return };
         let call = run
             .call(
                 UNMATCHED,

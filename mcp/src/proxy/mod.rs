@@ -58,10 +58,13 @@
 //!   exit; a server still running then is killed
 //!   ([`ProxyOutcome::killed`]).
 //!
-//! The proxy's own failures never break the session: an archive that
-//! cannot be opened, a run that cannot start, a line that is not JSON are
-//! reported through `tracing` (the operator's standard error) and the
-//! traffic still flows.
+//! The proxy's own failures never break the session: a run that cannot
+//! start is reported through `tracing` (the operator's standard error)
+//! and the traffic still flows. A line that is not JSON (a server's
+//! banner on its stdout, say) is forwarded, recorded as the call
+//! `mcp:unmatched` holding it (which the viewer counts as an anomaly of
+//! the run), and said through `tracing` with the line, its declared
+//! secrets scrubbed, cut to 200 characters.
 
 pub(crate) mod http;
 pub(crate) mod line;
@@ -361,7 +364,7 @@ impl StdioProxy {
             }
         };
         let run_id = run.as_ref().map(|r| r.id().to_owned());
-        let router = Arc::new(Router::new(run.clone()));
+        let router = Arc::new(Router::new(run.clone()).scrubbing(&self.secrets));
         let max = self.max_message;
         let mut up = tokio::spawn(pump(
             client_in,

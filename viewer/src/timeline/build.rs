@@ -357,6 +357,14 @@ impl TimelineBuilder {
         if let Some(p) = parent_idx {
             t.calls[p].children.push(c.call_id.clone());
         }
+        if c.tool_name == UNMATCHED_TOOL && c.protocol.as_deref() == Some("mcp") {
+            t.anomalies.push(Anomaly::Unmatched {
+                call_id: c.call_id.clone(),
+                from: c.args["from"].as_str().unwrap_or("peer").to_owned(),
+                not_json: c.args["message"].is_string(),
+                seq: fact.seq,
+            });
+        }
         self.index.insert(c.call_id.clone(), idx);
     }
 

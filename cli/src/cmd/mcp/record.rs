@@ -10,7 +10,8 @@ use std::process::ExitCode;
 use clap::Args;
 use reel::context::Secret;
 use reel::fact::RunStatus;
-use reel_recorder::Recorder;
+use reel_archive::ArchiveError;
+use reel_recorder::{Recorder, RecorderError};
 use reel_viewer::render::terminal::escape;
 
 use crate::failure::{shown, Failure};
@@ -92,17 +93,29 @@ pub(crate) fn secrets(names: &[String]) -> Result<Vec<Secret>, String> {
         .collect()
 }
 
-/// Opens the archive; the traffic flows even when it cannot be.
-async fn open_recorder(dir: &Path) -> Option<Recorder> {
+/// Opens the archive; the traffic flows even when it cannot be, except
+/// when another writer (a second `reel mcp record`) holds it: then the
+/// session would silently go unrecorded, so nothing is started and reel
+/// says what to do (an MCP client often hides the server's stderr, but
+/// shows that it failed to start).
+async fn open_recorder(dir: &Path) -> Result<Option<Recorder>, Failure> {
     match Recorder::open(dir, reel_mcp::proxy::recorder_config()).await {
-        Ok(r) => Some(r),
+        Ok(r) => Ok(Some(r)),
+        Err(RecorderError::Archive(ArchiveError::Locked { .. })) => Err(Failure::msg(format!(
+            "archive {} is held by another recorder (another `reel mcp record`, or a program \
+             recording into it), and one archive takes one recorder at a time: this session would \
+             not be recorded, so nothing was started; give each server its own archive \
+             (`reel --archive DIR mcp record ...`, one DIR per server in the MCP client's \
+             configuration) and read each with `reel --archive DIR runs`",
+            shown(dir)
+        ))),
         Err(e) => {
             eprintln!(
                 "reel: the MCP session is not recorded: cannot open the archive {}: {}",
                 shown(dir),
                 escape(&e.to_string())
             );
-            None
+            Ok(None)
         }
     }
 }
@@ -246,7 +259,7 @@ fn run_http(
             .bind(listen)
             .await
             .map_err(|e| Failure::msg(format!("cannot listen at {listen}: {e}")))?;
-        let recorder = open_recorder(dir).await;
+        let recorder = open_recorder(dir).await?;
         let stop = interrupted();
         eprintln!(
             "reel: recording MCP traffic to {} at {} (Ctrl-C or SIGTERM stops)",
@@ -301,19 +314,20 @@ pub fn run(dir: &Path, args: RecordArgs) -> Result<ExitCode, Failure> {
         .enable_all()
         .build()?;
     let outcome = rt.block_on(async {
-        // The traffic flows even when nothing can be recorded.
-        let recorder = open_recorder(dir).await;
+        // The traffic flows even when nothing can be recorded (but not
+        // into an archive another recorder holds).
+        let recorder = open_recorder(dir).await?;
         let (client_in, client_out) = reel_mcp::proxy::client_stdio();
         let outcome = proxy
             .run(recorder.as_ref(), client_in, client_out, interrupted())
             .await;
         close_recorder(recorder).await;
-        outcome
+        Ok::<_, Failure>(outcome)
     });
     // A blocking read of standard input may still be waiting: do not wait
     // for it.
     rt.shutdown_background();
-    let outcome = outcome.map_err(|e| {
+    let outcome = outcome?.map_err(|e| {
         let why = match e.kind() {
             std::io::ErrorKind::NotFound => "no such program".to_owned(),
             std::io::ErrorKind::PermissionDenied => "it is not executable".to_owned(),

@@ -141,7 +141,8 @@ fn anomaly_call<'a>(a: &'a Anomaly, t: &'a Timeline) -> Option<&'a str> {
     match a {
         Anomaly::UnendedCall { call_id, .. }
         | Anomaly::ProgressAfterEnd { call_id, .. }
-        | Anomaly::CancelAfterEnd { call_id, .. } => Some(call_id),
+        | Anomaly::CancelAfterEnd { call_id, .. }
+        | Anomaly::Unmatched { call_id, .. } => Some(call_id),
         Anomaly::CredentialFailed { call_id, .. } => call_id.as_deref(),
         Anomaly::TeardownNeverRan { seq, .. } => t
             .teardowns
