@@ -146,6 +146,8 @@ fn normalize(text: &str) -> String {
                 r"hmac-sha256:[0-9a-f]+".to_owned(),
                 "hmac-sha256:[fingerprint]",
             ),
+            // A redaction marker's tag is keyed like a fingerprint.
+            (r"\[REDACTED:[0-9a-f]{16}\]".to_owned(), "[REDACTED:[tag]]"),
             (r"0x[0-9a-f]{16}".to_owned(), "0x[random]"),
             (r"hop-[0-9a-f]{4}".to_owned(), "hop-[random]"),
             // Cut lines may end inside an id: any run of its digits goes.

@@ -127,7 +127,7 @@ fn a_servers_banner_is_an_anomaly_said_and_scrubbed() {
     assert_eq!(kept.len(), 1, "{shown}");
     let message = kept[0]["data"]["args"]["message"].as_str().unwrap();
     assert!(
-        message.starts_with("banner-server 0.1 ready \u{1b}[31m(token [REDACTED])"),
+        message.starts_with("banner-server 0.1 ready \u{1b}[31m(token [REDACTED:"),
         "{message:?}"
     );
     assert_eq!(kept[0]["data"]["args"]["from"], "server");

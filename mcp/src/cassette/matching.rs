@@ -160,14 +160,10 @@ pub enum Match {
     },
 }
 
-/// Whether `value` holds a redacted string (the record's marker) anywhere.
+/// Whether `value` holds a redacted string (the record's marker, bare or
+/// keyed) anywhere.
 pub fn holds_redacted(value: &Value) -> bool {
-    match value {
-        Value::String(s) => s.contains(reel::marker::MARKER),
-        Value::Array(a) => a.iter().any(holds_redacted),
-        Value::Object(o) => o.values().any(holds_redacted),
-        _ => false,
-    }
+    reel::marker::holds_marker(value)
 }
 
 /// Matches `tool` with `args` against `calls`, skipping those already

@@ -183,7 +183,7 @@ impl Session {
                     || match &c.outcome {
                         Some(CallOutcome::Ok { result }) => holds_redacted(result),
                         Some(CallOutcome::Error { error, result }) => {
-                            error.contains(reel::marker::MARKER)
+                            reel::marker::holds_marker_str(error)
                                 || result.as_ref().is_some_and(holds_redacted)
                         }
                         _ => false,
