@@ -82,14 +82,20 @@ fn check(text: &str) -> Result<(), TestCaseError> {
 }
 
 /// A run's facts that keep the stream rules: the strategy's facts without
-/// a second head or an end, numbered from 0, ended or not.
+/// a second head, an end or a second `call.started` of one call id (the
+/// strategy's ids may repeat), numbered from 0, ended or not.
 fn valid_facts() -> impl Strategy<Value = Vec<Fact>> {
     (reel_core::strategy::facts_of_run("run-p"), any::<bool>()).prop_map(|(facts, ended)| {
+        let mut started = std::collections::HashSet::new();
         let mut facts: Vec<Fact> = facts
             .into_iter()
             .enumerate()
             .filter(|(i, f)| {
                 *i == 0 || !(f.kind.begins_stream() || matches!(f.kind, FactKind::RunEnded(_)))
+            })
+            .filter(|(_, f)| match &f.kind {
+                FactKind::CallStarted(c) => started.insert(c.call_id.clone()),
+                _ => true,
             })
             .map(|(_, f)| f)
             .collect();
