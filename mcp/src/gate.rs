@@ -4,7 +4,7 @@
 
 use std::net::SocketAddr;
 
-use http::{header, HeaderMap, Uri};
+use http::{header, HeaderMap, HeaderValue, Uri};
 use reel::context::Secret;
 
 /// The header a client presents the listener's own token in
@@ -173,6 +173,21 @@ impl Gate {
                 && want.iter().zip(given).fold(0u8, |d, (a, b)| d | (a ^ b)) == 0;
             found | same
         })
+    }
+}
+
+/// Gives a request that names its host in `:authority` (HTTP/2) the one
+/// `Host` header HTTP/1.1 has, so the gate checks, and an upstream is
+/// sent, one `Host`.
+pub fn host_from_authority(parts: &mut http::request::Parts) {
+    if !parts.headers.contains_key(header::HOST) {
+        if let Some(host) = parts
+            .uri
+            .authority()
+            .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
+        {
+            parts.headers.insert(header::HOST, host);
+        }
     }
 }
 

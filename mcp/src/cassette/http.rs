@@ -170,15 +170,7 @@ async fn handle(
     exchange: String,
 ) -> Response<MockBody> {
     let (mut parts, body) = req.into_parts();
-    if !parts.headers.contains_key(header::HOST) {
-        if let Some(host) = parts
-            .uri
-            .authority()
-            .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
-        {
-            parts.headers.insert(header::HOST, host);
-        }
-    }
+    crate::gate::host_from_authority(&mut parts);
     if let Some(why) = mock.gate.refusal(&parts.headers) {
         tracing::warn!("{}", why.trim_end());
         return plain(StatusCode::FORBIDDEN, why);

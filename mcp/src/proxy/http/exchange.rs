@@ -332,17 +332,7 @@ async fn read_request(
     req: Request<Incoming>,
 ) -> Result<(http::request::Parts, Bytes), Response<ProxyBody>> {
     let (mut parts, body) = req.into_parts();
-    // HTTP/2 names the host in `:authority`, HTTP/1.1 in `Host`: the
-    // guard checks, and the upstream (HTTP/1.1) is sent, one `Host`.
-    if !parts.headers.contains_key(header::HOST) {
-        if let Some(host) = parts
-            .uri
-            .authority()
-            .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
-        {
-            parts.headers.insert(header::HOST, host);
-        }
-    }
+    crate::gate::host_from_authority(&mut parts);
     if let Some(why) = shared.proxy.refusal(&parts.headers) {
         tracing::warn!("{}", why.trim_end());
         return Err(plain(StatusCode::FORBIDDEN, why));
