@@ -62,6 +62,10 @@ fn child_mode(args: &[String]) -> Option<ExitCode> {
             reel_bench::mcp_http::server_main(),
             "--mcp-http-server",
         )),
+        [mode, upstream] if mode == "--mcp-http-relay" => Some(done(
+            reel_bench::mcp_http::relay_main(upstream),
+            "--mcp-http-relay",
+        )),
         [mode, kind] if mode == "--mcp-server" => {
             Some(done(mcp::server_main(kind, None), "--mcp-server"))
         }

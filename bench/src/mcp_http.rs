@@ -78,6 +78,59 @@ pub fn server_main() -> io::Result<()> {
     served
 }
 
+/// `reel-bench --mcp-http-relay URL`: the floor of any HTTP proxy, for
+/// the row's bound: listens at `127.0.0.1` on a free port, says
+/// `listening http://ADDR/PATH` on standard output, and relays each
+/// accepted connection's requests over one upstream connection of its
+/// own (hyper both ways, `TCP_NODELAY`, one thread as reel's proxy), no
+/// parse, no line, no recording, until its standard input closes.
+pub fn relay_main(upstream: &str) -> io::Result<()> {
+    let rest = upstream
+        .strip_prefix("http://")
+        .ok_or_else(|| io::Error::other(format!("{upstream}: not an http:// URL")))?;
+    let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+    let authority = authority.to_owned();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let relayed = rt.block_on(async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        println!("listening http://{}/{path}", listener.local_addr()?);
+        io::stdout().flush()?;
+        let stdin_closed = tokio::task::spawn_blocking(|| {
+            let _ = io::copy(&mut io::stdin(), &mut io::sink());
+        });
+        tokio::pin!(stdin_closed);
+        loop {
+            let (client, _) = tokio::select! {
+                accepted = listener.accept() => accepted?,
+                _ = &mut stdin_closed => return Ok::<(), io::Error>(()),
+            };
+            client.set_nodelay(true)?;
+            let server = tokio::net::TcpStream::connect(&authority).await?;
+            server.set_nodelay(true)?;
+            let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(server))
+                .await
+                .map_err(io::Error::other)?;
+            tokio::spawn(connection);
+            let sender = Arc::new(tokio::sync::Mutex::new(sender));
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(
+                    move |request: hyper::Request<hyper::body::Incoming>| {
+                        let sender = sender.clone();
+                        async move { sender.lock().await.send_request(request).await }
+                    },
+                );
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(client), service)
+                    .await;
+            });
+        }
+    });
+    rt.shutdown_background();
+    relayed
+}
+
 /// A child process of the row, killed on drop, with the URL it serves.
 pub struct Served {
     child: Child,
@@ -99,8 +152,17 @@ impl Drop for Served {
 
 /// Starts `bench --mcp-http-server`.
 pub fn upstream(bench: &Path) -> io::Result<Served> {
-    let mut child = Command::new(bench)
-        .arg("--mcp-http-server")
+    served(Command::new(bench).arg("--mcp-http-server"))
+}
+
+/// Starts `bench --mcp-http-relay UPSTREAM` (see [`relay_main`]).
+pub fn relay(bench: &Path, upstream: &str) -> io::Result<Served> {
+    served(Command::new(bench).args(["--mcp-http-relay", upstream]))
+}
+
+/// Starts `command`, which says `listening URL` first on standard output.
+fn served(command: &mut Command) -> io::Result<Served> {
+    let mut child = command
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -254,18 +316,6 @@ impl KeptAlive {
         json.map(serde_json::from_str)
             .transpose()
             .map_err(|e| io::Error::other(format!("a response that is not JSON ({e}): {text}")))
-    }
-
-    /// [`KeptAlive::call`] on a connection of its own, made in the time
-    /// (what the proxy does upstream for each request, to keep them in
-    /// order): for information beside the row.
-    pub fn call_on_a_new_connection(&mut self) -> io::Result<Duration> {
-        let started = Instant::now();
-        let stream = TcpStream::connect(&self.host)?;
-        stream.set_nodelay(true)?;
-        self.stream = BufReader::new(stream);
-        let took = self.call()?;
-        Ok(started.elapsed().max(took))
     }
 
     /// One `tools/call` of [`TOOL`], its answer checked; how long it took.

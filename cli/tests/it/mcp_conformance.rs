@@ -166,10 +166,25 @@ fn run_against(
     results: &Path,
     expected: Option<&Path>,
 ) -> Outcome {
+    let mut outcome = run_suite(suite, &["--requirements", revision], url, results, expected);
+    outcome.not_scored = not_scored(suite, revision);
+    outcome
+}
+
+/// The suite's `server` command against `url` with `selection` (a
+/// requirement set, or one scenario); nothing counted as not scored.
+fn run_suite(
+    suite: &Suite,
+    selection: &[&str],
+    url: &str,
+    results: &Path,
+    expected: Option<&Path>,
+) -> Outcome {
     let mut command = Command::new(&suite.node);
     command
         .arg(&suite.script)
-        .args(["server", "--url", url, "--requirements", revision]);
+        .args(["server", "--url", url])
+        .args(selection);
     if let Some(expected) = expected {
         command.arg("--expected-failures").arg(expected);
     }
@@ -184,13 +199,19 @@ fn run_against(
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     ));
-    // "=== Running scenario: NAME ===" then "Results saved to DIR".
+    // "=== Running scenario: NAME ===" (a set) or "Running client
+    // scenario 'NAME' against server: URL" (one), then "Results saved to
+    // DIR".
     let mut checks = BTreeMap::new();
     let mut scenario = None;
     for line in output.lines() {
         if let Some(name) = line
             .strip_prefix("=== Running scenario: ")
             .and_then(|l| l.strip_suffix(" ==="))
+            .or_else(|| {
+                line.strip_prefix("Running client scenario '")
+                    .and_then(|l| l.split_once('\'').map(|(name, _)| name))
+            })
         {
             scenario = Some(name.to_owned());
         } else if let Some(dir) = line.strip_prefix("Results saved to ") {
@@ -218,9 +239,42 @@ fn run_against(
     Outcome {
         passed: out.status.success(),
         checks,
-        not_scored: not_scored(suite, revision),
+        not_scored: Vec::new(),
         output,
     }
+}
+
+/// The server scenarios the suite lists (`list --server`): of every
+/// revision and extension, as a newer release adds them.
+fn listed(suite: &Suite) -> Vec<String> {
+    let out = Command::new(&suite.node)
+        .arg(&suite.script)
+        .args(["list", "--server"])
+        .output()
+        .expect("the suite's node runs");
+    let text = plain(&String::from_utf8_lossy(&out.stdout));
+    text.lines()
+        .filter_map(|l| l.trim().strip_prefix("- "))
+        .map(|l| l.split_whitespace().next().unwrap_or_default().to_owned())
+        .collect()
+}
+
+/// The server scenarios of `revision`'s requirement set: its `server`
+/// list and its server scenarios not scored.
+fn of_set(suite: &Suite, revision: &str) -> Vec<String> {
+    let package = suite.script.parent().and_then(Path::parent).unwrap();
+    let text =
+        std::fs::read_to_string(package.join(format!("requirements/{revision}.yaml"))).unwrap();
+    let mut names = not_scored(suite, revision);
+    let mut in_server = false;
+    for line in text.lines() {
+        if !line.starts_with(' ') {
+            in_server = line.trim_end() == "server:";
+        } else if let Some(name) = line.trim().strip_prefix("- ").filter(|_| in_server) {
+            names.push(name.to_owned());
+        }
+    }
+    names
 }
 
 /// `reel mcp record --listen 127.0.0.1:0 --upstream UPSTREAM`, and the
@@ -453,4 +507,63 @@ fn the_suite_against_its_own_reference_server_ends_alike_through_the_proxy() {
             assert!(direct.passed, "{}", direct.output);
         }
     }
+}
+
+/// Every server scenario the suite lists beyond both requirement sets
+/// (their not-scored scenarios, the Tasks extension and JSON Schema
+/// preservation among them, already run above), against the reference
+/// server, directly and through `reel mcp record --listen`, unscored: each
+/// check ends alike, as above. In 0.2.0-alpha.12 these are the Skills
+/// extension's three; a newer release's scenarios join them by
+/// themselves.
+#[test]
+fn beyond_the_requirement_sets_the_reference_server_ends_alike_through_the_proxy() {
+    let suite = suite();
+    let mut required = of_set(&suite, "2025-11-25");
+    required.extend(of_set(&suite, "2026-07-28"));
+    let beyond: Vec<String> = listed(&suite)
+        .into_iter()
+        .filter(|s| !required.contains(s))
+        .collect();
+    for named in ["server-stateless", "logging-set-level", "tasks-lifecycle"] {
+        assert!(
+            required.iter().any(|s| s == named),
+            "the requirement sets read wrong (no {named}): {required:?}"
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, url) = reference_server(&suite, dir.path());
+    let (_recording, proxy_url) =
+        proxy(&dir.path().join("proxy"), &url, &dir.path().join("config"));
+    let mut ran = Vec::new();
+    for scenario in &beyond {
+        let selection = ["--scenario", scenario.as_str()];
+        let results = |side: &str| {
+            dir.path()
+                .join(format!("{side}-{scenario}").replace('/', "-"))
+        };
+        let direct = run_suite(&suite, &selection, &url, &results("direct"), None);
+        let proxied = run_suite(&suite, &selection, &proxy_url, &results("proxied"), None);
+        let differ = differences(&direct, &proxied);
+        assert!(
+            differ.is_empty(),
+            "{scenario}: against the reference server, through `reel mcp record` the checks end otherwise than directly:\n  {}\n{}",
+            differ.join("\n  "),
+            proxied.output
+        );
+        let passed = |o: &Outcome| {
+            o.checks
+                .values()
+                .flatten()
+                .filter(|s| *s == "SUCCESS")
+                .count()
+        };
+        ran.push(format!(
+            "{scenario} {}/{} direct, {} through",
+            passed(&direct),
+            direct.checks.values().flatten().count(),
+            passed(&proxied)
+        ));
+    }
+    println!("beyond the requirement sets: {}", ran.join("; "));
 }

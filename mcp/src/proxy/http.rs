@@ -250,6 +250,7 @@ impl BoundHttpProxy {
     ) -> std::io::Result<HttpOutcome> {
         let shared = Arc::new(Shared {
             line: Arc::new(Line::default()),
+            upstream: Arc::new(upstream::Upstream::new(self.proxy.upstream.clone())),
             recorder: recorder.cloned(),
             proxy: self.proxy,
             sessions: tokio::sync::Mutex::new(HashMap::new()),
@@ -315,6 +316,8 @@ struct Shared {
     /// Requests reach the upstream in the order they reached the proxy
     /// (see [`super::line`]).
     line: Arc<Line>,
+    /// Its kept-alive connections (see [`upstream::Upstream`]).
+    upstream: Arc<upstream::Upstream>,
     recorder: Option<Recorder>,
     sessions: tokio::sync::Mutex<HashMap<String, Arc<Session>>>,
     /// The run of requests without a session, started with the first.

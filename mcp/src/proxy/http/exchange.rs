@@ -17,7 +17,6 @@ use crate::proxy::line::Ticket;
 use crate::proxy::link::{Dir, Router};
 
 use super::observed::{Ending, Kind, Observed};
-use super::upstream::send_in_order;
 use super::*;
 
 pub(super) type ProxyBody = BoxBody<Bytes, hyper::Error>;
@@ -200,7 +199,7 @@ pub(super) async fn handle(
     // `Host` goes as the client sent it (checked above): the upstream's
     // own guard against DNS rebinding sees what the client named.
     *upstream.headers_mut() = forwarded_headers(&parts.headers);
-    let response = match send_in_order(&shared.proxy.upstream, upstream, ticket).await {
+    let response = match shared.upstream.send_in_order(upstream, ticket).await {
         Ok(r) => r,
         Err(e) => {
             tracing::warn!(
