@@ -20,6 +20,7 @@ mod live;
 mod lsp;
 mod mcp_agents;
 mod mcp_cassette;
+mod mcp_check;
 mod mcp_conformance;
 mod mcp_mock_http;
 mod mcp_one_archive;

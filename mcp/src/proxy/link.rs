@@ -89,6 +89,10 @@ struct State {
     /// `tools/call`s (the newest [`UNANSWERED`]): progress on them is
     /// forwarded, not recorded, and no unmatched message.
     other_tokens: VecDeque<String>,
+    /// The progress tokens of the newest [`UNANSWERED`] calls the server
+    /// answered, with their call ids: progress on one of them came after
+    /// the result, and its record says whose.
+    answered_tokens: VecDeque<(String, String)>,
     /// Why the proxy was stopped (Ctrl-C, SIGTERM), once it was: the
     /// client's requests still unanswered then get a JSON-RPC error
     /// saying so ([`Router::farewells`]) instead of a bare end of stream.
@@ -131,6 +135,10 @@ pub const UNMATCHED: &str = "mcp:unmatched";
 /// body): args `message` (the body), ended with the JSON-RPC error the
 /// client was answered.
 pub const REFUSED: &str = "mcp:refused";
+
+/// What ends a proxied request the session ended without an answer to
+/// (its call's error; `reel mcp check` finds it by this text).
+pub const NEVER_ANSWERED: &str = "the MCP session ended before the server answered";
 
 /// How many characters of a line that is not JSON the operator is shown
 /// (the record keeps it whole).
@@ -270,6 +278,11 @@ impl Router {
         };
         let method = obj.get("method").and_then(Value::as_str).map(str::to_owned);
         let id = obj.get("id").cloned();
+        if let (Some(name), Some(id)) = (method.as_deref(), id.as_ref()) {
+            if name.starts_with("notifications/") {
+                self.notification_with_id(dir, name, id, obj);
+            }
+        }
         let params = obj.remove("params");
         match (dir, method.as_deref(), id) {
             (Dir::ClientToServer, Some(method), Some(id)) => {
@@ -320,6 +333,11 @@ impl Router {
                         let (_, p) = state.pending.remove(i);
                         if let Some(token) = &p.token {
                             state.tokens.remove(token);
+                            if state.answered_tokens.len() == UNANSWERED {
+                                state.answered_tokens.pop_front();
+                            }
+                            let answered = (token.clone(), p.call_id.clone());
+                            state.answered_tokens.push_back(answered);
                         }
                         finish(&self.rounds, p, m);
                     }
@@ -351,13 +369,9 @@ impl Router {
                     }
                     None if state.other_tokens.contains(&key(&token)) => {}
                     None => {
-                        let why = format!(
-                            "progress on token {}, which no request in flight carries",
-                            key(&token)
-                        );
                         params.insert("progressToken".into(), token);
                         m["params"] = Value::Object(params);
-                        self.unmatched(&mut state, dir, m, why);
+                        self.stray_progress(&mut state, dir, m);
                     }
                 }
             }
@@ -437,15 +451,56 @@ impl Router {
         self.record_unmatched(dir, message, why, state);
     }
 
+    /// Progress `m` on a token no request in flight carries: recorded as
+    /// a call [`UNMATCHED`], naming the call it came after when the token
+    /// was an answered call's (`after_result_of`).
+    fn stray_progress(&self, state: &mut State, dir: Dir, m: Value) {
+        let token = m
+            .pointer("/params/progressToken")
+            .map(key)
+            .unwrap_or_default();
+        let after = state
+            .answered_tokens
+            .iter()
+            .rev()
+            .find(|(t, _)| *t == token)
+            .map(|(_, call)| call.clone());
+        let why = match &after {
+            Some(call) => format!("progress on token {token} after the result of call {call}"),
+            None => format!("progress on token {token}, which no request in flight carries"),
+        };
+        tracing::warn!(
+            "the {} sent {why}: forwarded, recorded as an anomaly of the run ({UNMATCHED})",
+            dir.source()
+        );
+        let mut args = json!({ "from": dir.source(), "message": m });
+        if let Some(call) = after {
+            args["after_result_of"] = Value::String(call);
+        }
+        self.record_unmatched_args(dir, args, why, state);
+    }
+
+    /// A notification (`notifications/...`) that carries an id, which a
+    /// notification must not: recorded as a call [`UNMATCHED`] holding it
+    /// (and said). It is still remembered as the request its id makes it,
+    /// so the other side's answer to it is no stray answer.
+    fn notification_with_id(&self, dir: Dir, name: &str, id: &Value, message: &Map<String, Value>) {
+        let why = format!("a notification ({name}) that carries an id ({id})");
+        let mut state = self.state();
+        self.unmatched(&mut state, dir, Value::Object(message.clone()), why);
+    }
+
     /// [`Router::unmatched`]'s record, said by its caller.
     fn record_unmatched(&self, dir: Dir, message: Value, why: String, state: &mut State) {
+        let args = json!({ "from": dir.source(), "message": message });
+        self.record_unmatched_args(dir, args, why, state);
+    }
+
+    /// A call [`UNMATCHED`] of `args` (`from`, `message`, and for progress
+    /// after a result, `after_result_of`: that call's id), ended with `why`.
+    fn record_unmatched_args(&self, dir: Dir, args: Value, why: String, state: &mut State) {
         let Some(run) = &self.run else { return };
-        let call = run
-            .call(
-                UNMATCHED,
-                json!({ "from": dir.source(), "message": message }),
-            )
-            .protocol("mcp");
+        let call = run.call(UNMATCHED, args).protocol("mcp");
         let why = format!("unmatched: the {} sent {why}", dir.source());
         state.tasks.push(tokio::spawn(async move {
             let _ = call
@@ -807,9 +862,7 @@ async fn follow(
             None => {
                 // A cancelled call whose session then ended is cancelled.
                 ctx.check_cancel()?;
-                return Err(ToolError::msg(
-                    "the MCP session ended before the server answered",
-                ));
+                return Err(ToolError::msg(NEVER_ANSWERED));
             }
             Some(Event::Progress(payload)) => ctx.progress(payload),
             Some(Event::Log {
