@@ -23,6 +23,7 @@ mod mcp_cassette;
 mod mcp_check;
 mod mcp_conformance;
 mod mcp_mock_http;
+mod mcp_mock_rules;
 mod mcp_one_archive;
 mod mcp_record;
 mod mcp_record_banner;
