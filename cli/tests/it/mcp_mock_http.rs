@@ -104,7 +104,12 @@ fn interrupted(child: &mut Killed) -> std::process::ExitStatus {
 /// One request to `addr`'s `/mcp`, with `headers` (whole lines, CRLF
 /// each): the status, the head (lower-cased names) and the body up to its
 /// first JSON-RPC message (an SSE stream may stay open), or whole.
-fn raw(addr: &str, method: &str, headers: &str, body: Option<&Value>) -> (u16, String, String) {
+pub(crate) fn raw(
+    addr: &str,
+    method: &str,
+    headers: &str,
+    body: Option<&Value>,
+) -> (u16, String, String) {
     let mut stream = std::net::TcpStream::connect(addr).unwrap();
     stream
         .set_read_timeout(Some(std::time::Duration::from_secs(60)))
@@ -176,7 +181,7 @@ fn dechunked(mut body: &str) -> String {
 
 /// The JSON-RPC message of a response body (JSON, or the first SSE
 /// event's data).
-fn message(body: &str) -> Value {
+pub(crate) fn message(body: &str) -> Value {
     let json = body
         .lines()
         .filter_map(|l| l.strip_prefix("data:"))

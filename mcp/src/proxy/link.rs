@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use reel::context::{ElicitAnswer, Elicitation, Platform, Secret, ToolContext, ToolError};
 use reel::fact::{ClientInfo, ElicitOutcome, Level};
 use reel::redact::KnownSecrets;
-use reel_recorder::{Canceller, Elicitor, LogListener, Run};
+use reel_recorder::{CallBuilder, Canceller, Elicitor, LogListener, MemoryVault, Run};
 use serde_json::{json, Map, Value};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
@@ -589,6 +589,7 @@ impl Router {
     fn request(&self, method: &str, id: &Value, params: Option<Value>) -> bool {
         let mut state = self.state();
         let mut client = None;
+        let mut secure = None;
         let (name, args, tool_call) = match method {
             // 2026-07-28 opens with `server/discover` instead: recorded the
             // same way, so a mock and verify open as the client did.
@@ -676,6 +677,7 @@ impl Router {
                     return true;
                 }
                 let args = params.remove("arguments").unwrap_or_else(|| json!({}));
+                secure = params.remove("secureArguments");
                 (name, args, true)
             }
             _ => return false,
@@ -688,7 +690,7 @@ impl Router {
             .find(|(_, v)| **v == id_key)
             .map(|(t, _)| t.clone());
         let elicitor = Arc::new(ProxyElicitor::default());
-        let mut call = run.call(&name, args).protocol("mcp");
+        let mut call = secure_arguments(run.call(&name, args).protocol("mcp"), secure);
         let client = client.or_else(|| state.client.clone());
         if let Some(client) = client {
             call = call
@@ -781,6 +783,37 @@ fn finish(rounds: &Rounds, p: Pending, m: Value) {
             answers,
         },
     );
+}
+
+/// Prefix of the credential need a `tools/call`'s secure argument is
+/// recorded under (`secureArguments/NAME`).
+pub const SECURE_ARGUMENT_NEED: &str = "secureArguments/";
+
+/// A `tools/call`'s `secureArguments` (SEP-3221: values the host injects
+/// apart from the model's `arguments`) as the call's credentials: each a
+/// need `secureArguments/NAME` resolved before the call, recorded as
+/// `credential.requested` and `credential.resolved` with the recorder's
+/// keyed fingerprint of the value (a string as it is, anything else as
+/// JSON), never the value, which the run then scrubs from every later
+/// fact (a server echoing it, say).
+fn secure_arguments(mut call: CallBuilder, secure: Option<Value>) -> CallBuilder {
+    let Some(Value::Object(secure)) = secure else {
+        return call;
+    };
+    if secure.is_empty() {
+        return call;
+    }
+    let mut vault = MemoryVault::new();
+    for (name, value) in secure {
+        let need = format!("{SECURE_ARGUMENT_NEED}{name}");
+        let text = match value {
+            Value::String(s) => s,
+            other => other.to_string(),
+        };
+        vault = vault.with(&need, &text);
+        call = call.needs(need);
+    }
+    call.credentials(Arc::new(vault))
 }
 
 /// Ends the calls suspended in `rounds` (no next round will come).
