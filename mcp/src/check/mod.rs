@@ -338,7 +338,13 @@ pub fn check(tape: &Tape, source: String, config: &Config) -> Result<Report, Loa
             "{source} holds no MCP session (no call at all)"
         )));
     }
-    findings.extend(wire::findings(&calls));
+    let stdio = tape
+        .header
+        .run
+        .labels
+        .get("mcp.transport")
+        .is_none_or(|t| t == "stdio");
+    findings.extend(wire::findings(&calls, stdio));
     findings.extend(tools::definitions(&listed));
     findings.extend(tools::results(&calls, &listed));
     findings.extend(slow(&calls, config.slow));

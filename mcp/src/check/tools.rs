@@ -198,3 +198,38 @@ pub(super) fn results(calls: &[Call], listed: &[Listed]) -> Vec<Finding> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::fault_of;
+    use serde_json::json;
+
+    fn check(schema: serde_json::Value, expected: Option<&str>) {
+        let fault = fault_of(&schema);
+        match (expected, &fault) {
+            (None, None) => {}
+            (Some(part), Some(fault)) if fault.contains(part) => {}
+            _ => panic!("{schema}: expected {expected:?}, got {fault:?}"),
+        }
+    }
+
+    #[test]
+    fn a_tool_schema_is_a_valid_json_schema_of_an_object() {
+        check(json!({"type": "object"}), None);
+        check(
+            json!({"type": "object", "properties": {"n": {"type": "integer", "minimum": 0}}}),
+            None,
+        );
+        check(
+            json!({"type": "objekt"}),
+            Some("is not a valid JSON Schema"),
+        );
+        check(
+            json!({"type": "object", "properties": {"s": {"type": "string", "pattern": "("}}}),
+            Some("is not a valid JSON Schema"),
+        );
+        check(json!({"type": "array"}), Some("is of type \"array\""));
+        check(json!({}), Some("says no `type`"));
+        check(json!("object"), Some("is not a JSON object"));
+    }
+}

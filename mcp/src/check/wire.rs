@@ -17,12 +17,13 @@ pub(super) fn unanswered(outcome: &CallOutcome) -> bool {
     matches!(outcome, CallOutcome::Error { error, .. } if error.contains(NEVER_ANSWERED))
 }
 
-/// Every wire finding of `calls`.
-pub(super) fn findings(calls: &[Call]) -> Vec<Finding> {
+/// Every wire finding of `calls`, of a session over stdio or not (over
+/// streamable HTTP: a body or an event is where a line would be).
+pub(super) fn findings(calls: &[Call], stdio: bool) -> Vec<Finding> {
     calls
         .iter()
         .filter_map(|c| match c.tool.as_str() {
-            UNMATCHED => Some(unmatched(c)),
+            UNMATCHED => Some(unmatched(c, stdio)),
             REFUSED => Some(refused(c)),
             _ => never_answered(c),
         })
@@ -86,7 +87,7 @@ fn refused(c: &Call) -> Finding {
 }
 
 /// A message the proxy could not link: what it was, by its shape.
-fn unmatched(c: &Call) -> Finding {
+fn unmatched(c: &Call, stdio: bool) -> Finding {
     let from = c.args.get("from").and_then(Value::as_str).unwrap_or("peer");
     let message = c.args.get("message").cloned().unwrap_or(Value::Null);
     let finding = |rule: Rule, what: String, fix: &str| Finding {
@@ -98,7 +99,12 @@ fn unmatched(c: &Call) -> Finding {
         fix: fix.into(),
     };
     if let Value::String(line) = &message {
-        let (stream, fix) = if from == "server" {
+        let (stream, fix) = if !stdio {
+            (
+                "the HTTP stream (a body or an event)",
+                "send only JSON-RPC messages in request and response bodies and in SSE events",
+            )
+        } else if from == "server" {
             (
                 "its standard output",
                 "write logs and banners to standard error: standard output carries MCP \
