@@ -3,7 +3,8 @@
 //! (tests/fastmcp_server.py): a `tools/call` with `secureArguments`
 //! (SEP-3221), an `Authorization` bearer token, a `DPoP` proof, an
 //! `Mcp-Param-*` copy of an argument (SEP-2243) and a `whsec_` webhook
-//! secret under a plain key, which the server echoes back. The client gets
+//! secret under a plain key, which the server echoes back, then the same
+//! call in a batch (refused, and recorded as sent). The client gets
 //! every byte as the server sent it; the record holds each secure
 //! argument as a credential (need `secureArguments/NAME`, a keyed
 //! fingerprint), and neither the archive's files nor the exported tape
@@ -115,6 +116,12 @@ fn secure_arguments_auth_headers_param_copies_and_webhook_secrets_never_reach_th
     let echoed = answer["result"]["content"][0]["text"].as_str().unwrap();
     assert!(echoed.contains(WEBHOOK), "{answer}");
 
+    // A batch is refused and recorded (`mcp:refused`, the body as sent):
+    // the secure arguments in it are redacted by their key.
+    let batch = json!([call]);
+    let (status, _, body) = raw(&addr, "POST", &headers, Some(&batch));
+    assert_eq!(status, 400, "{body}");
+
     let sent = Command::new("kill")
         .args(["-INT", &proxy.0.id().to_string()])
         .status()
@@ -156,6 +163,16 @@ fn secure_arguments_auth_headers_param_copies_and_webhook_secrets_never_reach_th
         assert!(fingerprint.starts_with("hmac-sha256:"), "{fingerprint}");
     }
     assert_ne!(resolved[0].1, resolved[1].1);
+
+    let refused = facts
+        .iter()
+        .find(|f| f["kind"] == "call.started" && f["data"]["tool_name"] == "mcp:refused")
+        .expect("the refused batch");
+    let kept = &refused["data"]["args"]["message"][0]["params"]["secureArguments"];
+    assert!(
+        kept.as_str().is_some_and(|m| m.starts_with("[REDACTED")),
+        "{refused}"
+    );
 
     let tape = dir.path().join("secrets.tape.jsonl");
     let out = Command::new(env!("CARGO_BIN_EXE_reel"))
