@@ -149,6 +149,16 @@ pub fn validate_value(
     }
 }
 
+/// Why `schema` is not a JSON Schema `jsonschema` can use (not valid
+/// against its meta-schema, or one that does not compile: a bad regex, an
+/// unresolvable `$ref`), cut to a readable length; `None` when it is one.
+/// A linter's check of a schema someone else declared (`reel mcp check`).
+pub fn schema_fault(schema: &Value) -> Option<String> {
+    jsonschema::validator_for(schema)
+        .err()
+        .map(|e| cut(&e.to_string()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -183,6 +193,14 @@ mod tests {
         assert!(errors[0]
             .to_string()
             .starts_with("(root): the tool's input schema is not a valid JSON Schema"));
+    }
+
+    #[test]
+    fn a_schema_fault_says_why_and_a_good_schema_has_none() {
+        assert_eq!(schema_fault(&json!({ "type": "object" })), None);
+        let fault = schema_fault(&json!({ "type": "thing" })).expect("a fault");
+        assert!(fault.contains("thing"), "{fault}");
+        assert!(schema_fault(&json!({ "type": "string", "pattern": "(" })).is_some());
     }
 
     #[test]

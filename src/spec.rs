@@ -67,7 +67,7 @@ use crate::redact::{artifact_ref, ARTIFACT_REF};
 /// Deriving and validating JSON Schema ([`ToolSpecExt`]: `ToolSpec::new`,
 /// `validate`), the input errors, and the one validation of a value
 /// against a schema.
-pub use crate::schema::{validate_value, InputError, JsonSchema, ToolSpecExt};
+pub use crate::schema::{schema_fault, validate_value, InputError, JsonSchema, ToolSpecExt};
 
 /// The spec as data (the record's): the core's ([`reel_core::spec`]).
 pub use reel_core::spec::{Annotations, ToolSpec};

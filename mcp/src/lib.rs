@@ -11,7 +11,7 @@
 //!
 //! [`cassette`] serves a recorded MCP session back as an MCP server
 //! (`reel mcp mock`), and [`verify`] re-drives its calls against a live
-//! server (`reel mcp verify`).
+//! server (`reel mcp verify`); [`check`] lints it (`reel mcp check`).
 //!
 //! ```no_run
 //! use reel::context::{ToolContext, ToolError};
@@ -36,6 +36,7 @@
 
 mod accept;
 pub mod cassette;
+pub mod check;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;

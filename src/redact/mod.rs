@@ -20,6 +20,9 @@
 //!    under a secret-named key itself (directly or in an array), not those
 //!    under a plain key of an object inside one (`expires_in`, a count). A
 //!    number is never learned from a key that does not name a secret.
+//!    A string holding a token with a secret's prefix
+//!    ([`SECRET_PREFIXES`]: `whsec_`, a webhook signing secret) teaches
+//!    that token too, whatever its key.
 //! 2. **Known secret values.** Every occurrence of a known secret (a
 //!    credential the recorder resolved in this run, or a value learned in
 //!    pass 1 from this fact or an earlier one of the run) is replaced by
@@ -154,7 +157,37 @@ pub const DEFAULT_RULES: &[&str] = &[
     "credential",
     "credentials",
     "client_secret",
+    // MCP's SEP-3221: values a host injects into a `tools/call` apart from
+    // the model's `arguments` (infrastructure coordinates, tenants).
+    "secure_arguments",
 ];
+
+/// Prefixes of secrets recognised by their value, under any key: a string
+/// holding one followed by token characters teaches that token to the
+/// run's [`KnownSecrets`] in pass 1, so pass 2 scrubs it here and later.
+/// `whsec_`: a webhook signing secret (Standard Webhooks, Svix, Stripe).
+pub const SECRET_PREFIXES: &[&str] = &["whsec_"];
+
+/// Learns every token of `text` that begins with one of
+/// [`SECRET_PREFIXES`] (the prefix and the letters, digits, `+`, `/`, `=`,
+/// `_` and `-` after it; a prefix with nothing after it is not one).
+pub(crate) fn learn_prefixed(text: &str, secrets: &mut KnownSecrets) {
+    for prefix in SECRET_PREFIXES {
+        let mut rest = text;
+        while let Some(at) = rest.find(prefix) {
+            let after = &rest[at + prefix.len()..];
+            let len = after
+                .bytes()
+                .take_while(|b| b.is_ascii_alphanumeric() || b"+/=_-".contains(b))
+                .count();
+            if len > 0 {
+                let token = &rest[at..at + prefix.len() + len];
+                secrets.add(crate::context::Secret::new(token));
+            }
+            rest = &after[len..];
+        }
+    }
+}
 
 /// Key rules plus the redaction logic.
 #[derive(Debug, Clone)]
@@ -385,6 +418,10 @@ impl Redactor {
                     }
                 }
                 deep
+            }
+            Value::String(text) => {
+                learn_prefixed(text, secrets);
+                false
             }
             _ => false,
         }

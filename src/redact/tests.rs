@@ -538,3 +538,27 @@ fn a_marker_is_never_marked_again() {
     r.redact_value(&mut v, &mut known);
     assert_eq!(v, before);
 }
+
+#[test]
+fn a_webhook_secret_is_known_by_its_prefix_under_any_key() {
+    let r = Redactor::default();
+    let mut secrets = KnownSecrets::default();
+    let mut v = json!({"hook": {"url": "https://x.test/h", "signing": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"},
+        "note": "signed with whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw.", "bare": "whsec_"});
+    r.redact_value(&mut v, &mut secrets);
+    let text = v.to_string();
+    assert!(!text.contains("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"), "{text}");
+    assert_eq!(v["note"], json!("signed with [REDACTED]."));
+    assert_eq!(v["bare"], json!("whsec_"), "a prefix alone is no secret");
+    // Learned: a later value that quotes it is scrubbed too.
+    let mut later = json!(["again: whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"]);
+    r.redact_value(&mut later, &mut secrets);
+    assert_eq!(later, json!(["again: [REDACTED]"]));
+}
+
+#[test]
+fn mcp_secure_arguments_name_secrets() {
+    check("secureArguments", true);
+    check("secure_arguments", true);
+    check("secureInputSchema", false);
+}

@@ -387,7 +387,9 @@ pub(super) struct MarkPass<'a> {
 }
 
 impl Fields for MarkPass<'_> {
-    fn text(&mut self, _: &mut String) {}
+    fn text(&mut self, text: &mut String) {
+        super::learn_prefixed(text, self.secrets);
+    }
 
     fn json(&mut self, value: &mut Value) {
         self.deep |= self.redactor.mark_json_at(value, self.secrets, 0);

@@ -75,22 +75,41 @@ impl Mock {
         interrupt(&mut self.child);
         self.rest.join().unwrap()
     }
+
+    /// [`Mock::stop`] for a mock a client missed: it exits 1, saying so.
+    fn stop_missed(mut self) -> String {
+        let status = interrupted(&mut self.child);
+        let said = self.rest.join().unwrap();
+        assert_eq!(status.code(), Some(1), "{said}");
+        assert!(said.contains("matched no recorded call"), "{said}");
+        said
+    }
 }
 
 fn interrupt(child: &mut Killed) {
+    let status = interrupted(child);
+    assert!(status.success(), "exited {status}");
+}
+
+/// Sends SIGINT to `child` and waits for it.
+fn interrupted(child: &mut Killed) -> std::process::ExitStatus {
     let sent = Command::new("kill")
         .args(["-INT", &child.0.id().to_string()])
         .status()
         .unwrap();
     assert!(sent.success());
-    let status = child.0.wait().unwrap();
-    assert!(status.success(), "exited {status}");
+    child.0.wait().unwrap()
 }
 
 /// One request to `addr`'s `/mcp`, with `headers` (whole lines, CRLF
 /// each): the status, the head (lower-cased names) and the body up to its
 /// first JSON-RPC message (an SSE stream may stay open), or whole.
-fn raw(addr: &str, method: &str, headers: &str, body: Option<&Value>) -> (u16, String, String) {
+pub(crate) fn raw(
+    addr: &str,
+    method: &str,
+    headers: &str,
+    body: Option<&Value>,
+) -> (u16, String, String) {
     let mut stream = std::net::TcpStream::connect(addr).unwrap();
     stream
         .set_read_timeout(Some(std::time::Duration::from_secs(60)))
@@ -162,7 +181,7 @@ fn dechunked(mut body: &str) -> String {
 
 /// The JSON-RPC message of a response body (JSON, or the first SSE
 /// event's data).
-fn message(body: &str) -> Value {
+pub(crate) fn message(body: &str) -> Value {
     let json = body
         .lines()
         .filter_map(|l| l.strip_prefix("data:"))
@@ -257,7 +276,7 @@ fn the_http_mock_answers_the_python_client_as_the_stdio_mock_does() {
             "{mode}: over HTTP as over stdio"
         );
         assert_eq!(http["changed"]["code"], -32602, "{http}");
-        let said = mock.stop();
+        let said = mock.stop_missed();
         assert!(
             said.contains("reel: mock: the record has no call of `"),
             "{said}"
@@ -491,7 +510,7 @@ fn batches_and_headers_that_disagree_with_the_body_are_refused_and_recorded_so()
             && why.contains("--ignore call.started:/args/api_key"),
         "{why}"
     );
-    mock.stop();
+    mock.stop_missed();
 
     // The mock keeps the same rules, and a refused call answers nothing.
     let d = dirs();

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use reel::context::{ElicitAnswer, Elicitation, Platform, Secret, ToolContext, ToolError};
 use reel::fact::{ClientInfo, ElicitOutcome, Level};
 use reel::redact::KnownSecrets;
-use reel_recorder::{Canceller, Elicitor, LogListener, Run};
+use reel_recorder::{CallBuilder, Canceller, Elicitor, LogListener, MemoryVault, Run};
 use serde_json::{json, Map, Value};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
@@ -89,6 +89,10 @@ struct State {
     /// `tools/call`s (the newest [`UNANSWERED`]): progress on them is
     /// forwarded, not recorded, and no unmatched message.
     other_tokens: VecDeque<String>,
+    /// The progress tokens of the newest [`UNANSWERED`] calls the server
+    /// answered, with their call ids: progress on one of them came after
+    /// the result, and its record says whose.
+    answered_tokens: VecDeque<(String, String)>,
     /// Why the proxy was stopped (Ctrl-C, SIGTERM), once it was: the
     /// client's requests still unanswered then get a JSON-RPC error
     /// saying so ([`Router::farewells`]) instead of a bare end of stream.
@@ -131,6 +135,10 @@ pub const UNMATCHED: &str = "mcp:unmatched";
 /// body): args `message` (the body), ended with the JSON-RPC error the
 /// client was answered.
 pub const REFUSED: &str = "mcp:refused";
+
+/// What ends a proxied request the session ended without an answer to
+/// (its call's error; `reel mcp check` finds it by this text).
+pub const NEVER_ANSWERED: &str = "the MCP session ended before the server answered";
 
 /// How many characters of a line that is not JSON the operator is shown
 /// (the record keeps it whole).
@@ -270,6 +278,11 @@ impl Router {
         };
         let method = obj.get("method").and_then(Value::as_str).map(str::to_owned);
         let id = obj.get("id").cloned();
+        if let (Some(name), Some(id)) = (method.as_deref(), id.as_ref()) {
+            if name.starts_with("notifications/") {
+                self.notification_with_id(dir, name, id, obj);
+            }
+        }
         let params = obj.remove("params");
         match (dir, method.as_deref(), id) {
             (Dir::ClientToServer, Some(method), Some(id)) => {
@@ -320,6 +333,11 @@ impl Router {
                         let (_, p) = state.pending.remove(i);
                         if let Some(token) = &p.token {
                             state.tokens.remove(token);
+                            if state.answered_tokens.len() == UNANSWERED {
+                                state.answered_tokens.pop_front();
+                            }
+                            let answered = (token.clone(), p.call_id.clone());
+                            state.answered_tokens.push_back(answered);
                         }
                         finish(&self.rounds, p, m);
                     }
@@ -351,13 +369,9 @@ impl Router {
                     }
                     None if state.other_tokens.contains(&key(&token)) => {}
                     None => {
-                        let why = format!(
-                            "progress on token {}, which no request in flight carries",
-                            key(&token)
-                        );
                         params.insert("progressToken".into(), token);
                         m["params"] = Value::Object(params);
-                        self.unmatched(&mut state, dir, m, why);
+                        self.stray_progress(&mut state, dir, m);
                     }
                 }
             }
@@ -437,15 +451,56 @@ impl Router {
         self.record_unmatched(dir, message, why, state);
     }
 
+    /// Progress `m` on a token no request in flight carries: recorded as
+    /// a call [`UNMATCHED`], naming the call it came after when the token
+    /// was an answered call's (`after_result_of`).
+    fn stray_progress(&self, state: &mut State, dir: Dir, m: Value) {
+        let token = m
+            .pointer("/params/progressToken")
+            .map(key)
+            .unwrap_or_default();
+        let after = state
+            .answered_tokens
+            .iter()
+            .rev()
+            .find(|(t, _)| *t == token)
+            .map(|(_, call)| call.clone());
+        let why = match &after {
+            Some(call) => format!("progress on token {token} after the result of call {call}"),
+            None => format!("progress on token {token}, which no request in flight carries"),
+        };
+        tracing::warn!(
+            "the {} sent {why}: forwarded, recorded as an anomaly of the run ({UNMATCHED})",
+            dir.source()
+        );
+        let mut args = json!({ "from": dir.source(), "message": m });
+        if let Some(call) = after {
+            args["after_result_of"] = Value::String(call);
+        }
+        self.record_unmatched_args(dir, args, why, state);
+    }
+
+    /// A notification (`notifications/...`) that carries an id, which a
+    /// notification must not: recorded as a call [`UNMATCHED`] holding it
+    /// (and said). It is still remembered as the request its id makes it,
+    /// so the other side's answer to it is no stray answer.
+    fn notification_with_id(&self, dir: Dir, name: &str, id: &Value, message: &Map<String, Value>) {
+        let why = format!("a notification ({name}) that carries an id ({id})");
+        let mut state = self.state();
+        self.unmatched(&mut state, dir, Value::Object(message.clone()), why);
+    }
+
     /// [`Router::unmatched`]'s record, said by its caller.
     fn record_unmatched(&self, dir: Dir, message: Value, why: String, state: &mut State) {
+        let args = json!({ "from": dir.source(), "message": message });
+        self.record_unmatched_args(dir, args, why, state);
+    }
+
+    /// A call [`UNMATCHED`] of `args` (`from`, `message`, and for progress
+    /// after a result, `after_result_of`: that call's id), ended with `why`.
+    fn record_unmatched_args(&self, dir: Dir, args: Value, why: String, state: &mut State) {
         let Some(run) = &self.run else { return };
-        let call = run
-            .call(
-                UNMATCHED,
-                json!({ "from": dir.source(), "message": message }),
-            )
-            .protocol("mcp");
+        let call = run.call(UNMATCHED, args).protocol("mcp");
         let why = format!("unmatched: the {} sent {why}", dir.source());
         state.tasks.push(tokio::spawn(async move {
             let _ = call
@@ -534,6 +589,7 @@ impl Router {
     fn request(&self, method: &str, id: &Value, params: Option<Value>) -> bool {
         let mut state = self.state();
         let mut client = None;
+        let mut secure = None;
         let (name, args, tool_call) = match method {
             // 2026-07-28 opens with `server/discover` instead: recorded the
             // same way, so a mock and verify open as the client did.
@@ -621,6 +677,7 @@ impl Router {
                     return true;
                 }
                 let args = params.remove("arguments").unwrap_or_else(|| json!({}));
+                secure = params.remove("secureArguments");
                 (name, args, true)
             }
             _ => return false,
@@ -633,7 +690,7 @@ impl Router {
             .find(|(_, v)| **v == id_key)
             .map(|(t, _)| t.clone());
         let elicitor = Arc::new(ProxyElicitor::default());
-        let mut call = run.call(&name, args).protocol("mcp");
+        let mut call = secure_arguments(run.call(&name, args).protocol("mcp"), secure);
         let client = client.or_else(|| state.client.clone());
         if let Some(client) = client {
             call = call
@@ -728,6 +785,37 @@ fn finish(rounds: &Rounds, p: Pending, m: Value) {
     );
 }
 
+/// Prefix of the credential need a `tools/call`'s secure argument is
+/// recorded under (`secureArguments/NAME`).
+pub const SECURE_ARGUMENT_NEED: &str = "secureArguments/";
+
+/// A `tools/call`'s `secureArguments` (SEP-3221: values the host injects
+/// apart from the model's `arguments`) as the call's credentials: each a
+/// need `secureArguments/NAME` resolved before the call, recorded as
+/// `credential.requested` and `credential.resolved` with the recorder's
+/// keyed fingerprint of the value (a string as it is, anything else as
+/// JSON), never the value, which the run then scrubs from every later
+/// fact (a server echoing it, say).
+fn secure_arguments(mut call: CallBuilder, secure: Option<Value>) -> CallBuilder {
+    let Some(Value::Object(secure)) = secure else {
+        return call;
+    };
+    if secure.is_empty() {
+        return call;
+    }
+    let mut vault = MemoryVault::new();
+    for (name, value) in secure {
+        let need = format!("{SECURE_ARGUMENT_NEED}{name}");
+        let text = match value {
+            Value::String(s) => s,
+            other => other.to_string(),
+        };
+        vault = vault.with(&need, &text);
+        call = call.needs(need);
+    }
+    call.credentials(Arc::new(vault))
+}
+
 /// Ends the calls suspended in `rounds` (no next round will come).
 pub(crate) fn end_rounds(rounds: &Rounds) {
     lock(rounds).clear();
@@ -807,9 +895,7 @@ async fn follow(
             None => {
                 // A cancelled call whose session then ended is cancelled.
                 ctx.check_cancel()?;
-                return Err(ToolError::msg(
-                    "the MCP session ended before the server answered",
-                ));
+                return Err(ToolError::msg(NEVER_ANSWERED));
             }
             Some(Event::Progress(payload)) => ctx.progress(payload),
             Some(Event::Log {

@@ -31,7 +31,11 @@
 //! - A response is matched only to a request forwarded the other way and
 //!   still unanswered; anything else (a response out of turn, progress on
 //!   no token in flight) is the call `mcp:unmatched` (args `from` and
-//!   `message`, ended `error`), never an answer.
+//!   `message`, ended `error`), never an answer. Progress on the token of
+//!   a call already answered names that call (`after_result_of`), and a
+//!   notification that carries an id is kept the same way (its id is
+//!   still remembered, so an answer to it is no stray answer): what
+//!   `reel mcp check` reads.
 //! - What belongs to a call is filed through its context, as ordinary
 //!   facts: `notifications/progress` (linked by `progressToken`) is a
 //!   `progress` fact of the params without the token;

@@ -43,6 +43,7 @@ pub struct MockArgs {
     /// When the mock stops, write what it did to this file: the tools the
     /// record offers, those covered and uncovered, the calls served,
     /// missed and refused (on stdio the client hides standard error).
+    /// Written whether or not a call missed.
     #[arg(long, value_name = "FILE")]
     report: Option<std::path::PathBuf>,
     /// With `--report`: write it as JSON.
@@ -85,8 +86,22 @@ pub fn run(dir: &Path, args: MockArgs) -> Result<ExitCode, Failure> {
             ))
         })?;
     }
+    // Misses are loud: each was a JSON-RPC error to the client, and the
+    // mock's exit says a client asked for what the record does not hold.
+    let missed = kept.report().calls_missed;
+    if missed > 0 && code == ExitCode::SUCCESS {
+        eprintln!(
+            "reel: mock: {missed} tools/call{} matched no recorded call (each answered with a              JSON-RPC error naming the closest): exit code {MISSED}",
+            if missed == 1 { "" } else { "s" }
+        );
+        return Ok(ExitCode::from(MISSED));
+    }
     Ok(code)
 }
+
+/// The exit code of a mock that answered a `tools/call` with a miss: 1,
+/// a difference found, as `mcp verify`'s divergence.
+const MISSED: u8 = crate::failure::exit::FAILURE;
 
 /// Tells the operator which recorded calls hold redacted values: they are
 /// served redacted, and a client sending the real argument misses them.

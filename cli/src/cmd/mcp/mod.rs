@@ -1,8 +1,9 @@
 //! `reel mcp …`: MCP traffic into and out of reel archives: a session
 //! recorded through a proxy (`record`), a recorded one served back
-//! (`mock`), re-driven against a live server (`verify`). One module per
-//! subcommand.
+//! (`mock`), re-driven against a live server (`verify`), linted
+//! (`check`). One module per subcommand.
 
+pub mod check;
 pub mod mock;
 pub mod record;
 pub mod verify;
@@ -34,7 +35,9 @@ pub enum McpCommand {
     ///
     /// Calls match strictly (tool name plus arguments); a miss is a
     /// JSON-RPC error naming the closest recorded call and the first field
-    /// that differs.
+    /// that differs. Misses are loud: the mock exits 1 when it stops (the
+    /// client hangs up, or Ctrl-C/SIGTERM with --listen) if any tools/call
+    /// missed, 0 otherwise; --report FILE says which tools were covered.
     /// Example: reel mcp mock session.tape.jsonl --ignore /args/request_id
     /// Example: reel mcp mock session.tape.jsonl --listen 127.0.0.1:8766
     Mock(mock::MockArgs),
@@ -44,6 +47,18 @@ pub enum McpCommand {
     /// Exits 0 when every call matched, 1 on a divergence, 64 on bad input.
     /// Example: reel mcp verify session.tape.jsonl -- python3 server.py
     Verify(verify::VerifyArgs),
+    /// Lint a recorded MCP session (a tape or a run): non-JSON on the
+    /// server's stdout, bad tool schemas, missing descriptions, duplicate
+    /// names, requests never answered, answers nobody asked for,
+    /// notifications with ids, progress after the result, results off
+    /// the output schema, slow calls.
+    ///
+    /// Each finding names the fact and call, and what to do. Exits 0 when
+    /// nothing is found, 1 on findings (for CI to gate on), 2 when the
+    /// tape or run is damaged, 64 on bad input.
+    /// Example: reel mcp check session.tape.jsonl --slow 2000
+    /// Example: reel mcp check mcp-0123... --json
+    Check(check::CheckArgs),
 }
 
 /// Runs an `mcp` verb.
@@ -52,6 +67,7 @@ pub fn run(dir: &Path, command: McpCommand) -> Result<ExitCode, Failure> {
         McpCommand::Record(args) => record::run(dir, args),
         McpCommand::Mock(args) => mock::run(dir, args),
         McpCommand::Verify(args) => verify::run(dir, args),
+        McpCommand::Check(args) => check::run(dir, args),
     }
 }
 
