@@ -69,7 +69,7 @@ impl Upstream {
         mut request: Request<Full<Bytes>>,
         ticket: Ticket,
     ) -> Result<Response<Incoming>, String> {
-        // A connection of its own is sent the origin form.
+        // A connection to the origin server is sent the origin form.
         let path = request
             .uri()
             .path_and_query()
