@@ -30,6 +30,10 @@ pub struct Failure {
     /// Standard output was closed by its reader (`reel runs | head -1`):
     /// nothing is said and the exit code is 0, as `ls | head` ends.
     pub closed_output: bool,
+    /// The recorder a read went through stopped before it was asked
+    /// ([`reel_archive::live::Asked::Gone`]): a read verb runs once more,
+    /// reading the archive directly.
+    pub read_again: bool,
 }
 
 impl Failure {
@@ -39,6 +43,7 @@ impl Failure {
             message: message.into(),
             code: exit::FAILURE,
             closed_output: false,
+            read_again: false,
         }
     }
 
@@ -48,6 +53,7 @@ impl Failure {
             message: message.into(),
             code: exit::DAMAGE,
             closed_output: false,
+            read_again: false,
         }
     }
 
@@ -57,6 +63,7 @@ impl Failure {
             message: message.into(),
             code: exit::USAGE,
             closed_output: false,
+            read_again: false,
         }
     }
 }
@@ -76,6 +83,7 @@ impl<E: std::fmt::Display + 'static> From<E> for Failure {
                         exit::FAILURE
                     },
                     closed_output: false,
+                    read_again: false,
                 }
             }
             Some(reel_archive::live::SourceError::Live(e)) => {
@@ -103,6 +111,7 @@ impl<E: std::fmt::Display + 'static> From<E> for Failure {
             message: e.to_string(),
             code: if damage { exit::DAMAGE } else { exit::FAILURE },
             closed_output: kind == Some(std::io::ErrorKind::BrokenPipe),
+            read_again: false,
         }
     }
 }

@@ -250,15 +250,15 @@ fn main() -> ExitCode {
     let dir = &cli.archive;
     let result = match cli.command {
         Command::Demo(args) => cmd::demo::run(dir, args, text),
-        Command::Runs(args) => cmd::runs::run(dir, args, text),
-        Command::Show(args) => cmd::show::run(dir, args, text),
+        Command::Runs(args) => read(|| cmd::runs::run(dir, args.clone(), text.clone())),
+        Command::Show(args) => read(|| cmd::show::run(dir, args.clone(), text.clone())),
         Command::Tail(args) => cmd::tail::run(dir, args, text),
-        Command::Diff(args) => cmd::diff::run(dir, args, text),
+        Command::Diff(args) => read(|| cmd::diff::run(dir, args.clone(), text.clone())),
         Command::Lsp => cmd::lsp::run(),
-        Command::Export(args) => cmd::export::run(dir, args),
+        Command::Export(args) => read(|| cmd::export::run(dir, args.clone())),
         Command::Import(args) => cmd::import::run(dir, args),
         Command::Verify(args) => cmd::verify::run(dir, args, text),
-        Command::Stats(args) => cmd::stats::run(dir, args, text),
+        Command::Stats(args) => read(|| cmd::stats::run(dir, args.clone(), text.clone())),
         Command::Serve(args) => cmd::serve::run(dir, args),
         Command::Collect(args) => cmd::collect::run(dir, args),
         Command::Salvage(args) => cmd::salvage::run(args),
@@ -278,6 +278,19 @@ fn main() -> ExitCode {
             eprintln!("reel: {}", escape(&message));
             ExitCode::from(code)
         }
+    }
+}
+
+/// Runs a read verb, and once more when the recorder it read through
+/// stopped before it was asked ([`Failure::read_again`]): the second time
+/// the archive is read directly. A verb that streams as it reads (`tail`)
+/// is not run again.
+fn read(verb: impl Fn() -> Result<ExitCode, Failure>) -> Result<ExitCode, Failure> {
+    match verb() {
+        Err(Failure {
+            read_again: true, ..
+        }) => verb(),
+        done => done,
     }
 }
 

@@ -78,6 +78,12 @@ pub fn asked(e: Asked) -> Failure {
         e @ Asked::Interrupted { .. } => Failure::msg(format!(
             "{e}: run the command again (the archive is then read directly)"
         )),
+        e @ Asked::Gone(_) => Failure {
+            read_again: true,
+            ..Failure::msg(format!(
+                "{e}: run the command again (the archive is then read directly)"
+            ))
+        },
         e => Failure::msg(e.to_string()),
     }
 }

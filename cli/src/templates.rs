@@ -9,7 +9,7 @@ use reel_viewer::display::ProgressTemplates;
 use crate::failure::Failure;
 
 /// The wording of progress lines (seed 000's template keys).
-#[derive(Args, Debug, Default)]
+#[derive(Args, Debug, Default, Clone)]
 pub struct TemplateArgs {
     /// Word progress lines with a template (repeatable; after --templates,
     /// so it wins). KEY is tool.progress (a report with a message),

@@ -114,6 +114,7 @@ impl From<Asked> for ReadError {
         match e {
             Asked::UnknownRun(m) => ReadError::UnknownRun(m),
             e @ Asked::Interrupted { .. } => ReadError::Other(format!("{e}: reload the page")),
+            Asked::Gone(m) => ReadError::Other(format!("{m}: reload the page")),
             Asked::Failed(m) => ReadError::Other(m),
         }
     }

@@ -39,6 +39,11 @@ pub enum Asked {
         /// The run.
         run_id: String,
     },
+    /// The recorder stopped serving between the reader's choice of its
+    /// socket and this request (its socket is gone or refuses): the
+    /// archive can now be read directly.
+    #[error("{0}")]
+    Gone(String),
     /// Anything else, said.
     #[error("{0}")]
     Failed(String),
@@ -102,7 +107,15 @@ impl Client {
                 self.socket.display()
             ))
         };
-        let mut stream = UnixStream::connect(&self.socket).map_err(failed)?;
+        let mut stream = UnixStream::connect(&self.socket).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => {
+                Asked::Gone(format!(
+                    "the recorder at {} stopped while this command read through it ({e})",
+                    self.socket.display()
+                ))
+            }
+            _ => failed(e),
+        })?;
         stream
             .set_read_timeout(Some(READ_TIMEOUT))
             .map_err(failed)?;

@@ -34,7 +34,7 @@ use crate::stream::resolve_run;
 use reel_archive::live::{Item, Source};
 
 /// `reel diff`'s arguments.
-#[derive(Args, Debug)]
+#[derive(Args, Debug, Clone)]
 pub struct DiffArgs {
     /// The first run.
     run_a: String,

@@ -20,7 +20,7 @@ use reel_archive::live::Source;
 use reel_viewer::render::text::counted;
 
 /// `reel export`'s arguments.
-#[derive(Args, Debug)]
+#[derive(Args, Debug, Clone)]
 pub struct ExportArgs {
     /// The run to export as a tape; with `--otlp`, the runs (or keys of
     /// calls outside any run) to export, else every run the filters match.

@@ -18,7 +18,7 @@ use crate::stream;
 use reel_archive::live::Source;
 
 /// `reel runs`'s arguments.
-#[derive(Args, Debug)]
+#[derive(Args, Debug, Clone)]
 pub struct RunsArgs {
     /// Only runs of this tenant.
     #[arg(long)]

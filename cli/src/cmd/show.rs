@@ -19,7 +19,7 @@ use crate::templates::TemplateArgs;
 use reel_archive::live::Source;
 
 /// `reel show`'s arguments.
-#[derive(Args, Debug)]
+#[derive(Args, Debug, Clone)]
 pub struct ShowArgs {
     /// The run to show (or use --last).
     run: Option<String>,

@@ -13,7 +13,7 @@ use crate::failure::{shown, Failure};
 mod tools;
 
 /// `reel stats`'s arguments.
-#[derive(Args, Debug)]
+#[derive(Args, Debug, Clone)]
 pub struct StatsArgs {
     /// Print as JSON.
     #[arg(long)]
