@@ -22,7 +22,7 @@
 //!   counted as late, never recorded. What is held when the collector
 //!   stops is written then.
 //! - **What.** The mapping is [`map`]'s; the writing [`write`]'s: the
-//!   recorder's redaction and tripwire, then a whole-run import.
+//!   recorder's redaction and tripwire, then the whole run appended as one batch.
 //!
 //! ```no_run
 //! # async fn example() -> Result<(), reel_collect::CollectError> {
