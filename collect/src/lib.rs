@@ -12,7 +12,8 @@
 //!   OTLP/gRPC (HTTP/2 without TLS) on the same port, decoded with the
 //!   official `opentelemetry-proto` types (tonic for gRPC). Loopback unless a
 //!   token is given, with the console's gate ([`reel_serve::gated`]).
-//!   Bodies over [`CollectConfig::max_body`] get 413; a body that is not
+//!   A gzip body (`Content-Encoding: gzip`) is inflated; bodies over
+//!   [`CollectConfig::max_body`], inflated, get 413; a body that is not
 //!   OTLP gets 400 naming what is wrong; a span with a malformed id is
 //!   rejected alone (OTLP's partial success names it).
 //! - **When.** A trace's spans are held ([`assemble`]) until its root has
@@ -43,6 +44,7 @@
 #![warn(missing_docs)]
 
 pub mod assemble;
+mod body;
 pub mod decode;
 #[doc(hidden)]
 pub mod fuzzing;
@@ -56,6 +58,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -93,7 +96,7 @@ pub struct CollectConfig {
     /// Host names the exporter may use besides loopback and the listen
     /// address.
     pub allowed_hosts: Vec<String>,
-    /// The largest body taken.
+    /// The largest body taken, counted after a gzip body is inflated.
     pub max_body: usize,
     /// How long a trace stays held after its root arrived and its last
     /// span came.
@@ -176,6 +179,7 @@ struct Shared {
     writer: Mutex<RunWriter>,
     summary: Mutex<Summary>,
     grace: Duration,
+    max_body: usize,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -198,6 +202,7 @@ impl Collector {
                 writer: Mutex::new(writer),
                 summary: Mutex::new(Summary::default()),
                 grace: config.grace,
+                max_body: config.max_body,
             }),
         }
     }
@@ -299,7 +304,9 @@ impl Collector {
     /// `TraceService/Export` over HTTP/2) behind the console's gate and
     /// the body limit of `config`.
     pub fn router(&self, config: &CollectConfig) -> Result<Router, CollectError> {
+        // tonic bounds a gzip message's inflated size by the same limit.
         let grpc = TraceServiceServer::new(grpc::Grpc(self.clone()))
+            .accept_compressed(tonic::codec::CompressionEncoding::Gzip)
             .max_decoding_message_size(config.max_body);
         let routes = Router::new()
             .route("/v1/traces", post(traces))
@@ -352,21 +359,13 @@ impl Collector {
 async fn traces(
     State(collector): State<Collector>,
     headers: HeaderMap,
-    body: bytes::Bytes,
+    body: Result<bytes::Bytes, BytesRejection>,
 ) -> Response {
-    if let Some(encoding) = headers
-        .get(header::CONTENT_ENCODING)
-        .and_then(|v| v.to_str().ok())
-        .filter(|e| !e.eq_ignore_ascii_case("identity"))
-    {
-        return refuse(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            &format!(
-                "Content-Encoding {encoding:?} is not supported: send the body uncompressed \
-                 (OTEL_EXPORTER_OTLP_COMPRESSION=none)"
-            ),
-        );
-    }
+    let max = collector.shared.max_body;
+    let body = match body::read(headers.get(header::CONTENT_ENCODING), body, max) {
+        Ok(b) => b,
+        Err((status, why)) => return refuse(status, &why),
+    };
     let content_type = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok());

@@ -1,8 +1,8 @@
 //! `reel collect` with a real framework: a Pydantic AI agent (TestModel,
 //! no model service) with instrumentation on, its spans sent by the
-//! OpenTelemetry SDK's OTLP/HTTP exporter. The run it becomes holds the
-//! right calls, arguments, results, error and nesting, with the API key
-//! scrubbed; `reel mcp mock` of that run answers the Python MCP client's
+//! OpenTelemetry SDK's OTLP/HTTP exporter, gzip-compressed. The run it
+//! becomes holds the right calls, arguments, results, error and nesting,
+//! with the API key scrubbed; `reel mcp mock` of that run answers the Python MCP client's
 //! same calls with the same results.
 //!
 //! Without python3, `pydantic-ai-slim`, the OpenTelemetry SDK and its
@@ -157,7 +157,10 @@ fn a_pydantic_ai_agents_spans_become_a_run_that_mocks_to_the_same_results() {
     let dir = tempfile::tempdir().unwrap();
     let (archive, config) = (dir.path().join("archive"), dir.path().join("config"));
     let mut agent = Command::new("python3");
-    agent.arg(agents_dir().join("pydantic_otel_agent.py"));
+    // The exporter compresses its requests (reel inflates them).
+    agent
+        .arg(agents_dir().join("pydantic_otel_agent.py"))
+        .env("OTEL_EXPORTER_OTLP_COMPRESSION", "gzip");
     let said = collect_agent(&archive, &config, agent);
     assert!(said.contains("1 run(s) written"), "{said}");
     assert!(
