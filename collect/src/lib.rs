@@ -21,7 +21,8 @@
 //!   is written as one run, in span time order. A retried batch is stored
 //!   once (span ids seen are dropped); a span of a run already written is
 //!   counted as late, never recorded. What is held when the collector
-//!   stops is written then.
+//!   stops is written then. Meanwhile a trace held is listed as a running
+//!   run (`reel runs`, the console), through the archive's live socket.
 //! - **What.** The mapping is [`map`]'s; the writing [`write`]'s: the
 //!   recorder's redaction and tripwire, then the whole run appended as one batch.
 //!
@@ -300,6 +301,16 @@ impl Collector {
         lock(&self.shared.assembler).held()
     }
 
+    /// The traces held, as the running runs they will be written as
+    /// ([`map::held_record`]): what `reel runs` and the console list
+    /// meanwhile.
+    pub fn held_runs(&self) -> Vec<reel::RunRecord> {
+        lock(&self.shared.assembler)
+            .held_traces()
+            .filter_map(map::held_record)
+            .collect()
+    }
+
     /// The routes (`POST /v1/traces`, and OTLP/gRPC's
     /// `TraceService/Export` over HTTP/2) behind the console's gate and
     /// the body limit of `config`.
@@ -323,7 +334,9 @@ impl Collector {
 
     /// Serves on `listener` until `shutdown` completes, writing traces as
     /// they become ready; then writes every trace still held. Live
-    /// inspection (`reel runs`, the console) reads the archive meanwhile.
+    /// inspection (`reel runs`, the console) reads the archive meanwhile,
+    /// through the live socket, which lists each trace held as a running
+    /// run.
     pub async fn serve(
         self,
         config: &CollectConfig,
@@ -331,7 +344,11 @@ impl Collector {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<Summary, CollectError> {
         let router = self.router(config)?;
-        let live = reel_archive::live::LiveServer::start(self.archive())?;
+        let held = {
+            let collector = self.clone();
+            Arc::new(move || collector.held_runs())
+        };
+        let live = reel_archive::live::LiveServer::start_holding(self.archive(), held)?;
         let ticker = {
             let collector = self.clone();
             let every = (self.shared.grace / 4).max(Duration::from_millis(20));

@@ -40,8 +40,10 @@ use serde_json::{json, Map, Value};
 
 use crate::decode::SpanIn;
 
+mod held;
 mod mcp;
 mod model;
+pub use held::held_record;
 use model::model_called;
 
 /// The label every run taken in carries (`otlp`): `reel mcp mock` serves
@@ -440,9 +442,9 @@ fn agent_name(span: &SpanIn) -> Option<String> {
     })
 }
 
-/// A tool or agent span's `call.started` and `call.ended`.
-fn call_facts(span: &SpanIn, id: &str, parent: Option<&str>) -> (CallStarted, CallEnded) {
-    let tool_name = match role(span) {
+/// The tool a tool or agent span's call names (`agent:NAME` for an agent).
+fn tool_name(span: &SpanIn) -> String {
+    match role(span) {
         Role::Agent => format!(
             "agent:{}",
             agent_name(span).unwrap_or_else(|| span.name.clone())
@@ -463,7 +465,12 @@ fn call_facts(span: &SpanIn, id: &str, parent: Option<&str>) -> (CallStarted, Ca
                 .map(|n| n.trim().to_owned())
         })
         .unwrap_or_else(|| span.name.clone()),
-    };
+    }
+}
+
+/// A tool or agent span's `call.started` and `call.ended`.
+fn call_facts(span: &SpanIn, id: &str, parent: Option<&str>) -> (CallStarted, CallEnded) {
+    let tool_name = tool_name(span);
     let args = first(
         span,
         &[
