@@ -476,7 +476,7 @@ fn call_facts(span: &SpanIn, id: &str, parent: Option<&str>) -> (CallStarted, Ca
         &[
             "gen_ai.tool.call.arguments",
             "ai.toolCall.args",
-            "tool.parameters",
+            // Not OpenInference's `tool.parameters`: the tool's schema.
             "input.value",
             "traceloop.entity.input",
         ],

@@ -276,7 +276,8 @@ fn vercel_and_openinference_tool_spans_are_calls_too() {
         (3, 4),
         json!({
             "openinference.span.kind": "TOOL", "tool.name": "lookup",
-            "input.value": "{\"q\":1}", "output.value": "found"
+            "input.value": "{\"q\":1}", "output.value": "found",
+            "tool.parameters": "{\"type\":\"object\"}"
         }),
     );
     let facts = check(vec![root(), vercel, oi]);
@@ -284,7 +285,11 @@ fn vercel_and_openinference_tool_spans_are_calls_too() {
     assert_eq!(facts[1].2["args"], json!({"city": "Oslo"}));
     assert_eq!(facts[2].2["outcome"]["result"], "{\"t\":3}", "as recorded");
     assert_eq!(facts[3].2["tool_name"], "lookup");
-    assert_eq!(facts[3].2["args"], json!({"q": 1}));
+    assert_eq!(
+        facts[3].2["args"],
+        json!({"q": 1}),
+        "the call's input, not the tool's schema"
+    );
     assert_eq!(facts[4].2["outcome"]["result"], "found");
 }
 
