@@ -130,7 +130,9 @@ impl Archive {
     }
 }
 
-fn matches(filter: &RunFilter, r: &RunRecord) -> bool {
+/// Whether `r` is one of the runs `filter` selects (its limit and cursor
+/// aside).
+pub(crate) fn matches(filter: &RunFilter, r: &RunRecord) -> bool {
     filter
         .tenant
         .as_deref()

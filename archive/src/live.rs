@@ -23,7 +23,7 @@ mod client;
 mod server;
 mod source;
 pub use client::{Asked, Client, Item, TapeAsked};
-pub use server::LiveServer;
+pub use server::{Held, LiveServer};
 pub use source::{Source, SourceError};
 
 /// The socket's file name inside the archive directory.

@@ -104,6 +104,11 @@ impl Assembler {
         self.pending.len()
     }
 
+    /// The spans of each trace held, in arrival order.
+    pub fn held_traces(&self) -> impl Iterator<Item = &[SpanIn]> {
+        self.pending.values().map(|p| p.spans.as_slice())
+    }
+
     fn remember(&mut self, trace: String, ids: HashSet<String>) {
         if self.order.len() >= REMEMBERED {
             if let Some(old) = self.order.pop_front() {

@@ -1,7 +1,7 @@
 //! The `collect` fuzz target's entry point (doc-hidden): arbitrary bytes
 //! read as a protobuf and as an OTLP/JSON request, every trace they hold
 //! assembled and mapped, and each run's facts checked against the stream
-//! rules (what `Archive::import_run` checks before it writes).
+//! rules (what `Archive::append_numbered` checks before it writes).
 
 use std::time::Instant;
 

@@ -12,7 +12,8 @@
 //!   OTLP/gRPC (HTTP/2 without TLS) on the same port, decoded with the
 //!   official `opentelemetry-proto` types (tonic for gRPC). Loopback unless a
 //!   token is given, with the console's gate ([`reel_serve::gated`]).
-//!   Bodies over [`CollectConfig::max_body`] get 413; a body that is not
+//!   A gzip body (`Content-Encoding: gzip`) is inflated; bodies over
+//!   [`CollectConfig::max_body`], inflated, get 413; a body that is not
 //!   OTLP gets 400 naming what is wrong; a span with a malformed id is
 //!   rejected alone (OTLP's partial success names it).
 //! - **When.** A trace's spans are held ([`assemble`]) until its root has
@@ -20,9 +21,10 @@
 //!   is written as one run, in span time order. A retried batch is stored
 //!   once (span ids seen are dropped); a span of a run already written is
 //!   counted as late, never recorded. What is held when the collector
-//!   stops is written then.
+//!   stops is written then. Meanwhile a trace held is listed as a running
+//!   run (`reel runs`, the console), through the archive's live socket.
 //! - **What.** The mapping is [`map`]'s; the writing [`write`]'s: the
-//!   recorder's redaction and tripwire, then a whole-run import.
+//!   recorder's redaction and tripwire, then the whole run appended as one batch.
 //!
 //! ```no_run
 //! # async fn example() -> Result<(), reel_collect::CollectError> {
@@ -43,6 +45,7 @@
 #![warn(missing_docs)]
 
 pub mod assemble;
+mod body;
 pub mod decode;
 #[doc(hidden)]
 pub mod fuzzing;
@@ -56,6 +59,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -93,7 +97,7 @@ pub struct CollectConfig {
     /// Host names the exporter may use besides loopback and the listen
     /// address.
     pub allowed_hosts: Vec<String>,
-    /// The largest body taken.
+    /// The largest body taken, counted after a gzip body is inflated.
     pub max_body: usize,
     /// How long a trace stays held after its root arrived and its last
     /// span came.
@@ -176,6 +180,7 @@ struct Shared {
     writer: Mutex<RunWriter>,
     summary: Mutex<Summary>,
     grace: Duration,
+    max_body: usize,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -198,6 +203,7 @@ impl Collector {
                 writer: Mutex::new(writer),
                 summary: Mutex::new(Summary::default()),
                 grace: config.grace,
+                max_body: config.max_body,
             }),
         }
     }
@@ -295,11 +301,23 @@ impl Collector {
         lock(&self.shared.assembler).held()
     }
 
+    /// The traces held, as the running runs they will be written as
+    /// ([`map::held_record`]): what `reel runs` and the console list
+    /// meanwhile.
+    pub fn held_runs(&self) -> Vec<reel::RunRecord> {
+        lock(&self.shared.assembler)
+            .held_traces()
+            .filter_map(map::held_record)
+            .collect()
+    }
+
     /// The routes (`POST /v1/traces`, and OTLP/gRPC's
     /// `TraceService/Export` over HTTP/2) behind the console's gate and
     /// the body limit of `config`.
     pub fn router(&self, config: &CollectConfig) -> Result<Router, CollectError> {
+        // tonic bounds a gzip message's inflated size by the same limit.
         let grpc = TraceServiceServer::new(grpc::Grpc(self.clone()))
+            .accept_compressed(tonic::codec::CompressionEncoding::Gzip)
             .max_decoding_message_size(config.max_body);
         let routes = Router::new()
             .route("/v1/traces", post(traces))
@@ -316,7 +334,9 @@ impl Collector {
 
     /// Serves on `listener` until `shutdown` completes, writing traces as
     /// they become ready; then writes every trace still held. Live
-    /// inspection (`reel runs`, the console) reads the archive meanwhile.
+    /// inspection (`reel runs`, the console) reads the archive meanwhile,
+    /// through the live socket, which lists each trace held as a running
+    /// run.
     pub async fn serve(
         self,
         config: &CollectConfig,
@@ -324,7 +344,11 @@ impl Collector {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<Summary, CollectError> {
         let router = self.router(config)?;
-        let live = reel_archive::live::LiveServer::start(self.archive())?;
+        let held = {
+            let collector = self.clone();
+            Arc::new(move || collector.held_runs())
+        };
+        let live = reel_archive::live::LiveServer::start_holding(self.archive(), held)?;
         let ticker = {
             let collector = self.clone();
             let every = (self.shared.grace / 4).max(Duration::from_millis(20));
@@ -352,21 +376,13 @@ impl Collector {
 async fn traces(
     State(collector): State<Collector>,
     headers: HeaderMap,
-    body: bytes::Bytes,
+    body: Result<bytes::Bytes, BytesRejection>,
 ) -> Response {
-    if let Some(encoding) = headers
-        .get(header::CONTENT_ENCODING)
-        .and_then(|v| v.to_str().ok())
-        .filter(|e| !e.eq_ignore_ascii_case("identity"))
-    {
-        return refuse(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            &format!(
-                "Content-Encoding {encoding:?} is not supported: send the body uncompressed \
-                 (OTEL_EXPORTER_OTLP_COMPRESSION=none)"
-            ),
-        );
-    }
+    let max = collector.shared.max_body;
+    let body = match body::read(headers.get(header::CONTENT_ENCODING), body, max) {
+        Ok(b) => b,
+        Err((status, why)) => return refuse(status, &why),
+    };
     let content_type = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok());

@@ -20,9 +20,11 @@
 //!   `embeddings`) is a `model.called` fact at its start.
 //! - A span event is a `log` fact at its time (`exception`: level error),
 //!   its attributes the data.
+//! - An MCP span (`mcp.method.name`) joins the call it belongs to: in a
+//!   tool call it is an `mcp` log fact of that call; a `tools/call` in no
+//!   tool call is a call itself ([`mcp`]'s module says it all).
 //! - Any other span is kept as an unknown kind, `otel.span`, with its raw
-//!   attributes, under the call it belongs to (an MCP client span under
-//!   its tool's call).
+//!   attributes, under the call it belongs to.
 //!
 //! Facts are in span time order; a child's facts stay within its parent's
 //! call (a call's `call.ended` comes after everything beneath it).
@@ -38,7 +40,10 @@ use serde_json::{json, Map, Value};
 
 use crate::decode::SpanIn;
 
+mod held;
+mod mcp;
 mod model;
+pub use held::held_record;
 use model::model_called;
 
 /// The label every run taken in carries (`otlp`): `reel mcp mock` serves
@@ -66,6 +71,9 @@ fn role(span: &SpanIn) -> Role {
     let op = span.str("gen_ai.operation.name").unwrap_or_default();
     let open_inference = span.str("openinference.span.kind").unwrap_or_default();
     let traceloop = span.str("traceloop.span.kind").unwrap_or_default();
+    if mcp::is_tool_call(span) {
+        return Role::Tool;
+    }
     match op {
         "execute_tool" => return Role::Tool,
         "invoke_agent" => return Role::Agent,
@@ -131,6 +139,8 @@ struct Trace<'a> {
     spans: &'a [SpanIn],
     children: HashMap<usize, Vec<usize>>,
     call_ids: HashSet<String>,
+    /// The calls of tool spans (not agents'): an MCP span in one joins it.
+    tool_calls: HashSet<String>,
 }
 
 /// The run of a trace's spans; `None` when there are none.
@@ -144,6 +154,7 @@ pub fn map_trace(mut spans: Vec<SpanIn>) -> Option<(String, Vec<Fact>)> {
         spans: &spans,
         children,
         call_ids: HashSet::new(),
+        tool_calls: HashSet::new(),
     };
     let root_span = &spans[root];
     let run_id = run_id(&root_span.trace_id);
@@ -248,15 +259,37 @@ impl Trace<'_> {
     fn span(&mut self, i: usize, call: Option<&str>) -> Vec<Draft> {
         let spans = self.spans;
         let span = &spans[i];
+        let in_tool_call = call.is_some_and(|c| self.tool_calls.contains(c));
+        if mcp::method(span).is_some() && (in_tool_call || !mcp::is_tool_call(span)) {
+            // Joined to the call it is in (or the run's).
+            let mut out = vec![Draft {
+                at: span.start,
+                call: call.map(str::to_owned),
+                kind: FactKind::Log(mcp::log(span)),
+            }];
+            out.extend(self.inside(i, call));
+            return out;
+        }
         match role(span) {
-            Role::Tool | Role::Agent => {
+            role @ (Role::Tool | Role::Agent) => {
                 let id = self.call_id(span);
+                if role == Role::Tool {
+                    self.tool_calls.insert(id.clone());
+                }
                 let (started, ended) = call_facts(span, &id, call);
                 let mut out = vec![Draft {
                     at: span.start,
                     call: Some(id.clone()),
                     kind: FactKind::CallStarted(started),
                 }];
+                if mcp::method(span).is_some() {
+                    // A `tools/call` that is the call: its MCP details.
+                    out.push(Draft {
+                        at: span.start,
+                        call: Some(id.clone()),
+                        kind: FactKind::Log(mcp::log(span)),
+                    });
+                }
                 let inside = self.inside(i, Some(&id));
                 out.extend(inside.into_iter().map(|mut d| {
                     d.at = d.at.clamp(span.start, span.end);
@@ -409,9 +442,9 @@ fn agent_name(span: &SpanIn) -> Option<String> {
     })
 }
 
-/// A tool or agent span's `call.started` and `call.ended`.
-fn call_facts(span: &SpanIn, id: &str, parent: Option<&str>) -> (CallStarted, CallEnded) {
-    let tool_name = match role(span) {
+/// The tool a tool or agent span's call names (`agent:NAME` for an agent).
+fn tool_name(span: &SpanIn) -> String {
+    match role(span) {
         Role::Agent => format!(
             "agent:{}",
             agent_name(span).unwrap_or_else(|| span.name.clone())
@@ -426,18 +459,24 @@ fn call_facts(span: &SpanIn, id: &str, parent: Option<&str>) -> (CallStarted, Ca
             ],
         )
         .or_else(|| {
-            span.name
-                .strip_prefix("execute_tool ")
+            ["execute_tool ", "tools/call "]
+                .iter()
+                .find_map(|p| span.name.strip_prefix(p))
                 .map(|n| n.trim().to_owned())
         })
         .unwrap_or_else(|| span.name.clone()),
-    };
+    }
+}
+
+/// A tool or agent span's `call.started` and `call.ended`.
+fn call_facts(span: &SpanIn, id: &str, parent: Option<&str>) -> (CallStarted, CallEnded) {
+    let tool_name = tool_name(span);
     let args = first(
         span,
         &[
             "gen_ai.tool.call.arguments",
             "ai.toolCall.args",
-            "tool.parameters",
+            // Not OpenInference's `tool.parameters`: the tool's schema.
             "input.value",
             "traceloop.entity.input",
         ],

@@ -7,8 +7,10 @@
 //! everywhere, and every value learned under one scrubbed from what
 //! follows), then the tripwire over the whole run (`guard_facts`: a hit is
 //! scrubbed and filed as `redaction.tripped` beside it), numbered, and
-//! imported whole (`Archive::import_run`: the stream rules checked, one
-//! transaction), then flushed.
+//! appended whole as the recorder appends a batch
+//! (`Archive::append_numbered`: the stream rules checked, one block in one
+//! journal frame), then flushed: one `fdatasync` of the journal per run,
+//! where an import (written past the journal) would cost a checkpoint.
 
 use reel::context::Secret;
 use reel::fact::Fact;
@@ -81,7 +83,7 @@ impl RunWriter {
         };
         let (facts, tripped) = self.guard(facts);
         let n = facts.len();
-        self.archive.import_run(facts)?;
+        self.archive.append_numbered(&run_id, facts)?;
         self.archive.flush()?;
         Ok(Some(Written {
             run_id,

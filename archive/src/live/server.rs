@@ -6,7 +6,10 @@
 //! A recorder starts its [`LiveServer`] itself (`RecorderConfig::serve_live`
 //! in `reel-recorder`); any other process that holds an archive and keeps
 //! appending to it (`reel sync --follow`, projecting a cluster's stream)
-//! starts one the same way.
+//! starts one the same way. A writer that holds runs before it writes them
+//! (`reel collect`, holding a trace until it has ended) starts it with
+//! [`LiveServer::start_holding`], so that a listing shows those runs as
+//! running meanwhile.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -14,13 +17,17 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use reel_core::lock::lock;
-use reel_core::Fact;
+use reel_core::{Fact, RunRecord};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::task::{JoinHandle, JoinSet};
 
 use super::{Reply, Request, SOCKET_NAME};
-use crate::{Archive, ArchiveError};
+use crate::{Archive, ArchiveError, RunFilter, RunPage};
+
+/// The runs a writer holds and has not written yet, as running records
+/// (no facts stored): asked for on each listing.
+pub type Held = Arc<dyn Fn() -> Vec<RunRecord> + Send + Sync>;
 
 /// A running socket server; stops and removes the socket on drop.
 pub struct LiveServer {
@@ -38,6 +45,21 @@ impl LiveServer {
     /// # Errors
     /// When the socket cannot be bound in the archive's directory.
     pub fn start(archive: Archive) -> std::io::Result<LiveServer> {
+        LiveServer::serve(archive, None)
+    }
+
+    /// As [`LiveServer::start`], and a listing's first page (no cursor)
+    /// also shows the runs `held` gives that its filter selects, newest
+    /// first, before the archive's page (besides its limit): runs being
+    /// held are running, though none of their facts is stored yet.
+    ///
+    /// # Errors
+    /// When the socket cannot be bound in the archive's directory.
+    pub fn start_holding(archive: Archive, held: Held) -> std::io::Result<LiveServer> {
+        LiveServer::serve(archive, Some(held))
+    }
+
+    fn serve(archive: Archive, held: Option<Held>) -> std::io::Result<LiveServer> {
         let path = archive.dir().join(SOCKET_NAME);
         let _ = std::fs::remove_file(&path);
         let listener = bind_private(&path)?;
@@ -45,12 +67,12 @@ impl LiveServer {
         let served = connections.clone();
         let task = tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
-                let archive = archive.clone();
+                let (archive, held) = (archive.clone(), held.clone());
                 let mut set = lock(&served);
                 // Reap what has finished, so the set holds live ones only.
                 while set.try_join_next().is_some() {}
                 set.spawn(async move {
-                    let _ = serve(archive, stream).await;
+                    let _ = serve(archive, held, stream).await;
                 });
             }
         });
@@ -119,7 +141,27 @@ fn error(e: ArchiveError) -> Reply {
     }
 }
 
-async fn serve(archive: Archive, stream: UnixStream) -> std::io::Result<()> {
+/// A page of runs: with `held`, a first page has the held runs the filter
+/// selects before the archive's.
+fn list_runs(
+    archive: &Archive,
+    held: Option<&Held>,
+    filter: &RunFilter,
+) -> Result<RunPage, ArchiveError> {
+    let mut page = archive.list_runs(filter)?;
+    if let (Some(held), None) = (held, &filter.cursor) {
+        let mut runs: Vec<RunRecord> = held()
+            .into_iter()
+            .filter(|r| crate::list::matches(filter, r))
+            .collect();
+        runs.sort_by_key(|r| std::cmp::Reverse(r.started_at));
+        runs.append(&mut page.runs);
+        page.runs = runs;
+    }
+    Ok(page)
+}
+
+async fn serve(archive: Archive, held: Option<Held>, stream: UnixStream) -> std::io::Result<()> {
     let (read, mut write) = stream.into_split();
     let mut lines = BufReader::new(read).lines();
     let Some(line) = lines.next_line().await? else {
@@ -137,8 +179,7 @@ async fn serve(archive: Archive, stream: UnixStream) -> std::io::Result<()> {
     };
     match request {
         Request::Runs { filter } => {
-            let reply = archive
-                .list_runs(&filter)
+            let reply = list_runs(&archive, held.as_ref(), &filter)
                 .map(Reply::Runs)
                 .unwrap_or_else(error);
             send(&mut write, &reply).await

@@ -39,7 +39,8 @@ pub struct CollectArgs {
     /// span came, before it is written as a run (milliseconds).
     #[arg(long, default_value_t = 2000)]
     grace_ms: u64,
-    /// The largest request body taken (bytes); larger ones get 413.
+    /// The largest request body taken (bytes, a gzip body counted inflated);
+    /// larger ones get 413.
     #[arg(long, default_value_t = reel_collect::DEFAULT_MAX_BODY)]
     max_body: usize,
 }

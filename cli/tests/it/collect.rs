@@ -1,13 +1,16 @@
-//! `reel collect` with a real framework: a Pydantic AI agent (TestModel,
+//! `reel collect` with real frameworks. A Pydantic AI agent (TestModel,
 //! no model service) with instrumentation on, its spans sent by the
-//! OpenTelemetry SDK's OTLP/HTTP exporter. The run it becomes holds the
-//! right calls, arguments, results, error and nesting, with the API key
-//! scrubbed; `reel mcp mock` of that run answers the Python MCP client's
-//! same calls with the same results.
+//! OpenTelemetry SDK's OTLP/HTTP exporter, gzip-compressed: the run it
+//! becomes holds the right calls, arguments, results, error and nesting,
+//! with the API key scrubbed, and `reel mcp mock` of that run answers the
+//! Python MCP client's same calls with the same results. The same for
+//! the Vercel AI SDK (Node), and the OpenAI Agents SDK (a scripted
+//! offline model, through OpenInference).
 //!
 //! Without python3, `pydantic-ai-slim`, the OpenTelemetry SDK and its
-//! exporter, and `mcp` (mcp/tests/requirements.txt) the test fails, saying
-//! what to install.
+//! exporter, and `mcp` (mcp/tests/requirements.txt), or the OpenAI Agents
+//! SDK and its instrumentation (tests/agents/requirements.txt), the tests
+//! fail, saying what to install (`cargo xtask provision` installs them).
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -157,7 +160,10 @@ fn a_pydantic_ai_agents_spans_become_a_run_that_mocks_to_the_same_results() {
     let dir = tempfile::tempdir().unwrap();
     let (archive, config) = (dir.path().join("archive"), dir.path().join("config"));
     let mut agent = Command::new("python3");
-    agent.arg(agents_dir().join("pydantic_otel_agent.py"));
+    // The exporter compresses its requests (reel inflates them).
+    agent
+        .arg(agents_dir().join("pydantic_otel_agent.py"))
+        .env("OTEL_EXPORTER_OTLP_COMPRESSION", "gzip");
     let said = collect_agent(&archive, &config, agent);
     assert!(said.contains("1 run(s) written"), "{said}");
     assert!(
@@ -460,4 +466,82 @@ fn reels_own_otlp_export_comes_back_through_collect() {
         // they agree to within microseconds.
         assert!((s.2 - b.2).abs() < 10_000, "{s:?} vs {b:?}");
     }
+}
+
+/// The OpenAI Agents SDK (a scripted offline model), traced through
+/// OpenInference: the workflow is the run, the agent a call, its three
+/// tools calls beneath it with their arguments (the call's input, not the
+/// tool's schema), results and the failure; the API key scrubbed.
+#[test]
+fn an_openai_agents_sdk_agents_spans_become_a_run() {
+    require_peers();
+    let requirements = agents_dir().join("requirements.txt");
+    let out = Command::new("python3")
+        .args([
+            "-c",
+            "import agents, openinference.instrumentation.openai_agents",
+        ])
+        .current_dir(std::env::temp_dir())
+        .output()
+        .expect("python3 runs");
+    assert!(
+        out.status.success(),
+        "the OpenAI Agents SDK or OpenInference's instrumentation of it is missing: install \
+         them with `pip install -r {}` ({})",
+        requirements.display(),
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let (archive, config) = (dir.path().join("archive"), dir.path().join("config"));
+    let mut agent = Command::new("python3");
+    agent.arg(agents_dir().join("openai_agents_agent.py"));
+    let said = collect_agent(&archive, &config, agent);
+    assert!(said.contains("1 run(s) written"), "{said}");
+    let (_, facts) = tape_facts(&archive, &config);
+    assert_eq!(facts[0]["data"]["producer"]["name"], "agents-app");
+    assert_eq!(
+        facts[0]["data"]["labels"]["gen_ai.agent.name"],
+        "weather-agent"
+    );
+    assert_eq!(facts.last().unwrap()["data"]["status"], "completed");
+    let mut calls = calls(&facts);
+    let agent_call = calls.remove(0);
+    assert_eq!(agent_call.0, "agent:weather-agent");
+    assert!(agent_call.2.is_null(), "the agent is the run's own call");
+    // Started together: compared by name.
+    calls.sort_by(|a, b| a.0.cmp(&b.0));
+    let seen: Vec<(&str, &Value, &str)> = calls
+        .iter()
+        .map(|(tool, _, parent, args, outcome)| {
+            assert_eq!(parent, &json!(agent_call.1), "{tool} beneath the agent");
+            (tool.as_str(), args, outcome["status"].as_str().unwrap())
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("add", &json!({"a": 2, "b": 3}), "ok"),
+            ("explode", &json!({"why": "test"}), "error"),
+            ("get_weather", &json!({"city": "Paris"}), "ok"),
+        ]
+    );
+    assert_eq!(
+        calls[0].4["result"],
+        json!(5),
+        "as the framework recorded it (an integer attribute)"
+    );
+    assert!(
+        calls[1].4["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("Error running tool"),
+        "{}",
+        calls[1].4
+    );
+    let weather = calls[2].4["result"].as_str().unwrap();
+    assert_eq!(
+        reel::marker::strip_tags(weather),
+        "sunny in Paris (key [REDACTED])",
+        "the key scrubbed"
+    );
 }

@@ -11,6 +11,7 @@
 
 mod cli;
 mod collect;
+mod collect_held;
 mod console;
 mod damage;
 mod fingerprint_key_cli;

@@ -89,17 +89,36 @@ fn bad_input_is_refused_with_a_message_that_names_what_is_wrong() {
         (
             vec![
                 ("Content-Type", "application/x-protobuf"),
-                ("Content-Encoding", "gzip"),
+                ("Content-Encoding", "br"),
             ],
             protobuf(vec![]),
             415,
-            "Content-Encoding \"gzip\" is not supported",
+            "Content-Encoding \"br\" is not supported",
+        ),
+        (
+            vec![
+                ("Content-Type", "application/x-protobuf"),
+                ("Content-Encoding", "gzip"),
+            ],
+            protobuf(vec![]),
+            400,
+            "does not inflate as gzip",
         ),
         (
             vec![("Content-Type", "application/x-protobuf")],
             vec![0; 8192],
             413,
-            "",
+            "more than the limit of 4096 bytes",
+        ),
+        // A zip bomb: 40 KiB inflated from a body a tenth of the limit.
+        (
+            vec![
+                ("Content-Type", "application/x-protobuf"),
+                ("Content-Encoding", "gzip"),
+            ],
+            gzip(&vec![0; 40 << 10]),
+            413,
+            "inflates to more than the limit of 4096 bytes",
         ),
     ];
     for (headers, body, want, says) in cases {
@@ -126,6 +145,62 @@ fn bad_input_is_refused_with_a_message_that_names_what_is_wrong() {
     );
     let (summary, _) = served.stop();
     assert_eq!((summary.spans, summary.rejected, summary.runs), (1, 1, 1));
+}
+
+/// `Content-Encoding: gzip` (OTEL_EXPORTER_OTLP_COMPRESSION=gzip): the
+/// body inflated, then read as any other, protobuf and JSON alike; the
+/// larger of the two is exactly at the limit once inflated, and taken.
+#[test]
+fn a_gzip_body_is_inflated_and_taken_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let spans = vec![
+        span(1, 0, "invoke_agent a", 0, 9, vec![]),
+        span(
+            2,
+            1,
+            "execute_tool add",
+            1,
+            2,
+            vec![
+                kv("gen_ai.operation.name", "execute_tool"),
+                kv("gen_ai.tool.name", "add"),
+            ],
+        ),
+    ];
+    let plain = protobuf(spans);
+    let json = serde_json::to_vec(&request(vec![span(3, 1, "step", 3, 4, vec![])])).unwrap();
+    let served = Served::start(dir.path(), |c| c.max_body = plain.len().max(json.len()));
+    let (status, answer) = post(
+        served.addr,
+        "/v1/traces",
+        &[
+            ("Content-Type", "application/x-protobuf"),
+            ("Content-Encoding", "gzip"),
+        ],
+        &gzip(&plain),
+    );
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&answer));
+    let (status, answer) = post(
+        served.addr,
+        "/v1/traces",
+        &[
+            ("Content-Type", "application/json"),
+            ("Content-Encoding", "GZIP"),
+        ],
+        &gzip(&json),
+    );
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&answer));
+    let (summary, archive) = served.stop();
+    assert_eq!((summary.spans, summary.runs), (3, 1));
+    let (_, facts) = &runs(&archive)[0];
+    assert_eq!(facts[1]["data"]["tool_name"], "add");
+}
+
+fn gzip(bytes: &[u8]) -> Vec<u8> {
+    use std::io::Write as _;
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    encoder.write_all(bytes).unwrap();
+    encoder.finish().unwrap()
 }
 
 #[test]
@@ -185,7 +260,7 @@ fn off_loopback_needs_a_token_and_with_one_every_request_presents_it() {
 /// OTLP/gRPC on the same port (HTTP/2 without TLS), through the same
 /// gate: without the token refused, with it taken in.
 #[test]
-fn otlp_grpc_is_taken_in_on_the_same_port_behind_the_same_gate() {
+fn otlp_grpc_gzip_compressed_is_taken_in_on_the_same_port_behind_the_same_gate() {
     use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
 
     let token = "0123456789abcdef0123";
@@ -199,7 +274,11 @@ fn otlp_grpc_is_taken_in_on_the_same_port_behind_the_same_gate() {
     let url = format!("http://{}", served.addr);
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
-        let mut client = TraceServiceClient::connect(url).await.unwrap();
+        // Compressed as OTEL_EXPORTER_OTLP_COMPRESSION=gzip compresses.
+        let mut client = TraceServiceClient::connect(url)
+            .await
+            .unwrap()
+            .send_compressed(tonic::codec::CompressionEncoding::Gzip);
         let (children, root) = (
             span(
                 2,

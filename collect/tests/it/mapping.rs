@@ -276,7 +276,8 @@ fn vercel_and_openinference_tool_spans_are_calls_too() {
         (3, 4),
         json!({
             "openinference.span.kind": "TOOL", "tool.name": "lookup",
-            "input.value": "{\"q\":1}", "output.value": "found"
+            "input.value": "{\"q\":1}", "output.value": "found",
+            "tool.parameters": "{\"type\":\"object\"}"
         }),
     );
     let facts = check(vec![root(), vercel, oi]);
@@ -284,6 +285,163 @@ fn vercel_and_openinference_tool_spans_are_calls_too() {
     assert_eq!(facts[1].2["args"], json!({"city": "Oslo"}));
     assert_eq!(facts[2].2["outcome"]["result"], "{\"t\":3}", "as recorded");
     assert_eq!(facts[3].2["tool_name"], "lookup");
-    assert_eq!(facts[3].2["args"], json!({"q": 1}));
+    assert_eq!(
+        facts[3].2["args"],
+        json!({"q": 1}),
+        "the call's input, not the tool's schema"
+    );
     assert_eq!(facts[4].2["outcome"]["result"], "found");
+}
+
+/// An MCP span as the semantic conventions write it.
+fn mcp_span(id: &str, parent: &str, method: &str, tool: Option<&str>, times: (u64, u64)) -> SpanIn {
+    let mut a = json!({
+        "mcp.method.name": method, "mcp.session.id": "sess-1",
+        "mcp.protocol.version": "2025-06-18", "jsonrpc.request.id": "7",
+        "server.address": "tools.example", "server.port": 8080,
+        "network.transport": "tcp",
+    });
+    let name = match tool {
+        Some(t) => {
+            a["gen_ai.tool.name"] = json!(t);
+            a["gen_ai.operation.name"] = json!("execute_tool");
+            format!("{method} {t}")
+        }
+        None => method.to_owned(),
+    };
+    span(id, Some(parent), &name, times, a)
+}
+
+/// The MCP spans' rows, one case each: (spans besides the root, the facts'
+/// (kind, call) after `run.started` and before `run.ended`).
+#[test]
+fn mcp_spans_join_the_call_they_belong_to() {
+    let tool = |id: &str, parent: &str| {
+        span(
+            id,
+            Some(parent),
+            "execute_tool weather",
+            (10, 90),
+            json!({"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "weather",
+                   "gen_ai.tool.call.id": "c1"}),
+        )
+    };
+    let agent = span(
+        "06",
+        Some("01"),
+        "invoke_agent helper",
+        (5, 95),
+        json!({"gen_ai.operation.name": "invoke_agent"}),
+    );
+    let http = span("04", Some("03"), "POST", (30, 40), json!({}));
+    let c1 = json!("c1");
+    let own = json!("03".repeat(8));
+    let helper = json!("06".repeat(8));
+    type Case<'a> = (&'a str, Vec<SpanIn>, Vec<(&'a str, Value)>);
+    let cases: Vec<Case> = vec![
+        (
+            "a tools/call in a tool call: an mcp log of that call, its children the call's",
+            vec![
+                tool("02", "01"),
+                mcp_span("03", "02", "tools/call", Some("weather"), (20, 80)),
+                http.clone(),
+            ],
+            vec![
+                ("call.started", c1.clone()),
+                ("log", c1.clone()),
+                ("otel.span", c1.clone()),
+                ("call.ended", c1.clone()),
+            ],
+        ),
+        (
+            "a tools/call in no tool call: the call itself, with its mcp log",
+            vec![mcp_span(
+                "03",
+                "01",
+                "tools/call",
+                Some("weather"),
+                (20, 80),
+            )],
+            vec![
+                ("call.started", own.clone()),
+                ("log", own.clone()),
+                ("call.ended", own.clone()),
+            ],
+        ),
+        (
+            "a tools/call in an agent's call: a call beneath the agent's",
+            vec![
+                agent.clone(),
+                mcp_span("03", "06", "tools/call", Some("weather"), (20, 80)),
+            ],
+            vec![
+                ("call.started", helper.clone()),
+                ("call.started", own.clone()),
+                ("log", own.clone()),
+                ("call.ended", own.clone()),
+                ("call.ended", helper.clone()),
+            ],
+        ),
+        (
+            "initialize and tools/list: mcp logs of the run",
+            vec![
+                mcp_span("03", "01", "initialize", None, (2, 3)),
+                mcp_span("05", "01", "tools/list", None, (4, 5)),
+            ],
+            vec![("log", Value::Null), ("log", Value::Null)],
+        ),
+    ];
+    for (case, spans, want) in cases {
+        let mut all = vec![root()];
+        all.extend(spans);
+        let facts = check(all);
+        let got: Vec<(&str, Value)> = facts[1..facts.len() - 1]
+            .iter()
+            .map(|f| (f.0.as_str(), f.1.clone()))
+            .collect();
+        assert_eq!(got, want, "{case}");
+        for f in facts.iter().filter(|f| f.0 == "log") {
+            assert_eq!(f.2["logger"], "mcp", "{case}");
+        }
+        for f in facts.iter().filter(|f| f.0 == "call.started") {
+            assert_ne!(f.2["tool_name"], "tools/call weather", "{case}");
+        }
+    }
+
+    // What the log holds: the method and the MCP details under short
+    // names, the span, and every attribute as sent.
+    let facts = check(vec![
+        root(),
+        tool("02", "01"),
+        mcp_span("03", "02", "tools/call", Some("weather"), (20, 80)),
+    ]);
+    let log = &facts[2].2;
+    assert_eq!(log["level"], "info");
+    let data = &log["data"];
+    assert_eq!(data["method"], "tools/call");
+    assert_eq!(data["session_id"], "sess-1");
+    assert_eq!(data["request_id"], "7");
+    assert_eq!(data["tool"], "weather");
+    assert_eq!(data["transport"], "tcp");
+    assert_eq!(data["protocol_version"], "2025-06-18");
+    assert_eq!(
+        data["server"],
+        json!({"address": "tools.example", "port": 8080})
+    );
+    assert_eq!(data["span"]["name"], "tools/call weather");
+    assert_eq!(data["span"]["duration_ns"], 60);
+    assert_eq!(data["attributes"]["mcp.session.id"], "sess-1");
+    assert!(data.get("error").is_none());
+    assert_eq!(facts[1].2["tool_name"], "weather");
+
+    // A failed MCP request: the log at level error, naming the error; the
+    // call's outcome stays its tool span's.
+    let mut failed = mcp_span("03", "02", "tools/call", Some("weather"), (20, 80));
+    failed
+        .attributes
+        .insert("error.type".into(), json!("-32602"));
+    let facts = check(vec![root(), tool("02", "01"), failed]);
+    assert_eq!(facts[2].2["level"], "error");
+    assert_eq!(facts[2].2["data"]["error"], "-32602");
+    assert_eq!(facts[3].2["outcome"]["status"], "ok");
 }
