@@ -20,6 +20,7 @@ mod html;
 mod live;
 mod lsp;
 mod mcp_agents;
+mod mcp_auth;
 mod mcp_cassette;
 mod mcp_check;
 mod mcp_conformance;

@@ -28,7 +28,7 @@ const WEBHOOK: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
 /// The forms a value may take in bytes at rest: itself, lower-case hex,
 /// and base64 at each of the three alignments (the whole blocks only).
-fn forms(secret: &str) -> Vec<(String, Vec<u8>)> {
+pub(crate) fn forms(secret: &str) -> Vec<(String, Vec<u8>)> {
     let hex: String = secret.bytes().map(|b| format!("{b:02x}")).collect();
     let mut out = vec![
         ("plain".to_owned(), secret.as_bytes().to_vec()),
@@ -49,7 +49,7 @@ fn forms(secret: &str) -> Vec<(String, Vec<u8>)> {
     out
 }
 
-fn contains(hay: &[u8], needle: &[u8]) -> bool {
+pub(crate) fn contains(hay: &[u8], needle: &[u8]) -> bool {
     hay.windows(needle.len()).any(|w| w == needle)
 }
 
