@@ -13,6 +13,7 @@ mod mcp;
 mod mcp_http;
 mod memory;
 mod nats;
+mod open;
 mod overview;
 mod progress;
 mod recording;
@@ -86,6 +87,10 @@ pub(crate) const TABLE: &[Entry] = &[
     Entry {
         rows: &["list"],
         measure: list::measure,
+    },
+    Entry {
+        rows: &["open"],
+        measure: open::measure,
     },
     Entry {
         rows: &["overview"],
