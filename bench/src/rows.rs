@@ -7,6 +7,7 @@ mod agent;
 mod collect;
 mod compression;
 mod console;
+mod crash_runs;
 mod latency;
 mod list;
 mod mcp;
@@ -91,6 +92,10 @@ pub(crate) const TABLE: &[Entry] = &[
     Entry {
         rows: &["open"],
         measure: open::measure,
+    },
+    Entry {
+        rows: &["runs-after-crash"],
+        measure: crash_runs::measure,
     },
     Entry {
         rows: &["overview"],
