@@ -173,6 +173,8 @@ struct Inner {
     dirty: std::sync::atomic::AtomicBool,
     /// Opened only to read ([`ArchiveConfig::read_only`]).
     read_only: bool,
+    /// The journal's torn tail found at open (see [`Archive::torn_tail`]).
+    torn_tail: Option<String>,
     /// The recovered copy a read-only open reads from, when the store was
     /// not sealed whole (removed with the last handle).
     scratch: Option<tempfile::TempDir>,

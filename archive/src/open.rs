@@ -149,7 +149,7 @@ impl Archive {
         // The journal's positions are the control file's (sled's copy of
         // the record holds only the epoch and the counts).
         let positions = control.expected.unwrap_or_default();
-        let (wal, replayed) =
+        let (wal, replayed, torn_tail) =
             journal_at_open(&dir, &config, scratch.is_some(), &positions, &trees)?;
         let last = control::Control {
             epoch: stored.map_or(0, |s| s.epoch),
@@ -179,6 +179,7 @@ impl Archive {
                 appended,
                 format: AtomicU32::new(format),
                 wal,
+                torn_tail,
                 _claim: claim,
             }),
         };
@@ -276,27 +277,29 @@ fn before_sled_in_place(dir: &Path, control: &Expected) -> Result<()> {
 /// The journal past the checkpoint goes into sled: a writer's store (its
 /// journal opened to write), or a reader's scratch copy (a reader of a
 /// store in place found nothing past it, see `check_before_open`).
-/// Returns the writer's journal and how many batches were applied.
+/// Returns the writer's journal, how many batches were applied, and the
+/// torn tail said (see [`crate::wal::tail_said`]).
 fn journal_at_open(
     dir: &Path,
     config: &ArchiveConfig,
     scratch: bool,
     positions: &control::Control,
     trees: &Trees,
-) -> Result<(Option<crate::wal::Wal>, usize)> {
+) -> Result<(Option<crate::wal::Wal>, usize, Option<String>)> {
     let (wal, recovered) = if !config.read_only {
         let (wal, recovered) = crate::wal::Wal::open(dir, config.journal.clone(), positions)?;
         (Some(wal), recovered)
     } else if scratch {
         (None, crate::wal::scan(dir, positions)?)
     } else {
-        return Ok((None, 0));
+        return Ok((None, 0, None));
     };
     let replayed = crate::wal::replay(dir, trees, &recovered.batches)?;
-    if let Some(tail) = recovered.tail() {
-        tracing::warn!(archive = %dir.display(), "reel: the archive's journal holds {tail}; its intact batches were read");
+    let torn_tail = crate::wal::tail_said(&recovered);
+    if let Some(tail) = &torn_tail {
+        tracing::info!(archive = %dir.display(), "reel: {tail}; the intact batches were read");
     }
-    Ok((wal, replayed))
+    Ok((wal, replayed, torn_tail))
 }
 
 /// What the control file said at open.

@@ -59,6 +59,11 @@ pub struct VerifyReport {
     /// Runs `reel prune` deleted (their tombstones), which are not damage.
     #[serde(default)]
     pub pruned: u64,
+    /// After a crash, the journal's tail written past the last
+    /// acknowledged flush and where it was cut ([`Archive::torn_tail`]):
+    /// not damage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub torn_tail: Option<String>,
 }
 
 impl VerifyReport {
@@ -78,7 +83,10 @@ impl Archive {
     pub fn verify(&self) -> Result<VerifyReport> {
         let t = self.trees();
         let s = |e| self.storage(e);
-        let mut report = VerifyReport::default();
+        let mut report = VerifyReport {
+            torn_tail: self.torn_tail().map(str::to_owned),
+            ..VerifyReport::default()
+        };
         let mut records: HashMap<u64, RunRecord> = HashMap::new();
 
         for item in t.runs.iter() {

@@ -168,6 +168,49 @@ pub(crate) fn replay(dir: &Path, trees: &Trees, batches: &[journal::Batch]) -> R
     Ok(batches.len())
 }
 
+/// The torn tail a scan found, said for a reader after a crash: how many
+/// facts were written after the last acknowledged flush and never
+/// acknowledged, and where the written part was cut; `None` when the
+/// journal ends cleanly at the acknowledged position.
+pub(crate) fn tail_said(recovered: &journal::Recovered) -> Option<String> {
+    if recovered.unacknowledged == 0 && recovered.cut.is_none() {
+        return None;
+    }
+    let tail = &recovered.batches[recovered
+        .batches
+        .len()
+        .saturating_sub(recovered.unacknowledged)..];
+    let facts: u64 = tail.iter().map(|b| ops::facts_in(&b.records)).sum();
+    let bytes = recovered.end.saturating_sub(recovered.acknowledged);
+    let batches = tail.len();
+    let written = format!(
+        "the last {facts} fact{}, written after the last acknowledged flush and never \
+         acknowledged ({batches} batch{}, {bytes} bytes past journal position {}),",
+        if facts == 1 { "" } else { "s" },
+        if batches == 1 { "" } else { "es" },
+        recovered.acknowledged,
+    );
+    Some(match &recovered.cut {
+        Some(cut) => format!("{written} end at {cut}"),
+        None => format!(
+            "{written} end cleanly at journal position {}",
+            recovered.end
+        ),
+    })
+}
+
+impl Archive {
+    /// After a crash, the journal's tail written past the last
+    /// acknowledged flush, said in reel's words ("the last 147 facts,
+    /// written after the last acknowledged flush and never acknowledged
+    /// (...), end at a bad checksum at offset X of ..."): not damage, but
+    /// the last moments before the crash, which a reader says once.
+    /// `None` when the journal ended at what was acknowledged.
+    pub fn torn_tail(&self) -> Option<&str> {
+        self.inner.torn_tail.as_deref()
+    }
+}
+
 /// The journal's directory in the archive at `dir`.
 pub(crate) fn journal_dir(dir: &Path) -> std::path::PathBuf {
     journal::writer_dir(dir, WRITER).expect("a valid writer id")

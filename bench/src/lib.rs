@@ -26,6 +26,8 @@
 //! | `bytes` | the archive directory after `shutdown`, allocated blocks (`du`), per fact (sled's `size_on_disk` printed too) | the plain file, allocated blocks |
 //! | `progress` | one `ctx.progress(payload)` inside a recorded call, payloads built beforehand | `tokio::sync::mpsc` unbounded `send` of the same payloads, a thread draining them |
 //! | `list` | `list_runs` (tenant + status, limit 50) over 100,000 runs | the same over 1,000 runs |
+//! | `open` | `Archive::open` read-only (as `reel runs` opens it) of 100,000 runs of 10 facts (1,000,000) after a clean close (built untimed); target under 100 ms | the same open of 1,000 such runs |
+//! | `runs-after-crash` | `reel runs`' work (read-only open, first 50 runs) on the open row's 100,000 runs unsealed (copied while the writer held it: no seal, a journal) | the same after a clean close; target within 2x |
 //! | `replay` | facts matched per second by `reel_replayer::replay` over the tape's index, and end to end (`Tape::read` + `ReplayInput::from_tape` + `replay`) | `Tape::read` of the same tape, and freeing it (`replay` frees what it was given in its time) |
 //! | `memory` | peak RSS (VmHWM, a child process) of a tool filing 5,000,000 progress reports without an await; target: under the bound [`memory`] derives from `progress_bound` | the same recorder and call filing none |
 //! | `viewer` | the real `reel` binary: `reel show` of a 1,000,000-fact run until its first line reaches the pipe (target: under 50 ms); `reel runs` on 100,000 runs of 40 facts, until it exits | `reel show` of a 100-fact run; `reel runs` on 100,000 runs of 4 facts |
@@ -80,6 +82,8 @@ pub const ROWS: &[&str] = &[
     "timeline",
     "bytes",
     "list",
+    "open",
+    "runs-after-crash",
     "overview",
     "replay",
     "nats",

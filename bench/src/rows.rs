@@ -7,12 +7,14 @@ mod agent;
 mod collect;
 mod compression;
 mod console;
+mod crash_runs;
 mod latency;
 mod list;
 mod mcp;
 mod mcp_http;
 mod memory;
 mod nats;
+mod open;
 mod overview;
 mod progress;
 mod recording;
@@ -86,6 +88,14 @@ pub(crate) const TABLE: &[Entry] = &[
     Entry {
         rows: &["list"],
         measure: list::measure,
+    },
+    Entry {
+        rows: &["open"],
+        measure: open::measure,
+    },
+    Entry {
+        rows: &["runs-after-crash"],
+        measure: crash_runs::measure,
     },
     Entry {
         rows: &["overview"],

@@ -35,7 +35,12 @@ fn open_with(dir: &Path, read_only: bool) -> Result<Source, Failure> {
         ..ArchiveConfig::default()
     };
     match Source::open(dir, config) {
-        Ok(source) => Ok(source),
+        Ok(source) => {
+            if let Source::Archive(a) = &source {
+                say_torn_tail(a);
+            }
+            Ok(source)
+        }
         Err(ArchiveError::Locked { .. }) => Err(Failure::msg(format!(
             "archive {} is held open by another process that serves no live socket ({}): \
              stop that process, or record with `RecorderConfig::serve_live` on to inspect it while it runs",
@@ -43,6 +48,19 @@ fn open_with(dir: &Path, read_only: bool) -> Result<Source, Failure> {
             dir.join(SOCKET_NAME).display()
         ))),
         Err(e) => Err(e.into()),
+    }
+}
+
+/// After a crash, says once on stderr how far the journal's written tail
+/// reached and where it was cut. Not damage (it was never acknowledged),
+/// so no alarm and no change to the exit code, but not silent either: a
+/// flight recorder's last moments are the most wanted part of its record.
+fn say_torn_tail(archive: &Archive) {
+    if let Some(tail) = archive.torn_tail() {
+        eprintln!(
+            "reel: {}; not damage: they were read as far as they are intact",
+            reel_viewer::render::terminal::escape(tail)
+        );
     }
 }
 

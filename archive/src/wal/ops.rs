@@ -116,6 +116,21 @@ pub(super) fn decode(record: &[u8]) -> Option<Op<'_>> {
     }
 }
 
+/// How many facts the blocks a batch inserts hold (a block's header
+/// counts them: bytes 1..5, big-endian); records that do not parse count
+/// nothing.
+pub(crate) fn facts_in(records: &[Vec<u8>]) -> u64 {
+    records
+        .iter()
+        .filter_map(|r| match decode(r)? {
+            (Tree::Events, _, Some(value)) => Some(u64::from(u32::from_be_bytes(
+                value.get(1..5)?.try_into().ok()?,
+            ))),
+            _ => None,
+        })
+        .sum()
+}
+
 /// Applies one batch's operations to sled's trees in their order, each
 /// run of consecutive operations on one tree as one sled batch (atomic in
 /// sled: a status swap never leaves neither entry, nor both). The order is

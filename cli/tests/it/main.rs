@@ -51,4 +51,5 @@ mod stream;
 mod support;
 mod templates_cli;
 mod terminal_injection;
+mod torn_tail;
 mod tripwire_export;
