@@ -17,19 +17,15 @@ use serde_json::{json, Value};
 
 use crate::mcp_mock_http::{message, raw};
 use crate::mcp_record_rules::http_proxy;
-use crate::mcp_secrets_wire::{contains, forms};
-use crate::support::{reel_json, require_python, Killed};
+use crate::mcp_secrets_wire::assert_absent;
+use crate::support::{free_port, reel_json, require_python, wait_listening, Killed};
 
 const TOKEN: &str = "upstream-bearer-3f9a1c7e5b2d4f60a8c9e1b3d5f7a9c2";
 
 /// tests/fastmcp_auth_server.py on a free port, once it listens; its
 /// MCP URL.
 fn protected_fastmcp() -> (Killed, String) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let mut server = Killed(
         Command::new("python3")
             .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fastmcp_auth_server.py"))
@@ -40,16 +36,8 @@ fn protected_fastmcp() -> (Killed, String) {
             .spawn()
             .unwrap(),
     );
-    for _ in 0..1200 {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return (server, format!("http://127.0.0.1:{port}/mcp"));
-        }
-        if let Ok(Some(status)) = server.0.try_wait() {
-            panic!("the FastMCP auth server exited ({status}) before it listened");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    panic!("the FastMCP auth server did not listen on port {port} within a minute");
+    wait_listening(port, &mut server, "the FastMCP auth server");
+    (server, format!("http://127.0.0.1:{port}/mcp"))
 }
 
 /// A GET of `path` at `addr`: status, head and body.
@@ -65,25 +53,6 @@ fn get(addr: &str, path: &str) -> (u16, String, String) {
     let (head, body) = response.split_once("\r\n\r\n").unwrap();
     let status = head.split(' ').nth(1).unwrap().parse().unwrap();
     (status, head.to_owned(), body.to_owned())
-}
-
-/// How many files under `path` were read; none holds any form of TOKEN.
-fn assert_absent(path: &Path) -> usize {
-    if path.is_file() {
-        let bytes = std::fs::read(path).unwrap();
-        for (form, needle) in forms(TOKEN) {
-            assert!(
-                !contains(&bytes, &needle),
-                "the bearer token ({form}) is in {}",
-                path.display()
-            );
-        }
-        return 1;
-    }
-    std::fs::read_dir(path)
-        .unwrap()
-        .map(|e| assert_absent(&e.unwrap().path()))
-        .sum()
 }
 
 fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
@@ -188,6 +157,6 @@ fn a_bearer_protected_server_works_through_the_proxy_and_its_token_is_in_no_file
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_eq!(assert_absent(&tape), 1);
-    assert!(assert_absent(&archive) > 0);
+    assert_eq!(assert_absent(&tape, &[TOKEN]), 1);
+    assert!(assert_absent(&archive, &[TOKEN]) > 0);
 }
