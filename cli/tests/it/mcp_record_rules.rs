@@ -445,11 +445,7 @@ fn a_stopped_proxy_answers_the_calls_in_flight_and_records_them_aborted() {
 /// (loopback `Host` names only). Its endpoint.
 pub(crate) fn fastmcp_http() -> (Killed, String) {
     require_python();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = crate::support::free_port();
     let mut server = Killed(
         Command::new("python3")
             .arg(tests_dir().join("fastmcp_server.py"))
@@ -460,16 +456,8 @@ pub(crate) fn fastmcp_http() -> (Killed, String) {
             .spawn()
             .unwrap(),
     );
-    for _ in 0..1200 {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return (server, format!("http://127.0.0.1:{port}/mcp"));
-        }
-        if let Ok(Some(status)) = server.0.try_wait() {
-            panic!("the FastMCP HTTP server exited ({status}) before it listened");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    panic!("the FastMCP HTTP server did not listen on port {port} within a minute");
+    crate::support::wait_listening(port, &mut server, "the FastMCP HTTP server");
+    (server, format!("http://127.0.0.1:{port}/mcp"))
 }
 
 /// tests/raw_http_server.py on a free port, once it listens; its port.
@@ -480,11 +468,7 @@ fn raw_http_upstream() -> (Killed, u16) {
 /// [`raw_http_upstream`] with `extra` arguments (a file it writes the
 /// `Mcp-*` headers it got to).
 pub(crate) fn raw_http_upstream_with(extra: &[&str]) -> (Killed, u16) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = crate::support::free_port();
     let mut server = Killed(
         Command::new("python3")
             .arg(tests_dir().join("raw_http_server.py"))
@@ -494,13 +478,7 @@ pub(crate) fn raw_http_upstream_with(extra: &[&str]) -> (Killed, u16) {
             .spawn()
             .unwrap(),
     );
-    for _ in 0..1200 {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            break;
-        }
-        assert!(server.0.try_wait().unwrap().is_none(), "the server exited");
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    crate::support::wait_listening(port, &mut server, "tests/raw_http_server.py");
     (server, port)
 }
 
@@ -1052,11 +1030,7 @@ fn a_sessionless_client_idle_past_the_bound_gets_a_new_run() {
 fn the_http_proxy_forwards_requests_in_the_order_it_got_them() {
     use std::io::Read;
     let dir = tempfile::tempdir().unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = crate::support::free_port();
     let mut server = Killed(
         Command::new("python3")
             .arg(tests_dir().join("order_http_server.py"))
