@@ -230,19 +230,7 @@ fn a_pydantic_ai_agent_over_fastmcp_is_recorded_mocked_and_verified() {
     // format that carries them (an older reel refuses it rather than drop
     // them), and the mock serves the agent the same from the file.
     let tape = archive.with_file_name("session.tape.jsonl");
-    let exported = Command::new(REEL)
-        .arg("--archive")
-        .arg(&archive)
-        .args(["export", &run, "-o"])
-        .arg(&tape)
-        .env("REEL_CONFIG_DIR", archive.with_file_name("config"))
-        .output()
-        .unwrap();
-    assert!(
-        exported.status.success(),
-        "{}",
-        String::from_utf8_lossy(&exported.stderr)
-    );
+    crate::support::export_tape(&archive, &run, &tape);
     let header = std::fs::read_to_string(&tape).unwrap();
     assert!(
         header.starts_with("{\"format\":\"reel.tape.v2\""),

@@ -144,19 +144,7 @@ fn a_bearer_protected_server_works_through_the_proxy_and_its_token_is_in_no_file
     assert!(!shown.to_string().contains(TOKEN));
 
     let tape = dir.path().join("auth.tape.jsonl");
-    let out = Command::new(env!("CARGO_BIN_EXE_reel"))
-        .arg("--archive")
-        .arg(&archive)
-        .args(["export", &run_id, "-o"])
-        .arg(&tape)
-        .env("REEL_CONFIG_DIR", dir.path().join("config"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::support::export_tape(&archive, &run_id, &tape);
     assert_eq!(assert_absent(&tape, &[TOKEN]), 1);
     assert!(assert_absent(&archive, &[TOKEN]) > 0);
 }

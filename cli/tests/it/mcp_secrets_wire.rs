@@ -175,19 +175,7 @@ fn secure_arguments_auth_headers_param_copies_and_webhook_secrets_never_reach_th
     );
 
     let tape = dir.path().join("secrets.tape.jsonl");
-    let out = Command::new(env!("CARGO_BIN_EXE_reel"))
-        .arg("--archive")
-        .arg(&archive)
-        .args(["export", &run_id, "-o"])
-        .arg(&tape)
-        .env("REEL_CONFIG_DIR", dir.path().join("config"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::support::export_tape(&archive, &run_id, &tape);
     let tape_text = std::fs::read_to_string(&tape).unwrap();
     assert!(tape_text.contains("secureArguments/tenant_id"));
     assert_eq!(assert_absent(&tape, &[TENANT, BEARER, DPOP, WEBHOOK]), 1);

@@ -48,6 +48,24 @@ pub fn reel_json(archive: &Path, args: &[&str]) -> Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
+/// Runs `reel --archive ARCHIVE export RUN -o TAPE` (the configuration
+/// directory beside the archive), which must succeed.
+pub fn export_tape(archive: &Path, run_id: &str, tape: &Path) {
+    let out = Command::new(env!("CARGO_BIN_EXE_reel"))
+        .arg("--archive")
+        .arg(archive)
+        .args(["export", run_id, "-o"])
+        .arg(tape)
+        .env("REEL_CONFIG_DIR", archive.with_file_name("config"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "reel export {run_id}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// Fails, saying what to install, unless `python3` imports the official
 /// Python MCP SDK (the server and the client).
 pub fn require_python() {
