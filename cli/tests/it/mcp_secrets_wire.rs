@@ -2,8 +2,9 @@
 //! record --listen` in front of the FastMCP server over streamable HTTP
 //! (tests/fastmcp_server.py): a `tools/call` with `secureArguments`
 //! (SEP-3221), an `Authorization` bearer token, a `DPoP` proof, an
-//! `Mcp-Param-*` copy of an argument (SEP-2243) and a `whsec_` webhook
-//! secret under a plain key, which the server echoes back, then the same
+//! `Mcp-Param-*` copy of an argument (SEP-2243), a `whsec_` webhook
+//! secret and a secure argument's value also under plain keys, which the
+//! server echoes back, then the same
 //! call in a batch (refused, and recorded as sent). The client gets
 //! every byte as the server sent it; the record holds each secure
 //! argument as a credential (need `secureArguments/NAME`, a keyed
@@ -103,7 +104,7 @@ fn secure_arguments_auth_headers_param_copies_and_webhook_secrets_never_reach_th
 
     let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
         "name": "echo",
-        "arguments": {"text": "hello", "note": WEBHOOK},
+        "arguments": {"text": TENANT, "note": WEBHOOK},
         "secureArguments": {"tenant_id": TENANT, "region": {"zone": 3}},
     }});
     let named = format!(
@@ -138,11 +139,14 @@ fn secure_arguments_auth_headers_param_copies_and_webhook_secrets_never_reach_th
         .find(|f| f["kind"] == "call.started" && f["data"]["tool_name"] == "echo")
         .expect("the echo call");
     let call_id = echo["call"].as_str().unwrap();
-    // The model's arguments as sent, the webhook secret redacted; the
-    // secure arguments apart, as credentials.
-    assert_eq!(echo["data"]["args"]["text"], "hello");
-    let note = echo["data"]["args"]["note"].as_str().unwrap();
-    assert!(note.starts_with("[REDACTED"), "{note}");
+    // The model's arguments as sent, the webhook secret and the secure
+    // value the client also put under a plain key redacted (the secure
+    // value is known before `call.started` is filed); the secure
+    // arguments apart, as credentials.
+    for key in ["text", "note"] {
+        let value = echo["data"]["args"][key].as_str().unwrap();
+        assert!(value.starts_with("[REDACTED"), "{key}: {value}");
+    }
     let resolved: Vec<(String, String)> = facts
         .iter()
         .filter(|f| f["kind"] == "credential.resolved" && f["call"] == call_id)

@@ -690,7 +690,7 @@ impl Router {
             .find(|(_, v)| **v == id_key)
             .map(|(t, _)| t.clone());
         let elicitor = Arc::new(ProxyElicitor::default());
-        let mut call = secure_arguments(run.call(&name, args).protocol("mcp"), secure);
+        let mut call = secure_arguments(run, run.call(&name, args).protocol("mcp"), secure);
         let client = client.or_else(|| state.client.clone());
         if let Some(client) = client {
             call = call
@@ -794,9 +794,11 @@ pub const SECURE_ARGUMENT_NEED: &str = "secureArguments/";
 /// need `secureArguments/NAME` resolved before the call, recorded as
 /// `credential.requested` and `credential.resolved` with the recorder's
 /// keyed fingerprint of the value (a string as it is, anything else as
-/// JSON), never the value, which the run then scrubs from every later
-/// fact (a server echoing it, say).
-fn secure_arguments(mut call: CallBuilder, secure: Option<Value>) -> CallBuilder {
+/// JSON), never the value. Each value is known to `run` as a secret
+/// before the call starts, so it is scrubbed from every fact from
+/// `call.started` on: the client also putting it under a plain key of
+/// `arguments`, or the server echoing it.
+fn secure_arguments(run: &Run, mut call: CallBuilder, secure: Option<Value>) -> CallBuilder {
     let Some(Value::Object(secure)) = secure else {
         return call;
     };
@@ -810,6 +812,7 @@ fn secure_arguments(mut call: CallBuilder, secure: Option<Value>) -> CallBuilder
             Value::String(s) => s,
             other => other.to_string(),
         };
+        run.secret(Secret::new(text.clone()));
         vault = vault.with(&need, &text);
         call = call.needs(need);
     }

@@ -270,6 +270,17 @@ impl Run {
         ))
     }
 
+    /// A value learnt to be secret while the run goes on (a value a host
+    /// received for a call about to start, say): scrubbed by value from
+    /// every fact of the run filed after this, as
+    /// [`RunStart::secret`] is from the start. Kept in memory only; an
+    /// empty value is ignored.
+    pub fn secret(&self, secret: Secret) {
+        if !secret.expose().is_empty() {
+            self.inner.rec.queue.secret(&self.inner.id, secret, None);
+        }
+    }
+
     /// Where the stream's calls belong.
     pub(super) fn home(&self) -> Home {
         match &self.inner.outside {

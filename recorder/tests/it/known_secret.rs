@@ -1,4 +1,4 @@
-//! `RunStart::secret`: a value the host knows is secret is scrubbed from
+//! `RunStart::secret` and `Run::secret`: a value the host knows is secret is scrubbed from
 //! every fact of the run, its `run.started` (labels) included, and reaches
 //! no file of the archive.
 
@@ -73,6 +73,54 @@ async fn a_known_secret_is_scrubbed_from_every_fact_of_the_run() {
     assert!(marker.starts_with("[REDACTED:"), "{command}");
     assert!(!shown.contains(TOKEN), "{shown}");
     assert!(shown.contains(&format!(r#""note":"{marker}""#)), "{shown}");
+    drop(archive);
+    assert_eq!(
+        files_holding(dir.path(), TOKEN.as_bytes()),
+        Vec::<std::path::PathBuf>::new()
+    );
+}
+
+/// `Run::secret`: a value learnt once the run is going (a secure argument
+/// a proxy receives with a call) is scrubbed from the `call.started` of
+/// the call that carries it and from everything after, whenever the
+/// writer happens to drain; a fact filed before it keeps its own values.
+#[tokio::test]
+async fn a_secret_learnt_during_the_run_is_scrubbed_from_the_next_call_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = RecorderConfig {
+        fingerprint_key: FingerprintKey::Key([5; 32]),
+        serve_live: false,
+        ..RecorderConfig::default()
+    };
+    let recorder = Recorder::open(dir.path(), config).await.unwrap();
+    let run = recorder
+        .start_run(RunStart::new("learnt-secret"))
+        .await
+        .unwrap();
+    // Nothing secret yet: the earlier call holds its value as it was.
+    run.call("before", json!({ "note": "plain" }))
+        .invoke(|_ctx: ToolContext, args: Value| async move { Ok::<_, ToolError>(args) })
+        .await
+        .unwrap();
+    run.secret(Secret::new(TOKEN));
+    run.secret(Secret::new(""));
+    run.call("echo", json!({ "note": TOKEN }))
+        .invoke(echo)
+        .await
+        .unwrap();
+    run.end(RunStatus::Completed).await.unwrap();
+    let archive = recorder.archive().clone();
+    recorder.shutdown().await.unwrap();
+
+    let mut started = Vec::new();
+    for fact in archive.facts("learnt-secret", ..).unwrap() {
+        let fact = fact.unwrap();
+        if let FactKind::CallStarted(c) = &fact.kind {
+            started.push(c.args["note"].as_str().unwrap().to_owned());
+        }
+    }
+    assert_eq!(started[0], "plain");
+    assert!(started[1].starts_with("[REDACTED:"), "{started:?}");
     drop(archive);
     assert_eq!(
         files_holding(dir.path(), TOKEN.as_bytes()),
