@@ -7,9 +7,8 @@
 //! tests/fastmcp_server.py, through the proxy) has none and exits 0; a
 //! damaged tape exits 2, a file that is no tape 64.
 
-use crate::support::{reel, require_python};
+use crate::support::{reel, require_python, StdioClient};
 
-use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
@@ -19,52 +18,21 @@ fn tests_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests")
 }
 
-/// Reads the client's stdout until the response to request `id`.
-fn until_answer(out: &mut impl BufRead, id: u64) -> Value {
-    let mut seen = Vec::new();
-    loop {
-        let mut line = String::new();
-        let n = out.read_line(&mut line).unwrap();
-        assert!(n > 0, "the proxy ended before answering {id}: {seen:?}");
-        match serde_json::from_str::<Value>(&line) {
-            Ok(m) if m["id"] == id && m.get("method").is_none() => return m,
-            _ => seen.push(line),
-        }
-    }
-}
-
 /// Records one session with the sloppy server into `archive`, each of
 /// its tools called once, in turn; returns the run id.
 fn record_sloppy(dir: &Path, archive: &Path) -> String {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_reel"))
-        .arg("--archive")
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_reel"));
+    cmd.arg("--archive")
         .arg(archive)
         .args(["mcp", "record", "--"])
         .arg("python3")
         .arg(tests_dir().join("sloppy_server.py"))
-        .env("REEL_CONFIG_DIR", dir.join("config"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut send = |m: Value| {
-        let mut line = m.to_string();
-        line.push('\n');
-        stdin.write_all(line.as_bytes()).unwrap();
-        stdin.flush().unwrap();
-    };
-    send(
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {},
-        "clientInfo": {"name": "check-test", "version": "1"}}}),
-    );
-    until_answer(&mut stdout, 1);
-    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-    send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}));
-    let listed = until_answer(&mut stdout, 2);
+        .env("REEL_CONFIG_DIR", dir.join("config"));
+    let mut client = StdioClient::spawn(cmd);
+    client.initialize("check-test");
+    client.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    client.send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}));
+    let (listed, _) = client.until_answer(2);
     assert_eq!(listed["result"]["tools"].as_array().unwrap().len(), 11);
     let calls = [
         ("add", json!({"a": 1, "b": 2})),
@@ -75,20 +43,16 @@ fn record_sloppy(dir: &Path, archive: &Path) -> String {
     ];
     for (i, (name, arguments)) in calls.into_iter().enumerate() {
         let id = 3 + i as u64;
-        send(
+        client.send(
             json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
             "name": name, "arguments": arguments, "_meta": {"progressToken": format!("t-{name}")}}}),
         );
-        until_answer(&mut stdout, id);
+        client.until_answer(id);
     }
-    send(json!({"jsonrpc": "2.0", "id": 20, "method": "tools/call",
+    client.send(json!({"jsonrpc": "2.0", "id": 20, "method": "tools/call",
         "params": {"name": "ghost", "arguments": {}}}));
     // The ghost is never answered: the client gives up and hangs up.
-    drop(stdin);
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
-    let status = child.wait().unwrap();
-    assert!(status.success(), "{status}: {stderr}");
+    client.hang_up();
     let runs = reel_out(dir, archive, &["runs", "--json"]);
     let runs: Value = serde_json::from_str(&runs.stdout_text()).unwrap();
     runs["runs"][0]["run_id"].as_str().unwrap().to_owned()

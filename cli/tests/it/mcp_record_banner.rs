@@ -7,30 +7,14 @@
 //! declared with `--secret-env`, reaches neither the archive nor the
 //! terminal.
 
-use crate::support::{reel, reel_json, require_python};
+use crate::support::{reel, reel_json, require_python, StdioClient};
 
-use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use serde_json::{json, Value};
 
 const SECRET: &str = "planted-7c2e9b41d0a85f36e4b1c2d3e4f5a6b7";
-
-/// Reads the client's stdout until the response to request `id`; the
-/// lines read on the way.
-fn until_answer(out: &mut impl BufRead, id: u64) -> (Value, Vec<String>) {
-    let mut seen = Vec::new();
-    loop {
-        let mut line = String::new();
-        let n = out.read_line(&mut line).unwrap();
-        assert!(n > 0, "the proxy ended before answering {id}: {seen:?}");
-        match serde_json::from_str::<Value>(&line) {
-            Ok(m) if m["id"] == id => return (m, seen),
-            _ => seen.push(line),
-        }
-    }
-}
 
 #[test]
 fn a_servers_banner_is_an_anomaly_said_and_scrubbed() {
@@ -38,49 +22,28 @@ fn a_servers_banner_is_an_anomaly_said_and_scrubbed() {
     let dir = tempfile::tempdir().unwrap();
     let archive = dir.path().join("archive");
     let server = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/banner_server.py");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_reel"))
-        .arg("--archive")
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_reel"));
+    cmd.arg("--archive")
         .arg(&archive)
         .args(["mcp", "record", "--secret-env", "PLANTED_TOKEN", "--"])
         .arg("python3")
         .arg(&server)
         .env("PLANTED_TOKEN", SECRET)
-        .env("REEL_CONFIG_DIR", dir.path().join("config"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut send = |m: Value| {
-        let mut line = m.to_string();
-        line.push('\n');
-        stdin.write_all(line.as_bytes()).unwrap();
-        stdin.flush().unwrap();
-    };
-    send(
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {},
-        "clientInfo": {"name": "banner-test", "version": "1"}}}),
-    );
-    let (init, before) = until_answer(&mut stdout, 1);
+        .env("REEL_CONFIG_DIR", dir.path().join("config"));
+    let mut client = StdioClient::spawn(cmd);
+    let (init, before) = client.initialize("banner-test");
     assert_eq!(init["result"]["serverInfo"]["name"], "reel-test-banner");
     // Forwarded unchanged: the client sees what the server wrote.
     assert!(
         before.len() == 1 && before[0].starts_with("banner-server 0.1 ready"),
         "{before:?}"
     );
-    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-    send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+    client.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    client.send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
         "params": {"name": "greet", "arguments": {"name": "ann"}}}));
-    let (greeted, _) = until_answer(&mut stdout, 2);
+    let (greeted, _) = client.until_answer(2);
     assert_eq!(greeted["result"]["content"][0]["text"], "hello ann");
-    drop(stdin);
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
-    let status = child.wait().unwrap();
-    assert!(status.success(), "{status}: {stderr}");
+    let stderr = client.hang_up();
 
     // Said in reel's voice, with the line: escaped, the token scrubbed.
     let said = stderr

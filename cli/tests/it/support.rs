@@ -1,6 +1,6 @@
 //! What the modules of this test binary share: running the `reel`
 //! binary, copying an archive, the Python SDK a test needs, reading the
-//! proxy's address.
+//! proxy's address, a bare stdio MCP client.
 
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
@@ -180,4 +180,82 @@ pub fn wait_listening(port: u16, server: &mut Killed, what: &str) {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     panic!("{what} did not listen on port {port} within a minute");
+}
+
+/// A bare MCP client over stdio: line-delimited JSON-RPC written to a
+/// child's (`reel mcp record -- SERVER`, say) standard input and read
+/// from its standard output, for the cases an SDK client hides (the
+/// lines that are not answers, ids it would not send).
+pub struct StdioClient {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    stdout: std::io::BufReader<std::process::ChildStdout>,
+}
+
+impl StdioClient {
+    /// Spawns `cmd` with piped standard streams.
+    pub fn spawn(mut cmd: Command) -> StdioClient {
+        use std::process::Stdio;
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take();
+        let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+        StdioClient {
+            child,
+            stdin,
+            stdout,
+        }
+    }
+
+    /// Writes `message` as one line.
+    pub fn send(&mut self, message: Value) {
+        use std::io::Write;
+        let mut line = message.to_string();
+        line.push('\n');
+        let stdin = self.stdin.as_mut().expect("standard input is open");
+        stdin.write_all(line.as_bytes()).unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// Reads until the response to request `id` (a message with that id
+    /// and no method); also the lines read on the way.
+    pub fn until_answer(&mut self, id: u64) -> (Value, Vec<String>) {
+        let mut seen = Vec::new();
+        loop {
+            let mut line = String::new();
+            let n = self.stdout.read_line(&mut line).unwrap();
+            assert!(n > 0, "the server ended before answering {id}: {seen:?}");
+            match serde_json::from_str::<Value>(&line) {
+                Ok(m) if m["id"] == id && m.get("method").is_none() => return (m, seen),
+                _ => seen.push(line),
+            }
+        }
+    }
+
+    /// `initialize` at 2025-11-25 as client `name`: the answer and the
+    /// lines before it. `notifications/initialized` is the caller's, so
+    /// it may look at the answer first.
+    pub fn initialize(&mut self, name: &str) -> (Value, Vec<String>) {
+        self.send(
+            serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": name, "version": "1"}}}),
+        );
+        self.until_answer(1)
+    }
+
+    /// Hangs up (closes standard input) and waits for the child to end:
+    /// it must end well; returns its standard error.
+    pub fn hang_up(mut self) -> String {
+        drop(self.stdin.take());
+        let mut stderr = String::new();
+        std::io::Read::read_to_string(&mut self.child.stderr.take().unwrap(), &mut stderr).unwrap();
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "{status}: {stderr}");
+        stderr
+    }
 }
