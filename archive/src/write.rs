@@ -478,8 +478,10 @@ impl Archive {
 }
 
 /// Puts a changed record into `ops`, with the index entries it brings
-/// along (a status swap is one sled batch with the record's tree apart:
-/// a crash never splits it).
+/// along. A status moves by inserting the new entry, then removing the
+/// old: a crash that keeps a prefix of the operations (see `wal::ops`)
+/// leaves the run under both (recovery removes the "running" one of a
+/// closed record), never under neither.
 fn store_record(ops: &mut Ops, ordinal: u64, before: &RunRecord, after: &RunRecord) {
     ops.insert(Tree::Runs, keys::run_key(ordinal), encode_record(after));
     let (was, now) = (
@@ -490,8 +492,8 @@ fn store_record(ops: &mut Ops, ordinal: u64, before: &RunRecord, after: &RunReco
         ops.insert(Tree::ByTool, tool, b"");
     }
     if was.status != now.status {
-        ops.remove(Tree::ByStatus, &was.status);
         ops.insert(Tree::ByStatus, &now.status, b"");
+        ops.remove(Tree::ByStatus, &was.status);
     }
 }
 
