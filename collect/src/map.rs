@@ -27,7 +27,9 @@
 //!   attributes, under the call it belongs to.
 //!
 //! Facts are in span time order; a child's facts stay within its parent's
-//! call (a call's `call.ended` comes after everything beneath it).
+//! call (a call's `call.ended` comes after everything beneath it). Spans
+//! that came after their trace was written are a run of their own
+//! ([`map_late`]: the `late` module).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -41,9 +43,11 @@ use serde_json::{json, Map, Value};
 use crate::decode::SpanIn;
 
 mod held;
+mod late;
 mod mcp;
 mod model;
 pub use held::held_record;
+pub use late::{late_run_id, map_late, Late, LATE_LOGGER, LATE_OF_LABEL};
 use model::model_called;
 
 /// The label every run taken in carries (`otlp`): `reel mcp mock` serves
@@ -180,9 +184,13 @@ pub fn map_trace(mut spans: Vec<SpanIn>) -> Option<(String, Vec<Fact>)> {
             },
         }),
     });
-    let start = root_span.start;
+    Some((run_id, number(drafts, root_span.start)))
+}
+
+/// Drafts numbered from 0, their times made monotone from `start`.
+fn number(drafts: Vec<Draft>, start: u64) -> Vec<Fact> {
     let mut last = start;
-    let facts = drafts
+    drafts
         .into_iter()
         .enumerate()
         .map(|(seq, d)| {
@@ -195,8 +203,25 @@ pub fn map_trace(mut spans: Vec<SpanIn>) -> Option<(String, Vec<Fact>)> {
                 kind: d.kind,
             }
         })
-        .collect();
-    Some((run_id, facts))
+        .collect()
+}
+
+/// Groups of drafts (a span's events, each child's facts) in time order,
+/// each group kept in its own order.
+fn merge(groups: Vec<Vec<Draft>>) -> Vec<Draft> {
+    let mut out: Vec<Draft> = Vec::new();
+    for mut group in groups {
+        // Each group's times made monotone, so a stable sort by time
+        // keeps its order.
+        let mut last = 0;
+        for d in &mut group {
+            last = d.at.max(last);
+            d.at = last;
+        }
+        out.extend(group);
+    }
+    out.sort_by_key(|d| d.at);
+    out
 }
 
 /// How deep spans nest beneath the root; a span further down (or in a
@@ -351,19 +376,7 @@ impl Trace<'_> {
         for k in kids {
             groups.push(self.span(k, call));
         }
-        let mut out: Vec<Draft> = Vec::new();
-        for mut group in groups {
-            // Each group's times made monotone, so a stable sort by time
-            // keeps its order.
-            let mut last = 0;
-            for d in &mut group {
-                last = d.at.max(last);
-                d.at = last;
-            }
-            out.extend(group);
-        }
-        out.sort_by_key(|d| d.at);
-        out
+        merge(groups)
     }
 
     /// A call id unique in the run: the framework's, else the span id.

@@ -167,7 +167,7 @@ fn a_pydantic_ai_agents_spans_become_a_run_that_mocks_to_the_same_results() {
     let said = collect_agent(&archive, &config, agent);
     assert!(said.contains("1 run(s) written"), "{said}");
     assert!(
-        said.contains("0 retried span(s) dropped, 0 late, 0 rejected"),
+        said.contains("0 retried span(s) dropped, 0 late (in 0 run(s) of their own), 0 rejected"),
         "{said}"
     );
     let (run, facts) = tape_facts(&archive, &config);
