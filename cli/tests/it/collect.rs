@@ -22,11 +22,11 @@ use crate::support::{free_port, reel_command, wait_listening, Killed};
 
 const API_KEY: &str = "wk-3f9c1e7a5b2d4c6e8f0a";
 
-fn agents_dir() -> PathBuf {
+pub(crate) fn agents_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/agents")
 }
 
-fn require_peers() {
+pub(crate) fn require_peers() {
     let requirements = Path::new(env!("CARGO_MANIFEST_DIR")).join("../mcp/tests/requirements.txt");
     let out = Command::new("python3")
         .args([
