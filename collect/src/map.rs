@@ -33,19 +33,18 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use reel::fact::{
-    CallEnded, CallMode, CallOutcome, CallStarted, Fact, FactKind, Identity, Level, Log, Producer,
-    RunEnded, RunStarted, RunStatus,
-};
+use reel::fact::{Fact, FactKind, Identity, Level, Log, Producer, RunEnded, RunStarted, RunStatus};
 
 use serde_json::{json, Map, Value};
 
 use crate::decode::SpanIn;
 
+mod call;
 mod held;
 mod late;
 mod mcp;
 mod model;
+use call::{call_facts, error_of};
 pub use held::held_record;
 pub use late::{late_run_id, map_late, Late, LATE_LOGGER, LATE_OF_LABEL};
 use model::model_called;
@@ -479,90 +478,6 @@ fn tool_name(span: &SpanIn) -> String {
         })
         .unwrap_or_else(|| span.name.clone()),
     }
-}
-
-/// A tool or agent span's `call.started` and `call.ended`.
-fn call_facts(span: &SpanIn, id: &str, parent: Option<&str>) -> (CallStarted, CallEnded) {
-    let tool_name = tool_name(span);
-    let args = first(
-        span,
-        &[
-            "gen_ai.tool.call.arguments",
-            "ai.toolCall.args",
-            // Not OpenInference's `tool.parameters`: the tool's schema.
-            "input.value",
-            "traceloop.entity.input",
-        ],
-    )
-    .map(json_text)
-    .unwrap_or(Value::Null);
-    let result = first(
-        span,
-        &[
-            "gen_ai.tool.call.result",
-            "ai.toolCall.result",
-            "output.value",
-            "traceloop.entity.output",
-            "final_result",
-        ],
-    )
-    .cloned();
-    let started = CallStarted {
-        call_id: id.to_owned(),
-        tool_name,
-        tool_id: None,
-        parent_call: parent.map(str::to_owned),
-        iteration: 0,
-        invocation_id: Some(span.span_id.clone()),
-        mode: CallMode::Async,
-        protocol: Some(PROTOCOL.into()),
-        platform: None,
-        client_info: None,
-        args,
-        wanted: None,
-        attached: None,
-        spec: None,
-        dispatch_tools: None,
-        outside_run: None,
-    };
-    let outcome = match error_of(span) {
-        Some(error) => CallOutcome::Error {
-            error,
-            result: result.filter(|r| !r.is_null()),
-        },
-        None => CallOutcome::Ok {
-            result: result.unwrap_or(Value::Null),
-        },
-    };
-    let ended = CallEnded {
-        outcome,
-        duration_ns: span.end - span.start,
-        invocation_id: Some(span.span_id.clone()),
-    };
-    (started, ended)
-}
-
-/// The span's error, when it failed: its status message, else its
-/// exception event (`type: message`), else `error.type`.
-fn error_of(span: &SpanIn) -> Option<String> {
-    let error_type = span.str("error.type");
-    if span.status_code != 2 && error_type.is_none() {
-        return None;
-    }
-    if !span.status_message.is_empty() {
-        return Some(span.status_message.clone());
-    }
-    let exception = span.events.iter().find(|(_, n, _)| n == "exception");
-    if let Some((_, _, a)) = exception {
-        let ty = a.get("exception.type").and_then(Value::as_str);
-        let msg = a.get("exception.message").and_then(Value::as_str);
-        match (ty, msg) {
-            (Some(t), Some(m)) => return Some(format!("{t}: {m}")),
-            (None, Some(m)) | (Some(m), None) => return Some(m.to_owned()),
-            _ => {}
-        }
-    }
-    Some(error_type.unwrap_or("error").to_owned())
 }
 
 /// A span event as a `log` fact.

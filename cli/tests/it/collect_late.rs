@@ -227,4 +227,27 @@ fn a_span_exported_after_its_run_was_written_is_a_run_linked_to_it() {
     ] {
         assert!(shown.contains(&part), "{part:?} not in:\n{shown}");
     }
+
+    // A run like any taken in: its mock answers the late call as recorded,
+    // and says the spans carried no definition of the tool.
+    let asked = [(
+        "slow_lookup".to_owned(),
+        "call-2".to_owned(),
+        Value::Null,
+        json!({"term": "tides"}),
+        Value::Null,
+    )];
+    let report = crate::collect::mock(&archive, &config, &late, &asked);
+    assert_eq!(
+        report["answers"],
+        json!([{"isError": false, "text": ["high tide at noon"]}])
+    );
+    assert_eq!(
+        report["tools"],
+        json!([{
+            "name": "slow_lookup",
+            "description": reel_mcp::cassette::session::NO_DEFINITION,
+            "inputSchema": {"type": "object"},
+        }])
+    );
 }
