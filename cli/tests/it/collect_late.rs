@@ -228,6 +228,25 @@ fn a_span_exported_after_its_run_was_written_is_a_run_linked_to_it() {
         assert!(shown.contains(&part), "{part:?} not in:\n{shown}");
     }
 
+    // The first run's page names the run of its late spans.
+    let out = reel(
+        &config,
+        &["--archive", archive.to_str().unwrap(), "show", &first],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let shown = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        shown.ends_with(&format!(
+            "late spans of its trace (they came after this run was written, which is never \
+             rewritten): {late}\n"
+        )),
+        "{shown}"
+    );
+
     // A run like any taken in: its mock answers the late call as recorded,
     // and says the spans carried no definition of the tool.
     let asked = [(
