@@ -22,9 +22,10 @@
 //!   once (span ids seen are dropped). A span of a run already written is
 //!   late: the run has ended and is never rewritten, so a trace's late
 //!   spans are held likewise and written as a run of their own,
-//!   `otel-TRACEID-late-N`, linked to the first ([`map::map_late`]). What is held when the collector
-//!   stops is written then. Meanwhile a trace held is listed as a running
-//!   run (`reel runs`, the console), through the archive's live socket.
+//!   `otel-TRACEID-late-N`, linked to the first ([`map::map_late`]). What
+//!   is held when the collector stops is written then. Meanwhile a trace
+//!   held is listed as a running run (`reel runs`, the console), through
+//!   the archive's live socket.
 //! - **What.** The mapping is [`map`]'s; the writing [`write`]'s: the
 //!   recorder's redaction and tripwire, then the whole run appended as one batch.
 //!
