@@ -247,6 +247,18 @@ fn a_span_exported_after_its_run_was_written_is_a_run_linked_to_it() {
         "{shown}"
     );
 
+    // The console's page of the late run links to the first.
+    let served = crate::console::serve(&archive);
+    let (status, page) = crate::console::http_get(&served.base, &format!("/runs/{late}"), &[]);
+    assert_eq!(status, 200, "{page}");
+    assert!(
+        page.contains(&format!(
+            "<a id=\"late-of-link\" href=\"/runs/{first}\">the run these late spans came after</a>"
+        )),
+        "{page}"
+    );
+    drop(served);
+
     // A run like any taken in: its mock answers the late call as recorded,
     // and says the spans carried no definition of the tool.
     let asked = [(
