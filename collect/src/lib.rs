@@ -19,10 +19,13 @@
 //! - **When.** A trace's spans are held ([`assemble`]) until its root has
 //!   arrived and none came for [`CollectConfig::grace`]; then the trace
 //!   is written as one run, in span time order. A retried batch is stored
-//!   once (span ids seen are dropped); a span of a run already written is
-//!   counted as late, never recorded. What is held when the collector
-//!   stops is written then. Meanwhile a trace held is listed as a running
-//!   run (`reel runs`, the console), through the archive's live socket.
+//!   once (span ids seen are dropped). A span of a run already written is
+//!   late: the run has ended and is never rewritten, so a trace's late
+//!   spans are held likewise and written as a run of their own,
+//!   `otel-TRACEID-late-N`, linked to the first ([`map::map_late`]). What
+//!   is held when the collector stops is written then. Meanwhile a trace
+//!   held is listed as a running run (`reel runs`, the console), through
+//!   the archive's live socket.
 //! - **What.** The mapping is [`map`]'s; the writing [`write`]'s: the
 //!   recorder's redaction and tripwire, then the whole run appended as one batch.
 //!
@@ -159,12 +162,15 @@ pub struct Summary {
     pub spans: u64,
     /// Spans dropped as seen before (an exporter's retry).
     pub duplicates: u64,
-    /// Spans of a run already written (not recorded).
+    /// Spans of a run already written (held, then written as a run of
+    /// their own linked to it).
     pub late: u64,
     /// Spans rejected (a malformed id).
     pub rejected: u64,
-    /// Runs written.
+    /// Runs written, runs of late spans included.
     pub runs: u64,
+    /// Runs of late spans written (`otel-TRACEID-late-N`).
+    pub late_runs: u64,
     /// Traces that could not be written (each reported through `tracing`).
     pub failed: u64,
 }
@@ -251,8 +257,9 @@ impl Collector {
         }
         if counts[2] > 0 {
             tracing::warn!(
-                "reel collect: {} span(s) came after their run was written and were not recorded \
-                 (raise --grace-ms if the exporter sends a trace's spans further apart)",
+                "reel collect: {} span(s) came after their run was written: they will be written \
+                 as a run of their own linked to it, never rewriting it (raise --grace-ms if the \
+                 exporter sends a trace's spans further apart)",
                 counts[2]
             );
         }
@@ -277,22 +284,39 @@ impl Collector {
         let traces =
             lock(&self.shared.assembler).take_ready(Instant::now(), self.shared.grace, all);
         let mut written = Vec::new();
+        let mut late = 0;
         let mut writer = lock(&self.shared.writer);
-        for spans in traces {
-            let trace = spans
+        for ready in traces {
+            let trace = ready
+                .spans
                 .first()
                 .map(|s| s.trace_id.clone())
                 .unwrap_or_default();
-            match writer.write(spans) {
-                Ok(Some(w)) => written.push(w),
+            let wrote = if ready.late {
+                writer.write_late(ready.spans)
+            } else {
+                writer.write(ready.spans)
+            };
+            match wrote {
+                Ok(Some(w)) => {
+                    late += u64::from(ready.late);
+                    written.push(w);
+                }
                 Ok(None) => {}
                 Err(e) => {
                     lock(&self.shared.summary).failed += 1;
-                    tracing::error!("reel collect: the trace {trace} was not written: {e}");
+                    let what = if ready.late {
+                        format!("late spans of the trace {trace} were")
+                    } else {
+                        format!("trace {trace} was")
+                    };
+                    tracing::error!("reel collect: the {what} not written: {e}");
                 }
             }
         }
-        lock(&self.shared.summary).runs += written.len() as u64;
+        let mut summary = lock(&self.shared.summary);
+        summary.runs += written.len() as u64;
+        summary.late_runs += late;
         written
     }
 

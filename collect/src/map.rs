@@ -27,23 +27,26 @@
 //!   attributes, under the call it belongs to.
 //!
 //! Facts are in span time order; a child's facts stay within its parent's
-//! call (a call's `call.ended` comes after everything beneath it).
+//! call (a call's `call.ended` comes after everything beneath it). Spans
+//! that came after their trace was written are a run of their own
+//! ([`map_late`]: the `late` module).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use reel::fact::{
-    CallEnded, CallMode, CallOutcome, CallStarted, Fact, FactKind, Identity, Level, Log, Producer,
-    RunEnded, RunStarted, RunStatus,
-};
+use reel::fact::{Fact, FactKind, Identity, Level, Log, Producer, RunEnded, RunStarted, RunStatus};
 
 use serde_json::{json, Map, Value};
 
 use crate::decode::SpanIn;
 
+mod call;
 mod held;
+mod late;
 mod mcp;
 mod model;
+use call::{call_facts, error_of};
 pub use held::held_record;
+pub use late::{late_run_id, map_late, Late, LATE_LOGGER, LATE_OF_LABEL};
 use model::model_called;
 
 /// The label every run taken in carries (`otlp`): `reel mcp mock` serves
@@ -180,9 +183,13 @@ pub fn map_trace(mut spans: Vec<SpanIn>) -> Option<(String, Vec<Fact>)> {
             },
         }),
     });
-    let start = root_span.start;
+    Some((run_id, number(drafts, root_span.start)))
+}
+
+/// Drafts numbered from 0, their times made monotone from `start`.
+fn number(drafts: Vec<Draft>, start: u64) -> Vec<Fact> {
     let mut last = start;
-    let facts = drafts
+    drafts
         .into_iter()
         .enumerate()
         .map(|(seq, d)| {
@@ -195,8 +202,25 @@ pub fn map_trace(mut spans: Vec<SpanIn>) -> Option<(String, Vec<Fact>)> {
                 kind: d.kind,
             }
         })
-        .collect();
-    Some((run_id, facts))
+        .collect()
+}
+
+/// Groups of drafts (a span's events, each child's facts) in time order,
+/// each group kept in its own order.
+fn merge(groups: Vec<Vec<Draft>>) -> Vec<Draft> {
+    let mut out: Vec<Draft> = Vec::new();
+    for mut group in groups {
+        // Each group's times made monotone, so a stable sort by time
+        // keeps its order.
+        let mut last = 0;
+        for d in &mut group {
+            last = d.at.max(last);
+            d.at = last;
+        }
+        out.extend(group);
+    }
+    out.sort_by_key(|d| d.at);
+    out
 }
 
 /// How deep spans nest beneath the root; a span further down (or in a
@@ -351,19 +375,7 @@ impl Trace<'_> {
         for k in kids {
             groups.push(self.span(k, call));
         }
-        let mut out: Vec<Draft> = Vec::new();
-        for mut group in groups {
-            // Each group's times made monotone, so a stable sort by time
-            // keeps its order.
-            let mut last = 0;
-            for d in &mut group {
-                last = d.at.max(last);
-                d.at = last;
-            }
-            out.extend(group);
-        }
-        out.sort_by_key(|d| d.at);
-        out
+        merge(groups)
     }
 
     /// A call id unique in the run: the framework's, else the span id.
@@ -466,90 +478,6 @@ fn tool_name(span: &SpanIn) -> String {
         })
         .unwrap_or_else(|| span.name.clone()),
     }
-}
-
-/// A tool or agent span's `call.started` and `call.ended`.
-fn call_facts(span: &SpanIn, id: &str, parent: Option<&str>) -> (CallStarted, CallEnded) {
-    let tool_name = tool_name(span);
-    let args = first(
-        span,
-        &[
-            "gen_ai.tool.call.arguments",
-            "ai.toolCall.args",
-            // Not OpenInference's `tool.parameters`: the tool's schema.
-            "input.value",
-            "traceloop.entity.input",
-        ],
-    )
-    .map(json_text)
-    .unwrap_or(Value::Null);
-    let result = first(
-        span,
-        &[
-            "gen_ai.tool.call.result",
-            "ai.toolCall.result",
-            "output.value",
-            "traceloop.entity.output",
-            "final_result",
-        ],
-    )
-    .cloned();
-    let started = CallStarted {
-        call_id: id.to_owned(),
-        tool_name,
-        tool_id: None,
-        parent_call: parent.map(str::to_owned),
-        iteration: 0,
-        invocation_id: Some(span.span_id.clone()),
-        mode: CallMode::Async,
-        protocol: Some(PROTOCOL.into()),
-        platform: None,
-        client_info: None,
-        args,
-        wanted: None,
-        attached: None,
-        spec: None,
-        dispatch_tools: None,
-        outside_run: None,
-    };
-    let outcome = match error_of(span) {
-        Some(error) => CallOutcome::Error {
-            error,
-            result: result.filter(|r| !r.is_null()),
-        },
-        None => CallOutcome::Ok {
-            result: result.unwrap_or(Value::Null),
-        },
-    };
-    let ended = CallEnded {
-        outcome,
-        duration_ns: span.end - span.start,
-        invocation_id: Some(span.span_id.clone()),
-    };
-    (started, ended)
-}
-
-/// The span's error, when it failed: its status message, else its
-/// exception event (`type: message`), else `error.type`.
-fn error_of(span: &SpanIn) -> Option<String> {
-    let error_type = span.str("error.type");
-    if span.status_code != 2 && error_type.is_none() {
-        return None;
-    }
-    if !span.status_message.is_empty() {
-        return Some(span.status_message.clone());
-    }
-    let exception = span.events.iter().find(|(_, n, _)| n == "exception");
-    if let Some((_, _, a)) = exception {
-        let ty = a.get("exception.type").and_then(Value::as_str);
-        let msg = a.get("exception.message").and_then(Value::as_str);
-        match (ty, msg) {
-            (Some(t), Some(m)) => return Some(format!("{t}: {m}")),
-            (None, Some(m)) | (Some(m), None) => return Some(m.to_owned()),
-            _ => {}
-        }
-    }
-    Some(error_type.unwrap_or("error").to_owned())
 }
 
 /// A span event as a `log` fact.

@@ -13,13 +13,13 @@
 //! where an import (written past the journal) would cost a checkpoint.
 
 use reel::context::Secret;
-use reel::fact::Fact;
+use reel::fact::{Fact, FactKind, RunStarted};
 use reel::redact::{KnownSecrets, Redactor};
 use reel::tripwire::Tripwire;
 use reel_archive::{Archive, ArchiveError};
 
 use crate::decode::SpanIn;
-use crate::map::map_trace;
+use crate::map::{late_run_id, map_late, map_trace, run_id, Late};
 
 /// Writes runs taken in.
 pub struct RunWriter {
@@ -76,11 +76,90 @@ impl RunWriter {
     }
 
     /// Maps one trace's spans to a run and writes it; `None` when there
-    /// were no spans.
+    /// were no spans. A trace whose run is in the archive already (a
+    /// collector restarted, or one that forgot it) is written as late
+    /// spans ([`RunWriter::write_late`]), never over it.
     pub fn write(&mut self, spans: Vec<SpanIn>) -> Result<Option<Written>, ArchiveError> {
+        if let Some(first) = spans.first() {
+            if self.exists(&run_id(&first.trace_id))? {
+                return self.late(spans, false);
+            }
+        }
         let Some((run_id, facts)) = map_trace(spans) else {
             return Ok(None);
         };
+        self.append(run_id, facts)
+    }
+
+    /// Writes spans that came after their trace's run was written as a
+    /// run of their own ([`map_late`]): the next `otel-TRACEID-late-N`
+    /// free, labelled with the first run's id and beginning with its
+    /// `run.started`; the first run is never touched.
+    pub fn write_late(&mut self, spans: Vec<SpanIn>) -> Result<Option<Written>, ArchiveError> {
+        self.late(spans, true)
+    }
+
+    fn late(
+        &mut self,
+        spans: Vec<SpanIn>,
+        remembered: bool,
+    ) -> Result<Option<Written>, ArchiveError> {
+        let Some(trace) = spans.first().map(|s| s.trace_id.clone()) else {
+            return Ok(None);
+        };
+        let of = run_id(&trace);
+        let head = self.head(&of)?;
+        let mut n = 1;
+        let late_id = loop {
+            let id = late_run_id(&trace, n);
+            if !self.exists(&id)? {
+                break id;
+            }
+            n += 1;
+        };
+        let late = Late {
+            of,
+            run_id: late_id.clone(),
+            head,
+            remembered,
+        };
+        let Some(facts) = map_late(spans, late) else {
+            return Ok(None);
+        };
+        self.append(late_id, facts)
+    }
+
+    /// Whether the archive holds a run `run_id`.
+    fn exists(&self, run_id: &str) -> Result<bool, ArchiveError> {
+        match self.archive.run(run_id) {
+            Ok(_) => Ok(true),
+            Err(ArchiveError::UnknownRun { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The `run.started` of the run `run_id`, when it is there and reads.
+    fn head(&self, run_id: &str) -> Result<Option<RunStarted>, ArchiveError> {
+        let mut facts = match self.archive.facts(run_id, 0..1) {
+            Ok(facts) => facts,
+            Err(ArchiveError::UnknownRun { .. }) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        Ok(match facts.next() {
+            Some(Ok(Fact {
+                kind: FactKind::RunStarted(started),
+                ..
+            })) => Some(started),
+            _ => None,
+        })
+    }
+
+    /// Guards a mapped run's facts and appends them whole, then flushes.
+    fn append(
+        &mut self,
+        run_id: String,
+        facts: Vec<Fact>,
+    ) -> Result<Option<Written>, ArchiveError> {
         let (facts, tripped) = self.guard(facts);
         let n = facts.len();
         self.archive.append_numbered(&run_id, facts)?;

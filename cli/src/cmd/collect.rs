@@ -92,8 +92,8 @@ pub fn run(dir: &Path, args: CollectArgs) -> Result<ExitCode, Failure> {
     let mut err = std::io::stderr();
     let _ = writeln!(
         err,
-        "reel collect: {} run(s) written from {} span(s); {} retried span(s) dropped, {} late, {} rejected, {} trace(s) not written",
-        summary.runs, summary.spans, summary.duplicates, summary.late, summary.rejected, summary.failed
+        "reel collect: {} run(s) written from {} span(s); {} retried span(s) dropped, {} late (in {} run(s) of their own), {} rejected, {} trace(s) not written",
+        summary.runs, summary.spans, summary.duplicates, summary.late, summary.late_runs, summary.rejected, summary.failed
     );
     Ok(if summary.failed > 0 {
         ExitCode::FAILURE

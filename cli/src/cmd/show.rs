@@ -16,6 +16,7 @@ use reel_viewer::render::text::{TextRenderer, TextWriter};
 use crate::failure::{shown, Failure};
 use crate::stream::{newest_run, resolve_run, stream, Follow, Newest, ShowFilter, Streamed};
 use crate::templates::TemplateArgs;
+use reel::RunRecord;
 use reel_archive::live::Source;
 
 /// `reel show`'s arguments.
@@ -93,7 +94,33 @@ pub fn run(dir: &Path, args: ShowArgs, text: TextRenderer) -> Result<ExitCode, F
         )?;
         return Ok(code(&streamed));
     }
-    self::text(&source, &run_id, &filter, Follow::No, text, out)
+    let code = self::text(&source, &run_id, &filter, Follow::No, text, out)?;
+    let late = late_runs(&source, &record);
+    if !late.is_empty() {
+        let named: Vec<String> = late.iter().map(|id| escape(id).to_string()).collect();
+        let mut out = io::stdout().lock();
+        writeln!(
+            out,
+            "late spans of its trace (they came after this run was written, which is never \
+             rewritten): {}",
+            named.join(", ")
+        )?;
+    }
+    Ok(code)
+}
+
+/// The runs of the late spans of a run taken in over OpenTelemetry:
+/// `reel collect` writes the spans of a trace that come after its run was
+/// written as `RUN-late-1`, `RUN-late-2`, ... (labelled `reel.late_of`).
+fn late_runs(source: &Source, record: &RunRecord) -> Vec<String> {
+    let ingested = record.labels.get("reel.source").map(String::as_str) == Some("otlp");
+    if !ingested || record.labels.contains_key("reel.late_of") {
+        return Vec::new();
+    }
+    (1..)
+        .map(|n| format!("{}-late-{n}", record.run_id))
+        .take_while(|id| source.run(id).is_ok())
+        .collect()
 }
 
 /// Streams a run as text to `out` (following it as facts land when

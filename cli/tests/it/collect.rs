@@ -22,11 +22,11 @@ use crate::support::{free_port, reel_command, wait_listening, Killed};
 
 const API_KEY: &str = "wk-3f9c1e7a5b2d4c6e8f0a";
 
-fn agents_dir() -> PathBuf {
+pub(crate) fn agents_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/agents")
 }
 
-fn require_peers() {
+pub(crate) fn require_peers() {
     let requirements = Path::new(env!("CARGO_MANIFEST_DIR")).join("../mcp/tests/requirements.txt");
     let out = Command::new("python3")
         .args([
@@ -167,7 +167,7 @@ fn a_pydantic_ai_agents_spans_become_a_run_that_mocks_to_the_same_results() {
     let said = collect_agent(&archive, &config, agent);
     assert!(said.contains("1 run(s) written"), "{said}");
     assert!(
-        said.contains("0 retried span(s) dropped, 0 late, 0 rejected"),
+        said.contains("0 retried span(s) dropped, 0 late (in 0 run(s) of their own), 0 rejected"),
         "{said}"
     );
     let (run, facts) = tape_facts(&archive, &config);
@@ -274,11 +274,11 @@ fn a_pydantic_ai_agents_spans_become_a_run_that_mocks_to_the_same_results() {
     assert_eq!(tools[3]["inputSchema"]["required"], json!(["city"]));
 }
 
-type Call = (String, String, Value, Value, Value);
+pub(crate) type Call = (String, String, Value, Value, Value);
 
 /// The Python MCP client's report of `reel mcp mock RUN`, asked each
 /// top-level call of `calls` in order.
-fn mock(archive: &Path, config: &Path, run: &str, calls: &[Call]) -> Value {
+pub(crate) fn mock(archive: &Path, config: &Path, run: &str, calls: &[Call]) -> Value {
     let requests: Vec<Value> = calls
         .iter()
         .filter(|c| c.2.is_null())
@@ -471,9 +471,10 @@ fn reels_own_otlp_export_comes_back_through_collect() {
 /// The OpenAI Agents SDK (a scripted offline model), traced through
 /// OpenInference: the workflow is the run, the agent a call, its three
 /// tools calls beneath it with their arguments (the call's input, not the
-/// tool's schema), results and the failure; the API key scrubbed.
+/// tool's schema), results and the failure; the API key scrubbed. The
+/// mock serves the agent's tools, defined as the tool spans carried them.
 #[test]
-fn an_openai_agents_sdk_agents_spans_become_a_run() {
+fn an_openai_agents_sdk_agents_spans_become_a_run_that_mocks_to_the_same_results() {
     require_peers();
     let requirements = agents_dir().join("requirements.txt");
     let out = Command::new("python3")
@@ -497,7 +498,7 @@ fn an_openai_agents_sdk_agents_spans_become_a_run() {
     agent.arg(agents_dir().join("openai_agents_agent.py"));
     let said = collect_agent(&archive, &config, agent);
     assert!(said.contains("1 run(s) written"), "{said}");
-    let (_, facts) = tape_facts(&archive, &config);
+    let (run, facts) = tape_facts(&archive, &config);
     assert_eq!(facts[0]["data"]["producer"]["name"], "agents-app");
     assert_eq!(
         facts[0]["data"]["labels"]["gen_ai.agent.name"],
@@ -543,5 +544,57 @@ fn an_openai_agents_sdk_agents_spans_become_a_run() {
         reel::marker::strip_tags(weather),
         "sunny in Paris (key [REDACTED])",
         "the key scrubbed"
+    );
+
+    // The agent's tools are the run's: the mock answers each as recorded.
+    let asked: Vec<Call> = calls
+        .iter()
+        .map(|c| {
+            (
+                c.0.clone(),
+                c.1.clone(),
+                Value::Null,
+                c.3.clone(),
+                c.4.clone(),
+            )
+        })
+        .collect();
+    let report = mock(&archive, &config, &run, &asked);
+    let text = |s: &str, error: bool| json!({"isError": error, "text": [s]});
+    assert_eq!(
+        report["answers"],
+        json!([
+            text("5", false),
+            text(
+                "An error occurred while running the tool. Please try again.",
+                true
+            ),
+            text(weather, false),
+        ])
+    );
+    // Listed as the tool spans defined them (tool.description and
+    // tool.parameters); the agent is not a tool.
+    let tools = report["tools"].as_array().unwrap();
+    let listed: Vec<(&str, &str, &Value)> = tools
+        .iter()
+        .map(|t| {
+            (
+                t["name"].as_str().unwrap(),
+                t["description"].as_str().unwrap(),
+                &t["inputSchema"]["required"],
+            )
+        })
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            ("add", "Adds two numbers.", &json!(["a", "b"])),
+            ("explode", "Always fails.", &json!(["why"])),
+            ("get_weather", "The weather of a city.", &json!(["city"])),
+        ]
+    );
+    assert_eq!(
+        tools[0]["inputSchema"]["properties"]["a"]["type"],
+        "integer"
     );
 }

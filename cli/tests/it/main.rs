@@ -12,6 +12,7 @@
 mod cli;
 mod collect;
 mod collect_held;
+mod collect_late;
 mod console;
 mod damage;
 mod fingerprint_key_cli;

@@ -1,6 +1,6 @@
 //! Spans arrive out of order, split across requests, and retried: a run
-//! holds each span once, in span time order; a span of a run already
-//! written is counted late, never recorded.
+//! holds each span once, in span time order; spans of a run already
+//! written are a run of their own linked to it, which never rewrites it.
 
 use std::time::Duration;
 
@@ -98,7 +98,7 @@ fn a_retried_batch_is_stored_once_and_spans_out_of_order_land_in_order() {
 }
 
 #[test]
-fn a_trace_is_held_until_its_root_came_and_a_later_span_is_counted_late() {
+fn a_trace_is_held_until_its_root_came_and_later_spans_are_a_run_linked_to_it() {
     let dir = tempfile::tempdir().unwrap();
     let archive = Archive::open(dir.path(), ArchiveConfig::default()).unwrap();
     let mut config = CollectConfig::new(dir.path().into(), "127.0.0.1:0".parse().unwrap());
@@ -114,22 +114,134 @@ fn a_trace_is_held_until_its_root_came_and_a_later_span_is_counted_late() {
     let written = collector.write_ready(false);
     assert_eq!(written.len(), 1);
     assert_eq!(written[0].facts, 5);
-    // A span of the written run: late, not recorded; a retry of one it
-    // holds: a duplicate.
+    let first = format!("otel-{}", hex::encode(TRACE));
+    // Two spans of the written run, one beneath the other, the first
+    // beneath the run's root: late. A retry of a span the run holds, and
+    // of a late one: duplicates.
     let late = span(
         9,
         1,
         "execute_tool late",
         900,
         950,
-        vec![kv("gen_ai.operation.name", "execute_tool")],
+        vec![
+            kv("gen_ai.operation.name", "execute_tool"),
+            kv("gen_ai.tool.name", "slow"),
+            kv("gen_ai.tool.call.arguments", r#"{"n":1}"#),
+            kv("gen_ai.tool.call.result", "done late"),
+        ],
+    );
+    let beneath = span(
+        10,
+        9,
+        "GET",
+        910,
+        920,
+        vec![kv("http.request.method", "GET")],
     );
     let (again, _) = agent_spans();
-    collector.receive(ct, &protobuf(vec![late, again[0].clone()]));
+    collector.receive(ct, &protobuf(vec![beneath.clone(), again[0].clone()]));
+    collector.receive(ct, &protobuf(vec![late.clone(), beneath]));
+    assert_eq!(collector.held(), 1, "the late spans held for their trace");
+    let written = collector.write_ready(false);
+    let late_id = format!("{first}-late-1");
+    assert_eq!(written.len(), 1);
+    assert_eq!(written[0].run_id, late_id);
+    // A retry after the late run was written: a duplicate still.
+    collector.receive(ct, &protobuf(vec![late]));
     assert!(collector.write_ready(true).is_empty());
     let summary = collector.summary();
-    assert_eq!((summary.late, summary.duplicates, summary.runs), (1, 1, 1));
-    assert_eq!(runs(&archive)[0].1.len(), 5, "the run was not rewritten");
+    assert_eq!(
+        (
+            summary.late,
+            summary.duplicates,
+            summary.runs,
+            summary.late_runs
+        ),
+        (2, 3, 2, 1)
+    );
+    let runs = runs(&archive);
+    let (_, facts) = runs.iter().find(|(id, _)| id == &first).unwrap();
+    assert_eq!(facts.len(), 5, "the first run was not rewritten");
+    let (_, facts) = runs.iter().find(|(id, _)| id == &late_id).unwrap();
+    assert_eq!(
+        kinds(facts),
+        [
+            "run.started",
+            "log",
+            "call.started",
+            "otel.span",
+            "call.ended",
+            "run.ended"
+        ]
+    );
+    let seqs: Vec<u64> = facts.iter().map(|f| f["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, [0, 1, 2, 3, 4, 5], "gapless");
+    // Its head is the first run's, linked to it.
+    let labels = &facts[0]["data"]["labels"];
+    assert_eq!(labels["reel.late_of"], json!(first));
+    assert_eq!(labels["gen_ai.agent.name"], "weather");
+    assert_eq!(facts[0]["data"]["producer"]["name"], "test-agent");
+    let said = &facts[1]["data"]["data"];
+    assert_eq!(
+        (&said["run"], &said["remembered"]),
+        (&json!(first), &json!(true))
+    );
+    assert_eq!(
+        said["spans"],
+        json!([
+            {"span_id": "0909090909090909", "parent_span_id": "0101010101010101", "name": "execute_tool late"},
+            {"span_id": "0a0a0a0a0a0a0a0a", "parent_span_id": "0909090909090909", "name": "GET"},
+        ])
+    );
+    assert_eq!(facts[2]["data"]["tool_name"], "slow");
+    assert_eq!(facts[2]["data"]["args"], json!({"n": 1}));
+    assert_eq!(facts[3]["call"], facts[2]["call"], "nested as sent");
+    assert_eq!(
+        facts[4]["data"]["outcome"],
+        json!({"status": "ok", "result": "done late"})
+    );
+    assert_eq!(facts[5]["data"]["status"], "completed");
+    let offsets: Vec<u64> = facts
+        .iter()
+        .map(|f| f["offset"].as_u64().unwrap())
+        .collect();
+    assert_eq!(offsets, [0, 0, 0, 10, 50, 50], "the spans' own times");
+}
+
+/// A trace whose run the archive holds already (a collector restarted
+/// since) is written as late spans, never over the run; the run of them
+/// says the collector did not remember which spans the first holds.
+#[test]
+fn a_trace_written_before_a_restart_is_not_written_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let archive = Archive::open(dir.path(), ArchiveConfig::default()).unwrap();
+    let mut config = CollectConfig::new(dir.path().into(), "127.0.0.1:0".parse().unwrap());
+    config.grace = Duration::ZERO;
+    let (children, root) = agent_spans();
+    for _ in 0..3 {
+        // A new collector each time: it remembers nothing.
+        let collector = Collector::with_archive(archive.clone(), &config);
+        let ct = Some("application/x-protobuf");
+        collector.receive(ct, &protobuf(children.clone()));
+        collector.receive(ct, &protobuf(vec![root.clone()]));
+        assert_eq!(collector.write_ready(true).len(), 1);
+    }
+    let first = format!("otel-{}", hex::encode(TRACE));
+    let mut ids: Vec<String> = runs(&archive).into_iter().map(|(id, _)| id).collect();
+    ids.sort();
+    assert_eq!(
+        ids,
+        [
+            first.clone(),
+            format!("{first}-late-1"),
+            format!("{first}-late-2")
+        ]
+    );
+    let runs = runs(&archive);
+    let (_, facts) = runs.iter().find(|(id, _)| id.ends_with("-late-2")).unwrap();
+    assert_eq!(facts[1]["data"]["data"]["remembered"], false);
+    assert_eq!(facts[0]["data"]["labels"]["reel.late_of"], json!(first));
 }
 
 #[test]

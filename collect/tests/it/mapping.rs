@@ -277,7 +277,8 @@ fn vercel_and_openinference_tool_spans_are_calls_too() {
         json!({
             "openinference.span.kind": "TOOL", "tool.name": "lookup",
             "input.value": "{\"q\":1}", "output.value": "found",
-            "tool.parameters": "{\"type\":\"object\"}"
+            "tool.description": "Looks a term up.",
+            "tool.parameters": "{\"type\":\"object\",\"required\":[\"q\"]}"
         }),
     );
     let facts = check(vec![root(), vercel, oi]);
@@ -291,6 +292,17 @@ fn vercel_and_openinference_tool_spans_are_calls_too() {
         "the call's input, not the tool's schema"
     );
     assert_eq!(facts[4].2["outcome"]["result"], "found");
+    // The tool's definition, as the span carried it; none carried, none.
+    let spec = &facts[3].2["spec"];
+    assert_eq!(
+        (&spec["name"], &spec["description"], &spec["input_schema"]),
+        (
+            &json!("lookup"),
+            &json!("Looks a term up."),
+            &json!({"type": "object", "required": ["q"]})
+        )
+    );
+    assert_eq!(facts[1].2["spec"], Value::Null);
 }
 
 /// An MCP span as the semantic conventions write it.

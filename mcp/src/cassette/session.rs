@@ -216,12 +216,15 @@ impl Session {
             Call(usize),
         }
         let mut slots: HashMap<String, Slot> = HashMap::new();
+        // A run taken in whose agent is a call: its calls are the run's.
+        let agents = ingested::run_agents(tape);
         for fact in &tape.facts {
             let mut kind = fact.kind.clone();
             resolve_refs(&mut kind, &artifacts);
             match kind {
                 FactKind::CallStarted(c) => {
-                    if c.parent_call.is_some() {
+                    let top = c.parent_call.as_ref().is_none_or(|p| agents.contains(p));
+                    if !top || agents.contains(&c.call_id) {
                         continue;
                     }
                     // `mcp:` names are the protocol's exchanges (and the

@@ -249,7 +249,8 @@ fn until_shown(from: u64, facts: u64) -> u64 {
     (from + FACTS_PER_PAGE).min(facts).saturating_sub(1)
 }
 
-/// The run's links: its tape, its wire view (a proxy recording), two runs
+/// The run's links: its tape, its wire view (a proxy recording), the run
+/// its late spans came after (`reel collect`'s `reel.late_of`), two runs
 /// compared, the `reel show` command.
 fn actions(body: &mut String, record: &RunRecord, href: &str, show: &ShowCommand) {
     let _ = write!(
@@ -257,6 +258,13 @@ fn actions(body: &mut String, record: &RunRecord, href: &str, show: &ShowCommand
         "<div class=\"actions\"><a href=\"{h}/tape\" download>Download tape</a> · ",
         h = escape(href)
     );
+    if let Some(first) = record.labels.get("reel.late_of") {
+        let _ = write!(
+            body,
+            "<a id=\"late-of-link\" href=\"{}\">the run these late spans came after</a> · ",
+            escape(&run_href(first))
+        );
+    }
     if record.labels.contains_key("mcp.transport") {
         let _ = write!(
             body,

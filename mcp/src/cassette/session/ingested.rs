@@ -7,14 +7,21 @@
 //!   it is, anything else as compact JSON; a call without a recorded
 //!   result answers no content. A failed call is a tool error
 //!   (`isError: true`) whose text is its recorded result, else its error.
+//! - The calls served are the run's own: those at its top level and,
+//!   when the run's agent is itself a call (`agent:NAME` at the top level:
+//!   the OpenAI Agents SDK's workflow holds its agents), the calls beneath
+//!   it; an agent call is not a tool. A call beneath a tool's call (a
+//!   sub-agent's) is part of that tool's answer.
 //! - `tools/list` lists the tools the run's model calls were offered
-//!   (`gen_ai.tool.definitions` on its `model.called` facts), each with
-//!   its description and parameters as the spans carried them, and every
-//!   other tool the run called with a description saying no definition
-//!   was carried and an input schema that says nothing (`{"type":
-//!   "object"}`): no schema is invented.
+//!   (`gen_ai.tool.definitions` on its `model.called` facts), then those
+//!   whose calls carry their definition (the `spec` of `call.started`,
+//!   from OpenInference's `tool.description` and `tool.parameters`), each
+//!   with its description and parameters as the spans carried them, and
+//!   every other tool the run called with a description saying no
+//!   definition was carried and an input schema that says nothing
+//!   (`{"type": "object"}`): no schema is invented.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 use reel::fact::{CallOutcome, FactKind};
 use reel::tape::Tape;
@@ -27,7 +34,7 @@ const SOURCE_LABEL: &str = "reel.source";
 
 /// What a tool without a carried definition says of itself.
 pub const NO_DEFINITION: &str = "reel: the recorded spans carried no definition of this tool \
-     (no gen_ai.tool.definitions), so its arguments are not described";
+     (no gen_ai.tool.definitions, no tool.parameters), so its arguments are not described";
 
 /// Whether `tape` is a run taken in over OpenTelemetry.
 pub(super) fn is_ingested(tape: &Tape) -> bool {
@@ -36,6 +43,28 @@ pub(super) fn is_ingested(tape: &Tape) -> bool {
             if s.labels.get(SOURCE_LABEL).map(String::as_str) == Some("otlp"))
     })
 }
+
+/// The ids of the agent calls at the top level of a run taken in (none
+/// for any other tape): the run's agents, whose calls are the run's.
+pub(super) fn run_agents(tape: &Tape) -> HashSet<String> {
+    if !is_ingested(tape) {
+        return HashSet::new();
+    }
+    tape.facts
+        .iter()
+        .filter_map(|f| match &f.kind {
+            FactKind::CallStarted(c)
+                if c.parent_call.is_none() && c.tool_name.starts_with(AGENT_PREFIX) =>
+            {
+                Some(c.call_id.clone())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// How `reel collect` names an agent's call.
+const AGENT_PREFIX: &str = "agent:";
 
 /// Puts `session`'s recorded answers in MCP's shape, and its listing.
 pub(super) fn adapt(session: &mut Session, tape: &Tape) {
@@ -75,15 +104,16 @@ fn text_result(result: &Value, is_error: bool) -> Value {
     out
 }
 
-/// The run's own model calls' tool definitions, then the called tools
-/// they did not define.
+/// The run's own model calls' tool definitions, then its calls'
+/// definitions, then the called tools none defined.
 fn tools_list(session: &Session, tape: &Tape) -> Value {
+    let agents = run_agents(tape);
     let mut tools: BTreeMap<String, Value> = BTreeMap::new();
     for fact in &tape.facts {
         let FactKind::ModelCalled(m) = &fact.kind else {
             continue;
         };
-        if fact.call.is_some() {
+        if fact.call.as_ref().is_some_and(|c| !agents.contains(c)) {
             // A sub-agent's model: its tools are not the run's.
             continue;
         }
@@ -93,6 +123,20 @@ fn tools_list(session: &Session, tape: &Tape) -> Value {
         for d in definitions {
             if let Some((name, tool)) = definition(d) {
                 tools.entry(name).or_insert(tool);
+            }
+        }
+    }
+    let served: HashSet<&str> = session.calls.iter().map(|c| c.call_id.as_str()).collect();
+    for fact in &tape.facts {
+        if let FactKind::CallStarted(c) = &fact.kind {
+            if let Some(spec) = c
+                .spec
+                .as_ref()
+                .filter(|_| served.contains(c.call_id.as_str()))
+            {
+                tools
+                    .entry(c.tool_name.clone())
+                    .or_insert_with(|| spec.mcp_tool());
             }
         }
     }
