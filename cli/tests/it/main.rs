@@ -33,6 +33,7 @@ mod mcp_record_max_body;
 mod mcp_record_pipe_mode;
 mod mcp_record_rules;
 mod mcp_secrets_wire;
+mod mcp_tasks;
 mod nats_cli;
 mod otlp_export;
 mod outside_run_cli;
