@@ -24,6 +24,11 @@ pub struct Report {
     pub calls_served: u64,
     /// `tools/call`s no recorded call matched (answered with an error).
     pub calls_missed: u64,
+    /// `resources/read`s and `prompts/get`s answered from the record.
+    pub reads_served: u64,
+    /// `resources/read`s and `prompts/get`s the record holds no answer
+    /// to (answered with an error): misses, as `calls_missed`.
+    pub reads_missed: u64,
     /// Requests refused before serving (HTTP: a batch, headers that
     /// disagree with the body).
     pub requests_refused: u64,
@@ -37,10 +42,18 @@ pub(crate) struct Tally {
     pub(crate) covered: BTreeSet<String>,
     pub(crate) served: u64,
     pub(crate) missed: u64,
+    pub(crate) reads_served: u64,
+    pub(crate) reads_missed: u64,
     pub(crate) refused: u64,
 }
 
 impl Report {
+    /// Requests the record held no answer to: `tools/call`s,
+    /// `resources/read`s and `prompts/get`s (the mock exits 1 on any).
+    pub fn missed(&self) -> u64 {
+        self.calls_missed + self.reads_missed
+    }
+
     /// The report as lines of text.
     pub fn text(&self) -> String {
         let list = |v: &[String]| {
@@ -52,7 +65,8 @@ impl Report {
         };
         format!(
             "tools discovered: {} ({})\ntools covered: {} ({})\ntools uncovered: {} ({})\n\
-             calls served: {}\ncalls missed: {}\nrequests refused: {}\nrecorded calls unused: {}\n",
+             calls served: {}\ncalls missed: {}\nreads served: {}\nreads missed: {}\n\
+             requests refused: {}\nrecorded calls unused: {}\n",
             self.tools_discovered.len(),
             list(&self.tools_discovered),
             self.tools_covered.len(),
@@ -61,6 +75,8 @@ impl Report {
             list(&self.tools_uncovered),
             self.calls_served,
             self.calls_missed,
+            self.reads_served,
+            self.reads_missed,
             self.requests_refused,
             self.recorded_calls_unused,
         )
@@ -94,6 +110,8 @@ impl Cassette {
             tools_covered: covered,
             calls_served: tally.served,
             calls_missed: tally.missed,
+            reads_served: tally.reads_served,
+            reads_missed: tally.reads_missed,
             requests_refused: tally.refused,
             recorded_calls_unused: lock(&self.used).iter().filter(|u| !**u).count(),
         }
