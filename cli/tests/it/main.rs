@@ -24,6 +24,7 @@ mod mcp_auth;
 mod mcp_cassette;
 mod mcp_check;
 mod mcp_conformance;
+mod mcp_mock_cancel;
 mod mcp_mock_http;
 mod mcp_mock_rules;
 mod mcp_one_archive;

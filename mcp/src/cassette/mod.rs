@@ -466,6 +466,9 @@ impl Cassette {
             .filter(|e| matches!(e, Event::Progress(_)))
             .count() as u64;
         for (at, event) in call.events.iter().enumerate().skip(from) {
+            if context.ct.is_cancelled() {
+                return Err(self.stream_closed(call, at));
+            }
             match event {
                 Event::Progress(payload) => {
                     reports += 1;
