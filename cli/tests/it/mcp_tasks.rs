@@ -14,8 +14,13 @@
 //! - The mock of that record: the suite's `tasks-lifecycle` passes against
 //!   it as against the server, and a raw client polling `tasks/get` gets
 //!   the recorded statuses in order, the last with the recorded result.
+//! - The same with a server framework we did not write either: FastMCP
+//!   4.1 with `fastmcp-tasks` (tests/tasks/fastmcp_tasks_server.py, in
+//!   the virtualenv `cargo xtask provision` makes): every task scenario
+//!   ends alike directly and through the proxy, and `tasks-lifecycle`
+//!   alike against the mock of the record.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use serde_json::{json, Value};
@@ -39,6 +44,62 @@ fn task_server() -> (Killed, String) {
     );
     wait_listening(port, &mut server, "tasks_server.py");
     (server, format!("http://127.0.0.1:{port}/mcp"))
+}
+
+/// The Python of the FastMCP tasks virtualenv: `REEL_FASTMCP_TASKS`,
+/// else `$XDG_CACHE_HOME/reel/fastmcp-tasks` (`~/.cache` without it).
+/// Fails, saying how to make it, when it is missing.
+fn fastmcp_tasks_python() -> PathBuf {
+    let set = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+    let dir = set("REEL_FASTMCP_TASKS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            set("XDG_CACHE_HOME")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| {
+                    PathBuf::from(set("HOME").unwrap_or_else(|| "/root".into())).join(".cache")
+                })
+                .join("reel/fastmcp-tasks")
+        });
+    let python = dir.join("bin/python");
+    assert!(
+        python.exists(),
+        "no FastMCP tasks virtualenv at {}: run `cargo xtask provision` (or set \
+         REEL_FASTMCP_TASKS to a virtualenv with cli/tests/tasks/requirements.txt)",
+        dir.display()
+    );
+    python
+}
+
+/// tests/tasks/fastmcp_tasks_server.py on a free port, and its endpoint.
+fn fastmcp_task_server() -> (Killed, String) {
+    let port = free_port();
+    let mut server = Killed(
+        Command::new(fastmcp_tasks_python())
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/tasks/fastmcp_tasks_server.py"))
+            .arg(port.to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            // Its tools' tracebacks (the failing ones) are no news.
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_listening(port, &mut server, "fastmcp_tasks_server.py");
+    (server, format!("http://127.0.0.1:{port}/mcp"))
+}
+
+/// The task scenarios the suite lists.
+fn task_scenarios(suite: &crate::mcp_conformance::Suite) -> Vec<String> {
+    let scenarios: Vec<String> = listed(suite)
+        .into_iter()
+        .filter(|s| s.starts_with("tasks-"))
+        .collect();
+    assert!(
+        scenarios.iter().any(|s| s == "tasks-lifecycle") && scenarios.len() >= 5,
+        "the suite lists too few task scenarios: {scenarios:?}"
+    );
+    scenarios
 }
 
 /// Interrupts `child` (SIGINT) and asserts it exited 0.
@@ -73,14 +134,7 @@ fn only_run(archive: &Path) -> String {
 #[test]
 fn the_suites_task_scenarios_pass_against_a_task_server_and_alike_through_the_proxy() {
     let suite = suite();
-    let scenarios: Vec<String> = listed(&suite)
-        .into_iter()
-        .filter(|s| s.starts_with("tasks-"))
-        .collect();
-    assert!(
-        scenarios.iter().any(|s| s == "tasks-lifecycle") && scenarios.len() >= 5,
-        "the suite lists too few task scenarios: {scenarios:?}"
-    );
+    let scenarios = task_scenarios(&suite);
     let dir = tempfile::tempdir().unwrap();
     let (_server, url) = task_server();
     let (mut recording, proxy_url) = proxy(
@@ -302,5 +356,78 @@ fn a_task_is_one_call_in_the_record_and_the_mock_replays_its_statuses_poll_by_po
         "no-such-task",
     );
     assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
+    mock.stop();
+}
+
+#[test]
+fn fastmcp_tasks_end_alike_through_the_proxy_and_against_the_mock_of_their_record() {
+    let suite = suite();
+    let scenarios = task_scenarios(&suite);
+    let dir = tempfile::tempdir().unwrap();
+    let archive = dir.path().join("archive");
+    let (_server, url) = fastmcp_task_server();
+    let (mut recording, proxy_url) = proxy(&archive, &url, &dir.path().join("config"));
+    let mut said = Vec::new();
+    let mut lifecycle = None;
+    for scenario in &scenarios {
+        let selection = ["--scenario", scenario.as_str()];
+        let results = |side: &str| dir.path().join(format!("{side}-{scenario}"));
+        let direct = run_suite(&suite, &selection, &url, &results("direct"), None);
+        let proxied = run_suite(&suite, &selection, &proxy_url, &results("proxied"), None);
+        let differ = differences(&direct, &proxied);
+        assert!(
+            differ.is_empty(),
+            "{scenario} (FastMCP): through `reel mcp record` the checks end otherwise than directly:\n  {}\n{}",
+            differ.join("\n  "),
+            proxied.output
+        );
+        let (ok, all) = passed(&direct);
+        said.push(format!("{scenario} {ok}/{all}"));
+        if scenario == "tasks-lifecycle" {
+            lifecycle = Some(direct);
+        }
+    }
+    println!(
+        "FastMCP's task scenarios, directly and alike through the proxy: {}",
+        said.join("; ")
+    );
+    interrupt(&mut recording);
+
+    // Its record: the tasks are calls, each with its exchanges.
+    let run = only_run(&archive);
+    let shown = reel_json(&archive, &["show", &run, "--json"]);
+    let facts = shown["facts"].as_array().unwrap();
+    let created = call_of(facts, "slow_compute", Some("lifecycle-create"));
+    let facts_of = of_call(facts, &created);
+    let stages_of = stages(&facts_of);
+    assert_eq!(stages_of[0], "mcp:task", "{stages_of:?}");
+    assert!(
+        stages_of[1..].iter().all(|s| s == "mcp:tasks/get"),
+        "{stages_of:?}"
+    );
+    assert_eq!(facts_of.last().unwrap()["data"]["outcome"]["status"], "ok");
+
+    // The mock of the record: the lifecycle ends as against FastMCP.
+    let direct = lifecycle.unwrap();
+    let mock = Mock::start(&archive, &run);
+    let selection = ["--scenario", "tasks-lifecycle"];
+    let mocked = run_suite(
+        &suite,
+        &selection,
+        &mock.url,
+        &dir.path().join("mocked"),
+        None,
+    );
+    let differ = differences(&direct, &mocked);
+    assert!(
+        differ.is_empty(),
+        "against `reel mcp mock` of FastMCP's record the checks end otherwise than against FastMCP:\n  {}\n{}",
+        differ.join("\n  "),
+        mocked.output
+    );
+    let (ok, all) = passed(&mocked);
+    println!(
+        "FastMCP's tasks-lifecycle against the mock of its record: {ok}/{all}, as against FastMCP"
+    );
     mock.stop();
 }
