@@ -588,10 +588,13 @@ impl Router {
             .collect()
     }
 
-    /// Cancels the call of the client's request `id`, if it is in flight.
+    /// Cancels the call of the client's request `id`, if it is in flight
+    /// (a `tasks/*` request given up on is not its task cancelled).
     fn cancel(&self, id: &Value, reason: Option<&str>) {
         let id = key(id);
-        if let Some((_, p)) = self.state().pending.iter().find(|(k, _)| *k == id) {
+        let state = self.state();
+        let mut calls = state.pending.iter().filter(|(_, p)| p.poll.is_none());
+        if let Some((_, p)) = calls.find(|(k, _)| *k == id) {
             p.canceller.cancel(reason);
         }
     }

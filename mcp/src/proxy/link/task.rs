@@ -106,11 +106,21 @@ pub(super) fn created(rounds: &Rounds, p: &Pending, result: Option<&Value>) -> b
     let Some(task_id) = result.get("taskId").and_then(Value::as_str) else {
         return false;
     };
+    let mut tasks = lock(&rounds.tasks);
+    if tasks.len() >= UNANSWERED {
+        // A client that never polls its tasks to their end cannot grow
+        // the proxy's memory: this one ends with its CreateTaskResult.
+        tracing::warn!(
+            "{UNANSWERED} tasks are already waiting for their end: task {task_id} is recorded \
+             as its tools/call's answer, its tasks/* requests not linked"
+        );
+        return false;
+    }
     let _ = p.events.send(Event::Stage {
         stage: TASK_CREATED,
         value: json!({ "result": result }),
     });
-    lock(&rounds.tasks).insert(
+    tasks.insert(
         task_id.to_owned(),
         Tasked {
             events: p.events.clone(),
