@@ -26,6 +26,9 @@
 //!   whose seal does not hold, of another tool or round, or used already
 //!   is refused (`-32602`). A recorded result or listing without
 //!   `resultType` gets `complete`, as that version requires.
+//! - A call that became a task (SEP-2663) is answered with its recorded
+//!   `CreateTaskResult`, its `tasks/get` polls with the recorded statuses
+//!   in order (`tasks.rs`).
 //! - `tools/list` with a `cursor` answers the recorded page of that cursor;
 //!   `resources/list` and `prompts/list` answer their recorded pages when
 //!   the record has them (else as a server without them does).
