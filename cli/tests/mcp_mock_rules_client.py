@@ -8,7 +8,8 @@ JSON-RPC error.
 
 SCENARIO `hit` calls only what the tape of mcp_cassette.rs's
 `record_mock_session` holds; `miss` then calls `add` with arguments it
-does not. Prints one JSON report.
+does not; `read-miss` reads a resource and gets a prompt it does not
+hold. Prints one JSON report.
 """
 
 import json
@@ -54,6 +55,14 @@ async def scenario(client, name):
             report["miss"] = "answered"
         except MCPError as e:
             report["miss"] = {"code": e.error.code, "message": e.error.message}
+    if name == "read-miss":
+        for key, ask in [("read_miss", lambda: client.read_resource("file:///never-recorded.txt")),
+                         ("prompt_miss", lambda: client.get_prompt("never-recorded", {"topic": "x"}))]:
+            try:
+                await ask()
+                report[key] = "answered"
+            except MCPError as e:
+                report[key] = {"code": e.error.code, "message": e.error.message}
     return report
 
 

@@ -8,6 +8,7 @@
 //! | Python's `fastmcp` 4, `pydantic-ai-slim[mcp]` | the real-agent tests (`cli/tests/it/mcp_agents.rs`) | PyPI, `mcp/tests/requirements.txt` |
 //! | Python's `opentelemetry-sdk`, `opentelemetry-exporter-otlp-proto-http` | `reel collect` with a real framework (`cli/tests/it/collect.rs`) | PyPI, `mcp/tests/requirements.txt` |
 //! | Python's `openai-agents`, `openinference-instrumentation-openai-agents` | `cli/tests/it/collect.rs` | PyPI, `cli/tests/agents/requirements.txt` |
+//! | Python's `fastmcp` 4.1 with `fastmcp-tasks` (the Tasks extension) | `cli/tests/it/mcp_tasks.rs` | PyPI, `cli/tests/tasks/requirements.txt`, into a virtualenv at `$XDG_CACHE_HOME/reel/fastmcp-tasks` (`REEL_FASTMCP_TASKS`): it pins an older FastMCP than the agents' |
 //! | `ai` 5 (Vercel AI SDK), OpenTelemetry for Node | `cli/tests/it/collect.rs` | npm, into `$XDG_CACHE_HOME/reel/vercel-ai` (`REEL_VERCEL_AI`) |
 //! | nodejs, npm | `cli/tests/it/mcp_record.rs` (the TypeScript reference server) | Debian |
 //! | the MCP conformance suite, node@22 | `cli/tests/it/mcp_conformance.rs` | npm, into `REEL_CONFORMANCE_DIR` |
@@ -99,6 +100,7 @@ pub fn all(root: &Path, host: &mut Host) -> Result<PathBuf, Failure> {
     conformance_suite()?;
     axe_core()?;
     vercel_ai()?;
+    fastmcp_tasks(root)?;
     nats_server()?;
     mdbook()
 }
@@ -309,6 +311,51 @@ fn axe_core() -> Result<(), Failure> {
             file.display()
         ))
     })?;
+    say("ok", &line);
+    Ok(())
+}
+
+/// The virtualenv of FastMCP with its Tasks extension
+/// (`cli/tests/tasks/requirements.txt`): `REEL_FASTMCP_TASKS`, else
+/// `$XDG_CACHE_HOME/reel/fastmcp-tasks`, where `cli/tests/it/mcp_tasks.rs`
+/// finds it. Its own virtualenv: `fastmcp-tasks` pins `fastmcp-slim` to
+/// its version, older than the agents' `fastmcp`.
+fn fastmcp_tasks(root: &Path) -> Result<(), Failure> {
+    let dir = std::env::var_os("REEL_FASTMCP_TASKS")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| axe_dir().with_file_name("fastmcp-tasks"));
+    let file = root.join("cli/tests/tasks/requirements.txt");
+    let text = std::fs::read_to_string(&file)
+        .map_err(|e| Failure(format!("cannot read {}: {e}", file.display())))?;
+    let pins: Vec<&str> = text
+        .lines()
+        .map(|l| l.split('#').next().unwrap_or("").trim())
+        .filter(|l| l.contains("=="))
+        .collect();
+    let python = dir.join("bin").join("python");
+    let present = || {
+        pins.iter().all(|pin| {
+            let (name, version) = pin.split_once("==").unwrap_or((pin, ""));
+            let script = format!("import importlib.metadata as m; print(m.version({name:?}))");
+            output(Command::new(&python).args(["-c", &script])).is_some_and(|v| v.trim() == version)
+        })
+    };
+    let line = format!("Python {} in {}", pins.join(", "), dir.display());
+    if present() {
+        say("present", &line);
+        return Ok(());
+    }
+    say("install", &line);
+    if !python.exists() {
+        run(Command::new("python3").args(["-m", "venv"]).arg(&dir))?;
+    }
+    run(Command::new(&python)
+        .args(["-m", "pip", "install", "--quiet", "-r"])
+        .arg(&file))?;
+    if !present() {
+        return Err(Failure(format!("{line}: still missing after pip install")));
+    }
     say("ok", &line);
     Ok(())
 }

@@ -35,13 +35,13 @@ const REEL: &str = env!("CARGO_BIN_EXE_reel");
 const SUITE: &str = "@modelcontextprotocol/conformance@0.2.0-alpha.12";
 
 /// The suite as installed: its Node 22 and its command's script.
-struct Suite {
+pub(crate) struct Suite {
     node: PathBuf,
     script: PathBuf,
 }
 
 /// Fails (never skips) without the suite.
-fn suite() -> Suite {
+pub(crate) fn suite() -> Suite {
     let install = format!(
         "install it with `npm install --prefix DIR node@22 {SUITE}` and set \
          REEL_CONFORMANCE_DIR=DIR (.ci/run does both)"
@@ -67,18 +67,18 @@ fn suite() -> Suite {
 }
 
 /// How one run of a requirement set ended.
-struct Outcome {
+pub(crate) struct Outcome {
     /// The suite's exit status was success (every required check passed
     /// or is baselined, and no baseline entry is stale).
-    passed: bool,
+    pub(crate) passed: bool,
     /// Every check of every scenario run: (scenario, check id) to the
     /// statuses of its occurrences, in order.
-    checks: BTreeMap<(String, String), Vec<String>>,
+    pub(crate) checks: BTreeMap<(String, String), Vec<String>>,
     /// The scenarios run but not scored for the revision (extensions,
     /// pending, added after its release), as the suite lists them.
     not_scored: Vec<String>,
     /// What the suite printed (colours removed).
-    output: String,
+    pub(crate) output: String,
 }
 
 impl Outcome {
@@ -173,7 +173,7 @@ fn run_against(
 
 /// The suite's `server` command against `url` with `selection` (a
 /// requirement set, or one scenario); nothing counted as not scored.
-fn run_suite(
+pub(crate) fn run_suite(
     suite: &Suite,
     selection: &[&str],
     url: &str,
@@ -246,7 +246,7 @@ fn run_suite(
 
 /// The server scenarios the suite lists (`list --server`): of every
 /// revision and extension, as a newer release adds them.
-fn listed(suite: &Suite) -> Vec<String> {
+pub(crate) fn listed(suite: &Suite) -> Vec<String> {
     let out = Command::new(&suite.node)
         .arg(&suite.script)
         .args(["list", "--server"])
@@ -279,7 +279,7 @@ fn of_set(suite: &Suite, revision: &str) -> Vec<String> {
 
 /// `reel mcp record --listen 127.0.0.1:0 --upstream UPSTREAM`, and the
 /// endpoint it says it listens at.
-fn proxy(archive: &Path, upstream: &str, config: &Path) -> (Killed, String) {
+pub(crate) fn proxy(archive: &Path, upstream: &str, config: &Path) -> (Killed, String) {
     let mut child = Killed(
         Command::new(REEL)
             .arg("--archive")
@@ -322,7 +322,7 @@ fn alike(check: &str, direct: Option<&Vec<String>>, proxied: Option<&Vec<String>
 }
 
 /// The differences between two runs' checks, one line each.
-fn differences(direct: &Outcome, proxied: &Outcome) -> Vec<String> {
+pub(crate) fn differences(direct: &Outcome, proxied: &Outcome) -> Vec<String> {
     let mut keys: Vec<_> = direct.checks.keys().chain(proxied.checks.keys()).collect();
     keys.sort();
     keys.dedup();

@@ -21,17 +21,17 @@ fn tests_dir() -> std::path::PathBuf {
 }
 
 /// `reel mcp mock SESSION --listen 127.0.0.1:0` on `archive`.
-struct Mock {
+pub(crate) struct Mock {
     child: Killed,
-    url: String,
-    addr: String,
+    pub(crate) url: String,
+    pub(crate) addr: String,
     /// What it said up to where it listens.
     said: String,
     rest: std::thread::JoinHandle<String>,
 }
 
 impl Mock {
-    fn start(archive: &Path, session: &str) -> Mock {
+    pub(crate) fn start(archive: &Path, session: &str) -> Mock {
         Mock::start_with(archive, session, &[])
     }
 
@@ -71,7 +71,7 @@ impl Mock {
     }
 
     /// Interrupts it (SIGINT); asserts it exited 0; what it said after.
-    fn stop(mut self) -> String {
+    pub(crate) fn stop(mut self) -> String {
         interrupt(&mut self.child);
         self.rest.join().unwrap()
     }

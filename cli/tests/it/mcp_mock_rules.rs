@@ -9,7 +9,8 @@
 //!   them or not;
 //! - misses are loud: a JSON-RPC error, then exit code 1 when the mock
 //!   stops, and the `--report` file written all the same; a session
-//!   without a miss exits 0.
+//!   without a miss exits 0. A `resources/read` or `prompts/get` the
+//!   record holds no answer to is a miss as a `tools/call` is.
 
 use std::io::{BufReader, Read};
 use std::path::Path;
@@ -165,4 +166,36 @@ fn a_miss_is_an_error_then_a_non_zero_exit_and_a_report() {
         "{said}"
     );
     assert_eq!(report["calls_missed"], 1, "{report}");
+}
+
+#[test]
+fn a_read_or_a_prompt_the_record_does_not_hold_is_a_miss_too() {
+    require_python();
+    let d = dirs();
+    record_mock_session(&d);
+    let (seen, code, report) = on_stdio(&d, "read-miss");
+    assert_answered_as_recorded(&seen);
+    for key in ["read_miss", "prompt_miss"] {
+        assert_eq!(seen[key]["code"], -32602, "{seen}");
+        assert!(
+            seen[key]["message"]
+                .as_str()
+                .unwrap()
+                .contains("was recorded"),
+            "{seen}"
+        );
+    }
+    assert_eq!(code, 1, "a missed read exits 1: {report}");
+    assert_eq!(report["calls_missed"], 0, "{report}");
+    assert_eq!(report["reads_missed"], 2, "{report}");
+    assert_eq!(report["reads_served"], 0, "{report}");
+
+    let (seen, code, said, report) = over_http(&d, "read-miss");
+    assert_eq!(seen["read_miss"]["code"], -32602, "{seen}");
+    assert_eq!(code, 1, "{said}");
+    assert!(
+        said.contains("reel: mock: 2 resources/read or prompts/get matched no recorded call"),
+        "{said}"
+    );
+    assert_eq!(report["reads_missed"], 2, "{report}");
 }

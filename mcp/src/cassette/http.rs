@@ -19,6 +19,9 @@
 //!   statelessly either way.
 //! - Answers, misses and rounds are the cassette's, as on stdio: a miss
 //!   is a JSON-RPC error, never a guess.
+//! - A client that closes a 2026-07-28 request's response stream cancels
+//!   it: rmcp cancels the request's token when the stream is dropped, and
+//!   the replay stops sending there ([`Cassette::stream_closed`]).
 
 use std::convert::Infallible;
 use std::future::Future;

@@ -268,6 +268,7 @@ mod tests {
             event_seqs: vec![],
             outcome: None,
             ended_seq: None,
+            task: Vec::new(),
         }
     }
 

@@ -26,6 +26,9 @@
 //!   whose seal does not hold, of another tool or round, or used already
 //!   is refused (`-32602`). A recorded result or listing without
 //!   `resultType` gets `complete`, as that version requires.
+//! - A call that became a task (SEP-2663) is answered with its recorded
+//!   `CreateTaskResult`, its `tasks/get` polls with the recorded statuses
+//!   in order (`tasks.rs`).
 //! - `tools/list` with a `cursor` answers the recorded page of that cursor;
 //!   `resources/list` and `prompts/list` answer their recorded pages when
 //!   the record has them (else as a server without them does).
@@ -51,6 +54,7 @@ mod relay;
 mod report;
 pub(crate) mod rounds;
 pub mod session;
+mod tasks;
 
 use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
@@ -59,13 +63,14 @@ use reel::context::Elicitation;
 use reel::fact::{CallOutcome, ElicitMode};
 use reel::matching::IgnoreRule;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, DiscoverResult, ErrorCode, ErrorData,
-    GetPromptRequestParams, GetPromptResponse, GetPromptResult, InitializeRequestParams,
-    InitializeResult, ListPromptsResult, ListResourcesResult, ListToolsResult,
-    LoggingMessageNotification, LoggingMessageNotificationParam, PaginatedRequestParams,
-    ProgressNotification, ProgressNotificationParam, ProtocolVersion, ReadResourceRequestParams,
-    ReadResourceResponse, ReadResourceResult, ResultType, ServerCapabilities, ServerConfig,
-    ServerNotification, SetLevelRequestParams,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, DiscoverResult,
+    ErrorCode, ErrorData, GetPromptRequestParams, GetPromptResponse, GetPromptResult,
+    GetTaskParams, GetTaskResult, InitializeRequestParams, InitializeResult, ListPromptsResult,
+    ListResourcesResult, ListToolsResult, LoggingMessageNotification,
+    LoggingMessageNotificationParam, PaginatedRequestParams, ProgressNotification,
+    ProgressNotificationParam, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
+    ReadResourceResult, ResultType, ServerConfig, ServerNotification, SetLevelRequestParams,
+    UpdateTaskParams,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::ServerHandler;
@@ -87,6 +92,7 @@ pub struct Cassette {
     ignored: Arc<Vec<String>>,
     used: Arc<Mutex<Vec<bool>>>,
     rounds: rounds::Rounds,
+    tasks: tasks::Served,
     /// The recorded JSON of answers on their way out, by request id (as
     /// JSON text): the relay puts it in place of rmcp's typed result.
     exact: Exact,
@@ -113,6 +119,7 @@ impl Cassette {
             ignored: Arc::new(matching::arg_ignores(ignore)),
             used: Arc::new(Mutex::new(vec![false; n])),
             rounds: rounds::Rounds::new(),
+            tasks: tasks::Served::default(),
             exact: Exact::default(),
             tally: Arc::default(),
         }
@@ -191,8 +198,33 @@ impl ServerHandler for Cassette {
             .clone()
             .and_then(|v| serde_json::from_value::<InitializeResult>(v).ok())
             .unwrap_or_else(|| {
-                ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+                // A 2026-07-28 session: what its discovery said it serves.
+                ServerConfig::new(tasks::capabilities(&self.session))
             })
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        self.poll(&request.task_id, &context)
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.task_ack(&request.task_id)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.task_ack(&request.task_id)
     }
 
     fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
@@ -437,6 +469,9 @@ impl Cassette {
             .filter(|e| matches!(e, Event::Progress(_)))
             .count() as u64;
         for (at, event) in call.events.iter().enumerate().skip(from) {
+            if context.ct.is_cancelled() {
+                return Err(self.stream_closed(call, at));
+            }
             match event {
                 Event::Progress(payload) => {
                     reports += 1;
@@ -510,6 +545,9 @@ impl Cassette {
                     let _ = context.peer.create_elicitation(params).await;
                 }
             }
+        }
+        if let Some(task) = self.task_created(index, context) {
+            return task;
         }
         match &call.outcome {
             Some(CallOutcome::Ok { result }) => self.served(context, call, result.clone()),

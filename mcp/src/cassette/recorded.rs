@@ -6,6 +6,7 @@ use rmcp::service::{RequestContext, RoleServer};
 use serde_json::Value;
 
 use super::{recorded_error, Cassette};
+use reel::lock::lock;
 
 impl Cassette {
     /// The recorded answer to a `method` request whose params `fits`
@@ -24,11 +25,13 @@ impl Cassette {
             .iter()
             .find(|r| r.method == method && fits(&r.params))
         else {
-            return Err(ErrorData::invalid_params(
-                format!("reel mock: no {method} {what} was recorded"),
-                None,
-            ));
+            // A miss, as a `tools/call`'s: counted toward the exit code.
+            lock(&self.tally).reads_missed += 1;
+            let message = format!("reel mock: no {method} {what} was recorded");
+            tracing::warn!("{}", message.trim_start_matches("reel "));
+            return Err(ErrorData::invalid_params(message, None));
         };
+        lock(&self.tally).reads_served += 1;
         match &read.answer {
             Ok(result) => {
                 let typed = serde_json::from_value::<T>(result.clone()).map_err(|e| {

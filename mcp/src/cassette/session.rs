@@ -92,6 +92,11 @@ pub struct Interaction {
     pub outcome: Option<CallOutcome>,
     /// The seq of the call's `call.ended`, when recorded.
     pub ended_seq: Option<u64>,
+    /// When the `tools/call` became a task (SEP-2663): its recorded
+    /// exchanges in order, each the stage (`mcp:task`, `mcp:tasks/get`,
+    /// ...: [`crate::proxy::TASK_CREATED`] and its siblings) and the
+    /// `call.output` value filed for it. Empty otherwise.
+    pub task: Vec<(String, Value)>,
 }
 
 /// A recorded MCP session: the protocol exchanges and the tool calls in
@@ -246,6 +251,7 @@ impl Session {
                             event_seqs: Vec::new(),
                             outcome: None,
                             ended_seq: None,
+                            task: Vec::new(),
                         });
                     }
                 }
@@ -308,6 +314,13 @@ impl Session {
                                     {
                                         *answer = Some(a.outcome);
                                     }
+                                }
+                                FactKind::CallOutput(o)
+                                    if o.stage
+                                        .as_deref()
+                                        .is_some_and(|s| s.starts_with("mcp:task")) =>
+                                {
+                                    call.task.push((o.stage.unwrap_or_default(), o.value));
                                 }
                                 FactKind::CallEnded(e) => {
                                     call.outcome = Some(e.outcome);

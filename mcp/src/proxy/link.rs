@@ -15,6 +15,8 @@ use serde_json::{json, Map, Value};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
+pub(crate) mod task;
+
 /// Which way a line goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Dir {
@@ -50,6 +52,12 @@ enum Event {
         question: Elicitation,
         answer: oneshot::Receiver<Value>,
     },
+    /// An intermediate output of the call at a stage (a task's creation
+    /// and each of its `tasks/*` exchanges, [`task`]).
+    Stage {
+        stage: &'static str,
+        value: Value,
+    },
     /// The server's response: its `result`, or its `error` object.
     Done(Result<Value, Value>),
 }
@@ -63,6 +71,9 @@ struct Pending {
     /// The call's id in the run.
     call_id: String,
     token: Option<String>,
+    /// A `tasks/*` request about a call that became a task: its answer
+    /// goes to that call ([`task`]).
+    poll: Option<task::Poll>,
 }
 
 #[derive(Default)]
@@ -103,11 +114,19 @@ struct State {
     secrets: KnownSecrets,
 }
 
-/// Calls suspended at an input-required round (2026-07-28), by the
-/// `requestState` the client will echo. Shared by the routers of one
-/// run's sessionless HTTP exchanges: a call's next round comes in another
-/// exchange.
-pub(crate) type Rounds = Arc<Mutex<HashMap<String, Round>>>;
+/// Calls suspended between exchanges: at an input-required round
+/// (2026-07-28), by the `requestState` the client will echo, and those
+/// that became tasks (SEP-2663), by task id ([`task`]). Shared by the
+/// routers of one run's sessionless HTTP exchanges: a call's next round,
+/// or its task's next poll, comes in another exchange.
+pub(crate) type Rounds = Arc<Suspended>;
+
+/// What [`Rounds`] holds.
+#[derive(Default)]
+pub(crate) struct Suspended {
+    rounds: Mutex<HashMap<String, Round>>,
+    tasks: Mutex<HashMap<String, task::Tasked>>,
+}
 
 /// A call whose `tools/call` was answered input-required: its questions
 /// wait for the client's next round.
@@ -290,7 +309,8 @@ impl Router {
                     .as_ref()
                     .and_then(|p| p.pointer("/_meta/progressToken"))
                     .map(key);
-                let recorded = self.request(method, &id, params);
+                let recorded = self.task_request(method, &id, params.as_ref())
+                    || self.request(method, &id, params);
                 let mut state = self.state();
                 if !recorded {
                     remember(&mut state.client_asked, key(&id));
@@ -568,10 +588,13 @@ impl Router {
             .collect()
     }
 
-    /// Cancels the call of the client's request `id`, if it is in flight.
+    /// Cancels the call of the client's request `id`, if it is in flight
+    /// (a `tasks/*` request given up on is not its task cancelled).
     fn cancel(&self, id: &Value, reason: Option<&str>) {
         let id = key(id);
-        if let Some((_, p)) = self.state().pending.iter().find(|(k, _)| *k == id) {
+        let state = self.state();
+        let mut calls = state.pending.iter().filter(|(_, p)| p.poll.is_none());
+        if let Some((_, p)) = calls.find(|(k, _)| *k == id) {
             p.canceller.cancel(reason);
         }
     }
@@ -653,7 +676,7 @@ impl Router {
                 let round = params
                     .get("requestState")
                     .and_then(Value::as_str)
-                    .and_then(|s| lock(&self.rounds).remove(s));
+                    .and_then(|s| lock(&self.rounds.rounds).remove(s));
                 if let Some(round) = round {
                     let responses = params.get("inputResponses");
                     for (k, answer) in round.answers {
@@ -672,6 +695,7 @@ impl Router {
                         canceller: round.canceller,
                         tool_call: true,
                         token: token.clone(),
+                        poll: None,
                     };
                     state.pending.push((key(id), pending));
                     return true;
@@ -723,6 +747,7 @@ impl Router {
             tool_call,
             call_id,
             token,
+            poll: None,
         };
         state.pending.push((id_key, pending));
         true
@@ -736,7 +761,7 @@ impl Router {
             state.pending.clear();
             state.asked.clear();
             if self.own_rounds {
-                lock(&self.rounds).clear();
+                end_rounds(&self.rounds);
             }
             std::mem::take(&mut state.tasks)
         };
@@ -752,7 +777,13 @@ impl Router {
 /// client's next round. Other input requests (sampling, roots) are not
 /// recorded.
 fn finish(rounds: &Rounds, p: Pending, m: Value) {
+    if p.poll.is_some() {
+        return task::answered(rounds, p, m);
+    }
     let result = m.get("result");
+    if task::created(rounds, &p, result) {
+        return;
+    }
     let state_key = result
         .filter(|r| r.get("resultType").and_then(Value::as_str) == Some("input_required"))
         .and_then(|r| r.get("requestState"))
@@ -775,7 +806,7 @@ fn finish(rounds: &Rounds, p: Pending, m: Value) {
             });
         }
     }
-    lock(rounds).insert(
+    lock(&rounds.rounds).insert(
         state_key.to_owned(),
         Round {
             events: p.events,
@@ -819,9 +850,11 @@ fn secure_arguments(run: &Run, mut call: CallBuilder, secure: Option<Value>) -> 
     call.credentials(Arc::new(vault))
 }
 
-/// Ends the calls suspended in `rounds` (no next round will come).
+/// Ends the calls suspended in `rounds` (no next round or poll will
+/// come).
 pub(crate) fn end_rounds(rounds: &Rounds) {
-    lock(rounds).clear();
+    lock(&rounds.rounds).clear();
+    lock(&rounds.tasks).clear();
 }
 
 use reel::lock::lock;
@@ -901,6 +934,9 @@ async fn follow(
                 return Err(ToolError::msg(NEVER_ANSWERED));
             }
             Some(Event::Progress(payload)) => ctx.progress(payload),
+            Some(Event::Stage { stage, value }) => {
+                ctx.set_output_as(value, reel::context::Stage::new(stage))
+            }
             Some(Event::Log {
                 level,
                 logger,

@@ -51,6 +51,11 @@
 //!   `inputRequests` is an `elicit.requested`, answered from the
 //!   `inputResponses` of the client's next round (the one echoing its
 //!   `requestState`), whose response goes on the same call.
+//!   A `tools/call` answered `resultType: "task"` (SEP-2663) stays one
+//!   call across the `tasks/get`, `tasks/update` and `tasks/cancel`
+//!   requests naming its `taskId`: each exchange a `call.output` at the
+//!   stage of its method, the call ended by the `tasks/get` answering a
+//!   terminal status (`link/task.rs` says the shapes).
 //!   On stdio a server's log message and elicitation carry no request id:
 //!   they belong to the call in flight, the newest one when several are.
 //! - Redaction is the recorder's: secret-named keys everywhere, and the
@@ -78,6 +83,7 @@ pub use http::{
     BoundHttpProxy, HttpOutcome, HttpProxy, DEFAULT_IDLE_CLOSE, DEFAULT_MAX_BODY, MIN_TOKEN_LEN,
     TOKEN_HEADER,
 };
+pub use link::task::{TASK_CANCEL, TASK_CREATED, TASK_GET, TASK_UPDATE};
 
 use std::ffi::OsString;
 use std::future::Future;

@@ -88,11 +88,19 @@ pub fn run(dir: &Path, args: MockArgs) -> Result<ExitCode, Failure> {
     }
     // Misses are loud: each was a JSON-RPC error to the client, and the
     // mock's exit says a client asked for what the record does not hold.
-    let missed = kept.report().calls_missed;
+    let report = kept.report();
+    let missed = report.missed();
     if missed > 0 && code == ExitCode::SUCCESS {
+        let what = match (report.calls_missed, report.reads_missed) {
+            (calls, 0) => format!("{calls} tools/call{}", if calls == 1 { "" } else { "s" }),
+            (0, reads) => format!("{reads} resources/read or prompts/get"),
+            (calls, reads) => {
+                format!("{calls} tools/call and {reads} resources/read or prompts/get")
+            }
+        };
         eprintln!(
-            "reel: mock: {missed} tools/call{} matched no recorded call (each answered with a              JSON-RPC error naming the closest): exit code {MISSED}",
-            if missed == 1 { "" } else { "s" }
+            "reel: mock: {what} matched no recorded call (each answered with a JSON-RPC \
+             error): exit code {MISSED}"
         );
         return Ok(ExitCode::from(MISSED));
     }

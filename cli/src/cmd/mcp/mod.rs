@@ -36,8 +36,9 @@ pub enum McpCommand {
     /// Calls match strictly (tool name plus arguments); a miss is a
     /// JSON-RPC error naming the closest recorded call and the first field
     /// that differs. Misses are loud: the mock exits 1 when it stops (the
-    /// client hangs up, or Ctrl-C/SIGTERM with --listen) if any tools/call
-    /// missed, 0 otherwise; --report FILE says which tools were covered.
+    /// client hangs up, or Ctrl-C/SIGTERM with --listen) if any tools/call,
+    /// resources/read or prompts/get missed, 0 otherwise; --report FILE
+    /// says which tools were covered.
     /// Example: reel mcp mock session.tape.jsonl --ignore /args/request_id
     /// Example: reel mcp mock session.tape.jsonl --listen 127.0.0.1:8766
     Mock(mock::MockArgs),
