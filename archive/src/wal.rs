@@ -70,7 +70,7 @@ pub fn checkpoint_bytes(config: &JournalConfig) -> u64 {
 
 mod ops;
 
-use ops::{apply, decode, ApplyError};
+use ops::{apply, decode, ApplyError, Swaps};
 pub(crate) use ops::{Ops, Tree};
 
 /// The journal of an archive opened to write, and its checkpointer.
@@ -148,7 +148,7 @@ pub(crate) fn journal_error(dir: &Path, e: JournalError) -> ArchiveError {
 pub(crate) fn replay(dir: &Path, trees: &Trees, batches: &[journal::Batch]) -> Result<usize> {
     for batch in batches {
         let records: Vec<&[u8]> = batch.records.iter().map(Vec::as_slice).collect();
-        match apply(trees, &records) {
+        match apply(trees, &records, Swaps::InOrder) {
             Ok(()) => {}
             Err(ApplyError::Malformed) => {
                 return Err(ArchiveError::Damaged {
@@ -486,7 +486,7 @@ impl Archive {
             },
         };
         let Some(wal) = self.inner.wal() else {
-            apply(self.trees(), &records).map_err(applied)?;
+            apply(self.trees(), &records, Swaps::Atomic).map_err(applied)?;
             self.dirty();
             return Ok(());
         };
@@ -500,7 +500,7 @@ impl Archive {
                 .journal
                 .append_past_bound(&records, Wait::Written)
                 .map_err(|e| journal_error(&self.inner.dir, e))?;
-            apply(self.trees(), &records).map_err(applied)?;
+            apply(self.trees(), &records, Swaps::Atomic).map_err(applied)?;
             end
         };
         if end.saturating_sub(wal.checkpointed.load(Ordering::SeqCst)) >= wal.bytes {
