@@ -10,8 +10,9 @@
 //! The MCP rows spawn this binary as their MCP servers (`--mcp-server
 //! plain|reel [--archive DIR]`) and, when no `reel` binary is found, as
 //! the recording proxy (`--mcp-record ARCHIVE -- CMD...`), and the
-//! `mcp-http` row as its streamable HTTP server (`--mcp-http-server`); those modes
-//! are not for people.
+//! `mcp-http` row as its streamable HTTP server (`--mcp-http-server`), and
+//! the `open-after-crash` row as the writer it kills (`--crash-writer DIR
+//! RUNS PROGRESS`); those modes are not for people.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
