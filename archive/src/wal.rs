@@ -60,8 +60,11 @@ pub const CHECKPOINT_EVERY: Duration = Duration::from_secs(1);
 /// Journaled bytes past the last checkpoint that wake the checkpointer
 /// before [`CHECKPOINT_EVERY`]: a quarter of the unapplied bound, at most
 /// 32 MiB (so writers reach the bound only when the checkpointer cannot
-/// keep up).
+/// keep up); half the bound with [`JournalConfig::checkpoint_when_half_full`].
 pub fn checkpoint_bytes(config: &JournalConfig) -> u64 {
+    if config.checkpoint_when_half_full {
+        return (config.unapplied_bytes / 2).max(1);
+    }
     (config.unapplied_bytes / 4).clamp(1, 32 << 20)
 }
 
@@ -329,7 +332,7 @@ fn checkpointer(inner: Weak<Inner>, stop: Arc<AtomicBool>, holding: Arc<AtomicBo
         let Some(inner) = inner.upgrade() else {
             return;
         };
-        if inner.checkpoint_due() {
+        if inner.checkpoint_due() && !inner.waits_until_half_full() {
             if let Err(e) = inner.checkpoint() {
                 tracing::warn!(archive = %inner.dir.display(), "reel: a checkpoint failed (the next one tries again; acknowledged batches stay in the journal): {e}");
             }
@@ -342,6 +345,22 @@ fn checkpointer(inner: Weak<Inner>, stop: Arc<AtomicBool>, holding: Arc<AtomicBo
 impl Inner {
     pub(crate) fn wal(&self) -> Option<&Wal> {
         self.wal.as_ref()
+    }
+
+    /// With [`JournalConfig::checkpoint_when_half_full`], whether the
+    /// checkpointer leaves the journal to fill (it is under half its bound,
+    /// and nothing was written past it).
+    fn waits_until_half_full(&self) -> bool {
+        let Some(wal) = self.wal() else {
+            return false;
+        };
+        wal.journal.config().checkpoint_when_half_full
+            && !self.dirty.load(Ordering::SeqCst)
+            && wal
+                .journal
+                .end()
+                .saturating_sub(wal.checkpointed.load(Ordering::SeqCst))
+                < wal.bytes
     }
 
     pub(crate) fn checkpoint_due(&self) -> bool {

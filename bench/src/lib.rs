@@ -27,6 +27,7 @@
 //! | `progress` | one `ctx.progress(payload)` inside a recorded call, payloads built beforehand | `tokio::sync::mpsc` unbounded `send` of the same payloads, a thread draining them |
 //! | `list` | `list_runs` (tenant + status, limit 50) over 100,000 runs | the same over 1,000 runs |
 //! | `open` | `Archive::open` read-only (as `reel runs` opens it) of 100,000 runs of 10 facts (1,000,000) after a clean close (built untimed); target under 100 ms | the same open of 1,000 such runs |
+//! | `open-after-crash` | a writer's `Archive::open` of the open row's 100,000 runs (1,000,000 facts) after a crash with all of them in the journal, none checkpointed (a child process fills it, flushes and is killed with SIGKILL): the time to apply the journal, and facts/s applied | the same open of the same archive after a clean close |
 //! | `runs-after-crash` | `reel runs`' work (read-only open, first 50 runs) on the open row's 100,000 runs unsealed (copied while the writer held it: no seal, a journal) | the same after a clean close; target within 2x |
 //! | `replay` | facts matched per second by `reel_replayer::replay` over the tape's index, and end to end (`Tape::read` + `ReplayInput::from_tape` + `replay`) | `Tape::read` of the same tape, and freeing it (`replay` frees what it was given in its time) |
 //! | `memory` | peak RSS (VmHWM, a child process) of a tool filing 5,000,000 progress reports without an await; target: under the bound [`memory`] derives from `progress_bound` | the same recorder and call filing none |
@@ -83,6 +84,7 @@ pub const ROWS: &[&str] = &[
     "bytes",
     "list",
     "open",
+    "open-after-crash",
     "runs-after-crash",
     "overview",
     "replay",

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use reel::fact::*;
 use reel::{NewFact, RunState};
+use reel_archive::journal::JournalConfig;
 use reel_archive::RunFilter;
 use reel_archive::{Archive, ArchiveConfig};
 use serde_json::json;
@@ -50,6 +51,12 @@ pub fn build(dir: &Path, runs: usize) -> io::Result<Archive> {
 /// its start and its end, in the same batch): the same runs, more facts.
 pub fn build_with(dir: &Path, runs: usize, progress: usize) -> io::Result<Archive> {
     let archive = Archive::open(dir, ArchiveConfig::default()).map_err(io::Error::other)?;
+    fill(&archive, runs, progress)?;
+    Ok(archive)
+}
+
+/// Appends [`build_with`]'s runs to `archive`, then flushes.
+pub fn fill(archive: &Archive, runs: usize, progress: usize) -> io::Result<()> {
     let base = 1_700_000_000_000_000_000i64;
     for i in 0..runs {
         let run_id = format!("run-{i:07}");
@@ -135,7 +142,37 @@ pub fn build_with(dir: &Path, runs: usize, progress: usize) -> io::Result<Archiv
         archive.append(&run_id, facts).map_err(io::Error::other)?;
     }
     archive.flush().map_err(io::Error::other)?;
-    Ok(archive)
+    Ok(())
+}
+
+/// The `open-after-crash` row's writer (`reel-bench --crash-writer DIR
+/// RUNS PROGRESS`, a child process): fills a new archive in `dir` with
+/// [`build_with`]'s runs while its journal is never checkpointed
+/// ([`JournalConfig::checkpoint_when_half_full`], with a bound of 16 GiB),
+/// flushes (every run acknowledged: the journal synced), prints the bytes
+/// journaled past the last checkpoint and the checkpoints made (`BYTES
+/// CHECKPOINTS`), and waits to be killed.
+pub fn crash_writer_main(dir: &Path, runs: usize, progress: usize) -> io::Result<()> {
+    use std::io::Write as _;
+    let config = ArchiveConfig {
+        journal: JournalConfig {
+            unapplied_bytes: 16 << 30,
+            checkpoint_when_half_full: true,
+            ..JournalConfig::default()
+        },
+        ..ArchiveConfig::default()
+    };
+    let archive = Archive::open(dir, config).map_err(io::Error::other)?;
+    fill(&archive, runs, progress)?;
+    let figures = archive
+        .journal_figures()
+        .ok_or_else(|| io::Error::other("a writer's archive has a journal"))?;
+    let mut out = io::stdout().lock();
+    writeln!(out, "{} {}", figures.unapplied_bytes, figures.checkpoints)?;
+    out.flush()?;
+    loop {
+        std::thread::park();
+    }
 }
 
 /// Times `queries` identical `list_runs(filter())` calls; returns the mean

@@ -10,8 +10,9 @@
 //! The MCP rows spawn this binary as their MCP servers (`--mcp-server
 //! plain|reel [--archive DIR]`) and, when no `reel` binary is found, as
 //! the recording proxy (`--mcp-record ARCHIVE -- CMD...`), and the
-//! `mcp-http` row as its streamable HTTP server (`--mcp-http-server`); those modes
-//! are not for people.
+//! `mcp-http` row as its streamable HTTP server (`--mcp-http-server`), and
+//! the `open-after-crash` row as the writer it kills (`--crash-writer DIR
+//! RUNS PROGRESS`); those modes are not for people.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -27,7 +28,8 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 const USAGE: &str = "usage: reel-bench [--smoke] [--row NAME]... [--rounds N] [--dir DIR] [--keep]
   --smoke      tiny sizes (seconds; what the smoke test runs)
   --row NAME   run only this row (repeatable): record, record-fair, record-limit, tripwire, agent,
-               latency, progress, tracing, timeline, bytes, list, overview, replay, nats, memory, viewer, console,
+               latency, progress, tracing, timeline, bytes, list, open, open-after-crash,
+               runs-after-crash, overview, replay, nats, memory, viewer, console,
                mcp-record, mcp-serve, mcp-http, collect
   --nats URLS  the JetStream cluster of the nats row (comma-separated client URLs; without it the row is not run)
   --reel PATH  the `reel` binary whose `reel mcp record` the mcp-record row measures (default: $REEL_BIN,
@@ -48,7 +50,8 @@ fn find_reel(given: Option<PathBuf>) -> Option<PathBuf> {
     reel.is_file().then_some(reel)
 }
 
-/// The MCP rows' child modes (`--mcp-server`, `--mcp-record`, `--mcp-relay`).
+/// The child modes: the MCP rows' (`--mcp-server`, `--mcp-record`,
+/// `--mcp-relay`) and the open-after-crash row's writer (`--crash-writer`).
 fn child_mode(args: &[String]) -> Option<ExitCode> {
     let done = |r: std::io::Result<()>, what: &str| match r {
         Ok(()) => ExitCode::SUCCESS,
@@ -66,6 +69,18 @@ fn child_mode(args: &[String]) -> Option<ExitCode> {
             reel_bench::mcp_http::relay_main(upstream),
             "--mcp-http-relay",
         )),
+        [mode, dir, runs, progress] if mode == "--crash-writer" => {
+            let (Ok(runs), Ok(progress)) = (runs.parse(), progress.parse()) else {
+                eprintln!(
+                    "reel-bench --crash-writer DIR RUNS PROGRESS: RUNS and PROGRESS are counts"
+                );
+                return Some(ExitCode::from(2));
+            };
+            Some(done(
+                reel_bench::list::crash_writer_main(std::path::Path::new(dir), runs, progress),
+                "--crash-writer",
+            ))
+        }
         [mode, kind] if mode == "--mcp-server" => {
             Some(done(mcp::server_main(kind, None), "--mcp-server"))
         }

@@ -7,6 +7,7 @@ mod agent;
 mod collect;
 mod compression;
 mod console;
+mod crash_open;
 mod crash_runs;
 mod latency;
 mod list;
@@ -92,6 +93,10 @@ pub(crate) const TABLE: &[Entry] = &[
     Entry {
         rows: &["open"],
         measure: open::measure,
+    },
+    Entry {
+        rows: &["open-after-crash"],
+        measure: crash_open::measure,
     },
     Entry {
         rows: &["runs-after-crash"],

@@ -274,6 +274,14 @@ pub struct JournalConfig {
     /// one (buffered durability), or `None` for no syncing thread. Default
     /// 200 ms.
     pub sync_within: Option<Duration>,
+    /// Not for recording: the archive's checkpointer then checkpoints only
+    /// once half of [`JournalConfig::unapplied_bytes`] is unapplied, never
+    /// on its timer (a flush after writes past the journal, an explicit
+    /// checkpoint and the close still checkpoint), so the journal fills.
+    /// For tests and benchmarks of the open that applies a full journal
+    /// after a crash (reel-bench's `open-after-crash` row). Default `false`.
+    #[doc(hidden)]
+    pub checkpoint_when_half_full: bool,
 }
 
 impl Default for JournalConfig {
@@ -282,6 +290,7 @@ impl Default for JournalConfig {
             segment_bytes: 64 << 20,
             unapplied_bytes: 256 << 20,
             sync_within: Some(Duration::from_millis(200)),
+            checkpoint_when_half_full: false,
         }
     }
 }

@@ -20,6 +20,7 @@ mod journal;
 mod lock;
 mod projected;
 mod salvage;
+mod sled_open;
 mod summary;
 mod support;
 mod views;

@@ -11,7 +11,9 @@ use crate::*;
 /// Progress reports per run's call: with its 4 other facts, 10 facts a run.
 const PROGRESS: usize = 6;
 
-fn copy_dir(from: &Path, to: &Path) -> io::Result<()> {
+/// Copies the directory `from` to `to`, recursively (files and
+/// directories only).
+pub(super) fn copy_dir(from: &Path, to: &Path) -> io::Result<()> {
     std::fs::create_dir_all(to)?;
     for entry in std::fs::read_dir(from)? {
         let entry = entry?;
