@@ -98,7 +98,7 @@ impl Archive {
         };
         refuse_existing(&lock(&self.inner.live))?;
         self.stamp_format()?;
-        let ordinal = self.db().generate_id().map_err(|e| self.storage(e))?;
+        let ordinal = self.new_ordinal()?;
         let blocks = seal_blocks(&run_id, ordinal, facts)?;
         let entries = keys::index_entries(ordinal, &record);
         let stored_record = encode_record(&record);

@@ -151,6 +151,17 @@ pub(crate) fn run_key(ordinal: u64) -> [u8; 8] {
     ordinal.to_be_bytes()
 }
 
+/// One past the highest ordinal `runs` or `events` holds (0 when both
+/// are empty): the least ordinal a new run may take.
+pub(crate) fn next_ordinal(runs: &sled::Tree, events: &sled::Tree) -> sled::Result<u64> {
+    let of_run = runs.last()?.and_then(|(k, _)| ordinal_from(&k));
+    let of_block = events
+        .last()?
+        .and_then(|(k, _)| split_event_key(&k))
+        .map(|(ordinal, _)| ordinal);
+    Ok(of_run.max(of_block).map_or(0, |o| o.saturating_add(1)))
+}
+
 /// The ordinal a `runs` key or a `run_ids` value holds; `None` if damaged.
 pub(crate) fn ordinal_from(bytes: &[u8]) -> Option<u64> {
     (bytes.len() == 8).then(|| u64_from(bytes)).flatten()

@@ -171,6 +171,8 @@ struct Inner {
     facts: std::sync::atomic::AtomicU64,
     /// Written since the last flush: the last handle's drop flushes.
     dirty: std::sync::atomic::AtomicBool,
+    /// The least ordinal a new run may take (see [`Archive::new_ordinal`]).
+    next_ordinal: std::sync::atomic::AtomicU64,
     /// Opened only to read ([`ArchiveConfig::read_only`]).
     read_only: bool,
     /// The journal's torn tail found at open (see [`Archive::torn_tail`]).

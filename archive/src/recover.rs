@@ -42,23 +42,11 @@ impl Archive {
                 }
                 Err(_) => continue,
             };
-            // A closed run under its own entry and a "running" one: a
-            // status move (insert the new entry, then remove the old; see
-            // `write::store_record`) that a crash cut between the two.
-            // The record says where the run stands: the "running" entry
-            // goes.
+            // Status changes are atomic (one sled batch, see `wal`), so a crash never
+            // leaves a closed run both its own entry and a "running" one:
+            // that is damage, left for `verify` to report.
             let own = keys::index_entries(ordinal, &before).status;
             if before.state.is_closed() && t.by_status.contains_key(own).map_err(s)? {
-                tracing::warn!(
-                    archive = %self.inner.dir.display(),
-                    run = %before.run_id,
-                    "reel: run {:?} is {} and was still listed as running (a status change a crash cut in two); the running entry was removed",
-                    before.run_id,
-                    before.state
-                );
-                let mut ops = Ops::default();
-                ops.remove(Tree::ByStatus, &status_key);
-                self.commit(ops)?;
                 continue;
             }
             let mut after = RunRecord {
@@ -121,81 +109,10 @@ impl Archive {
                     keys::run_key(ordinal),
                 );
             }
-            ops.insert(Tree::ByStatus, &entries.status, b"");
             ops.remove(Tree::ByStatus, &status_key);
+            ops.insert(Tree::ByStatus, &entries.status, b"");
             self.commit(ops)?;
         }
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use reel_core::fact::{FactKind, NewFact, Producer, RunEnded, RunStarted, RunStatus};
-    use reel_core::run::RunState;
-
-    use crate::{keys, Archive, ArchiveConfig};
-
-    fn new(kind: FactKind) -> NewFact {
-        NewFact {
-            at: 1,
-            offset: 1,
-            call: None,
-            kind,
-        }
-    }
-
-    /// A crash that kept a prefix of a status move (the new entry
-    /// inserted, the old "running" one not yet removed; see
-    /// `write::store_record`) leaves a closed run under both entries:
-    /// recovery (on the next open, or the last handle's close) removes the
-    /// "running" one, and verify finds the archive sound.
-    #[test]
-    fn a_status_move_a_crash_cut_in_two_is_finished_by_recovery() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let archive = Archive::open(dir.path(), ArchiveConfig::default()).expect("open");
-        archive
-            .append(
-                "r",
-                vec![
-                    new(FactKind::RunStarted(RunStarted {
-                        run_id: "r".into(),
-                        session_id: None,
-                        identity: None,
-                        producer: Producer {
-                            name: "recover".into(),
-                            version: "0".into(),
-                        },
-                        labels: Default::default(),
-                        teardown_scopes: vec![],
-                    })),
-                    new(FactKind::RunEnded(RunEnded {
-                        status: RunStatus::Completed,
-                    })),
-                ],
-            )
-            .expect("append");
-        let ordinal = archive.ordinal("r").expect("ordinal");
-        let mut record = archive.run("r").expect("record");
-        assert_eq!(record.state, RunState::Completed);
-        // The "running" entry the move had not removed yet.
-        record.state = RunState::Running;
-        let running = keys::index_entries(ordinal, &record).status;
-        archive
-            .trees()
-            .by_status
-            .insert(&running, b"")
-            .expect("insert");
-        let found = archive.verify().expect("verify").problems;
-        assert!(!found.is_empty(), "both entries, unrecovered, are damage");
-        archive.checkpoint().expect("checkpoint");
-        drop(archive);
-
-        let archive = Archive::open(dir.path(), ArchiveConfig::default()).expect("reopen");
-        let t = archive.trees();
-        assert!(!t.by_status.contains_key(&running).expect("read"));
-        assert_eq!(archive.run("r").expect("record").state, RunState::Completed);
-        let report = archive.verify().expect("verify");
-        assert!(report.problems.is_empty(), "{:?}", report.problems);
     }
 }

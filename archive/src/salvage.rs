@@ -379,7 +379,7 @@ impl Archive {
         if !record.state.is_closed() {
             record.state = RunState::Incomplete;
         }
-        let ordinal = self.db().generate_id().map_err(s)?;
+        let ordinal = self.new_ordinal()?;
         for found in &run.blocks {
             t.events
                 .insert(keys::event_key(ordinal, found.first), &found.value[..])

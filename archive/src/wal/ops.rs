@@ -131,20 +131,12 @@ pub(crate) fn facts_in(records: &[Vec<u8>]) -> u64 {
         .sum()
 }
 
-/// Applies one batch's operations to sled's trees in their order, one at
-/// a time. Never as a sled batch: sled rolls its log buffer before and
-/// after each batch (its `pin_log`), so every batch cost sled two log
-/// writes, each with a `sync_file_range` that waits for the device, on
-/// its IO threads beside the journal's `fdatasync` (two per served call,
-/// more disk time than the journal's sync; see the book's performance
-/// page). One at a time, sled writes them when it flushes (a checkpoint)
-/// or when a buffer fills. The journal frame is what is atomic: a crash
-/// before a checkpoint applies the frame again, whole. Only a power cut
-/// that kept sled's pages of a batch the journal had not synced leaves a
-/// prefix of its operations, and the writer orders them so that every
-/// prefix is one recovery reads (see `write::create_run` and
-/// `write::store_record`: the status entry first, a status moved by
-/// inserting the new entry before removing the old).
+/// Applies one batch's operations to sled's trees in their order, each
+/// run of consecutive operations on one tree as one sled batch (atomic in
+/// sled: a status swap never leaves neither entry, nor both). The order is
+/// the one the writer used before the journal, which recovery relies on
+/// for any prefix of it that sled alone may keep (a power cut that kept
+/// sled's log pages and not the journal's).
 pub(super) fn apply(trees: &Trees, records: &[&[u8]]) -> std::result::Result<(), ApplyError> {
     let mut order: Vec<(Tree, Vec<Op<'_>>)> = Vec::new();
     for record in records {
@@ -156,11 +148,23 @@ pub(super) fn apply(trees: &Trees, records: &[&[u8]]) -> std::result::Result<(),
     }
     for (tree, ops) in order {
         let t = tree.of(trees);
-        for (_, key, value) in ops {
-            match value {
-                Some(v) => t.insert(key, v)?,
-                None => t.remove(key)?,
-            };
+        match ops.as_slice() {
+            [(_, key, Some(value))] => {
+                t.insert(key, *value)?;
+            }
+            [(_, key, None)] => {
+                t.remove(key)?;
+            }
+            many => {
+                let mut batch = sled::Batch::default();
+                for (_, key, value) in many {
+                    match value {
+                        Some(v) => batch.insert(*key, *v),
+                        None => batch.remove(*key),
+                    }
+                }
+                t.apply_batch(batch)?;
+            }
         }
     }
     Ok(())
