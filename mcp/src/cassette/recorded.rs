@@ -43,7 +43,7 @@ impl Cassette {
                 self.exactly(context, result);
                 Ok(typed)
             }
-            Err(text) => Err(recorded_error(text)),
+            Err((text, kept)) => Err(recorded_error(text, kept.as_ref())),
         }
     }
 

@@ -71,8 +71,9 @@ pub struct Read {
     pub method: String,
     /// The request's params as recorded (`uri`; `name` and `arguments`).
     pub params: Value,
-    /// The server's result, or the recorded error text.
-    pub answer: Result<Value, String>,
+    /// The server's result, or the recorded error: its text, and the
+    /// error object when the record kept it whole.
+    pub answer: Result<Value, (String, Option<Value>)>,
 }
 
 /// One recorded `tools/call`.
@@ -284,6 +285,18 @@ impl Session {
                         }
                         Slot::Call(i) => {
                             let call = &mut session.calls[*i];
+                            // A task's questions and their answers are its
+                            // `tasks/get` and `tasks/update` exchanges'
+                            // (in `task`): not the `tools/call`'s to replay.
+                            let tasked = !call.task.is_empty();
+                            if tasked
+                                && matches!(
+                                    other,
+                                    FactKind::ElicitRequested(_) | FactKind::ElicitAnswered(_)
+                                )
+                            {
+                                continue;
+                            }
                             if matches!(
                                 other,
                                 FactKind::Progress(_)
@@ -358,8 +371,10 @@ impl Session {
         if let Some(method @ ("resources/read" | "prompts/get")) = name.strip_prefix("mcp:") {
             let answer = match outcome {
                 CallOutcome::Ok { result } => Ok(result),
-                CallOutcome::Error { error, .. } => Err(error),
-                CallOutcome::Aborted { reason } => Err(reason.unwrap_or_else(|| "aborted".into())),
+                CallOutcome::Error { error, result } => Err((error, result)),
+                CallOutcome::Aborted { reason } => {
+                    Err((reason.unwrap_or_else(|| "aborted".into()), None))
+                }
             };
             self.reads.push(Read {
                 method: method.to_owned(),
