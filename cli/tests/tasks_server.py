@@ -22,6 +22,7 @@ task).
 
 import datetime
 import json
+import os
 import sys
 import threading
 import time
@@ -31,6 +32,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 TASKS = "io.modelcontextprotocol/tasks"
 TTL_MS = 60000
 POLL_MS = 100
+
+# A "new build" for `reel mcp verify` to catch: set, slow_compute's answer
+# ends with it.
+SUFFIX = os.environ.get("TASKS_SERVER_SUFFIX", "")
 
 LOCK = threading.Lock()
 # taskId -> {"task": {...}, "result"/"error"/"inputRequests", "answers"}
@@ -134,7 +139,7 @@ def call(params, tasks_ok):
         return text(f"Hello, {args.get('name')}!")
     if name == "slow_compute":
         seconds = float(args.get("seconds", 0))
-        answer = text(f"computed {args.get('label')} in {seconds:g}s")
+        answer = text(f"computed {args.get('label')} in {seconds:g}s{SUFFIX}")
         if not tasks_ok:
             time.sleep(seconds)
             return answer

@@ -232,7 +232,8 @@ fn a_response_out_of_turn_is_recorded_unmatched_and_never_as_an_answer() {
 /// `isError: true` was recorded `ok`, indistinguishable in `reel show`
 /// from an answer. Now it is `error`, `tool error: ` with the whole result
 /// (so the mock can still serve it), and a JSON-RPC error stays `json-rpc
-/// error CODE: MESSAGE`: both failed, and told apart.
+/// error CODE: MESSAGE`, its error object kept whole beside it: both
+/// failed, and told apart.
 #[test]
 fn a_tool_error_reads_as_an_error_apart_from_a_protocol_error() {
     let dir = tempfile::tempdir().unwrap();
@@ -257,7 +258,8 @@ fn a_tool_error_reads_as_an_error_apart_from_a_protocol_error() {
     let broken = outcome(&shown, &only_call(&shown, "broken"));
     assert_eq!(
         broken,
-        json!({"status": "error", "error": "json-rpc error -32000: the server broke"})
+        json!({"status": "error", "error": "json-rpc error -32000: the server broke",
+               "result": {"code": -32000, "message": "the server broke"}})
     );
     // The terminal view: both calls listed as errors.
     let out = Command::new(REEL)

@@ -144,14 +144,17 @@ fn until_not_working(addr: &str, id: &mut u64, task_id: &str) -> Value {
 
 /// `reel mcp verify RUN -- python3 tasks_server.py --stdio` on `archive`:
 /// its exit code and what it printed.
-fn verify(archive: &Path, run: &str, server_args: &[&str]) -> (Option<i32>, String) {
+/// With `suffix`, the server's slow_compute answers otherwise (a new
+/// build).
+fn verify(archive: &Path, run: &str, suffix: &str) -> (Option<i32>, String) {
     let server = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/tasks_server.py");
     let out = Command::new(env!("CARGO_BIN_EXE_reel"))
+        .env("TASKS_SERVER_SUFFIX", suffix)
         .arg("--archive")
         .arg(archive)
         .args(["--color", "never", "mcp", "verify", run, "--", "python3"])
         .arg(server)
-        .args(server_args)
+        .arg("--stdio")
         .env("REEL_CONFIG_DIR", archive.with_file_name("config"))
         .output()
         .unwrap();
@@ -186,7 +189,7 @@ fn verify_follows_each_live_task_to_its_end_and_compares_that() {
         ask(&addr, id, "tools/call", greet, "greet")["result"]["resultType"],
         "complete"
     );
-    let mut task = |tool: &str, args: Value, id: &mut u64| {
+    let task = |tool: &str, args: Value, id: &mut u64| {
         *id += 1;
         let params = json!({"name": tool, "arguments": args});
         let created = ask(&addr, *id, "tools/call", params, tool);
@@ -225,8 +228,23 @@ fn verify_follows_each_live_task_to_its_end_and_compares_that() {
 
     // The live server makes tasks of its own: each followed to its end,
     // the question answered as recorded, and every end as recorded.
-    let (code, said) = verify(&archive, &run, &["--stdio"]);
+    let (code, said) = verify(&archive, &run, "");
     assert_eq!(code, Some(0), "{said}");
     assert!(said.contains("all 4 calls matched"), "{said}");
     println!("verify of a record with tasks: {}", said.trim());
+
+    // A new build whose task ends otherwise: that call diverges, named by
+    // the field of its end.
+    let (code, said) = verify(&archive, &run, " (v2)");
+    assert_eq!(code, Some(1), "{said}");
+    let line = said
+        .lines()
+        .find(|l| l.contains("`slow_compute`"))
+        .unwrap_or_default();
+    assert!(
+        line.contains("/outcome/result/content/0/text") && line.contains("(v2)"),
+        "{said}"
+    );
+    assert!(said.contains("1 of 4 calls diverged"), "{said}");
+    println!("verify against a new build: {line}");
 }

@@ -185,28 +185,6 @@ impl Cassette {
 
 use reel::lock::lock;
 
-/// A recorded error (its text, and the structured value kept beside it)
-/// as the mock's answer: a JSON-RPC error as the server sent it, `data`
-/// included ([`crate::outcome::rpc_error`]); any other text as an
-/// internal error saying it.
-fn recorded_error(text: &str, kept: Option<&Value>) -> ErrorData {
-    match crate::outcome::rpc_error(text, kept) {
-        Some(error) => error_data(&error),
-        None => ErrorData::internal_error(text.to_owned(), None),
-    }
-}
-
-/// A JSON-RPC error object as rmcp's error.
-pub(super) fn error_data(error: &Value) -> ErrorData {
-    let code = error.get("code").and_then(Value::as_i64).unwrap_or(-32603);
-    let message = error.get("message").and_then(Value::as_str).unwrap_or("");
-    ErrorData::new(
-        ErrorCode(i32::try_from(code).unwrap_or(-32603)),
-        message.to_owned(),
-        error.get("data").cloned(),
-    )
-}
-
 impl ServerHandler for Cassette {
     fn get_info(&self) -> ServerConfig {
         self.session
@@ -572,14 +550,14 @@ impl Cassette {
             // tool error (`isError: true`) is served as its result.
             Some(CallOutcome::Error { error, result }) => {
                 if error.starts_with(crate::outcome::RPC_ERROR) {
-                    return Err(recorded_error(error, result.as_ref()));
+                    return Err(recorded::recorded_error(error, result.as_ref()));
                 }
                 match result
                     .clone()
                     .or_else(|| crate::outcome::parse_tool_error(error))
                 {
                     Some(result) => self.served(context, call, result),
-                    None => Err(recorded_error(error, None)),
+                    None => Err(recorded::recorded_error(error, None)),
                 }
             }
             Some(CallOutcome::Aborted { reason }) => Err(ErrorData::internal_error(

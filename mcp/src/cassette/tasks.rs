@@ -131,7 +131,7 @@ impl Cassette {
             ));
         };
         if let Some(error) = recorded.get("error") {
-            return Err(super::error_data(error));
+            return Err(super::recorded::error_data(error));
         }
         let mut answer = recorded.get("result").cloned().unwrap_or(Value::Null);
         if answer.get("status").and_then(Value::as_str) == Some("completed") {
