@@ -21,8 +21,11 @@
 //! client's answer to it, the value under that key of a `tasks/update`'s
 //! `inputResponses`, is filed as the elicitation's answer
 //! (`elicit.answered`) when the client sends it. A key is asked once per
-//! task (the polls repeat it until it is answered); a question the task
-//! ends without an answer to ends unanswered.
+//! task (the polls repeat it until it is answered), at most
+//! [`UNANSWERED`] keys a task; a question the task ends without an answer
+//! to ends unanswered. A call's facts are filed in order and its
+//! elicitation waits for its answer, so the exchanges that come while a
+//! question waits are filed after the answer.
 
 use super::*;
 
@@ -62,10 +65,21 @@ impl Tasked {
         };
         for (k, request) in requests {
             if request.get("method").and_then(Value::as_str) != Some("elicitation/create")
-                || !self.asked.insert(k.clone())
+                || self.asked.contains(k)
             {
                 continue;
             }
+            if self.asked.len() >= UNANSWERED {
+                // A server minting keys without end cannot grow the
+                // proxy's memory: the rest are the exchanges' alone.
+                tracing::warn!(
+                    "call {}: its task asked {UNANSWERED} questions already; more are recorded \
+                     only in its tasks/get exchanges",
+                    self.call_id
+                );
+                return;
+            }
+            self.asked.insert(k.clone());
             let (tx, answer) = oneshot::channel();
             self.waiting.push((k.clone(), tx));
             let _ = self.events.send(Event::Elicit {
