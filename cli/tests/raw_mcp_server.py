@@ -26,6 +26,9 @@ mock must serve back as recorded.
 import json
 import sys
 
+# The secret in the data of `broken`'s JSON-RPC error (mcp_record_rules.rs).
+BROKEN_KEY = "sk-broken-4c1d9e7a2b6f8e3d"
+
 server_id = 0
 
 
@@ -103,7 +106,9 @@ for line in sys.stdin:
             result = {"content": [{"type": "text", "text": "the tool failed"}],
                       "structuredContent": {"why": "on purpose"}, "isError": True}
         elif name == "broken":
-            send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32000, "message": "the server broke"}})
+            # Its data names a secret: kept in the record, redacted.
+            send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32000, "message": "the server broke",
+                                                         "data": {"api_key": BROKEN_KEY}}})
             continue
         elif name == "count":
             token = params["_meta"]["progressToken"]

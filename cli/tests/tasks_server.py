@@ -6,9 +6,13 @@ scenarios (0.2.0-alpha.12): no framework on the registry speaks this wire.
 Standard library only.
 
     python3 tasks_server.py PORT
+    python3 tasks_server.py --stdio
 
-Every POST is one JSON-RPC request answered with one JSON response. The
-tools are the suite's fixtures: `greet` (sync), `slow_compute` (a task
+Every POST is one JSON-RPC request answered with one JSON response (with
+`--stdio`, every line on stdin one request, answered with one line on
+stdout: the same server for `reel mcp verify`, which drives stdio).
+
+The tools are the suite's fixtures: `greet` (sync), `slow_compute` (a task
 that sleeps `seconds`, cancellable), `failing_job` (a task, required,
 ending in a tool error), `protocol_error_job` (a task that fails),
 `confirm_delete` and `multi_input` (tasks that wait for input through
@@ -18,6 +22,7 @@ task).
 
 import datetime
 import json
+import os
 import sys
 import threading
 import time
@@ -27,6 +32,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 TASKS = "io.modelcontextprotocol/tasks"
 TTL_MS = 60000
 POLL_MS = 100
+
+# A "new build" for `reel mcp verify` to catch: set, slow_compute's answer
+# ends with it.
+SUFFIX = os.environ.get("TASKS_SERVER_SUFFIX", "")
 
 LOCK = threading.Lock()
 # taskId -> {"task": {...}, "result"/"error"/"inputRequests", "answers"}
@@ -130,7 +139,7 @@ def call(params, tasks_ok):
         return text(f"Hello, {args.get('name')}!")
     if name == "slow_compute":
         seconds = float(args.get("seconds", 0))
-        answer = text(f"computed {args.get('label')} in {seconds:g}s")
+        answer = text(f"computed {args.get('label')} in {seconds:g}s{SUFFIX}")
         if not tasks_ok:
             time.sleep(seconds)
             return answer
@@ -279,4 +288,26 @@ class Handler(BaseHTTPRequestHandler):
         pass
 
 
-ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
+def stdio():
+    for line in sys.stdin:
+        try:
+            m = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(m, dict) or "id" not in m or "method" not in m:
+            continue
+        try:
+            out = {"jsonrpc": "2.0", "id": m["id"], "result": answer(m)}
+        except Rpc as e:
+            error = {"code": e.code, "message": e.message}
+            if e.data is not None:
+                error["data"] = e.data
+            out = {"jsonrpc": "2.0", "id": m["id"], "error": error}
+        sys.stdout.write(json.dumps(out) + "\n")
+        sys.stdout.flush()
+
+
+if sys.argv[1] == "--stdio":
+    stdio()
+else:
+    ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()

@@ -9,7 +9,12 @@
 //!   field by its pointer, and the mock serves the result field for field.
 //!   (Archives of format 4 and older kept the whole result as JSON text
 //!   after the prefix: [`parse_tool_error`] still reads it.)
-//! - A JSON-RPC error (a protocol error) is `json-rpc error CODE: MESSAGE`.
+//! - A JSON-RPC error (a protocol error) is the call's `error`
+//!   `json-rpc error CODE: MESSAGE`, with the whole error object (code,
+//!   message and `data`) kept structured beside it, so the mock answers
+//!   with the error as the server sent it ([`rpc_error`]). (Records made
+//!   before kept the text only: [`rpc_error`] reads the code and message
+//!   back from it.)
 //!
 //! The two prefixes keep a tool's own failure and the protocol's apart.
 
@@ -38,6 +43,25 @@ pub fn rpc_error_text(error: &Value) -> String {
 pub fn parse_rpc_error(text: &str) -> Option<(i32, String)> {
     let (code, message) = text.strip_prefix(RPC_ERROR)?.split_once(": ")?;
     Some((code.parse().ok()?, message.to_owned()))
+}
+
+/// The JSON-RPC error object a call recorded as ending with `error` (its
+/// text) and `kept` (its structured result) answered: the object kept
+/// whole, else the code and message of the text; `None` when the call
+/// did not end with a JSON-RPC error.
+pub fn rpc_error(error: &str, kept: Option<&Value>) -> Option<Value> {
+    if !error.starts_with(RPC_ERROR) {
+        return None;
+    }
+    match kept {
+        Some(object @ Value::Object(o)) if o.get("code").is_some_and(Value::is_i64) => {
+            Some(object.clone())
+        }
+        _ => {
+            let (code, message) = parse_rpc_error(error)?;
+            Some(serde_json::json!({"code": code, "message": message}))
+        }
+    }
 }
 
 /// Whether a `CallToolResult` says the tool failed.
@@ -82,14 +106,15 @@ pub fn parse_tool_error(text: &str) -> Option<Value> {
 }
 
 /// A `tools/call` response (its `result`, or its `error` object) as the
-/// call's end: the result, a structured tool error, or a JSON-RPC error's
-/// text.
+/// call's end: the result, a structured tool error, or a JSON-RPC error
+/// (its text, the object kept whole beside it).
 pub fn call_end(response: Result<Value, Value>) -> Result<Value, ToolError> {
     match response {
         Ok(result) if is_tool_error(&result) => {
             Err(ToolError::structured(tool_error_message(&result), result))
         }
         Ok(result) => Ok(result),
+        Err(error @ Value::Object(_)) => Err(ToolError::structured(rpc_error_text(&error), error)),
         Err(error) => Err(ToolError::msg(rpc_error_text(&error))),
     }
 }
@@ -108,14 +133,23 @@ mod tests {
         assert_eq!(parse_rpc_error(&error.to_string()), None);
         let ok = json!({"content": [], "isError": false});
         assert_eq!(call_end(Ok(ok.clone())), Ok(ok));
-        let rpc = call_end(Err(json!({"code": -32602, "message": "bad: args"}))).unwrap_err();
-        assert_eq!(rpc.to_string(), "json-rpc error -32602: bad: args");
-        assert_eq!(rpc.result(), None);
+        let object = json!({"code": -32021, "message": "bad: args", "data": {"requiredCapabilities": ["tasks"]}});
+        let rpc = call_end(Err(object.clone())).unwrap_err();
+        assert_eq!(rpc.to_string(), "json-rpc error -32021: bad: args");
+        assert_eq!(rpc.result(), Some(&object), "kept whole, its data too");
         assert_eq!(
             parse_rpc_error(&rpc.to_string()),
-            Some((-32602, "bad: args".into()))
+            Some((-32021, "bad: args".into()))
         );
         assert_eq!(parse_tool_error(&rpc.to_string()), None);
+        assert_eq!(rpc_error(&rpc.to_string(), rpc.result()), Some(object));
+        // A record that kept the text only (before the object was kept).
+        assert_eq!(
+            rpc_error(&rpc.to_string(), None),
+            Some(json!({"code": -32021, "message": "bad: args"}))
+        );
+        // A tool error is no JSON-RPC error, whatever it holds.
+        assert_eq!(rpc_error(&error.to_string(), error.result()), None);
         // A format-4 record (the result as text after the prefix) still reads.
         assert_eq!(parse_tool_error(&tool_error_text(&failed)), Some(failed));
         // Secret-named keys in a message made of structured content are

@@ -36,6 +36,7 @@ mod mcp_record_pipe_mode;
 mod mcp_record_rules;
 mod mcp_secrets_wire;
 mod mcp_tasks;
+mod mcp_tasks_input;
 mod nats_cli;
 mod otlp_export;
 mod outside_run_cli;

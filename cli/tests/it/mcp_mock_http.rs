@@ -77,7 +77,7 @@ impl Mock {
     }
 
     /// [`Mock::stop`] for a mock a client missed: it exits 1, saying so.
-    fn stop_missed(mut self) -> String {
+    pub(crate) fn stop_missed(mut self) -> String {
         let status = interrupted(&mut self.child);
         let said = self.rest.join().unwrap();
         assert_eq!(status.code(), Some(1), "{said}");

@@ -232,7 +232,8 @@ fn a_response_out_of_turn_is_recorded_unmatched_and_never_as_an_answer() {
 /// `isError: true` was recorded `ok`, indistinguishable in `reel show`
 /// from an answer. Now it is `error`, `tool error: ` with the whole result
 /// (so the mock can still serve it), and a JSON-RPC error stays `json-rpc
-/// error CODE: MESSAGE`: both failed, and told apart.
+/// error CODE: MESSAGE`, its error object kept whole beside it: both
+/// failed, and told apart.
 #[test]
 fn a_tool_error_reads_as_an_error_apart_from_a_protocol_error() {
     let dir = tempfile::tempdir().unwrap();
@@ -254,11 +255,20 @@ fn a_tool_error_reads_as_an_error_apart_from_a_protocol_error() {
         json!({"content": [{"type": "text", "text": "the tool failed"}],
                "structuredContent": {"why": "on purpose"}, "isError": true})
     );
+    // The JSON-RPC error kept whole, its data redacted as any fact's
+    // (a secret-named key), the value in no file of the archive.
     let broken = outcome(&shown, &only_call(&shown, "broken"));
+    let key = broken["result"]["data"]["api_key"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(key.starts_with("[REDACTED"), "{broken}");
     assert_eq!(
         broken,
-        json!({"status": "error", "error": "json-rpc error -32000: the server broke"})
+        json!({"status": "error", "error": "json-rpc error -32000: the server broke",
+               "result": {"code": -32000, "message": "the server broke",
+                          "data": {"api_key": key}}})
     );
+    assert_absent(&archive, "sk-broken-4c1d9e7a2b6f8e3d");
     // The terminal view: both calls listed as errors.
     let out = Command::new(REEL)
         .arg("--archive")
@@ -1073,4 +1083,27 @@ fn the_http_proxy_forwards_requests_in_the_order_it_got_them() {
         let _ = s.set_read_timeout(Some(std::time::Duration::from_millis(1)));
         let _ = s.read(&mut [0; 64]);
     }
+}
+
+/// No file under `dir` holds `secret`.
+fn assert_absent(dir: &Path, secret: &str) {
+    let mut stack = vec![dir.to_path_buf()];
+    let mut files = 0;
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            files += 1;
+            let bytes = std::fs::read(&path).unwrap();
+            assert!(
+                !bytes.windows(secret.len()).any(|w| w == secret.as_bytes()),
+                "{secret} is in {}",
+                path.display()
+            );
+        }
+    }
+    assert!(files > 0, "the archive has no files");
 }

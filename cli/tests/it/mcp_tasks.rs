@@ -12,8 +12,8 @@
 //!   its method, ended by the terminal status (the inlined result, the
 //!   inlined error, or cancelled).
 //! - The mock of that record: every task scenario ends against it as
-//!   against the server (but two checks of an error's `data`, which the
-//!   record does not keep: [`NOT_KEPT`]), and a raw client polling
+//!   against the server (a JSON-RPC error with its `data`: the suite's
+//!   -32021 with `requiredCapabilities`), and a raw client polling
 //!   `tasks/get` gets the recorded statuses in order, the last with the
 //!   recorded result.
 //! - The same with a server framework we did not write either: FastMCP
@@ -32,7 +32,7 @@ use crate::mcp_mock_http::{message, raw, Mock};
 use crate::support::{free_port, reel_json, wait_listening, Killed};
 
 /// tasks_server.py on a free port, and its endpoint.
-fn task_server() -> (Killed, String) {
+pub(crate) fn task_server() -> (Killed, String) {
     let port = free_port();
     let mut server = Killed(
         Command::new("python3")
@@ -105,7 +105,7 @@ fn task_scenarios(suite: &crate::mcp_conformance::Suite) -> Vec<String> {
 }
 
 /// Interrupts `child` (SIGINT) and asserts it exited 0.
-fn interrupt(child: &mut Killed) {
+pub(crate) fn interrupt(child: &mut Killed) {
     let sent = Command::new("kill")
         .args(["-INT", &child.0.id().to_string()])
         .status()
@@ -116,7 +116,7 @@ fn interrupt(child: &mut Killed) {
 }
 
 /// How many checks of `o` passed, of how many.
-fn passed(o: &Outcome) -> (usize, usize) {
+pub(crate) fn passed(o: &Outcome) -> (usize, usize) {
     let all: Vec<&String> = o.checks.values().flatten().collect();
     let ok = all
         .iter()
@@ -126,7 +126,7 @@ fn passed(o: &Outcome) -> (usize, usize) {
 }
 
 /// The one run `archive` holds.
-fn only_run(archive: &Path) -> String {
+pub(crate) fn only_run(archive: &Path) -> String {
     let runs = reel_json(archive, &["runs", "--json"]);
     let runs = runs["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 1, "{runs:?}");
@@ -171,8 +171,7 @@ fn the_suites_task_scenarios_pass_against_a_task_server_and_alike_through_the_pr
     interrupt(&mut recording);
 
     // The mock of the whole record, the scenarios run again in the same
-    // order: each check ends as it did against the server, but those of
-    // what the record does not keep.
+    // order: each check ends as it did against the server.
     let mock = Mock::start(
         &dir.path().join("archive"),
         &only_run(&dir.path().join("archive")),
@@ -182,10 +181,7 @@ fn the_suites_task_scenarios_pass_against_a_task_server_and_alike_through_the_pr
         let selection = ["--scenario", scenario.as_str()];
         let results = dir.path().join(format!("mocked-{scenario}"));
         let mocked = run_suite(&suite, &selection, &mock.url, &results, None);
-        let differ: Vec<String> = differences(direct, &mocked)
-            .into_iter()
-            .filter(|d| !NOT_KEPT.iter().any(|k| d.starts_with(k)))
-            .collect();
+        let differ = differences(direct, &mocked);
         assert!(
             differ.is_empty(),
             "{scenario}: against `reel mcp mock` of the record the checks end otherwise than against the server:\n  {}\n{}",
@@ -202,22 +198,13 @@ fn the_suites_task_scenarios_pass_against_a_task_server_and_alike_through_the_pr
     mock.stop();
 }
 
-/// Checks a mock of the record cannot end as the server did: a JSON-RPC
-/// error is recorded as `json-rpc error CODE: MESSAGE`, without its
-/// `data`, so the mock's -32021 lacks `requiredCapabilities` (which the
-/// suite wants, and its schema check requires).
-const NOT_KEPT: [&str; 2] = [
-    "tasks-required-task-error:sep-2663-server-returns-missing-capability-data-shape ",
-    "tasks-required-task-error:wire-schema-valid ",
-];
-
 /// The facts of call `call` in `facts`.
-fn of_call<'a>(facts: &'a [Value], call: &str) -> Vec<&'a Value> {
+pub(crate) fn of_call<'a>(facts: &'a [Value], call: &str) -> Vec<&'a Value> {
     facts.iter().filter(|f| f["call"] == call).collect()
 }
 
 /// The id of the call of `tool` whose arguments have `label`.
-fn call_of(facts: &[Value], tool: &str, label: Option<&str>) -> String {
+pub(crate) fn call_of(facts: &[Value], tool: &str, label: Option<&str>) -> String {
     facts
         .iter()
         .find(|f| {
@@ -232,7 +219,7 @@ fn call_of(facts: &[Value], tool: &str, label: Option<&str>) -> String {
 }
 
 /// The stages of the `call.output` facts of `facts`, in order.
-fn stages(facts: &[&Value]) -> Vec<String> {
+pub(crate) fn stages(facts: &[&Value]) -> Vec<String> {
     facts
         .iter()
         .filter(|f| f["kind"] == "call.output")
@@ -240,9 +227,10 @@ fn stages(facts: &[&Value]) -> Vec<String> {
         .collect()
 }
 
-/// One 2026-07-28 request to the mock at `addr` from a client that
-/// declares the tasks extension: the response message.
-fn ask(addr: &str, id: u64, method: &str, mut params: Value, name: &str) -> Value {
+/// One 2026-07-28 request to the server at `addr` from a client that
+/// declares the tasks extension, `Mcp-Name` `name` (none when empty):
+/// the response message.
+pub(crate) fn ask(addr: &str, id: u64, method: &str, mut params: Value, name: &str) -> Value {
     params["_meta"] = json!({
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientInfo": {"name": "raw-task-client", "version": "1"},
@@ -251,8 +239,10 @@ fn ask(addr: &str, id: u64, method: &str, mut params: Value, name: &str) -> Valu
         },
     });
     let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-    let headers =
-        format!("MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: {method}\r\nMcp-Name: {name}\r\n");
+    let mut headers = format!("MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: {method}\r\n");
+    if !name.is_empty() {
+        headers.push_str(&format!("Mcp-Name: {name}\r\n"));
+    }
     let (status, _, body) = raw(addr, "POST", &headers, Some(&body));
     assert_eq!(status, 200, "{method}: {body}");
     message(&body)

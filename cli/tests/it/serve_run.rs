@@ -1324,5 +1324,7 @@ fn renderings_of_the_lanes_the_comparison_and_the_wire_view() {
     let command = regex::Regex::new(r"server <code>[^<]*</code>").unwrap();
     let wire = times.replace_all(&wire, "[time]");
     let wire = command.replace_all(&wire, "server <code>[command]</code>");
+    // A redaction marker's tag is keyed by the archive's own key.
+    let wire = reel::marker::strip_tags(&wire);
     insta::assert_snapshot!("wire_view", wire);
 }

@@ -482,8 +482,9 @@ pub enum CallOutcome {
         error: String,
         /// The error as the caller received it, when it is structured: an
         /// MCP tool error (`isError: true`) is the whole result, content,
-        /// `structuredContent` and `_meta`; `error` is then its text.
-        /// Never `null` (which reads back as `None`). (Format 5.)
+        /// `structuredContent` and `_meta`; a JSON-RPC error is the whole
+        /// error object, `code`, `message` and `data`; `error` is then its
+        /// text. Never `null` (which reads back as `None`). (Format 5.)
         #[serde(default, skip_serializing_if = "Option::is_none")]
         result: Option<Value>,
     },

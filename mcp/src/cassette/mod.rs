@@ -16,7 +16,8 @@
 //!   sent), its log messages as `notifications/message`, its questions as
 //!   `elicitation/create` (the client's answer is awaited, not compared),
 //!   in recorded order; then the recorded result. A recorded JSON-RPC
-//!   error (`json-rpc error CODE: MESSAGE`) is answered as that error.
+//!   error is answered as that error, its `data` included (a record that
+//!   kept only its text, `json-rpc error CODE: MESSAGE`, without).
 //! - On 2026-07-28 (no server-to-client requests) a recorded question is
 //!   an input-required round instead: the `tools/call` is answered with
 //!   `resultType: "input_required"`, the question in `inputRequests` and a
@@ -28,7 +29,8 @@
 //!   `resultType` gets `complete`, as that version requires.
 //! - A call that became a task (SEP-2663) is answered with its recorded
 //!   `CreateTaskResult`, its `tasks/get` polls with the recorded statuses
-//!   in order (`tasks.rs`).
+//!   in order, and its `tasks/update`s checked against the recorded
+//!   answers to the task's questions (`tasks.rs`).
 //! - `tools/list` with a `cursor` answers the recorded page of that cursor;
 //!   `resources/list` and `prompts/list` answer their recorded pages when
 //!   the record has them (else as a server without them does).
@@ -183,14 +185,6 @@ impl Cassette {
 
 use reel::lock::lock;
 
-fn recorded_error(text: &str) -> ErrorData {
-    // `json-rpc error CODE: MESSAGE`, as the record words it.
-    match crate::outcome::parse_rpc_error(text) {
-        Some((code, message)) => ErrorData::new(ErrorCode(code), message, None),
-        None => ErrorData::internal_error(text.to_owned(), None),
-    }
-}
-
 impl ServerHandler for Cassette {
     fn get_info(&self) -> ServerConfig {
         self.session
@@ -216,7 +210,8 @@ impl ServerHandler for Cassette {
         request: UpdateTaskParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        self.task_ack(&request.task_id)
+        let responses = serde_json::to_value(&request.input_responses).unwrap_or(Value::Null);
+        self.task_update(&request.task_id, &responses)
     }
 
     async fn cancel_task(
@@ -551,16 +546,20 @@ impl Cassette {
         }
         match &call.outcome {
             Some(CallOutcome::Ok { result }) => self.served(context, call, result.clone()),
-            // A tool error (`isError: true`) is served as its result.
-            Some(CallOutcome::Error {
-                result: Some(result),
-                ..
-            }) => self.served(context, call, result.clone()),
-            Some(CallOutcome::Error { error, .. }) => match crate::outcome::parse_tool_error(error)
-            {
-                Some(result) => self.served(context, call, result),
-                None => Err(recorded_error(error)),
-            },
+            // A JSON-RPC error is answered as recorded, `data` included; a
+            // tool error (`isError: true`) is served as its result.
+            Some(CallOutcome::Error { error, result }) => {
+                if error.starts_with(crate::outcome::RPC_ERROR) {
+                    return Err(recorded::recorded_error(error, result.as_ref()));
+                }
+                match result
+                    .clone()
+                    .or_else(|| crate::outcome::parse_tool_error(error))
+                {
+                    Some(result) => self.served(context, call, result),
+                    None => Err(recorded::recorded_error(error, None)),
+                }
+            }
             Some(CallOutcome::Aborted { reason }) => Err(ErrorData::internal_error(
                 format!(
                     "reel mock: call {} was aborted when recorded ({})",

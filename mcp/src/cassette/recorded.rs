@@ -1,11 +1,12 @@
 //! The recorded answers to requests other than `tools/call`: a listing's
-//! page, a `resources/read`, a `prompts/get`, served field for field.
+//! page, a `resources/read`, a `prompts/get`, served field for field; a
+//! recorded error as the error the server answered.
 
-use rmcp::model::{ErrorData, PaginatedRequestParams};
+use rmcp::model::{ErrorCode, ErrorData, PaginatedRequestParams};
 use rmcp::service::{RequestContext, RoleServer};
 use serde_json::Value;
 
-use super::{recorded_error, Cassette};
+use super::Cassette;
 use reel::lock::lock;
 
 impl Cassette {
@@ -43,7 +44,7 @@ impl Cassette {
                 self.exactly(context, result);
                 Ok(typed)
             }
-            Err(text) => Err(recorded_error(text)),
+            Err((text, kept)) => Err(recorded_error(text, kept.as_ref())),
         }
     }
 
@@ -79,4 +80,26 @@ impl Cassette {
         self.exactly(context, page);
         Ok(Some(typed))
     }
+}
+
+/// A recorded error (its text, and the structured value kept beside it)
+/// as the mock's answer: a JSON-RPC error as the server sent it, `data`
+/// included ([`crate::outcome::rpc_error`]); any other text as an
+/// internal error saying it.
+pub(super) fn recorded_error(text: &str, kept: Option<&Value>) -> ErrorData {
+    match crate::outcome::rpc_error(text, kept) {
+        Some(error) => error_data(&error),
+        None => ErrorData::internal_error(text.to_owned(), None),
+    }
+}
+
+/// A JSON-RPC error object as rmcp's error.
+pub(super) fn error_data(error: &Value) -> ErrorData {
+    let code = error.get("code").and_then(Value::as_i64).unwrap_or(-32603);
+    let message = error.get("message").and_then(Value::as_str).unwrap_or("");
+    ErrorData::new(
+        ErrorCode(i32::try_from(code).unwrap_or(-32603)),
+        message.to_owned(),
+        error.get("data").cloned(),
+    )
 }

@@ -24,7 +24,8 @@ pub struct Report {
     /// `tools/call`s answered from the record (rounds after the first not
     /// counted again).
     pub calls_served: u64,
-    /// `tools/call`s no recorded call matched (answered with an error).
+    /// `tools/call`s no recorded call matched, and `tasks/update`s whose
+    /// answers were not the recorded ones (answered with an error).
     pub calls_missed: u64,
     /// `tools/call`s whose client closed the response stream before their
     /// answer (a 2026-07-28 cancellation): the replay stopped sending.

@@ -71,8 +71,9 @@ pub struct Read {
     pub method: String,
     /// The request's params as recorded (`uri`; `name` and `arguments`).
     pub params: Value,
-    /// The server's result, or the recorded error text.
-    pub answer: Result<Value, String>,
+    /// The server's result, or the recorded error: its text, and the
+    /// error object when the record kept it whole.
+    pub answer: Result<Value, (String, Option<Value>)>,
 }
 
 /// One recorded `tools/call`.
@@ -282,53 +283,7 @@ impl Session {
                                 session.exchange_ended(name, args, e.outcome);
                             }
                         }
-                        Slot::Call(i) => {
-                            let call = &mut session.calls[*i];
-                            if matches!(
-                                other,
-                                FactKind::Progress(_)
-                                    | FactKind::Log(_)
-                                    | FactKind::ElicitRequested(_)
-                            ) {
-                                call.event_seqs.push(fact.seq);
-                            }
-                            match other {
-                                FactKind::Progress(p) => {
-                                    call.events.push(Event::Progress(p.payload))
-                                }
-                                FactKind::Log(l) => call.events.push(Event::Log {
-                                    level: l.level,
-                                    logger: l.logger,
-                                    data: l.data,
-                                    in_flight: Vec::new(),
-                                }),
-                                FactKind::ElicitRequested(q) => call.events.push(Event::Elicit {
-                                    question: q,
-                                    answer: None,
-                                }),
-                                FactKind::ElicitAnswered(a) => {
-                                    if let Some(Event::Elicit { answer, .. }) =
-                                        call.events.iter_mut().rev().find(|e| {
-                                            matches!(e, Event::Elicit { answer: None, .. })
-                                        })
-                                    {
-                                        *answer = Some(a.outcome);
-                                    }
-                                }
-                                FactKind::CallOutput(o)
-                                    if o.stage
-                                        .as_deref()
-                                        .is_some_and(|s| s.starts_with("mcp:task")) =>
-                                {
-                                    call.task.push((o.stage.unwrap_or_default(), o.value));
-                                }
-                                FactKind::CallEnded(e) => {
-                                    call.outcome = Some(e.outcome);
-                                    call.ended_seq = Some(fact.seq);
-                                }
-                                _ => {}
-                            }
-                        }
+                        Slot::Call(i) => session.calls[*i].file(fact.seq, other),
                     }
                 }
             }
@@ -350,6 +305,65 @@ impl Session {
     }
 }
 
+impl Interaction {
+    /// Files fact `kind` (at `seq`) of this call.
+    fn file(&mut self, seq: u64, kind: FactKind) {
+        // A task's questions and their answers are its `tasks/get` and
+        // `tasks/update` exchanges' (in `task`): not the `tools/call`'s to
+        // replay.
+        let tasked = !self.task.is_empty();
+        if tasked
+            && matches!(
+                kind,
+                FactKind::ElicitRequested(_) | FactKind::ElicitAnswered(_)
+            )
+        {
+            return;
+        }
+        if matches!(
+            kind,
+            FactKind::Progress(_) | FactKind::Log(_) | FactKind::ElicitRequested(_)
+        ) {
+            self.event_seqs.push(seq);
+        }
+        match kind {
+            FactKind::Progress(p) => self.events.push(Event::Progress(p.payload)),
+            FactKind::Log(l) => self.events.push(Event::Log {
+                level: l.level,
+                logger: l.logger,
+                data: l.data,
+                in_flight: Vec::new(),
+            }),
+            FactKind::ElicitRequested(q) => self.events.push(Event::Elicit {
+                question: q,
+                answer: None,
+            }),
+            FactKind::ElicitAnswered(a) => {
+                if let Some(Event::Elicit { answer, .. }) = self
+                    .events
+                    .iter_mut()
+                    .rev()
+                    .find(|e| matches!(e, Event::Elicit { answer: None, .. }))
+                {
+                    *answer = Some(a.outcome);
+                }
+            }
+            FactKind::CallOutput(o)
+                if o.stage
+                    .as_deref()
+                    .is_some_and(|s| s.starts_with("mcp:task")) =>
+            {
+                self.task.push((o.stage.unwrap_or_default(), o.value));
+            }
+            FactKind::CallEnded(e) => {
+                self.outcome = Some(e.outcome);
+                self.ended_seq = Some(seq);
+            }
+            _ => {}
+        }
+    }
+}
+
 impl Session {
     /// Files the end of a recorded protocol exchange (`mcp:` and its
     /// method) with its request's `args`: the opening, a listing's page, a
@@ -358,8 +372,10 @@ impl Session {
         if let Some(method @ ("resources/read" | "prompts/get")) = name.strip_prefix("mcp:") {
             let answer = match outcome {
                 CallOutcome::Ok { result } => Ok(result),
-                CallOutcome::Error { error, .. } => Err(error),
-                CallOutcome::Aborted { reason } => Err(reason.unwrap_or_else(|| "aborted".into())),
+                CallOutcome::Error { error, result } => Err((error, result)),
+                CallOutcome::Aborted { reason } => {
+                    Err((reason.unwrap_or_else(|| "aborted".into()), None))
+                }
             };
             self.reads.push(Read {
                 method: method.to_owned(),

@@ -540,14 +540,14 @@ impl Router {
             .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(body).into_owned()));
         let text = crate::outcome::rpc_error_text(error);
         tracing::warn!("refused a request, not forwarded: {text}");
+        // Its error whole, as a forwarded request's.
+        let end = crate::outcome::call_end(Err(error.clone()));
         let call = run
             .call(REFUSED, json!({ "message": message }))
             .protocol("mcp");
         self.state().tasks.push(tokio::spawn(async move {
             let _ = call
-                .invoke(
-                    move |_ctx, _args: Value| async move { Err::<Value, _>(ToolError::msg(text)) },
-                )
+                .invoke(move |_ctx, _args: Value| async move { end })
                 .await;
         }));
     }
@@ -977,7 +977,11 @@ impl Elicitor for ProxyElicitor {
             let response = next
                 .ok_or("no elicitation is waiting")?
                 .await
-                .map_err(|_| "the session ended before the client answered".to_owned())?;
+                .map_err(|_| {
+                    "the session (or, for a task's question, the task) ended before the client \
+                     answered"
+                        .to_owned()
+                })?;
             if let Some(error) = response.get("error") {
                 return Err(crate::outcome::rpc_error_text(error));
             }

@@ -24,8 +24,9 @@
 //!   with the client's `clientInfo`; its args are the request's
 //!   `arguments` exactly (`{}` when absent), its result the whole
 //!   `CallToolResult` the server sent; one with `isError: true` ends it
-//!   with the error `tool error: <the result as JSON>`, a JSON-RPC error
-//!   response with `json-rpc error <code>: <message>` ([`crate::outcome`]).
+//!   with the error `tool error: <its text>` and the result kept whole, a
+//!   JSON-RPC error response with `json-rpc error <code>: <message>` and
+//!   the error object kept whole, `data` included ([`crate::outcome`]).
 //!   `resources/list` and `prompts/list` are recorded as
 //!   `initialize` is (`mcp:resources/list`, `mcp:prompts/list`, each page).
 //! - A response is matched only to a request forwarded the other way and
@@ -83,7 +84,9 @@ pub use http::{
     BoundHttpProxy, HttpOutcome, HttpProxy, DEFAULT_IDLE_CLOSE, DEFAULT_MAX_BODY, MIN_TOKEN_LEN,
     TOKEN_HEADER,
 };
-pub use link::task::{TASK_CANCEL, TASK_CREATED, TASK_GET, TASK_UPDATE};
+pub use link::task::{
+    CLIENT_CANCELLED, SERVER_CANCELLED, TASK_CANCEL, TASK_CREATED, TASK_GET, TASK_UPDATE,
+};
 
 use std::ffi::OsString;
 use std::future::Future;

@@ -13,7 +13,8 @@
 //! has them (arguments exactly, no schema checks of its own) and sees the
 //! server's answers unchanged. Each answer becomes the `call.ended` it
 //! would be recorded as (a result is `ok` with the whole `CallToolResult`,
-//! a JSON-RPC error is `json-rpc error CODE: MESSAGE`), and is compared
+//! a JSON-RPC error is `json-rpc error CODE: MESSAGE` with the error
+//! object, `data` included, kept beside it), and is compared
 //! with the recorded `call.ended` by [`diff_kinds`] with the ignore rules
 //! (durations and invocation ids are not compared). Before it, the
 //! `notifications/progress` and `notifications/message` the server sent
@@ -22,6 +23,7 @@
 //! `log:/data`, ...; a progress count is not compared).
 
 mod session_logs;
+mod task;
 use session_logs::{own_messages, session_logs, SessionLog};
 
 use std::collections::VecDeque;
@@ -489,20 +491,27 @@ pub async fn verify(
             Some(Value::Object(m)) => m.clone(),
             _ => serde_json::Map::new(),
         };
+        // A task's tasks/* requests carry the record's _meta, no token.
+        let task_meta = meta.clone();
         meta.insert("progressToken".into(), json!(format!("reel-verify-{n}")));
         let params = json!({
             "name": call.tool,
             "arguments": call.args,
             "_meta": meta,
         });
-        match client.request("tools/call", params, &mut answer).await {
-            Ok((response, received)) => calls.push(check(
-                call,
-                &received,
-                outcome_of(&response),
-                &mut pool,
-                ignore,
-            )),
+        let answered = match client.request("tools/call", params, &mut answer).await {
+            Ok((response, received)) => match (task::created(call, &response), &response) {
+                (Some(task_id), Ok(created)) => {
+                    task::follow(&mut client, call, &task_meta, &task_id, created)
+                        .await
+                        .map(|end| (end, received))
+                }
+                _ => Ok((outcome_of(&response), received)),
+            },
+            Err(e) => Err(e),
+        };
+        match answered {
+            Ok((got, received)) => calls.push(check(call, &received, got, &mut pool, ignore)),
             Err(e) => {
                 let why = e.to_string();
                 calls.push(CallCheck {

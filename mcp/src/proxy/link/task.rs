@@ -13,6 +13,19 @@
 //! The end: `completed` ends the call with the inlined result (a tool
 //! error as one), `failed` with the inlined JSON-RPC error, `cancelled`
 //! cancelled.
+//!
+//! A task's questions (`inputRequests` of a `tasks/get` answer, or of the
+//! `CreateTaskResult`, status `input_required`) are the call's
+//! elicitations, as an `elicitation/create`'s: each key's question is
+//! filed (`elicit.requested`) when an answer first shows it, and the
+//! client's answer to it, the value under that key of a `tasks/update`'s
+//! `inputResponses`, is filed as the elicitation's answer
+//! (`elicit.answered`) when the client sends it. A key is asked once per
+//! task (the polls repeat it until it is answered), at most
+//! [`UNANSWERED`] keys a task; a question the task ends without an answer
+//! to ends unanswered. A call's facts are filed in order and its
+//! elicitation waits for its answer, so the exchanges that come while a
+//! question waits are filed after the answer.
 
 use super::*;
 
@@ -25,6 +38,11 @@ pub const TASK_UPDATE: &str = "mcp:tasks/update";
 /// Stage of a `tasks/cancel` exchange's `call.output`.
 pub const TASK_CANCEL: &str = "mcp:tasks/cancel";
 
+/// Why a task's call ended cancelled when the client sent `tasks/cancel`.
+pub const CLIENT_CANCELLED: &str = "the client sent tasks/cancel for its task";
+/// Why a task's call ended cancelled when the server cancelled it.
+pub const SERVER_CANCELLED: &str = "the server cancelled the task";
+
 /// A call that became a task, waiting for its `tasks/*` exchanges.
 pub(crate) struct Tasked {
     events: mpsc::UnboundedSender<Event>,
@@ -32,6 +50,58 @@ pub(crate) struct Tasked {
     call_id: String,
     /// The client sent `tasks/cancel` (its `cancel.requested` is filed).
     cancel_sent: bool,
+    /// The `inputRequests` keys asked so far.
+    asked: HashSet<String>,
+    /// The questions waiting for the client's answer, by key, with where
+    /// the answer goes.
+    waiting: Vec<(String, oneshot::Sender<Value>)>,
+}
+
+impl Tasked {
+    /// Files the questions of `answer`'s `inputRequests` not asked yet.
+    fn ask(&mut self, answer: &Value) {
+        let Some(Value::Object(requests)) = answer.get("inputRequests") else {
+            return;
+        };
+        for (k, request) in requests {
+            if request.get("method").and_then(Value::as_str) != Some("elicitation/create")
+                || self.asked.contains(k)
+            {
+                continue;
+            }
+            if self.asked.len() >= UNANSWERED {
+                // A server minting keys without end cannot grow the
+                // proxy's memory: the rest are the exchanges' alone.
+                tracing::warn!(
+                    "call {}: its task asked {UNANSWERED} questions already; more are recorded \
+                     only in its tasks/get exchanges",
+                    self.call_id
+                );
+                return;
+            }
+            self.asked.insert(k.clone());
+            let (tx, answer) = oneshot::channel();
+            self.waiting.push((k.clone(), tx));
+            let _ = self.events.send(Event::Elicit {
+                question: question_of(request.get("params")),
+                answer,
+            });
+        }
+    }
+
+    /// Hands the client's `inputResponses` to the questions waiting for
+    /// them.
+    fn answer(&mut self, responses: Option<&Value>) {
+        let Some(Value::Object(responses)) = responses else {
+            return;
+        };
+        for (k, response) in responses {
+            if let Some(i) = self.waiting.iter().position(|(w, _)| w == k) {
+                let (_, tx) = self.waiting.remove(i);
+                let _ = tx.send(json!({ "result": response }));
+            }
+        }
+    }
 }
 
 /// A client's `tasks/*` request about a known task.
@@ -67,10 +137,12 @@ impl Router {
             let Some(task) = tasks.get_mut(task_id) else {
                 return false;
             };
+            if stage == TASK_UPDATE {
+                task.answer(params.and_then(|p| p.get("inputResponses")));
+            }
             if stage == TASK_CANCEL && !task.cancel_sent {
                 task.cancel_sent = true;
-                task.canceller
-                    .cancel(Some("the client sent tasks/cancel for its task"));
+                task.canceller.cancel(Some(CLIENT_CANCELLED));
             }
             let mut request = params.cloned().unwrap_or(Value::Null);
             if let Some(r) = request.as_object_mut() {
@@ -120,15 +192,16 @@ pub(super) fn created(rounds: &Rounds, p: &Pending, result: Option<&Value>) -> b
         stage: TASK_CREATED,
         value: json!({ "result": result }),
     });
-    tasks.insert(
-        task_id.to_owned(),
-        Tasked {
-            events: p.events.clone(),
-            canceller: p.canceller.clone(),
-            call_id: p.call_id.clone(),
-            cancel_sent: false,
-        },
-    );
+    let mut tasked = Tasked {
+        events: p.events.clone(),
+        canceller: p.canceller.clone(),
+        call_id: p.call_id.clone(),
+        cancel_sent: false,
+        asked: HashSet::new(),
+        waiting: Vec::new(),
+    };
+    tasked.ask(result);
+    tasks.insert(task_id.to_owned(), tasked);
     true
 }
 
@@ -160,7 +233,7 @@ pub(super) fn answered(rounds: &Rounds, p: Pending, m: Value) {
                         .get(&poll.task_id)
                         .is_some_and(|t| t.cancel_sent);
                     if !sent {
-                        p.canceller.cancel(Some("the server cancelled the task"));
+                        p.canceller.cancel(Some(SERVER_CANCELLED));
                     }
                     Some(Ok(Value::Null))
                 }
@@ -171,8 +244,13 @@ pub(super) fn answered(rounds: &Rounds, p: Pending, m: Value) {
     }
     let _ = p.events.send(Event::Stage {
         stage: poll.stage,
-        value,
+        value: value.clone(),
     });
+    if poll.stage == TASK_GET {
+        if let Some(task) = lock(&rounds.tasks).get_mut(&poll.task_id) {
+            task.ask(&value["result"]);
+        }
+    }
     if let Some(end) = end {
         lock(&rounds.tasks).remove(&poll.task_id);
         let _ = p.events.send(Event::Done(end));
