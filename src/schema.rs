@@ -5,11 +5,14 @@
 //! validation (tool inputs, elicitation answers).
 
 use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, LazyLock, Mutex};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::fact::CallMode;
+use crate::lock::lock;
 use crate::redact::Redactor;
 use reel_core::spec::ToolSpec;
 
@@ -110,7 +113,7 @@ pub fn validate_value(
     what: &str,
     fix: &str,
 ) -> Result<(), Vec<InputError>> {
-    let validator = match jsonschema::validator_for(schema) {
+    let validator = match compiled(schema) {
         Ok(v) => v,
         Err(e) => {
             return Err(vec![InputError {
@@ -122,7 +125,8 @@ pub fn validate_value(
             }])
         }
     };
-    let redactor = Redactor::default();
+    let redactor = std::cell::OnceCell::new();
+    let redactor = || redactor.get_or_init(Redactor::default);
     let errors: Vec<InputError> = validator
             .iter_errors(input)
             .map(|e| {
@@ -130,7 +134,7 @@ pub fn validate_value(
                 let secret = pointer
                     .split('/')
                     .skip(1)
-                    .any(|segment| redactor.is_secret_key(&unescape(segment)));
+                    .any(|segment| redactor().is_secret_key(&unescape(segment)));
                 let message = if secret {
                     format!(
                         "the value does not match the schema (`{}`; not quoted: the key names a secret)",
@@ -146,6 +150,84 @@ pub fn validate_value(
         Ok(())
     } else {
         Err(errors)
+    }
+}
+
+/// The most compiled schemas [`compiled`] keeps; past it, the cache
+/// starts again empty.
+const COMPILED_MAX: usize = 256;
+
+/// The validators of the schemas validated so far, by a hash of the
+/// schema (each entry keeps its schema, compared whole on a hit).
+type Compiled = std::collections::HashMap<u64, Vec<(Value, Arc<jsonschema::Validator>)>>;
+
+/// `schema` compiled, once per process: a tool's schemas are the same at
+/// every call, and compiling one (the draft's meta-schema, the resolver,
+/// the keywords' tree) cost more than the rest of a served call's
+/// recording (the `mcp-serve` row's profile: `validator_for` twice per
+/// call, the input and the output schema). A schema that does not
+/// compile is not kept.
+fn compiled(
+    schema: &Value,
+) -> Result<Arc<jsonschema::Validator>, jsonschema::ValidationError<'static>> {
+    static CACHE: LazyLock<Mutex<Compiled>> = LazyLock::new(Default::default);
+    let key = {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        hash_value(schema, &mut h);
+        h.finish()
+    };
+    if let Some(found) = lock(&CACHE)
+        .get(&key)
+        .and_then(|same| same.iter().find(|(s, _)| s == schema))
+    {
+        return Ok(found.1.clone());
+    }
+    // Compiled outside the lock: another schema's validation goes on.
+    let validator = Arc::new(jsonschema::validator_for(schema)?);
+    let mut cache = lock(&CACHE);
+    if cache.values().map(Vec::len).sum::<usize>() >= COMPILED_MAX {
+        cache.clear();
+    }
+    cache
+        .entry(key)
+        .or_default()
+        .push((schema.clone(), validator.clone()));
+    Ok(validator)
+}
+
+/// Feeds `v` to `h`, the same for equal values (object keys in their
+/// order: a schema is compared whole on a hit, so order only costs a
+/// second entry).
+fn hash_value(v: &Value, h: &mut impl Hasher) {
+    match v {
+        Value::Null => h.write_u8(0),
+        Value::Bool(b) => {
+            h.write_u8(1);
+            b.hash(h);
+        }
+        Value::Number(n) => {
+            h.write_u8(2);
+            n.to_string().hash(h);
+        }
+        Value::String(s) => {
+            h.write_u8(3);
+            s.hash(h);
+        }
+        Value::Array(items) => {
+            h.write_u8(4);
+            h.write_usize(items.len());
+            for item in items {
+                hash_value(item, h);
+            }
+        }
+        Value::Object(map) => {
+            h.write_u8(5);
+            h.write_usize(map.len());
+            for (k, item) in map {
+                k.hash(h);
+                hash_value(item, h);
+            }
+        }
     }
 }
 
@@ -182,6 +264,21 @@ mod tests {
         assert_eq!(errors[0].pointer, "/password");
         assert!(!errors[0].message.contains("hunter2"), "{}", errors[0]);
         assert!(errors[0].message.contains("minLength"), "{}", errors[0]);
+    }
+
+    /// A schema is compiled once per process (see `compiled`), and two
+    /// schemas that differ anywhere keep validators of their own.
+    #[test]
+    fn a_schema_is_compiled_once_and_never_mistaken_for_another() {
+        let three = json!({ "type": "string", "minLength": 3, "x-reel-test": "once" });
+        let five = json!({ "type": "string", "minLength": 5, "x-reel-test": "once" });
+        let first = compiled(&three).unwrap();
+        assert!(Arc::ptr_eq(&first, &compiled(&three).unwrap()));
+        assert!(!Arc::ptr_eq(&first, &compiled(&five).unwrap()));
+        let check = |schema: &Value| validate_value(schema, &json!("abcd"), "s", "f").is_ok();
+        assert!(check(&three));
+        assert!(!check(&five));
+        assert!(check(&three));
     }
 
     #[test]

@@ -10,7 +10,12 @@
 //! every ack handed to it meanwhile into its next flush (group commit
 //! still). An ack is handed over only after its facts were appended, and
 //! a flush makes durable everything appended before it began, so no call
-//! is told its facts are durable before they are.
+//! is told its facts are durable before they are. When the flusher is
+//! idle and nothing more is filed (a call waiting alone), the writer
+//! flushes itself: waking the flusher would add a thread switch to the
+//! call's wait and let the writer do nothing meanwhile. *Why:* the
+//! archive's journal makes an append wait for a sync under way, so the
+//! writer's next append could not overlap that flush anyway.
 //!
 //! Failures are kept per run where the store says which streams failed
 //! ([`StoreError::Streams`]: a replicated log's conflict or a block it did

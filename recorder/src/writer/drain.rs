@@ -15,7 +15,6 @@ use reel::tripwire::{tripped, Hit, Tripwire};
 use serde_json::Value;
 use tokio::sync::Notify;
 
-use super::flusher::{answer, Ack};
 use super::hold::Place;
 use super::*;
 
@@ -59,7 +58,7 @@ pub(super) struct RunState {
     /// encoded forms: the last check of every block (memory only).
     wire: Tripwire,
     /// Keys of the run's calls in [`Writer::calls`].
-    calls: Vec<u64>,
+    pub(super) calls: Vec<u64>,
     /// For a call outside any run: its call id, whose `call.ended` is the
     /// stream's last fact (as `run.ended` is a run's).
     pub(super) outside: Option<String>,
@@ -437,36 +436,6 @@ impl Writer {
             }
         }
         None
-    }
-
-    /// After a drain's facts are written: closes the streams that ended
-    /// and has the flushes asked for made (by the flusher, when there is
-    /// one).
-    pub(super) fn settle(&mut self, closed: &mut Vec<Arc<str>>, acks: &mut Vec<Ack>) {
-        for run in closed.drain(..) {
-            // A stream's end is filed before it closes, and appends what
-            // its call held: anything still held goes in now, never lost.
-            if self.runs.get(&run).is_some_and(|s| !s.held.is_empty()) {
-                self.append(&run, Vec::new(), Vec::new(), Place::Append);
-            }
-            if let Some(state) = self.runs.remove(&run) {
-                for key in state.calls {
-                    self.calls.remove(&key);
-                }
-                if let Err(e) = self.store.close_stream(&run) {
-                    self.fail("closing its stream", Some(&run), 0, &e);
-                }
-            }
-        }
-        if let (Some((flusher, _)), false) = (&self.flusher, acks.is_empty()) {
-            // Appended: the flusher's next flush covers them.
-            flusher.hand(acks);
-        } else if !acks.is_empty() || self.flush_every_batch {
-            if let Err(e) = self.store.flush() {
-                self.fail("flushing", None, 0, &e);
-            }
-            answer(&self.failure, acks);
-        }
     }
 
     /// A run's pending facts as `Fact`s (seq 0 until numbered), stamped

@@ -204,6 +204,12 @@ impl Receiver {
         }
     }
 
+    /// Whether every message filed so far was received.
+    pub(super) fn is_empty(&self) -> bool {
+        self.taken.iter().all(|chunk| chunk.is_empty())
+            && lock(&self.shared.filed).chunks.is_empty()
+    }
+
     /// `n` facts received were written: no longer in flight.
     pub(super) fn written(&self, n: usize) {
         if n > 0 {
