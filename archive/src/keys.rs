@@ -153,9 +153,10 @@ pub(crate) fn run_key(ordinal: u64) -> [u8; 8] {
 
 /// One past the highest ordinal `runs` or `events` holds (0 when both
 /// are empty): the least ordinal a new run may take.
-pub(crate) fn next_ordinal(runs: &sled::Tree, events: &sled::Tree) -> sled::Result<u64> {
-    let of_run = runs.last()?.and_then(|(k, _)| ordinal_from(&k));
-    let of_block = events
+pub(crate) fn next_ordinal(trees: &crate::Trees) -> sled::Result<u64> {
+    let of_run = trees.runs.last()?.and_then(|(k, _)| ordinal_from(&k));
+    let of_block = trees
+        .events
         .last()?
         .and_then(|(k, _)| split_event_key(&k))
         .map(|(ordinal, _)| ordinal);

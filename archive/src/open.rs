@@ -151,7 +151,6 @@ impl Archive {
         let positions = control.expected.unwrap_or_default();
         let (wal, replayed, torn_tail) =
             journal_at_open(&dir, &config, scratch.is_some(), &positions, &trees)?;
-        let next_ordinal = keys::next_ordinal(&trees.runs, &trees.events).map_err(storage)?;
         let last = control::Control {
             epoch: stored.map_or(0, |s| s.epoch),
             runs,
@@ -172,7 +171,7 @@ impl Archive {
                 runs: std::sync::atomic::AtomicU64::new(runs),
                 facts: std::sync::atomic::AtomicU64::new(facts),
                 dirty: std::sync::atomic::AtomicBool::new(false),
-                next_ordinal: std::sync::atomic::AtomicU64::new(next_ordinal),
+                next_ordinal: keys::next_ordinal(&trees).map_err(storage)?.into(),
                 dir,
                 db: Some(db),
                 trees: Some(trees),
