@@ -27,7 +27,7 @@ use std::process::{Command, Stdio};
 
 use serde_json::{json, Value};
 
-use crate::mcp_conformance::{differences, listed, proxy, run_suite, suite, Outcome};
+use crate::mcp_conformance::{differences, listed, proxy, run_suite, suite, Outcome, Suite};
 use crate::mcp_mock_http::{message, raw, Mock};
 use crate::support::{free_port, reel_json, wait_listening, Killed};
 
@@ -125,6 +125,28 @@ pub(crate) fn passed(o: &Outcome) -> (usize, usize) {
     (ok, all.len())
 }
 
+/// Runs the suite's `selection` against `url` (results under `results`)
+/// and requires every check to end as in `expected`; `what` names the
+/// side and what it is compared with, for the failure. The run.
+fn ends_alike(
+    suite: &Suite,
+    selection: &[&str],
+    url: &str,
+    results: &Path,
+    expected: &Outcome,
+    what: &str,
+) -> Outcome {
+    let run = run_suite(suite, selection, url, results, None);
+    let differ = differences(expected, &run);
+    assert!(
+        differ.is_empty(),
+        "{what}, the checks end otherwise:\n  {}\n{}",
+        differ.join("\n  "),
+        run.output
+    );
+    run
+}
+
 /// The one run `archive` holds.
 pub(crate) fn only_run(archive: &Path) -> String {
     let runs = reel_json(archive, &["runs", "--json"]);
@@ -152,13 +174,13 @@ fn the_suites_task_scenarios_pass_against_a_task_server_and_alike_through_the_pr
         let direct = run_suite(&suite, &selection, &url, &results("direct"), None);
         let (ok, all) = passed(&direct);
         assert_eq!(ok, all, "{scenario} directly:\n{}", direct.output);
-        let proxied = run_suite(&suite, &selection, &proxy_url, &results("proxied"), None);
-        let differ = differences(&direct, &proxied);
-        assert!(
-            differ.is_empty(),
-            "{scenario}: through `reel mcp record` the checks end otherwise than directly:\n  {}\n{}",
-            differ.join("\n  "),
-            proxied.output
+        let proxied = ends_alike(
+            &suite,
+            &selection,
+            &proxy_url,
+            &results("proxied"),
+            &direct,
+            &format!("{scenario}: through `reel mcp record`, against directly"),
         );
         assert_eq!(direct.passed, proxied.passed, "{}", proxied.output);
         said.push(format!("{scenario} {ok}/{all}"));
@@ -180,13 +202,13 @@ fn the_suites_task_scenarios_pass_against_a_task_server_and_alike_through_the_pr
     for (scenario, direct) in scenarios.iter().zip(&directly) {
         let selection = ["--scenario", scenario.as_str()];
         let results = dir.path().join(format!("mocked-{scenario}"));
-        let mocked = run_suite(&suite, &selection, &mock.url, &results, None);
-        let differ = differences(direct, &mocked);
-        assert!(
-            differ.is_empty(),
-            "{scenario}: against `reel mcp mock` of the record the checks end otherwise than against the server:\n  {}\n{}",
-            differ.join("\n  "),
-            mocked.output
+        let mocked = ends_alike(
+            &suite,
+            &selection,
+            &mock.url,
+            &results,
+            direct,
+            &format!("{scenario}: against `reel mcp mock` of the record, against the server"),
         );
         let (ok, all) = passed(&mocked);
         mocked_said.push(format!("{scenario} {ok}/{all}"));
@@ -257,17 +279,13 @@ fn a_task_is_one_call_in_the_record_and_the_mock_replays_its_statuses_poll_by_po
     let lifecycle = ["--scenario", "tasks-lifecycle"];
     let direct = run_suite(&suite, &lifecycle, &url, &dir.path().join("direct"), None);
     let (mut recording, proxy_url) = proxy(&archive, &url, &dir.path().join("config"));
-    let proxied = run_suite(
+    ends_alike(
         &suite,
         &lifecycle,
         &proxy_url,
         &dir.path().join("proxied"),
-        None,
-    );
-    assert!(
-        differences(&direct, &proxied).is_empty(),
-        "{}",
-        proxied.output
+        &direct,
+        "through `reel mcp record`, against directly",
     );
     interrupt(&mut recording);
 
@@ -336,19 +354,13 @@ fn a_task_is_one_call_in_the_record_and_the_mock_replays_its_statuses_poll_by_po
     // The mock of that record: the suite's lifecycle passes as against
     // the server, and the mock ends satisfied (no call missed).
     let mock = Mock::start(&archive, &run);
-    let mocked = run_suite(
+    let mocked = ends_alike(
         &suite,
         &lifecycle,
         &mock.url,
         &dir.path().join("mocked"),
-        None,
-    );
-    let differ = differences(&direct, &mocked);
-    assert!(
-        differ.is_empty(),
-        "against `reel mcp mock` of the record the checks end otherwise than against the server:\n  {}\n{}",
-        differ.join("\n  "),
-        mocked.output
+        &direct,
+        "against `reel mcp mock` of the record, against the server",
     );
     let (ok, all) = passed(&mocked);
     assert_eq!(ok, all, "{}", mocked.output);
@@ -407,13 +419,13 @@ fn fastmcp_tasks_end_alike_through_the_proxy_and_against_the_mock_of_their_recor
         let selection = ["--scenario", scenario.as_str()];
         let results = |side: &str| dir.path().join(format!("{side}-{scenario}"));
         let direct = run_suite(&suite, &selection, &url, &results("direct"), None);
-        let proxied = run_suite(&suite, &selection, &proxy_url, &results("proxied"), None);
-        let differ = differences(&direct, &proxied);
-        assert!(
-            differ.is_empty(),
-            "{scenario} (FastMCP): through `reel mcp record` the checks end otherwise than directly:\n  {}\n{}",
-            differ.join("\n  "),
-            proxied.output
+        ends_alike(
+            &suite,
+            &selection,
+            &proxy_url,
+            &results("proxied"),
+            &direct,
+            &format!("{scenario} (FastMCP): through `reel mcp record`, against directly"),
         );
         let (ok, all) = passed(&direct);
         said.push(format!("{scenario} {ok}/{all}"));
@@ -445,19 +457,13 @@ fn fastmcp_tasks_end_alike_through_the_proxy_and_against_the_mock_of_their_recor
     let direct = lifecycle.unwrap();
     let mock = Mock::start(&archive, &run);
     let selection = ["--scenario", "tasks-lifecycle"];
-    let mocked = run_suite(
+    let mocked = ends_alike(
         &suite,
         &selection,
         &mock.url,
         &dir.path().join("mocked"),
-        None,
-    );
-    let differ = differences(&direct, &mocked);
-    assert!(
-        differ.is_empty(),
-        "against `reel mcp mock` of FastMCP's record the checks end otherwise than against FastMCP:\n  {}\n{}",
-        differ.join("\n  "),
-        mocked.output
+        &direct,
+        "against `reel mcp mock` of FastMCP's record, against FastMCP",
     );
     let (ok, all) = passed(&mocked);
     println!(
