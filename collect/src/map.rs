@@ -237,18 +237,8 @@ fn tree(spans: &[SpanIn]) -> Option<(usize, HashMap<usize, Vec<usize>>)> {
     if spans.is_empty() {
         return None;
     }
-    let index: HashMap<&str, usize> = spans
-        .iter()
-        .enumerate()
-        .map(|(i, s)| (s.span_id.as_str(), i))
-        .collect();
-    let parent_of = |i: usize| {
-        spans[i]
-            .parent
-            .as_deref()
-            .and_then(|p| index.get(p).copied())
-            .filter(|p| *p != i)
-    };
+    let parents = parents(spans);
+    let parent_of = |i: usize| parents[i];
     let root = spans
         .iter()
         .position(|s| s.parent.is_none())
@@ -275,6 +265,26 @@ fn tree(spans: &[SpanIn]) -> Option<(usize, HashMap<usize, Vec<usize>>)> {
         children.entry(parent).or_default().push(i);
     }
     Some((root, children))
+}
+
+/// Each span's parent among `spans`, by index: `None` for a span whose
+/// parent is not among them, or that names itself.
+fn parents(spans: &[SpanIn]) -> Vec<Option<usize>> {
+    let index: HashMap<&str, usize> = spans
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.span_id.as_str(), i))
+        .collect();
+    spans
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            s.parent
+                .as_deref()
+                .and_then(|p| index.get(p).copied())
+                .filter(|p| *p != i)
+        })
+        .collect()
 }
 
 impl Trace<'_> {

@@ -154,18 +154,8 @@ pub fn map_late(mut spans: Vec<SpanIn>, late: Late) -> Option<Vec<Fact>> {
 /// each other span's children. A span whose chain of parents does not
 /// reach one of those within [`MAX_DEPTH`] (a cycle) is one of them too.
 fn forest(spans: &[SpanIn]) -> (Vec<usize>, HashMap<usize, Vec<usize>>) {
-    let index: HashMap<&str, usize> = spans
-        .iter()
-        .enumerate()
-        .map(|(i, s)| (s.span_id.as_str(), i))
-        .collect();
-    let parent_of = |i: usize| {
-        spans[i]
-            .parent
-            .as_deref()
-            .and_then(|p| index.get(p).copied())
-            .filter(|p| *p != i)
-    };
+    let parents = super::parents(spans);
+    let parent_of = |i: usize| parents[i];
     let mut tops = Vec::new();
     let mut children: HashMap<usize, Vec<usize>> = HashMap::new();
     for i in 0..spans.len() {
