@@ -80,22 +80,29 @@ fn runs(archive: &Path, config: &Path) -> (Vec<Value>, String) {
     )
 }
 
-#[test]
-fn a_trace_held_shows_as_running_until_it_is_written() {
-    let dir = tempfile::tempdir().unwrap();
-    let (archive, config) = (dir.path().join("archive"), dir.path().join("config"));
+/// `reel collect` into `archive` on a free loopback port, a 200 ms grace
+/// period, its standard error to `stderr`, once it listens; and the port.
+pub(crate) fn collector(archive: &Path, config: &Path, stderr: Stdio) -> (Killed, u16) {
     let port = free_port();
     let mut collector = Killed(
-        reel_command(&config)
+        reel_command(config)
             .args(["--archive", archive.to_str().unwrap(), "collect"])
             .args(["--listen", &format!("127.0.0.1:{port}")])
             .args(["--grace-ms", "200"])
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(stderr)
             .spawn()
             .expect("reel collect starts"),
     );
     wait_listening(port, &mut collector, "reel collect");
+    (collector, port)
+}
+
+#[test]
+fn a_trace_held_shows_as_running_until_it_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let (archive, config) = (dir.path().join("archive"), dir.path().join("config"));
+    let (_collector, port) = collector(&archive, &config, Stdio::null());
     let run_id = format!("otel-{TRACE}");
 
     // The tool span has ended; the agent's (the root) has not: held.

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::support::{free_port, reel, reel_command, wait_listening, Killed};
+use crate::support::{reel, Killed};
 
 /// `reel runs --json`'s runs.
 fn runs(archive: &Path, config: &Path) -> Vec<Value> {
@@ -75,18 +75,7 @@ fn a_span_exported_after_its_run_was_written_is_a_run_linked_to_it() {
     crate::collect::require_peers();
     let dir = tempfile::tempdir().unwrap();
     let (archive, config) = (dir.path().join("archive"), dir.path().join("config"));
-    let port = free_port();
-    let mut collector = Killed(
-        reel_command(&config)
-            .args(["--archive", archive.to_str().unwrap(), "collect"])
-            .args(["--listen", &format!("127.0.0.1:{port}")])
-            .args(["--grace-ms", "200"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("reel collect starts"),
-    );
-    wait_listening(port, &mut collector, "reel collect");
+    let (mut collector, port) = crate::collect_held::collector(&archive, &config, Stdio::piped());
     let mut agent = Killed(
         Command::new("python3")
             .arg(crate::collect::agents_dir().join("otel_late_agent.py"))
