@@ -27,15 +27,20 @@ fn files_holding(dir: &std::path::Path, needle: &[u8]) -> Vec<std::path::PathBuf
         .collect()
 }
 
-#[tokio::test]
-async fn a_known_secret_is_scrubbed_from_every_fact_of_the_run() {
-    let dir = tempfile::tempdir().unwrap();
+/// A recorder into `dir` with a fixed fingerprint key and no live socket.
+async fn recorder(dir: &std::path::Path) -> Recorder {
     let config = RecorderConfig {
         fingerprint_key: FingerprintKey::Key([5; 32]),
         serve_live: false,
         ..RecorderConfig::default()
     };
-    let recorder = Recorder::open(dir.path(), config).await.unwrap();
+    Recorder::open(dir, config).await.unwrap()
+}
+
+#[tokio::test]
+async fn a_known_secret_is_scrubbed_from_every_fact_of_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let recorder = recorder(dir.path()).await;
     let run = recorder
         .start_run(
             RunStart::new("known-secret")
@@ -87,12 +92,7 @@ async fn a_known_secret_is_scrubbed_from_every_fact_of_the_run() {
 #[tokio::test]
 async fn a_secret_learnt_during_the_run_is_scrubbed_from_the_next_call_on() {
     let dir = tempfile::tempdir().unwrap();
-    let config = RecorderConfig {
-        fingerprint_key: FingerprintKey::Key([5; 32]),
-        serve_live: false,
-        ..RecorderConfig::default()
-    };
-    let recorder = Recorder::open(dir.path(), config).await.unwrap();
+    let recorder = recorder(dir.path()).await;
     let run = recorder
         .start_run(RunStart::new("learnt-secret"))
         .await
