@@ -55,6 +55,15 @@ pub fn build_with(dir: &Path, runs: usize, progress: usize) -> io::Result<Archiv
     Ok(archive)
 }
 
+/// Opens the archive in `dir` only to read, as `reel runs` opens it.
+pub fn open_read_only(dir: &Path) -> io::Result<Archive> {
+    let config = ArchiveConfig {
+        read_only: true,
+        ..ArchiveConfig::default()
+    };
+    Archive::open(dir, config).map_err(io::Error::other)
+}
+
 /// Appends [`build_with`]'s runs to `archive`, then flushes.
 pub fn fill(archive: &Archive, runs: usize, progress: usize) -> io::Result<()> {
     let base = 1_700_000_000_000_000_000i64;

@@ -30,14 +30,7 @@ pub(super) fn copy_dir(from: &Path, to: &Path) -> io::Result<()> {
 /// A read-only open and the first page of runs, as `reel runs`; ms.
 fn runs(dir: &Path) -> io::Result<f64> {
     let t = std::time::Instant::now();
-    let archive = reel_archive::Archive::open(
-        dir,
-        reel_archive::ArchiveConfig {
-            read_only: true,
-            ..reel_archive::ArchiveConfig::default()
-        },
-    )
-    .map_err(io::Error::other)?;
+    let archive = list::open_read_only(dir)?;
     let page = archive
         .list_runs(&reel_archive::RunFilter {
             limit: Some(50),

@@ -37,14 +37,7 @@ pub(super) fn measure(b: Bench<'_>) -> io::Result<()> {
     )?;
     let open = |dir: &std::path::Path| -> io::Result<f64> {
         let t = std::time::Instant::now();
-        let archive = reel_archive::Archive::open(
-            dir,
-            reel_archive::ArchiveConfig {
-                read_only: true,
-                ..reel_archive::ArchiveConfig::default()
-            },
-        )
-        .map_err(io::Error::other)?;
+        let archive = list::open_read_only(dir)?;
         let ms = t.elapsed().as_secs_f64() * 1e3;
         drop(archive);
         Ok(ms)
